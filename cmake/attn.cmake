@@ -1,0 +1,193 @@
+# cmake/attn.cmake — shared build logic: backends, sanitizers, and the functions that turn a
+# CUDA source into a simulator program (host C++ against common/cudasim) or a GPU program (nvcc).
+#
+# Included by the top-level CMakeLists.txt and by every example built standalone.
+include_guard(GLOBAL)
+
+set(ATTN_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." CACHE INTERNAL "")
+cmake_path(NORMAL_PATH ATTN_ROOT)
+
+set(ATTN_BACKENDS "auto" CACHE STRING
+    "Backends to build: sim, gpu, 'sim;gpu', or auto (sim, plus gpu where nvcc is found)")
+set(ATTN_SANITIZER "" CACHE STRING "Sanitizer for the sim backend: '', asan (ASan+UBSan) or tsan")
+set_property(CACHE ATTN_SANITIZER PROPERTY STRINGS "" asan tsan)
+# A fixed list, never 'native': configuring must work on machines without a GPU.
+set(ATTN_CUDA_ARCHITECTURES "80;86;89;90" CACHE STRING "GPU architectures for the gpu backend")
+
+set(CMAKE_C_STANDARD 11)
+set(CMAKE_C_STANDARD_REQUIRED ON)
+set(CMAKE_C_EXTENSIONS OFF)
+set(CMAKE_CXX_STANDARD 17)
+set(CMAKE_CXX_STANDARD_REQUIRED ON)
+if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
+  set(CMAKE_BUILD_TYPE Release CACHE STRING "Build type" FORCE)
+endif()
+
+# ---- which backends -------------------------------------------------------------------------
+if(ATTN_BACKENDS STREQUAL "auto")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(_attn_backends sim gpu)
+  else()
+    set(_attn_backends sim)
+    message(STATUS "attn: no CUDA compiler found; building the simulator backend only")
+  endif()
+else()
+  set(_attn_backends ${ATTN_BACKENDS})
+endif()
+if(ATTN_SANITIZER AND "gpu" IN_LIST _attn_backends)
+  message(STATUS "attn: sanitizer builds use the simulator backend only")
+  list(REMOVE_ITEM _attn_backends gpu)
+endif()
+foreach(_b IN LISTS _attn_backends)
+  if(NOT _b MATCHES "^(sim|gpu)$")
+    message(FATAL_ERROR "attn: unknown backend '${_b}' in ATTN_BACKENDS (use sim, gpu or auto)")
+  endif()
+endforeach()
+set(ATTN_BACKEND_LIST ${_attn_backends} CACHE INTERNAL "")
+
+if("gpu" IN_LIST ATTN_BACKEND_LIST)
+  if(NOT CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES ${ATTN_CUDA_ARCHITECTURES})
+  endif()
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  set(CMAKE_CUDA_STANDARD 17)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+endif()
+
+# ---- warnings and sanitizers ----------------------------------------------------------------
+if(NOT COMMAND attn_target_defaults)
+  function(attn_target_defaults tgt)
+    target_compile_options(${tgt} PRIVATE
+      $<$<COMPILE_LANGUAGE:C,CXX>:-Wall -Wextra -Wno-unknown-pragmas>
+      $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo --expt-relaxed-constexpr>)
+  endfunction()
+endif()
+
+if(ATTN_SANITIZER STREQUAL "asan")
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+elseif(ATTN_SANITIZER STREQUAL "tsan")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(ATTN_SANITIZER)
+  message(FATAL_ERROR "attn: ATTN_SANITIZER must be '', asan or tsan (got '${ATTN_SANITIZER}')")
+endif()
+
+# ---- CUDA sources for a backend -------------------------------------------------------------
+# attn_cuda_sources(<out-var> <backend> <sources...>)
+# sim: each .cu is rewritten by cudasim_rewrite into <build>/cudasim/<dir>/<name>.cu.cpp (the
+#      <<<...>>> launches and extern __shared__ declarations become simulator calls; #line keeps
+#      diagnostics on the original file) and compiled as C++17. Other sources pass through.
+# gpu: sources pass through to nvcc / the host compilers.
+function(attn_cuda_sources out backend)
+  set(result)
+  foreach(src IN LISTS ARGN)
+    cmake_path(ABSOLUTE_PATH src BASE_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}" NORMALIZE
+               OUTPUT_VARIABLE abs)
+    if(backend STREQUAL "sim" AND abs MATCHES "\\.cu$")
+      file(RELATIVE_PATH rel "${ATTN_ROOT}" "${abs}")
+      if(rel MATCHES "^\\.\\.")
+        cmake_path(GET abs FILENAME rel)
+      endif()
+      set(gen "${CMAKE_BINARY_DIR}/cudasim_gen/${rel}.cpp")
+      add_custom_command(
+        OUTPUT "${gen}"
+        COMMAND cudasim_rewrite "${abs}" "${gen}"
+        DEPENDS "${abs}" cudasim_rewrite
+        COMMENT "cudasim: rewriting ${rel}"
+        VERBATIM)
+      list(APPEND result "${gen}")
+    else()
+      list(APPEND result "${abs}")
+    endif()
+  endforeach()
+  set(${out} ${result} PARENT_SCOPE)
+endfunction()
+
+# Compile settings every target of a backend gets (include paths, runtime library).
+function(attn_backend_setup tgt backend)
+  attn_target_defaults(${tgt})
+  if(backend STREQUAL "sim")
+    target_link_libraries(${tgt} PUBLIC cudasim)
+    target_compile_definitions(${tgt} PUBLIC ATTN_BACKEND_SIM=1)
+  else()
+    target_link_libraries(${tgt} PUBLIC CUDA::cudart)
+    target_compile_definitions(${tgt} PUBLIC ATTN_BACKEND_GPU=1)
+    set_target_properties(${tgt} PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
+  endif()
+endfunction()
+
+# attn_cuda_library(<name> SOURCES ... [LIBRARIES ...])
+# Makes <name>_<backend> static libraries (one per built backend) from kernel sources, so that
+# examples, tests, benchmarks and the grader link the same kernels.
+function(attn_cuda_library name)
+  cmake_parse_arguments(A "" "" "SOURCES;LIBRARIES" ${ARGN})
+  foreach(backend IN LISTS ATTN_BACKEND_LIST)
+    attn_cuda_sources(srcs ${backend} ${A_SOURCES})
+    add_library(${name}_${backend} STATIC ${srcs})
+    attn_backend_setup(${name}_${backend} ${backend})
+    target_link_libraries(${name}_${backend} PUBLIC attn_harness_${backend})
+    foreach(lib IN LISTS A_LIBRARIES)
+      target_link_libraries(${name}_${backend} PUBLIC ${lib}_${backend})
+    endforeach()
+    target_include_directories(${name}_${backend} PUBLIC "${CMAKE_CURRENT_SOURCE_DIR}")
+  endforeach()
+endfunction()
+
+# attn_cuda_executable(<name> SOURCES ... [LIBRARIES ...])
+# Makes <name>_<backend> executables; LIBRARIES are attn_cuda_library names (suffix added).
+function(attn_cuda_executable name)
+  cmake_parse_arguments(A "" "" "SOURCES;LIBRARIES" ${ARGN})
+  foreach(backend IN LISTS ATTN_BACKEND_LIST)
+    attn_cuda_sources(srcs ${backend} ${A_SOURCES})
+    add_executable(${name}_${backend} ${srcs})
+    attn_backend_setup(${name}_${backend} ${backend})
+    target_link_libraries(${name}_${backend} PRIVATE attn_harness_${backend})
+    foreach(lib IN LISTS A_LIBRARIES)
+      target_link_libraries(${name}_${backend} PRIVATE ${lib}_${backend})
+    endforeach()
+    if(backend STREQUAL "sim")
+      set_target_properties(${name}_${backend} PROPERTIES LINKER_LANGUAGE CXX)
+    endif()
+  endforeach()
+endfunction()
+
+# attn_add_test(<name> COMMAND <target-without-backend> [ARGS ...] LABELS ... [BACKENDS sim gpu]
+#               [PASS_REGEX re] [TIMEOUT s])
+# Registers <name>.<backend> for each built backend (or those given). Exit 77 = skipped (no GPU).
+function(attn_add_test name)
+  cmake_parse_arguments(A "" "COMMAND;PASS_REGEX;TIMEOUT" "ARGS;LABELS;BACKENDS" ${ARGN})
+  if(NOT A_BACKENDS)
+    set(A_BACKENDS ${ATTN_BACKEND_LIST})
+  endif()
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 300)
+  endif()
+  foreach(backend IN LISTS A_BACKENDS)
+    if(NOT backend IN_LIST ATTN_BACKEND_LIST)
+      continue()
+    endif()
+    add_test(NAME ${name}.${backend} COMMAND ${A_COMMAND}_${backend} ${A_ARGS})
+    set(labels ${A_LABELS})
+    if(backend STREQUAL "gpu")
+      list(APPEND labels gpu)
+    endif()
+    set_tests_properties(${name}.${backend} PROPERTIES
+      LABELS "${labels}" SKIP_RETURN_CODE 77 TIMEOUT ${A_TIMEOUT})
+    if(A_PASS_REGEX)
+      set_tests_properties(${name}.${backend} PROPERTIES PASS_REGULAR_EXPRESSION "${A_PASS_REGEX}")
+    endif()
+  endforeach()
+endfunction()
+
+# Used by an example's CMakeLists.txt when it is the top-level project: brings in the harness
+# and the simulator from the chapter's common/ folder.
+macro(attn_standalone_setup)
+  if(NOT TARGET attn_harness_sim AND NOT TARGET attn_harness_gpu)
+    enable_testing()
+    add_subdirectory("${ATTN_ROOT}/common" "${CMAKE_BINARY_DIR}/_attn_common")
+  endif()
+endmacro()

@@ -1,0 +1,136 @@
+/* cuda_runtime_api.h (cudasim) — the subset of the CUDA runtime API this chapter uses, implemented
+ * on the CPU by the simulator. Valid C11 and C++17: the C harness includes it in sim builds
+ * exactly where a GPU build includes the toolkit's header of the same name.
+ *
+ * Names, signatures and error codes follow the CUDA runtime, so the same host code compiles
+ * against either. Streams are accepted and ignored (every launch runs to completion before the
+ * launch call returns); events record wall-clock time.
+ */
+#ifndef CUDASIM_CUDA_RUNTIME_API_H
+#define CUDASIM_CUDA_RUNTIME_API_H
+
+#include <stddef.h>
+
+#define CUDASIM 1
+/* The CUDA version whose API subset this mirrors (cudaRuntimeGetVersion reports it). */
+#define CUDART_VERSION 13000
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Error codes: the CUDA runtime's numeric values. */
+typedef enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInitializationError = 3,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorInvalidMemcpyDirection = 21,
+    cudaErrorInsufficientDriver = 35,
+    cudaErrorInvalidDeviceFunction = 98,
+    cudaErrorNoDevice = 100,
+    cudaErrorInvalidDevice = 101,
+    cudaErrorInvalidResourceHandle = 400,
+    cudaErrorNotReady = 600,
+    cudaErrorIllegalAddress = 700,
+    cudaErrorLaunchOutOfResources = 701,
+    cudaErrorLaunchTimeout = 702,
+    cudaErrorAssert = 710,
+    cudaErrorLaunchFailure = 719,
+    cudaErrorUnknown = 999
+} cudaError_t;
+
+typedef enum cudaMemcpyKind {
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4
+} cudaMemcpyKind;
+
+typedef enum cudaFuncAttribute {
+    cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
+    cudaFuncAttributePreferredSharedMemoryCarveout = 9
+} cudaFuncAttribute;
+
+typedef enum cudaDeviceAttr {
+    cudaDevAttrMaxThreadsPerBlock = 1,
+    cudaDevAttrMaxSharedMemoryPerBlock = 8,
+    cudaDevAttrWarpSize = 10,
+    cudaDevAttrMultiProcessorCount = 16,
+    cudaDevAttrComputeCapabilityMajor = 75,
+    cudaDevAttrComputeCapabilityMinor = 76,
+    cudaDevAttrL2CacheSize = 38,
+    cudaDevAttrMaxSharedMemoryPerBlockOptin = 97
+} cudaDeviceAttr;
+
+typedef struct CUstream_st *cudaStream_t;
+typedef struct CUevent_st *cudaEvent_t;
+
+/* The fields of the toolkit's cudaDeviceProp that this chapter reads (same names). */
+typedef struct cudaDeviceProp {
+    char name[256];
+    size_t totalGlobalMem;
+    size_t sharedMemPerBlock;      /* 48 KiB without opt-in */
+    size_t sharedMemPerBlockOptin; /* the most a kernel may opt in to */
+    size_t sharedMemPerMultiprocessor;
+    int regsPerBlock;
+    int warpSize;           /* 32 */
+    int maxThreadsPerBlock; /* 1024 */
+    int maxThreadsDim[3];   /* 1024, 1024, 64 */
+    int maxGridSize[3];     /* 2^31-1, 65535, 65535 */
+    int clockRate;
+    int multiProcessorCount;
+    int l2CacheSize;
+    int maxThreadsPerMultiProcessor;
+    int major;
+    int minor;
+    int memoryClockRate;
+    int memoryBusWidth;
+} cudaDeviceProp;
+
+const char *cudaGetErrorName(cudaError_t err);
+const char *cudaGetErrorString(cudaError_t err);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaPeekAtLastError(void);
+
+cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDevice(int *device);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device);
+cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaDeviceReset(void);
+cudaError_t cudaRuntimeGetVersion(int *version);
+cudaError_t cudaDriverGetVersion(int *version);
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
+
+cudaError_t cudaMalloc(void **ptr, size_t bytes);
+cudaError_t cudaFree(void *ptr);
+cudaError_t cudaMallocHost(void **ptr, size_t bytes);
+cudaError_t cudaFreeHost(void *ptr);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream);
+cudaError_t cudaMemset(void *ptr, int value, size_t bytes);
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream);
+
+cudaError_t cudaStreamCreate(cudaStream_t *stream);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+
+cudaError_t cudaEventCreate(cudaEvent_t *event);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
+
+/* Kernels are passed as their address. cudaFuncAttributeMaxDynamicSharedMemorySize opts a kernel
+ * in to more than 48 KiB of dynamic shared memory, as on a GPU. */
+cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int value);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CUDASIM_CUDA_RUNTIME_API_H */

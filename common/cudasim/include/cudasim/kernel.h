@@ -1,0 +1,271 @@
+// cudasim/kernel.h — the CUDA kernel language for host C++: qualifiers, built-in variables,
+// barriers, warp intrinsics and the launch that cudasim_rewrite substitutes for <<<...>>>.
+//
+// Included by cuda_runtime.h; not meant to be included directly.
+#ifndef CUDASIM_KERNEL_H
+#define CUDASIM_KERNEL_H
+
+#include <cstddef>
+#include <cstring>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include <cuda_runtime_api.h>
+#include <vector_types.h>
+
+// ---- qualifiers -------------------------------------------------------------------------------
+// Host and device are the same machine here, so the execution-space qualifiers vanish.
+#define __global__
+#define __device__
+#define __host__
+#define __constant__
+#define __managed__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+#define __grid_constant__
+// Shared memory belongs to the block, and a block runs on one OS thread, so a per-OS-thread
+// static is per block. ASan does not guard thread_local objects; its preset runs every block on
+// one OS thread, where a plain static is per block too and gets redzones.
+#if defined(CUDASIM_ASAN)
+#define __shared__ static
+#else
+#define __shared__ static thread_local
+#endif
+
+// ---- built-in variables -----------------------------------------------------------------------
+// Per OS thread; the scheduler refreshes threadIdx at every fiber switch and the others per block.
+// Inline definitions with constant initialisers let the compiler access them directly (no TLS
+// wrapper calls).
+inline thread_local uint3 threadIdx;
+inline thread_local uint3 blockIdx;
+inline thread_local dim3 blockDim;
+inline thread_local dim3 gridDim;
+constexpr int warpSize = 32;
+
+namespace cudasim {
+namespace detail {
+inline thread_local void *dynamic_smem;
+} // namespace detail
+
+// The current block's dynamic shared memory (what `extern __shared__ T name[];` names).
+inline void *dynamic_shared_memory() { return detail::dynamic_smem; }
+
+namespace detail {
+
+// ---- barriers and warp collectives (implemented in the runtime) --------------------------------
+enum class collective : unsigned char {
+    syncwarp,
+    shfl,
+    shfl_up,
+    shfl_down,
+    shfl_xor,
+    ballot,
+    any,
+    all
+};
+enum class bar_reduce : unsigned char { count, all, any };
+
+void syncthreads(const char *file, int line);
+int syncthreads_reduce(bar_reduce op, int predicate, const char *file, int line);
+unsigned long long warp_collective(collective kind, unsigned mask, unsigned long long value,
+                                   int param, int width, const char *file, int line);
+unsigned active_mask();
+
+template <typename T> unsigned long long to_bits(const T &v) {
+    static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= 8,
+                  "cudasim: warp shuffles take trivially copyable values of at most 8 bytes");
+    unsigned long long bits = 0;
+    std::memcpy(&bits, &v, sizeof(T));
+    return bits;
+}
+template <typename T> T from_bits(unsigned long long bits) {
+    T v;
+    std::memcpy(&v, &bits, sizeof(T));
+    return v;
+}
+
+// ---- launch -------------------------------------------------------------------------------------
+// One launch as the runtime sees it: the kernel's parameters are packed in a tuple that `invoke`
+// (instantiated for the kernel's signature) unpacks into a call, once per simulated thread.
+struct launch_desc {
+    const char *kernel; // the callee as written, for messages
+    const char *file;
+    int line;
+    const void *fn; // the kernel's address (cudaFuncSetAttribute's key)
+    dim3 grid, block;
+    size_t smem;
+    void (*invoke)(const launch_desc &);
+    const void *params;
+};
+
+cudaError_t launch_kernel(const launch_desc &d);
+
+template <typename... P> void invoke(const launch_desc &d) {
+    auto fn = reinterpret_cast<void (*)(P...)>(const_cast<void *>(d.fn));
+    std::apply(fn, *static_cast<const std::tuple<P...> *>(d.params));
+}
+
+template <typename... P> class launcher {
+  public:
+    launcher(const launch_desc &d) : d_(d) {}
+    // Takes the kernel's own parameter types, so arguments convert as in a call of the kernel.
+    cudaError_t operator()(P... args) const {
+        std::tuple<P...> params(std::move(args)...);
+        launch_desc d = d_;
+        d.invoke = &invoke<P...>;
+        d.params = &params;
+        return launch_kernel(d);
+    }
+
+  private:
+    launch_desc d_;
+};
+
+// What `callee<<<grid, block, smem, stream>>>` becomes (see cudasim_rewrite); streams are ignored
+// because every launch runs to completion before returning.
+template <typename... P>
+launcher<P...> launch(const char *file, int line, const char *name, void (*fn)(P...), dim3 grid,
+                      dim3 block, size_t smem = 0, cudaStream_t = nullptr) {
+    return launcher<P...>(launch_desc{name, file, line, reinterpret_cast<const void *>(fn), grid,
+                                      block, smem, nullptr, nullptr});
+}
+
+template <typename... P, size_t... I>
+cudaError_t launch_packed(const launch_desc &d, void **args, std::index_sequence<I...>) {
+    std::tuple<P...> params(*static_cast<std::remove_reference_t<P> *>(args[I])...);
+    launch_desc copy = d;
+    copy.invoke = &invoke<P...>;
+    copy.params = &params;
+    return launch_kernel(copy);
+}
+
+} // namespace detail
+} // namespace cudasim
+
+// ---- runtime API templates of the toolkit's cuda_runtime.h ------------------------------------
+template <typename... P>
+cudaError_t cudaLaunchKernel(void (*fn)(P...), dim3 grid, dim3 block, void **args,
+                             size_t smem = 0, cudaStream_t = nullptr,
+                             const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
+    cudasim::detail::launch_desc d{"(kernel passed to cudaLaunchKernel)",
+                                   file,
+                                   line,
+                                   reinterpret_cast<const void *>(fn),
+                                   grid,
+                                   block,
+                                   smem,
+                                   nullptr,
+                                   nullptr};
+    return cudasim::detail::launch_packed<P...>(d, args, std::index_sequence_for<P...>{});
+}
+
+template <typename T> cudaError_t cudaMalloc(T **ptr, size_t bytes) {
+    return cudaMalloc(reinterpret_cast<void **>(ptr), bytes);
+}
+template <typename T> cudaError_t cudaMallocHost(T **ptr, size_t bytes) {
+    return cudaMallocHost(reinterpret_cast<void **>(ptr), bytes);
+}
+
+template <typename T>
+cudaError_t cudaFuncSetAttribute(T *entry, cudaFuncAttribute attr, int value) {
+    return cudaFuncSetAttribute(reinterpret_cast<const void *>(entry), attr, value);
+}
+
+// __constant__ and __device__ variables are ordinary globals here.
+template <typename T>
+cudaError_t cudaMemcpyToSymbol(T &symbol, const void *src, size_t bytes, size_t offset = 0,
+                               cudaMemcpyKind = cudaMemcpyHostToDevice) {
+    if (offset + bytes > sizeof(T))
+        return cudaErrorInvalidValue;
+    std::memcpy(reinterpret_cast<char *>(&symbol) + offset, src, bytes);
+    return cudaSuccess;
+}
+template <typename T>
+cudaError_t cudaMemcpyFromSymbol(void *dst, const T &symbol, size_t bytes, size_t offset = 0,
+                                 cudaMemcpyKind = cudaMemcpyDeviceToHost) {
+    if (offset + bytes > sizeof(T))
+        return cudaErrorInvalidValue;
+    std::memcpy(dst, reinterpret_cast<const char *>(&symbol) + offset, bytes);
+    return cudaSuccess;
+}
+
+// ---- barriers -----------------------------------------------------------------------------------
+// The default arguments record the call site, which the runtime compares across the threads of a
+// block (barrier divergence) and names in its reports.
+inline void __syncthreads(const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
+    cudasim::detail::syncthreads(file, line);
+}
+inline int __syncthreads_count(int predicate, const char *file = __builtin_FILE(),
+                               int line = __builtin_LINE()) {
+    return cudasim::detail::syncthreads_reduce(cudasim::detail::bar_reduce::count, predicate, file,
+                                               line);
+}
+inline int __syncthreads_and(int predicate, const char *file = __builtin_FILE(),
+                             int line = __builtin_LINE()) {
+    return cudasim::detail::syncthreads_reduce(cudasim::detail::bar_reduce::all, predicate, file,
+                                               line);
+}
+inline int __syncthreads_or(int predicate, const char *file = __builtin_FILE(),
+                            int line = __builtin_LINE()) {
+    return cudasim::detail::syncthreads_reduce(cudasim::detail::bar_reduce::any, predicate, file,
+                                               line);
+}
+
+// ---- warp intrinsics ----------------------------------------------------------------------------
+inline void __syncwarp(unsigned mask = 0xffffffffu, const char *file = __builtin_FILE(),
+                       int line = __builtin_LINE()) {
+    cudasim::detail::warp_collective(cudasim::detail::collective::syncwarp, mask, 0, 0, warpSize,
+                                     file, line);
+}
+inline unsigned __activemask() { return cudasim::detail::active_mask(); }
+
+template <typename T>
+T __shfl_sync(unsigned mask, T var, int src_lane, int width = warpSize,
+              const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
+    using namespace cudasim::detail;
+    return from_bits<T>(
+        warp_collective(collective::shfl, mask, to_bits(var), src_lane, width, file, line));
+}
+template <typename T>
+T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = warpSize,
+                 const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
+    using namespace cudasim::detail;
+    return from_bits<T>(warp_collective(collective::shfl_up, mask, to_bits(var),
+                                        static_cast<int>(delta), width, file, line));
+}
+template <typename T>
+T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = warpSize,
+                   const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
+    using namespace cudasim::detail;
+    return from_bits<T>(warp_collective(collective::shfl_down, mask, to_bits(var),
+                                        static_cast<int>(delta), width, file, line));
+}
+template <typename T>
+T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize,
+                  const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
+    using namespace cudasim::detail;
+    return from_bits<T>(
+        warp_collective(collective::shfl_xor, mask, to_bits(var), lane_mask, width, file, line));
+}
+inline unsigned __ballot_sync(unsigned mask, int predicate, const char *file = __builtin_FILE(),
+                              int line = __builtin_LINE()) {
+    using namespace cudasim::detail;
+    return static_cast<unsigned>(
+        warp_collective(collective::ballot, mask, predicate != 0, 0, warpSize, file, line));
+}
+inline int __any_sync(unsigned mask, int predicate, const char *file = __builtin_FILE(),
+                      int line = __builtin_LINE()) {
+    using namespace cudasim::detail;
+    return static_cast<int>(
+        warp_collective(collective::any, mask, predicate != 0, 0, warpSize, file, line));
+}
+inline int __all_sync(unsigned mask, int predicate, const char *file = __builtin_FILE(),
+                      int line = __builtin_LINE()) {
+    using namespace cudasim::detail;
+    return static_cast<int>(
+        warp_collective(collective::all, mask, predicate != 0, 0, warpSize, file, line));
+}
+
+#endif // CUDASIM_KERNEL_H

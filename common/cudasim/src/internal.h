@@ -1,0 +1,95 @@
+// internal.h — declarations shared by the simulator's runtime sources: the state of one launch,
+// the settings, error reporting, and the sanitizer hooks for happens-before edges.
+#ifndef CUDASIM_INTERNAL_H
+#define CUDASIM_INTERNAL_H
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include <cuda_runtime.h>
+#include <cudasim.h>
+
+#if CUDASIM_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
+namespace cudasim {
+namespace detail {
+
+// ThreadSanitizer sees the simulated threads as fibers that never synchronise by switching; these
+// mark where CUDA does order them (barriers, warp collectives, block and launch boundaries).
+inline void tsan_release(void *sync) {
+#if CUDASIM_TSAN
+    __tsan_release(sync);
+#else
+    (void)sync;
+#endif
+}
+inline void tsan_acquire(void *sync) {
+#if CUDASIM_TSAN
+    __tsan_acquire(sync);
+#else
+    (void)sync;
+#endif
+}
+
+// One launch in flight: what every worker reads, and where the first failure is recorded.
+struct launch_state {
+    const launch_desc *desc = nullptr;
+    uint64_t nblocks = 0;
+    unsigned nthreads = 0; // per block
+    uint64_t id = 0;       // distinguishes launches (per-launch setup of a worker)
+    cudasim_order order = CUDASIM_ORDER_FORWARD;
+    unsigned long long seed = 0;
+    std::atomic<uint64_t> next_block{0};
+    std::atomic<bool> failed{false};
+    std::mutex error_mutex;
+    std::string error; // the first failure's report
+    char tsan_start = 0;
+
+    void fail(const std::string &report) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (error.empty())
+            error = report;
+        failed = true;
+    }
+};
+
+// scheduler.cpp: runs blocks of `ls` on the calling OS thread until none are left or one failed.
+void run_blocks(launch_state &ls);
+// True while the calling OS thread runs a simulated thread.
+bool in_kernel();
+// From inside a kernel: reports `what` against the current thread and ends its launch.
+[[noreturn]] void fail_in_kernel(const std::string &what);
+
+// runtime.cpp
+struct settings_t {
+    std::atomic<int> order{CUDASIM_ORDER_FORWARD};
+    std::atomic<unsigned long long> seed{0};
+    std::atomic<int> threads{1};
+    size_t stack_bytes = 256 * 1024;
+};
+settings_t &settings();
+// Prints "cudasim: error: <message>" and keeps it for cudasim_last_error_message().
+void report_error(const std::string &message);
+// A launch failed: the error becomes sticky, as a device fault is on a GPU.
+void set_sticky(cudaError_t err);
+cudaError_t sticky_error();
+// Records err as the calling thread's last error (cudaGetLastError) and returns it.
+cudaError_t set_last_error(cudaError_t err);
+// The largest dynamic shared memory a launch of fn may request (48 KiB unless raised).
+size_t max_dynamic_smem(const void *fn);
+
+// Properties of the virtual device.
+constexpr size_t smem_default = 48 * 1024;
+constexpr size_t smem_optin = 227 * 1024;
+constexpr unsigned max_threads_per_block = 1024;
+
+std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+} // namespace detail
+} // namespace cudasim
+
+#endif // CUDASIM_INTERNAL_H

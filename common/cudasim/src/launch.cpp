@@ -1,0 +1,145 @@
+// launch.cpp — a kernel launch: the checks a GPU makes on the configuration, then the grid's
+// blocks spread over a pool of OS threads (the caller's thread is one of them). Synchronous:
+// the launch returns when every block has finished or one has failed.
+#include "internal.h"
+
+#include <condition_variable>
+#include <thread>
+#include <vector>
+
+namespace cudasim {
+namespace detail {
+
+namespace {
+
+// Returns the error a GPU gives for this configuration (and why), or cudaSuccess.
+cudaError_t check_config(const launch_desc &d, std::string &why) {
+    const dim3 &b = d.block, &g = d.grid;
+    uint64_t threads = static_cast<uint64_t>(b.x) * b.y * b.z;
+    if (b.x == 0 || b.y == 0 || b.z == 0 || g.x == 0 || g.y == 0 || g.z == 0) {
+        why = format("grid (%u,%u,%u) or block (%u,%u,%u) has a zero dimension", g.x, g.y, g.z, b.x,
+                     b.y, b.z);
+        return cudaErrorInvalidConfiguration;
+    }
+    if (threads > max_threads_per_block) {
+        why = format("block (%u,%u,%u) has %llu threads; the limit is %u", b.x, b.y, b.z,
+                     static_cast<unsigned long long>(threads), max_threads_per_block);
+        return cudaErrorInvalidConfiguration;
+    }
+    if (b.x > 1024 || b.y > 1024 || b.z > 64) {
+        why = format("block (%u,%u,%u) exceeds the per-dimension limits (1024,1024,64)", b.x, b.y,
+                     b.z);
+        return cudaErrorInvalidConfiguration;
+    }
+    if (g.x > 2147483647u || g.y > 65535 || g.z > 65535) {
+        why = format("grid (%u,%u,%u) exceeds the limits (2147483647,65535,65535)", g.x, g.y, g.z);
+        return cudaErrorInvalidConfiguration;
+    }
+    size_t limit = max_dynamic_smem(d.fn);
+    if (d.smem > limit) {
+        why = format("%zu bytes of dynamic shared memory requested; the kernel may use %zu", d.smem,
+                     limit);
+        if (limit < smem_optin)
+            why += format(" (opt in to more, up to %zu, with cudaFuncSetAttribute(kernel, "
+                          "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes))",
+                          smem_optin);
+        return cudaErrorInvalidValue;
+    }
+    return cudaSuccess;
+}
+
+// OS threads that run blocks next to the launching thread. Never destroyed: a process may exit
+// while they sleep, and must not wait for them.
+class worker_pool {
+  public:
+    void run(launch_state &ls, unsigned workers) {
+        if (workers <= 1) {
+            run_blocks(ls);
+            return;
+        }
+        {
+            std::lock_guard<std::mutex> lock(m_);
+            while (threads_ + 1 < workers) {
+                std::thread(&worker_pool::work, this, threads_++).detach();
+            }
+            job_ = &ls;
+            wanted_ = workers - 1;
+            pending_ = wanted_;
+            ++generation_;
+        }
+        wake_.notify_all();
+        run_blocks(ls);
+        std::unique_lock<std::mutex> lock(m_);
+        done_.wait(lock, [this] { return pending_ == 0; });
+        job_ = nullptr;
+    }
+
+  private:
+    void work(unsigned index) {
+        uint64_t seen = 0;
+        for (;;) {
+            launch_state *job;
+            {
+                std::unique_lock<std::mutex> lock(m_);
+                wake_.wait(lock, [&] { return generation_ != seen; });
+                seen = generation_;
+                if (index >= wanted_)
+                    continue;
+                job = job_;
+            }
+            run_blocks(*job);
+            std::lock_guard<std::mutex> lock(m_);
+            if (--pending_ == 0)
+                done_.notify_one();
+        }
+    }
+
+    std::mutex m_;
+    std::condition_variable wake_, done_;
+    unsigned threads_ = 0, wanted_ = 0, pending_ = 0;
+    uint64_t generation_ = 0;
+    launch_state *job_ = nullptr;
+};
+
+worker_pool &pool() {
+    static worker_pool *p = new worker_pool();
+    return *p;
+}
+
+} // namespace
+
+cudaError_t launch_kernel(const launch_desc &d) {
+    if (in_kernel())
+        fail_in_kernel(format("launch of kernel '%s' at %s:%d from device code: dynamic "
+                              "parallelism is not supported by the simulator",
+                              d.kernel, d.file, d.line));
+    if (cudaError_t e = sticky_error())
+        return set_last_error(e);
+    std::string why;
+    if (cudaError_t e = check_config(d, why)) {
+        report_error(format("launch of kernel '%s' at %s:%d rejected: %s (%s)", d.kernel, d.file,
+                            d.line, why.c_str(), cudaGetErrorName(e)));
+        return set_last_error(e);
+    }
+    static std::atomic<uint64_t> launches{0};
+    launch_state ls;
+    ls.desc = &d;
+    ls.nblocks = static_cast<uint64_t>(d.grid.x) * d.grid.y * d.grid.z;
+    ls.nthreads = d.block.x * d.block.y * d.block.z;
+    ls.id = ++launches;
+    ls.order = static_cast<cudasim_order>(settings().order.load());
+    ls.seed = settings().seed;
+    uint64_t workers = std::min<uint64_t>(static_cast<uint64_t>(settings().threads), ls.nblocks);
+    // The host's writes (inputs, parameters) happen before every simulated thread.
+    tsan_release(&ls.tsan_start);
+    pool().run(ls, static_cast<unsigned>(workers));
+    if (ls.failed) {
+        report_error(ls.error);
+        set_sticky(cudaErrorLaunchFailure);
+        return set_last_error(cudaErrorLaunchFailure);
+    }
+    return cudaSuccess;
+}
+
+} // namespace detail
+} // namespace cudasim

@@ -1,0 +1,559 @@
+// runtime.cpp — the CUDA runtime API of cuda_runtime_api.h on the CPU (memory, errors, the
+// virtual device, streams, events, function attributes) and the controls of cudasim.h.
+#include "internal.h"
+
+#include <chrono>
+#include <cstdarg>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <thread>
+#include <unistd.h>
+#include <unordered_map>
+
+struct CUstream_st {
+    int unused;
+};
+struct CUevent_st {
+    std::chrono::steady_clock::time_point when;
+    bool recorded;
+};
+
+namespace cudasim {
+namespace detail {
+
+namespace {
+
+struct device_state {
+    std::mutex m;
+    std::map<const char *, size_t> allocations; // cudaMalloc'd block -> size
+    size_t allocated = 0;
+    std::unordered_map<const void *, size_t> max_smem; // cudaFuncSetAttribute opt-ins
+    std::string last_message;
+};
+
+device_state &dev() {
+    static device_state *d = new device_state(); // never destroyed: usable during exit
+    return *d;
+}
+
+std::atomic<int> sticky{cudaSuccess};
+thread_local cudaError_t last_error = cudaSuccess;
+
+size_t total_memory() {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page)
+                                 : size_t(16) << 30;
+}
+
+// Checks that [p, p + bytes) lies inside one cudaMalloc'd block. Caller holds dev().m.
+bool in_device_block(const void *p, size_t bytes) {
+    const char *c = static_cast<const char *>(p);
+    auto &a = dev().allocations;
+    auto it = a.upper_bound(c);
+    if (it == a.begin())
+        return false;
+    --it;
+    return c >= it->first && bytes <= it->second && c - it->first <= static_cast<ptrdiff_t>(it->second - bytes);
+}
+
+cudaError_t fail_call(cudaError_t err, const std::string &why) {
+    std::lock_guard<std::mutex> lock(dev().m);
+    dev().last_message = why;
+    return set_last_error(err);
+}
+
+cudaError_t check_range(const void *p, size_t bytes, const char *call, const char *role) {
+    std::lock_guard<std::mutex> lock(dev().m);
+    if (in_device_block(p, bytes))
+        return cudaSuccess;
+    dev().last_message = format("%s: %s %p (%zu bytes) is not inside one cudaMalloc'd block", call,
+                                role, p, bytes);
+    return set_last_error(cudaErrorInvalidValue);
+}
+
+int env_int(const char *name, int fallback) {
+    const char *v = std::getenv(name);
+    return v && *v ? std::atoi(v) : fallback;
+}
+
+} // namespace
+
+settings_t &settings() {
+    static settings_t *s = [] {
+        auto *st = new settings_t();
+        if (const char *o = std::getenv("CUDASIM_ORDER")) {
+            if (!std::strcmp(o, "reverse"))
+                st->order = CUDASIM_ORDER_REVERSE;
+            else if (!std::strcmp(o, "shuffle"))
+                st->order = CUDASIM_ORDER_SHUFFLE;
+            else if (std::strcmp(o, "forward") != 0 && *o)
+                std::fprintf(stderr, "cudasim: warning: CUDASIM_ORDER=%s unknown; using forward\n",
+                             o);
+        }
+        if (const char *seed = std::getenv("CUDASIM_SEED"))
+            st->seed = std::strtoull(seed, nullptr, 0);
+        int hw = static_cast<int>(std::thread::hardware_concurrency());
+        st->threads = std::max(1, env_int("CUDASIM_THREADS", hw > 0 ? hw : 1));
+#if CUDASIM_ASAN
+        st->threads = 1; // __shared__ is a plain static under ASan: one block at a time
+#endif
+        int kb = env_int("CUDASIM_STACK_KB", 256);
+        st->stack_bytes = static_cast<size_t>(std::max(kb, 16)) * 1024;
+        return st;
+    }();
+    return *s;
+}
+
+std::string format(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = std::vsnprintf(nullptr, 0, fmt, ap);
+    va_end(ap);
+    std::string s(n > 0 ? static_cast<size_t>(n) : 0, '\0');
+    std::vsnprintf(&s[0], s.size() + 1, fmt, ap2);
+    va_end(ap2);
+    return s;
+}
+
+void report_error(const std::string &message) {
+    {
+        std::lock_guard<std::mutex> lock(dev().m);
+        dev().last_message = message;
+    }
+    std::fprintf(stderr, "cudasim: error: %s\n", message.c_str());
+    std::fflush(stderr);
+}
+
+void set_sticky(cudaError_t err) { sticky = err; }
+cudaError_t sticky_error() { return static_cast<cudaError_t>(sticky.load()); }
+
+cudaError_t set_last_error(cudaError_t err) {
+    if (err != cudaSuccess)
+        last_error = err;
+    return err;
+}
+
+size_t max_dynamic_smem(const void *fn) {
+    std::lock_guard<std::mutex> lock(dev().m);
+    auto it = dev().max_smem.find(fn);
+    return it == dev().max_smem.end() ? smem_default : it->second;
+}
+
+} // namespace detail
+} // namespace cudasim
+
+using namespace cudasim::detail;
+
+// A call made after a launch failure returns that failure, as on a GPU after a device fault.
+#define CUDASIM_RETURN_IF_STICKY()                                                                 \
+    do {                                                                                           \
+        if (cudaError_t sticky_err = sticky_error())                                               \
+            return set_last_error(sticky_err);                                                     \
+    } while (0)
+
+extern "C" {
+
+const char *cudaGetErrorName(cudaError_t err) {
+    switch (err) {
+#define CUDASIM_NAME(e)                                                                            \
+    case e:                                                                                        \
+        return #e;
+        CUDASIM_NAME(cudaSuccess)
+        CUDASIM_NAME(cudaErrorInvalidValue)
+        CUDASIM_NAME(cudaErrorMemoryAllocation)
+        CUDASIM_NAME(cudaErrorInitializationError)
+        CUDASIM_NAME(cudaErrorInvalidConfiguration)
+        CUDASIM_NAME(cudaErrorInvalidMemcpyDirection)
+        CUDASIM_NAME(cudaErrorInsufficientDriver)
+        CUDASIM_NAME(cudaErrorInvalidDeviceFunction)
+        CUDASIM_NAME(cudaErrorNoDevice)
+        CUDASIM_NAME(cudaErrorInvalidDevice)
+        CUDASIM_NAME(cudaErrorInvalidResourceHandle)
+        CUDASIM_NAME(cudaErrorNotReady)
+        CUDASIM_NAME(cudaErrorIllegalAddress)
+        CUDASIM_NAME(cudaErrorLaunchOutOfResources)
+        CUDASIM_NAME(cudaErrorLaunchTimeout)
+        CUDASIM_NAME(cudaErrorAssert)
+        CUDASIM_NAME(cudaErrorLaunchFailure)
+        CUDASIM_NAME(cudaErrorUnknown)
+#undef CUDASIM_NAME
+    }
+    return "cudaErrorUnknown";
+}
+
+const char *cudaGetErrorString(cudaError_t err) {
+    switch (err) {
+    case cudaSuccess:
+        return "no error";
+    case cudaErrorInvalidValue:
+        return "invalid argument";
+    case cudaErrorMemoryAllocation:
+        return "out of memory";
+    case cudaErrorInitializationError:
+        return "initialization error";
+    case cudaErrorInvalidConfiguration:
+        return "invalid configuration argument";
+    case cudaErrorInvalidMemcpyDirection:
+        return "invalid copy direction for memcpy";
+    case cudaErrorInsufficientDriver:
+        return "CUDA driver version is insufficient for CUDA runtime version";
+    case cudaErrorInvalidDeviceFunction:
+        return "invalid device function";
+    case cudaErrorNoDevice:
+        return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice:
+        return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle:
+        return "invalid resource handle";
+    case cudaErrorNotReady:
+        return "device not ready";
+    case cudaErrorIllegalAddress:
+        return "an illegal memory access was encountered";
+    case cudaErrorLaunchOutOfResources:
+        return "too many resources requested for launch";
+    case cudaErrorLaunchTimeout:
+        return "the launch timed out and was terminated";
+    case cudaErrorAssert:
+        return "device-side assert triggered";
+    case cudaErrorLaunchFailure:
+        return "unspecified launch failure";
+    case cudaErrorUnknown:
+        return "unknown error";
+    }
+    return "unrecognized error code";
+}
+
+cudaError_t cudaGetLastError(void) {
+    cudaError_t e = sticky_error() ? sticky_error() : last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+
+cudaError_t cudaPeekAtLastError(void) { return sticky_error() ? sticky_error() : last_error; }
+
+// ---- device --------------------------------------------------------------------------------------
+cudaError_t cudaGetDeviceCount(int *count) {
+    if (!count)
+        return set_last_error(cudaErrorInvalidValue);
+    *count = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+    return device == 0 ? cudaSuccess : set_last_error(cudaErrorInvalidDevice);
+}
+
+cudaError_t cudaGetDevice(int *device) {
+    if (!device)
+        return set_last_error(cudaErrorInvalidValue);
+    *device = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) {
+    if (!prop)
+        return set_last_error(cudaErrorInvalidValue);
+    if (device != 0)
+        return set_last_error(cudaErrorInvalidDevice);
+    // An H100-like virtual device: the limits kernels are written against.
+    std::memset(prop, 0, sizeof *prop);
+    std::snprintf(prop->name, sizeof prop->name, "cudasim (CPU simulator)");
+    prop->totalGlobalMem = total_memory();
+    prop->sharedMemPerBlock = smem_default;
+    prop->sharedMemPerBlockOptin = smem_optin;
+    prop->sharedMemPerMultiprocessor = 228 * 1024;
+    prop->regsPerBlock = 65536;
+    prop->warpSize = 32;
+    prop->maxThreadsPerBlock = static_cast<int>(max_threads_per_block);
+    prop->maxThreadsDim[0] = 1024;
+    prop->maxThreadsDim[1] = 1024;
+    prop->maxThreadsDim[2] = 64;
+    prop->maxGridSize[0] = 2147483647;
+    prop->maxGridSize[1] = 65535;
+    prop->maxGridSize[2] = 65535;
+    prop->clockRate = 1980000;
+    prop->multiProcessorCount = 132;
+    prop->l2CacheSize = 50 * 1024 * 1024;
+    prop->maxThreadsPerMultiProcessor = 2048;
+    prop->major = 9;
+    prop->minor = 0;
+    prop->memoryClockRate = 2619000;
+    prop->memoryBusWidth = 5120;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) {
+    if (!value)
+        return set_last_error(cudaErrorInvalidValue);
+    cudaDeviceProp p;
+    if (cudaError_t e = cudaGetDeviceProperties(&p, device))
+        return e;
+    switch (attr) {
+    case cudaDevAttrMaxThreadsPerBlock:
+        *value = p.maxThreadsPerBlock;
+        break;
+    case cudaDevAttrMaxSharedMemoryPerBlock:
+        *value = static_cast<int>(p.sharedMemPerBlock);
+        break;
+    case cudaDevAttrWarpSize:
+        *value = p.warpSize;
+        break;
+    case cudaDevAttrMultiProcessorCount:
+        *value = p.multiProcessorCount;
+        break;
+    case cudaDevAttrComputeCapabilityMajor:
+        *value = p.major;
+        break;
+    case cudaDevAttrComputeCapabilityMinor:
+        *value = p.minor;
+        break;
+    case cudaDevAttrL2CacheSize:
+        *value = p.l2CacheSize;
+        break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+        *value = static_cast<int>(p.sharedMemPerBlockOptin);
+        break;
+    default:
+        return set_last_error(cudaErrorInvalidValue);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+    CUDASIM_RETURN_IF_STICKY();
+    return cudaSuccess;
+}
+
+// Like a GPU context reset: frees every device allocation and clears every error.
+cudaError_t cudaDeviceReset(void) {
+    std::lock_guard<std::mutex> lock(dev().m);
+    for (auto &a : dev().allocations)
+        std::free(const_cast<char *>(a.first));
+    dev().allocations.clear();
+    dev().allocated = 0;
+    dev().max_smem.clear();
+    dev().last_message.clear();
+    sticky = cudaSuccess;
+    last_error = cudaSuccess;
+    return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int *version) {
+    if (!version)
+        return set_last_error(cudaErrorInvalidValue);
+    *version = CUDART_VERSION;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int *version) { return cudaRuntimeGetVersion(version); }
+
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    CUDASIM_RETURN_IF_STICKY();
+    if (!free_bytes || !total_bytes)
+        return set_last_error(cudaErrorInvalidValue);
+    std::lock_guard<std::mutex> lock(dev().m);
+    *total_bytes = total_memory();
+    *free_bytes = *total_bytes > dev().allocated ? *total_bytes - dev().allocated : 0;
+    return cudaSuccess;
+}
+
+// ---- memory --------------------------------------------------------------------------------------
+// Device memory is host memory of exactly the size asked (malloc: ASan's redzones guard its ends).
+cudaError_t cudaMalloc(void **ptr, size_t bytes) {
+    CUDASIM_RETURN_IF_STICKY();
+    if (!ptr)
+        return set_last_error(cudaErrorInvalidValue);
+    *ptr = nullptr;
+    if (bytes == 0)
+        return cudaSuccess;
+    std::lock_guard<std::mutex> lock(dev().m);
+    void *p = bytes <= total_memory() - std::min(total_memory(), dev().allocated)
+                  ? std::malloc(bytes)
+                  : nullptr;
+    if (!p) {
+        dev().last_message = format("cudaMalloc: cannot allocate %zu bytes", bytes);
+        return set_last_error(cudaErrorMemoryAllocation);
+    }
+    dev().allocations[static_cast<char *>(p)] = bytes;
+    dev().allocated += bytes;
+    *ptr = p;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *ptr) {
+    CUDASIM_RETURN_IF_STICKY();
+    if (!ptr)
+        return cudaSuccess;
+    std::lock_guard<std::mutex> lock(dev().m);
+    auto it = dev().allocations.find(static_cast<char *>(ptr));
+    if (it == dev().allocations.end()) {
+        dev().last_message = format("cudaFree: %p was not returned by cudaMalloc", ptr);
+        return set_last_error(cudaErrorInvalidValue);
+    }
+    dev().allocated -= it->second;
+    dev().allocations.erase(it);
+    std::free(ptr);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void **ptr, size_t bytes) {
+    CUDASIM_RETURN_IF_STICKY();
+    if (!ptr)
+        return set_last_error(cudaErrorInvalidValue);
+    *ptr = std::malloc(bytes ? bytes : 1);
+    return *ptr ? cudaSuccess : set_last_error(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaFreeHost(void *ptr) {
+    CUDASIM_RETURN_IF_STICKY();
+    std::free(ptr);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    CUDASIM_RETURN_IF_STICKY();
+    if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
+        return fail_call(cudaErrorInvalidMemcpyDirection,
+                         format("cudaMemcpy: %d is not a cudaMemcpyKind", static_cast<int>(kind)));
+    if (bytes == 0)
+        return cudaSuccess;
+    if (!dst || !src)
+        return fail_call(cudaErrorInvalidValue, "cudaMemcpy: null pointer");
+    // The direction says which side is device memory: check it, as a swapped direction is a bug.
+    if (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice)
+        if (cudaError_t e = check_range(dst, bytes, "cudaMemcpy", "destination"))
+            return e;
+    if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice)
+        if (cudaError_t e = check_range(src, bytes, "cudaMemcpy", "source"))
+            return e;
+    std::memcpy(dst, src, bytes);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t) {
+    return cudaMemcpy(dst, src, bytes, kind);
+}
+
+cudaError_t cudaMemset(void *ptr, int value, size_t bytes) {
+    CUDASIM_RETURN_IF_STICKY();
+    if (bytes == 0)
+        return cudaSuccess;
+    if (cudaError_t e = check_range(ptr, bytes, "cudaMemset", "destination"))
+        return e;
+    std::memset(ptr, value, bytes);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t) {
+    return cudaMemset(ptr, value, bytes);
+}
+
+// ---- streams and events: launches are synchronous, so streams only need to exist -------------
+cudaError_t cudaStreamCreate(cudaStream_t *stream) {
+    CUDASIM_RETURN_IF_STICKY();
+    if (!stream)
+        return set_last_error(cudaErrorInvalidValue);
+    *stream = new CUstream_st{0};
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+    if (!stream)
+        return set_last_error(cudaErrorInvalidResourceHandle);
+    delete stream;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t) {
+    CUDASIM_RETURN_IF_STICKY();
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event) {
+    CUDASIM_RETURN_IF_STICKY();
+    if (!event)
+        return set_last_error(cudaErrorInvalidValue);
+    *event = new CUevent_st{{}, false};
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+    if (!event)
+        return set_last_error(cudaErrorInvalidResourceHandle);
+    delete event;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+    CUDASIM_RETURN_IF_STICKY();
+    if (!event)
+        return set_last_error(cudaErrorInvalidResourceHandle);
+    event->when = std::chrono::steady_clock::now();
+    event->recorded = true;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+    CUDASIM_RETURN_IF_STICKY();
+    return event ? cudaSuccess : set_last_error(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+    CUDASIM_RETURN_IF_STICKY();
+    if (!ms)
+        return set_last_error(cudaErrorInvalidValue);
+    if (!start || !end || !start->recorded || !end->recorded)
+        return set_last_error(cudaErrorInvalidResourceHandle);
+    *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
+    return cudaSuccess;
+}
+
+cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int value) {
+    CUDASIM_RETURN_IF_STICKY();
+    if (!func)
+        return set_last_error(cudaErrorInvalidDeviceFunction);
+    if (attr == cudaFuncAttributePreferredSharedMemoryCarveout)
+        return value >= -1 && value <= 100 ? cudaSuccess : set_last_error(cudaErrorInvalidValue);
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize)
+        return set_last_error(cudaErrorInvalidValue);
+    if (value < 0 || static_cast<size_t>(value) > smem_optin)
+        return fail_call(cudaErrorInvalidValue,
+                         format("cudaFuncSetAttribute: %d bytes of dynamic shared memory; the "
+                                "device allows at most %zu",
+                                value, smem_optin));
+    std::lock_guard<std::mutex> lock(dev().m);
+    dev().max_smem[func] = static_cast<size_t>(value);
+    return cudaSuccess;
+}
+
+// ---- cudasim.h -----------------------------------------------------------------------------------
+void cudasim_set_order(cudasim_order order, unsigned long long seed) {
+    settings().order = order;
+    settings().seed = seed;
+}
+
+cudasim_order cudasim_get_order(void) { return static_cast<cudasim_order>(settings().order.load()); }
+
+int cudasim_set_threads(int threads) {
+#if !CUDASIM_ASAN
+    settings().threads = std::max(1, threads);
+#else
+    (void)threads;
+#endif
+    return settings().threads;
+}
+
+int cudasim_get_threads(void) { return settings().threads; }
+
+const char *cudasim_last_error_message(void) {
+    static thread_local std::string copy;
+    std::lock_guard<std::mutex> lock(dev().m);
+    copy = dev().last_message;
+    return copy.c_str();
+}
+
+} // extern "C"

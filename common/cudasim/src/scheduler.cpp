@@ -1,0 +1,704 @@
+// scheduler.cpp — runs the blocks of a launch: the threads of a block as fibers on one OS thread,
+// barriers, warp collectives, and the reports of the bugs they expose (barrier divergence, exit
+// before a barrier, deadlock, bad warp masks, fiber stack overflow).
+//
+// A fiber runs until it waits (barrier, warp collective) or exits; then the next runnable fiber
+// in the run queue runs. Releases push the waiting fibers onto the queue in the configured order
+// (forward, reverse, shuffled), so that order is the order in which they resume. If the queue
+// runs dry while threads still wait, nothing can ever wake them: a deadlock.
+#include "fiber.h"
+#include "internal.h"
+
+#include <algorithm>
+#include <csignal>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <unistd.h>
+#include <vector>
+
+namespace cudasim {
+namespace detail {
+
+namespace {
+
+constexpr unsigned full_mask = 0xffffffffu;
+
+enum class wait_kind : unsigned char { running, barrier, warp, exited };
+
+struct sim_thread : fiber_base {
+    uint3 tid{};
+    unsigned linear = 0;
+    wait_kind wait = wait_kind::exited;
+    bool started = false;     // its context was entered since the last prepare
+    bool abandoned = false;   // left mid-run by a failed launch
+    const char *file = "";    // where it waits
+    int line = 0;
+    unsigned bar_phase = 0;   // the barrier generation it waits in
+};
+
+// One lane's part in a warp collective.
+struct lane_slot {
+    collective kind;
+    unsigned mask;
+    int param; // source lane, delta or xor mask
+    int width;
+    unsigned long long value, result;
+    unsigned done_phase; // which tsan_done object its completion released
+    char tsan_sync;
+};
+
+struct warp_state {
+    unsigned present = 0; // lanes that exist in the block (the last warp may be partial)
+    unsigned exited = 0;
+    unsigned arrived = 0; // lanes waiting in a collective
+    unsigned completions = 0;
+    lane_slot lane[32];
+    char tsan_done[2];
+};
+
+const char *collective_name(collective k) {
+    switch (k) {
+    case collective::syncwarp:
+        return "__syncwarp()";
+    case collective::shfl:
+        return "__shfl_sync()";
+    case collective::shfl_up:
+        return "__shfl_up_sync()";
+    case collective::shfl_down:
+        return "__shfl_down_sync()";
+    case collective::shfl_xor:
+        return "__shfl_xor_sync()";
+    case collective::ballot:
+        return "__ballot_sync()";
+    case collective::any:
+        return "__any_sync()";
+    case collective::all:
+        return "__all_sync()";
+    }
+    return "warp collective";
+}
+
+bool is_shuffle(collective k) {
+    return k == collective::shfl || k == collective::shfl_up || k == collective::shfl_down ||
+           k == collective::shfl_xor;
+}
+
+bool same_site(const char *f1, int l1, const char *f2, int l2) {
+    return l1 == l2 && (f1 == f2 || std::strcmp(f1, f2) == 0);
+}
+
+std::string fmt3(const uint3 &v) { return format("(%u,%u,%u)", v.x, v.y, v.z); }
+
+// Lanes of a mask as "16-31" or "3, 5, 7-9".
+std::string lane_list(unsigned mask) {
+    std::string s;
+    for (unsigned l = 0; l < 32;) {
+        if (!(mask >> l & 1u)) {
+            ++l;
+            continue;
+        }
+        unsigned e = l;
+        while (e + 1 < 32 && (mask >> (e + 1) & 1u))
+            ++e;
+        s += (s.empty() ? "" : ", ") + (e == l ? format("%u", l) : format("%u-%u", l, e));
+        l = e + 1;
+    }
+    return s;
+}
+
+class block_runner;
+thread_local block_runner *tl_runner; // set while this OS thread runs blocks
+
+void on_fault(int sig, siginfo_t *info, void *uctx);
+struct sigaction previous_segv;
+
+void install_fault_handler() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        struct sigaction sa;
+        std::memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_fault;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGSEGV, &sa, &previous_segv);
+    });
+}
+
+class block_runner {
+  public:
+    block_runner() : threads_(new sim_thread[max_threads_per_block]) {
+        fiber_init_main(main_);
+        queue_.resize(max_threads_per_block);
+        // The overflow handler needs a stack of its own: the faulting one is exhausted. Keep an
+        // alternate stack someone (a sanitizer) already installed.
+        stack_t old;
+        if (sigaltstack(nullptr, &old) == 0 && (old.ss_flags & SS_DISABLE)) {
+            altstack_.resize(64 * 1024);
+            stack_t ss{};
+            ss.ss_sp = altstack_.data();
+            ss.ss_size = altstack_.size();
+            sigaltstack(&ss, nullptr);
+        }
+        install_fault_handler();
+    }
+
+    ~block_runner() {
+        // exit() called from a kernel runs this on a fiber stack: leave everything mapped then.
+        if (cur_)
+            return;
+        if (!altstack_.empty()) {
+            stack_t ss{};
+            ss.ss_flags = SS_DISABLE;
+            sigaltstack(&ss, nullptr);
+        }
+        for (unsigned i = 0; i < max_threads_per_block; ++i)
+            fiber_release(threads_[i]);
+        std::free(smem_);
+    }
+
+    void begin_launch(launch_state &ls);
+    void run_block(uint64_t block);
+
+    // The kernel-facing operations (current thread = cur_).
+    int barrier(const char *file, int line, bar_reduce op, int predicate);
+    unsigned long long collective_op(collective kind, unsigned mask, unsigned long long value,
+                                     int param, int width, const char *file, int line);
+    unsigned active_mask() const {
+        const warp_state &w = warps_[cur_->linear / 32];
+        return w.present & ~w.exited;
+    }
+    [[noreturn]] void fail(const std::string &what);
+    bool running() const { return cur_ != nullptr; }
+    bool fault_report(const void *addr, char *buf, size_t len) const;
+
+  private:
+    static void fiber_main();
+    [[noreturn]] void thread_exit();
+
+    std::string where(const sim_thread &t) const {
+        return format("kernel '%s' block %s thread %s", ls_->desc->kernel, fmt3(blockIdx).c_str(),
+                      fmt3(t.tid).c_str());
+    }
+    std::string where_at(const sim_thread &t, const char *file, int line) const {
+        return where(t) + format(" at %s:%d", file, line);
+    }
+    sim_thread &lane_thread(const warp_state &w, unsigned lane) {
+        return threads_[static_cast<unsigned>(&w - warps_.data()) * 32 + lane];
+    }
+
+    void push(sim_thread &t) {
+        t.wait = wait_kind::running;
+        queue_[(q_head_ + q_size_++) % max_threads_per_block] = &t;
+    }
+    sim_thread *pop() {
+        if (q_size_ == 0)
+            return nullptr;
+        sim_thread *t = queue_[q_head_];
+        q_head_ = (q_head_ + 1) % max_threads_per_block;
+        --q_size_;
+        return t;
+    }
+    void switch_to(fiber_base &from, sim_thread *to, bool from_finished) {
+        cur_ = to;
+        if (to)
+            threadIdx = to->tid;
+        fiber_switch(from, to ? static_cast<fiber_base &>(*to) : main_, from_finished);
+    }
+    // The current thread has stopped running (its wait is set): run the next one.
+    void yield() {
+        sim_thread *self = cur_;
+        sim_thread *next = pop();
+        if (next != self)
+            switch_to(*self, next, false);
+    }
+    void fill_order(uint64_t block);
+    void release_lanes(warp_state &w, unsigned mask);
+    void complete_collective(warp_state &w, unsigned mask);
+    std::string deadlock_report() const;
+
+    fiber_base main_;
+    std::unique_ptr<sim_thread[]> threads_;
+    std::vector<char> altstack_;
+    launch_state *ls_ = nullptr;
+    uint64_t launch_id_ = 0;
+    unsigned n_ = 0; // threads per block
+    std::vector<warp_state> warps_;
+    std::vector<unsigned> order_;
+    std::vector<sim_thread *> queue_;
+    unsigned q_head_ = 0, q_size_ = 0;
+    std::mt19937_64 rng_;
+    sim_thread *cur_ = nullptr;
+    bool failed_ = false;
+    void *smem_ = nullptr;
+    size_t smem_size_ = 0;
+
+    unsigned live_ = 0;
+    sim_thread *first_exited_ = nullptr;
+    // The block barrier: threads arrived in the current generation, its call site, and the
+    // results of __syncthreads_count/and/or per generation parity.
+    unsigned bar_arrived_ = 0, bar_phase_ = 0;
+    const sim_thread *bar_first_ = nullptr;
+    int bar_count_ = 0;
+    int bar_result_[2] = {0, 0};
+    unsigned bar_participants_[2] = {0, 0};
+    char bar_sync_[2];
+    char block_sync_ = 0;
+};
+
+void block_runner::begin_launch(launch_state &ls) {
+    ls_ = &ls;
+    if (launch_id_ == ls.id)
+        return;
+    launch_id_ = ls.id;
+    const launch_desc &d = *ls.desc;
+    n_ = ls.nthreads;
+    blockDim = d.block;
+    gridDim = d.grid;
+    // Exactly the launch's size, from malloc: ASan's redzones then catch an access past its end.
+    std::free(smem_);
+    smem_ = nullptr;
+    smem_size_ = d.smem;
+    if (posix_memalign(&smem_, 128, smem_size_) != 0)
+        smem_ = nullptr;
+    dynamic_smem = smem_;
+    for (unsigned i = 0; i < n_; ++i) {
+        sim_thread &t = threads_[i];
+        t.linear = i;
+        t.tid = uint3{i % d.block.x, (i / d.block.x) % d.block.y, i / (d.block.x * d.block.y)};
+        if (!t.mapping && !fiber_alloc_stack(t, settings().stack_bytes)) {
+            ls.fail(format("kernel '%s': cannot map the stacks of %u simulated threads",
+                           d.kernel, n_));
+            return;
+        }
+    }
+    warps_.assign((n_ + 31) / 32, warp_state{});
+    for (unsigned w = 0; w < warps_.size(); ++w) {
+        unsigned lanes = std::min(32u, n_ - w * 32);
+        warps_[w].present = lanes == 32 ? full_mask : (1u << lanes) - 1u;
+    }
+    order_.resize(n_);
+}
+
+void block_runner::fill_order(uint64_t block) {
+    for (unsigned i = 0; i < n_; ++i)
+        order_[i] = ls_->order == CUDASIM_ORDER_REVERSE ? n_ - 1 - i : i;
+    if (ls_->order == CUDASIM_ORDER_SHUFFLE) {
+        // Reproducible per (seed, launch, block), whichever OS thread runs the block.
+        rng_.seed(ls_->seed ^ (block * 0x9e3779b97f4a7c15ull) ^ (ls_->id << 40));
+        std::shuffle(order_.begin(), order_.end(), rng_);
+    }
+}
+
+void block_runner::run_block(uint64_t b) {
+    const launch_desc &d = *ls_->desc;
+    blockIdx = uint3{static_cast<unsigned>(b % d.grid.x),
+                     static_cast<unsigned>(b / d.grid.x % d.grid.y),
+                     static_cast<unsigned>(b / (static_cast<uint64_t>(d.grid.x) * d.grid.y))};
+    live_ = n_;
+    first_exited_ = nullptr;
+    bar_arrived_ = 0;
+    failed_ = false;
+    for (warp_state &w : warps_)
+        w.exited = w.arrived = 0;
+    // Blocks on this OS thread reuse shared memory and stacks: the previous block's threads
+    // happen before this fill, which happens before this block's threads.
+    tsan_acquire(&block_sync_);
+    if (smem_)
+        std::memset(smem_, 0xff, smem_size_); // NaN in fp32/fp16/bf16: uninitialised reads show
+    tsan_release(&block_sync_);
+    fill_order(b);
+    q_head_ = q_size_ = 0;
+    for (unsigned i : order_) {
+        sim_thread &t = threads_[i];
+        fiber_prepare(t, fiber_main, t.abandoned);
+        t.started = t.abandoned = false;
+        push(t);
+    }
+    switch_to(main_, pop(), false);
+    // Back on the OS thread's own stack: every thread exited, or the block cannot go on.
+    if (!failed_ && live_ > 0) {
+        ls_->fail(deadlock_report());
+        failed_ = true;
+    }
+    if (failed_) {
+        for (unsigned i = 0; i < n_; ++i)
+            threads_[i].abandoned = threads_[i].started && threads_[i].wait != wait_kind::exited;
+        return;
+    }
+    tsan_acquire(&block_sync_);
+}
+
+void block_runner::fiber_main() {
+    block_runner &r = *tl_runner;
+    r.cur_->started = true;
+    tsan_acquire(&r.ls_->tsan_start);
+    tsan_acquire(&r.block_sync_);
+    r.ls_->desc->invoke(*r.ls_->desc);
+    r.thread_exit();
+}
+
+void block_runner::thread_exit() {
+    sim_thread &t = *cur_;
+    t.wait = wait_kind::exited;
+    --live_;
+    if (!first_exited_)
+        first_exited_ = &t;
+    warp_state &w = warps_[t.linear / 32];
+    unsigned bit = 1u << (t.linear % 32);
+    w.exited |= bit;
+    if (bar_arrived_ > 0)
+        fail(where(t) + format(": exited while %u other thread%s of its block wait%s at "
+                               "__syncthreads() at %s:%d (thread %s is one); every thread of a "
+                               "block must reach every __syncthreads()",
+                               bar_arrived_, bar_arrived_ == 1 ? "" : "s",
+                               bar_arrived_ == 1 ? "s" : "", bar_first_->file, bar_first_->line,
+                               fmt3(bar_first_->tid).c_str()));
+    for (unsigned waiting = w.arrived; waiting; waiting &= waiting - 1) {
+        unsigned l = static_cast<unsigned>(__builtin_ctz(waiting));
+        const lane_slot &s = w.lane[l];
+        if (s.mask & bit) {
+            const sim_thread &waiter = lane_thread(w, l);
+            fail(where_at(waiter, waiter.file, waiter.line) +
+                 format(": %s mask 0x%08x names lane %u (thread %s), which exited without "
+                        "taking part",
+                        collective_name(s.kind), s.mask, t.linear % 32, fmt3(t.tid).c_str()));
+        }
+    }
+    tsan_release(&block_sync_);
+    sim_thread *next = pop();
+    switch_to(t, next, true);
+    __builtin_unreachable();
+}
+
+void block_runner::fail(const std::string &what) {
+    ls_->fail(what);
+    failed_ = true;
+    switch_to(*cur_, nullptr, true);
+    __builtin_unreachable();
+}
+
+int block_runner::barrier(const char *file, int line, bar_reduce op, int predicate) {
+    sim_thread &t = *cur_;
+    if (first_exited_)
+        fail(where_at(t, file, line) +
+             format(": __syncthreads() reached after thread %s of the block exited; every "
+                    "thread of a block must reach every __syncthreads()",
+                    fmt3(first_exited_->tid).c_str()));
+    if (bar_arrived_ == 0) {
+        bar_first_ = &t;
+        bar_count_ = 0;
+    } else if (!same_site(file, line, bar_first_->file, bar_first_->line)) {
+        fail(where_at(t, file, line) +
+             format(": barrier divergence: this __syncthreads() is not the one thread %s waits at "
+                    "(%s:%d); all threads of a block must reach the same __syncthreads()",
+                    fmt3(bar_first_->tid).c_str(), bar_first_->file, bar_first_->line));
+    }
+    unsigned phase = bar_phase_;
+    t.wait = wait_kind::barrier;
+    t.file = file;
+    t.line = line;
+    t.bar_phase = phase;
+    bar_count_ += predicate != 0;
+    tsan_release(&bar_sync_[phase & 1]);
+    if (++bar_arrived_ == live_) {
+        bar_result_[phase & 1] = bar_count_;
+        bar_participants_[phase & 1] = live_;
+        bar_arrived_ = 0;
+        ++bar_phase_;
+        if (ls_->order == CUDASIM_ORDER_SHUFFLE)
+            std::shuffle(order_.begin(), order_.end(), rng_);
+        for (unsigned i : order_)
+            if (threads_[i].wait == wait_kind::barrier)
+                push(threads_[i]);
+    }
+    yield();
+    tsan_acquire(&bar_sync_[phase & 1]);
+    int count = bar_result_[phase & 1];
+    switch (op) {
+    case bar_reduce::count:
+        return count;
+    case bar_reduce::all:
+        return count == static_cast<int>(bar_participants_[phase & 1]);
+    case bar_reduce::any:
+        return count > 0;
+    }
+    return count;
+}
+
+unsigned long long block_runner::collective_op(collective kind, unsigned mask,
+                                               unsigned long long value, int param, int width,
+                                               const char *file, int line) {
+    sim_thread &t = *cur_;
+    unsigned lane = t.linear % 32, wi = t.linear / 32, bit = 1u << lane;
+    warp_state &w = warps_[wi];
+    const char *name = collective_name(kind);
+    if (!(mask & bit))
+        fail(where_at(t, file, line) +
+             format(": %s mask 0x%08x does not include the calling lane %u", name, mask, lane));
+    if (unsigned absent = mask & ~w.present)
+        fail(where_at(t, file, line) +
+             format(": %s mask 0x%08x names lane%s %s of warp %u, which do%s not exist: the "
+                    "block has %u threads, so its last warp is partial",
+                    name, mask, (absent & (absent - 1)) ? "s" : "", lane_list(absent).c_str(), wi,
+                    (absent & (absent - 1)) ? "" : "es", n_));
+    if (unsigned gone = mask & w.exited) {
+        unsigned l = static_cast<unsigned>(__builtin_ctz(gone));
+        fail(where_at(t, file, line) + format(": %s mask 0x%08x names lane %u (thread %s), which "
+                                              "has exited",
+                                              name, mask, l, fmt3(lane_thread(w, l).tid).c_str()));
+    }
+    if (is_shuffle(kind) && (width < 1 || width > 32 || (width & (width - 1))))
+        fail(where_at(t, file, line) +
+             format(": %s width %d is not a power of two from 1 to 32", name, width));
+    lane_slot &s = w.lane[lane];
+    s.kind = kind;
+    s.mask = mask;
+    s.param = param;
+    s.width = width;
+    s.value = value;
+    t.file = file;
+    t.line = line;
+    w.arrived |= bit;
+    tsan_release(&s.tsan_sync);
+    if (unsigned others = w.arrived & mask & ~bit) {
+        unsigned l = static_cast<unsigned>(__builtin_ctz(others));
+        const lane_slot &o = w.lane[l];
+        if (o.kind != kind || o.mask != mask) {
+            const sim_thread &ot = lane_thread(w, l);
+            fail(where_at(t, file, line) +
+                 format(": %s with mask 0x%08x meets %s with mask 0x%08x of thread %s at %s:%d; "
+                        "the lanes of a warp collective must call the same intrinsic with the "
+                        "same mask",
+                        name, mask, collective_name(o.kind), o.mask, fmt3(ot.tid).c_str(),
+                        ot.file, ot.line));
+        }
+    }
+    if ((w.arrived & mask) == mask) {
+        complete_collective(w, mask);
+    } else {
+        t.wait = wait_kind::warp;
+        yield();
+    }
+    tsan_acquire(&w.tsan_done[s.done_phase & 1]);
+    return s.result;
+}
+
+// Called by the last lane to arrive: computes every lane's result and queues the lanes.
+void block_runner::complete_collective(warp_state &w, unsigned mask) {
+    unsigned ballot = 0;
+    for (unsigned m = mask; m; m &= m - 1) {
+        unsigned l = static_cast<unsigned>(__builtin_ctz(m));
+        tsan_acquire(&w.lane[l].tsan_sync);
+        if (w.lane[l].value)
+            ballot |= 1u << l;
+    }
+    unsigned phase = w.completions++;
+    tsan_release(&w.tsan_done[phase & 1]);
+    for (unsigned m = mask; m; m &= m - 1) {
+        unsigned l = static_cast<unsigned>(__builtin_ctz(m));
+        lane_slot &s = w.lane[l];
+        unsigned seg = static_cast<unsigned>(s.width) - 1u; // lane bits within the segment
+        unsigned p = static_cast<unsigned>(s.param);
+        unsigned src = l;
+        switch (s.kind) {
+        case collective::shfl:
+            src = (l & ~seg) | (p & seg);
+            break;
+        case collective::shfl_up:
+            if ((l & seg) >= p)
+                src = l - p;
+            break;
+        case collective::shfl_down:
+            if ((l & seg) + p <= seg)
+                src = l + p;
+            break;
+        case collective::shfl_xor:
+            // Lanes may read earlier segments but not later ones (then they keep their value).
+            if ((l ^ p) <= (l | seg))
+                src = l ^ p;
+            break;
+        default:
+            break;
+        }
+        switch (s.kind) {
+        case collective::ballot:
+            s.result = ballot;
+            break;
+        case collective::any:
+            s.result = ballot != 0;
+            break;
+        case collective::all:
+            s.result = ballot == mask;
+            break;
+        case collective::syncwarp:
+            s.result = 0;
+            break;
+        default:
+            // A source lane outside the mask has no defined value: keep the caller's own.
+            s.result = (src < 32 && (mask >> src & 1u)) ? w.lane[src].value : s.value;
+            break;
+        }
+        s.done_phase = phase;
+    }
+    w.arrived &= ~mask;
+    release_lanes(w, mask);
+    yield();
+}
+
+void block_runner::release_lanes(warp_state &w, unsigned mask) {
+    bool descending = ls_->order == CUDASIM_ORDER_REVERSE ||
+                      (ls_->order == CUDASIM_ORDER_SHUFFLE && (rng_() & 1u));
+    for (unsigned i = 0; i < 32; ++i) {
+        unsigned l = descending ? 31 - i : i;
+        if (mask >> l & 1u)
+            push(lane_thread(w, l));
+    }
+}
+
+std::string block_runner::deadlock_report() const {
+    struct group {
+        const char *what, *file;
+        int line;
+        std::vector<unsigned> ids;
+    };
+    std::vector<group> groups;
+    for (unsigned i = 0; i < n_; ++i) {
+        const sim_thread &t = threads_[i];
+        if (t.wait == wait_kind::exited)
+            continue;
+        const char *what = t.wait == wait_kind::barrier
+                               ? "__syncthreads()"
+                               : collective_name(warps_[i / 32].lane[i % 32].kind);
+        auto g = std::find_if(groups.begin(), groups.end(), [&](const group &x) {
+            return x.what == what && same_site(x.file, x.line, t.file, t.line);
+        });
+        if (g == groups.end()) {
+            groups.push_back(group{what, t.file, t.line, {}});
+            g = groups.end() - 1;
+        }
+        g->ids.push_back(i);
+    }
+    // The smallest group is the likeliest culprit: name its first thread.
+    const group &culprit = *std::min_element(
+        groups.begin(), groups.end(),
+        [](const group &a, const group &b) { return a.ids.size() < b.ids.size(); });
+    std::string r = where_at(threads_[culprit.ids[0]], culprit.file, culprit.line) +
+                    ": deadlock: no thread of the block can proceed";
+    for (const group &g : groups) {
+        r += format("\ncudasim:   %zu thread%s wait%s at %s at %s:%d:", g.ids.size(),
+                    g.ids.size() == 1 ? "" : "s", g.ids.size() == 1 ? "s" : "", g.what, g.file,
+                    g.line);
+        size_t ranges = 0;
+        for (size_t k = 0; k < g.ids.size(); ++k) {
+            size_t e = k;
+            while (e + 1 < g.ids.size() && g.ids[e + 1] == g.ids[e] + 1)
+                ++e;
+            if (++ranges > 8) {
+                r += " ...";
+                break;
+            }
+            r += " " + fmt3(threads_[g.ids[k]].tid);
+            if (e > k)
+                r += "-" + fmt3(threads_[g.ids[e]].tid);
+            k = e;
+        }
+    }
+    return r;
+}
+
+bool block_runner::fault_report(const void *addr, char *buf, size_t len) const {
+    if (!ls_)
+        return false;
+    for (unsigned i = 0; i < n_; ++i) {
+        const sim_thread &t = threads_[i];
+        if (fiber_guard_hit(t, addr)) {
+            std::snprintf(buf, len,
+                          "cudasim: error: kernel '%s' block (%u,%u,%u) thread (%u,%u,%u): fiber "
+                          "stack overflow (the stack of a simulated thread is %zu KiB; set "
+                          "CUDASIM_STACK_KB to raise it, or use less recursion and smaller local "
+                          "arrays)\n",
+                          ls_->desc->kernel, blockIdx.x, blockIdx.y, blockIdx.z, t.tid.x, t.tid.y,
+                          t.tid.z, t.stack_size / 1024);
+            return true;
+        }
+    }
+    return false;
+}
+
+// SIGSEGV in a guard page is a fiber's stack overflow: report it and end the process (the fiber
+// cannot continue, and its block holds no consistent state). Other faults go to the previous
+// handler (the default, or a sanitizer's).
+void on_fault(int sig, siginfo_t *info, void *uctx) {
+    char buf[1024];
+    block_runner *r = tl_runner;
+    if (r && r->fault_report(info->si_addr, buf, sizeof buf)) {
+        ssize_t ignored = write(STDERR_FILENO, buf, std::strlen(buf));
+        (void)ignored;
+        _exit(1);
+    }
+    if (previous_segv.sa_flags & SA_SIGINFO) {
+        previous_segv.sa_sigaction(sig, info, uctx);
+        return;
+    }
+    // Default or ignored: restore it and let the faulting instruction fault again.
+    sigaction(SIGSEGV, &previous_segv, nullptr);
+}
+
+block_runner *current_runner(const char *what, const char *file, int line) {
+    block_runner *r = tl_runner;
+    if (!r || !r->running()) {
+        std::fprintf(stderr, "cudasim: error: %s called outside a kernel at %s:%d\n", what, file,
+                     line);
+        std::abort();
+    }
+    return r;
+}
+
+} // namespace
+
+void run_blocks(launch_state &ls) {
+    // Never destroyed while a fiber runs (see ~block_runner); one per OS thread.
+    static thread_local std::unique_ptr<block_runner> runner;
+    if (!runner)
+        runner.reset(new block_runner());
+    runner->begin_launch(ls);
+    if (ls.failed)
+        return;
+    tl_runner = runner.get();
+    uint64_t b;
+    while (!ls.failed && (b = ls.next_block++) < ls.nblocks)
+        runner->run_block(b);
+    tl_runner = nullptr;
+}
+
+bool in_kernel() { return tl_runner && tl_runner->running(); }
+
+void fail_in_kernel(const std::string &what) {
+    if (in_kernel())
+        tl_runner->fail(what);
+    report_error(what);
+    std::abort();
+}
+
+void syncthreads(const char *file, int line) {
+    current_runner("__syncthreads()", file, line)->barrier(file, line, bar_reduce::count, 0);
+}
+
+int syncthreads_reduce(bar_reduce op, int predicate, const char *file, int line) {
+    return current_runner("__syncthreads_count/and/or()", file, line)
+        ->barrier(file, line, op, predicate);
+}
+
+unsigned long long warp_collective(collective kind, unsigned mask, unsigned long long value,
+                                   int param, int width, const char *file, int line) {
+    return current_runner(collective_name(kind), file, line)
+        ->collective_op(kind, mask, value, param, width, file, line);
+}
+
+unsigned active_mask() {
+    return current_runner("__activemask()", "?", 0)->active_mask();
+}
+
+} // namespace detail
+} // namespace cudasim

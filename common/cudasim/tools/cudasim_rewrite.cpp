@@ -1,0 +1,412 @@
+// cudasim_rewrite — turns a CUDA source file into a host C++ translation unit for the simulator.
+//
+// Usage: cudasim_rewrite <in.cu> <out.cpp>
+//
+// Only two constructs of CUDA C are not valid host C++, so only they are rewritten:
+//   callee<<<grid, block[, smem[, stream]]>>>(args...)
+//       -> ::cudasim::detail::launch(__FILE__, __LINE__, "callee", callee, grid, block...)(args...)
+//   extern __shared__ [__align__(N)] T name[];          (inside a function)
+//       -> T *name = reinterpret_cast<T *>(::cudasim::dynamic_shared_memory());
+//   #include "header.cuh"   (found next to the .cu)
+//       -> #include "/absolute/dir/header.cuh"   (the output lives elsewhere, in the build tree)
+// Everything else is copied byte for byte. A rewritten construct keeps its newlines, and the output
+// starts with `#line 1 "<original path>"`, so diagnostics, __FILE__ and __LINE__ point at the .cu.
+//
+// The scanner tokenizes just enough C++ to skip comments, string and character literals, and to
+// track braces (to tell function bodies from namespace scope).
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+enum class tok_kind { ident, number, literal, punct };
+
+struct token {
+    tok_kind kind;
+    size_t begin, end; // byte range in the source
+    bool directive;    // part of a preprocessor line
+};
+
+bool is_ident_start(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+bool is_ident_char(char c) { return is_ident_start(c) || (c >= '0' && c <= '9'); }
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+class tokenizer {
+  public:
+    explicit tokenizer(const std::string &s) : s_(s) {}
+
+    std::vector<token> run() {
+        std::vector<token> out;
+        bool line_start = true, in_directive = false;
+        size_t i = 0;
+        while (i < s_.size()) {
+            char c = s_[i];
+            if (c == '\n') {
+                // A directive ends at a newline that is not spliced by a backslash.
+                if (in_directive && !(i > 0 && s_[i - 1] == '\\'))
+                    in_directive = false;
+                line_start = true;
+                ++i;
+                continue;
+            }
+            if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v' || c == '\\') {
+                ++i;
+                continue;
+            }
+            if (c == '/' && at(i + 1) == '/') {
+                while (i < s_.size() && s_[i] != '\n')
+                    ++i;
+                continue;
+            }
+            if (c == '/' && at(i + 1) == '*') {
+                size_t e = s_.find("*/", i + 2);
+                i = e == std::string::npos ? s_.size() : e + 2;
+                continue;
+            }
+            if (c == '#' && line_start)
+                in_directive = true;
+            line_start = false;
+            size_t b = i;
+            tok_kind k;
+            if (size_t e = literal_end(i)) {
+                i = e;
+                k = tok_kind::literal;
+            } else if (is_ident_start(c)) {
+                while (i < s_.size() && is_ident_char(s_[i]))
+                    ++i;
+                k = tok_kind::ident;
+            } else if (is_digit(c) || (c == '.' && is_digit(at(i + 1)))) {
+                i = number_end(i);
+                k = tok_kind::number;
+            } else {
+                i += (c == ':' && at(i + 1) == ':') ? 2 : 1;
+                k = tok_kind::punct;
+            }
+            out.push_back({k, b, i, in_directive});
+        }
+        return out;
+    }
+
+  private:
+    char at(size_t i) const { return i < s_.size() ? s_[i] : '\0'; }
+
+    // If a string or character literal (with an optional encoding prefix, raw or not) starts at
+    // i, returns the index just past it; otherwise 0.
+    size_t literal_end(size_t i) const {
+        size_t p = i;
+        if (s_.compare(p, 2, "u8") == 0)
+            p += 2;
+        else if (at(p) == 'u' || at(p) == 'U' || at(p) == 'L')
+            p += 1;
+        bool raw = at(p) == 'R' && at(p + 1) == '"';
+        if (raw)
+            p += 1;
+        char q = at(p);
+        if (q != '"' && q != '\'')
+            return 0;
+        if (raw) {
+            size_t open = s_.find('(', p);
+            if (open == std::string::npos)
+                return s_.size();
+            std::string close = ")" + s_.substr(p + 1, open - p - 1) + "\"";
+            size_t e = s_.find(close, open);
+            return e == std::string::npos ? s_.size() : e + close.size();
+        }
+        for (++p; p < s_.size() && s_[p] != q && s_[p] != '\n'; ++p)
+            if (s_[p] == '\\')
+                ++p;
+        return p + 1;
+    }
+
+    // A preprocessing number: digits, letters, '.', digit separators and exponent signs.
+    size_t number_end(size_t i) const {
+        while (i < s_.size()) {
+            char c = s_[i];
+            if ((c == '+' || c == '-') && i > 0 &&
+                (s_[i - 1] == 'e' || s_[i - 1] == 'E' || s_[i - 1] == 'p' || s_[i - 1] == 'P'))
+                ++i;
+            else if (is_ident_char(c) || c == '.' || (c == '\'' && is_ident_char(at(i + 1))))
+                ++i;
+            else
+                break;
+        }
+        return i;
+    }
+
+    const std::string &s_;
+};
+
+std::string quote_path(const std::string &p) {
+    std::string q = "\"";
+    for (char c : p) {
+        if (c == '"' || c == '\\')
+            q += '\\';
+        q += c;
+    }
+    return q + "\"";
+}
+
+class rewriter {
+  public:
+    rewriter(const std::string &src, std::filesystem::path dir)
+        : s_(src), t_(tokenizer(src).run()), dir_(std::move(dir)) {}
+
+    std::string run() {
+        std::vector<bool> brace_is_block; // one entry per open brace: function/block scope?
+        size_t stmt_start = 0;            // first token of the current statement or head
+        for (size_t i = 0; i < t_.size(); ++i) {
+            if (is_launch_open(i)) {
+                i = rewrite_launch(i);
+                continue;
+            }
+            if (t_[i].directive) {
+                if (is(i, "#") && is(i + 1, "include") && i + 2 < t_.size() &&
+                    s_[t_[i + 2].begin] == '"')
+                    rewrite_local_include(i + 2);
+                continue;
+            }
+            if (is(i, "extern") && is(i + 1, "__shared__")) {
+                bool block_scope = !brace_is_block.empty() && brace_is_block.back();
+                i = rewrite_extern_shared(i, block_scope);
+                stmt_start = i + 1;
+                continue;
+            }
+            if (is(i, "{")) {
+                brace_is_block.push_back((!brace_is_block.empty() && brace_is_block.back()) ||
+                                         head_is_function(stmt_start, i));
+                stmt_start = i + 1;
+            } else if (is(i, "}")) {
+                if (!brace_is_block.empty())
+                    brace_is_block.pop_back();
+                stmt_start = i + 1;
+            } else if (is(i, ";")) {
+                stmt_start = i + 1;
+            }
+        }
+        out_.append(s_, copied_, std::string::npos);
+        return out_;
+    }
+
+  private:
+    std::string text(size_t i) const { return s_.substr(t_[i].begin, t_[i].end - t_[i].begin); }
+    bool is(size_t i, const char *str) const {
+        return i < t_.size() && s_.compare(t_[i].begin, t_[i].end - t_[i].begin, str) == 0;
+    }
+    bool adjacent(size_t i) const { return t_[i].end == t_[i + 1].begin; }
+
+    bool is_launch_open(size_t i) const {
+        return is(i, "<") && is(i + 1, "<") && is(i + 2, "<") && adjacent(i) && adjacent(i + 1);
+    }
+    bool is_launch_close(size_t i) const {
+        return is(i, ">") && is(i + 1, ">") && is(i + 2, ">") && adjacent(i) && adjacent(i + 1);
+    }
+
+    // A brace opens a function body (block scope) if its head has a parameter list; namespace,
+    // extern "C" and class bodies do not.
+    bool head_is_function(size_t from, size_t brace) const {
+        for (size_t j = from; j < brace; ++j)
+            if (is(j, ")"))
+                return true;
+        return false;
+    }
+
+    size_t count_newlines(size_t b, size_t e) const {
+        size_t n = 0;
+        for (size_t k = b; k < e; ++k)
+            n += s_[k] == '\n';
+        return n;
+    }
+
+    // Index of the token that opens the bracket closed at `close` (scanning backwards), or npos.
+    size_t match_backwards(size_t close, const char *open_s, const char *close_s) const {
+        int depth = 0;
+        for (size_t j = close + 1; j-- > 0;) {
+            if (is(j, close_s))
+                ++depth;
+            else if (is(j, open_s) && --depth == 0)
+                return j;
+            else if (is(j, ";") || is(j, "{") || is(j, "}"))
+                break;
+        }
+        return std::string::npos;
+    }
+
+    // First token of the callee before `<<<` at `open`: an identifier, a qualified name, a
+    // template-id, or a parenthesised expression.
+    size_t callee_start(size_t open) const {
+        if (open == 0)
+            return std::string::npos;
+        size_t j = open - 1;
+        if (is(j, ")"))
+            return match_backwards(j, "(", ")");
+        for (;;) {
+            if (is(j, ">")) {
+                size_t m = match_backwards(j, "<", ">");
+                if (m == std::string::npos || m == 0)
+                    return std::string::npos;
+                j = m - 1;
+            }
+            if (t_[j].kind != tok_kind::ident)
+                return std::string::npos;
+            if (j > 0 && is(j - 1, "::")) {
+                if (j - 1 == 0 || (t_[j - 2].kind != tok_kind::ident && !is(j - 2, ">")))
+                    return j - 1; // leading '::'
+                j -= 2;
+                continue;
+            }
+            return j;
+        }
+    }
+
+    // The callee as a string literal body: tokens joined, spaced only where C++ needs it.
+    std::string callee_name(size_t b, size_t e) const {
+        std::string name;
+        for (size_t j = b; j < e; ++j) {
+            bool word = t_[j].kind != tok_kind::punct;
+            if (j > b && ((word && t_[j - 1].kind != tok_kind::punct) || is(j - 1, ",")))
+                name += ' ';
+            name += text(j);
+        }
+        std::string escaped;
+        for (char c : name) {
+            if (c == '"' || c == '\\')
+                escaped += '\\';
+            escaped += c;
+        }
+        return escaped;
+    }
+
+    size_t rewrite_launch(size_t open) {
+        size_t cs = callee_start(open);
+        int depth = 0;
+        size_t close = std::string::npos;
+        for (size_t j = open + 3; j + 2 < t_.size(); ++j) {
+            if (is(j, "(") || is(j, "[") || is(j, "{"))
+                ++depth;
+            else if (is(j, ")") || is(j, "]") || is(j, "}"))
+                --depth;
+            else if (depth == 0 && is_launch_close(j)) {
+                close = j;
+                break;
+            }
+            if (depth < 0)
+                break;
+        }
+        if (cs == std::string::npos || close == std::string::npos || t_[cs].begin < copied_)
+            return open + 2; // not a launch we understand: leave it to the compiler's error
+        out_.append(s_, copied_, t_[cs].begin - copied_);
+        out_ += "::cudasim::detail::launch(__FILE__, __LINE__, \"" + callee_name(cs, open) +
+                "\", ";
+        out_.append(s_, t_[cs].begin, t_[open - 1].end - t_[cs].begin);
+        out_.append(count_newlines(t_[open - 1].end, t_[open].begin), '\n');
+        out_ += ", ";
+        out_.append(s_, t_[open + 2].end, t_[close].begin - t_[open + 2].end);
+        out_ += ")";
+        copied_ = t_[close + 2].end;
+        return close + 2;
+    }
+
+    void rewrite_local_include(size_t lit) {
+        std::string name = s_.substr(t_[lit].begin + 1, t_[lit].end - t_[lit].begin - 2);
+        std::filesystem::path p = dir_ / name;
+        std::error_code ec;
+        if (name.empty() || !std::filesystem::is_regular_file(p, ec))
+            return; // not next to the .cu: the include path finds it, as before
+        out_.append(s_, copied_, t_[lit].begin - copied_);
+        out_ += quote_path(p.lexically_normal().string());
+        copied_ = t_[lit].end;
+    }
+
+    size_t rewrite_extern_shared(size_t ext, bool block_scope) {
+        size_t semi = ext;
+        while (semi < t_.size() && !is(semi, ";"))
+            ++semi;
+        if (semi == t_.size())
+            return ext + 1;
+        std::string replacement;
+        bool shape_ok = semi >= ext + 5 && is(semi - 1, "]") && is(semi - 2, "[") &&
+                        t_[semi - 3].kind == tok_kind::ident;
+        if (!block_scope) {
+            replacement = "static_assert(false, \"cudasim: extern __shared__ arrays must be "
+                          "declared inside a kernel or device function (the simulator does not "
+                          "support them at file scope)\");";
+        } else if (!shape_ok) {
+            replacement = "static_assert(false, \"cudasim: unsupported extern __shared__ "
+                          "declaration; use: extern __shared__ T name[];\");";
+        } else {
+            // The element type: the tokens between __shared__ and the name, minus alignment
+            // attributes (the simulator's buffer is 128-byte aligned).
+            std::string type;
+            for (size_t j = ext + 2; j < semi - 3; ++j) {
+                if (is(j, "__align__") || is(j, "alignas") || is(j, "__attribute__")) {
+                    size_t open = j + 1;
+                    int depth = 0;
+                    for (j = open; j < semi - 3; ++j) {
+                        depth += is(j, "(") - is(j, ")");
+                        if (depth == 0)
+                            break;
+                    }
+                    continue;
+                }
+                if (!type.empty())
+                    type += ' ';
+                type += text(j);
+            }
+            std::string name = text(semi - 3);
+            replacement = type + " *" + name + " = reinterpret_cast<" + type +
+                          " *>(::cudasim::dynamic_shared_memory());";
+        }
+        out_.append(s_, copied_, t_[ext].begin - copied_);
+        out_ += replacement;
+        out_.append(count_newlines(t_[ext].begin, t_[semi].end), '\n');
+        copied_ = t_[semi].end;
+        return semi;
+    }
+
+    const std::string &s_;
+    std::vector<token> t_;
+    std::filesystem::path dir_; // the .cu's directory
+    std::string out_;
+    size_t copied_ = 0; // source bytes before this index are already in out_
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        std::fprintf(stderr, "usage: cudasim_rewrite <in.cu> <out.cpp>\n");
+        return 2;
+    }
+    namespace fs = std::filesystem;
+    std::ifstream in(argv[1], std::ios::binary);
+    if (!in) {
+        std::fprintf(stderr, "cudasim_rewrite: cannot read %s\n", argv[1]);
+        return 1;
+    }
+    std::stringstream buf;
+    buf << in.rdbuf();
+    std::string src = buf.str();
+
+    fs::path path = fs::absolute(argv[1]).lexically_normal();
+    std::string out = "#include <cuda_runtime.h>\n#line 1 " + quote_path(path.string()) + "\n" +
+                      rewriter(src, path.parent_path()).run();
+
+    fs::path out_path(argv[2]);
+    std::error_code ec;
+    if (out_path.has_parent_path())
+        fs::create_directories(out_path.parent_path(), ec);
+    std::ofstream o(out_path, std::ios::binary);
+    o << out;
+    if (!o.good()) {
+        std::fprintf(stderr, "cudasim_rewrite: cannot write %s\n", argv[2]);
+        return 1;
+    }
+    return 0;
+}

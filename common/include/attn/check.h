@@ -1,0 +1,66 @@
+/* attn/check.h — compares a kernel's output with the reference (DESIGN §4).
+ *
+ * fp32:       pass iff |out - ref| <= atol + rtol*|ref| for every element (attn_tolerance_f32
+ *             holds the numbers and their justification).
+ * fp16/bf16:  FlashAttention's rule: max|out - ref| <= 2 * max|lowp - ref| + floor, where lowp is
+ *             attn_reference_lowp in the same precision and floor is one ulp of the dtype at 1.
+ * In both, any non-finite output fails (comparisons are written so that NaN cannot pass).
+ * The checker returns a status and a report; it never exits the program.
+ */
+#ifndef ATTN_CHECK_H
+#define ATTN_CHECK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "attn/problem.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ATTN_CHECK_MAX_REPORTED 8
+
+typedef struct attn_mismatch {
+    int b, h, i, d; /* position (i inside sequence b; d = -1 for an LSE entry) */
+    double got, want;
+} attn_mismatch;
+
+typedef struct attn_check_result {
+    bool pass;
+    size_t checked;     /* elements compared */
+    size_t bad;         /* elements out of tolerance or non-finite */
+    size_t nonfinite;   /* of which NaN/inf */
+    double max_abs_err; /* over finite elements */
+    double max_rel_err;
+    double bound;    /* fp16/bf16: the allowed max error; fp32: atol */
+    double rtol;     /* fp32 (and LSE): the relative part, bound + rtol*|ref|; fp16/bf16: 0 */
+    double lowp_err; /* fp16/bf16: max error of the same-precision implementation */
+    int num_reported;
+    attn_mismatch first[ATTN_CHECK_MAX_REPORTED]; /* first mismatches in memory order */
+} attn_check_result;
+
+typedef struct attn_tolerance {
+    double atol, rtol;
+} attn_tolerance;
+
+/* fp32 tolerance for inputs of the given amplitude (see check.c for the derivation). */
+attn_tolerance attn_tolerance_f32(const attn_problem *p, double amplitude);
+
+/* Compares out (fp32 values, layout of p) with ref. For fp16/bf16, lowp must be the output of
+ * attn_reference_lowp; for fp32 it is ignored (may be NULL). amplitude: input amplitude used. */
+attn_check_result attn_check_output(const attn_problem *p, const float *out, const float *ref,
+                                    const float *lowp, double amplitude);
+
+/* Compares a log-sum-exp buffer: equal infinities match; otherwise |got-want| <= 1e-3*(1+|want|)
+ * for fp32 inputs, 2e-2*(1+|want|) for fp16/bf16. */
+attn_check_result attn_check_lse(const attn_problem *p, const float *lse, const float *ref);
+
+/* Prints a summary line and the first mismatches with (b,h,i,d) indices. */
+void attn_check_print(FILE *f, const char *what, const attn_check_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ATTN_CHECK_H */

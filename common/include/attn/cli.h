@@ -1,0 +1,57 @@
+/* attn/cli.h — the command line every example shares.
+ *
+ *   --help, -h             usage
+ *   --list                 the example's kernels (id, name, what it changes, requirements)
+ *   --kernel N|all         which kernel(s) to run (default: all)
+ *   -B/--batch N  -H/--heads N  -L/--seqlen N  -D/--headdim N
+ *   --lq N --lk N          different query / key lengths (override -L)
+ *   --dtype f32|f16|bf16   element type (default: the first one the kernels support)
+ *   --causal               causal (bottom-right aligned) attention
+ *   --scale X              softmax scale (default 1/sqrt(D))
+ *   --amplitude X          inputs uniform in [-X, X) (default 1; large values stress softmax)
+ *   --seed N               input seed (default 1234)
+ *   --reps N --warmup N    timing repetitions (defaults: GPU 20/5, simulator 3/1)
+ *   --check-only           check correctness, skip timing
+ *   --json FILE --csv FILE append one machine-readable line per run ("-" = stdout)
+ *   --quiet                only the result lines
+ * Bad values give a one-line error naming the flag and exit status 2 (ATTN_EXIT_USAGE).
+ */
+#ifndef ATTN_CLI_H
+#define ATTN_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "attn/problem.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct attn_cli {
+    bool help, list, check_only, quiet;
+    int kernel;          /* 0 = all */
+    int B, H, Lq, Lk, D; /* 0 = example default */
+    bool dtype_set;
+    attn_dtype dtype;
+    bool causal;
+    float scale; /* 0 = 1/sqrt(D) */
+    float amplitude;
+    uint64_t seed;
+    int reps, warmup;      /* -1 = backend default */
+    const char *json_path; /* NULL = none */
+    const char *csv_path;
+} attn_cli;
+
+/* Parses argv. Returns 0 on success; on a bad argument writes a one-line message (naming the
+ * flag and the accepted values) to err and returns ATTN_EXIT_USAGE. */
+int attn_cli_parse(attn_cli *cli, int argc, char **argv, char *err, size_t err_len);
+
+/* Prints the usage text for program `prog` of example ex. */
+void attn_cli_usage(FILE *f, const char *prog, const attn_example *ex);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ATTN_CLI_H */

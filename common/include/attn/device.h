@@ -1,0 +1,66 @@
+/* attn/device.h — the device side of the harness: backend detection, memory, timing.
+ *
+ * Compiled once per backend: against the CUDA runtime (gpu) or the CPU simulator's runtime (sim).
+ * Callers see the same API either way.
+ */
+#ifndef ATTN_DEVICE_H
+#define ATTN_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Exit status of a program that needs a GPU and finds none (CTest: SKIP_RETURN_CODE 77). */
+#define ATTN_EXIT_NO_GPU 77
+/* Exit status for a usage error (bad flag, impossible shape). */
+#define ATTN_EXIT_USAGE 2
+
+typedef struct attn_device_info {
+    bool simulated; /* true on the CPU simulator */
+    char name[256]; /* device name */
+    int cc_major, cc_minor;
+    int sm_count;
+    size_t global_mem;
+    size_t l2_bytes;
+    size_t smem_per_block_optin;
+    int runtime_version; /* cudaRuntimeGetVersion */
+} attn_device_info;
+
+/* Which backend this binary was built for: "gpu" or "sim". */
+const char *attn_backend_name(void);
+
+/* Finds the device. Returns 0 and fills info; on a gpu build without a usable GPU returns
+ * ATTN_EXIT_NO_GPU and writes a one-line reason (e.g. the cudaGetDeviceCount error) to why. */
+int attn_device_init(attn_device_info *info, char *why, size_t why_len);
+
+/* Prints "<file>:<line>: CUDA error <name>: <string> in <expr>" to stderr and returns 1 if err !=
+ * 0. */
+int attn_cuda_report(cudaError_t err, const char *expr, const char *file, int line);
+/* Evaluates a runtime call; on error reports it and makes the enclosing function return 1. */
+#define ATTN_CUDA_TRY(expr)                                                                        \
+    do {                                                                                           \
+        if (attn_cuda_report((expr), #expr, __FILE__, __LINE__))                                   \
+            return 1;                                                                              \
+    } while (0)
+
+/* Device allocation that reports failures (with the size) and returns NULL. */
+void *attn_device_alloc(size_t bytes);
+void attn_device_free(void *p);
+/* Host <-> device copies; return 0 or 1 after reporting the error. */
+int attn_to_device(void *dst, const void *src, size_t bytes);
+int attn_to_host(void *dst, const void *src, size_t bytes);
+/* Fills device memory with 0xFF bytes (NaN in every float dtype) so unwritten outputs fail. */
+int attn_device_fill_nan(void *dst, size_t bytes);
+
+/* Bytes of device memory currently in use (GPU: total - free; sim: the simulator's count). */
+size_t attn_device_mem_used(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ATTN_DEVICE_H */

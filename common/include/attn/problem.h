@@ -1,0 +1,152 @@
+/* attn/problem.h — what an attention launch computes, where its data lives, and the
+ * per-example kernel registry.
+ *
+ * Conventions (DESIGN §4):
+ *   - Dense layout [B, H, L, D] row-major (PyTorch SDPA's).
+ *   - Variable length (FlashAttention's varlen convention): packed [total, H, D] row-major with
+ *     cu_seqlens_q/k of B+1 prefix offsets; sequence b owns rows cu[b] .. cu[b+1]-1.
+ *   - Causal is bottom-right aligned (FlashAttention >= 2.1): query i of a sequence with Lq
+ *     queries and Lk keys sees key j iff j <= i + (Lk - Lq). For Lq == Lk this is j <= i.
+ *   - A query row that sees no key outputs 0 and log-sum-exp -inf.
+ *   - scale defaults to 1/sqrt(D).
+ */
+#ifndef ATTN_PROBLEM_H
+#define ATTN_PROBLEM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum attn_dtype { ATTN_F32 = 0, ATTN_F16 = 1, ATTN_BF16 = 2 } attn_dtype;
+
+#define ATTN_DTYPE_BIT(t) (1u << (unsigned)(t))
+
+/* Bytes of one element; name as used on the command line ("f32", "f16", "bf16"). */
+size_t attn_dtype_size(attn_dtype t);
+const char *attn_dtype_name(attn_dtype t);
+/* Parses "f32"/"fp32"/"float32", "f16"/"fp16"/"float16"/"half", "bf16"/"bfloat16". 0 on success. */
+int attn_dtype_parse(const char *s, attn_dtype *out);
+
+typedef struct attn_problem {
+    int B;  /* batch size (number of sequences when varlen) */
+    int H;  /* heads */
+    int Lq; /* queries per sequence (max over the batch when varlen) */
+    int Lk; /* keys per sequence (max over the batch when varlen) */
+    int D;  /* head dimension (same for Q, K and V) */
+    attn_dtype dtype;
+    bool causal; /* bottom-right aligned, see above */
+    float scale; /* softmax scale; attn_problem_init sets 1/sqrt(D) */
+    /* Variable length: NULL for the dense [B,H,L,D] layout. Host copies, B+1 entries each,
+     * non-decreasing, starting at 0; the device copies live in attn_buffers. */
+    const int *cu_seqlens_q; /* [B+1] host */
+    const int *cu_seqlens_k; /* [B+1] host */
+} attn_problem;
+
+/* Fills a dense problem with scale = 1/sqrt(D), fp32, non-causal. */
+void attn_problem_init(attn_problem *p, int B, int H, int Lq, int Lk, int D);
+
+/* Checks the problem is well formed (positive sizes, monotone cu_seqlens, ...).
+ * Returns 0 if valid, else writes a one-line reason into why (may be NULL). */
+int attn_problem_validate(const attn_problem *p, char *why, size_t why_len);
+
+bool attn_problem_is_varlen(const attn_problem *p);
+/* Rows of Q (resp. K/V) per head: B*Lq dense, cu_seqlens_q[B] varlen. */
+int64_t attn_problem_q_rows(const attn_problem *p);
+int64_t attn_problem_k_rows(const attn_problem *p);
+/* Element counts of Q, K (= V), O and of the log-sum-exp [B,H,Lq] (varlen: [H,total_q]). */
+size_t attn_problem_q_elems(const attn_problem *p);
+size_t attn_problem_k_elems(const attn_problem *p);
+size_t attn_problem_lse_elems(const attn_problem *p);
+/* Length of sequence b (queries / keys). */
+int attn_problem_seq_q(const attn_problem *p, int b);
+int attn_problem_seq_k(const attn_problem *p, int b);
+/* Element offset of row i of head h of sequence b, in Q/O (is_q) or K/V, for either layout.
+ * Dense: ((b*H + h)*L + i)*D. Varlen: ((cu[b] + i)*H + h)*D. */
+int64_t attn_problem_row_offset(const attn_problem *p, bool is_q, int b, int h, int i);
+/* Index of (b,h,i) in the log-sum-exp buffer.
+ * Dense: (b*H + h)*Lq + i. Varlen: h*total_q + cu[b] + i. */
+int64_t attn_problem_lse_index(const attn_problem *p, int b, int h, int i);
+
+/* A cursor over every query row (b, h, i) of p, in the memory order of Q/O: dense b, h, i;
+ * varlen b, i, h (empty sequences are skipped). The one loop the reference and the checkers share:
+ *   for (attn_row r = attn_row_first(p); r.valid; attn_row_next(p, &r)) ... */
+typedef struct attn_row {
+    bool valid;        /* false once every row has been visited */
+    int b, h, i;       /* sequence, head, query position inside sequence b */
+    int64_t offset;    /* attn_problem_row_offset(p, true, b, h, i): element offset in Q/O */
+    int64_t lse_index; /* attn_problem_lse_index(p, b, h, i) */
+} attn_row;
+attn_row attn_row_first(const attn_problem *p);
+void attn_row_next(const attn_problem *p, attn_row *r);
+
+/* Entries of the score matrix that the problem computes (causal counted exactly). */
+double attn_problem_entries(const attn_problem *p);
+/* Dense-attention FLOPs: 4 * entries * D (QK^T and PV, 2 flops per multiply-add). */
+double attn_problem_flops(const attn_problem *p);
+
+/* Device pointers handed to a launcher. No launcher allocates: scratch comes in workspace. */
+typedef struct attn_buffers {
+    const void *q;           /* [B,H,Lq,D] (varlen [total_q,H,D]), dtype of the problem */
+    const void *k;           /* [B,H,Lk,D] (varlen [total_k,H,D]) */
+    const void *v;           /* [B,H,Lk,D] (varlen [total_k,H,D]) */
+    void *o;                 /* [B,H,Lq,D] (varlen [total_q,H,D]), dtype of the problem */
+    float *lse;              /* [B,H,Lq] (varlen [H,total_q]) natural-log LSE of scaled scores;
+                                may be NULL when the caller does not want it */
+    const int *cu_seqlens_q; /* [B+1] device, NULL unless varlen */
+    const int *cu_seqlens_k; /* [B+1] device, NULL unless varlen */
+    void *workspace;         /* kernel scratch, size from attn_kernel.workspace_bytes */
+    size_t workspace_bytes;
+} attn_buffers;
+
+/* One launcher signature for every kernel of the chapter. Asynchronous on `stream`; reports
+ * launch errors through cudaGetLastError like any CUDA launch. */
+typedef void (*attn_launch_fn)(const attn_problem *p, const attn_buffers *b, cudaStream_t stream);
+
+/* What a kernel can do; the harness refuses problems outside it with a clear message. */
+typedef struct attn_requirements {
+    unsigned dtypes; /* ATTN_DTYPE_BIT mask */
+    int max_d;       /* largest head dimension supported */
+    int d_multiple;  /* head dimension must be a multiple of this (1 = any) */
+    bool causal;     /* supports causal */
+    bool varlen;     /* supports cu_seqlens */
+    bool gpu_only;   /* uses features the simulator cannot run (wgmma, TMA, ...) */
+} attn_requirements;
+
+typedef struct attn_kernel {
+    int id;                  /* 1-based, stable: --kernel N */
+    const char *name;        /* short identifier, e.g. "naive" */
+    const char *description; /* one line: what this version changes */
+    attn_launch_fn launch;
+    attn_requirements req;
+    /* Scratch bytes the kernel needs for p (NULL: none). */
+    size_t (*workspace_bytes)(const attn_problem *p);
+} attn_kernel;
+
+/* One example: its kernels, in order of the walkthrough. */
+typedef struct attn_example {
+    const char *name;    /* e.g. "01_attention_basics" */
+    const char *summary; /* one line for --help */
+    const attn_kernel *kernels;
+    int num_kernels;
+    /* Default problem for a plain run: GPU sizes and simulator sizes differ. */
+    int default_gpu[4]; /* B, H, L, D */
+    int default_sim[4]; /* B, H, L, D */
+} attn_example;
+
+/* 0 if kernel k can run problem p; else writes the reason (e.g. "D=300 exceeds the kernel's
+ * maximum 256") into why. on_gpu: false on the simulator, where gpu_only kernels cannot run. */
+int attn_kernel_supports(const attn_kernel *k, const attn_problem *p, bool on_gpu, char *why,
+                         size_t why_len);
+/* Kernel with the given id, or NULL. */
+const attn_kernel *attn_example_find(const attn_example *ex, int id);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ATTN_PROBLEM_H */

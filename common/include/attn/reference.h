@@ -1,0 +1,56 @@
+/* attn/reference.h — the CPU oracle: attention in double precision on the host.
+ *
+ * Every test compares against this. It covers dense, causal (bottom-right aligned), any mask
+ * (predicate or CSR), and variable length through the problem's cu_seqlens. It is itself checked
+ * against PyTorch/NumPy by the Python tests (tests/python).
+ */
+#ifndef ATTN_REFERENCE_H
+#define ATTN_REFERENCE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "attn/problem.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Which keys a query sees, on top of causality (both must allow an entry). */
+typedef enum attn_mask_kind {
+    ATTN_MASK_NONE = 0,      /* every key (subject to causal) */
+    ATTN_MASK_PREDICATE = 1, /* keep(ctx, b, h, i, j) != 0 */
+    ATTN_MASK_CSR = 2        /* per (b, i) row, the sorted key list, shared by all heads */
+} attn_mask_kind;
+
+typedef struct attn_mask {
+    attn_mask_kind kind;
+    /* PREDICATE: i, j are positions inside sequence b (0-based, not packed offsets). */
+    int (*keep)(const void *ctx, int b, int h, int i, int j);
+    const void *ctx;
+    /* CSR: row r = b*Lq + i; keys col_idx[row_ptr[r] .. row_ptr[r+1]-1], sorted ascending,
+     * positions inside sequence b. row_ptr has B*Lq + 1 entries. */
+    const int64_t *row_ptr;
+    const int32_t *col_idx;
+} attn_mask;
+
+/* True if query i of sequence b, head h, sees key j under p (causal) and mask (may be NULL). */
+bool attn_entry_visible(const attn_problem *p, const attn_mask *mask, int b, int h, int i, int j);
+
+/* out = softmax(scale * Q K^T  (masked)) V with double accumulation; lse (may be NULL) gets
+ * log(sum_j exp(scale * q.k_j)) per row, -inf for rows that see no key (whose output is 0).
+ * q, k, v, out in the problem's layout as fp32. Returns 0, or -1 on an invalid problem. */
+int attn_reference(const attn_problem *p, const attn_mask *mask, const float *q, const float *k,
+                   const float *v, float *out, float *lse);
+
+/* The straightforward same-precision implementation FlashAttention's tolerance rule compares
+ * against: S = scale*QK^T with fp32 accumulation rounded to the dtype, softmax in fp32 with P
+ * rounded to the dtype, O = PV with fp32 accumulation rounded to the dtype. For fp32 it is plain
+ * single-precision attention. Same arguments as attn_reference (lse not produced). */
+int attn_reference_lowp(const attn_problem *p, const attn_mask *mask, const float *q,
+                        const float *k, const float *v, float *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ATTN_REFERENCE_H */

@@ -1,0 +1,61 @@
+/* attn/tensor.h — host tensors: deterministic seeded fills, dtype conversion, NaN pre-fill.
+ *
+ * Host data is always kept as fp32 (the values the kernel sees, already rounded to the problem's
+ * dtype) plus a packed copy in the problem's dtype for upload. The random generator is a
+ * counter-based hash (SplitMix64), so the value at index n depends only on (seed, stream, n):
+ * the C harness and the Python references produce identical inputs.
+ */
+#ifndef ATTN_TENSOR_H
+#define ATTN_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn/problem.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Uniform float in [-1, 1) for element n of stream `stream` under `seed` (arithmetic mod 2^64):
+ *   x = (seed ^ (stream * 0x9E3779B97F4A7C15)) + n * 0xBF58476D1CE4E5B9
+ *   z = splitmix64_mix(x)       (SplitMix64's output function, spelled out in tensor.c)
+ *   value = ((z >> 40) / 2^24) * 2 - 1      (exact in fp32)
+ * Streams: 0 = Q, 1 = K, 2 = V. */
+float attn_uniform(uint64_t seed, uint64_t stream, uint64_t n);
+
+/* The value an fp32 number takes once stored in dtype t (round to nearest even; f32: itself). */
+float attn_round_dtype(float f, attn_dtype t);
+
+/* dst[n] = attn_round_dtype(amplitude * attn_uniform(seed, stream, n)) for n < count. */
+void attn_fill_uniform(float *dst, size_t count, uint64_t seed, uint64_t stream, float amplitude,
+                       attn_dtype t);
+
+/* Converts fp32 values to the packed dtype (fp32 copy, fp16 or bf16 bits) and back. */
+void attn_pack(void *dst, const float *src, size_t count, attn_dtype t);
+void attn_unpack(float *dst, const void *src, size_t count, attn_dtype t);
+
+/* Fills `bytes` of host memory with quiet-NaN bit patterns (0xFF bytes: NaN in fp32, fp16, bf16).
+ */
+void attn_fill_nan_host(void *dst, size_t bytes);
+
+/* The inputs of one problem, on the host. */
+typedef struct attn_host_inputs {
+    float *q, *k, *v; /* fp32 values, already rounded to the problem's dtype */
+    size_t q_elems, k_elems;
+} attn_host_inputs;
+
+/* Allocates and fills Q, K, V for p (streams 0, 1, 2), amplitude `amplitude` (1 = uniform in
+ * [-1,1); larger values make large scores to exercise softmax stability). 0 on success. */
+int attn_host_inputs_make(attn_host_inputs *in, const attn_problem *p, uint64_t seed,
+                          float amplitude);
+void attn_host_inputs_free(attn_host_inputs *in);
+
+/* Writes a raw little-endian fp32 file with a one-line text header
+ * "attn-tensor v1 f32 <dims...>\n" followed by the data. 0 on success. */
+int attn_tensor_save(const char *path, const float *data, int ndim, const int64_t *dims);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ATTN_TENSOR_H */

@@ -1,0 +1,129 @@
+/* bench.c — timing of kernel launches with CUDA events (wall clock on the simulator). */
+#include "attn/bench.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "attn/device.h"
+
+#ifdef ATTN_BACKEND_SIM
+static const bool simulated = true; /* no L2 to flush: the simulator has no caches to model */
+#else
+static const bool simulated = false;
+#endif
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+attn_stats attn_stats_of(double *samples_ms, int n) {
+    attn_stats s = {0};
+    if (n <= 0)
+        return s;
+    qsort(samples_ms, (size_t)n, sizeof *samples_ms, compare_doubles);
+    double sum = 0.0;
+    for (int r = 0; r < n; ++r)
+        sum += samples_ms[r];
+    s.reps = n;
+    s.min_ms = samples_ms[0];
+    s.max_ms = samples_ms[n - 1];
+    s.median_ms = n % 2 ? samples_ms[n / 2] : 0.5 * (samples_ms[n / 2 - 1] + samples_ms[n / 2]);
+    s.mean_ms = sum / n;
+    return s;
+}
+
+/* One launch; a launch error (bad configuration, too much shared memory, ...) is reported with
+ * the kernel's name. */
+static int launch_checked(const attn_kernel *k, const attn_problem *p, const attn_buffers *buf,
+                          cudaStream_t stream) {
+    char what[160];
+    k->launch(p, buf, stream);
+    snprintf(what, sizeof what, "launch of kernel '%s'", k->name);
+    return attn_cuda_report(cudaGetLastError(), what, __FILE__, __LINE__);
+}
+
+/* The buffer written before each timed launch so that the kernel starts with a cold L2, as it
+ * would inside a model. Allocated on first use, 2x the L2 size, and kept for the life of the
+ * process: timing loops run many times and reallocating it each time would cost more than it. */
+static void *flush_buf;
+static size_t flush_bytes;
+
+static int ensure_flush_buffer(void) {
+    if (flush_buf != NULL)
+        return 0;
+    int dev = 0, l2 = 0;
+    ATTN_CUDA_TRY(cudaGetDevice(&dev));
+    ATTN_CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+    if (l2 <= 0)
+        return 0; /* no L2 reported: nothing to flush */
+    flush_bytes = 2 * (size_t)l2;
+    flush_buf = attn_device_alloc(flush_bytes);
+    return flush_buf == NULL;
+}
+
+/* One timed repetition: flush (outside the timed interval), then start, launch, stop. */
+static int time_one(const attn_kernel *k, const attn_problem *p, const attn_buffers *buf,
+                    bool flush, cudaEvent_t start, cudaEvent_t stop, int rep, double *ms) {
+    cudaStream_t stream = NULL; /* the default stream */
+    float elapsed = 0.0f;
+    if (flush && flush_buf != NULL)
+        ATTN_CUDA_TRY(cudaMemsetAsync(flush_buf, rep & 0xff, flush_bytes, stream));
+    ATTN_CUDA_TRY(cudaEventRecord(start, stream));
+    if (launch_checked(k, p, buf, stream))
+        return 1;
+    ATTN_CUDA_TRY(cudaEventRecord(stop, stream));
+    ATTN_CUDA_TRY(cudaEventSynchronize(stop)); /* also returns errors raised while running */
+    ATTN_CUDA_TRY(cudaEventElapsedTime(&elapsed, start, stop));
+    *ms = elapsed;
+    return 0;
+}
+
+/* The timed repetitions, with events created and destroyed around them. */
+static int time_reps(const attn_kernel *k, const attn_problem *p, const attn_buffers *buf,
+                     bool flush, int reps, double *samples) {
+    cudaEvent_t start = NULL, stop = NULL;
+    int rc =
+        attn_cuda_report(cudaEventCreate(&start), "cudaEventCreate(&start)", __FILE__, __LINE__) ||
+        attn_cuda_report(cudaEventCreate(&stop), "cudaEventCreate(&stop)", __FILE__, __LINE__);
+    for (int r = 0; rc == 0 && r < reps; ++r)
+        rc = time_one(k, p, buf, flush, start, stop, r, &samples[r]);
+    if (start != NULL)
+        cudaEventDestroy(start);
+    if (stop != NULL)
+        cudaEventDestroy(stop);
+    return rc;
+}
+
+int attn_time_kernel(const attn_kernel *k, const attn_problem *p, const attn_buffers *buf,
+                     const attn_timing_opts *opts, attn_stats *out) {
+    if (opts->reps < 1) {
+        fprintf(stderr, "error: timing needs at least one repetition (got %d)\n", opts->reps);
+        return 1;
+    }
+    for (int w = 0; w < opts->warmup; ++w)
+        if (launch_checked(k, p, buf, NULL))
+            return 1;
+    ATTN_CUDA_TRY(cudaDeviceSynchronize());
+    bool flush = opts->flush_l2 && !simulated;
+    if (flush && ensure_flush_buffer())
+        return 1;
+    double *samples = (double *)malloc((size_t)opts->reps * sizeof(double));
+    if (samples == NULL) {
+        fprintf(stderr, "error: out of host memory for %d timing samples\n", opts->reps);
+        return 1;
+    }
+    int rc = time_reps(k, p, buf, flush, opts->reps, samples);
+    if (rc == 0)
+        *out = attn_stats_of(samples, opts->reps);
+    free(samples);
+    return rc;
+}
+
+double attn_problem_min_bytes(const attn_problem *p) {
+    double elem = (double)attn_dtype_size(p->dtype);
+    double qo = 2.0 * (double)attn_problem_q_elems(p); /* Q read, O written */
+    double kv = 2.0 * (double)attn_problem_k_elems(p); /* K and V read */
+    return (qo + kv) * elem + (double)attn_problem_lse_elems(p) * sizeof(float);
+}

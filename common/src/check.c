@@ -1,0 +1,178 @@
+/* check.c — compares a kernel's output with the reference; the rules are stated in check.h.
+ *
+ * Every comparison is written `!(err <= bound)`: a NaN makes it true, so NaN cannot pass (the
+ * form `err > bound` is false for NaN and would let it through). Outputs are also counted as bad
+ * when non-finite, whatever the bound. Mismatches are recorded in the memory order of O. */
+#include "attn/check.h"
+
+#include <math.h>
+
+/* ---- fp32 tolerance --------------------------------------------------------------------------
+ * Derivation. Inputs are uniform in [-a, a), so |q_d k_d| <= a^2 and |v| <= a; u = 2^-24.
+ *  1. Scores: an fp32 dot product of D terms has error ~ sqrt(D) * u * sum_d |q_d k_d| (the usual
+ *     probabilistic bound; the worst case is D*u): ds <= sqrt(D) * u * D * a^2 * |scale|.
+ *  2. Softmax turns an absolute score error ds into a relative error of the same size in each
+ *     p_j, and o = sum_j p_j v_j then moves by at most ~2 * ds * max|v| = 2 * ds * a.
+ *  3. The P.V sum of Lk terms adds ~ sqrt(Lk) * u * sum_j p_j |v_j| <= sqrt(Lk) * u * a; exp,
+ *     the division by l and the final rounding add a few u relative to |o| (rtol covers them,
+ *     and the error of l = sum_j exp(...), up to Lk*u relative: rtol = 1e-4 allows Lk <= ~1600
+ *     in the worst case and any realistic length in the probabilistic one).
+ *  Adding 1-3, with a safety factor of 2 on the P.V term and a floor of 16 u a for tiny problems:
+ *     atol = 2 * a * u * (sqrt(D) * D * a^2 * |scale| + sqrt(Lk)) + 16 * u * a,  rtol = 1e-4.
+ *  atol is clamped to at most 0.1 * a (a tenth of the output range): beyond that, as for
+ *  a >= 100 with large D, fp32 softmax itself is ill-conditioned and the check would no longer
+ *  separate right from wrong.
+ * Measured (unit_tolerance_<backend> --full, tests/unit/test_tolerance.c): plain fp32 attention
+ * (attn_reference_lowp) against the double reference, Lq = Lk = L, seeded inputs. "margin" is the
+ * smallest tolerance / error over all elements (required: >= 4); "scale" and "drop" are the
+ * largest error / tolerance of a kernel using scale 1/D instead of 1/sqrt(D), and of one that
+ * drops the last key (required: > 1, i.e. the check fails them). Non-causal rows at L = 2048:
+ *      D     L   a |  max err     atol  margin |   scale     drop
+ *     16  2048   1 |  8.6e-08  8.3e-06     129 | 1.3e+03  1.4e+02
+ *     64  2048   1 |  1.5e-07  1.4e-05     114 | 1.1e+03  8.8e+01
+ *    128  2048   1 |  1.6e-07  2.2e-05     156 | 8.3e+02  7.0e+01
+ *    256  2048   1 |  2.0e-07  3.7e-05     217 | 4.9e+02  4.1e+01
+ *     16  2048  10 |  9.6e-05  2.0e-03      21 | 3.5e+03        -
+ *     64  2048  10 |  2.1e-04  7.7e-03      37 | 1.2e+03        -
+ *    128  2048  10 |  3.0e-04  1.5e-02      50 | 6.8e+02        -
+ *    256  2048  10 |  4.3e-04  3.1e-02      71 | 3.5e+02        -
+ * Over the whole grid (L = 1, 100, 512, 2048; causal and not) the smallest margin is 21 (the row
+ * above: near-ties between a row's two largest scores); the smallest "drop" at a = 1 is 19
+ * (D = 256, L = 2048, causal). At a = 10 the last key often weighs ~e^-30 and dropping it is
+ * invisible to any check ("-"); the wrong scale is invisible only with a single key. */
+attn_tolerance attn_tolerance_f32(const attn_problem *p, double amplitude) {
+    const double u = 0x1p-24;
+    double a = amplitude > 0.0 ? amplitude : 1.0;
+    double scores = sqrt((double)p->D) * p->D * a * a * fabs((double)p->scale);
+    double atol = 2.0 * a * u * (scores + sqrt((double)p->Lk)) + 16.0 * u * a;
+    attn_tolerance t = {atol < 0.1 * a ? atol : 0.1 * a, 1e-4};
+    return t;
+}
+
+/* One unit in the last place at 1.0 for a 16-bit dtype: 2^-10 (fp16), 2^-7 (bf16). */
+static double ulp_at_one(attn_dtype t) { return t == ATTN_BF16 ? 0x1p-7 : 0x1p-10; }
+
+/* ---- shared comparison loop ------------------------------------------------------------------ */
+
+static void record_mismatch(attn_check_result *r, const attn_row *row, int d, double got,
+                            double want) {
+    if (r->num_reported == ATTN_CHECK_MAX_REPORTED)
+        return;
+    attn_mismatch *m = &r->first[r->num_reported++];
+    m->b = row->b;
+    m->h = row->h;
+    m->i = row->i;
+    m->d = d;
+    m->got = got;
+    m->want = want;
+}
+
+/* Accounts for one element. An infinite `want` (the -inf LSE of a fully masked row) is matched
+ * only by the same infinity; a non-finite `got` never matches anything else. */
+static void compare(attn_check_result *r, const attn_row *row, int d, double got, double want,
+                    attn_tolerance tol) {
+    r->checked++;
+    if (got == want)
+        return;
+    double err = fabs(got - want);
+    bool finite = isfinite(got) && isfinite(want);
+    if (!isfinite(got))
+        r->nonfinite++;
+    if (finite) {
+        r->max_abs_err = err > r->max_abs_err ? err : r->max_abs_err;
+        if (want != 0.0 && err / fabs(want) > r->max_rel_err)
+            r->max_rel_err = err / fabs(want);
+    }
+    if (!finite || !(err <= tol.atol + tol.rtol * fabs(want))) {
+        r->bad++;
+        record_mismatch(r, row, d, got, want);
+    }
+}
+
+static attn_check_result empty_result(void) {
+    attn_check_result r = {0};
+    return r;
+}
+
+/* ---- output and log-sum-exp ------------------------------------------------------------------ */
+
+/* Largest finite |lowp - ref| over all elements (both layouts are dense arrays of q_elems
+ * values). Where the same-precision implementation overflowed (fp16 scores beyond 65504) it says
+ * nothing about the attainable accuracy, and an infinite bound would let everything pass. */
+static double max_abs_diff(const float *x, const float *y, size_t n) {
+    double m = 0.0;
+    for (size_t e = 0; e < n; ++e) {
+        double diff = fabs((double)x[e] - (double)y[e]);
+        m = isfinite(diff) && diff > m ? diff : m;
+    }
+    return m;
+}
+
+attn_check_result attn_check_output(const attn_problem *p, const float *out, const float *ref,
+                                    const float *lowp, double amplitude) {
+    attn_check_result r = empty_result();
+    attn_tolerance tol;
+    if (p->dtype == ATTN_F32) {
+        tol = attn_tolerance_f32(p, amplitude);
+    } else { /* FlashAttention's rule; without a lowp output the bound is the one-ulp floor */
+        r.lowp_err = lowp ? max_abs_diff(lowp, ref, attn_problem_q_elems(p)) : 0.0;
+        tol.atol = 2.0 * r.lowp_err + ulp_at_one(p->dtype);
+        tol.rtol = 0.0;
+    }
+    r.bound = tol.atol;
+    r.rtol = tol.rtol;
+    for (attn_row row = attn_row_first(p); row.valid; attn_row_next(p, &row))
+        for (int d = 0; d < p->D; ++d)
+            compare(&r, &row, d, out[row.offset + d], ref[row.offset + d], tol);
+    r.pass = r.bad == 0;
+    return r;
+}
+
+attn_check_result attn_check_lse(const attn_problem *p, const float *lse, const float *ref) {
+    attn_check_result r = empty_result();
+    double c = p->dtype == ATTN_F32 ? 1e-3 : 2e-2;
+    attn_tolerance tol = {c, c}; /* c * (1 + |want|) */
+    r.bound = c;
+    r.rtol = c;
+    for (attn_row row = attn_row_first(p); row.valid; attn_row_next(p, &row))
+        compare(&r, &row, -1, lse[row.lse_index], ref[row.lse_index], tol);
+    r.pass = r.bad == 0;
+    return r;
+}
+
+/* ---- printing -------------------------------------------------------------------------------- */
+
+/* glibc prints the all-ones NaN pattern as "-nan"; show every NaN the same way. */
+static void print_value(FILE *f, double x) {
+    if (isnan(x))
+        fputs("nan", f);
+    else
+        fprintf(f, "%.6g", x);
+}
+
+static void print_mismatch(FILE *f, const attn_mismatch *m) {
+    if (m->d >= 0)
+        fprintf(f, "(b=%d,h=%d,i=%d,d=%d) got ", m->b, m->h, m->i, m->d);
+    else
+        fprintf(f, "(b=%d,h=%d,i=%d) got ", m->b, m->h, m->i);
+    print_value(f, m->got);
+    fputs(" want ", f);
+    print_value(f, m->want);
+}
+
+void attn_check_print(FILE *f, const char *what, const attn_check_result *r) {
+    if (r->pass)
+        fprintf(f, "%s: PASS %zu checked", what, r->checked);
+    else
+        fprintf(f, "%s: FAIL %zu/%zu bad (%zu non-finite)", what, r->bad, r->checked, r->nonfinite);
+    fprintf(f, ", max abs err %.1e (", r->max_abs_err);
+    if (r->rtol > 0.0)
+        fprintf(f, "tolerance %.1e + %.0e*|want|)", r->bound, r->rtol);
+    else
+        fprintf(f, "bound %.1e = 2 x same-precision error %.1e + 1 ulp)", r->bound, r->lowp_err);
+    for (int n = 0; n < r->num_reported; ++n) {
+        fputs(n == 0 ? "; first: " : "\n    then: ", f);
+        print_mismatch(f, &r->first[n]);
+    }
+    fputc('\n', f);
+}

@@ -1,0 +1,301 @@
+/* cli.c — the command line every example shares (the flags are listed in attn/cli.h).
+ *
+ * Options take their value as the next argument or after '=' (--seqlen 512, --seqlen=512,
+ * -L 512, -L=512). Numbers are strict: decimal digits only for integers (no sign, no spaces, no
+ * suffix, no overflow), a complete finite positive number for reals. Every error is one line
+ * naming the flag, and the parse stops at the first one. */
+#include "attn/cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/device.h"
+
+typedef enum opt_id {
+    OPT_HELP,
+    OPT_LIST,
+    OPT_KERNEL,
+    OPT_BATCH,
+    OPT_HEADS,
+    OPT_SEQLEN,
+    OPT_HEADDIM,
+    OPT_LQ,
+    OPT_LK,
+    OPT_DTYPE,
+    OPT_CAUSAL,
+    OPT_SCALE,
+    OPT_AMPLITUDE,
+    OPT_SEED,
+    OPT_REPS,
+    OPT_WARMUP,
+    OPT_CHECK_ONLY,
+    OPT_JSON,
+    OPT_CSV,
+    OPT_QUIET
+} opt_id;
+
+typedef struct opt {
+    opt_id id;
+    const char *short_name; /* NULL when there is none */
+    const char *long_name;
+    const char *value; /* what the value is, for --help; NULL for a plain switch */
+    const char *help;
+} opt;
+
+static const opt options[] = {
+    {OPT_HELP, "-h", "--help", NULL, "this text"},
+    {OPT_LIST, NULL, "--list", NULL, "list the kernels (id, name, what it changes, limits)"},
+    {OPT_KERNEL, NULL, "--kernel", "N|all", "which kernel(s) to run (default: all)"},
+    {OPT_BATCH, "-B", "--batch", "N", "batch size"},
+    {OPT_HEADS, "-H", "--heads", "N", "number of heads"},
+    {OPT_SEQLEN, "-L", "--seqlen", "N", "sequence length (queries and keys)"},
+    {OPT_HEADDIM, "-D", "--headdim", "N", "head dimension"},
+    {OPT_LQ, NULL, "--lq", "N", "query length (overrides -L)"},
+    {OPT_LK, NULL, "--lk", "N", "key length (overrides -L)"},
+    {OPT_DTYPE, NULL, "--dtype", "f32|f16|bf16",
+     "element type (default: the first one the "
+     "kernels support)"},
+    {OPT_CAUSAL, NULL, "--causal", NULL, "causal attention, bottom-right aligned"},
+    {OPT_SCALE, NULL, "--scale", "X", "softmax scale (default 1/sqrt(D))"},
+    {OPT_AMPLITUDE, NULL, "--amplitude", "X",
+     "inputs uniform in [-X, X) (default 1; large values stress the softmax)"},
+    {OPT_SEED, NULL, "--seed", "N", "input seed (default 1234)"},
+    {OPT_REPS, NULL, "--reps", "N", "timed repetitions (default 20 on a GPU, 3 on the simulator)"},
+    {OPT_WARMUP, NULL, "--warmup", "N", "untimed launches first (default 5 GPU, 1 simulator)"},
+    {OPT_CHECK_ONLY, NULL, "--check-only", NULL, "check correctness, skip timing"},
+    {OPT_JSON, NULL, "--json", "FILE", "append one JSON line per kernel ('-' = stdout)"},
+    {OPT_CSV, NULL, "--csv", "FILE", "append one CSV row per kernel ('-' = stdout)"},
+    {OPT_QUIET, NULL, "--quiet", NULL, "only the result lines"},
+};
+
+#define NUM_OPTIONS (sizeof options / sizeof options[0])
+
+/* ---- errors ---------------------------------------------------------------------------------- */
+
+static int usage_error(char *err, size_t err_len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
+    return ATTN_EXIT_USAGE;
+}
+
+/* "-B/--batch" or "--lq": how error messages name an option. */
+static const char *display_name(const opt *o, char *buf, size_t len) {
+    if (o->short_name == NULL)
+        return o->long_name;
+    snprintf(buf, len, "%s/%s", o->short_name, o->long_name);
+    return buf;
+}
+
+/* ---- strict number parsing ------------------------------------------------------------------- */
+
+/* Decimal digits only, value <= max. 0 on success, -1 if malformed, -2 if too large. */
+static int parse_unsigned(const char *s, uint64_t max, uint64_t *out) {
+    uint64_t v = 0;
+    if (*s == '\0')
+        return -1;
+    for (; *s != '\0'; ++s) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        unsigned digit = (unsigned)(*s - '0');
+        if (v > (max - digit) / 10)
+            return -2;
+        v = v * 10 + digit;
+    }
+    *out = v;
+    return 0;
+}
+
+/* An int in [min, INT_MAX]. */
+static int parse_int(const opt *o, const char *s, int min, int *out, char *err, size_t err_len) {
+    char name[32];
+    uint64_t v = 0;
+    int rc = parse_unsigned(s, INT_MAX, &v);
+    const char *what = min == 0 ? "a non-negative integer" : "a positive integer";
+    if (rc == -2)
+        return usage_error(err, err_len, "error: %s is too large (got '%s'; at most %d)",
+                           display_name(o, name, sizeof name), s, INT_MAX);
+    if (rc != 0 || (int)v < min)
+        return usage_error(err, err_len, "error: %s must be %s (got '%s')",
+                           display_name(o, name, sizeof name), what, s);
+    *out = (int)v;
+    return 0;
+}
+
+/* A finite number > 0 that is still finite and non-zero as a float. */
+static int parse_positive_real(const opt *o, const char *s, float *out, char *err, size_t err_len) {
+    char *end = NULL;
+    errno = 0;
+    double v = isspace((unsigned char)s[0]) ? NAN : strtod(s, &end);
+    float f = (float)v;
+    if (s[0] == '\0' || end == NULL || *end != '\0' || errno == ERANGE || !(v > 0.0) ||
+        !isfinite(f) || f == 0.0f)
+        return usage_error(err, err_len, "error: %s must be a positive finite number (got '%s')",
+                           o->long_name, s);
+    *out = f;
+    return 0;
+}
+
+/* ---- applying one option --------------------------------------------------------------------- */
+
+/* Sizes given on the command line; -L and --lq/--lk are merged once all flags are read so that
+ * --lq/--lk override -L whatever their order. */
+typedef struct lengths {
+    int L, Lq, Lk;
+} lengths;
+
+static int apply(attn_cli *cli, lengths *len, const opt *o, const char *v, char *err,
+                 size_t err_len) {
+    uint64_t seed = 0;
+    switch (o->id) {
+    case OPT_HELP:
+        cli->help = true;
+        return 0;
+    case OPT_LIST:
+        cli->list = true;
+        return 0;
+    case OPT_CAUSAL:
+        cli->causal = true;
+        return 0;
+    case OPT_CHECK_ONLY:
+        cli->check_only = true;
+        return 0;
+    case OPT_QUIET:
+        cli->quiet = true;
+        return 0;
+    case OPT_KERNEL:
+        if (strcmp(v, "all") == 0) {
+            cli->kernel = 0;
+            return 0;
+        }
+        if (parse_int(o, v, 1, &cli->kernel, err, err_len) != 0)
+            return usage_error(err, err_len,
+                               "error: --kernel must be 'all' or a kernel id >= 1 (got '%s')", v);
+        return 0;
+    case OPT_BATCH:
+        return parse_int(o, v, 1, &cli->B, err, err_len);
+    case OPT_HEADS:
+        return parse_int(o, v, 1, &cli->H, err, err_len);
+    case OPT_SEQLEN:
+        return parse_int(o, v, 1, &len->L, err, err_len);
+    case OPT_HEADDIM:
+        return parse_int(o, v, 1, &cli->D, err, err_len);
+    case OPT_LQ:
+        return parse_int(o, v, 1, &len->Lq, err, err_len);
+    case OPT_LK:
+        return parse_int(o, v, 1, &len->Lk, err, err_len);
+    case OPT_REPS:
+        return parse_int(o, v, 1, &cli->reps, err, err_len);
+    case OPT_WARMUP:
+        return parse_int(o, v, 0, &cli->warmup, err, err_len);
+    case OPT_DTYPE:
+        if (attn_dtype_parse(v, &cli->dtype) != 0)
+            return usage_error(err, err_len, "error: --dtype must be f32, f16 or bf16 (got '%s')",
+                               v);
+        cli->dtype_set = true;
+        return 0;
+    case OPT_SCALE:
+        return parse_positive_real(o, v, &cli->scale, err, err_len);
+    case OPT_AMPLITUDE:
+        return parse_positive_real(o, v, &cli->amplitude, err, err_len);
+    case OPT_SEED:
+        if (parse_unsigned(v, UINT64_MAX, &seed) != 0)
+            return usage_error(err, err_len,
+                               "error: --seed must be an integer in 0..%llu (got '%s')",
+                               (unsigned long long)UINT64_MAX, v);
+        cli->seed = seed;
+        return 0;
+    case OPT_JSON:
+    case OPT_CSV:
+        if (v[0] == '\0')
+            return usage_error(err, err_len, "error: %s needs a file name ('-' = stdout)",
+                               o->long_name);
+        *(o->id == OPT_JSON ? &cli->json_path : &cli->csv_path) = v;
+        return 0;
+    }
+    return 0;
+}
+
+/* ---- parsing --------------------------------------------------------------------------------- */
+
+static const opt *find_option(const char *name, size_t name_len) {
+    for (size_t n = 0; n < NUM_OPTIONS; ++n) {
+        const opt *o = &options[n];
+        if ((strlen(o->long_name) == name_len && strncmp(o->long_name, name, name_len) == 0) ||
+            (o->short_name != NULL && strlen(o->short_name) == name_len &&
+             strncmp(o->short_name, name, name_len) == 0))
+            return o;
+    }
+    return NULL;
+}
+
+static void set_defaults(attn_cli *cli) {
+    memset(cli, 0, sizeof *cli);
+    cli->dtype = ATTN_F32;
+    cli->amplitude = 1.0f;
+    cli->seed = 1234;
+    cli->reps = -1;
+    cli->warmup = -1;
+}
+
+int attn_cli_parse(attn_cli *cli, int argc, char **argv, char *err, size_t err_len) {
+    lengths len = {0, 0, 0};
+    set_defaults(cli);
+    for (int a = 1; a < argc; ++a) {
+        const char *arg = argv[a];
+        if (arg[0] != '-' || arg[1] == '\0')
+            return usage_error(err, err_len, "error: unexpected argument '%s' (see --help)", arg);
+        const char *eq = strchr(arg, '=');
+        size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
+        const opt *o = find_option(arg, name_len);
+        if (o == NULL)
+            return usage_error(err, err_len, "error: unknown option '%.*s' (see --help)",
+                               (int)name_len, arg);
+        const char *value = eq ? eq + 1 : NULL;
+        if (o->value == NULL && value != NULL)
+            return usage_error(err, err_len, "error: option %s takes no value (got '%s')",
+                               o->long_name, arg);
+        if (o->value != NULL && value == NULL) {
+            if (a + 1 >= argc)
+                return usage_error(err, err_len, "error: option %.*s needs a value (%s)",
+                                   (int)name_len, arg, o->value);
+            value = argv[++a];
+        }
+        if (apply(cli, &len, o, value, err, err_len) != 0)
+            return ATTN_EXIT_USAGE;
+    }
+    cli->Lq = len.Lq ? len.Lq : len.L;
+    cli->Lk = len.Lk ? len.Lk : len.L;
+    return 0;
+}
+
+/* ---- usage ----------------------------------------------------------------------------------- */
+
+void attn_cli_usage(FILE *f, const char *prog, const attn_example *ex) {
+    fprintf(f, "usage: %s [options]\n%s: %s\n\noptions:\n", prog, ex->name, ex->summary);
+    for (size_t n = 0; n < NUM_OPTIONS; ++n) {
+        const opt *o = &options[n];
+        char spelled[48];
+        snprintf(spelled, sizeof spelled, "%s%s%s%s%s", o->short_name ? o->short_name : "",
+                 o->short_name ? ", " : "", o->long_name, o->value ? " " : "",
+                 o->value ? o->value : "");
+        fprintf(f, "  %-26s %s\n", spelled, o->help);
+    }
+    fprintf(f,
+            "\ndefault problem: B=%d H=%d L=%d D=%d on a GPU, B=%d H=%d L=%d D=%d on the "
+            "simulator\n",
+            ex->default_gpu[0], ex->default_gpu[1], ex->default_gpu[2], ex->default_gpu[3],
+            ex->default_sim[0], ex->default_sim[1], ex->default_sim[2], ex->default_sim[3]);
+    fprintf(f, "\nkernels (--kernel N; --list for their limits):\n");
+    for (int n = 0; n < ex->num_kernels; ++n)
+        fprintf(f, "  %2d  %-20s %s\n", ex->kernels[n].id, ex->kernels[n].name,
+                ex->kernels[n].description);
+    fprintf(f, "\nexit status: 0 every selected kernel passed, 1 a failure or runtime error, "
+               "2 usage error, 77 no GPU (gpu build)\n");
+}

@@ -1,0 +1,112 @@
+/* device.c — device discovery, memory and error reporting. Compiled once per backend: against
+ * the CUDA runtime (ATTN_BACKEND_GPU) or the CPU simulator's runtime (ATTN_BACKEND_SIM), whose
+ * API is the same; only the backend name and the no-device message differ. */
+#include "attn/device.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#ifdef ATTN_BACKEND_SIM
+static const bool simulated = true;
+#else
+static const bool simulated = false;
+#endif
+
+const char *attn_backend_name(void) { return simulated ? "sim" : "gpu"; }
+
+/* A failed call leaves its error as the "last error"; clear it so that the next
+ * cudaGetLastError() after a kernel launch does not blame the kernel. */
+static void clear_last_error(void) { (void)cudaGetLastError(); }
+
+static void fill_info(attn_device_info *info, const struct cudaDeviceProp *prop) {
+    info->simulated = simulated;
+    snprintf(info->name, sizeof info->name, "%s", prop->name);
+    info->cc_major = prop->major;
+    info->cc_minor = prop->minor;
+    info->sm_count = prop->multiProcessorCount;
+    info->global_mem = prop->totalGlobalMem;
+    info->l2_bytes = (size_t)prop->l2CacheSize;
+    info->smem_per_block_optin = prop->sharedMemPerBlockOptin;
+    if (cudaRuntimeGetVersion(&info->runtime_version) != cudaSuccess) {
+        info->runtime_version = 0;
+        clear_last_error();
+    }
+}
+
+int attn_device_init(attn_device_info *info, char *why, size_t why_len) {
+    memset(info, 0, sizeof *info);
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        const char *what =
+            simulated ? "the CPU simulator offers no device" : "no CUDA GPU available";
+        const char *hint = simulated ? "" : "; use the simulator build (build/sim)";
+        if (err != cudaSuccess)
+            snprintf(why, why_len, "%s: cudaGetDeviceCount failed with %s (%s)%s", what,
+                     cudaGetErrorName(err), cudaGetErrorString(err), hint);
+        else
+            snprintf(why, why_len, "%s: cudaGetDeviceCount found 0 devices%s", what, hint);
+        clear_last_error();
+        return simulated ? 1 : ATTN_EXIT_NO_GPU;
+    }
+    struct cudaDeviceProp prop; /* "struct": the toolkit declares no typedef in C */
+    memset(&prop, 0, sizeof prop);
+    if ((err = cudaSetDevice(0)) != cudaSuccess ||
+        (err = cudaGetDeviceProperties(&prop, 0)) != cudaSuccess) {
+        snprintf(why, why_len, "cannot use device 0: %s (%s)", cudaGetErrorName(err),
+                 cudaGetErrorString(err));
+        clear_last_error();
+        return 1;
+    }
+    fill_info(info, &prop);
+    return 0;
+}
+
+int attn_cuda_report(cudaError_t err, const char *expr, const char *file, int line) {
+    if (err == cudaSuccess)
+        return 0;
+    fprintf(stderr, "%s:%d: CUDA error %s: %s in %s\n", file, line, cudaGetErrorName(err),
+            cudaGetErrorString(err), expr);
+    return 1;
+}
+
+void *attn_device_alloc(size_t bytes) {
+    void *ptr = NULL;
+    cudaError_t err = cudaMalloc(&ptr, bytes);
+    if (err != cudaSuccess) {
+        fprintf(stderr, "error: cudaMalloc of %zu bytes (%.1f MiB) failed: %s (%s)\n", bytes,
+                (double)bytes / (1 << 20), cudaGetErrorName(err), cudaGetErrorString(err));
+        clear_last_error();
+        return NULL;
+    }
+    return ptr;
+}
+
+void attn_device_free(void *p) {
+    if (p != NULL)
+        attn_cuda_report(cudaFree(p), "cudaFree(p)", __FILE__, __LINE__);
+}
+
+int attn_to_device(void *dst, const void *src, size_t bytes) {
+    ATTN_CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    return 0;
+}
+
+int attn_to_host(void *dst, const void *src, size_t bytes) {
+    ATTN_CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    return 0;
+}
+
+int attn_device_fill_nan(void *dst, size_t bytes) {
+    ATTN_CUDA_TRY(cudaMemset(dst, 0xFF, bytes));
+    return 0;
+}
+
+size_t attn_device_mem_used(void) {
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+        clear_last_error();
+        return 0;
+    }
+    return total_bytes - free_bytes;
+}

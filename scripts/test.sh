@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# scripts/test.sh — builds every preset this machine can build and runs every test:
+#   sim        the whole suite on the CPU simulator (unit, cudasim, examples, python)
+#   gpu        compiled wherever nvcc is; its tests run on a GPU and skip (exit 77) without one
+#   sim-asan   cudasim + example tests under AddressSanitizer/UBSan
+#   sim-tsan   cudasim + example tests under ThreadSanitizer
+# Options: --fast (sim suite only), --no-python (skip the PyTorch set-up and the python suite).
+# Ends with one line "N passed, M failed, K skipped"; exit status 0 only if nothing failed.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+cd "$ROOT"
+
+fast=0
+python=1
+for arg in "$@"; do
+    case "$arg" in
+    --fast) fast=1 ;;
+    --no-python) python=0 ;;
+    -h | --help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) die "unknown option '$arg' (see --help)" ;;
+    esac
+done
+
+attn_need_build_tools python || exit 1
+py_flag=()
+if [ $python -eq 1 ]; then
+    attn_need_venv || exit 1
+    py_flag=(-DATTN_PYTHON="$ATTN_PY")
+fi
+
+presets=(sim)
+if [ $fast -eq 0 ]; then
+    attn_have_nvcc && presets+=(gpu) || say "nvcc not found: skipping the gpu preset"
+    presets+=(sim-asan sim-tsan)
+fi
+
+results="$ROOT/build/test-results"
+rm -rf "$results" && mkdir -p "$results"
+failed_presets=()
+for preset in "${presets[@]}"; do
+    say "[$preset] configure + build"
+    start=$SECONDS
+    if ! cmake --preset "$preset" "${py_flag[@]}" >"$results/$preset.configure.log" 2>&1; then
+        cat "$results/$preset.configure.log"
+        failed_presets+=("$preset(configure)")
+        continue
+    fi
+    if ! cmake --build --preset "$preset" -j "$JOBS" >"$results/$preset.build.log" 2>&1; then
+        grep -E -B2 -A8 'error' "$results/$preset.build.log" | head -80
+        failed_presets+=("$preset(build)")
+        continue
+    fi
+    say "[$preset] built in $((SECONDS - start)) s; testing"
+    if [ "$preset" = sim ] && [ $python -eq 1 ]; then
+        # The python suite must be registered when Python is set up: never pass by not running it.
+        n=$(ctest --preset sim -N -L python | awk '/Total Tests:/{print $3}')
+        [ "${n:-0}" -gt 0 ] || { echo "error: the python suite was not registered"; failed_presets+=("sim(python)"); }
+    fi
+    ctest --preset "$preset" -j "$JOBS" --output-junit "$results/$preset.xml" ||
+        failed_presets+=("$preset")
+done
+
+# One summary over all presets, counted from CTest's JUnit files.
+python3 - "$results" <<'PY'
+import glob, sys, xml.etree.ElementTree as ET
+p = f = s = 0
+for path in glob.glob(sys.argv[1] + "/*.xml"):
+    for case in ET.parse(path).getroot().iter("testcase"):
+        status = case.get("status", "")
+        if case.find("skipped") is not None or status == "notrun" and case.find("failure") is None:
+            s += 1
+        elif case.find("failure") is not None or case.find("error") is not None:
+            f += 1
+        else:
+            p += 1
+print(f"{p} passed, {f} failed, {s} skipped")
+PY
+if [ ${#failed_presets[@]} -gt 0 ]; then
+    echo "failed: ${failed_presets[*]}"
+    exit 1
+fi
+exit 0

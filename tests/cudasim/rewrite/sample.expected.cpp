@@ -1,0 +1,67 @@
+#include <cuda_runtime.h>
+#line 1 "@DIR@/sample.cu"
+// sample.cu — input of the rewriter test: each construct cudasim_rewrite handles, in the forms
+// students write. It is also compiled and run (cudasim.rewrite.sample), so the output must work.
+#include <cstdio>
+
+#include "@DIR@/sample_helpers.cuh"
+
+namespace kernels {
+__global__ void fill(int *out, int value) { out[threadIdx.x] = twice(value); }
+} // namespace kernels
+
+template <int N, typename T> __global__ void scale(T *data, T factor) {
+    unsigned char *raw = reinterpret_cast<unsigned char *>(::cudasim::dynamic_shared_memory());
+    T *tile = reinterpret_cast<T *>(raw);
+    tile[threadIdx.x] = data[threadIdx.x] * factor;
+    __syncthreads();
+    data[threadIdx.x] = tile[(threadIdx.x + 1) % blockDim.x] + N;
+}
+
+__global__ void reverse(const float *in, float *out) {
+    float *buf = reinterpret_cast<float *>(::cudasim::dynamic_shared_memory());
+    buf[threadIdx.x] = in[threadIdx.x];
+    __syncthreads();
+    out[threadIdx.x] = buf[blockDim.x - 1 - threadIdx.x];
+}
+
+int main() {
+    const char *text = "k<<<1, 1>>>(x) and extern __shared__ float s[];";
+    char quote = '"';
+    /* k<<<1, 1>>>(x); extern __shared__ float s[]; */
+    // k<<<1, 1>>>(x);
+    int *d = nullptr;
+    float *in = nullptr, *out = nullptr;
+    cudaMalloc(&d, 32 * sizeof(int));
+    cudaMalloc(&in, 64 * sizeof(float));
+    cudaMalloc(&out, 64 * sizeof(float));
+
+    ::cudasim::detail::launch(__FILE__, __LINE__, "kernels::fill", kernels::fill, 1, 32)(d, 7);
+    ::cudasim::detail::launch(__FILE__, __LINE__, "scale<4, int>", scale<4, int>, dim3(1), dim3(32), 32 * sizeof(int))(d, 3);
+    int h[32];
+    cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+    int bad = h[0] != 7 * 2 * 3 + 4;
+
+    ::cudasim::detail::launch(__FILE__, __LINE__, "(kernels::fill)", (kernels::fill), 1, 32)(d, 1);
+    cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+    bad += h[31] != 2;
+
+    float hin[64], hout[64];
+    for (int i = 0; i < 64; ++i)
+        hin[i] = static_cast<float>(i);
+    cudaMemcpy(in, hin, sizeof hin, cudaMemcpyHostToDevice);
+    ::cudasim::detail::launch(__FILE__, __LINE__, "reverse", reverse, 
+        1, 64,
+        64 * sizeof(float), 0)(in,
+                                 out);
+    int launch_line = __LINE__ - 4;
+    cudaMemcpy(hout, out, sizeof hout, cudaMemcpyDeviceToHost);
+    bad += hout[0] != 63.0f || hout[63] != 0.0f;
+
+    bad += cudaGetLastError() != cudaSuccess;
+    std::printf("%s %c %d %s\n", text, quote, launch_line, bad ? "FAILED" : "rewrite sample passed");
+    cudaFree(d);
+    cudaFree(in);
+    cudaFree(out);
+    return bad;
+}

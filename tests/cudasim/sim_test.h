@@ -1,0 +1,42 @@
+// sim_test.h — check macros for the simulator's test programs: a failed check prints its
+// location and expression; sim_test_result() turns the count into the exit status.
+#ifndef CUDASIM_SIM_TEST_H
+#define CUDASIM_SIM_TEST_H
+
+#include <cstdio>
+
+#include <cuda_runtime.h>
+
+static int sim_test_failures = 0;
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);         \
+            ++sim_test_failures;                                                                   \
+        }                                                                                          \
+    } while (0)
+
+// Expects a runtime call to return `want`.
+#define CHECK_ERR(expr, want)                                                                      \
+    do {                                                                                           \
+        cudaError_t got_ = (expr);                                                                 \
+        if (got_ != (want)) {                                                                      \
+            std::fprintf(stderr, "%s:%d: %s returned %s, expected %s\n", __FILE__, __LINE__,      \
+                         #expr, cudaGetErrorName(got_), cudaGetErrorName(want));                   \
+            ++sim_test_failures;                                                                   \
+        }                                                                                          \
+    } while (0)
+#define CHECK_CUDA(expr) CHECK_ERR(expr, cudaSuccess)
+
+// Prints the verdict and returns the exit status.
+static inline int sim_test_result(const char *name) {
+    if (sim_test_failures) {
+        std::fprintf(stderr, "%s: %d check(s) failed\n", name, sim_test_failures);
+        return 1;
+    }
+    std::printf("%s: all checks passed\n", name);
+    return 0;
+}
+
+#endif // CUDASIM_SIM_TEST_H

@@ -1,0 +1,196 @@
+/* test_check.c — the checker: NaN/inf never pass, mismatches are reported at the right
+ * (b,h,i,d) in both layouts, FlashAttention's rule for fp16/bf16, the LSE rule, the report text. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "attn/check.h"
+#include "attn/reference.h"
+#include "attn/tensor.h"
+#include "unit_test.h"
+
+typedef struct fixture {
+    attn_problem p;
+    attn_host_inputs in;
+    float *ref, *out, *lowp, *lse;
+} fixture;
+
+static void fixture_make(fixture *f, const attn_problem *p) {
+    f->p = *p;
+    attn_host_inputs_make(&f->in, p, 17u, 1.0f);
+    size_t n = f->in.q_elems;
+    f->ref = malloc(n * 4);
+    f->out = malloc(n * 4);
+    f->lowp = malloc(n * 4);
+    f->lse = malloc(attn_problem_lse_elems(p) * 4);
+    attn_reference(p, NULL, f->in.q, f->in.k, f->in.v, f->ref, f->lse);
+    attn_reference_lowp(p, NULL, f->in.q, f->in.k, f->in.v, f->lowp);
+    memcpy(f->out, f->ref, n * 4);
+}
+
+static void fixture_free(fixture *f) {
+    free(f->ref);
+    free(f->out);
+    free(f->lowp);
+    free(f->lse);
+    attn_host_inputs_free(&f->in);
+}
+
+static bool mismatch_at(const attn_mismatch *m, int b, int h, int i, int d) {
+    return m->b == b && m->h == h && m->i == i && m->d == d;
+}
+
+static void test_dense_f32(void) {
+    attn_problem p;
+    attn_problem_init(&p, 2, 3, 9, 11, 8);
+    fixture f;
+    fixture_make(&f, &p);
+    size_t n = f.in.q_elems;
+
+    attn_check_result r = attn_check_output(&p, f.out, f.ref, NULL, 1.0);
+    CHECK(r.pass && r.bad == 0 && r.checked == n && r.max_abs_err == 0.0);
+    CHECK(r.bound == attn_tolerance_f32(&p, 1.0).atol);
+
+    /* one element off by 10x the tolerance at (b=1,h=2,i=3,d=4) */
+    int64_t at = attn_problem_row_offset(&p, true, 1, 2, 3) + 4;
+    f.out[at] += (float)(10 * r.bound + 1e-3 * fabs(f.ref[at]));
+    r = attn_check_output(&p, f.out, f.ref, NULL, 1.0);
+    CHECK(!r.pass && r.bad == 1 && r.nonfinite == 0 && r.num_reported == 1);
+    CHECK(mismatch_at(&r.first[0], 1, 2, 3, 4));
+    CHECK(r.first[0].got == f.out[at] && r.first[0].want == f.ref[at]);
+    CHECK(r.max_abs_err > 9 * r.bound);
+
+    /* within tolerance: passes */
+    f.out[at] = f.ref[at] + (float)(0.5 * r.bound);
+    CHECK(attn_check_output(&p, f.out, f.ref, NULL, 1.0).pass);
+
+    /* NaN and inf fail, are counted non-finite, and do not pollute max_abs_err */
+    f.out[at] = NAN;
+    f.out[5] = INFINITY;
+    r = attn_check_output(&p, f.out, f.ref, NULL, 1.0);
+    CHECK(!r.pass && r.bad == 2 && r.nonfinite == 2 && r.max_abs_err < r.bound);
+    CHECK(mismatch_at(&r.first[0], 0, 0, 0, 5)); /* memory order: element 5 comes first */
+    CHECK(mismatch_at(&r.first[1], 1, 2, 3, 4) && isnan(r.first[1].got));
+
+    /* an output never written (still NaN) fails everywhere; the first 8 are reported in order */
+    attn_fill_nan_host(f.out, n * 4);
+    r = attn_check_output(&p, f.out, f.ref, NULL, 1.0);
+    CHECK(!r.pass && r.bad == n && r.nonfinite == n);
+    CHECK_EQ(r.num_reported, ATTN_CHECK_MAX_REPORTED);
+    CHECK(mismatch_at(&r.first[0], 0, 0, 0, 0) && mismatch_at(&r.first[7], 0, 0, 0, 7));
+    fixture_free(&f);
+}
+
+static void test_varlen_indices(void) {
+    static const int cu_q[3] = {0, 2, 7}, cu_k[3] = {0, 3, 9};
+    attn_problem p;
+    attn_problem_init(&p, 2, 2, 5, 6, 4);
+    p.cu_seqlens_q = cu_q;
+    p.cu_seqlens_k = cu_k;
+    fixture f;
+    fixture_make(&f, &p);
+    int64_t at = attn_problem_row_offset(&p, true, 1, 1, 3) + 2; /* packed ((2+3)*2+1)*4+2 */
+    CHECK_EQ(at, 46);
+    f.out[at] = -f.out[at] + 1.0f;
+    attn_check_result r = attn_check_output(&p, f.out, f.ref, NULL, 1.0);
+    CHECK(!r.pass && r.bad == 1 && r.checked == f.in.q_elems);
+    CHECK(mismatch_at(&r.first[0], 1, 1, 3, 2));
+
+    float *lse = malloc(attn_problem_lse_elems(&p) * 4);
+    memcpy(lse, f.lse, attn_problem_lse_elems(&p) * 4);
+    lse[attn_problem_lse_index(&p, 1, 0, 4)] += 1.0f;
+    r = attn_check_lse(&p, lse, f.lse);
+    CHECK(!r.pass && r.bad == 1 && mismatch_at(&r.first[0], 1, 0, 4, -1));
+    free(lse);
+    fixture_free(&f);
+}
+
+/* FlashAttention's rule: a kernel within 2x the same-precision error (+ 1 ulp) passes. */
+static void test_lowp_rule(attn_dtype t, double ulp) {
+    attn_problem p;
+    attn_problem_init(&p, 1, 2, 40, 40, 32);
+    p.dtype = t;
+    p.causal = true;
+    fixture f;
+    fixture_make(&f, &p);
+    attn_check_result r = attn_check_output(&p, f.lowp, f.ref, f.lowp, 1.0);
+    CHECK(r.pass && r.lowp_err > 0);
+    CHECK_NEAR(r.bound, 2 * r.lowp_err + ulp, 1e-12);
+    CHECK(r.rtol == 0.0);
+    CHECK(r.max_abs_err == r.lowp_err);
+    int64_t at = attn_problem_row_offset(&p, true, 0, 1, 20) + 7;
+    f.out[at] = f.ref[at] + (float)(0.9 * r.bound);
+    CHECK(attn_check_output(&p, f.out, f.ref, f.lowp, 1.0).pass);
+    f.out[at] = f.ref[at] + (float)(1.1 * r.bound);
+    r = attn_check_output(&p, f.out, f.ref, f.lowp, 1.0);
+    CHECK(!r.pass && r.bad == 1 && mismatch_at(&r.first[0], 0, 1, 20, 7));
+    /* without a same-precision output the bound is the one-ulp floor */
+    CHECK_NEAR(attn_check_output(&p, f.ref, f.ref, NULL, 1.0).bound, ulp, 0);
+    fixture_free(&f);
+}
+
+static void test_lse(void) {
+    attn_problem p;
+    attn_problem_init(&p, 1, 1, 4, 2, 4);
+    p.causal = true; /* rows 0, 1 fully masked: lse -inf */
+    fixture f;
+    fixture_make(&f, &p);
+    float lse[4];
+    memcpy(lse, f.lse, sizeof lse);
+    CHECK(f.lse[0] == -INFINITY && isfinite(f.lse[3]));
+    CHECK(attn_check_lse(&p, lse, f.lse).pass); /* equal infinities match */
+    lse[3] += (float)(0.5e-3 * (1 + fabs(f.lse[3])));
+    CHECK(attn_check_lse(&p, lse, f.lse).pass);
+    lse[3] = f.lse[3] + (float)(2e-3 * (1 + fabs(f.lse[3])));
+    CHECK(!attn_check_lse(&p, lse, f.lse).pass);
+    lse[3] = f.lse[3];
+    lse[0] = 0.0f; /* a masked row must say -inf */
+    CHECK(!attn_check_lse(&p, lse, f.lse).pass);
+    lse[0] = NAN;
+    attn_check_result r = attn_check_lse(&p, lse, f.lse);
+    CHECK(!r.pass && r.nonfinite == 1 && mismatch_at(&r.first[0], 0, 0, 0, -1));
+    lse[0] = INFINITY;
+    CHECK(!attn_check_lse(&p, lse, f.lse).pass);
+    p.dtype = ATTN_F16; /* looser: 2e-2 * (1 + |want|) */
+    lse[0] = -INFINITY;
+    lse[3] = f.lse[3] + (float)(1e-2 * (1 + fabs(f.lse[3])));
+    CHECK(attn_check_lse(&p, lse, f.lse).pass);
+    fixture_free(&f);
+}
+
+/* The printed report, read back from a temporary file. */
+static void test_print(void) {
+    attn_problem p;
+    attn_problem_init(&p, 1, 2, 20, 20, 4);
+    fixture f;
+    fixture_make(&f, &p);
+    int64_t at = attn_problem_row_offset(&p, true, 0, 1, 17) + 3;
+    f.out[at] = NAN;
+    f.out[attn_problem_row_offset(&p, true, 0, 1, 18)] += 1.0f;
+    attn_check_result r = attn_check_output(&p, f.out, f.ref, NULL, 1.0);
+    FILE *tmp = tmpfile();
+    char text[1024] = "";
+    attn_check_print(tmp, "output", &r);
+    r = attn_check_output(&p, f.ref, f.ref, NULL, 1.0);
+    attn_check_print(tmp, "output", &r);
+    rewind(tmp);
+    size_t len = fread(text, 1, sizeof text - 1, tmp);
+    text[len] = '\0';
+    fclose(tmp);
+    CHECK_CONTAINS(text, "output: FAIL 2/160 bad (1 non-finite), max abs err ");
+    CHECK_CONTAINS(text, "; first: (b=0,h=1,i=17,d=3) got nan want ");
+    CHECK_CONTAINS(text, "\n    then: (b=0,h=1,i=18,d=0) got ");
+    CHECK_CONTAINS(text, "output: PASS 160 checked, max abs err 0.0e+00 (tolerance ");
+    CHECK_CONTAINS(text, " + 1e-04*|want|)");
+    fixture_free(&f);
+}
+
+int main(void) {
+    test_dense_f32();
+    test_varlen_indices();
+    test_lowp_rule(ATTN_F16, 0x1p-10);
+    test_lowp_rule(ATTN_BF16, 0x1p-7);
+    test_lse();
+    test_print();
+    return unit_finish();
+}

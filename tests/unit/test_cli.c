@@ -1,0 +1,192 @@
+/* test_cli.c — every flag in both spellings, defaults, and every kind of bad value (exit 2 with a
+ * one-line message naming the flag). */
+#include <stdint.h>
+
+#include "attn/cli.h"
+#include "attn/device.h"
+#include "unit_test.h"
+
+/* Parses a NULL-terminated list of arguments (argv[0] is added). */
+static int parse(attn_cli *cli, char *err, size_t err_len, const char *const *args) {
+    char *argv[64] = {"prog"};
+    int argc = 1;
+    while (args[argc - 1] != NULL && argc < 63) {
+        argv[argc] = (char *)args[argc - 1];
+        argc++;
+    }
+    err[0] = '\0';
+    return attn_cli_parse(cli, argc, argv, err, err_len);
+}
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static void test_defaults(void) {
+    attn_cli c;
+    char err[256];
+    static const char *const none[] = {NULL};
+    CHECK_EQ(parse(&c, err, sizeof err, none), 0);
+    CHECK(!c.help && !c.list && !c.check_only && !c.quiet && !c.causal && !c.dtype_set);
+    CHECK(c.kernel == 0 && c.B == 0 && c.H == 0 && c.Lq == 0 && c.Lk == 0 && c.D == 0);
+    CHECK(c.scale == 0.0f && c.amplitude == 1.0f && c.seed == 1234u);
+    CHECK(c.reps == -1 && c.warmup == -1 && c.json_path == NULL && c.csv_path == NULL);
+}
+
+static void test_every_flag(void) {
+    attn_cli c;
+    char err[256];
+    CHECK_EQ(
+        parse(&c, err, sizeof err,
+              ARGS("-B", "2", "--heads=3", "-L", "100", "--lq", "50", "-D=64", "--dtype", "bf16",
+                   "--causal", "--scale", "0.5", "--amplitude=10", "--seed", "18446744073709551615",
+                   "--reps", "7", "--warmup", "0", "--check-only", "--json", "out.json", "--csv=-",
+                   "--quiet", "--kernel", "2", "--list", "-h")),
+        0);
+    CHECK(err[0] == '\0');
+    CHECK(c.B == 2 && c.H == 3 && c.Lq == 50 && c.Lk == 100 && c.D == 64);
+    CHECK(c.dtype_set && c.dtype == ATTN_BF16 && c.causal);
+    CHECK(c.scale == 0.5f && c.amplitude == 10.0f && c.seed == UINT64_MAX);
+    CHECK(c.reps == 7 && c.warmup == 0 && c.check_only && c.quiet && c.list && c.help);
+    CHECK(c.kernel == 2 && strcmp(c.json_path, "out.json") == 0 && strcmp(c.csv_path, "-") == 0);
+
+    CHECK_EQ(parse(&c, err, sizeof err,
+                   ARGS("--batch", "4", "-H", "5", "--seqlen=9", "--headdim", "16", "--lk", "11",
+                        "--help", "--kernel=all", "--dtype=half")),
+             0);
+    CHECK(c.B == 4 && c.H == 5 && c.Lq == 9 && c.Lk == 11 && c.D == 16 && c.help);
+    CHECK(c.kernel == 0 && c.dtype == ATTN_F16);
+
+    /* --lq/--lk override -L whatever the order */
+    CHECK_EQ(parse(&c, err, sizeof err, ARGS("--lq", "3", "-L", "8")), 0);
+    CHECK(c.Lq == 3 && c.Lk == 8);
+    CHECK_EQ(parse(&c, err, sizeof err, ARGS("--lk", "5", "--lq", "6")), 0);
+    CHECK(c.Lq == 6 && c.Lk == 5);
+}
+
+/* Each bad command line: exit 2 and a message containing `want` (the flag's name, usually). */
+static void test_bad_values(void) {
+    static const struct {
+        const char *args[4];
+        const char *want;
+    } cases[] = {
+        {{"-B", "0"}, "-B/--batch must be a positive integer (got '0')"},
+        {{"-B", "12x"}, "-B/--batch must be a positive integer (got '12x')"},
+        {{"--batch", "-1"}, "-B/--batch must be a positive integer (got '-1')"},
+        {{"-B", " 4"}, "-B/--batch must be a positive integer"},
+        {{"-B", "+4"}, "-B/--batch must be a positive integer"},
+        {{"-B", "99999999999"}, "-B/--batch is too large (got '99999999999'; at most 2147483647)"},
+        {{"-B", "2147483648"}, "-B/--batch is too large"},
+        {{"--batch"}, "option --batch needs a value (N)"},
+        {{"-H", ""}, "-H/--heads must be a positive integer (got '')"},
+        {{"--heads=x"}, "-H/--heads must be a positive integer (got 'x')"},
+        {{"-L", "abc"}, "-L/--seqlen must be a positive integer"},
+        {{"-L", "1.5"}, "-L/--seqlen must be a positive integer"},
+        {{"-D", "0"}, "-D/--headdim must be a positive integer"},
+        {{"--lq", "0"}, "--lq must be a positive integer"},
+        {{"--lk", "x"}, "--lk must be a positive integer"},
+        {{"--dtype", "fp8"}, "--dtype must be f32, f16 or bf16 (got 'fp8')"},
+        {{"--dtype"}, "option --dtype needs a value (f32|f16|bf16)"},
+        {{"--scale", "0"}, "--scale must be a positive finite number (got '0')"},
+        {{"--scale", "-1"}, "--scale must be a positive finite number"},
+        {{"--scale", "nan"}, "--scale must be a positive finite number"},
+        {{"--scale", "inf"}, "--scale must be a positive finite number"},
+        {{"--scale", "1e999"}, "--scale must be a positive finite number"},
+        {{"--scale", "1e-60"}, "--scale must be a positive finite number"},
+        {{"--scale", "0.5x"}, "--scale must be a positive finite number"},
+        {{"--amplitude", "0"}, "--amplitude must be a positive finite number"},
+        {{"--amplitude="}, "--amplitude must be a positive finite number (got '')"},
+        {{"--seed", "-1"}, "--seed must be an integer in 0..18446744073709551615 (got '-1')"},
+        {{"--seed", "18446744073709551616"}, "--seed must be an integer"},
+        {{"--reps", "0"}, "--reps must be a positive integer"},
+        {{"--warmup", "-1"}, "--warmup must be a non-negative integer (got '-1')"},
+        {{"--kernel", "0"}, "--kernel must be 'all' or a kernel id >= 1 (got '0')"},
+        {{"--kernel", "two"}, "--kernel must be 'all' or a kernel id >= 1 (got 'two')"},
+        {{"--json"}, "option --json needs a value (FILE)"},
+        {{"--json="}, "--json needs a file name"},
+        {{"--csv", ""}, "--csv needs a file name"},
+        {{"--causal=1"}, "option --causal takes no value (got '--causal=1')"},
+        {{"--quiet=yes"}, "option --quiet takes no value"},
+        {{"--foo"}, "error: unknown option '--foo' (see --help)"},
+        {{"--foo=3"}, "error: unknown option '--foo' (see --help)"},
+        {{"-x"}, "error: unknown option '-x' (see --help)"},
+        {{"-B4"}, "error: unknown option '-B4' (see --help)"},
+        {{"stray"}, "error: unexpected argument 'stray' (see --help)"},
+        {{"-L", "8", "-"}, "error: unexpected argument '-' (see --help)"},
+    };
+    int wrong_status = 0, wrong_prefix = 0, multi_line = 0;
+    for (size_t n = 0; n < sizeof cases / sizeof cases[0]; ++n) {
+        attn_cli c;
+        char err[256];
+        wrong_status += parse(&c, err, sizeof err, cases[n].args) != ATTN_EXIT_USAGE;
+        CHECK_CONTAINS(err, cases[n].want);
+        wrong_prefix += strncmp(err, "error: ", 7) != 0;
+        multi_line += strchr(err, '\n') != NULL;
+    }
+    CHECK_EQ(wrong_status, 0);
+    CHECK_EQ(wrong_prefix, 0);
+    CHECK_EQ(multi_line, 0);
+}
+
+static void noop_launch(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    (void)p;
+    (void)b;
+    (void)s;
+}
+
+/* Requirements: dtypes, max_d, d_multiple, causal, varlen, gpu_only. */
+#define F32_ONLY                                                                                   \
+    { ATTN_DTYPE_BIT(ATTN_F32), 128, 1, true, false, false }
+#define F16_GPU_ONLY                                                                               \
+    { ATTN_DTYPE_BIT(ATTN_F16), 256, 8, true, true, true }
+
+static void test_usage(void) {
+    static const attn_kernel kernels[2] = {
+        {1, "first_kernel", "does the first thing", noop_launch, F32_ONLY, NULL},
+        {2, "second_kernel", "does it faster", noop_launch, F16_GPU_ONLY, NULL},
+    };
+    attn_example ex = {"99_test", "an example for the tests", kernels,
+                       2,         {4, 8, 2048, 64},           {1, 2, 256, 32}};
+    FILE *tmp = tmpfile();
+    char text[8192] = "";
+    attn_cli_usage(tmp, "my_prog", &ex);
+    rewind(tmp);
+    text[fread(text, 1, sizeof text - 1, tmp)] = '\0';
+    fclose(tmp);
+    static const char *const expected[] = {"usage: my_prog [options]",
+                                           "99_test: an example for the tests",
+                                           "-h, --help",
+                                           "--list",
+                                           "--kernel N|all",
+                                           "-B, --batch N",
+                                           "-H, --heads N",
+                                           "-L, --seqlen N",
+                                           "-D, --headdim N",
+                                           "--lq N",
+                                           "--lk N",
+                                           "--dtype f32|f16|bf16",
+                                           "--causal",
+                                           "--scale X",
+                                           "--amplitude X",
+                                           "--seed N",
+                                           "--reps N",
+                                           "--warmup N",
+                                           "--check-only",
+                                           "--json FILE",
+                                           "--csv FILE",
+                                           "--quiet",
+                                           "1  first_kernel",
+                                           "does the first thing",
+                                           "2  second_kernel",
+                                           "B=4 H=8 L=2048 D=64 on a GPU",
+                                           "B=1 H=2 L=256 D=32 on the simulator",
+                                           "77 no GPU"};
+    for (size_t n = 0; n < sizeof expected / sizeof expected[0]; ++n)
+        CHECK_CONTAINS(text, expected[n]);
+}
+
+int main(void) {
+    test_defaults();
+    test_every_flag();
+    test_bad_values();
+    test_usage();
+    return unit_finish();
+}

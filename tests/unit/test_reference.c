@@ -1,0 +1,341 @@
+/* test_reference.c — the CPU oracle against a brute-force implementation written independently
+ * here, and against closed-form cases: equal scores, one dominant key, fully masked rows, scores
+ * of +-1000; masks (predicate and CSR agree), variable length, the same-precision variant. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "attn/half.h"
+#include "attn/reference.h"
+#include "attn/tensor.h"
+#include "unit_test.h"
+
+/* ---- brute force: dense layout only, full score matrix, no shared code with reference.c ------ */
+
+static void brute_force(const attn_problem *p, const float *q, const float *k, const float *v,
+                        double *out, double *lse) {
+    int Lq = p->Lq, Lk = p->Lk, D = p->D;
+    double *w = malloc((size_t)Lk * sizeof(double));
+    for (int bh = 0; bh < p->B * p->H; ++bh) {
+        for (int i = 0; i < Lq; ++i) {
+            const float *qi = q + ((size_t)bh * Lq + i) * D;
+            double mx = -HUGE_VAL, sum = 0.0;
+            for (int j = 0; j < Lk; ++j) {
+                double s = 0.0;
+                for (int d = 0; d < D; ++d)
+                    s += (double)qi[d] * k[((size_t)bh * Lk + j) * D + d];
+                w[j] = (p->causal && j - i > Lk - Lq) ? -HUGE_VAL : s * p->scale;
+                mx = fmax(mx, w[j]);
+            }
+            for (int j = 0; j < Lk; ++j)
+                sum += w[j] == -HUGE_VAL ? 0.0 : exp(w[j] - mx);
+            for (int d = 0; d < D; ++d) {
+                double acc = 0.0;
+                for (int j = 0; j < Lk; ++j)
+                    acc += sum > 0 && w[j] != -HUGE_VAL
+                               ? exp(w[j] - mx) / sum * v[((size_t)bh * Lk + j) * D + d]
+                               : 0.0;
+                out[((size_t)bh * Lq + i) * D + d] = acc;
+            }
+            lse[(size_t)bh * Lq + i] = sum > 0 ? mx + log(sum) : -HUGE_VAL;
+        }
+    }
+    free(w);
+}
+
+/* Reference vs brute force on random inputs; returns the number of elements that disagree. */
+static int compare_with_brute_force(int B, int H, int Lq, int Lk, int D, bool causal, float amp) {
+    attn_problem p;
+    attn_problem_init(&p, B, H, Lq, Lk, D);
+    p.causal = causal;
+    attn_host_inputs in;
+    attn_host_inputs_make(&in, &p, 99u + (uint64_t)(Lq * 31 + Lk), amp);
+    size_t n = in.q_elems, nl = attn_problem_lse_elems(&p);
+    float *out = malloc(n * sizeof(float)), *lse = malloc(nl * sizeof(float));
+    double *want = malloc(n * sizeof(double)), *want_lse = malloc(nl * sizeof(double));
+    int bad = attn_reference(&p, NULL, in.q, in.k, in.v, out, lse) != 0;
+    brute_force(&p, in.q, in.k, in.v, want, want_lse);
+    for (size_t e = 0; e < n; ++e)
+        bad += !(fabs(out[e] - want[e]) <= 1e-6 * (1 + fabs(want[e])));
+    for (size_t e = 0; e < nl; ++e)
+        bad += isinf(want_lse[e]) ? lse[e] != -INFINITY
+                                  : !(fabs(lse[e] - want_lse[e]) <= 1e-6 * (1 + fabs(want_lse[e])));
+    free(out);
+    free(lse);
+    free(want);
+    free(want_lse);
+    attn_host_inputs_free(&in);
+    return bad;
+}
+
+static void test_brute_force(void) {
+    CHECK_EQ(compare_with_brute_force(2, 3, 5, 7, 4, false, 1.0f), 0);
+    CHECK_EQ(compare_with_brute_force(2, 3, 5, 7, 4, true, 1.0f), 0);
+    CHECK_EQ(compare_with_brute_force(1, 2, 7, 5, 33, true, 1.0f), 0); /* Lq > Lk: masked rows */
+    CHECK_EQ(compare_with_brute_force(1, 1, 1, 1, 1, false, 1.0f), 0);
+    CHECK_EQ(compare_with_brute_force(1, 1, 1, 9, 16, true, 3.0f), 0);
+    CHECK_EQ(compare_with_brute_force(2, 1, 19, 19, 8, true, 4.0f), 0);
+}
+
+/* ---- closed forms ---------------------------------------------------------------------------- */
+
+/* Q = 0: every visible score is 0, so each row outputs the mean of the V rows it sees and
+ * lse = log(number of keys seen). Causal, Lq = 3 < Lk = 5: row i sees i + 3 keys. */
+static void test_equal_scores(void) {
+    enum { Lq = 3, Lk = 5, D = 2 };
+    float q[Lq * D] = {0}, k[Lk * D], v[Lk * D], out[Lq * D], lse[Lq];
+    for (int j = 0; j < Lk; ++j) {
+        k[j * D] = (float)j;
+        k[j * D + 1] = -1.0f;
+        v[j * D] = (float)(j + 1); /* 1 2 3 4 5 */
+        v[j * D + 1] = (float)(10 * j);
+    }
+    attn_problem p;
+    attn_problem_init(&p, 1, 1, Lq, Lk, D);
+    p.causal = true;
+    CHECK_EQ(attn_reference(&p, NULL, q, k, v, out, lse), 0);
+    for (int i = 0; i < Lq; ++i) {
+        int n = i + 3;
+        CHECK_NEAR(out[i * D], (n + 1) / 2.0, 1e-6);            /* mean of 1..n */
+        CHECK_NEAR(out[i * D + 1], 10.0 * (n - 1) / 2.0, 1e-5); /* mean of 0, 10, .. */
+        CHECK_NEAR(lse[i], log((double)n), 1e-6);
+    }
+}
+
+/* One key with a score 100 above the rest: the output is that key's V row (the others weigh
+ * e^-100 together). */
+static void test_dominant_key(void) {
+    enum { Lk = 6, D = 4 };
+    float q[D] = {10.0f, 0, 0, 0}, k[Lk * D] = {0}, v[Lk * D], out[D], lse[1];
+    k[3 * D] = 20.0f; /* score of key 3: 10 * 20 * scale(=1/2) = 100 */
+    for (int e = 0; e < Lk * D; ++e)
+        v[e] = (float)(e % 7) - 3.0f;
+    attn_problem p;
+    attn_problem_init(&p, 1, 1, 1, Lk, D);
+    CHECK_EQ(attn_reference(&p, NULL, q, k, v, out, lse), 0);
+    for (int d = 0; d < D; ++d)
+        CHECK(out[d] == v[3 * D + d]);
+    CHECK_NEAR(lse[0], 100.0, 1e-5);
+}
+
+/* Causal with Lq = 4 > Lk = 2: rows 0 and 1 see no key (0 output, lse -inf), row 2 sees key 0. */
+static void test_fully_masked_rows(void) {
+    enum { Lq = 4, Lk = 2, D = 3 };
+    float q[Lq * D], k[Lk * D], v[Lk * D], out[Lq * D], lse[Lq], low[Lq * D];
+    for (int e = 0; e < Lq * D; ++e)
+        q[e] = 0.1f * (float)e;
+    for (int e = 0; e < Lk * D; ++e) {
+        k[e] = 0.2f * (float)e - 0.3f;
+        v[e] = (float)e + 1.0f;
+    }
+    attn_problem p;
+    attn_problem_init(&p, 1, 1, Lq, Lk, D);
+    p.causal = true;
+    attn_fill_nan_host(out, sizeof out);
+    CHECK_EQ(attn_reference(&p, NULL, q, k, v, out, lse), 0);
+    for (int d = 0; d < D; ++d) {
+        CHECK(out[0 * D + d] == 0.0f && out[1 * D + d] == 0.0f);
+        CHECK(out[2 * D + d] == v[d]); /* one key: its V row */
+    }
+    CHECK(lse[0] == -INFINITY && lse[1] == -INFINITY && isfinite(lse[2]));
+    CHECK(!attn_entry_visible(&p, NULL, 0, 0, 1, 0));
+    CHECK(attn_entry_visible(&p, NULL, 0, 0, 2, 0) && !attn_entry_visible(&p, NULL, 0, 0, 2, 1));
+    attn_fill_nan_host(low, sizeof low);
+    CHECK_EQ(attn_reference_lowp(&p, NULL, q, k, v, low), 0);
+    CHECK(low[0] == 0.0f && low[D] == 0.0f && low[2 * D] == v[0]);
+}
+
+/* Scores of +-1000 overflow exp() unless the row max is subtracted first. */
+static void test_large_scores(void) {
+    float q[1] = {1000.0f}, k[3] = {1.0f, 1.0f, -1.0f}, v[3] = {2.0f, 4.0f, 8.0f};
+    float out[1], lse[1], low[1];
+    attn_problem p;
+    attn_problem_init(&p, 1, 1, 1, 3, 1); /* D = 1: scale 1, scores 1000, 1000, -1000 */
+    CHECK_EQ(attn_reference(&p, NULL, q, k, v, out, lse), 0);
+    CHECK(out[0] == 3.0f);
+    CHECK_NEAR(lse[0], 1000.0 + log(2.0), 1e-4);
+    CHECK_EQ(attn_reference_lowp(&p, NULL, q, k, v, low), 0);
+    CHECK(low[0] == 3.0f);
+
+    attn_problem big;
+    attn_problem_init(&big, 1, 2, 40, 40, 64);
+    attn_host_inputs in;
+    attn_host_inputs_make(&in, &big, 5u, 30.0f); /* scores up to ~ +-7000 */
+    float *o = malloc(in.q_elems * sizeof(float)), *l = malloc(80 * sizeof(float));
+    CHECK_EQ(attn_reference(&big, NULL, in.q, in.k, in.v, o, l), 0);
+    int nonfinite = 0;
+    for (size_t e = 0; e < in.q_elems; ++e)
+        nonfinite += !isfinite(o[e]) || !(fabsf(o[e]) <= 30.0f);
+    for (int e = 0; e < 80; ++e)
+        nonfinite += !isfinite(l[e]);
+    CHECK_EQ(nonfinite, 0);
+    free(o);
+    free(l);
+    attn_host_inputs_free(&in);
+}
+
+/* ---- masks ----------------------------------------------------------------------------------- */
+
+typedef struct window {
+    int w;
+} window;
+
+static int keep_window(const void *ctx, int b, int h, int i, int j) {
+    (void)b;
+    (void)h;
+    int w = ((const window *)ctx)->w;
+    return j >= i - w && j <= i + w;
+}
+
+static void test_masks_agree(void) {
+    enum { B = 2, H = 2, L = 12, D = 8 };
+    attn_problem p;
+    attn_problem_init(&p, B, H, L, L, D);
+    attn_host_inputs in;
+    attn_host_inputs_make(&in, &p, 11u, 1.0f);
+    window win = {2};
+    attn_mask pred = {ATTN_MASK_PREDICATE, keep_window, &win, NULL, NULL};
+    /* the same window as CSR rows r = b*L + i */
+    int64_t row_ptr[B * L + 1];
+    int32_t col_idx[B * L * 5];
+    int64_t nnz = 0;
+    for (int b = 0; b < B; ++b)
+        for (int i = 0; i < L; ++i) {
+            row_ptr[b * L + i] = nnz;
+            for (int j = 0; j < L; ++j)
+                if (keep_window(&win, b, 0, i, j))
+                    col_idx[nnz++] = j;
+        }
+    row_ptr[B * L] = nnz;
+    attn_mask csr = {ATTN_MASK_CSR, NULL, NULL, row_ptr, col_idx};
+    size_t n = in.q_elems;
+    float *a = malloc(n * 4), *c = malloc(n * 4), *dense = malloc(n * 4);
+    float la[B * H * L], lc[B * H * L];
+    CHECK_EQ(attn_reference(&p, &pred, in.q, in.k, in.v, a, la), 0);
+    CHECK_EQ(attn_reference(&p, &csr, in.q, in.k, in.v, c, lc), 0);
+    CHECK_EQ(attn_reference(&p, NULL, in.q, in.k, in.v, dense, NULL), 0);
+    CHECK(memcmp(a, c, n * 4) == 0);
+    CHECK(memcmp(la, lc, sizeof la) == 0);
+    CHECK(memcmp(a, dense, n * 4) != 0);
+    /* causal and the mask combine: key i+1 is in the window but not causal */
+    p.causal = true;
+    CHECK(attn_entry_visible(&p, &csr, 1, 0, 5, 3) && !attn_entry_visible(&p, &csr, 1, 0, 5, 6));
+    CHECK(!attn_entry_visible(&p, &pred, 1, 0, 5, 2));
+    attn_mask none = {ATTN_MASK_NONE, NULL, NULL, NULL, NULL};
+    CHECK(attn_entry_visible(&p, &none, 0, 0, 5, 0));
+    free(a);
+    free(c);
+    free(dense);
+    attn_host_inputs_free(&in);
+}
+
+/* A row whose mask keeps nothing is a fully masked row: 0 and -inf, even without causality. */
+static int keep_none_for_row_1(const void *ctx, int b, int h, int i, int j) {
+    (void)ctx;
+    (void)b;
+    (void)h;
+    (void)j;
+    return i != 1;
+}
+
+static void test_mask_empty_row(void) {
+    float q[3 * 2] = {1, 2, 3, 4, 5, 6}, k[2 * 2] = {1, 0, 0, 1}, v[2 * 2] = {1, 2, 3, 4};
+    float out[3 * 2], lse[3];
+    attn_problem p;
+    attn_problem_init(&p, 1, 1, 3, 2, 2);
+    attn_mask m = {ATTN_MASK_PREDICATE, keep_none_for_row_1, NULL, NULL, NULL};
+    CHECK_EQ(attn_reference(&p, &m, q, k, v, out, lse), 0);
+    CHECK(out[2] == 0.0f && out[3] == 0.0f && lse[1] == -INFINITY);
+    CHECK(isfinite(lse[0]) && isfinite(lse[2]) && out[0] != 0.0f);
+}
+
+/* ---- variable length: each packed sequence equals a dense B=1 problem of its own lengths ----- */
+
+static void test_varlen(void) {
+    enum { H = 2, D = 4 };
+    static const int cu_q[3] = {0, 3, 8}, cu_k[3] = {0, 6, 10};
+    attn_problem p;
+    attn_problem_init(&p, 2, H, 5, 6, D);
+    p.causal = true;
+    p.cu_seqlens_q = cu_q;
+    p.cu_seqlens_k = cu_k;
+    attn_host_inputs in;
+    CHECK_EQ(attn_host_inputs_make(&in, &p, 3u, 1.0f), 0);
+    float out[8 * H * D], lse[H * 8];
+    CHECK_EQ(attn_reference(&p, NULL, in.q, in.k, in.v, out, lse), 0);
+    int bad = 0;
+    for (int b = 0; b < 2; ++b) {
+        int lq = cu_q[b + 1] - cu_q[b], lk = cu_k[b + 1] - cu_k[b];
+        attn_problem one;
+        attn_problem_init(&one, 1, H, lq, lk, D);
+        one.causal = true;
+        float q1[5 * H * D], k1[6 * H * D], v1[6 * H * D], o1[5 * H * D], l1[H * 5];
+        /* repack [tokens, H, D] -> [H, L, D] */
+        for (int h = 0; h < H; ++h)
+            for (int d = 0; d < D; ++d) {
+                for (int i = 0; i < lq; ++i)
+                    q1[(h * lq + i) * D + d] = in.q[((cu_q[b] + i) * H + h) * D + d];
+                for (int j = 0; j < lk; ++j) {
+                    k1[(h * lk + j) * D + d] = in.k[((cu_k[b] + j) * H + h) * D + d];
+                    v1[(h * lk + j) * D + d] = in.v[((cu_k[b] + j) * H + h) * D + d];
+                }
+            }
+        attn_reference(&one, NULL, q1, k1, v1, o1, l1);
+        for (int h = 0; h < H; ++h)
+            for (int i = 0; i < lq; ++i) {
+                bad += l1[h * lq + i] != lse[h * 8 + cu_q[b] + i];
+                for (int d = 0; d < D; ++d)
+                    bad += o1[(h * lq + i) * D + d] != out[((cu_q[b] + i) * H + h) * D + d];
+            }
+    }
+    CHECK_EQ(bad, 0);
+    attn_host_inputs_free(&in);
+}
+
+/* ---- same precision -------------------------------------------------------------------------- */
+
+static void test_lowp(void) {
+    attn_problem p;
+    attn_problem_init(&p, 1, 2, 33, 47, 64);
+    p.causal = true;
+    attn_host_inputs in;
+    float *ref = NULL, *low = NULL;
+    double err[3] = {0};
+    for (int t = ATTN_F32; t <= ATTN_BF16; ++t) {
+        p.dtype = (attn_dtype)t;
+        attn_host_inputs_make(&in, &p, 21u, 1.0f);
+        ref = realloc(ref, in.q_elems * 4);
+        low = realloc(low, in.q_elems * 4);
+        attn_reference(&p, NULL, in.q, in.k, in.v, ref, NULL);
+        CHECK_EQ(attn_reference_lowp(&p, NULL, in.q, in.k, in.v, low), 0);
+        int unrounded = 0;
+        for (size_t e = 0; e < in.q_elems; ++e) {
+            err[t] = fmax(err[t], fabs(low[e] - ref[e]));
+            unrounded += attn_round_dtype(low[e], p.dtype) != low[e];
+        }
+        CHECK_EQ(unrounded, 0);
+        attn_host_inputs_free(&in);
+    }
+    /* each precision's error is of the size of its unit roundoff */
+    CHECK(err[ATTN_F32] > 0 && err[ATTN_F32] < 1e-6);
+    CHECK(err[ATTN_F16] > 1e-5 && err[ATTN_F16] < 2e-3);
+    CHECK(err[ATTN_BF16] > 1e-4 && err[ATTN_BF16] < 2e-2);
+    free(ref);
+    free(low);
+    p.D = 0;
+    CHECK(attn_reference(&p, NULL, NULL, NULL, NULL, NULL, NULL) != 0);
+    CHECK(attn_reference_lowp(&p, NULL, NULL, NULL, NULL, NULL) != 0);
+}
+
+int main(void) {
+    test_brute_force();
+    test_equal_scores();
+    test_dominant_key();
+    test_fully_masked_rows();
+    test_large_scores();
+    test_masks_agree();
+    test_mask_empty_row();
+    test_varlen();
+    test_lowp();
+    return unit_finish();
+}

@@ -1,0 +1,298 @@
+/* test_report.c — the JSON line parses (a small strict parser below) with the documented keys in
+ * order, strings are escaped, untimed values are null; CSV header and rows have the same number
+ * of fields; files get the CSV header once; the human table shows the row. */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "attn/report.h"
+#include "unit_test.h"
+
+/* ---- a strict parser for one flat JSON object of scalars ------------------------------------- */
+
+typedef struct json_reader {
+    const char *s;
+    char keys[32][32]; /* keys in order of appearance */
+    int num_keys;
+} json_reader;
+
+static void skip_space(json_reader *j) {
+    while (*j->s == ' ')
+        j->s++;
+}
+
+/* A string literal; copies it (escapes resolved, \u00XX only) into out when out is not NULL. */
+static bool json_parse_string(json_reader *j, char *out, size_t len) {
+    size_t n = 0;
+    if (*j->s++ != '"')
+        return false;
+    while (*j->s != '"') {
+        char c = *j->s++;
+        if ((unsigned char)c < 0x20 || c == '\0')
+            return false; /* raw control characters are not allowed in JSON strings */
+        if (c == '\\') {
+            char e = *j->s++;
+            const char *simple = strchr("\"\\/bfnrt", e);
+            if (e == 'u') {
+                for (int k = 0; k < 4; ++k)
+                    if (!isxdigit((unsigned char)*j->s++))
+                        return false;
+                c = '?';
+            } else if (simple == NULL || e == '\0') {
+                return false;
+            } else {
+                c = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
+            }
+        }
+        if (out != NULL && n + 1 < len)
+            out[n++] = c;
+    }
+    j->s++;
+    if (out != NULL)
+        out[n] = '\0';
+    return true;
+}
+
+static bool json_parse_value(json_reader *j) {
+    if (*j->s == '"')
+        return json_parse_string(j, NULL, 0);
+    static const char *const words[3] = {"true", "false", "null"};
+    for (int w = 0; w < 3; ++w)
+        if (strncmp(j->s, words[w], strlen(words[w])) == 0) {
+            j->s += strlen(words[w]);
+            return true;
+        }
+    char *end = NULL;
+    if (*j->s != '-' && !isdigit((unsigned char)*j->s))
+        return false;
+    strtod(j->s, &end);
+    if (end == j->s)
+        return false;
+    j->s = end;
+    return true;
+}
+
+/* Parses {"k":v,...}\n exactly; records the keys. */
+static bool json_parse_line(json_reader *j, const char *line) {
+    j->s = line;
+    j->num_keys = 0;
+    if (*j->s++ != '{')
+        return false;
+    for (;;) {
+        skip_space(j);
+        if (j->num_keys == 32 || !json_parse_string(j, j->keys[j->num_keys++], 32))
+            return false;
+        skip_space(j);
+        if (*j->s++ != ':')
+            return false;
+        skip_space(j);
+        if (!json_parse_value(j))
+            return false;
+        skip_space(j);
+        if (*j->s == ',') {
+            j->s++;
+            continue;
+        }
+        return strcmp(j->s, "}\n") == 0;
+    }
+}
+
+/* ---- fixtures -------------------------------------------------------------------------------- */
+
+static attn_run_record sample_record(bool timed) {
+    attn_run_record r;
+    memset(&r, 0, sizeof r);
+    r.example = "01_attention_basics";
+    r.kernel = "naive";
+    r.kernel_id = 1;
+    r.backend = "sim";
+    r.device = "cudasim \"virtual\" device\\x";
+    attn_problem_init(&r.problem, 2, 4, 1024, 512, 64);
+    r.problem.dtype = ATTN_BF16;
+    r.problem.causal = true;
+    r.status = timed ? "PASS" : "SKIP";
+    r.note = timed ? "" : "needs a GPU,\n\tsee --list";
+    r.max_abs_err = timed ? 1.5e-7 : NAN;
+    r.timed = timed;
+    r.time.reps = 20;
+    r.time.median_ms = 1.25;
+    r.time.min_ms = 1.0;
+    r.time.max_ms = 2.5;
+    r.tflops = 12.5;
+    r.gbps = 800.0;
+    r.workspace_bytes = 4194304.0;
+    return r;
+}
+
+static size_t read_file(FILE *f, char *buf, size_t len) {
+    rewind(f);
+    size_t n = fread(buf, 1, len - 1, f);
+    buf[n] = '\0';
+    return n;
+}
+
+static const char *const documented_keys[] = {"example",     "kernel",
+                                              "kernel_id",   "backend",
+                                              "device",      "B",
+                                              "H",           "Lq",
+                                              "Lk",          "D",
+                                              "dtype",       "causal",
+                                              "status",      "note",
+                                              "max_abs_err", "median_ms",
+                                              "min_ms",      "max_ms",
+                                              "reps",        "tflops",
+                                              "gbps",        "workspace_bytes"};
+#define NUM_KEYS ((int)(sizeof documented_keys / sizeof documented_keys[0]))
+
+/* ---- tests ----------------------------------------------------------------------------------- */
+
+static void test_json(void) {
+    char text[4096];
+    for (int timed = 0; timed < 2; ++timed) {
+        attn_run_record r = sample_record(timed);
+        FILE *tmp = tmpfile();
+        attn_report_json(tmp, &r);
+        read_file(tmp, text, sizeof text);
+        fclose(tmp);
+        json_reader j;
+        CHECK(json_parse_line(&j, text));
+        CHECK_EQ(j.num_keys, NUM_KEYS);
+        int misplaced = 0;
+        for (int k = 0; k < NUM_KEYS && k < j.num_keys; ++k)
+            misplaced += strcmp(j.keys[k], documented_keys[k]) != 0;
+        CHECK_EQ(misplaced, 0);
+        CHECK_CONTAINS(text, "\"device\":\"cudasim \\\"virtual\\\" device\\\\x\"");
+        CHECK_CONTAINS(text, "\"B\":2,\"H\":4,\"Lq\":1024,\"Lk\":512,\"D\":64,\"dtype\":\"bf16\"");
+        CHECK_CONTAINS(text, "\"causal\":true");
+        CHECK_CONTAINS(text, "\"workspace_bytes\":4194304}");
+        if (timed) {
+            CHECK_CONTAINS(text, "\"status\":\"PASS\",\"note\":\"\",\"max_abs_err\":1.5e-07");
+            CHECK_CONTAINS(text, "\"median_ms\":1.25,\"min_ms\":1,\"max_ms\":2.5,\"reps\":20");
+            CHECK_CONTAINS(text, "\"tflops\":12.5,\"gbps\":800");
+        } else {
+            CHECK_CONTAINS(text, "\"note\":\"needs a GPU,\\n\\tsee --list\"");
+            CHECK_CONTAINS(text, "\"max_abs_err\":null,\"median_ms\":null,\"min_ms\":null");
+            CHECK_CONTAINS(text, "\"reps\":0,\"tflops\":null,\"gbps\":null");
+        }
+    }
+    json_reader j; /* the parser itself rejects broken lines */
+    CHECK(!json_parse_line(&j, "{\"a\":nan}\n"));
+    CHECK(!json_parse_line(&j, "{\"a\":\"x\ny\"}\n"));
+    CHECK(!json_parse_line(&j, "{\"a\":1,}\n"));
+}
+
+/* Fields of one CSV line, quotes respected. */
+static int csv_fields(const char *line) {
+    int fields = 1;
+    bool quoted = false;
+    for (const char *c = line; *c != '\0'; ++c) {
+        if (*c == '"')
+            quoted = !quoted;
+        else if (*c == ',' && !quoted)
+            fields++;
+        else if (*c == '\n' && !quoted)
+            break;
+    }
+    return fields;
+}
+
+static void test_csv(void) {
+    char text[4096];
+    FILE *tmp = tmpfile();
+    attn_run_record timed = sample_record(true), skipped = sample_record(false);
+    attn_report_csv_header(tmp);
+    attn_report_csv(tmp, &timed);
+    attn_report_csv(tmp, &skipped);
+    read_file(tmp, text, sizeof text);
+    fclose(tmp);
+    const char *row1 = strchr(text, '\n') + 1;
+    const char *row2 = strchr(row1, '\n') + 1; /* row1's note is empty: no quoted line break */
+    CHECK_EQ(csv_fields(text), NUM_KEYS);
+    CHECK_EQ(csv_fields(row1), NUM_KEYS);
+    CHECK_EQ(csv_fields(row2), NUM_KEYS);
+    const char *header = "example,kernel,kernel_id,backend,device,B,H,Lq,Lk,D,dtype,causal,";
+    CHECK(strncmp(text, header, strlen(header)) == 0);
+    CHECK_CONTAINS(row1, ",\"cudasim \"\"virtual\"\" device\\x\",2,4,1024,512,64,bf16,true,PASS,,");
+    CHECK_CONTAINS(row1, ",1.25,1,2.5,20,12.5,800,4194304\n");
+    CHECK_CONTAINS(text, "SKIP,\"needs a GPU,\n\tsee --list\",,,,,0,,,4194304\n");
+
+    tmp = tmpfile(); /* a comma alone is reason enough to quote */
+    skipped.note = "D=300, too large";
+    attn_report_csv(tmp, &skipped);
+    read_file(tmp, text, sizeof text);
+    fclose(tmp);
+    CHECK_CONTAINS(text, ",SKIP,\"D=300, too large\",");
+    CHECK_EQ(csv_fields(text), NUM_KEYS);
+}
+
+static void test_append(void) {
+    const char *csv = "attn_unit_report.csv", *json = "attn_unit_report.jsonl";
+    remove(csv);
+    remove(json);
+    attn_run_record r = sample_record(true);
+    CHECK_EQ(attn_report_append(csv, true, &r), 0);
+    CHECK_EQ(attn_report_append(csv, true, &r), 0);
+    CHECK_EQ(attn_report_append(json, false, &r), 0);
+    CHECK_EQ(attn_report_append(json, false, &r), 0);
+    char text[8192];
+    FILE *f = fopen(csv, "r");
+    CHECK(f != NULL);
+    if (f != NULL) {
+        read_file(f, text, sizeof text);
+        fclose(f);
+        int lines = 0, headers = 0;
+        for (const char *c = text; (c = strchr(c, '\n')) != NULL; ++c)
+            lines++;
+        for (const char *c = text; (c = strstr(c, "example,kernel")) != NULL; ++c)
+            headers++;
+        CHECK(lines == 3 && headers == 1);
+    }
+    f = fopen(json, "r");
+    CHECK(f != NULL);
+    if (f != NULL) {
+        char line[2048];
+        int lines = 0, parsed = 0;
+        json_reader j;
+        while (fgets(line, sizeof line, f) != NULL) {
+            lines++;
+            parsed += json_parse_line(&j, line);
+        }
+        fclose(f);
+        CHECK(lines == 2 && parsed == 2);
+    }
+    remove(csv);
+    remove(json);
+    CHECK(attn_report_append("/nonexistent-dir/r.csv", true, &r) != 0);
+}
+
+static void test_table(void) {
+    char text[4096];
+    FILE *tmp = tmpfile();
+    attn_run_record timed = sample_record(true), skipped = sample_record(false);
+    attn_report_header(tmp);
+    attn_report_row(tmp, &timed);
+    attn_report_row(tmp, &skipped);
+    read_file(tmp, text, sizeof text);
+    fclose(tmp);
+    const char *row1 = strchr(text, '\n') + 1;
+    const char *row2 = strchr(row1, '\n') + 1;
+    CHECK_CONTAINS(text, "kernel");
+    CHECK_CONTAINS(text, "median ms");
+    CHECK_CONTAINS(text, "TFLOP/s");
+    CHECK_CONTAINS(row1, "  1 naive");
+    CHECK_CONTAINS(row1, " 1024    512   64 bf16  yes    PASS     1.5e-07     1.2500     1.0000");
+    CHECK_CONTAINS(row1, "12.500    800.0\n");
+    CHECK_CONTAINS(row2, "SKIP           -          -          -          -        -        -");
+    CHECK_CONTAINS(row2, "needs a GPU");
+    /* columns line up: the header and the timed row have the same length */
+    CHECK_EQ(strchr(text, '\n') - text, strchr(row1, '\n') - row1);
+}
+
+int main(void) {
+    test_json();
+    test_csv();
+    test_append();
+    test_table();
+    return unit_finish();
+}

@@ -1,0 +1,159 @@
+/* test_tensor.c — the counter RNG (values fixed by an independent Python computation of the
+ * formula in tensor.c), fills, dtype packing, NaN fills, inputs and the tensor file format. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "attn/half.h"
+#include "attn/tensor.h"
+#include "unit_test.h"
+
+/* Computed with Python integers from the formula documented in tensor.c. */
+static void test_rng_known_values(void) {
+    static const struct {
+        uint64_t seed, stream, n;
+        float value;
+    } known[] = {
+        {1234u, 0u, 0u, -0x1.9f5548p-1f},
+        {1234u, 0u, 1u, 0x1.e4728p-2f},
+        {1234u, 1u, 0u, 0x1.9faf48p-1f},
+        {1234u, 2u, 7u, 0x1.646fbp-2f},
+        {0u, 0u, 0u, -1.0f},
+        {UINT64_MAX, 5u, 123456789u, -0x1.dd649p-2f},
+    };
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; ++k)
+        CHECK(attn_uniform(known[k].seed, known[k].stream, known[k].n) == known[k].value);
+}
+
+/* The documented formula written out again here, converting through double as the Python
+ * reference does: both must give the same bits for every element. */
+static void test_rng_formula(void) {
+    int bad = 0;
+    for (uint64_t n = 0; n < 1000; ++n) {
+        uint64_t state = (42u ^ (3u * 0x9E3779B97F4A7C15ull)) + n * 0xBF58476D1CE4E5B9ull;
+        uint64_t z = state;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        float want = (float)((double)(z >> 40) / 16777216.0 * 2.0 - 1.0);
+        bad += attn_uniform(42u, 3u, n) != want;
+    }
+    CHECK_EQ(bad, 0);
+}
+
+static void test_rng_range_and_spread(void) {
+    const int n = 1 << 20;
+    double sum = 0.0, lo = 1.0, hi = -1.0;
+    int out_of_range = 0, off_grid = 0;
+    for (int k = 0; k < n; ++k) {
+        float u = attn_uniform(7u, 1u, (uint64_t)k);
+        out_of_range += !(u >= -1.0f && u < 1.0f);
+        off_grid += (u + 1.0f) * 0x1p23f != floorf((u + 1.0f) * 0x1p23f); /* k * 2^-23 - 1 */
+        sum += u;
+        lo = u < lo ? u : lo;
+        hi = u > hi ? u : hi;
+    }
+    CHECK_EQ(out_of_range, 0);
+    CHECK_EQ(off_grid, 0);
+    CHECK_NEAR(sum / n, 0.0, 3e-3); /* sd of the mean: 0.577/sqrt(2^20) = 5.6e-4 */
+    CHECK(lo < -0.9999 && hi > 0.9999);
+    CHECK(attn_uniform(7u, 1u, 5u) == attn_uniform(7u, 1u, 5u));
+    CHECK(attn_uniform(7u, 1u, 5u) != attn_uniform(7u, 2u, 5u));
+    CHECK(attn_uniform(7u, 1u, 5u) != attn_uniform(8u, 1u, 5u));
+}
+
+static void test_fill(void) {
+    float a[1000], b[1000];
+    attn_fill_uniform(a, 1000, 9u, 0u, 10.0f, ATTN_F16);
+    int bad = 0;
+    for (int n = 0; n < 1000; ++n) {
+        bad += attn_round_f16(a[n]) != a[n]; /* representable */
+        bad += a[n] != attn_round_f16(10.0f * attn_uniform(9u, 0u, (uint64_t)n));
+        bad += !(fabsf(a[n]) <= 10.0f);
+    }
+    CHECK_EQ(bad, 0);
+    attn_fill_uniform(b, 1000, 9u, 0u, 10.0f, ATTN_F32);
+    CHECK(b[17] == 10.0f * attn_uniform(9u, 0u, 17u));
+    attn_fill_uniform(b, 1000, 9u, 0u, 10.0f, ATTN_BF16);
+    CHECK(b[17] == attn_round_bf16(10.0f * attn_uniform(9u, 0u, 17u)));
+    CHECK(attn_round_dtype(0.1f, ATTN_F32) == 0.1f);
+    CHECK(attn_round_dtype(0.1f, ATTN_F16) == attn_round_f16(0.1f));
+    CHECK(attn_round_dtype(0.1f, ATTN_BF16) == attn_round_bf16(0.1f));
+}
+
+static void test_pack_unpack(void) {
+    float src[5] = {1.0f, -2.5f, 0.1f, 65504.0f, 1e-8f}, back[5];
+    uint16_t bits[5];
+    float f32[5];
+    attn_pack(f32, src, 5, ATTN_F32);
+    attn_unpack(back, f32, 5, ATTN_F32);
+    CHECK(memcmp(back, src, sizeof src) == 0);
+    attn_pack(bits, src, 5, ATTN_F16);
+    CHECK_EQ(bits[0], 0x3c00);
+    CHECK_EQ(bits[1], 0xc100);
+    attn_unpack(back, bits, 5, ATTN_F16);
+    CHECK(back[2] == attn_round_f16(0.1f) && back[3] == 65504.0f && back[4] == 0.0f);
+    attn_pack(bits, src, 5, ATTN_BF16);
+    CHECK_EQ(bits[0], 0x3f80);
+    attn_unpack(back, bits, 5, ATTN_BF16);
+    CHECK(back[1] == -2.5f && back[2] == attn_round_bf16(0.1f));
+}
+
+static void test_nan_fill(void) {
+    float f[4];
+    uint16_t h[4];
+    attn_fill_nan_host(f, sizeof f);
+    attn_fill_nan_host(h, sizeof h);
+    CHECK(isnan(f[0]) && isnan(f[3]));
+    CHECK(isnan(attn_f16_to_f32(h[2])) && isnan(attn_bf16_to_f32(h[2])));
+}
+
+static void test_inputs(void) {
+    attn_problem p;
+    attn_problem_init(&p, 2, 3, 5, 7, 4);
+    p.dtype = ATTN_BF16;
+    attn_host_inputs in;
+    CHECK_EQ(attn_host_inputs_make(&in, &p, 77u, 2.0f), 0);
+    CHECK_EQ(in.q_elems, 2 * 3 * 5 * 4);
+    CHECK_EQ(in.k_elems, 2 * 3 * 7 * 4);
+    CHECK(in.q[11] == attn_round_bf16(2.0f * attn_uniform(77u, 0u, 11u)));
+    CHECK(in.k[11] == attn_round_bf16(2.0f * attn_uniform(77u, 1u, 11u)));
+    CHECK(in.v[11] == attn_round_bf16(2.0f * attn_uniform(77u, 2u, 11u)));
+    attn_host_inputs_free(&in);
+    CHECK(in.q == NULL);
+    p.D = 0;
+    CHECK(attn_host_inputs_make(&in, &p, 77u, 2.0f) != 0);
+}
+
+static void test_save(void) {
+    char path[] = "attn_unit_tensor.bin";
+    float data[6] = {1.0f, -2.0f, 0.5f, 0.0f, 3.0f, -0.25f};
+    int64_t dims[2] = {2, 3};
+    CHECK_EQ(attn_tensor_save(path, data, 2, dims), 0);
+    FILE *f = fopen(path, "rb");
+    char header[64] = "";
+    unsigned char bytes[24] = {0};
+    CHECK(f != NULL && fgets(header, sizeof header, f) != NULL);
+    CHECK(strcmp(header, "attn-tensor v1 f32 2 3\n") == 0);
+    CHECK(f != NULL && fread(bytes, 1, sizeof bytes, f) == sizeof bytes);
+    CHECK(f != NULL && fgetc(f) == EOF);
+    /* 1.0f = 0x3f800000, little-endian: 00 00 80 3f; -2.0f = 0xc0000000 */
+    CHECK(bytes[0] == 0x00 && bytes[1] == 0x00 && bytes[2] == 0x80 && bytes[3] == 0x3f);
+    CHECK(bytes[4] == 0x00 && bytes[7] == 0xc0);
+    if (f != NULL)
+        fclose(f);
+    remove(path);
+    CHECK(attn_tensor_save("/nonexistent-dir/x.bin", data, 2, dims) != 0);
+}
+
+int main(void) {
+    test_rng_known_values();
+    test_rng_formula();
+    test_rng_range_and_spread();
+    test_fill();
+    test_pack_unpack();
+    test_nan_fill();
+    test_inputs();
+    test_save();
+    return unit_finish();
+}
