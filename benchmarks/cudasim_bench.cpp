@@ -1,5 +1,7 @@
-// cudasim_bench — the simulator's own costs: one fiber switch, and a barrier-heavy launch
-// (64 blocks x 256 threads x 10 __syncthreads). Prints a human line and a JSON line for each.
+// cudasim_bench — the simulator's own costs: one fiber switch, a barrier-heavy launch
+// (64 blocks x 256 threads x 10 __syncthreads) and a shuffle-heavy one (128 blocks x 4 warps x
+// 64 __shfl_xor_sync, like a FlashAttention row reduction). Prints a human line and a JSON line
+// for each.
 // These are CPU timings of the simulator, not GPU performance.
 #include <algorithm>
 #include <chrono>
@@ -13,15 +15,27 @@ namespace {
 
 constexpr int blocks = 64, threads = 256, barriers = 10;
 
+// Each step writes one of two buffers, waits, reads a neighbour's slot. Two buffers make one
+// barrier per step enough: step i+2 rewrites buffer i%2 only after every thread passed the
+// barrier of step i+1, so all reads of step i are done.
 __global__ void barrier_kernel(int *out) {
-    __shared__ int s[threads];
+    __shared__ int s[2][threads];
     int acc = 0;
     for (int i = 0; i < barriers; ++i) {
-        s[threadIdx.x] = static_cast<int>(threadIdx.x) + i;
-        __syncthreads();
-        acc += s[(threadIdx.x + 1) % threads];
+        s[i & 1][threadIdx.x] = static_cast<int>(threadIdx.x) + i;
+        __syncthreads(); // the neighbour's write of this step is visible
+        acc += s[i & 1][(threadIdx.x + 1) % threads];
     }
     out[blockIdx.x * threads + threadIdx.x] = acc;
+}
+
+constexpr int shfl_blocks = 128, shfl_threads = 128, shuffles = 64;
+
+__global__ void shuffle_kernel(float *out) {
+    float v = static_cast<float>(threadIdx.x);
+    for (int i = 0; i < shuffles; ++i)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1 << (i % 5)));
+    out[blockIdx.x * shfl_threads + threadIdx.x] = v;
 }
 
 double median(std::vector<double> v) {
@@ -30,6 +44,24 @@ double median(std::vector<double> v) {
 }
 
 } // namespace
+
+// Median wall time of a launch (ms), after two warm-up launches that map the fiber stacks.
+template <typename... P>
+double time_launch(void (*kernel)(P...), int grid, int block, void **args) {
+    std::vector<double> ms;
+    for (int r = 0; r < 12; ++r) {
+        auto t0 = std::chrono::steady_clock::now();
+        cudaError_t e = cudaLaunchKernel(kernel, dim3(grid), dim3(block), args);
+        auto t1 = std::chrono::steady_clock::now();
+        if (e != cudaSuccess) {
+            std::fprintf(stderr, "launch failed: %s\n", cudaGetErrorString(e));
+            return -1.0;
+        }
+        if (r >= 2)
+            ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    }
+    return median(ms);
+}
 
 int main() {
     std::vector<double> switch_ns;
@@ -41,29 +73,29 @@ int main() {
     std::printf("{\"bench\":\"cudasim_fiber_switch\",\"ns\":%.3f}\n", sw);
 
     int *out = nullptr;
-    if (cudaMalloc(&out, sizeof(int) * blocks * threads) != cudaSuccess)
+    float *fout = nullptr;
+    if (cudaMalloc(&out, sizeof(int) * blocks * threads) != cudaSuccess ||
+        cudaMalloc(&fout, sizeof(float) * shfl_blocks * shfl_threads) != cudaSuccess)
         return 1;
     void *args[] = {static_cast<void *>(&out)};
-    std::vector<double> ms;
-    for (int r = 0; r < 12; ++r) {
-        auto t0 = std::chrono::steady_clock::now();
-        cudaError_t e = cudaLaunchKernel(barrier_kernel, dim3(blocks), dim3(threads), args);
-        auto t1 = std::chrono::steady_clock::now();
-        if (e != cudaSuccess) {
-            std::fprintf(stderr, "launch failed: %s\n", cudaGetErrorString(e));
-            return 1;
-        }
-        if (r >= 2) // the first launches map the fiber stacks
-            ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-    }
-    double m = median(ms);
-    std::printf("launch %d blocks x %d threads x %d barriers: %.3f ms (median of %zu, %d OS "
-                "threads; min %.3f, max %.3f)\n",
-                blocks, threads, barriers, m, ms.size(), cudasim_get_threads(),
-                *std::min_element(ms.begin(), ms.end()), *std::max_element(ms.begin(), ms.end()));
+    double m = time_launch(barrier_kernel, blocks, threads, args);
+    std::printf("launch %d blocks x %d threads x %d barriers: %.3f ms (median of 10, %d OS "
+                "threads)\n",
+                blocks, threads, barriers, m, cudasim_get_threads());
     std::printf("{\"bench\":\"cudasim_barrier_launch\",\"blocks\":%d,\"threads\":%d,"
                 "\"barriers\":%d,\"os_threads\":%d,\"ms\":%.4f}\n",
                 blocks, threads, barriers, cudasim_get_threads(), m);
+    void *fargs[] = {static_cast<void *>(&fout)};
+    double s = time_launch(shuffle_kernel, shfl_blocks, shfl_threads, fargs);
+    std::printf("launch %d blocks x %d threads x %d shuffles: %.3f ms (median of 10, %d OS "
+                "threads)\n",
+                shfl_blocks, shfl_threads, shuffles, s, cudasim_get_threads());
+    std::printf("{\"bench\":\"cudasim_shuffle_launch\",\"blocks\":%d,\"threads\":%d,"
+                "\"shuffles\":%d,\"os_threads\":%d,\"ms\":%.4f}\n",
+                shfl_blocks, shfl_threads, shuffles, cudasim_get_threads(), s);
+    if (m < 0 || s < 0)
+        return 1;
     cudaFree(out);
+    cudaFree(fout);
     return 0;
 }

@@ -31,13 +31,9 @@ out="benchmarks/results/$dev"
 mkdir -p "$out"
 tmp=$(mktemp)
 echo "simulator figures -> $out/foundation.jsonl"
-if [ -x "$build/common/cudasim/cudasim_bench" ]; then
-    "$build/common/cudasim/cudasim_bench" --json "$tmp"
-elif [ -x "$build/benchmarks/cudasim_bench" ]; then
-    "$build/benchmarks/cudasim_bench" --json "$tmp"
-else
-    echo "error: cudasim_bench not built in $build" >&2; exit 1
-fi
+bench="$build/common/cudasim/cudasim_bench"
+[ -x "$bench" ] || { echo "error: $bench not built" >&2; exit 1; }
+"$bench" | tee /dev/stderr | grep '^{' >"$tmp" # its JSON lines; the human lines go to the terminal
 "$ex/naive_attention_sim" -B 1 -H 4 -L 1024 -D 64 --reps 3 --warmup 1 --json "$tmp"
 stamp <"$tmp" >"$out/foundation.jsonl"
 rm -f "$tmp"

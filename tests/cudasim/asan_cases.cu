@@ -15,7 +15,8 @@ __global__ void oob_static_shared(float *out) {
     __shared__ float s[n];
     s[threadIdx.x] = static_cast<float>(threadIdx.x);
     __syncthreads();
-    out[threadIdx.x] = s[threadIdx.x + 1]; // @oob_static_shared
+    const float *row = s; // through a pointer, as in real code (UBSan's index check is blind)
+    out[threadIdx.x] = row[threadIdx.x + 1]; // @oob_static_shared
 }
 
 __global__ void oob_dynamic_shared(float *out) {

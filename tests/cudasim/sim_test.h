@@ -12,7 +12,7 @@ static int sim_test_failures = 0;
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);         \
+            std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);          \
             ++sim_test_failures;                                                                   \
         }                                                                                          \
     } while (0)
@@ -22,7 +22,7 @@ static int sim_test_failures = 0;
     do {                                                                                           \
         cudaError_t got_ = (expr);                                                                 \
         if (got_ != (want)) {                                                                      \
-            std::fprintf(stderr, "%s:%d: %s returned %s, expected %s\n", __FILE__, __LINE__,      \
+            std::fprintf(stderr, "%s:%d: %s returned %s, expected %s\n", __FILE__, __LINE__,       \
                          #expr, cudaGetErrorName(got_), cudaGetErrorName(want));                   \
             ++sim_test_failures;                                                                   \
         }                                                                                          \

@@ -39,12 +39,13 @@ __global__ void smooth(float *data, int iters) {
 
 __global__ void vote(int *out) {
     int t = threadIdx.x;
-    out[0] = __syncthreads_count(t % 3 == 0);
+    int thirds = __syncthreads_count(t % 3 == 0);
     int all_small = __syncthreads_and(t < 1000);
     int all_even = __syncthreads_and(t % 2 == 0);
     int any_big = __syncthreads_or(t == 100);
     int none = __syncthreads_or(0);
     if (t == 0) {
+        out[0] = thirds;
         out[1] = all_small;
         out[2] = all_even;
         out[3] = any_big;

@@ -40,8 +40,7 @@ static void check_conversions() {
     CHECK(__low2float(b2) == attn_round_bf16(0.1f) && __high2float(b2) == -7.0f);
     float2 g2 = __bfloat1622float2(__float22bfloat162_rn(make_float2(2.5f, 1e30f)));
     CHECK(g2.x == 2.5f && g2.y == attn_round_bf16(1e30f));
-    CHECK(__high2float(__halves2bfloat162(__float2bfloat16(1.0f), __float2bfloat16(9.0f))) ==
-          9.0f);
+    CHECK(__high2float(__halves2bfloat162(__float2bfloat16(1.0f), __float2bfloat16(9.0f))) == 9.0f);
 }
 
 constexpr int n = 64;

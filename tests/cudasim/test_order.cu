@@ -14,7 +14,8 @@ __global__ void shift_no_barrier(float *out) {
     extern __shared__ float s[];
     s[threadIdx.x] = static_cast<float>(threadIdx.x);
     // missing __syncthreads(): thread t reads what thread t-1 wrote
-    out[blockIdx.x * blockDim.x + threadIdx.x] = threadIdx.x > 0 ? s[threadIdx.x - 1] : -1.0f;
+    out[blockIdx.x * blockDim.x + threadIdx.x] =
+        threadIdx.x > 0 ? s[threadIdx.x - 1] : -1.0f; // @order_race
 }
 
 __global__ void shift_with_barrier(float *out) {

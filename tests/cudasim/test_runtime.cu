@@ -24,9 +24,9 @@ __constant__ float coefficients[4];
 __device__ int device_counter;
 
 __global__ void use_symbols(float *out) {
-    out[threadIdx.x] = coefficients[threadIdx.x % 4];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = coefficients[threadIdx.x % 4];
     if (threadIdx.x == 0)
-        device_counter += 5;
+        atomicAdd(&device_counter, 5);
 }
 
 static void launch_errors(int *d) {
@@ -64,8 +64,8 @@ static void launch_errors(int *d) {
                                    227 * 1024 + 1),
               cudaErrorInvalidValue);
     CHECK_ERR(cudaGetLastError(), cudaErrorInvalidValue); // a failed call sets the last error
-    CHECK_CUDA(cudaFuncSetAttribute(dyn_probe, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    227 * 1024));
+    CHECK_CUDA(
+        cudaFuncSetAttribute(dyn_probe, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
     dyn_probe<<<1, 32, 227 * 1024>>>(d);
     CHECK_CUDA(cudaGetLastError());
     dyn_probe<<<1, 32, 227 * 1024 + 4>>>(d);
@@ -189,11 +189,11 @@ static void launch_forms(int *d) {
     int zero = 0;
     CHECK_CUDA(cudaMemcpyToSymbol(device_counter, &zero, sizeof zero));
     float *f = nullptr;
-    CHECK_CUDA(cudaMalloc(&f, 8 * sizeof(float)));
+    CHECK_CUDA(cudaMalloc(&f, 24 * sizeof(float)));
     use_symbols<<<3, 8>>>(f);
-    float hf[8];
+    float hf[24];
     CHECK_CUDA(cudaMemcpy(hf, f, sizeof hf, cudaMemcpyDeviceToHost));
-    CHECK(hf[1] == 2.0f && hf[7] == 4.0f);
+    CHECK(hf[1] == 2.0f && hf[7] == 4.0f && hf[23] == 4.0f);
     int counter = 0;
     CHECK_CUDA(cudaMemcpyFromSymbol(&counter, device_counter, sizeof counter));
     CHECK(counter == 15);

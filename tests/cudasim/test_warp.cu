@@ -75,11 +75,13 @@ __global__ void exchange(int *out) {
     __syncwarp();
     s[threadIdx.x] = got + 1;
     __syncwarp();
-    out[threadIdx.x] = s[base + (lane + 1) % 32];
+    if (blockIdx.x == gridDim.x - 1)
+        out[threadIdx.x] = s[base + (lane + 1) % 32];
 }
 
 // 48 threads: the second warp has 16 lanes and must use a 16-lane mask.
 __global__ void partial(unsigned *out) {
+    out += blockIdx.x * 144;
     unsigned mask = __activemask();
     int v = __shfl_xor_sync(mask, static_cast<int>(threadIdx.x), 1);
     out[threadIdx.x] = mask;
@@ -129,7 +131,7 @@ static void run(cudasim_order order) {
         }
     }
     unsigned *u = nullptr;
-    CHECK_CUDA(cudaMalloc(&u, 6 * n * sizeof(unsigned)));
+    CHECK_CUDA(cudaMalloc(&u, 6 * n * sizeof(unsigned))); // also holds partial's 2 x 144
     votes<<<1, n>>>(u);
     std::vector<unsigned> hu(6 * n);
     CHECK_CUDA(cudaMemcpy(hu.data(), u, hu.size() * sizeof(unsigned), cudaMemcpyDeviceToHost));
@@ -146,11 +148,13 @@ static void run(cudasim_order order) {
     }
     partial<<<2, 48>>>(u);
     CHECK_CUDA(cudaGetLastError());
-    CHECK_CUDA(cudaMemcpy(hu.data(), u, 144 * sizeof(unsigned), cudaMemcpyDeviceToHost));
-    for (int i = 0; i < 48; ++i) {
-        unsigned mask = i < 32 ? full : 0xffffu;
-        CHECK(hu[i] == mask && hu[48 + i] == static_cast<unsigned>(i ^ 1) && hu[96 + i] == mask);
-    }
+    CHECK_CUDA(cudaMemcpy(hu.data(), u, 288 * sizeof(unsigned), cudaMemcpyDeviceToHost));
+    for (int b = 0; b < 2; ++b)
+        for (int i = 0; i < 48; ++i) {
+            const unsigned *o = &hu[b * 144];
+            unsigned mask = i < 32 ? full : 0xffffu;
+            CHECK(o[i] == mask && o[48 + i] == static_cast<unsigned>(i ^ 1) && o[96 + i] == mask);
+        }
     double *dd = nullptr;
     float2 *f2 = nullptr;
     __half2 *h2 = nullptr;

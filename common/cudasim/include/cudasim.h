@@ -27,8 +27,9 @@ cudasim_order cudasim_get_order(void);
 int cudasim_set_threads(int threads);
 int cudasim_get_threads(void);
 
-/* The last error the simulator reported (a launch failure or rejected launch), without the
- * "cudasim: error: " prefix; "" if none since the start or the last cudaDeviceReset. */
+/* The simulator's explanation of the last error: a failed launch (the report printed after
+ * "cudasim: error: "), a rejected launch configuration, or a failed runtime call (e.g. a copy
+ * outside a cudaMalloc'd block). "" if none since the start or the last cudaDeviceReset. */
 const char *cudasim_last_error_message(void);
 
 /* Measures one fiber switch (two fibers switching back and forth): nanoseconds per switch. */

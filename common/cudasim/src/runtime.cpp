@@ -54,7 +54,8 @@ bool in_device_block(const void *p, size_t bytes) {
     if (it == a.begin())
         return false;
     --it;
-    return c >= it->first && bytes <= it->second && c - it->first <= static_cast<ptrdiff_t>(it->second - bytes);
+    return c >= it->first && bytes <= it->second &&
+           c - it->first <= static_cast<ptrdiff_t>(it->second - bytes);
 }
 
 cudaError_t fail_call(cudaError_t err, const std::string &why) {
@@ -67,8 +68,8 @@ cudaError_t check_range(const void *p, size_t bytes, const char *call, const cha
     std::lock_guard<std::mutex> lock(dev().m);
     if (in_device_block(p, bytes))
         return cudaSuccess;
-    dev().last_message = format("%s: %s %p (%zu bytes) is not inside one cudaMalloc'd block", call,
-                                role, p, bytes);
+    dev().last_message =
+        format("%s: %s %p (%zu bytes) is not inside one cudaMalloc'd block", call, role, p, bytes);
     return set_last_error(cudaErrorInvalidValue);
 }
 
@@ -234,7 +235,8 @@ cudaError_t cudaGetLastError(void) {
 
 cudaError_t cudaPeekAtLastError(void) { return sticky_error() ? sticky_error() : last_error; }
 
-// ---- device --------------------------------------------------------------------------------------
+// ---- device
+// --------------------------------------------------------------------------------------
 cudaError_t cudaGetDeviceCount(int *count) {
     if (!count)
         return set_last_error(cudaErrorInvalidValue);
@@ -360,8 +362,9 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
     return cudaSuccess;
 }
 
-// ---- memory --------------------------------------------------------------------------------------
-// Device memory is host memory of exactly the size asked (malloc: ASan's redzones guard its ends).
+// ---- memory
+// -------------------------------------------------------------------------------------- Device
+// memory is host memory of exactly the size asked (malloc: ASan's redzones guard its ends).
 cudaError_t cudaMalloc(void **ptr, size_t bytes) {
     CUDASIM_RETURN_IF_STICKY();
     if (!ptr)
@@ -530,13 +533,16 @@ cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int v
     return cudaSuccess;
 }
 
-// ---- cudasim.h -----------------------------------------------------------------------------------
+// ---- cudasim.h
+// -----------------------------------------------------------------------------------
 void cudasim_set_order(cudasim_order order, unsigned long long seed) {
     settings().order = order;
     settings().seed = seed;
 }
 
-cudasim_order cudasim_get_order(void) { return static_cast<cudasim_order>(settings().order.load()); }
+cudasim_order cudasim_get_order(void) {
+    return static_cast<cudasim_order>(settings().order.load());
+}
 
 int cudasim_set_threads(int threads) {
 #if !CUDASIM_ASAN

@@ -30,11 +30,11 @@ struct sim_thread : fiber_base {
     uint3 tid{};
     unsigned linear = 0;
     wait_kind wait = wait_kind::exited;
-    bool started = false;     // its context was entered since the last prepare
-    bool abandoned = false;   // left mid-run by a failed launch
-    const char *file = "";    // where it waits
+    bool started = false;   // its context was entered since the last prepare
+    bool abandoned = false; // left mid-run by a failed launch
+    const char *file = "";  // where it waits
     int line = 0;
-    unsigned bar_phase = 0;   // the barrier generation it waits in
+    unsigned bar_phase = 0; // the barrier generation it waits in
 };
 
 // One lane's part in a warp collective.
@@ -243,7 +243,7 @@ class block_runner {
     int bar_result_[2] = {0, 0};
     unsigned bar_participants_[2] = {0, 0};
     char bar_sync_[2];
-    char block_sync_ = 0;
+    char block_start_sync_ = 0, block_end_sync_ = 0;
 };
 
 void block_runner::begin_launch(launch_state &ls) {
@@ -267,8 +267,8 @@ void block_runner::begin_launch(launch_state &ls) {
         t.linear = i;
         t.tid = uint3{i % d.block.x, (i / d.block.x) % d.block.y, i / (d.block.x * d.block.y)};
         if (!t.mapping && !fiber_alloc_stack(t, settings().stack_bytes)) {
-            ls.fail(format("kernel '%s': cannot map the stacks of %u simulated threads",
-                           d.kernel, n_));
+            ls.fail(
+                format("kernel '%s': cannot map the stacks of %u simulated threads", d.kernel, n_));
             return;
         }
     }
@@ -292,9 +292,9 @@ void block_runner::fill_order(uint64_t block) {
 
 void block_runner::run_block(uint64_t b) {
     const launch_desc &d = *ls_->desc;
-    blockIdx = uint3{static_cast<unsigned>(b % d.grid.x),
-                     static_cast<unsigned>(b / d.grid.x % d.grid.y),
-                     static_cast<unsigned>(b / (static_cast<uint64_t>(d.grid.x) * d.grid.y))};
+    blockIdx =
+        uint3{static_cast<unsigned>(b % d.grid.x), static_cast<unsigned>(b / d.grid.x % d.grid.y),
+              static_cast<unsigned>(b / (static_cast<uint64_t>(d.grid.x) * d.grid.y))};
     live_ = n_;
     first_exited_ = nullptr;
     bar_arrived_ = 0;
@@ -302,11 +302,12 @@ void block_runner::run_block(uint64_t b) {
     for (warp_state &w : warps_)
         w.exited = w.arrived = 0;
     // Blocks on this OS thread reuse shared memory and stacks: the previous block's threads
-    // happen before this fill, which happens before this block's threads.
-    tsan_acquire(&block_sync_);
+    // happen before this fill, which happens before this block's threads. Two objects, so that
+    // a thread that exits early does not order itself before threads of its own block.
+    tsan_acquire(&block_end_sync_);
     if (smem_)
         std::memset(smem_, 0xff, smem_size_); // NaN in fp32/fp16/bf16: uninitialised reads show
-    tsan_release(&block_sync_);
+    tsan_release(&block_start_sync_);
     fill_order(b);
     q_head_ = q_size_ = 0;
     for (unsigned i : order_) {
@@ -326,14 +327,14 @@ void block_runner::run_block(uint64_t b) {
             threads_[i].abandoned = threads_[i].started && threads_[i].wait != wait_kind::exited;
         return;
     }
-    tsan_acquire(&block_sync_);
+    tsan_acquire(&block_end_sync_);
 }
 
 void block_runner::fiber_main() {
     block_runner &r = *tl_runner;
     r.cur_->started = true;
     tsan_acquire(&r.ls_->tsan_start);
-    tsan_acquire(&r.block_sync_);
+    tsan_acquire(&r.block_start_sync_);
     r.ls_->desc->invoke(*r.ls_->desc);
     r.thread_exit();
 }
@@ -365,7 +366,7 @@ void block_runner::thread_exit() {
                         collective_name(s.kind), s.mask, t.linear % 32, fmt3(t.tid).c_str()));
         }
     }
-    tsan_release(&block_sync_);
+    tsan_release(&block_end_sync_);
     sim_thread *next = pop();
     switch_to(t, next, true);
     __builtin_unreachable();
@@ -470,8 +471,8 @@ unsigned long long block_runner::collective_op(collective kind, unsigned mask,
                  format(": %s with mask 0x%08x meets %s with mask 0x%08x of thread %s at %s:%d; "
                         "the lanes of a warp collective must call the same intrinsic with the "
                         "same mask",
-                        name, mask, collective_name(o.kind), o.mask, fmt3(ot.tid).c_str(),
-                        ot.file, ot.line));
+                        name, mask, collective_name(o.kind), o.mask, fmt3(ot.tid).c_str(), ot.file,
+                        ot.line));
         }
     }
     if ((w.arrived & mask) == mask) {
@@ -580,9 +581,10 @@ std::string block_runner::deadlock_report() const {
         g->ids.push_back(i);
     }
     // The smallest group is the likeliest culprit: name its first thread.
-    const group &culprit = *std::min_element(
-        groups.begin(), groups.end(),
-        [](const group &a, const group &b) { return a.ids.size() < b.ids.size(); });
+    const group &culprit =
+        *std::min_element(groups.begin(), groups.end(), [](const group &a, const group &b) {
+            return a.ids.size() < b.ids.size();
+        });
     std::string r = where_at(threads_[culprit.ids[0]], culprit.file, culprit.line) +
                     ": deadlock: no thread of the block can proceed";
     for (const group &g : groups) {
@@ -696,9 +698,7 @@ unsigned long long warp_collective(collective kind, unsigned mask, unsigned long
         ->collective_op(kind, mask, value, param, width, file, line);
 }
 
-unsigned active_mask() {
-    return current_runner("__activemask()", "?", 0)->active_mask();
-}
+unsigned active_mask() { return current_runner("__activemask()", "?", 0)->active_mask(); }
 
 } // namespace detail
 } // namespace cudasim

@@ -32,9 +32,7 @@ struct token {
     bool directive;    // part of a preprocessor line
 };
 
-bool is_ident_start(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
+bool is_ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool is_ident_char(char c) { return is_ident_start(c) || (c >= '0' && c <= '9'); }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -302,8 +300,7 @@ class rewriter {
         if (cs == std::string::npos || close == std::string::npos || t_[cs].begin < copied_)
             return open + 2; // not a launch we understand: leave it to the compiler's error
         out_.append(s_, copied_, t_[cs].begin - copied_);
-        out_ += "::cudasim::detail::launch(__FILE__, __LINE__, \"" + callee_name(cs, open) +
-                "\", ";
+        out_ += "::cudasim::detail::launch(__FILE__, __LINE__, \"" + callee_name(cs, open) + "\", ";
         out_.append(s_, t_[cs].begin, t_[open - 1].end - t_[cs].begin);
         out_.append(count_newlines(t_[open - 1].end, t_[open].begin), '\n');
         out_ += ", ";

@@ -29,7 +29,7 @@ template <typename T, typename F> T atomic_update(T *address, F f) {
 } // namespace detail
 } // namespace cudasim
 
-#define CUDASIM_ATOMIC_BUILTIN(name, builtin, T)                                                  \
+#define CUDASIM_ATOMIC_BUILTIN(name, builtin, T)                                                   \
     inline T name(T *address, T val) { return builtin(address, val, cudasim::detail::mo); }
 CUDASIM_ATOMIC_BUILTIN(atomicAdd, __atomic_fetch_add, int)
 CUDASIM_ATOMIC_BUILTIN(atomicAdd, __atomic_fetch_add, unsigned int)
@@ -50,9 +50,9 @@ CUDASIM_ATOMIC_BUILTIN(atomicExch, __atomic_exchange_n, unsigned int)
 CUDASIM_ATOMIC_BUILTIN(atomicExch, __atomic_exchange_n, unsigned long long)
 #undef CUDASIM_ATOMIC_BUILTIN
 
-#define CUDASIM_ATOMIC_CAS_LOOP(name, T, expr)                                                    \
-    inline T name(T *address, T val) {                                                            \
-        return cudasim::detail::atomic_update(address, [val](T old) -> T { return expr; });       \
+#define CUDASIM_ATOMIC_CAS_LOOP(name, T, expr)                                                     \
+    inline T name(T *address, T val) {                                                             \
+        return cudasim::detail::atomic_update(address, [val](T old) -> T { return expr; });        \
     }
 CUDASIM_ATOMIC_CAS_LOOP(atomicAdd, float, old + val)
 CUDASIM_ATOMIC_CAS_LOOP(atomicAdd, double, old + val)
@@ -75,11 +75,11 @@ inline float atomicExch(float *address, float val) {
     return old;
 }
 
-#define CUDASIM_ATOMIC_CAS(T)                                                                     \
-    inline T atomicCAS(T *address, T compare, T val) {                                            \
-        __atomic_compare_exchange_n(address, &compare, val, false, cudasim::detail::mo,           \
-                                    cudasim::detail::mo);                                         \
-        return compare;                                                                           \
+#define CUDASIM_ATOMIC_CAS(T)                                                                      \
+    inline T atomicCAS(T *address, T compare, T val) {                                             \
+        __atomic_compare_exchange_n(address, &compare, val, false, cudasim::detail::mo,            \
+                                    cudasim::detail::mo);                                          \
+        return compare;                                                                            \
     }
 CUDASIM_ATOMIC_CAS(int)
 CUDASIM_ATOMIC_CAS(unsigned int)
@@ -87,9 +87,15 @@ CUDASIM_ATOMIC_CAS(unsigned long long)
 CUDASIM_ATOMIC_CAS(unsigned short)
 #undef CUDASIM_ATOMIC_CAS
 
+// Under TSan the fence is left out: TSan does not model fences, and the atomics above are
+// sequentially consistent read-modify-writes, which already order the accesses around them.
+#if defined(CUDASIM_TSAN)
+inline void __threadfence() {}
+#else
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+#endif
+inline void __threadfence_block() { __threadfence(); }
+inline void __threadfence_system() { __threadfence(); }
 
 // Nanoseconds of wall clock: monotonic like the GPU's cycle counter, not comparable to it.
 inline long long clock64() {
@@ -171,16 +177,14 @@ inline unsigned __brev(unsigned x) {
 }
 inline int __mul24(int x, int y) { return x * y; }
 inline unsigned __umul24(unsigned x, unsigned y) { return x * y; }
-inline int __mulhi(int x, int y) {
-    return static_cast<int>((static_cast<long long>(x) * y) >> 32);
-}
+inline int __mulhi(int x, int y) { return static_cast<int>((static_cast<long long>(x) * y) >> 32); }
 inline unsigned __umulhi(unsigned x, unsigned y) {
     return static_cast<unsigned>((static_cast<unsigned long long>(x) * y) >> 32);
 }
 
 // ---- min / max: CUDA's overloads, which the host lacks in the global namespace -----------------
-#define CUDASIM_MINMAX(R, A, B)                                                                   \
-    inline R min(A a, B b) { return static_cast<R>(a) < static_cast<R>(b) ? a : b; }            \
+#define CUDASIM_MINMAX(R, A, B)                                                                    \
+    inline R min(A a, B b) { return static_cast<R>(a) < static_cast<R>(b) ? a : b; }               \
     inline R max(A a, B b) { return static_cast<R>(a) > static_cast<R>(b) ? a : b; }
 CUDASIM_MINMAX(int, int, int)
 CUDASIM_MINMAX(unsigned int, unsigned int, unsigned int)

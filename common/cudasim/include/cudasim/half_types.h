@@ -41,23 +41,23 @@ struct __nv_bfloat16_raw {
 };
 
 /* Both scalar types share their constructors; TO_BITS/FROM_BITS select the format. */
-#define CUDASIM_LOWP_SCALAR(T, RAW, TO_BITS, FROM_BITS)                                           \
-    struct T {                                                                                    \
-        unsigned short __x;                                                                       \
-        T() = default;                                                                            \
-        constexpr T(RAW r) : __x(r.x) {}                                                          \
-        T(float f) : __x(TO_BITS(f)) {}                                                           \
-        T(double f) : __x(TO_BITS(static_cast<float>(f))) {}                                      \
-        T(int i) : T(static_cast<float>(i)) {}                                                    \
-        T(unsigned int i) : T(static_cast<float>(i)) {}                                           \
-        T(short i) : T(static_cast<float>(i)) {}                                                  \
-        T(unsigned short i) : T(static_cast<float>(i)) {}                                         \
-        T(long i) : T(static_cast<float>(i)) {}                                                   \
-        T(unsigned long i) : T(static_cast<float>(i)) {}                                          \
-        T(long long i) : T(static_cast<float>(i)) {}                                              \
-        T(unsigned long long i) : T(static_cast<float>(i)) {}                                     \
-        operator float() const { return FROM_BITS(__x); }                                         \
-        operator RAW() const { return RAW{__x}; }                                                 \
+#define CUDASIM_LOWP_SCALAR(T, RAW, TO_BITS, FROM_BITS)                                            \
+    struct T {                                                                                     \
+        unsigned short __x;                                                                        \
+        T() = default;                                                                             \
+        constexpr T(RAW r) : __x(r.x) {}                                                           \
+        T(float f) : __x(TO_BITS(f)) {}                                                            \
+        T(double f) : __x(TO_BITS(static_cast<float>(f))) {}                                       \
+        T(int i) : T(static_cast<float>(i)) {}                                                     \
+        T(unsigned int i) : T(static_cast<float>(i)) {}                                            \
+        T(short i) : T(static_cast<float>(i)) {}                                                   \
+        T(unsigned short i) : T(static_cast<float>(i)) {}                                          \
+        T(long i) : T(static_cast<float>(i)) {}                                                    \
+        T(unsigned long i) : T(static_cast<float>(i)) {}                                           \
+        T(long long i) : T(static_cast<float>(i)) {}                                               \
+        T(unsigned long long i) : T(static_cast<float>(i)) {}                                      \
+        operator float() const { return FROM_BITS(__x); }                                          \
+        operator RAW() const { return RAW{__x}; }                                                  \
     }
 CUDASIM_LOWP_SCALAR(__half, __half_raw, attn_f32_to_f16, attn_f16_to_f32);
 CUDASIM_LOWP_SCALAR(__nv_bfloat16, __nv_bfloat16_raw, attn_f32_to_bf16, attn_bf16_to_f32);
@@ -81,15 +81,9 @@ typedef __nv_bfloat162 nv_bfloat162;
 
 namespace cudasim {
 namespace detail {
-template <typename T> struct lowp {
-    static constexpr bool scalar = false, pair = false;
-};
-template <> struct lowp<__half> {
-    static constexpr bool scalar = true, pair = false;
-};
-template <> struct lowp<__nv_bfloat16> {
-    static constexpr bool scalar = true, pair = false;
-};
+template <typename T> struct lowp { static constexpr bool scalar = false, pair = false; };
+template <> struct lowp<__half> { static constexpr bool scalar = true, pair = false; };
+template <> struct lowp<__nv_bfloat16> { static constexpr bool scalar = true, pair = false; };
 template <> struct lowp<__half2> {
     static constexpr bool scalar = false, pair = true;
     using elem = __half;
@@ -124,12 +118,12 @@ template <typename T> inline if_pair<T> fma3(T a, T b, T c) {
 } // namespace cudasim
 
 /* ---- operators (scalars and pairs) ---- */
-#define CUDASIM_LOWP_BINOP(OP)                                                                    \
-    template <typename T> inline cudasim::detail::if_lowp<T> operator OP(T a, T b) {              \
-        return cudasim::detail::zip(a, b, [](float u, float v) { return u OP v; });               \
-    }                                                                                             \
-    template <typename T> inline cudasim::detail::if_lowp<T, T &> operator OP##=(T & a, T b) {    \
-        return a = a OP b;                                                                        \
+#define CUDASIM_LOWP_BINOP(OP)                                                                     \
+    template <typename T> inline cudasim::detail::if_lowp<T> operator OP(T a, T b) {               \
+        return cudasim::detail::zip(a, b, [](float u, float v) { return u OP v; });                \
+    }                                                                                              \
+    template <typename T> inline cudasim::detail::if_lowp<T, T &> operator OP##=(T &a, T b) {      \
+        return a = a OP b;                                                                         \
     }
 CUDASIM_LOWP_BINOP(+)
 CUDASIM_LOWP_BINOP(-)
@@ -141,12 +135,12 @@ template <typename T> inline cudasim::detail::if_lowp<T> operator-(T a) {
 }
 template <typename T> inline cudasim::detail::if_lowp<T> operator+(T a) { return a; }
 
-#define CUDASIM_LOWP_CMP(OP, NAME)                                                                \
-    template <typename T> inline cudasim::detail::if_scalar<T, bool> operator OP(T a, T b) {      \
-        return float(a) OP float(b);                                                              \
-    }                                                                                             \
-    template <typename T> inline cudasim::detail::if_scalar<T, bool> NAME(T a, T b) {             \
-        return float(a) OP float(b);                                                              \
+#define CUDASIM_LOWP_CMP(OP, NAME)                                                                 \
+    template <typename T> inline cudasim::detail::if_scalar<T, bool> operator OP(T a, T b) {       \
+        return float(a) OP float(b);                                                               \
+    }                                                                                              \
+    template <typename T> inline cudasim::detail::if_scalar<T, bool> NAME(T a, T b) {              \
+        return float(a) OP float(b);                                                               \
     }
 CUDASIM_LOWP_CMP(==, __heq)
 CUDASIM_LOWP_CMP(!=, __hne)
@@ -157,12 +151,12 @@ CUDASIM_LOWP_CMP(>=, __hge)
 #undef CUDASIM_LOWP_CMP
 
 /* ---- named arithmetic: __hadd (scalars) and __hadd2 (pairs), for fp16 and bf16 alike ---- */
-#define CUDASIM_LOWP_NAMED2(SCALAR, PAIR, EXPR)                                                   \
-    template <typename T> inline cudasim::detail::if_scalar<T> SCALAR(T a, T b) {                 \
-        return cudasim::detail::zip(a, b, [](float u, float v) { return EXPR; });                 \
-    }                                                                                             \
-    template <typename T> inline cudasim::detail::if_pair<T> PAIR(T a, T b) {                     \
-        return cudasim::detail::zip(a, b, [](float u, float v) { return EXPR; });                 \
+#define CUDASIM_LOWP_NAMED2(SCALAR, PAIR, EXPR)                                                    \
+    template <typename T> inline cudasim::detail::if_scalar<T> SCALAR(T a, T b) {                  \
+        return cudasim::detail::zip(a, b, [](float u, float v) { return EXPR; });                  \
+    }                                                                                              \
+    template <typename T> inline cudasim::detail::if_pair<T> PAIR(T a, T b) {                      \
+        return cudasim::detail::zip(a, b, [](float u, float v) { return EXPR; });                  \
     }
 CUDASIM_LOWP_NAMED2(__hadd, __hadd2, u + v)
 CUDASIM_LOWP_NAMED2(__hsub, __hsub2, u - v)
@@ -172,12 +166,12 @@ CUDASIM_LOWP_NAMED2(__hmax, __hmax2, fmaxf(u, v))
 CUDASIM_LOWP_NAMED2(__hmin, __hmin2, fminf(u, v))
 #undef CUDASIM_LOWP_NAMED2
 
-#define CUDASIM_LOWP_NAMED1(SCALAR, PAIR, EXPR)                                                   \
-    template <typename T> inline cudasim::detail::if_scalar<T> SCALAR(T a) {                      \
-        return cudasim::detail::map(a, [](float u) { return EXPR; });                             \
-    }                                                                                             \
-    template <typename T> inline cudasim::detail::if_pair<T> PAIR(T a) {                          \
-        return cudasim::detail::map(a, [](float u) { return EXPR; });                             \
+#define CUDASIM_LOWP_NAMED1(SCALAR, PAIR, EXPR)                                                    \
+    template <typename T> inline cudasim::detail::if_scalar<T> SCALAR(T a) {                       \
+        return cudasim::detail::map(a, [](float u) { return EXPR; });                              \
+    }                                                                                              \
+    template <typename T> inline cudasim::detail::if_pair<T> PAIR(T a) {                           \
+        return cudasim::detail::map(a, [](float u) { return EXPR; });                              \
     }
 CUDASIM_LOWP_NAMED1(__hneg, __hneg2, -u)
 CUDASIM_LOWP_NAMED1(__habs, __habs2, fabsf(u))

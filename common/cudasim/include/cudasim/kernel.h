@@ -146,9 +146,9 @@ cudaError_t launch_packed(const launch_desc &d, void **args, std::index_sequence
 
 // ---- runtime API templates of the toolkit's cuda_runtime.h ------------------------------------
 template <typename... P>
-cudaError_t cudaLaunchKernel(void (*fn)(P...), dim3 grid, dim3 block, void **args,
-                             size_t smem = 0, cudaStream_t = nullptr,
-                             const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
+cudaError_t cudaLaunchKernel(void (*fn)(P...), dim3 grid, dim3 block, void **args, size_t smem = 0,
+                             cudaStream_t = nullptr, const char *file = __builtin_FILE(),
+                             int line = __builtin_LINE()) {
     cudasim::detail::launch_desc d{"(kernel passed to cudaLaunchKernel)",
                                    file,
                                    line,
