@@ -11,9 +11,12 @@ preset=sim
 attn_have_nvcc && preset=default
 say "configuring (preset '$preset')"
 cmake --preset "$preset" >/dev/null
-say "building"
-cmake --build --preset "$preset" -j "$JOBS" -- --no-print-directory | grep -E 'error|warning|Built target naive' || true
-cmake --build --preset "$preset" -j "$JOBS" >/dev/null # fails loudly if the build failed
+say "building (log: build/$preset/build.log)"
+log="build/$preset/build.log"
+if ! cmake --build --preset "$preset" -j "$JOBS" >"$log" 2>&1; then
+    grep -E -A6 'error' "$log" | head -60
+    die "the build failed (full log: $log)"
+fi
 
 ex="build/$preset/examples/01_attention_basics"
 if [ -x "$ex/naive_attention_gpu" ]; then

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include <attn/mma.cuh>
 #include <cudasim.h>
 
 #include "sim_test.h"
@@ -60,6 +61,22 @@ __global__ void mixed_collectives(unsigned *out) {
     else
         v = __ballot_sync(0xffffffffu, 1); // @mismatch_ballot
     out[threadIdx.x] = v;
+}
+
+// Half a warp runs a warp-wide instruction; the other half exits without taking part.
+__global__ void half_warp_mma(float *out) {
+    uint32_t a[4] = {}, b[2] = {};
+    float d[4] = {};
+    if (threadIdx.x < 16)
+        mma_m16n8k16_f16(d, a, b, d); // @mma_half_warp
+    out[threadIdx.x] = d[0];
+}
+
+// The lanes of one allgather contribute different sizes.
+__global__ void uneven_allgather(unsigned *out) {
+    unsigned mine[2] = {threadIdx.x, 0}, all[32][2];
+    cudasim::warp_allgather(mine, all, threadIdx.x < 16 ? 4 : 8); // @allgather_size
+    out[threadIdx.x] = all[0][0];
 }
 
 __global__ void odd_width(float *out) {
@@ -155,6 +172,12 @@ int main(int argc, char **argv) {
     } else if (c == "collective_mismatch") {
         mixed_collectives<<<1, 32>>>(reinterpret_cast<unsigned *>(ints));
         check_sticky("mixed_collectives");
+    } else if (c == "mma_half_warp") {
+        half_warp_mma<<<1, 32>>>(floats);
+        check_sticky("half_warp_mma");
+    } else if (c == "allgather_size") {
+        uneven_allgather<<<1, 32>>>(reinterpret_cast<unsigned *>(ints));
+        check_sticky("uneven_allgather");
     } else if (c == "bad_width") {
         odd_width<<<1, 32>>>(floats);
         check_sticky("odd_width");

@@ -40,11 +40,12 @@ struct sim_thread : fiber_base {
 // One lane's part in a warp collective.
 struct lane_slot {
     collective kind;
+    const char *name; // as reports name it: the intrinsic, or what an allgather emulates
     unsigned mask;
-    int param; // source lane, delta or xor mask
+    int param; // source lane, delta or xor mask; the size of an allgather's contribution
     int width;
-    unsigned long long value, result;
-    unsigned done_phase; // which tsan_done object its completion released
+    unsigned long long value, result; // an allgather's value is the address of its contribution
+    unsigned done_phase;              // which tsan_done object its completion released
     char tsan_sync;
 };
 
@@ -55,6 +56,10 @@ struct warp_state {
     unsigned completions = 0;
     lane_slot lane[32];
     char tsan_done[2];
+    // The contributions of the warp's last allgather, copied by the last lane to arrive (the
+    // others' may live on their stacks only until they resume). One buffer is enough: the next
+    // allgather completes only after every lane arrived at it, so after every lane copied this.
+    unsigned char gathered[32 * warp_allgather_max_bytes];
 };
 
 const char *collective_name(collective k) {
@@ -75,6 +80,8 @@ const char *collective_name(collective k) {
         return "__any_sync()";
     case collective::all:
         return "__all_sync()";
+    case collective::allgather:
+        return "cudasim::warp_allgather()";
     }
     return "warp collective";
 }
@@ -163,7 +170,10 @@ class block_runner {
     // The kernel-facing operations (current thread = cur_).
     int barrier(const char *file, int line, bar_reduce op, int predicate);
     unsigned long long collective_op(collective kind, unsigned mask, unsigned long long value,
-                                     int param, int width, const char *file, int line);
+                                     int param, int width, const char *file, int line,
+                                     const char *name);
+    void allgather(const void *mine, void *all, size_t bytes, const char *what, const char *file,
+                   int line);
     unsigned active_mask() const {
         const warp_state &w = warps_[cur_->linear / 32];
         return w.present & ~w.exited;
@@ -363,7 +373,7 @@ void block_runner::thread_exit() {
             fail(where_at(waiter, waiter.file, waiter.line) +
                  format(": %s mask 0x%08x names lane %u (thread %s), which exited without "
                         "taking part",
-                        collective_name(s.kind), s.mask, t.linear % 32, fmt3(t.tid).c_str()));
+                        s.name, s.mask, t.linear % 32, fmt3(t.tid).c_str()));
         }
     }
     tsan_release(&block_end_sync_);
@@ -429,11 +439,10 @@ int block_runner::barrier(const char *file, int line, bar_reduce op, int predica
 
 unsigned long long block_runner::collective_op(collective kind, unsigned mask,
                                                unsigned long long value, int param, int width,
-                                               const char *file, int line) {
+                                               const char *file, int line, const char *name) {
     sim_thread &t = *cur_;
     unsigned lane = t.linear % 32, wi = t.linear / 32, bit = 1u << lane;
     warp_state &w = warps_[wi];
-    const char *name = collective_name(kind);
     if (!(mask & bit))
         fail(where_at(t, file, line) +
              format(": %s mask 0x%08x does not include the calling lane %u", name, mask, lane));
@@ -454,6 +463,7 @@ unsigned long long block_runner::collective_op(collective kind, unsigned mask,
              format(": %s width %d is not a power of two from 1 to 32", name, width));
     lane_slot &s = w.lane[lane];
     s.kind = kind;
+    s.name = name;
     s.mask = mask;
     s.param = param;
     s.width = width;
@@ -465,15 +475,18 @@ unsigned long long block_runner::collective_op(collective kind, unsigned mask,
     if (unsigned others = w.arrived & mask & ~bit) {
         unsigned l = static_cast<unsigned>(__builtin_ctz(others));
         const lane_slot &o = w.lane[l];
-        if (o.kind != kind || o.mask != mask) {
-            const sim_thread &ot = lane_thread(w, l);
+        const sim_thread &ot = lane_thread(w, l);
+        if (o.kind != kind || o.mask != mask || (o.name != name && std::strcmp(o.name, name) != 0))
             fail(where_at(t, file, line) +
                  format(": %s with mask 0x%08x meets %s with mask 0x%08x of thread %s at %s:%d; "
                         "the lanes of a warp collective must call the same intrinsic with the "
                         "same mask",
-                        name, mask, collective_name(o.kind), o.mask, fmt3(ot.tid).c_str(), ot.file,
-                        ot.line));
-        }
+                        name, mask, o.name, o.mask, fmt3(ot.tid).c_str(), ot.file, ot.line));
+        if (o.param != param && kind == collective::allgather)
+            fail(where_at(t, file, line) +
+                 format(": %s of %d bytes meets %s of %d bytes of thread %s at %s:%d; every lane "
+                        "must contribute the same size",
+                        name, param, o.name, o.param, fmt3(ot.tid).c_str(), ot.file, ot.line));
     }
     if ((w.arrived & mask) == mask) {
         complete_collective(w, mask);
@@ -490,9 +503,14 @@ void block_runner::complete_collective(warp_state &w, unsigned mask) {
     unsigned ballot = 0;
     for (unsigned m = mask; m; m &= m - 1) {
         unsigned l = static_cast<unsigned>(__builtin_ctz(m));
-        tsan_acquire(&w.lane[l].tsan_sync);
-        if (w.lane[l].value)
+        lane_slot &s = w.lane[l];
+        tsan_acquire(&s.tsan_sync);
+        if (s.kind == collective::allgather) {
+            size_t bytes = static_cast<size_t>(s.param);
+            std::memcpy(w.gathered + l * bytes, reinterpret_cast<const void *>(s.value), bytes);
+        } else if (s.value) {
             ballot |= 1u << l;
+        }
     }
     unsigned phase = w.completions++;
     tsan_release(&w.tsan_done[phase & 1]);
@@ -533,6 +551,7 @@ void block_runner::complete_collective(warp_state &w, unsigned mask) {
             s.result = ballot == mask;
             break;
         case collective::syncwarp:
+        case collective::allgather:
             s.result = 0;
             break;
         default:
@@ -545,6 +564,18 @@ void block_runner::complete_collective(warp_state &w, unsigned mask) {
     w.arrived &= ~mask;
     release_lanes(w, mask);
     yield();
+}
+
+void block_runner::allgather(const void *mine, void *all, size_t bytes, const char *what,
+                             const char *file, int line) {
+    if (bytes == 0 || bytes > warp_allgather_max_bytes)
+        fail(where_at(*cur_, file, line) +
+             format(": %s contributes %zu bytes per lane; the limit is %zu", what, bytes,
+                    warp_allgather_max_bytes));
+    const warp_state &w = warps_[cur_->linear / 32];
+    collective_op(collective::allgather, full_mask, reinterpret_cast<uintptr_t>(mine),
+                  static_cast<int>(bytes), warpSize, file, line, what);
+    std::memcpy(all, w.gathered, 32 * bytes);
 }
 
 void block_runner::release_lanes(warp_state &w, unsigned mask) {
@@ -568,11 +599,10 @@ std::string block_runner::deadlock_report() const {
         const sim_thread &t = threads_[i];
         if (t.wait == wait_kind::exited)
             continue;
-        const char *what = t.wait == wait_kind::barrier
-                               ? "__syncthreads()"
-                               : collective_name(warps_[i / 32].lane[i % 32].kind);
+        const char *what =
+            t.wait == wait_kind::barrier ? "__syncthreads()" : warps_[i / 32].lane[i % 32].name;
         auto g = std::find_if(groups.begin(), groups.end(), [&](const group &x) {
-            return x.what == what && same_site(x.file, x.line, t.file, t.line);
+            return std::strcmp(x.what, what) == 0 && same_site(x.file, x.line, t.file, t.line);
         });
         if (g == groups.end()) {
             groups.push_back(group{what, t.file, t.line, {}});
@@ -694,8 +724,14 @@ int syncthreads_reduce(bar_reduce op, int predicate, const char *file, int line)
 
 unsigned long long warp_collective(collective kind, unsigned mask, unsigned long long value,
                                    int param, int width, const char *file, int line) {
-    return current_runner(collective_name(kind), file, line)
-        ->collective_op(kind, mask, value, param, width, file, line);
+    const char *name = collective_name(kind);
+    return current_runner(name, file, line)
+        ->collective_op(kind, mask, value, param, width, file, line, name);
+}
+
+void warp_allgather(const void *mine, void *all, size_t bytes, const char *what, const char *file,
+                    int line) {
+    current_runner(what, file, line)->allgather(mine, all, bytes, what, file, line);
 }
 
 unsigned active_mask() { return current_runner("__activemask()", "?", 0)->active_mask(); }

@@ -63,7 +63,8 @@ enum class collective : unsigned char {
     shfl_xor,
     ballot,
     any,
-    all
+    all,
+    allgather
 };
 enum class bar_reduce : unsigned char { count, all, any };
 
@@ -72,6 +73,8 @@ int syncthreads_reduce(bar_reduce op, int predicate, const char *file, int line)
 unsigned long long warp_collective(collective kind, unsigned mask, unsigned long long value,
                                    int param, int width, const char *file, int line);
 unsigned active_mask();
+void warp_allgather(const void *mine, void *all, size_t bytes, const char *what, const char *file,
+                    int line);
 
 template <typename T> unsigned long long to_bits(const T &v) {
     static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= 8,
@@ -142,6 +145,20 @@ cudaError_t launch_packed(const launch_desc &d, void **args, std::index_sequence
 }
 
 } // namespace detail
+
+// The largest contribution of one lane to warp_allgather: an mma operand or an ldmatrix row fits.
+constexpr size_t warp_allgather_max_bytes = 64;
+
+// A warp collective for emulating warp-wide instructions (mma.sync, ldmatrix): every lane of the
+// warp publishes `bytes` (1 to 64) from `mine`, and each receives all 32 contributions in
+// `all[lane * bytes]` (32 * bytes). One arrival per lane, like __shfl_sync with a full mask: all
+// 32 lanes must call it, with the same size and `what` (the name used in error reports); the
+// same checks and ThreadSanitizer release/acquire apply.
+inline void warp_allgather(const void *mine, void *all, size_t bytes,
+                           const char *what = "cudasim::warp_allgather()",
+                           const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
+    detail::warp_allgather(mine, all, bytes, what, file, line);
+}
 } // namespace cudasim
 
 // ---- runtime API templates of the toolkit's cuda_runtime.h ------------------------------------
