@@ -35,8 +35,8 @@
 
 #define BR 32 /* Br: query rows per block = threads per block (one thread per row) */
 #define BC 32 /* Bc: keys per K_j / V_j tile */
-#define MAX_D                                                                                      \
-    128 /* largest head dimension: 4 tiles of 32 x 129 floats = 64.5 KiB of shared memory */
+/* Largest head dimension: 4 tiles of 32 x 129 floats = 64.5 KiB of shared memory. */
+#define MAX_D 128
 
 /* Number of keys query i may see under bottom-right causal alignment (all Lk if not causal). */
 __device__ __forceinline__ int visible_keys(int i, int Lq, int Lk, bool causal) {
