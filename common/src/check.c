@@ -67,10 +67,15 @@ static void record_mismatch(attn_check_result *r, const attn_row *row, int d, do
     m->want = want;
 }
 
-/* Accounts for one element. An infinite `want` (the -inf LSE of a fully masked row) is matched
- * only by the same infinity; a non-finite `got` never matches anything else. */
+/* Accounts for one element. A NaN `want` is a row the reference did not compute: skipped, whatever
+ * `got` is. An infinite `want` (the -inf LSE of a fully masked row) is matched only by the same
+ * infinity; a non-finite `got` never matches anything else. */
 static void compare(attn_check_result *r, const attn_row *row, int d, double got, double want,
                     attn_tolerance tol) {
+    if (isnan(want)) {
+        r->skipped++;
+        return;
+    }
     r->checked++;
     if (got == want)
         return;
@@ -98,7 +103,8 @@ static attn_check_result empty_result(void) {
 
 /* Largest finite |lowp - ref| over all elements (both layouts are dense arrays of q_elems
  * values). Where the same-precision implementation overflowed (fp16 scores beyond 65504) it says
- * nothing about the attainable accuracy, and an infinite bound would let everything pass. */
+ * nothing about the attainable accuracy, and an infinite bound would let everything pass. Rows
+ * left out of a sample are NaN in both and drop out the same way. */
 static double max_abs_diff(const float *x, const float *y, size_t n) {
     double m = 0.0;
     for (size_t e = 0; e < n; ++e) {
@@ -165,6 +171,8 @@ void attn_check_print(FILE *f, const char *what, const attn_check_result *r) {
         fprintf(f, "%s: PASS %zu checked", what, r->checked);
     else
         fprintf(f, "%s: FAIL %zu/%zu bad (%zu non-finite)", what, r->bad, r->checked, r->nonfinite);
+    if (r->skipped > 0)
+        fprintf(f, ", %zu not sampled", r->skipped);
     fprintf(f, ", max abs err %.1e (", r->max_abs_err);
     if (r->rtol > 0.0)
         fprintf(f, "tolerance %.1e + %.0e*|want|)", r->bound, r->rtol);

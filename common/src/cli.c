@@ -34,6 +34,8 @@ typedef enum opt_id {
     OPT_REPS,
     OPT_WARMUP,
     OPT_CHECK_ONLY,
+    OPT_CHECK_ROWS,
+    OPT_CHECK_ALL,
     OPT_JSON,
     OPT_CSV,
     OPT_QUIET
@@ -46,6 +48,12 @@ typedef struct opt {
     const char *value; /* what the value is, for --help; NULL for a plain switch */
     const char *help;
 } opt;
+
+/* Checking every row is the default while the reference costs at most this many double
+ * multiply-adds (about 1.5 s on one core); beyond, a sample of CHECK_ROWS_SAMPLE rows. The
+ * help text of --check-rows quotes both numbers. */
+#define CHECK_ALL_MAX_MADDS 2e9
+#define CHECK_ROWS_SAMPLE 4096
 
 static const opt options[] = {
     {OPT_HELP, "-h", "--help", NULL, "this text"},
@@ -68,6 +76,10 @@ static const opt options[] = {
     {OPT_REPS, NULL, "--reps", "N", "timed repetitions (default 20 on a GPU, 3 on the simulator)"},
     {OPT_WARMUP, NULL, "--warmup", "N", "untimed launches first (default 5 GPU, 1 simulator)"},
     {OPT_CHECK_ONLY, NULL, "--check-only", NULL, "check correctness, skip timing"},
+    {OPT_CHECK_ROWS, NULL, "--check-rows", "N",
+     "check a sample of N query rows, 0 = all (default: all if the reference costs at most 2e9 "
+     "multiply-adds, else 4096)"},
+    {OPT_CHECK_ALL, NULL, "--check-all", NULL, "check every row (= --check-rows 0)"},
     {OPT_JSON, NULL, "--json", "FILE", "append one JSON line per kernel ('-' = stdout)"},
     {OPT_CSV, NULL, "--csv", "FILE", "append one CSV row per kernel ('-' = stdout)"},
     {OPT_QUIET, NULL, "--quiet", NULL, "only the result lines"},
@@ -166,6 +178,9 @@ static int apply(attn_cli *cli, lengths *len, const opt *o, const char *v, char 
     case OPT_CHECK_ONLY:
         cli->check_only = true;
         return 0;
+    case OPT_CHECK_ALL:
+        cli->check_rows = 0;
+        return 0;
     case OPT_QUIET:
         cli->quiet = true;
         return 0;
@@ -194,6 +209,8 @@ static int apply(attn_cli *cli, lengths *len, const opt *o, const char *v, char 
         return parse_int(o, v, 1, &cli->reps, err, err_len);
     case OPT_WARMUP:
         return parse_int(o, v, 0, &cli->warmup, err, err_len);
+    case OPT_CHECK_ROWS:
+        return parse_int(o, v, 0, &cli->check_rows, err, err_len);
     case OPT_DTYPE:
         if (attn_dtype_parse(v, &cli->dtype) != 0)
             return usage_error(err, err_len, "error: --dtype must be f32, f16 or bf16 (got '%s')",
@@ -242,6 +259,7 @@ static void set_defaults(attn_cli *cli) {
     cli->seed = 1234;
     cli->reps = -1;
     cli->warmup = -1;
+    cli->check_rows = -1;
 }
 
 int attn_cli_parse(attn_cli *cli, int argc, char **argv, char *err, size_t err_len) {
@@ -273,6 +291,13 @@ int attn_cli_parse(attn_cli *cli, int argc, char **argv, char *err, size_t err_l
     cli->Lq = len.Lq ? len.Lq : len.L;
     cli->Lk = len.Lk ? len.Lk : len.L;
     return 0;
+}
+
+int attn_cli_rows_to_check(const attn_cli *cli, const attn_problem *p) {
+    int rows = cli->check_rows;
+    if (rows < 0) /* QK^T and PV: D multiply-adds each per entry */
+        rows = 2.0 * attn_problem_entries(p) * p->D <= CHECK_ALL_MAX_MADDS ? 0 : CHECK_ROWS_SAMPLE;
+    return rows < attn_problem_row_count(p) ? rows : 0;
 }
 
 /* ---- usage ----------------------------------------------------------------------------------- */

@@ -5,8 +5,11 @@
  *      all before touching the device, so that a usage error is exit 2 on every machine, with or
  *      without a GPU;
  *   2. the device (exit 77 with one "SKIP:" line when a gpu build finds no GPU);
- *   3. seeded inputs and the CPU reference (double precision; for fp16/bf16 also the
- *      same-precision implementation the tolerance rule needs);
+ *   3. seeded inputs and the CPU reference (double precision, on every core where OpenMP is
+ *      available; for fp16/bf16 also the same-precision implementation the tolerance rule needs).
+ *      A big problem's reference would take minutes before the first kernel runs, so beyond a
+ *      cost threshold only a sample of rows is computed and checked (--check-rows, --check-all);
+ *      the rows left out are NaN in the reference, which the checkers skip (check.h);
  *   4. per kernel: NaN-filled outputs, launch, synchronise, copy back, check, time, report.
  * The log-sum-exp buffer is NaN-filled like O; a kernel that leaves it entirely NaN did not
  * produce it (some kernels do not compute it) and it is not checked. A partly written LSE is
@@ -15,6 +18,7 @@
 #include "attn/example.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,26 +212,58 @@ static void print_banner(const session *s) {
 
 /* ---- 3. inputs and reference ----------------------------------------------------------------- */
 
+/* FLOPs of the reference over the rows it computes (every row when selected is NULL), counted as
+ * attn_problem_flops counts them. */
+static double reference_flops(const attn_problem *p, const uint8_t *selected) {
+    if (selected == NULL)
+        return attn_problem_flops(p);
+    double keys = 0.0;
+    for (attn_row r = attn_row_first(p); r.valid; attn_row_next(p, &r))
+        keys += selected[r.index] ? attn_problem_row_keys(p, r.b, r.i) : 0;
+    return 4.0 * keys * p->D;
+}
+
+/* The reference on every row, or on a sample of rows (--check-rows) whose other rows stay NaN
+ * and are skipped by the checkers. */
 static int compute_reference(session *s) {
     const attn_problem *p = &s->p;
     bool quiet = s->cli.quiet;
-    /* About a second of double-precision work on one core: say what is happening first. */
-    if (!quiet && attn_problem_flops(p) > 2e9) {
-        printf("reference: computing %.1f GFLOP on the CPU in double precision ...\n",
-               attn_problem_flops(p) * 1e-9);
+    int64_t rows = attn_problem_row_count(p);
+    int sample = attn_cli_rows_to_check(&s->cli, p);
+    uint8_t *selected = NULL;
+    if (sample > 0) {
+        selected = (uint8_t *)malloc((size_t)rows);
+        if (selected == NULL) {
+            fprintf(stderr, "error: out of host memory for the reference's row sample\n");
+            return 1;
+        }
+        attn_reference_sample_rows(p, sample, selected);
+    }
+    /* Beyond about a second of work on one core, say what is happening first. */
+    double flops = reference_flops(p, selected);
+    if (!quiet && flops > 2e9) {
+        printf("reference: computing %.1f GFLOP on the CPU in double precision (%d threads) ...\n",
+               flops * 1e-9, attn_reference_threads());
         fflush(stdout);
     }
     double t0 = seconds_now();
-    if (attn_reference(p, NULL, s->in.q, s->in.k, s->in.v, s->ref, s->ref_lse) != 0 ||
-        (s->lowp != NULL &&
-         attn_reference_lowp(p, NULL, s->in.q, s->in.k, s->in.v, s->lowp) != 0)) {
+    int rc = attn_reference_rows(p, NULL, s->in.q, s->in.k, s->in.v, s->ref, s->ref_lse, selected);
+    if (rc == 0 && s->lowp != NULL)
+        rc = attn_reference_lowp_rows(p, NULL, s->in.q, s->in.k, s->in.v, s->lowp, selected);
+    if (rc != 0) {
         fprintf(stderr, "error: the CPU reference failed (out of host memory?)\n");
-        return 1;
-    }
-    if (!quiet)
-        printf("reference: %.2f s%s\n", seconds_now() - t0,
+        rc = 1;
+    } else if (!quiet) {
+        if (selected != NULL)
+            printf("reference: %d of %lld rows sampled (use --check-all for every row), ", sample,
+                   (long long)rows);
+        else
+            printf("reference: ");
+        printf("%.2f s%s\n", seconds_now() - t0,
                s->lowp ? " (double precision and same-precision)" : "");
-    return 0;
+    }
+    free(selected);
+    return rc;
 }
 
 /* Host arrays, inputs and reference. 0 on success. */

@@ -162,50 +162,49 @@ int64_t attn_problem_lse_index(const attn_problem *p, int b, int h, int i) {
     return ((int64_t)b * p->H + h) * p->Lq + i;
 }
 
-/* ---- row cursor ------------------------------------------------------------------------------ */
+/* ---- rows ------------------------------------------------------------------------------------ */
 
-/* Moves r->b forward to the first sequence with at least one query (varlen may have empty ones). */
-static void skip_empty_sequences(const attn_problem *p, attn_row *r) {
-    while (r->b < p->B && attn_problem_seq_q(p, r->b) == 0)
-        r->b++;
-}
+int64_t attn_problem_row_count(const attn_problem *p) { return attn_problem_q_rows(p) * p->H; }
 
-static void fill_row(const attn_problem *p, attn_row *r) {
-    r->valid = r->b < p->B;
-    if (r->valid) {
-        r->offset = attn_problem_row_offset(p, true, r->b, r->h, r->i);
-        r->lse_index = attn_problem_lse_index(p, r->b, r->h, r->i);
+/* The sequence that owns packed query row t (0 <= t < cu[B]): the last b with cu[b] <= t. An empty
+ * sequence b has cu[b] == cu[b + 1], so the last such b is the non-empty one after it. */
+static int owning_sequence(const attn_problem *p, int64_t t) {
+    const int *cu = p->cu_seqlens_q;
+    int lo = 0, hi = p->B - 1;
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (cu[mid] <= t)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
+    return lo;
 }
 
-attn_row attn_row_first(const attn_problem *p) {
+attn_row attn_row_at(const attn_problem *p, int64_t n) {
     attn_row r = {0};
-    skip_empty_sequences(p, &r);
-    fill_row(p, &r);
+    r.index = n;
+    r.valid = n >= 0 && n < attn_problem_row_count(p);
+    if (!r.valid)
+        return r;
+    if (attn_problem_is_varlen(p)) { /* memory order [total, H, D]: h fastest, then the token */
+        int64_t t = n / p->H;
+        r.h = (int)(n % p->H);
+        r.b = owning_sequence(p, t);
+        r.i = (int)(t - p->cu_seqlens_q[r.b]);
+    } else { /* memory order [B, H, L, D]: i fastest, then h */
+        r.i = (int)(n % p->Lq);
+        r.h = (int)(n / p->Lq % p->H);
+        r.b = (int)(n / p->Lq / p->H);
+    }
+    r.offset = attn_problem_row_offset(p, true, r.b, r.h, r.i);
+    r.lse_index = attn_problem_lse_index(p, r.b, r.h, r.i);
     return r;
 }
 
-void attn_row_next(const attn_problem *p, attn_row *r) {
-    if (attn_problem_is_varlen(p)) { /* memory order [total, H, D]: h fastest, then i */
-        if (++r->h == p->H) {
-            r->h = 0;
-            if (++r->i == attn_problem_seq_q(p, r->b)) {
-                r->i = 0;
-                r->b++;
-                skip_empty_sequences(p, r);
-            }
-        }
-    } else { /* memory order [B, H, L, D]: i fastest, then h */
-        if (++r->i == p->Lq) {
-            r->i = 0;
-            if (++r->h == p->H) {
-                r->h = 0;
-                r->b++;
-            }
-        }
-    }
-    fill_row(p, r);
-}
+attn_row attn_row_first(const attn_problem *p) { return attn_row_at(p, 0); }
+
+void attn_row_next(const attn_problem *p, attn_row *r) { *r = attn_row_at(p, r->index + 1); }
 
 /* ---- work counts ----------------------------------------------------------------------------- */
 
@@ -227,6 +226,14 @@ double attn_problem_entries(const attn_problem *p) {
     for (int b = 0; b < p->B; ++b)
         total += head_entries(attn_problem_seq_q(p, b), attn_problem_seq_k(p, b), p->causal);
     return total * p->H;
+}
+
+int attn_problem_row_keys(const attn_problem *p, int b, int i) {
+    int Lk = attn_problem_seq_k(p, b);
+    if (!p->causal)
+        return Lk;
+    int64_t n = (int64_t)i + Lk - attn_problem_seq_q(p, b) + 1; /* keys j <= i + Lk - Lq */
+    return n < 0 ? 0 : n > Lk ? Lk : (int)n;
 }
 
 double attn_problem_flops(const attn_problem *p) { return 4.0 * attn_problem_entries(p) * p->D; }

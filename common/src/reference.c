@@ -11,11 +11,18 @@
  * A row that sees no key outputs 0 and lse = -inf (the chapter's convention, problem.h).
  * attn_reference_lowp is the same computation in the problem's own precision: the "straightforward
  * implementation" against which FlashAttention's tolerance rule measures a kernel (check.h).
+ *
+ * Rows are independent: both run their rows on OpenMP threads when the harness is built with it,
+ * each row summed serially in a fixed order, so that the bits do not depend on the thread count.
  */
 #include "attn/reference.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "attn/tensor.h"
 
@@ -103,20 +110,6 @@ static void reference_row(const attn_problem *p, const attn_mask *mask, const at
         lse[r->lse_index] = (float)(m + log(l));
 }
 
-int attn_reference(const attn_problem *p, const attn_mask *mask, const float *q, const float *k,
-                   const float *v, float *out, float *lse) {
-    if (attn_problem_validate(p, NULL, 0) != 0)
-        return -1;
-    double *s = (double *)malloc((size_t)p->Lk * sizeof(double));
-    double *acc = (double *)malloc((size_t)p->D * sizeof(double));
-    int rc = (s == NULL || acc == NULL) ? -1 : 0;
-    for (attn_row r = attn_row_first(p); rc == 0 && r.valid; attn_row_next(p, &r))
-        reference_row(p, mask, &r, q, k, v, s, acc, out, lse);
-    free(s);
-    free(acc);
-    return rc;
-}
-
 /* ---- same-precision implementation ----------------------------------------------------------- */
 
 static float dot_float(const float *x, const float *y, int n) {
@@ -161,16 +154,137 @@ static void lowp_row(const attn_problem *p, const attn_mask *mask, const attn_ro
         oi[d] = attn_round_dtype(acc[d], t);
 }
 
-int attn_reference_lowp(const attn_problem *p, const attn_mask *mask, const float *q,
-                        const float *k, const float *v, float *out) {
+/* ---- the row loop both share ----------------------------------------------------------------- */
+
+typedef struct reference_job {
+    const attn_problem *p;
+    const attn_mask *mask;
+    const float *q, *k, *v;
+    float *out, *lse; /* lse: NULL when not wanted */
+    bool lowp;        /* lowp_row instead of reference_row */
+} reference_job;
+
+/* A row left out: NaN, which tells the checkers it was not computed. */
+static void skip_row(const reference_job *job, const attn_row *r) {
+    float *oi = job->out + r->offset;
+    for (int d = 0; d < job->p->D; ++d)
+        oi[d] = NAN;
+    if (job->lse != NULL)
+        job->lse[r->lse_index] = NAN;
+}
+
+static int run_rows(const reference_job *job, const uint8_t *row_selected) {
+    const attn_problem *p = job->p;
     if (attn_problem_validate(p, NULL, 0) != 0)
         return -1;
-    float *s = (float *)malloc((size_t)p->Lk * sizeof(float));
-    float *acc = (float *)malloc((size_t)p->D * sizeof(float));
-    int rc = (s == NULL || acc == NULL) ? -1 : 0;
-    for (attn_row r = attn_row_first(p); rc == 0 && r.valid; attn_row_next(p, &r))
-        lowp_row(p, mask, &r, q, k, v, s, acc, out);
-    free(s);
-    free(acc);
-    return rc;
+    const int64_t rows = attn_problem_row_count(p);
+    /* Per thread: the scores [Lk], then the output accumulator [D] (lowp_row: as floats) */
+    const size_t scratch_bytes = ((size_t)p->Lk + (size_t)p->D) * sizeof(double);
+    int failed = 0;
+    /* Dynamic schedule: under causality row i sees up to i + 1 keys, so equal shares of rows are
+     * unequal shares of work. Every thread reaches the loop even when its scratch allocation
+     * failed (a worksharing loop must be met by the whole team); it then computes nothing. */
+#pragma omp parallel reduction(| : failed)
+    {
+        double *scratch = (double *)malloc(scratch_bytes);
+        failed |= scratch == NULL;
+#pragma omp for schedule(dynamic, 16)
+        for (int64_t n = 0; n < rows; ++n) {
+            attn_row r = attn_row_at(p, n);
+            if (row_selected != NULL && !row_selected[n])
+                skip_row(job, &r);
+            else if (scratch != NULL && job->lowp)
+                lowp_row(p, job->mask, &r, job->q, job->k, job->v, (float *)scratch,
+                         (float *)scratch + p->Lk, job->out);
+            else if (scratch != NULL)
+                reference_row(p, job->mask, &r, job->q, job->k, job->v, scratch, scratch + p->Lk,
+                              job->out, job->lse);
+        }
+        free(scratch);
+    }
+    return failed ? -1 : 0;
+}
+
+int attn_reference_rows(const attn_problem *p, const attn_mask *mask, const float *q,
+                        const float *k, const float *v, float *out, float *lse,
+                        const uint8_t *row_selected) {
+    reference_job job = {p, mask, q, k, v, out, lse, false};
+    return run_rows(&job, row_selected);
+}
+
+int attn_reference(const attn_problem *p, const attn_mask *mask, const float *q, const float *k,
+                   const float *v, float *out, float *lse) {
+    return attn_reference_rows(p, mask, q, k, v, out, lse, NULL);
+}
+
+int attn_reference_lowp_rows(const attn_problem *p, const attn_mask *mask, const float *q,
+                             const float *k, const float *v, float *out,
+                             const uint8_t *row_selected) {
+    reference_job job = {p, mask, q, k, v, out, NULL, true};
+    return run_rows(&job, row_selected);
+}
+
+int attn_reference_lowp(const attn_problem *p, const attn_mask *mask, const float *q,
+                        const float *k, const float *v, float *out) {
+    return attn_reference_lowp_rows(p, mask, q, k, v, out, NULL);
+}
+
+int attn_reference_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* ---- row sampling ---------------------------------------------------------------------------- */
+
+/* Row number (attn_row_at) of query i of slice (b, h). */
+static int64_t row_index(const attn_problem *p, int b, int h, int i) {
+    return attn_problem_row_offset(p, true, b, h, i) / p->D;
+}
+
+/* Marks q of the n rows of slice (b, h), q <= n: first the rows a tiled kernel most often gets
+ * wrong, then rows spread evenly. */
+static void sample_slice(const attn_problem *p, int b, int h, int n, int q, uint8_t *sel) {
+    /* -1: the last row (causal: it sees every key); then the first row and both sides of the
+     * boundaries at 64 and 128 (tile heights of 16, 32, 64 and 128 all end there) */
+    static const int priority[] = {-1, 0, 63, 64, 127, 128};
+    int taken = 0;
+    for (size_t k = 0; k < sizeof priority / sizeof priority[0] && taken < q; ++k) {
+        int i = priority[k] < 0 ? n - 1 : priority[k];
+        if (i < n && !sel[row_index(p, b, h, i)]) {
+            sel[row_index(p, b, h, i)] = 1;
+            taken++;
+        }
+    }
+    /* the rest at the centres of q - taken equal parts, moved on to the next free row where one
+     * is taken already (there is one: q <= n) */
+    const int64_t rest = q - taken;
+    for (int64_t k = 0; k < rest; ++k) {
+        int64_t i = (2 * k + 1) * n / (2 * rest);
+        while (sel[row_index(p, b, h, (int)i)])
+            i = (i + 1) % n;
+        sel[row_index(p, b, h, (int)i)] = 1;
+    }
+}
+
+int64_t attn_reference_sample_rows(const attn_problem *p, int count, uint8_t *row_selected) {
+    const int64_t rows = attn_problem_row_count(p);
+    memset(row_selected, count >= rows ? 1 : 0, (size_t)rows);
+    if (count >= rows)
+        return rows;
+    /* Slice (b, h) of n rows gets floor(count * (R + n) / rows) - floor(count * R / rows) rows,
+     * R = the rows before it: proportional shares that add up to exactly count, each <= n since
+     * count < rows. count * n < 2^62 cannot overflow; carried is the remainder of the division. */
+    int64_t carried = 0;
+    for (int b = 0; b < p->B; ++b) {
+        const int n = attn_problem_seq_q(p, b);
+        for (int h = 0; h < p->H && n > 0; ++h) {
+            int64_t share = carried + (int64_t)count * n;
+            carried = share % rows;
+            sample_slice(p, b, h, n, (int)(share / rows), row_selected);
+        }
+    }
+    return count;
 }

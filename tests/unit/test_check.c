@@ -1,5 +1,6 @@
 /* test_check.c — the checker: NaN/inf never pass, mismatches are reported at the right
- * (b,h,i,d) in both layouts, FlashAttention's rule for fp16/bf16, the LSE rule, the report text. */
+ * (b,h,i,d) in both layouts, FlashAttention's rule for fp16/bf16, the LSE rule, the report text;
+ * a reference computed on a sample of rows (NaN elsewhere): only the sampled rows are checked. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -185,6 +186,74 @@ static void test_print(void) {
     fixture_free(&f);
 }
 
+/* The reference on a sample of rows: rows it left out (NaN in the reference) are skipped, whatever
+ * the kernel wrote there; in a sampled row a NaN or a wrong value from the kernel still fails. */
+static void test_sampled_reference(attn_dtype t) {
+    attn_problem p;
+    attn_problem_init(&p, 2, 2, 70, 70, 8);
+    p.dtype = t;
+    fixture f; /* f.ref, f.lse, f.lowp: every row; f.out = f.ref */
+    fixture_make(&f, &p);
+    size_t n = f.in.q_elems, nl = attn_problem_lse_elems(&p);
+    int64_t rows = attn_problem_row_count(&p);
+    uint8_t *sel = malloc((size_t)rows);
+    float *ref = malloc(n * 4), *ref_lse = malloc(nl * 4), *lowp = malloc(n * 4);
+    CHECK_EQ(attn_reference_sample_rows(&p, 20, sel), 20);
+    attn_reference_rows(&p, NULL, f.in.q, f.in.k, f.in.v, ref, ref_lse, sel);
+    attn_reference_lowp_rows(&p, NULL, f.in.q, f.in.k, f.in.v, lowp, sel);
+    const float *low = t == ATTN_F32 ? NULL : lowp;
+    attn_row sampled = attn_row_at(&p, 0), unsampled = attn_row_at(&p, 0);
+    for (attn_row r = attn_row_first(&p); r.valid; attn_row_next(&p, &r))
+        *(sel[r.index] ? &sampled : &unsampled) = r; /* the last of each kind */
+    CHECK(sel[sampled.index] && !sel[unsampled.index]);
+
+    attn_check_result r = attn_check_output(&p, f.out, ref, low, 1.0);
+    CHECK(r.pass && r.checked == 20 * 8 && r.skipped == n - 20 * 8);
+    attn_check_result l = attn_check_lse(&p, f.lse, ref_lse);
+    CHECK(l.pass && l.checked == 20 && l.skipped == nl - 20);
+    if (t != ATTN_F32) /* the same-precision error comes from the sampled rows alone */
+        CHECK(r.lowp_err > 0 &&
+              r.lowp_err <= attn_check_output(&p, f.out, f.ref, f.lowp, 1).lowp_err);
+
+    /* anything in a row the reference left out is not looked at */
+    f.out[unsampled.offset] = NAN;
+    f.out[unsampled.offset + 1] += 100.0f;
+    f.lse[unsampled.lse_index] = NAN;
+    CHECK(attn_check_output(&p, f.out, ref, low, 1.0).pass);
+    CHECK(attn_check_lse(&p, f.lse, ref_lse).pass);
+    /* ... but against the full reference it fails */
+    CHECK(!attn_check_output(&p, f.out, f.ref, f.lowp, 1.0).pass);
+
+    /* a NaN from the kernel in a sampled row fails */
+    f.out[sampled.offset + 3] = NAN;
+    r = attn_check_output(&p, f.out, ref, low, 1.0);
+    CHECK(!r.pass && r.bad == 1 && r.nonfinite == 1);
+    CHECK(mismatch_at(&r.first[0], sampled.b, sampled.h, sampled.i, 3));
+    f.lse[sampled.lse_index] = NAN;
+    l = attn_check_lse(&p, f.lse, ref_lse);
+    CHECK(!l.pass && l.bad == 1 && mismatch_at(&l.first[0], sampled.b, sampled.h, sampled.i, -1));
+    /* so does a wrong value */
+    f.out[sampled.offset + 3] = ref[sampled.offset + 3] + 1.0f;
+    r = attn_check_output(&p, f.out, ref, low, 1.0);
+    CHECK(!r.pass && r.bad == 1 && r.nonfinite == 0);
+    f.lse[sampled.lse_index] = ref_lse[sampled.lse_index] + 1.0f;
+    CHECK(!attn_check_lse(&p, f.lse, ref_lse).pass);
+
+    /* the report says how many elements were left out */
+    FILE *tmp = tmpfile();
+    char text[1024] = "";
+    attn_check_print(tmp, "output", &r);
+    rewind(tmp);
+    text[fread(text, 1, sizeof text - 1, tmp)] = '\0';
+    fclose(tmp);
+    CHECK_CONTAINS(text, "output: FAIL 1/160 bad (0 non-finite), 2080 not sampled, max abs err ");
+    free(sel);
+    free(ref);
+    free(ref_lse);
+    free(lowp);
+    fixture_free(&f);
+}
+
 int main(void) {
     test_dense_f32();
     test_varlen_indices();
@@ -192,5 +261,7 @@ int main(void) {
     test_lowp_rule(ATTN_BF16, 0x1p-7);
     test_lse();
     test_print();
+    test_sampled_reference(ATTN_F32);
+    test_sampled_reference(ATTN_BF16);
     return unit_finish();
 }

@@ -1,5 +1,5 @@
 /* test_cli.c — every flag in both spellings, defaults, and every kind of bad value (exit 2 with a
- * one-line message naming the flag). */
+ * one-line message naming the flag); how many rows are checked by default. */
 #include <stdint.h>
 
 #include "attn/cli.h"
@@ -29,6 +29,7 @@ static void test_defaults(void) {
     CHECK(c.kernel == 0 && c.B == 0 && c.H == 0 && c.Lq == 0 && c.Lk == 0 && c.D == 0);
     CHECK(c.scale == 0.0f && c.amplitude == 1.0f && c.seed == 1234u);
     CHECK(c.reps == -1 && c.warmup == -1 && c.json_path == NULL && c.csv_path == NULL);
+    CHECK(c.check_rows == -1);
 }
 
 static void test_every_flag(void) {
@@ -54,6 +55,15 @@ static void test_every_flag(void) {
              0);
     CHECK(c.B == 4 && c.H == 5 && c.Lq == 9 && c.Lk == 11 && c.D == 16 && c.help);
     CHECK(c.kernel == 0 && c.dtype == ATTN_F16);
+
+    CHECK_EQ(parse(&c, err, sizeof err, ARGS("--check-rows", "100")), 0);
+    CHECK_EQ(c.check_rows, 100);
+    CHECK_EQ(parse(&c, err, sizeof err, ARGS("--check-rows=0")), 0);
+    CHECK_EQ(c.check_rows, 0);
+    CHECK_EQ(parse(&c, err, sizeof err, ARGS("--check-rows", "5", "--check-all")), 0);
+    CHECK_EQ(c.check_rows, 0);
+    CHECK_EQ(parse(&c, err, sizeof err, ARGS("--check-all", "--check-rows", "7")), 0);
+    CHECK_EQ(c.check_rows, 7); /* the last one given wins */
 
     /* --lq/--lk override -L whatever the order */
     CHECK_EQ(parse(&c, err, sizeof err, ARGS("--lq", "3", "-L", "8")), 0);
@@ -98,6 +108,12 @@ static void test_bad_values(void) {
         {{"--seed", "18446744073709551616"}, "--seed must be an integer"},
         {{"--reps", "0"}, "--reps must be a positive integer"},
         {{"--warmup", "-1"}, "--warmup must be a non-negative integer (got '-1')"},
+        {{"--check-rows", "-1"}, "--check-rows must be a non-negative integer (got '-1')"},
+        {{"--check-rows", "10k"}, "--check-rows must be a non-negative integer (got '10k')"},
+        {{"--check-rows="}, "--check-rows must be a non-negative integer (got '')"},
+        {{"--check-rows", "4294967296"}, "--check-rows is too large"},
+        {{"--check-rows"}, "option --check-rows needs a value (N)"},
+        {{"--check-all=1"}, "option --check-all takes no value"},
         {{"--kernel", "0"}, "--kernel must be 'all' or a kernel id >= 1 (got '0')"},
         {{"--kernel", "two"}, "--kernel must be 'all' or a kernel id >= 1 (got 'two')"},
         {{"--json"}, "option --json needs a value (FILE)"},
@@ -170,6 +186,10 @@ static void test_usage(void) {
                                            "--reps N",
                                            "--warmup N",
                                            "--check-only",
+                                           "--check-rows N",
+                                           "0 = all (default: all if the reference costs at most "
+                                           "2e9 multiply-adds, else 4096)",
+                                           "--check-all",
                                            "--json FILE",
                                            "--csv FILE",
                                            "--quiet",
@@ -183,10 +203,42 @@ static void test_usage(void) {
         CHECK_CONTAINS(text, expected[n]);
 }
 
+/* The default checks every row up to 2e9 multiply-adds of reference work (2 * entries * D), then
+ * a sample of 4096 rows; an explicit count is used as given, up to the number of rows. */
+static void test_rows_to_check(void) {
+    attn_cli c;
+    char err[256];
+    static const char *const none[] = {NULL};
+    parse(&c, err, sizeof err, none);
+    attn_problem p;
+    attn_problem_init(&p, 1, 10, 1000, 1000, 100); /* 2 * 1e7 * 100 = 2e9 exactly */
+    CHECK_EQ(attn_cli_rows_to_check(&c, &p), 0);
+    p.D = 101;
+    CHECK_EQ(attn_cli_rows_to_check(&c, &p), 4096);
+    p.causal = true; /* about half the entries */
+    CHECK_EQ(attn_cli_rows_to_check(&c, &p), 0);
+    attn_problem_init(&p, 4, 8, 8192, 8192, 64);
+    CHECK_EQ(attn_cli_rows_to_check(&c, &p), 4096);
+    attn_problem_init(&p, 1, 1, 3000, 3000000, 64); /* expensive, but fewer rows than a sample */
+    CHECK_EQ(attn_cli_rows_to_check(&c, &p), 0);
+
+    attn_problem_init(&p, 1, 4, 1024, 1024, 64); /* 4096 rows */
+    parse(&c, err, sizeof err, ARGS("--check-rows", "100"));
+    CHECK_EQ(attn_cli_rows_to_check(&c, &p), 100);
+    parse(&c, err, sizeof err, ARGS("--check-rows", "4096"));
+    CHECK_EQ(attn_cli_rows_to_check(&c, &p), 0);
+    parse(&c, err, sizeof err, ARGS("--check-rows", "4095"));
+    CHECK_EQ(attn_cli_rows_to_check(&c, &p), 4095);
+    attn_problem_init(&p, 4, 8, 8192, 8192, 64);
+    parse(&c, err, sizeof err, ARGS("--check-all"));
+    CHECK_EQ(attn_cli_rows_to_check(&c, &p), 0);
+}
+
 int main(void) {
     test_defaults();
     test_every_flag();
     test_bad_values();
     test_usage();
+    test_rows_to_check();
     return unit_finish();
 }

@@ -4,10 +4,16 @@
  * also runs the whole pipeline with a host-side "kernel": a correct one passes (exit 0), one that
  * writes nothing fails (exit 1).
  *
- * The driver's stderr is redirected to a file after each call and read back. */
+ * With --check-rows, the driver computes and checks only a sample of rows: a kernel wrong
+ * outside the sample passes, one that writes nothing still fails, and the lines say so.
+ *
+ * The driver's stderr (and, where a test reads it, its stdout) is redirected to a file for each
+ * call and read back. */
+#define _POSIX_C_SOURCE 200809L /* dup, dup2, fileno: to put stdout back after redirecting it */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "attn/device.h"
 #include "attn/example.h"
@@ -44,22 +50,30 @@ static void default_scale_only(const attn_problem *p, const attn_buffers *b, cud
     host_reference(&fixed, b, s);
 }
 
+/* The correct answer except in one row, i = 5 of (b = 0, h = 0), a row a sample of 2 rows leaves
+ * out (it takes the last row of each head). */
+static void wrong_in_row_5(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    host_reference(p, b, s);
+    ((float *)b->o)[attn_problem_row_offset(p, true, 0, 0, 5)] += 1.0f;
+}
+
 /* Requirements: dtypes, max_d, d_multiple, causal, varlen, gpu_only. */
 #define F32_D128                                                                                   \
     { ATTN_DTYPE_BIT(ATTN_F32), 128, 1, true, false, false }
 #define F16_GPU_ONLY                                                                               \
     { ATTN_DTYPE_BIT(ATTN_F16), 256, 8, true, false, true }
 
-static const attn_kernel kernels[5] = {
+static const attn_kernel kernels[6] = {
     {1, "first", "the first kernel", host_reference, F32_D128, NULL},
     {2, "second", "uses wgmma", writes_nothing, F16_GPU_ONLY, NULL},
     {3, "broken", "writes nothing", writes_nothing, F32_D128, NULL},
     {4, "no_lse", "leaves the LSE alone", host_reference_no_lse, F32_D128, NULL},
     {5, "fixed_scale", "ignores --scale", default_scale_only, F32_D128, NULL},
+    {6, "wrong_row", "wrong in one row", wrong_in_row_5, F32_D128, NULL},
 };
 
 static const attn_example example = {
-    "99_unit", "the unit test's example", kernels, 5, {1, 2, 64, 32}, {1, 2, 40, 16}};
+    "99_unit", "the unit test's example", kernels, 6, {1, 2, 64, 32}, {1, 2, 40, 16}};
 
 /* Runs the driver on the NULL-terminated args; returns its status, its stderr in err. */
 static int run(char *err, size_t err_len, const char *const *args) {
@@ -81,6 +95,28 @@ static int run(char *err, size_t err_len, const char *const *args) {
         err[fread(err, 1, err_len - 1, f)] = '\0';
         fclose(f);
     }
+    return rc;
+}
+
+/* run() with the driver's stdout in out as well. */
+static int run_capturing(char *out, size_t out_len, char *err, size_t err_len,
+                         const char *const *args) {
+    static const char *out_path = "attn_unit_example.stdout";
+    fflush(stdout);
+    int saved = dup(fileno(stdout));
+    if (saved < 0 || freopen(out_path, "w", stdout) == NULL)
+        return -1;
+    int rc = run(err, err_len, args);
+    fflush(stdout);
+    dup2(saved, fileno(stdout));
+    close(saved);
+    FILE *f = fopen(out_path, "r");
+    out[0] = '\0';
+    if (f != NULL) {
+        out[fread(out, 1, out_len - 1, f)] = '\0';
+        fclose(f);
+    }
+    remove(out_path);
     return rc;
 }
 
@@ -108,6 +144,8 @@ static void test_before_the_device(void) {
     CHECK_EQ(run(err, sizeof err, ARGS("-B", "100000", "-H", "1000", "-L", "1000000")),
              ATTN_EXIT_USAGE);
     CHECK_CONTAINS(err, "error: problem too large");
+    CHECK_EQ(run(err, sizeof err, ARGS("--check-rows", "-5")), ATTN_EXIT_USAGE);
+    CHECK_CONTAINS(err, "error: --check-rows must be a non-negative integer (got '-5')\n");
 }
 
 /* A gpu build on a machine without a GPU: exit 77 and one "SKIP:" line. (With a GPU, or on the
@@ -145,7 +183,27 @@ static void test_simulator_run(void) {
     /* --scale reaches the problem: a kernel that ignores it fails only when it is given */
     CHECK_EQ(run(err, sizeof err, ARGS("--kernel", "5", "--check-only")), 0);
     CHECK_EQ(run(err, sizeof err, ARGS("--kernel", "5", "--check-only", "--scale", "0.3")), 1);
-    /* all kernels: 1, 4, 5 pass, 2 is skipped (f16 only; the default dtype is f32), 3 fails */
+    /* a sample of rows: the row kernel 6 gets wrong is not in it; every row: it fails */
+    char out[8192];
+    CHECK_EQ(run_capturing(out, sizeof out, err, sizeof err,
+                           ARGS("--kernel", "6", "--check-only", "--check-rows", "2")),
+             0);
+    CHECK_CONTAINS(out, "reference: 2 of 80 rows sampled (use --check-all for every row), ");
+    CHECK_CONTAINS(out, "output: PASS 32 checked, 1248 not sampled, ");
+    CHECK_CONTAINS(out, "lse: PASS 2 checked, 78 not sampled, ");
+    CHECK_EQ(run_capturing(out, sizeof out, err, sizeof err, ARGS("--kernel", "6", "--check-only")),
+             1); /* the default for a problem this small: every row */
+    CHECK(strstr(out, "sampled") == NULL);
+    CHECK_CONTAINS(out, "output: FAIL 1/1280 bad (0 non-finite), ");
+    CHECK_EQ(run(err, sizeof err,
+                 ARGS("--kernel", "6", "--check-only", "--check-rows", "2", "--check-all")),
+             1);
+    /* a kernel that writes nothing fails on the sampled rows */
+    CHECK_EQ(run_capturing(out, sizeof out, err, sizeof err,
+                           ARGS("--kernel", "3", "--check-only", "--check-rows", "2")),
+             1);
+    CHECK_CONTAINS(out, "output: FAIL 32/32 bad (32 non-finite), 1248 not sampled, ");
+    /* all kernels: 1, 4, 5 pass, 2 is skipped (f16 only; the default dtype is f32), 3 and 6 fail */
     CHECK_EQ(run(err, sizeof err, ARGS("--check-only", "--quiet")), 1);
     FILE *f = fopen("attn_unit_example.jsonl", "r");
     char line[2048] = "";

@@ -66,6 +66,12 @@ static void test_validate(void) {
     expect_invalid(&p, "given together");
 }
 
+/* Two descriptions of the same row agree in every field. */
+static bool same_row(attn_row x, attn_row y) {
+    return x.valid == y.valid && x.b == y.b && x.h == y.h && x.i == y.i && x.index == y.index &&
+           x.offset == y.offset && x.lse_index == y.lse_index;
+}
+
 static void test_dense_layout(void) {
     attn_problem p;
     attn_problem_init(&p, 2, 3, 5, 7, 4);
@@ -87,10 +93,15 @@ static void test_dense_layout(void) {
         bad += r.offset != (int64_t)rows * p.D;
         bad += r.lse_index != rows;
         bad += r.offset != attn_problem_row_offset(&p, true, r.b, r.h, r.i);
+        bad += !same_row(r, attn_row_at(&p, rows));
         rows++;
     }
     CHECK_EQ(rows, 30);
+    CHECK_EQ(attn_problem_row_count(&p), 30);
     CHECK_EQ(bad, 0);
+    attn_row r = attn_row_at(&p, 29); /* the last row */
+    CHECK(r.valid && r.b == 1 && r.h == 2 && r.i == 4 && r.index == 29);
+    CHECK(!attn_row_at(&p, 30).valid && !attn_row_at(&p, -1).valid);
 }
 
 static void test_varlen_layout(void) {
@@ -116,11 +127,18 @@ static void test_varlen_layout(void) {
     for (attn_row r = attn_row_first(&p); r.valid; attn_row_next(&p, &r)) {
         bad += r.offset != (int64_t)rows * p.D; /* [total, H, D]: h fastest */
         bad += r.b == 1;                        /* empty sequence: never visited */
+        bad += r.offset != attn_problem_row_offset(&p, true, r.b, r.h, r.i);
+        bad += !same_row(r, attn_row_at(&p, rows));
         lse_seen[r.lse_index]++;
         rows++;
     }
     CHECK_EQ(rows, 16);
+    CHECK_EQ(attn_problem_row_count(&p), 16);
     CHECK_EQ(bad, 0);
+    /* row 6 = token 3, head 0: the first query of sequence 2 (the search passes the empty one) */
+    attn_row r = attn_row_at(&p, 6);
+    CHECK(r.valid && r.b == 2 && r.i == 0 && r.h == 0);
+    CHECK(!attn_row_at(&p, 16).valid);
     for (int n = 0; n < 16; ++n)
         bad += lse_seen[n] != 1;
     CHECK_EQ(bad, 0);
@@ -165,6 +183,37 @@ static void test_entries(void) {
     p.causal = true;
     CHECK(attn_problem_entries(&p) ==
           2 * (brute_entries(3, 5, true) + brute_entries(0, 1, true) + brute_entries(5, 4, true)));
+}
+
+/* attn_problem_row_keys: row by row the brute-force count, over every row attn_problem_entries. */
+static void test_row_keys(void) {
+    static const int cu_q[4] = {0, 3, 3, 8}, cu_k[4] = {0, 5, 6, 10};
+    static const int shapes[][2] = {{1, 1}, {4, 9}, {9, 4}, {77, 128}};
+    int bad = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0] + 1; ++s) {
+        for (int causal = 0; causal < 2; ++causal) {
+            attn_problem p;
+            if (s < sizeof shapes / sizeof shapes[0]) {
+                attn_problem_init(&p, 2, 3, shapes[s][0], shapes[s][1], 16);
+            } else { /* varlen, with an empty sequence */
+                attn_problem_init(&p, 3, 2, 5, 5, 4);
+                p.cu_seqlens_q = cu_q;
+                p.cu_seqlens_k = cu_k;
+            }
+            p.causal = causal;
+            double sum = 0;
+            for (attn_row r = attn_row_first(&p); r.valid; attn_row_next(&p, &r)) {
+                int keys = attn_problem_row_keys(&p, r.b, r.i), want = 0;
+                int lq = attn_problem_seq_q(&p, r.b), lk = attn_problem_seq_k(&p, r.b);
+                for (int j = 0; j < lk; ++j)
+                    want += !causal || j <= r.i + lk - lq;
+                bad += keys != want;
+                sum += keys;
+            }
+            bad += sum != attn_problem_entries(&p);
+        }
+    }
+    CHECK_EQ(bad, 0);
 }
 
 static void noop_launch(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
@@ -221,6 +270,7 @@ int main(void) {
     test_dense_layout();
     test_varlen_layout();
     test_entries();
+    test_row_keys();
     test_supports();
     return unit_finish();
 }

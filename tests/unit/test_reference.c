@@ -1,9 +1,13 @@
 /* test_reference.c — the CPU oracle against a brute-force implementation written independently
  * here, and against closed-form cases: equal scores, one dominant key, fully masked rows, scores
- * of +-1000; masks (predicate and CSR agree), variable length, the same-precision variant. */
+ * of +-1000; masks (predicate and CSR agree), variable length, the same-precision variant; the
+ * row sample and the reference on selected rows; parallel runs equal to a one-thread run. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "attn/half.h"
 #include "attn/reference.h"
@@ -322,9 +326,226 @@ static void test_lowp(void) {
     CHECK(err[ATTN_BF16] > 1e-4 && err[ATTN_BF16] < 2e-2);
     free(ref);
     free(low);
+
+    /* P is stored in the dtype before P.V: three equal scores give p = bf16(1/3) = 0.333984375,
+     * and with v = (1, 1, 3) O = bf16(5 * 0.333984375) = 1.671875, not bf16(5/3) = 1.6640625 */
+    attn_problem eq;
+    attn_problem_init(&eq, 1, 1, 1, 3, 1);
+    eq.dtype = ATTN_BF16;
+    float q0[1] = {0.0f}, k3[3] = {1.0f, 2.0f, 3.0f}, v3[3] = {1.0f, 1.0f, 3.0f}, o1[1];
+    CHECK_EQ(attn_reference_lowp(&eq, NULL, q0, k3, v3, o1), 0);
+    CHECK(o1[0] == 1.671875f);
     p.D = 0;
     CHECK(attn_reference(&p, NULL, NULL, NULL, NULL, NULL, NULL) != 0);
     CHECK(attn_reference_lowp(&p, NULL, NULL, NULL, NULL, NULL) != 0);
+}
+
+/* ---- selected rows and the sample ------------------------------------------------------------ */
+
+/* Row n of out (D floats) and of lse is bit for bit the same in both, or both NaN when nan. */
+static bool row_equal(const attn_problem *p, const attn_row *r, const float *x, const float *y,
+                      const float *xl, const float *yl) {
+    if (memcmp(x + r->offset, y + r->offset, (size_t)p->D * sizeof(float)) != 0)
+        return false;
+    return xl == NULL || memcmp(xl + r->lse_index, yl + r->lse_index, sizeof(float)) == 0;
+}
+
+static bool row_nan(const attn_problem *p, const attn_row *r, const float *x, const float *xl) {
+    for (int d = 0; d < p->D; ++d)
+        if (!isnan(x[r->offset + d]))
+            return false;
+    return xl == NULL || isnan(xl[r->lse_index]);
+}
+
+/* Selected rows equal the full reference's (double and same precision), the others are NaN. */
+static void check_selected_rows(const attn_problem *p, const attn_mask *mask, uint64_t seed,
+                                const uint8_t *sel) {
+    attn_host_inputs in;
+    CHECK_EQ(attn_host_inputs_make(&in, p, seed, 2.0f), 0);
+    size_t n = in.q_elems, nl = attn_problem_lse_elems(p);
+    float *full = malloc(n * 4), *part = malloc(n * 4), *fl = malloc(nl * 4), *pl = malloc(nl * 4);
+    float *low_full = malloc(n * 4), *low_part = malloc(n * 4);
+    CHECK_EQ(attn_reference(p, mask, in.q, in.k, in.v, full, fl), 0);
+    CHECK_EQ(attn_reference_rows(p, mask, in.q, in.k, in.v, part, pl, sel), 0);
+    CHECK_EQ(attn_reference_lowp(p, mask, in.q, in.k, in.v, low_full), 0);
+    CHECK_EQ(attn_reference_lowp_rows(p, mask, in.q, in.k, in.v, low_part, sel), 0);
+    int wrong = 0, selected = 0;
+    for (attn_row r = attn_row_first(p); r.valid; attn_row_next(p, &r)) {
+        if (sel[r.index]) {
+            selected++;
+            wrong += !row_equal(p, &r, full, part, fl, pl);
+            wrong += !row_equal(p, &r, low_full, low_part, NULL, NULL);
+        } else {
+            wrong += !row_nan(p, &r, part, pl) || !row_nan(p, &r, low_part, NULL);
+        }
+    }
+    CHECK_EQ(wrong, 0);
+    CHECK(selected > 0);
+    /* NULL selects every row: the same bits as attn_reference */
+    CHECK_EQ(attn_reference_rows(p, mask, in.q, in.k, in.v, part, pl, NULL), 0);
+    CHECK(memcmp(full, part, n * 4) == 0 && memcmp(fl, pl, nl * 4) == 0);
+    free(full);
+    free(part);
+    free(fl);
+    free(pl);
+    free(low_full);
+    free(low_part);
+    attn_host_inputs_free(&in);
+}
+
+static int keep_stripes(const void *ctx, int b, int h, int i, int j) {
+    (void)ctx;
+    return (i + j + b + h) % 3 != 0 || j == 0;
+}
+
+static void test_reference_rows(void) {
+    attn_problem p;
+    attn_problem_init(&p, 2, 3, 130, 150, 16); /* tile boundaries 63/64, 127/128 exist */
+    p.causal = true;
+    int64_t rows = attn_problem_row_count(&p);
+    uint8_t *sel = malloc((size_t)rows);
+    CHECK_EQ(attn_reference_sample_rows(&p, 50, sel), 50);
+    check_selected_rows(&p, NULL, 7u, sel);
+    attn_mask stripes = {ATTN_MASK_PREDICATE, keep_stripes, NULL, NULL, NULL};
+    check_selected_rows(&p, &stripes, 8u, sel);
+    /* any selection, not only a sample: every third row */
+    for (int64_t n = 0; n < rows; ++n)
+        sel[n] = n % 3 == 0;
+    p.causal = false;
+    p.dtype = ATTN_BF16;
+    check_selected_rows(&p, NULL, 9u, sel);
+    free(sel);
+
+    /* varlen with an empty sequence */
+    static const int cu_q[4] = {0, 70, 70, 200}, cu_k[4] = {0, 50, 60, 190};
+    attn_problem_init(&p, 3, 2, 130, 130, 8);
+    p.causal = true;
+    p.cu_seqlens_q = cu_q;
+    p.cu_seqlens_k = cu_k;
+    sel = malloc((size_t)attn_problem_row_count(&p));
+    CHECK_EQ(attn_reference_sample_rows(&p, 30, sel), 30);
+    check_selected_rows(&p, NULL, 10u, sel);
+    free(sel);
+}
+
+/* Number of selected rows of slice (b, h), and whether query i of it is selected. */
+static int slice_count(const attn_problem *p, const uint8_t *sel, int b, int h) {
+    int n = 0;
+    for (int i = 0; i < attn_problem_seq_q(p, b); ++i)
+        n += sel[attn_problem_row_offset(p, true, b, h, i) / p->D];
+    return n;
+}
+
+static bool slice_has(const attn_problem *p, const uint8_t *sel, int b, int h, int i) {
+    return sel[attn_problem_row_offset(p, true, b, h, i) / p->D] != 0;
+}
+
+static void test_sample_rows(void) {
+    attn_problem p;
+    attn_problem_init(&p, 4, 8, 8192, 8192, 64); /* example 01's big GPU problem */
+    int64_t rows = attn_problem_row_count(&p);
+    uint8_t *sel = malloc((size_t)rows), *again = malloc((size_t)rows);
+    CHECK_EQ(attn_reference_sample_rows(&p, 4096, sel), 4096);
+    int64_t total = 0, uneven = 0, missing = 0;
+    for (int64_t n = 0; n < rows; ++n)
+        total += sel[n];
+    CHECK_EQ(total, 4096);
+    for (int b = 0; b < 4; ++b)
+        for (int h = 0; h < 8; ++h) {
+            uneven += slice_count(&p, sel, b, h) != 128; /* 4096 / 32 slices */
+            static const int must[] = {0, 63, 64, 127, 128, 8191};
+            for (int k = 0; k < 6; ++k)
+                missing += !slice_has(&p, sel, b, h, must[k]);
+        }
+    CHECK_EQ(uneven, 0);
+    CHECK_EQ(missing, 0);
+    /* spread over the whole slice: some row in each eighth of it */
+    int empty_eighths = 0;
+    for (int part = 0; part < 8; ++part) {
+        int found = 0;
+        for (int i = part * 1024; i < (part + 1) * 1024; ++i)
+            found += slice_has(&p, sel, 2, 5, i);
+        empty_eighths += found == 0;
+    }
+    CHECK_EQ(empty_eighths, 0);
+    /* deterministic */
+    attn_reference_sample_rows(&p, 4096, again);
+    CHECK(memcmp(sel, again, (size_t)rows) == 0);
+    free(sel);
+    free(again);
+
+    /* fewer rows than slices: shares of 0 and 1, each slice's one row is its last */
+    attn_problem_init(&p, 2, 5, 10, 10, 4);
+    sel = malloc(100);
+    CHECK_EQ(attn_reference_sample_rows(&p, 4, sel), 4);
+    int ones = 0, lasts = 0;
+    for (int b = 0; b < 2; ++b)
+        for (int h = 0; h < 5; ++h) {
+            int c = slice_count(&p, sel, b, h);
+            ones += c == 1;
+            lasts += c == 1 && slice_has(&p, sel, b, h, 9);
+            CHECK(c <= 1);
+        }
+    CHECK(ones == 4 && lasts == 4);
+    /* a short slice: the last and first rows, then evenly spaced ones */
+    CHECK_EQ(attn_reference_sample_rows(&p, 40, sel), 40); /* 4 of 10 rows per slice */
+    CHECK(slice_has(&p, sel, 1, 3, 9) && slice_has(&p, sel, 1, 3, 0));
+    CHECK_EQ(slice_count(&p, sel, 1, 3), 4);
+    /* as many rows as there are, or more: all */
+    CHECK_EQ(attn_reference_sample_rows(&p, 100, sel), 100);
+    CHECK_EQ(slice_count(&p, sel, 0, 0) + slice_count(&p, sel, 1, 4), 20);
+    CHECK_EQ(attn_reference_sample_rows(&p, 1000, sel), 100);
+    free(sel);
+
+    /* varlen: shares in proportion to the lengths (60 and 20 queries, the empty one gets none) */
+    static const int cu_q[4] = {0, 60, 60, 80}, cu_k[4] = {0, 60, 70, 90};
+    attn_problem_init(&p, 3, 2, 60, 60, 4);
+    p.cu_seqlens_q = cu_q;
+    p.cu_seqlens_k = cu_k;
+    sel = malloc(160);
+    CHECK_EQ(attn_reference_sample_rows(&p, 40, sel), 40);
+    CHECK(slice_count(&p, sel, 0, 1) == 15 && slice_count(&p, sel, 2, 0) == 5);
+    CHECK(slice_has(&p, sel, 2, 1, 19) && slice_has(&p, sel, 2, 1, 0));
+    free(sel);
+}
+
+/* ---- threads --------------------------------------------------------------------------------- */
+
+/* The parallel reference gives the bits of a one-thread run. Without OpenMP the reference is
+ * serial and there is nothing to compare. */
+static void test_threads(void) {
+#ifdef _OPENMP
+    attn_problem p;
+    attn_problem_init(&p, 2, 3, 97, 131, 24);
+    p.causal = true; /* rows of unequal cost: the dynamic schedule hands them out unevenly */
+    attn_host_inputs in;
+    attn_host_inputs_make(&in, &p, 4u, 3.0f);
+    size_t n = in.q_elems, nl = attn_problem_lse_elems(&p);
+    float *one = malloc(n * 4), *many = malloc(n * 4), *l1 = malloc(nl * 4), *lm = malloc(nl * 4);
+    int before = omp_get_max_threads();
+    omp_set_num_threads(1);
+    CHECK_EQ(attn_reference_threads(), 1);
+    attn_reference(&p, NULL, in.q, in.k, in.v, one, l1);
+    omp_set_num_threads(4); /* more threads than rows per chunk, whatever the machine */
+    CHECK_EQ(attn_reference_threads(), 4);
+    attn_reference(&p, NULL, in.q, in.k, in.v, many, lm);
+    CHECK(memcmp(one, many, n * 4) == 0 && memcmp(l1, lm, nl * 4) == 0);
+    p.dtype = ATTN_F16;
+    omp_set_num_threads(1);
+    attn_reference_lowp(&p, NULL, in.q, in.k, in.v, one);
+    omp_set_num_threads(4);
+    attn_reference_lowp(&p, NULL, in.q, in.k, in.v, many);
+    CHECK(memcmp(one, many, n * 4) == 0);
+    omp_set_num_threads(before);
+    free(one);
+    free(many);
+    free(l1);
+    free(lm);
+    attn_host_inputs_free(&in);
+#else
+    CHECK_EQ(attn_reference_threads(), 1);
+    printf("built without OpenMP: the reference is serial, no parallel run to compare\n");
+#endif
 }
 
 int main(void) {
@@ -337,5 +558,8 @@ int main(void) {
     test_mask_empty_row();
     test_varlen();
     test_lowp();
+    test_reference_rows();
+    test_sample_rows();
+    test_threads();
     return unit_finish();
 }

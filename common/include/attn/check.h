@@ -5,6 +5,11 @@
  * fp16/bf16:  FlashAttention's rule: max|out - ref| <= 2 * max|lowp - ref| + floor, where lowp is
  *             attn_reference_lowp in the same precision and floor is one ulp of the dtype at 1.
  * In both, any non-finite output fails (comparisons are written so that NaN cannot pass).
+ * Rows the reference did not compute are skipped: an element whose REFERENCE value is NaN is not
+ * compared (it is counted in `skipped`). For finite inputs the reference is never NaN except in
+ * the rows attn_reference_rows leaves out, which makes NaN its "not computed" mark (checking a
+ * sample of rows, example.h). Only the reference decides: a NaN in the kernel's output, where
+ * the reference has a value, always fails.
  * The checker returns a status and a report; it never exits the program.
  */
 #ifndef ATTN_CHECK_H
@@ -30,6 +35,7 @@ typedef struct attn_mismatch {
 typedef struct attn_check_result {
     bool pass;
     size_t checked;     /* elements compared */
+    size_t skipped;     /* elements not compared: the reference is NaN (a row it left out) */
     size_t bad;         /* elements out of tolerance or non-finite */
     size_t nonfinite;   /* of which NaN/inf */
     double max_abs_err; /* over finite elements */
@@ -49,7 +55,8 @@ typedef struct attn_tolerance {
 attn_tolerance attn_tolerance_f32(const attn_problem *p, double amplitude);
 
 /* Compares out (fp32 values, layout of p) with ref. For fp16/bf16, lowp must be the output of
- * attn_reference_lowp; for fp32 it is ignored (may be NULL). amplitude: input amplitude used. */
+ * attn_reference_lowp (for a sample of rows: attn_reference_lowp_rows on the same rows); for fp32
+ * it is ignored (may be NULL). amplitude: input amplitude used. */
 attn_check_result attn_check_output(const attn_problem *p, const float *out, const float *ref,
                                     const float *lowp, double amplitude);
 
@@ -57,7 +64,8 @@ attn_check_result attn_check_output(const attn_problem *p, const float *out, con
  * for fp32 inputs, 2e-2*(1+|want|) for fp16/bf16. */
 attn_check_result attn_check_lse(const attn_problem *p, const float *lse, const float *ref);
 
-/* Prints a summary line and the first mismatches with (b,h,i,d) indices. */
+/* Prints a summary line (elements checked, and skipped when there are any) and the first
+ * mismatches with (b,h,i,d) indices. */
 void attn_check_print(FILE *f, const char *what, const attn_check_result *r);
 
 #ifdef __cplusplus

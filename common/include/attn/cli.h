@@ -12,6 +12,10 @@
  *   --seed N               input seed (default 1234)
  *   --reps N --warmup N    timing repetitions (defaults: GPU 20/5, simulator 3/1)
  *   --check-only           check correctness, skip timing
+ *   --check-rows N         check N query rows, a deterministic sample (0 = every row). Default:
+ *                          every row while the reference costs at most 2e9 double multiply-adds
+ *                          (2 * entries * D), else 4096 rows (attn_cli_rows_to_check)
+ *   --check-all            every row, however long the reference takes (= --check-rows 0)
  *   --json FILE --csv FILE append one machine-readable line per run ("-" = stdout)
  *   --quiet                only the result lines
  * Bad values give a one-line error naming the flag and exit status 2 (ATTN_EXIT_USAGE).
@@ -40,6 +44,7 @@ typedef struct attn_cli {
     float amplitude;
     uint64_t seed;
     int reps, warmup;      /* -1 = backend default */
+    int check_rows;        /* -1 = default (see above), 0 = every row */
     const char *json_path; /* NULL = none */
     const char *csv_path;
 } attn_cli;
@@ -47,6 +52,11 @@ typedef struct attn_cli {
 /* Parses argv. Returns 0 on success; on a bad argument writes a one-line message (naming the
  * flag and the accepted values) to err and returns ATTN_EXIT_USAGE. */
 int attn_cli_parse(attn_cli *cli, int argc, char **argv, char *err, size_t err_len);
+
+/* How many query rows of p to check: 0 for every row (also when the sample would cover them all),
+ * else the size of the sample for attn_reference_sample_rows. Resolves the default of
+ * --check-rows for p. */
+int attn_cli_rows_to_check(const attn_cli *cli, const attn_problem *p);
 
 /* Prints the usage text for program `prog` of example ex. */
 void attn_cli_usage(FILE *f, const char *prog, const attn_example *ex);

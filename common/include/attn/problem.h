@@ -73,20 +73,31 @@ int64_t attn_problem_row_offset(const attn_problem *p, bool is_q, int b, int h, 
  * Dense: (b*H + h)*Lq + i. Varlen: h*total_q + cu[b] + i. */
 int64_t attn_problem_lse_index(const attn_problem *p, int b, int h, int i);
 
-/* A cursor over every query row (b, h, i) of p, in the memory order of Q/O: dense b, h, i;
- * varlen b, i, h (empty sequences are skipped). The one loop the reference and the checkers share:
- *   for (attn_row r = attn_row_first(p); r.valid; attn_row_next(p, &r)) ... */
+/* Query rows (b, h, i) over every sequence and head: attn_problem_q_rows(p) * H. */
+int64_t attn_problem_row_count(const attn_problem *p);
+
+/* A query row (b, h, i) of p. Rows are numbered in the memory order of Q/O: dense b, h, i;
+ * varlen b, i, h (empty sequences own no row). Row n starts at element n * D of Q/O, so
+ * offset == index * D in both layouts. The one loop the reference and the checkers share:
+ *   for (attn_row r = attn_row_first(p); r.valid; attn_row_next(p, &r)) ...
+ * and attn_row_at(p, n) addresses row n directly (the parallel reference's loop). */
 typedef struct attn_row {
-    bool valid;        /* false once every row has been visited */
+    bool valid;        /* false past the last row */
     int b, h, i;       /* sequence, head, query position inside sequence b */
+    int64_t index;     /* n: 0 .. attn_problem_row_count(p) - 1 */
     int64_t offset;    /* attn_problem_row_offset(p, true, b, h, i): element offset in Q/O */
     int64_t lse_index; /* attn_problem_lse_index(p, b, h, i) */
 } attn_row;
+/* Row n of p; valid is false unless 0 <= n < attn_problem_row_count(p). */
+attn_row attn_row_at(const attn_problem *p, int64_t n);
 attn_row attn_row_first(const attn_problem *p);
 void attn_row_next(const attn_problem *p, attn_row *r);
 
 /* Entries of the score matrix that the problem computes (causal counted exactly). */
 double attn_problem_entries(const attn_problem *p);
+/* Keys that query i of sequence b sees under causality (masks not counted): the entries of its
+ * row of the score matrix. */
+int attn_problem_row_keys(const attn_problem *p, int b, int i);
 /* Dense-attention FLOPs: 4 * entries * D (QK^T and PV, 2 flops per multiply-add). */
 double attn_problem_flops(const attn_problem *p);
 

@@ -2,7 +2,8 @@
  *
  * Every test compares against this. It covers dense, causal (bottom-right aligned), any mask
  * (predicate or CSR), and variable length through the problem's cu_seqlens. It is itself checked
- * against PyTorch/NumPy by the Python tests (tests/python).
+ * against PyTorch/NumPy by the Python tests (tests/python). For problems too big to compute whole,
+ * the *_rows variants compute a selection of rows (attn_reference_sample_rows picks one).
  */
 #ifndef ATTN_REFERENCE_H
 #define ATTN_REFERENCE_H
@@ -39,16 +40,47 @@ bool attn_entry_visible(const attn_problem *p, const attn_mask *mask, int b, int
 
 /* out = softmax(scale * Q K^T  (masked)) V with double accumulation; lse (may be NULL) gets
  * log(sum_j exp(scale * q.k_j)) per row, -inf for rows that see no key (whose output is 0).
- * q, k, v, out in the problem's layout as fp32. Returns 0, or -1 on an invalid problem. */
+ * q, k, v, out in the problem's layout as fp32. Returns 0, or -1 on an invalid problem (or when
+ * scratch memory runs out).
+ *
+ * Rows are computed in parallel where the harness is built with OpenMP (omp_set_num_threads and
+ * OMP_NUM_THREADS apply). Each row is summed in the same order whatever the number of threads, so
+ * the results are bit-identical to a one-thread run. A predicate mask's keep() is therefore
+ * called from several threads at once and must not modify shared state. */
 int attn_reference(const attn_problem *p, const attn_mask *mask, const float *q, const float *k,
                    const float *v, float *out, float *lse);
+
+/* attn_reference on selected rows only: row n (attn_row_at numbering) is computed iff
+ * row_selected[n] != 0 (row_selected: [attn_problem_row_count(p)], NULL = every row). The output
+ * and lse of an unselected row are NaN, which the checkers read as "not computed" (check.h); a
+ * selected row is bit-identical to the same row of attn_reference. */
+int attn_reference_rows(const attn_problem *p, const attn_mask *mask, const float *q,
+                        const float *k, const float *v, float *out, float *lse,
+                        const uint8_t *row_selected);
+
+/* Selects `count` rows (all when count >= attn_problem_row_count(p)) for attn_reference_rows:
+ * sets row_selected[n] to 1 for the chosen rows and 0 for the others, and returns the number
+ * chosen. Deterministic. The count is shared among the (b, h) slices in proportion to their
+ * lengths; each slice's share goes first to its last row (under causality the one that sees every
+ * key), its first row and the tile boundaries 63, 64, 127, 128 where they exist, and the rest to
+ * rows spaced evenly over the slice. */
+int64_t attn_reference_sample_rows(const attn_problem *p, int count, uint8_t *row_selected);
+
+/* Threads the reference runs on: omp_get_max_threads(), 1 without OpenMP. */
+int attn_reference_threads(void);
 
 /* The straightforward same-precision implementation FlashAttention's tolerance rule compares
  * against: S = scale*QK^T with fp32 accumulation rounded to the dtype, softmax in fp32 with P
  * rounded to the dtype, O = PV with fp32 accumulation rounded to the dtype. For fp32 it is plain
- * single-precision attention. Same arguments as attn_reference (lse not produced). */
+ * single-precision attention. Same arguments as attn_reference (lse not produced), parallel in
+ * the same way. */
 int attn_reference_lowp(const attn_problem *p, const attn_mask *mask, const float *q,
                         const float *k, const float *v, float *out);
+
+/* attn_reference_lowp on selected rows only, as attn_reference_rows (unselected rows are NaN). */
+int attn_reference_lowp_rows(const attn_problem *p, const attn_mask *mask, const float *q,
+                             const float *k, const float *v, float *out,
+                             const uint8_t *row_selected);
 
 #ifdef __cplusplus
 }
