@@ -25,6 +25,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "attn/kernel_common.cuh"
 #include "attn/problem.h"
 
 /* ============================== CPU reference ============================================= */
@@ -37,14 +38,6 @@
 #define SOFTMAX_WARPS 4 /* rows (one per warp) handled by a softmax block */
 
 /* Fully masked entries of S hold -inf; a row that is entirely -inf produces P = 0, O = 0. */
-
-/* Number of keys query i may see under bottom-right causal alignment (all Lk if not causal). */
-__device__ __forceinline__ int visible_keys(int i, int Lq, int Lk, bool causal) {
-    if (!causal)
-        return Lk;
-    int n = i + Lk - Lq + 1;
-    return n < 0 ? 0 : (n > Lk ? Lk : n);
-}
 
 /* --- version 1 ------------------------------------------------------------------------------
  * S[bh, i, j] = scale * sum_d Q[bh, i, d] * K[bh, j, d]      one thread per (i, j)
@@ -70,7 +63,7 @@ __global__ void scores_naive(const float *__restrict__ q, // [B,H,Lq,D] row-majo
         float acc = 0.0f;
         for (int d = 0; d < D; ++d)
             acc += qi[d] * kj[d];
-        bool visible = j < visible_keys(i, Lq, Lk, causal);
+        bool visible = j < attn_visible_keys(i, Lq, Lk, causal);
         s[((int64_t)bh * Lq + i) * Lk + j] = visible ? acc * scale : -INFINITY;
     }
 }
@@ -81,20 +74,9 @@ __global__ void scores_naive(const float *__restrict__ q, // [B,H,Lq,D] row-majo
  *
  *   row i = blockIdx.x*4 + threadIdx.y       block = (32, 4): one warp per row
  *   lane  = threadIdx.x reads S[i, lane], S[i, lane+32], ...  (coalesced)
- *   reductions over the 32 lanes: __shfl_xor_sync butterfly, 5 steps, every lane gets the result
+ *   reductions over the 32 lanes: attn_warp_max/attn_warp_sum (attn/kernel_common.cuh), a
+ *   __shfl_xor_sync butterfly of 5 steps after which every lane holds the result
  *   grid  = (ceil(Lq/4), min(B*H, 65535)); blockIdx.y strides over the heads */
-__device__ __forceinline__ float warp_max(float x) {
-    for (int offset = 16; offset > 0; offset >>= 1)
-        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
-    return x;
-}
-
-__device__ __forceinline__ float warp_sum(float x) {
-    for (int offset = 16; offset > 0; offset >>= 1)
-        x += __shfl_xor_sync(0xffffffffu, x, offset);
-    return x;
-}
-
 __global__ void softmax_rows(float *__restrict__ s,   // [B,H,Lq,Lk] scores in, probabilities out
                              float *__restrict__ lse, // [B,H,Lq] or NULL
                              int BH, int Lq, int Lk) {
@@ -108,13 +90,13 @@ __global__ void softmax_rows(float *__restrict__ s,   // [B,H,Lq,Lk] scores in, 
         float m = -INFINITY;
         for (int j = lane; j < Lk; j += 32)
             m = fmaxf(m, row[j]);
-        m = warp_max(m);
+        m = attn_warp_max(m);
         /* A fully masked row has m = -inf; exp(-inf - -inf) would be NaN, so use 0 there. */
         float m_safe = (m == -INFINITY) ? 0.0f : m;
         float l = 0.0f;
         for (int j = lane; j < Lk; j += 32)
             l += expf(row[j] - m_safe);
-        l = warp_sum(l);
+        l = attn_warp_sum(l);
         float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
         for (int j = lane; j < Lk; j += 32)
             row[j] = expf(row[j] - m_safe) * inv_l;
@@ -183,7 +165,7 @@ __global__ void scores_tiled(const float *__restrict__ q, // [B,H,Lq,D] row-majo
         }
         int i = i0 + ty, j = j0 + tx;
         if (i < Lq && j < Lk) {
-            bool visible = j < visible_keys(i, Lq, Lk, causal);
+            bool visible = j < attn_visible_keys(i, Lq, Lk, causal);
             s[((int64_t)bh * Lq + i) * Lk + j] = visible ? acc * scale : -INFINITY;
         }
     }
@@ -220,9 +202,6 @@ __global__ void pv_tiled(const float *__restrict__ p, // [B,H,Lq,Lk] probabiliti
 
 /* ================================= launchers ============================================== */
 
-/* gridDim.y and gridDim.z are limited to 65535; kernels stride over the remaining heads. */
-static unsigned head_blocks(int BH) { return (unsigned)(BH < 65535 ? BH : 65535); }
-
 static size_t scores_workspace(const attn_problem *p) {
     return (size_t)p->B * p->H * p->Lq * p->Lk * sizeof(float);
 }
@@ -237,13 +216,13 @@ static void launch_three_steps(const attn_problem *p, const attn_buffers *b, cud
     int BH = p->B * p->H;
     float *s = (float *)b->workspace;
     dim3 tile_block(TILE, TILE);
-    dim3 scores_grid((p->Lk + TILE - 1) / TILE, (p->Lq + TILE - 1) / TILE, head_blocks(BH));
+    dim3 scores_grid((p->Lk + TILE - 1) / TILE, (p->Lq + TILE - 1) / TILE, attn_head_blocks(BH));
     scores<<<scores_grid, tile_block, 0, stream>>>((const float *)b->q, (const float *)b->k, s, BH,
                                                    p->Lq, p->Lk, p->D, p->scale, p->causal);
     dim3 softmax_block(32, SOFTMAX_WARPS);
-    dim3 softmax_grid((p->Lq + SOFTMAX_WARPS - 1) / SOFTMAX_WARPS, head_blocks(BH));
+    dim3 softmax_grid((p->Lq + SOFTMAX_WARPS - 1) / SOFTMAX_WARPS, attn_head_blocks(BH));
     softmax_rows<<<softmax_grid, softmax_block, 0, stream>>>(s, b->lse, BH, p->Lq, p->Lk);
-    dim3 pv_grid((p->D + TILE - 1) / TILE, (p->Lq + TILE - 1) / TILE, head_blocks(BH));
+    dim3 pv_grid((p->D + TILE - 1) / TILE, (p->Lq + TILE - 1) / TILE, attn_head_blocks(BH));
     pv<<<pv_grid, tile_block, 0, stream>>>(s, (const float *)b->v, (float *)b->o, BH, p->Lq, p->Lk,
                                            p->D);
 }

@@ -25,6 +25,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "attn/kernel_common.cuh"
 #include "attn/problem.h"
 
 /* ============================== CPU reference ============================================= */
@@ -37,14 +38,6 @@
 #define BC 32 /* Bc: keys per K_j / V_j tile */
 /* Largest head dimension: 4 tiles of 32 x 129 floats = 64.5 KiB of shared memory. */
 #define MAX_D 128
-
-/* Number of keys query i may see under bottom-right causal alignment (all Lk if not causal). */
-__device__ __forceinline__ int visible_keys(int i, int Lq, int Lk, bool causal) {
-    if (!causal)
-        return Lk;
-    int n = i + Lk - Lq + 1;
-    return n < 0 ? 0 : (n > Lk ? Lk : n);
-}
 
 /* One block computes the rows i0 .. i0+Br-1 of O for one (batch, head) bh:
  *
@@ -81,9 +74,10 @@ __global__ void flash_fwd_kernel(const float *__restrict__ q, // [B,H,Lq,D] row-
     const int r = threadIdx.x;
     const int i0 = blockIdx.x * BR;
     const int i = i0 + r;
-    const int n_i = i < Lq ? visible_keys(i, Lq, Lk, causal) : 0; /* keys row i sees */
+    const int n_i = i < Lq ? attn_visible_keys(i, Lq, Lk, causal) : 0; /* keys row i sees */
     const int i_last = (i0 + BR < Lq ? i0 + BR : Lq) - 1;
-    const int kv_end = visible_keys(i_last, Lq, Lk, causal); /* the block's last row sees most */
+    const int kv_end =
+        attn_visible_keys(i_last, Lq, Lk, causal); /* the block's last row sees most */
     float *o_row = o_i + r * ld;
 
     for (int bh = blockIdx.y; bh < BH; bh += gridDim.y) {
@@ -166,9 +160,6 @@ __global__ void flash_fwd_kernel(const float *__restrict__ q, // [B,H,Lq,D] row-
 
 /* ================================= launchers ============================================== */
 
-/* gridDim.y is limited to 65535; the kernel strides over the remaining heads. */
-static unsigned head_blocks(int BH) { return (unsigned)(BH < 65535 ? BH : 65535); }
-
 /* q_i, k_j, v_j and o_i, each [32][D+1] floats: 32.5 KiB at D = 64, 64.5 KiB at D = 128. Above
  * the 48 KiB every kernel may use, the kernel must opt in (GPUs since Volta allow more). */
 static void launch_flash_fwd(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
@@ -177,7 +168,7 @@ static void launch_flash_fwd(const attn_problem *p, const attn_buffers *b, cudaS
     if (smem > 48 * 1024)
         cudaFuncSetAttribute(flash_fwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)smem);
-    dim3 grid((p->Lq + BR - 1) / BR, head_blocks(BH));
+    dim3 grid((p->Lq + BR - 1) / BR, attn_head_blocks(BH));
     flash_fwd_kernel<<<grid, BR, smem, stream>>>((const float *)b->q, (const float *)b->k,
                                                  (const float *)b->v, (float *)b->o, b->lse, BH,
                                                  p->Lq, p->Lk, p->D, p->scale, p->causal);

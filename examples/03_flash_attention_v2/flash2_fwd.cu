@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "attn/kernel_common.cuh"
 #include "attn/mma.cuh"
 #include "attn/problem.h"
 
@@ -48,15 +49,6 @@
 #define SMEM_PAD 8 /* version 2: 16 bytes of padding per shared row (see below) */
 #define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f
-
-/* Number of keys that some row of the query tile [q0, q0 + BR) may see: causal rows see keys
- * j <= i + Lk - Lq, so tiles starting at or after this bound are skipped whole. */
-__device__ __forceinline__ int keys_for_tile(int q0, int Lq, int Lk, bool causal) {
-    if (!causal)
-        return Lk;
-    int n = q0 + BR + Lk - Lq; /* last row q0 + BR - 1 sees keys < q0 + BR + Lk - Lq */
-    return n < 0 ? 0 : (n > Lk ? Lk : n);
-}
 
 /* --- version 1: fa2_fp32 ---------------------------------------------------------------------
  *
@@ -80,18 +72,6 @@ __device__ __forceinline__ int keys_for_tile(int q0, int Lq, int Lk, bool causal
  *   +------------------+             o[r][:] *= alpha;   p_s[w][r][l] = p_l
  *                                  then o[r][c] += sum_j p_s[w][r][j] * v_s[j][l + 32c]
  *   After the last tile: O = o / l, LSE = m + log l. */
-__device__ __forceinline__ float warp_max32(float x) {
-    for (int offset = 16; offset > 0; offset >>= 1)
-        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
-    return x;
-}
-
-__device__ __forceinline__ float warp_sum32(float x) {
-    for (int offset = 16; offset > 0; offset >>= 1)
-        x += __shfl_xor_sync(0xffffffffu, x, offset);
-    return x;
-}
-
 __global__ void fa2_fp32_kernel(const float *__restrict__ q, // [B,H,Lq,D] row-major
                                 const float *__restrict__ k, // [B,H,Lk,D] row-major
                                 const float *__restrict__ v, // [B,H,Lk,D] row-major
@@ -122,7 +102,7 @@ __global__ void fa2_fp32_kernel(const float *__restrict__ q, // [B,H,Lq,D] row-m
             for (int c = 0; c < FP32_MAX_D / 32; ++c)
                 acc[r][c] = 0.0f;
         }
-        const int nkeys = keys_for_tile(q0, Lq, Lk, causal);
+        const int nkeys = attn_visible_keys(q0 + BR - 1, Lq, Lk, causal);
         for (int j0 = 0; j0 < nkeys; j0 += FP32_BC) {
             for (int e = tid; e < FP32_BC * D; e += blockDim.x) {
                 int j = e / D, d = e % D;
@@ -141,13 +121,13 @@ __global__ void fa2_fp32_kernel(const float *__restrict__ q, // [B,H,Lq,D] row-m
                     s += qr[d] * kr[d];
                 bool visible = key < Lk && (!causal || key <= i + Lk - Lq);
                 s = visible ? s * scale : -INFINITY;
-                float m_new = fmaxf(m[r], warp_max32(s));
+                float m_new = fmaxf(m[r], attn_warp_max(s));
                 /* A row that has seen no key yet keeps m = -inf; exponents then use 0 so that
                  * exp(-inf - -inf) never makes a NaN (its p and alpha are simply 0 / 1). */
                 float m_use = m_new == -INFINITY ? 0.0f : m_new;
                 float p = expf(s - m_use);
                 float alpha = expf(m[r] - m_use);
-                l[r] = alpha * l[r] + warp_sum32(p);
+                l[r] = alpha * l[r] + attn_warp_sum(p);
                 m[r] = m_new;
                 for (int c = 0; c < FP32_MAX_D / 32; ++c)
                     acc[r][c] *= alpha;
@@ -308,7 +288,7 @@ __global__ void fa2_mma_kernel(const T *__restrict__ q, // [B,H,Lq,D] row-major,
         float l[2] = {0.0f, 0.0f};           /* this lane's part of the row sums */
         const int rows[2] = {row0 + g, row0 + g + 8};
 
-        const int nkeys = keys_for_tile(q0, Lq, Lk, causal);
+        const int nkeys = attn_visible_keys(q0 + BR - 1, Lq, Lk, causal);
         for (int j0 = 0; j0 < nkeys; j0 += MMA_BC) {
             /* K_j and V_j as two groups, so S can start as soon as K_j has landed. */
             load_tile_async<T, D, MMA_BC>(k_s, kb + (int64_t)j0 * D, Lk - j0);
@@ -418,15 +398,12 @@ __global__ void fa2_mma_kernel(const T *__restrict__ q, // [B,H,Lq,D] row-major,
 
 /* ================================= launchers ============================================== */
 
-/* gridDim.y is limited to 65535; kernels stride over the remaining heads. */
-static unsigned head_blocks(int BH) { return (unsigned)(BH < 65535 ? BH : 65535); }
-
 static void launch_fa2_fp32(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
     int BH = p->B * p->H, D = p->D;
     size_t smem = (size_t)(BR * D + FP32_BC * (D + 1) + FP32_BC * D + BR * FP32_BC) * sizeof(float);
     /* Above 48 KiB (D > 48 here) a kernel must opt in to more dynamic shared memory. */
     cudaFuncSetAttribute(fa2_fp32_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    dim3 grid((p->Lq + BR - 1) / BR, head_blocks(BH));
+    dim3 grid((p->Lq + BR - 1) / BR, attn_head_blocks(BH));
     fa2_fp32_kernel<<<grid, WARPS * 32, smem, stream>>>((const float *)b->q, (const float *)b->k,
                                                         (const float *)b->v, (float *)b->o, b->lse,
                                                         BH, p->Lq, p->Lk, D, p->scale, p->causal);
@@ -438,7 +415,7 @@ static void launch_mma_typed(const attn_problem *p, const attn_buffers *b, cudaS
     size_t smem = (size_t)(BR + 2 * MMA_BC) * (D + SMEM_PAD) * sizeof(T);
     cudaFuncSetAttribute(fa2_mma_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          (int)smem);
-    dim3 grid((p->Lq + BR - 1) / BR, head_blocks(BH));
+    dim3 grid((p->Lq + BR - 1) / BR, attn_head_blocks(BH));
     fa2_mma_kernel<T, D><<<grid, WARPS * 32, smem, stream>>>((const T *)b->q, (const T *)b->k,
                                                              (const T *)b->v, (T *)b->o, b->lse, BH,
                                                              p->Lq, p->Lk, p->scale, p->causal);
