@@ -14,6 +14,7 @@ if(DEFINED REGEX AND NOT "${out}${err}" MATCHES "${REGEX}")
 endif()
 if(DEFINED LINES)
   string(REGEX REPLACE "\n+$" "" err_trim "${err}")
+  string(REPLACE ";" "," err_trim "${err_trim}") # ';' would split CMake's list of lines
   string(REGEX MATCHALL "[^\n]+" err_lines "${err_trim}")
   list(LENGTH err_lines n)
   if(n GREATER LINES)

@@ -128,7 +128,7 @@ static verdict kernel_verdict(const attn_kernel *k, const attn_problem *p, char 
  * can run it) or ATTN_EXIT_NO_GPU (only GPU-only kernels could), with the reason in why. */
 static int check_selection(const session *s, char *why, size_t len) {
     int needs_gpu = 0, max_d = 0;
-    char first_reason[256] = "", gpu_reason[256] = "";
+    char reasons[768] = "", gpu_reason[256] = ""; /* every kernel's reason, "; "-separated */
     for (int n = 0; n < s->ex->num_kernels; ++n) {
         const attn_kernel *k = &s->ex->kernels[n];
         char reason[256];
@@ -142,10 +142,11 @@ static int check_selection(const session *s, char *why, size_t len) {
             if (needs_gpu++ == 0)
                 snprintf(gpu_reason, sizeof gpu_reason, "%s", reason);
             break;
-        case KERNEL_CANNOT:
-            if (first_reason[0] == '\0')
-                snprintf(first_reason, sizeof first_reason, "%s", reason);
+        case KERNEL_CANNOT: {
+            size_t used = strlen(reasons);
+            snprintf(reasons + used, sizeof reasons - used, "%s%s", used ? "; " : "", reason);
             break;
+        }
         }
     }
     if (needs_gpu > 0) {
@@ -153,12 +154,12 @@ static int check_selection(const session *s, char *why, size_t len) {
         return ATTN_EXIT_NO_GPU;
     }
     if (s->cli.kernel != 0)
-        snprintf(why, len, "%s", first_reason);
+        snprintf(why, len, "%s", reasons);
     else if (s->p.D > max_d)
         snprintf(why, len, "D=%d is larger than any kernel of this example supports (max %d)",
                  s->p.D, max_d);
     else
-        snprintf(why, len, "no kernel of this example can run this problem: %s", first_reason);
+        snprintf(why, len, "no kernel of this example can run this problem: %s", reasons);
     return ATTN_EXIT_USAGE;
 }
 
