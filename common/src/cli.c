@@ -73,8 +73,8 @@ static const opt options[] = {
     {OPT_AMPLITUDE, NULL, "--amplitude", "X",
      "inputs uniform in [-X, X) (default 1; large values stress the softmax)"},
     {OPT_SEED, NULL, "--seed", "N", "input seed (default 1234)"},
-    {OPT_REPS, NULL, "--reps", "N", "timed repetitions (default 20 on a GPU, 3 on the simulator)"},
-    {OPT_WARMUP, NULL, "--warmup", "N", "untimed launches first (default 5 GPU, 1 simulator)"},
+    {OPT_REPS, NULL, "--reps", "N", "timed repetitions (default 20 on a GPU, 2 on the simulator)"},
+    {OPT_WARMUP, NULL, "--warmup", "N", "untimed launches first (default 5 GPU, 0 simulator)"},
     {OPT_CHECK_ONLY, NULL, "--check-only", NULL, "check correctness, skip timing"},
     {OPT_CHECK_ROWS, NULL, "--check-rows", "N",
      "check a sample of N query rows, 0 = all (default: all if the reference costs at most 2e9 "

@@ -10,7 +10,7 @@
  *   --scale X              softmax scale (default 1/sqrt(D))
  *   --amplitude X          inputs uniform in [-X, X) (default 1; large values stress softmax)
  *   --seed N               input seed (default 1234)
- *   --reps N --warmup N    timing repetitions (defaults: GPU 20/5, simulator 3/1)
+ *   --reps N --warmup N    timing repetitions (defaults: GPU 20/5, simulator 2/0)
  *   --check-only           check correctness, skip timing
  *   --check-rows N         check N query rows, a deterministic sample (0 = every row). Default:
  *                          every row while the reference costs at most 2e9 double multiply-adds
