@@ -27,7 +27,6 @@ Run:
                                    any tile size), and the worked example's numbers
 Exit status 0 when every check passes, 1 otherwise.
 """
-import argparse
 import math
 import os
 import sys
@@ -36,7 +35,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "01_attention_basics"))
-from naive_attention import Checks, causal_mask, naive_attention, random_qkv  # noqa: E402
+from naive_attention import (  # noqa: E402
+    causal_mask, naive_attention, random_qkv, run_script)
 
 BR = 32  # query rows per tile (flash_fwd.cu: one thread block)
 BC = 32  # keys per K_j / V_j tile
@@ -203,21 +203,8 @@ def demo():
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--all", action="store_true", help="run every check")
-    args = ap.parse_args(argv)
-    torch.manual_seed(0)
-    if not args.all:
-        demo()
-        return 0
-    c = Checks()
-    check_against_sdpa(c)
-    check_against_naive(c)
-    check_tile_sizes(c)
-    check_stability(c)
-    check_worked_example(c)
-    print(f"{c.passed} passed, {c.failed} failed")
-    return 0 if c.failed == 0 else 1
+    checks = [check_against_sdpa, check_against_naive, check_tile_sizes, check_stability, check_worked_example]
+    return run_script(__doc__, demo, checks, argv)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,6 @@ Run:
                                    FlashAttention's 2x rule, any tile size
 Exit status 0 when every check passes, 1 otherwise.
 """
-import argparse
 import math
 import os
 import sys
@@ -47,7 +46,8 @@ import torch.nn.functional as F
 sys.path.insert(
     0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "01_attention_basics")
 )
-from naive_attention import Checks, causal_mask, naive_attention, random_qkv  # noqa: E402
+from naive_attention import (  # noqa: E402
+    causal_mask, naive_attention, random_qkv, run_script)
 
 BR = 64  # query rows per tile = one thread block (both versions of flash2_fwd.cu)
 BC_FP32 = 32  # keys per K/V tile, version 1 (fa2_fp32): one key per lane
@@ -319,23 +319,8 @@ def demo():
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--all", action="store_true", help="run every check")
-    args = ap.parse_args(argv)
-    torch.manual_seed(0)
-    if not args.all:
-        demo()
-        return 0
-    c = Checks()
-    check_against_sdpa(c)
-    check_against_naive(c)
-    check_tile_skipping(c)
-    check_lowp(c)
-    check_lowp_rounds_p(c)
-    check_tile_sizes(c)
-    check_stability(c)
-    print(f"{c.passed} passed, {c.failed} failed")
-    return 0 if c.failed == 0 else 1
+    checks = [check_against_sdpa, check_against_naive, check_tile_skipping, check_lowp, check_lowp_rounds_p, check_tile_sizes, check_stability]
+    return run_script(__doc__, demo, checks, argv)
 
 
 if __name__ == "__main__":
