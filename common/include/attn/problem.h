@@ -111,7 +111,10 @@ typedef struct attn_buffers {
                                 may be NULL when the caller does not want it */
     const int *cu_seqlens_q; /* [B+1] device, NULL unless varlen */
     const int *cu_seqlens_k; /* [B+1] device, NULL unless varlen */
-    void *workspace;         /* kernel scratch, size from attn_kernel.workspace_bytes */
+    /* Block-sparse kernels: the block mask (attn/block_mask.h) whose arrays are in device memory
+     * (the struct itself is host memory); NULL for dense kernels. */
+    const struct attn_block_mask *block_mask;
+    void *workspace; /* kernel scratch, size from attn_kernel.workspace_bytes */
     size_t workspace_bytes;
 } attn_buffers;
 

@@ -1,0 +1,173 @@
+/* test_block_mask.c — the block mask (attn/block_mask.h): the exact builder on hand-checked cases
+ * (causal, a band, tails, Lq != Lk, varlen), the validator catching each kind of broken mask, the
+ * statistics, and the device copy round trip. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/block_mask.h"
+#include "attn/device.h"
+#include "unit_test.h"
+
+static int32_t full_count(const attn_block_mask *m, int b, int qb) {
+    return m->full_kv_num_blocks[b * m->num_q_blocks + qb];
+}
+static int32_t part_count(const attn_block_mask *m, int b, int qb) {
+    return m->kv_num_blocks[b * m->num_q_blocks + qb];
+}
+static int32_t *full_list(const attn_block_mask *m, int b, int qb) {
+    return m->full_kv_indices + ((size_t)b * m->num_q_blocks + qb) * m->num_k_blocks;
+}
+static int32_t *part_list(const attn_block_mask *m, int b, int qb) {
+    return m->kv_indices + ((size_t)b * m->num_q_blocks + qb) * m->num_k_blocks;
+}
+
+/* |i - j| <= 3: a band that crosses tile borders. */
+static int band3(const void *ctx, int b, int h, int i, int j) {
+    (void)ctx, (void)b, (void)h;
+    return abs(i - j) <= 3;
+}
+
+static void test_causal(void) {
+    /* L = 10, tiles of 4: query blocks {0-3, 4-7, 8-9}. Causal: block (qb, qb) is partial
+     * (diagonal) except the tail block (8-9) x (8-9), which is partial too (9 sees 8, 8 not 9). */
+    attn_problem p;
+    attn_problem_init(&p, 1, 1, 10, 10, 8);
+    p.causal = true;
+    attn_block_mask m;
+    CHECK(attn_block_mask_from_mask(&m, &p, NULL, 4, 4) == 0);
+    CHECK_EQ(m.num_q_blocks, 3);
+    CHECK_EQ(m.num_k_blocks, 3);
+    CHECK_EQ(full_count(&m, 0, 0), 0);
+    CHECK_EQ(part_count(&m, 0, 0), 1);
+    CHECK_EQ(part_list(&m, 0, 0)[0], 0);
+    CHECK_EQ(full_count(&m, 0, 2), 2);
+    CHECK_EQ(full_list(&m, 0, 2)[0], 0);
+    CHECK_EQ(full_list(&m, 0, 2)[1], 1);
+    CHECK_EQ(part_count(&m, 0, 2), 1);
+    CHECK_EQ(part_list(&m, 0, 2)[0], 2);
+    char why[256] = "";
+    CHECK(attn_block_mask_validate(&m, &p, NULL, why, sizeof why) == 0);
+    CHECK_EQ(attn_block_mask_count_empty(&m, &p, NULL), 0);
+    attn_block_mask_stats s = attn_block_mask_stats_of(&m);
+    CHECK_EQ(s.tiles, 9);
+    CHECK_EQ(s.full_blocks, 3);
+    CHECK_EQ(s.partial_blocks, 3);
+    CHECK_NEAR(s.block_density, 6.0 / 9.0, 1e-12);
+    CHECK_EQ(s.metadata_bytes, (2 * 3 + 2 * 9) * 4);
+    attn_block_mask_free(&m);
+    CHECK(m.kv_indices == NULL);
+}
+
+static void test_band_lq_ne_lk(void) {
+    /* Lq = 6, Lk = 13, tiles 4 x 5, |i - j| <= 3: query block 0 (rows 0-3) sees keys 0-6, i.e.
+     * key blocks 0 (partial: (0,4) masked) and 1 (partial); block 1 (rows 4-5) keys 1-8: blocks 0
+     * and 1, both partial. Key block 2 (10-12) is never seen. */
+    attn_problem p;
+    attn_problem_init(&p, 1, 2, 6, 13, 8);
+    attn_mask mask = {.kind = ATTN_MASK_PREDICATE, .keep = band3};
+    attn_block_mask m;
+    CHECK(attn_block_mask_from_mask(&m, &p, &mask, 4, 5) == 0);
+    CHECK_EQ(m.num_q_blocks, 2);
+    CHECK_EQ(m.num_k_blocks, 3);
+    for (int qb = 0; qb < 2; ++qb) {
+        CHECK_EQ(full_count(&m, 0, qb), 0);
+        CHECK_EQ(part_count(&m, 0, qb), 2);
+        CHECK_EQ(part_list(&m, 0, qb)[1], 1);
+    }
+    char why[256] = "";
+    CHECK(attn_block_mask_validate(&m, &p, &mask, why, sizeof why) == 0);
+
+    /* Each kind of broken mask is named. */
+    part_list(&m, 0, 0)[1] = 0; /* {0, 0}: not ascending */
+    CHECK(attn_block_mask_validate(&m, &p, &mask, why, sizeof why) == -1);
+    CHECK_CONTAINS(why, "ascending");
+    part_list(&m, 0, 0)[1] = 3; /* out of range */
+    CHECK(attn_block_mask_validate(&m, &p, &mask, why, sizeof why) == -1);
+    CHECK_CONTAINS(why, "outside");
+    part_list(&m, 0, 0)[1] = 1;
+    m.kv_num_blocks[0] = 1; /* key block 1 dropped: its visible entries would be skipped */
+    CHECK(attn_block_mask_validate(&m, &p, &mask, why, sizeof why) == -1);
+    CHECK_CONTAINS(why, "not listed");
+    m.full_kv_num_blocks[0] = 1; /* key block 1 called full: (0, 5) is masked */
+    full_list(&m, 0, 0)[0] = 1;
+    CHECK(attn_block_mask_validate(&m, &p, &mask, why, sizeof why) == -1);
+    CHECK_CONTAINS(why, "listed full");
+    m.kv_num_blocks[0] = 2; /* and partial as well */
+    CHECK(attn_block_mask_validate(&m, &p, &mask, why, sizeof why) == -1);
+    CHECK_CONTAINS(why, "both full and partial");
+    m.full_kv_num_blocks[0] = 0;
+    part_list(&m, 0, 1)[2] = 2; /* key block 2 listed although nothing in it is visible */
+    m.kv_num_blocks[1] = 3;
+    CHECK(attn_block_mask_validate(&m, &p, &mask, why, sizeof why) == 0);
+    CHECK_EQ(attn_block_mask_count_empty(&m, &p, &mask), 1);
+    m.Lk = 12; /* shape mismatch */
+    CHECK(attn_block_mask_validate(&m, &p, &mask, why, sizeof why) == -1);
+    CHECK_CONTAINS(why, "does not match");
+    m.Lk = 13;
+    attn_block_mask_free(&m);
+}
+
+static void test_varlen(void) {
+    /* Two sequences of 3 and 9 tokens, causal, tiles of 4: slice 0 has one query block, slice 1
+     * three; query blocks past a sequence's end have empty lists. */
+    static const int cu[3] = {0, 3, 12};
+    attn_problem p;
+    attn_problem_init(&p, 2, 1, 9, 9, 8);
+    p.causal = true;
+    p.cu_seqlens_q = cu;
+    p.cu_seqlens_k = cu;
+    attn_block_mask m;
+    CHECK(attn_block_mask_from_mask(&m, &p, NULL, 4, 4) == 0);
+    CHECK_EQ(m.batches, 2);
+    CHECK_EQ(part_count(&m, 0, 0), 1);
+    CHECK_EQ(part_count(&m, 0, 1) + full_count(&m, 0, 1), 0);
+    CHECK_EQ(part_count(&m, 0, 2) + full_count(&m, 0, 2), 0);
+    /* Row 8 sees keys 0-8: key blocks 0 and 1 whole, and key block 2, whose only in-range entry
+     * (8, 8) is visible, so it is full too. Rows 4-7 see keys 0-7: block 1 is the diagonal. */
+    CHECK_EQ(full_count(&m, 1, 2), 3);
+    CHECK_EQ(part_count(&m, 1, 2), 0);
+    CHECK_EQ(full_count(&m, 1, 1), 1);
+    CHECK_EQ(part_count(&m, 1, 1), 1);
+    char why[256] = "";
+    CHECK(attn_block_mask_validate(&m, &p, NULL, why, sizeof why) == 0);
+    attn_block_mask_free(&m);
+}
+
+static void test_bad_sizes_and_device(void) {
+    attn_block_mask m;
+    CHECK(attn_block_mask_alloc(&m, 1, 0, 4, 4, 4) == -1);
+    CHECK(attn_block_mask_alloc(&m, 1, 4, 4, 0, 4) == -1);
+    CHECK(m.kv_indices == NULL);
+
+    attn_device_info info;
+    char why[256];
+    if (attn_device_init(&info, why, sizeof why) != 0)
+        return; /* gpu build without a GPU: the host parts above still ran */
+    attn_problem p;
+    attn_problem_init(&p, 1, 1, 70, 50, 8);
+    p.causal = true;
+    CHECK(attn_block_mask_from_mask(&m, &p, NULL, 16, 16) == 0);
+    attn_block_mask dev, back;
+    CHECK(attn_block_mask_to_device(&m, &dev) == 0);
+    CHECK(attn_block_mask_alloc(&back, 1, 70, 50, 16, 16) == 0);
+    size_t counts = (size_t)m.num_q_blocks * sizeof(int32_t);
+    size_t lists = counts * (size_t)m.num_k_blocks;
+    CHECK(attn_to_host(back.kv_num_blocks, dev.kv_num_blocks, counts) == 0);
+    CHECK(attn_to_host(back.full_kv_num_blocks, dev.full_kv_num_blocks, counts) == 0);
+    CHECK(attn_to_host(back.kv_indices, dev.kv_indices, lists) == 0);
+    CHECK(attn_to_host(back.full_kv_indices, dev.full_kv_indices, lists) == 0);
+    CHECK(memcmp(back.kv_indices, m.kv_indices, lists) == 0);
+    CHECK(memcmp(back.full_kv_num_blocks, m.full_kv_num_blocks, counts) == 0);
+    attn_block_mask_free_device(&dev);
+    CHECK(dev.kv_indices == NULL);
+    attn_block_mask_free(&back);
+    attn_block_mask_free(&m);
+}
+
+int main(void) {
+    test_causal();
+    test_band_lq_ne_lk();
+    test_varlen();
+    test_bad_sizes_and_device();
+    return unit_finish();
+}
