@@ -274,8 +274,9 @@ def run_case(program, case, timeout, jobs):
     cmd = [program, "--case", case.name, "--seed", str(case.seed)] + list(case.args) + ["--json"]
     env = dict(os.environ)
     env.update({k: str(v) for k, v in case.env.items()})
-    if jobs > 1:
+    if jobs > 1:  # cases run side by side: one OS thread each (the reference, the simulator)
         env.setdefault("OMP_NUM_THREADS", "1")
+        env.setdefault("CUDASIM_THREADS", "1")
     start = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, start_new_session=True, errors="replace")

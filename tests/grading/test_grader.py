@@ -258,18 +258,15 @@ def check_gradescope(args):
     root = os.path.join(work, "autograder")
     with zipfile.ZipFile(zip_path) as z:
         names = z.namelist()
-        for needed in ("setup.sh", "run_autograder", "source/grader/grade.py",
-                       "source/grader_secret.txt"):
+        for needed in ("setup.sh", "run_autograder", "repo/grader/grade.py", "grader_secret.txt"):
             if needed not in names:
                 fail(f"the zip lacks {needed}")
-        z.extractall(os.path.join(root, "source_zip"))
-    os.rename(os.path.join(root, "source_zip", "source"), os.path.join(root, "source"))
+        z.extractall(os.path.join(root, "source"))  # where Gradescope unpacks it
     os.makedirs(os.path.join(root, "submission", "nested"))
-    os.makedirs(os.path.join(root, "results"))
     with open(solution_path(args)) as f, open(os.path.join(
             root, "submission", "nested", spec_of(args.exercise)["submission_file"]), "w") as g:
         g.write(f.read())
-    run = os.path.join(root, "source_zip", "run_autograder")
+    run = os.path.join(root, "source", "run_autograder")
     os.chmod(run, 0o755)
     env = dict(os.environ, AUTOGRADER_ROOT=root, ATTN_GRADER_BUILD=args.build_dir)
     done = subprocess.run([run, "--cases", "one_tile,tail_tile,hidden_0[12],performance"],
