@@ -263,14 +263,37 @@ def forbidden_symbols(library, spec):
 
 # ---- running the cases -------------------------------------------------------------------------
 
+SANITIZER = re.compile(r"(ThreadSanitizer|AddressSanitizer|UndefinedBehaviorSanitizer|"
+                       r"LeakSanitizer|runtime error:)")
+
+
 def tail(text, lines=6, chars=700):
-    kept = [l for l in text.splitlines() if l.strip()][-lines:]
+    """The end of a case's stderr for a message; a sanitizer report: its first lines instead."""
+    all_lines = [l for l in text.splitlines() if l.strip()]
+    first = next((n for n, l in enumerate(all_lines) if SANITIZER.search(l)), None)
+    if first is not None:
+        frame = next((l.strip() for l in all_lines[first:] if l.strip().startswith("#0")), "")
+        summary = next((l for l in all_lines if l.startswith("SUMMARY:")), "")
+        kept = [all_lines[first].strip("= "), frame, summary]
+    else:
+        kept = all_lines[-lines:]
     out = " | ".join(kept)
     return out if len(out) <= chars else "..." + out[-chars:]
 
 
-def run_case(program, case, timeout, jobs):
-    """One case in its own process. Returns (score fraction, status, message, details)."""
+def run_case(program, case, timeout, jobs, rename):
+    """One case in its own process. Returns (score fraction, status, message, details).
+    rename: (slot path, learner's file name) for the paths in the simulator's reports."""
+    fraction, status, message, result = _run_case(program, case, timeout, jobs)
+    return fraction, status, message.replace(rename[0], rename[1]), result
+
+
+def with_stderr(message, err, lines=6, chars=700):
+    shown = tail(err, lines, chars)
+    return f"{message}; stderr: {shown}" if shown else message
+
+
+def _run_case(program, case, timeout, jobs):
     cmd = [program, "--case", case.name, "--seed", str(case.seed)] + list(case.args) + ["--json"]
     env = dict(os.environ)
     env.update({k: str(v) for k, v in case.env.items()})
@@ -304,23 +327,23 @@ def run_case(program, case, timeout, jobs):
             sig = f"signal {-rc}"
         hint = {"SIGSEGV": ": an out-of-bounds access?", "SIGABRT": ": the simulator or the C "
                 "library stopped the program", "SIGFPE": ": an integer division by zero?"}
-        return 0.0, "failed", f"crashed ({sig}{hint.get(sig, '')}); stderr: {tail(err)}", None
+        return 0.0, "failed", with_stderr(f"crashed ({sig}{hint.get(sig, '')})", err), None
     if rc == EXIT_NO_GPU:
         msg = result["message"] if result else tail(err)
         return 0.0, "skipped", msg, result
     if result is None:
-        return 0.0, "failed", f"printed no result (exit status {rc}); stderr: {tail(err)}", None
+        return 0.0, "failed", with_stderr(f"printed no result (exit status {rc})", err), None
     message = str(result.get("message", ""))
     if rc not in (0, 1, EXIT_USAGE):
-        return 0.0, "failed", (f"exited with status {rc} after its result (a sanitizer or "
-                               f"simulator report?); stderr: {tail(err)}"), result
+        return 0.0, "failed", with_stderr(f"exited with status {rc} after its result (a "
+                                          "sanitizer or simulator report?)", err), result
     if rc == EXIT_USAGE:
-        return 0.0, "failed", f"grader error (please report): {message} {tail(err)}", result
+        return 0.0, "failed", with_stderr(f"grader error (please report): {message}", err), result
     fraction = float(result.get("fraction", 0.0)) if rc in (0, 1) else 0.0
     fraction = min(1.0, max(0.0, fraction))
     status = "passed" if rc == 0 and result.get("passed") else "failed"
-    if status == "failed" and err.strip():
-        message += f"; stderr: {tail(err, 3, 400)}"
+    if status == "failed":
+        message = with_stderr(message, err, 3, 400)
     result["seconds"] = seconds
     return fraction, status, message, result
 
@@ -414,7 +437,8 @@ def grade_submission(spec, build, submission, outdir, args, secret, label=None):
             say(f"{prefix}compile: ok", args.quiet)
             jobs = max(1, args.jobs)
             with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-                futures = {pool.submit(run_case, program, c, timeout, jobs): c for c in cases}
+                futures = {pool.submit(run_case, program, c, timeout, jobs,
+                                       (build.info["slot"], os.path.basename(submission))): c for c in cases}
                 for fut in concurrent.futures.as_completed(futures):
                     c = futures[fut]
                     fraction, status, message, _ = fut.result()
