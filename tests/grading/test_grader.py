@@ -4,7 +4,10 @@
   test_grader.py --build-dir build/sim --exercise 01_mini_flash CHECK
 
 CHECK is one of: solution, skeleton, planted:<name>, hang, crash, compile_error, class,
-hidden, usage, gradescope. Every check runs grader/grade.py as a user would (a subprocess) and
+hidden, usage, gradescope. A planted bug (planted.json) has "why", "replace" (exact
+[text, replacement] pairs), and optionally "expect" (a message the grader must print), "fails"
+(cases that must lose their points), "sanitizers" (also run in those presets) and "special" (used
+by one of the named checks, not as a planted:<name> test). Every check runs grader/grade.py as a user would (a subprocess) and
 reads the results.json it writes. Planted bugs are made from the solution at test time by exact
 text replacement (planted.json); a text that is gone fails the test, so it never silently
 grades an unbroken kernel.
@@ -137,6 +140,10 @@ def check_planted(args, name):
         fail(f"planted bug '{name}' ({bug['why']}) lost no points")
     if bug.get("expect") and bug["expect"] not in out:
         fail(f"planted bug '{name}': expected the message {bug['expect']!r}")
+    by_name = {t["name"]: t for t in res["tests"]}
+    for case in bug.get("fails", []):  # cases that must lose their points (others may too)
+        if case not in by_name or by_name[case]["score"] >= by_name[case]["max_score"]:
+            fail(f"planted bug '{name}': case {case} did not lose its points")
 
 
 def check_hang(args):
