@@ -191,6 +191,12 @@ static void mask_pair_free(mask_pair *mp) {
  * for the submission, `sol_expect` for the solution. */
 static int run_on_mask(const grader_case *c, mask_pair *mp, const attn_mask *expect,
                        const attn_mask *sol_expect, grader_result *r) {
+    attn_device_info info;
+    char why[256];
+    if (attn_device_init(&info, why, sizeof why) != 0) { /* a gpu build without a GPU */
+        snprintf(r->message, sizeof r->message, "not run: %s", why);
+        return ATTN_EXIT_NO_GPU;
+    }
     if (attn_block_mask_to_device(&mp->host, &mp->dev) != 0) {
         snprintf(r->message, sizeof r->message, "grader error: device copy of the block mask");
         return ATTN_EXIT_USAGE;
