@@ -78,12 +78,36 @@ def check_gradescope_shape(results):
             fail(f"test {t['name']}: visibility {t['visibility']}")
 
 
-def planted_copy(args, name):
-    """The solution with the planted bug `name` (planted.json), written to a temp file."""
+def planted_bugs(exercise):
+    """{name: bug} from tests/grading/planted.json and, where an exercise keeps its own list,
+    exercises/<ex>/planted_bugs.json ({"bugs": [{name, what, original, replacement, fails,
+    preset}]}, converted to the same form)."""
     with open(os.path.join(HERE, "planted.json")) as f:
-        planted = json.load(f)[args.exercise]
+        bugs = dict(json.load(f).get(exercise, {}))
+    own = os.path.join(ROOT, "exercises", exercise, "planted_bugs.json")
+    if os.path.isfile(own):
+        with open(own) as f:
+            for b in json.load(f)["bugs"]:
+                preset = b.get("preset", "")
+                bugs[b["name"]] = {"why": b["what"], "replace": [[b["original"], b["replacement"]]],
+                                   "fails": b.get("fails", []),
+                                   "sanitizers": [preset[4:]] if preset.startswith("sim-") else []}
+    return bugs
+
+
+def list_planted(exercise, sanitizer):
+    """The planted:<name> tests to register (CMake reads this at configure time)."""
+    for name, bug in sorted(planted_bugs(exercise).items()):
+        if bug.get("special"):
+            continue
+        if not sanitizer or sanitizer in bug.get("sanitizers", []):
+            print(name)
+
+
+def planted_copy(args, name):
+    """The solution with the planted bug `name`, written to a temp file."""
     spec = spec_of(args.exercise)
-    bug = planted[name]
+    bug = planted_bugs(args.exercise)[name]
     with open(os.path.join(ROOT, "solutions", args.exercise, spec["submission_file"])) as f:
         body = f.read()
     for text, replacement in bug["replace"]:
@@ -96,6 +120,31 @@ def planted_copy(args, name):
     with open(path, "w") as f:
         f.write(body)
     return path, bug
+
+
+# Fallbacks for an exercise whose planted bugs do not include hang, crash or compile_error:
+# appended to the solution, they act when the case program starts (or when it is compiled).
+GENERIC_SPECIAL = {
+    "hang": "\n__attribute__((constructor)) static void planted_hang(void) {\n"
+            "    volatile int spin = 1;\n    while (spin) {\n    }\n}\n",
+    "crash": "\nstatic int *volatile planted_null; /* the compiler cannot see it is NULL */\n"
+             "__attribute__((constructor)) static void planted_crash(void) {\n"
+             "    *planted_null = 1;\n}\n",
+    "compile_error": "\nstatic int planted_error(void) { return undeclared_name; }\n",
+}
+
+
+def special_copy(args, name):
+    """The solution with the special bug `name`: the exercise's own, else the generic one."""
+    if name in planted_bugs(args.exercise):
+        return planted_copy(args, name)[0]
+    spec = spec_of(args.exercise)
+    with open(solution_path(args)) as f:
+        body = "#include <stdint.h>\n" + f.read() + GENERIC_SPECIAL[name]
+    path = os.path.join(tempfile.mkdtemp(prefix=f"special-{name}-"), spec["submission_file"])
+    with open(path, "w") as f:
+        f.write(body)
+    return path
 
 
 def solution_path(args):
@@ -149,7 +198,7 @@ def check_planted(args, name):
 def check_hang(args):
     """A kernel that never ends: the case is killed at its timeout; results.json has the compile
     test before the grader finishes (results are written as they come)."""
-    path, _ = planted_copy(args, "hang")
+    path = special_copy(args, "hang")
     out = tempfile.mkdtemp(prefix="grading-hang-")
     timeout = 5
     cmd = [sys.executable, GRADE, args.exercise, path, "--build-dir", args.build_dir, "--out",
@@ -175,7 +224,7 @@ def check_hang(args):
 
 
 def check_crash(args):
-    path, _ = planted_copy(args, "crash")
+    path = special_copy(args, "crash")
     rc, res, out, _ = grade(args, path)
     if rc != 1 or res is None or "crashed (SIGSEGV" not in out:
         fail(f"a crashing kernel must be a failed case saying so (exit {rc})")
@@ -184,7 +233,7 @@ def check_crash(args):
 
 
 def check_compile_error(args):
-    path, _ = planted_copy(args, "compile_error")
+    path = special_copy(args, "compile_error")
     rc, res, out, _ = grade(args, path)
     compile_test = next(t for t in res["tests"] if t["name"] == "compile")
     name = spec_of(args.exercise)["submission_file"]
@@ -208,7 +257,7 @@ def check_class(args):
     out = tempfile.mkdtemp(prefix="grading-class-out-")
     env = dict(os.environ, ATTN_GRADER_SECRET=SECRET)
     done = subprocess.run([sys.executable, GRADE, args.exercise, folder, "--build-dir",
-                           args.build_dir, "--out", out, "--cases", "one_tile,hidden_01"],
+                           args.build_dir, "--out", out, "--cases", spec["cases"][0]["name"] + ",hidden_01"],
                           capture_output=True, text=True, env=env)
     print(done.stdout, done.stderr)
     with open(os.path.join(out, "class.csv")) as f:
@@ -276,7 +325,8 @@ def check_gradescope(args):
     run = os.path.join(root, "source", "run_autograder")
     os.chmod(run, 0o755)
     env = dict(os.environ, AUTOGRADER_ROOT=root, ATTN_GRADER_BUILD=args.build_dir)
-    done = subprocess.run([run, "--cases", "one_tile,tail_tile,hidden_0[12],performance"],
+    first = [c["name"] for c in spec_of(args.exercise)["cases"][:2]]
+    done = subprocess.run([run, "--cases", ",".join(first) + ",hidden_0[12],performance"],
                           capture_output=True, text=True, env=env)
     print(done.stdout[-3000:], done.stderr[-3000:])
     path = os.path.join(root, "results", "results.json")
@@ -287,7 +337,7 @@ def check_gradescope(args):
     check_gradescope_shape(res)
     names = {t["name"] for t in res["tests"]}
     score, top = totals(res)
-    if not {"hidden_01", "hidden_02", "one_tile"} <= names or score != top or top <= 0:
+    if not {"hidden_01", "hidden_02", first[0]} <= names or score != top or top <= 0:
         fail(f"run_autograder: want full marks with the hidden cases, got {score} / {top}")
     hidden = next(t for t in res["tests"] if t["name"] == "hidden_01")
     if hidden["visibility"] != "after_due_date":
@@ -296,10 +346,15 @@ def check_gradescope(args):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--build-dir", required=True)
+    ap.add_argument("--build-dir", default=".")
     ap.add_argument("--exercise", required=True)
-    ap.add_argument("check")
+    ap.add_argument("--list-planted", metavar="SANITIZER", nargs="?", const="",
+                    help="print the planted bugs to test (under SANITIZER: those marked for it)")
+    ap.add_argument("check", nargs="?")
     args = ap.parse_args()
+    if args.list_planted is not None:
+        list_planted(args.exercise, args.list_planted)
+        return
     args.build_dir = os.path.abspath(args.build_dir)
     checks = {"solution": check_solution, "skeleton": check_skeleton, "hang": check_hang,
               "crash": check_crash, "compile_error": check_compile_error, "class": check_class,
