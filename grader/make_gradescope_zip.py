@@ -15,6 +15,7 @@ For a test without /autograder, run_autograder takes AUTOGRADER_ROOT and ATTN_GR
 the environment (grader/README.md, "Gradescope").
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -102,7 +103,6 @@ def main(argv):
     if args.secret_file and not os.path.isfile(args.secret_file):
         print(f"make_gradescope_zip: error: no secret file {args.secret_file}", file=sys.stderr)
         return 2
-    import json
     with open(spec) as f:
         filename = json.load(f)["submission_file"]
     out = args.out or f"autograder_{args.exercise}.zip"
