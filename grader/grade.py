@@ -374,7 +374,8 @@ class Results:
     def summary(self):
         where = ("on a GPU: correctness and performance points" if self.backend == "gpu" else
                  "on the CPU simulator: correctness points only (performance points need a GPU)")
-        line = f"{self.spec['exercise']}: {self.score:g} / {self.max_score:g} points, graded {where}"
+        line = (f"{self.spec['exercise']}: {self.score:g} / {self.max_score:g} points, "
+                f"graded {where}")
         if not self.secret_given and self.spec.get("hidden"):
             line += "; hidden cases not run (no instructor secret)"
         return line
@@ -437,8 +438,9 @@ def grade_submission(spec, build, submission, outdir, args, secret, label=None):
             say(f"{prefix}compile: ok", args.quiet)
             jobs = max(1, args.jobs)
             with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-                futures = {pool.submit(run_case, program, c, timeout, jobs,
-                                       (build.info["slot"], os.path.basename(submission))): c for c in cases}
+                rename = (build.info["slot"], os.path.basename(submission))
+                futures = {pool.submit(run_case, program, c, timeout, jobs, rename): c
+                           for c in cases}
                 for fut in concurrent.futures.as_completed(futures):
                     c = futures[fut]
                     fraction, status, message, _ = fut.result()

@@ -31,7 +31,8 @@ apt-get update -qq
 apt-get install -y -qq cmake make g++ gcc libboost-context-dev python3 python3-pip >/dev/null
 # The chapter needs CMake >= 3.24; older images get it from PyPI.
 if ! printf '3.24\\n%s\\n' "$(cmake --version | awk 'NR==1{{print $3}}')" | sort -V -C; then
-    python3 -m pip install -q 'cmake>=3.24' || python3 -m pip install -q --break-system-packages 'cmake>=3.24'
+    python3 -m pip install -q 'cmake>=3.24' ||
+        python3 -m pip install -q --break-system-packages 'cmake>=3.24'
     hash -r
 fi
 cd /autograder/source/repo

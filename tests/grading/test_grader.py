@@ -7,14 +7,16 @@ CHECK is one of: solution, skeleton, planted:<name>, hang, crash, compile_error,
 hidden, usage, gradescope. A planted bug (planted.json) has "why", "replace" (exact
 [text, replacement] pairs), and optionally "expect" (a message the grader must print), "fails"
 (cases that must lose their points), "sanitizers" (also run in those presets) and "special" (used
-by one of the named checks, not as a planted:<name> test). Every check runs grader/grade.py as a user would (a subprocess) and
-reads the results.json it writes. Planted bugs are made from the solution at test time by exact
-text replacement (planted.json); a text that is gone fails the test, so it never silently
-grades an unbroken kernel.
+by one of the named checks, not as a planted:<name> test). Every check runs grader/grade.py as a
+user would (a subprocess) and reads the results.json it writes. Planted bugs are made from the
+solution at test time by exact text replacement; a text that is gone fails the test, so it never
+silently grades an unbroken kernel.
 """
 import argparse
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,6 +27,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 GRADE = os.path.join(ROOT, "grader", "grade.py")
 SECRET = "grader-test-secret"  # the tests' instructor secret (hidden cases run too)
+WORK = tempfile.mkdtemp(prefix="grader-test-")  # every scratch folder, removed at exit
+atexit.register(shutil.rmtree, WORK, True)
 
 
 def fail(msg):
@@ -39,7 +43,7 @@ def spec_of(exercise):
 
 def grade(args, target, *extra, secret=True, timeout=300):
     """Runs grade.py on one submission; returns (exit status, results.json, stdout, seconds)."""
-    out = tempfile.mkdtemp(prefix="grading-test-")
+    out = tempfile.mkdtemp(prefix="grading-test-", dir=WORK)
     env = dict(os.environ)
     env.pop("ATTN_GRADER_SECRET_FILE", None)
     if secret:
@@ -115,7 +119,7 @@ def planted_copy(args, name):
             fail(f"planted bug {name}: the text {text!r} is not in the solution exactly once; "
                  "update tests/grading/planted.json")
         body = body.replace(text, replacement)
-    folder = tempfile.mkdtemp(prefix=f"planted-{name}-")
+    folder = tempfile.mkdtemp(prefix=f"planted-{name}-", dir=WORK)
     path = os.path.join(folder, spec["submission_file"])
     with open(path, "w") as f:
         f.write(body)
@@ -141,7 +145,8 @@ def special_copy(args, name):
     spec = spec_of(args.exercise)
     with open(solution_path(args)) as f:
         body = "#include <stdint.h>\n" + f.read() + GENERIC_SPECIAL[name]
-    path = os.path.join(tempfile.mkdtemp(prefix=f"special-{name}-"), spec["submission_file"])
+    folder = tempfile.mkdtemp(prefix=f"special-{name}-", dir=WORK)
+    path = os.path.join(folder, spec["submission_file"])
     with open(path, "w") as f:
         f.write(body)
     return path
@@ -199,7 +204,7 @@ def check_hang(args):
     """A kernel that never ends: the case is killed at its timeout; results.json has the compile
     test before the grader finishes (results are written as they come)."""
     path = special_copy(args, "hang")
-    out = tempfile.mkdtemp(prefix="grading-hang-")
+    out = tempfile.mkdtemp(prefix="grading-hang-", dir=WORK)
     timeout = 5
     cmd = [sys.executable, GRADE, args.exercise, path, "--build-dir", args.build_dir, "--out",
            out, "--timeout", str(timeout), "--cases", spec_of(args.exercise)["cases"][0]["name"]]
@@ -210,7 +215,8 @@ def check_hang(args):
         path_json = os.path.join(out, "results.json")
         if os.path.isfile(path_json):
             with open(path_json) as f:
-                seen_early = seen_early or any(t["name"] == "compile" for t in json.load(f)["tests"])
+                names = [t["name"] for t in json.load(f)["tests"]]
+            seen_early = seen_early or "compile" in names
         time.sleep(0.2)
     seconds = time.monotonic() - start
     text = proc.stdout.read()
@@ -247,17 +253,18 @@ def check_compile_error(args):
 def check_class(args):
     """A folder of three learners: the solution, the skeleton, and one without the file."""
     spec = spec_of(args.exercise)
-    folder = tempfile.mkdtemp(prefix="grading-class-")
+    folder = tempfile.mkdtemp(prefix="grading-class-", dir=WORK)
     for learner, src in (("alice", solution_path(args)), ("bob", skeleton_path(args))):
         os.makedirs(os.path.join(folder, learner, "src"))
         with open(src) as f, open(os.path.join(folder, learner, "src", spec["submission_file"]),
                                   "w") as g:
             g.write(f.read())
     os.makedirs(os.path.join(folder, "carol"))
-    out = tempfile.mkdtemp(prefix="grading-class-out-")
+    out = tempfile.mkdtemp(prefix="grading-class-out-", dir=WORK)
     env = dict(os.environ, ATTN_GRADER_SECRET=SECRET)
     done = subprocess.run([sys.executable, GRADE, args.exercise, folder, "--build-dir",
-                           args.build_dir, "--out", out, "--cases", spec["cases"][0]["name"] + ",hidden_01"],
+                           args.build_dir, "--out", out,
+                           "--cases", spec["cases"][0]["name"] + ",hidden_01"],
                           capture_output=True, text=True, env=env)
     print(done.stdout, done.stderr)
     with open(os.path.join(out, "class.csv")) as f:
@@ -290,7 +297,7 @@ def check_hidden(args):
 def check_usage(args):
     cases = [([args.exercise, "/no/such/file.cu"], "no such file"),
              (["99_nothing"], "unknown exercise"),
-             ([args.exercise, tempfile.mkdtemp()], "no submissions"),
+             ([args.exercise, tempfile.mkdtemp(dir=WORK)], "no submissions"),
              ([args.exercise, "--cases", "no_such_case"], "no such case")]
     for argv, text in cases:
         done = subprocess.run([sys.executable, GRADE] + argv + ["--build-dir", args.build_dir],
@@ -304,7 +311,7 @@ def check_usage(args):
 def check_gradescope(args):
     """The autograder zip has setup.sh and run_autograder; run_autograder grades a submission
     into results/results.json (paths from the environment, no /autograder needed)."""
-    work = tempfile.mkdtemp(prefix="gradescope-")
+    work = tempfile.mkdtemp(prefix="gradescope-", dir=WORK)
     zip_path = os.path.join(work, "autograder.zip")
     secret = os.path.join(work, "secret.txt")
     with open(secret, "w") as f:
