@@ -137,26 +137,26 @@ static int launch_and_fetch(run_state *s, const attn_kernel *k, grader_result *r
     return 0;
 }
 
-/* Describes the first bad element of a check as "O[b,h,i,d] = got, want x (n of m wrong...)". */
+/* "O differs from the reference at [b,h,i,d]: got x, want y; n of m elements wrong, ..." */
 static void mismatch_message(grader_result *r, const char *what, const char *against,
                              const attn_check_result *c) {
-    char where[96] = "", detail[192];
+    char where[160] = "";
     if (c->num_reported > 0) {
         const attn_mismatch *m = &c->first[0];
+        char idx[64];
         if (m->d >= 0)
-            snprintf(where, sizeof where, "[b=%d,h=%d,i=%d,d=%d] = %.6g, want %.6g", m->b, m->h,
-                     m->i, m->d, m->got, m->want);
+            snprintf(idx, sizeof idx, "[b=%d,h=%d,i=%d,d=%d]", m->b, m->h, m->i, m->d);
         else
-            snprintf(where, sizeof where, "[b=%d,h=%d,i=%d] = %.6g, want %.6g", m->b, m->h, m->i,
-                     m->got, m->want);
+            snprintf(idx, sizeof idx, "[b=%d,h=%d,i=%d]", m->b, m->h, m->i);
+        snprintf(where, sizeof where, " at %s: got %.6g, want %.6g", idx,
+                 isnan(m->got) ? NAN : m->got, m->want); /* NAN: print "nan", never "-nan" */
     }
-    snprintf(detail, sizeof detail, "%zu of %zu elements wrong%s%s", c->bad, c->checked,
-             c->nonfinite ? ", NaN/inf in " : "",
-             c->nonfinite == c->checked ? "all of them (output never written?)"
-             : c->nonfinite             ? "some (never written, or a NaN in the arithmetic?)"
-                                        : "");
-    snprintf(r->message, sizeof r->message, "%s%s differs from the %s: %s", what, where, against,
-             detail);
+    const char *nan_note = c->nonfinite == 0            ? ""
+                           : c->nonfinite == c->checked ? ", all NaN/inf (output never written?)"
+                                                        : ", some NaN/inf (unwritten elements, or "
+                                                          "a NaN in the arithmetic?)";
+    snprintf(r->message, sizeof r->message, "%s differs from the %s%s; %zu of %zu elements wrong%s",
+             what, against, where, c->bad, c->checked, nan_note);
 }
 
 /* Inputs on the device equal to the checker's copy, guard zones intact? 0, or 1 with a message. */
