@@ -183,6 +183,17 @@ int main(int argc, char **argv) {
            "metadata %zu bytes\n",
            (long long)s.full_blocks, (long long)s.partial_blocks, (long long)s.tiles,
            100.0 * s.block_density, s.metadata_bytes);
+    /* The density budget counts tiles against those holding a causal (or any) entry. */
+    attn_block_mask all;
+    if (attn_block_mask_from_mask(&all, &p, NULL, SPARSE_MASK_BLOCK_Q, SPARSE_MASK_BLOCK_K) == 0) {
+        attn_block_mask_stats a = attn_block_mask_stats_of(&all);
+        printf("tile density: %.2f%% of the %lld tiles holding a%s entry (budget 40%% at L=4096, "
+               "causal; token budget 10%%)\n",
+               100.0 * (double)(s.full_blocks + s.partial_blocks) /
+                   (double)(a.full_blocks + a.partial_blocks),
+               (long long)(a.full_blocks + a.partial_blocks), p.causal ? " causal" : "n");
+        attn_block_mask_free(&all);
+    }
     print_tiles(&m);
     attn_block_mask_free(&m);
     return o.pgm ? write_pgm(o.pgm, &p) : 0;
