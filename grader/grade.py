@@ -372,7 +372,8 @@ class Results:
         return sum(t["max_score"] for t in self.tests)
 
     def summary(self):
-        where = ("on a GPU: correctness and performance points" if self.backend == "gpu" else
+        where = ("by the GPU build: correctness and performance points (a case that finds no "
+                 "GPU is skipped)" if self.backend == "gpu" else
                  "on the CPU simulator: correctness points only (performance points need a GPU)")
         line = (f"{self.spec['exercise']}: {self.score:g} / {self.max_score:g} points, "
                 f"graded {where}")
