@@ -1,0 +1,413 @@
+/* grader_case.c — the checks every case program makes (see grader_case.h for the order and why). */
+#include "grader_case.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/bench.h"
+#include "attn/check.h"
+#include "attn/device.h"
+#include "attn/tensor.h"
+
+#ifdef ATTN_BACKEND_SIM
+static const bool on_simulator = true;
+#else
+static const bool on_simulator = false;
+#endif
+
+/* Performance rule (grader/README.md): full points up to 1.25x the solution's time, none from 4x.
+ */
+#define PERF_FULL_RATIO 1.25
+#define PERF_ZERO_RATIO 4.0
+
+int grader_case_parse(grader_case *c, int argc, char **argv, const attn_example *ex) {
+    memset(c, 0, sizeof *c);
+    /* Grader flags out, the rest to the harness's parser (argv[0] kept). */
+    char **rest = calloc((size_t)argc + 1, sizeof *rest);
+    if (rest == NULL)
+        return ATTN_EXIT_USAGE;
+    int n = 0;
+    rest[n++] = argv[0];
+    for (int a = 1; a < argc; ++a) {
+        if (strcmp(argv[a], "--case") == 0 && a + 1 < argc)
+            c->name = argv[++a];
+        else if (strcmp(argv[a], "--perf") == 0)
+            c->perf = true;
+        else if (strcmp(argv[a], "--json") != 0)
+            rest[n++] = argv[a];
+    }
+    char err[256];
+    int status = attn_cli_parse(&c->cli, n, rest, err, sizeof err);
+    free(rest);
+    if (status != 0) {
+        fprintf(stderr, "%s\n", err);
+        return ATTN_EXIT_USAGE;
+    }
+    if (c->name == NULL) {
+        fprintf(stderr, "error: --case NAME is required\n");
+        return ATTN_EXIT_USAGE;
+    }
+    const int *def = ex->default_sim;
+    const attn_cli *o = &c->cli;
+    attn_problem_init(&c->p, o->B ? o->B : def[0], o->H ? o->H : def[1], o->Lq ? o->Lq : def[2],
+                      o->Lk ? o->Lk : def[2], o->D ? o->D : def[3]);
+    c->p.dtype = o->dtype_set ? o->dtype : ATTN_F32;
+    c->p.causal = o->causal;
+    if (o->scale > 0.0f)
+        c->p.scale = o->scale;
+    char why[256];
+    if (attn_problem_validate(&c->p, why, sizeof why) != 0) {
+        fprintf(stderr, "error: %s\n", why);
+        return ATTN_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* ---- device buffers with NaN guard zones --------------------------------------------------- */
+
+/* One device buffer of `elems` elements of `esize` bytes, with `guard` bytes of 0xFF (NaN) on
+ * both sides; data points at the elements. */
+typedef struct guarded {
+    unsigned char *base;
+    void *data;
+    size_t bytes, guard;
+} guarded;
+
+static int guarded_alloc(guarded *g, size_t bytes, size_t guard) {
+    g->bytes = bytes;
+    g->guard = guard;
+    g->base = attn_device_alloc(bytes + 2 * guard);
+    g->data = g->base ? g->base + guard : NULL;
+    return g->base == NULL || attn_device_fill_nan(g->base, bytes + 2 * guard);
+}
+
+/* Index of the first byte of the guard zones that is no longer 0xFF, or -1. host: scratch of
+ * 2 * guard bytes. */
+static long guard_damage(const guarded *g, unsigned char *host) {
+    if (attn_to_host(host, g->base, g->guard) ||
+        attn_to_host(host + g->guard, g->base + g->guard + g->bytes, g->guard))
+        return 0;
+    for (size_t n = 0; n < 2 * g->guard; ++n)
+        if (host[n] != 0xFF)
+            return (long)n;
+    return -1;
+}
+
+/* ---- the check ------------------------------------------------------------------------------ */
+
+typedef struct run_state {
+    const attn_problem *p;
+    attn_host_inputs in; /* the checker's own copy of the inputs (fp32 values) */
+    void *packed[3];     /* Q, K, V in the problem's dtype, as uploaded */
+    size_t in_bytes[3];  /* bytes of Q, K, V */
+    guarded dq, dk, dv, dout, dlse;
+    attn_buffers buf;
+    void *staging;    /* download area, max(in_bytes, out) + 2 * guard */
+    float *out, *lse; /* a kernel's output, unpacked */
+} run_state;
+
+static void set_message(grader_result *r, const char *fmt, const char *a, const char *b) {
+    snprintf(r->message, sizeof r->message, fmt, a, b);
+}
+
+/* NaN-fills the outputs (and their guards) and launches kernel k; then synchronises and
+ * downloads O and LSE. 0, or 1 with the CUDA error in r->message. */
+static int launch_and_fetch(run_state *s, const attn_kernel *k, grader_result *r) {
+    const attn_problem *p = s->p;
+    if (attn_device_fill_nan(s->dout.base, s->dout.bytes + 2 * s->dout.guard) ||
+        attn_device_fill_nan(s->dlse.base, s->dlse.bytes + 2 * s->dlse.guard))
+        return 1;
+    cudaGetLastError(); /* clear an earlier error */
+    k->launch(p, &s->buf, 0);
+    cudaError_t err = cudaGetLastError();
+    if (err == cudaSuccess)
+        err = cudaDeviceSynchronize();
+    if (err != cudaSuccess) {
+        set_message(r, "CUDA error at the launch: %s (%s)", cudaGetErrorName(err),
+                    cudaGetErrorString(err));
+        return 1;
+    }
+    if (attn_to_host(s->staging, s->dout.data, s->dout.bytes) ||
+        attn_to_host(s->lse, s->dlse.data, s->dlse.bytes))
+        return 1;
+    attn_unpack(s->out, s->staging, attn_problem_q_elems(p), p->dtype);
+    return 0;
+}
+
+/* "O differs from the reference at [b,h,i,d]: got x, want y; n of m elements wrong, ..." */
+static void mismatch_message(grader_result *r, const char *what, const char *against,
+                             const attn_check_result *c) {
+    char where[160] = "";
+    if (c->num_reported > 0) {
+        const attn_mismatch *m = &c->first[0];
+        char idx[64];
+        if (m->d >= 0)
+            snprintf(idx, sizeof idx, "[b=%d,h=%d,i=%d,d=%d]", m->b, m->h, m->i, m->d);
+        else
+            snprintf(idx, sizeof idx, "[b=%d,h=%d,i=%d]", m->b, m->h, m->i);
+        snprintf(where, sizeof where, " at %s: got %.6g, want %.6g", idx,
+                 isnan(m->got) ? NAN : m->got, m->want); /* NAN: print "nan", never "-nan" */
+    }
+    const char *nan_note = c->nonfinite == 0            ? ""
+                           : c->nonfinite == c->checked ? ", all NaN/inf (output never written?)"
+                                                        : ", some NaN/inf (unwritten elements, or "
+                                                          "a NaN in the arithmetic?)";
+    snprintf(r->message, sizeof r->message, "%s differs from the %s%s; %zu of %zu elements wrong%s",
+             what, against, where, c->bad, c->checked, nan_note);
+}
+
+/* Inputs on the device equal to the checker's copy, guard zones intact? 0, or 1 with a message. */
+static int inputs_intact(run_state *s, grader_result *r) {
+    static const char *names[3] = {"Q", "K", "V"};
+    const guarded *g[3] = {&s->dq, &s->dk, &s->dv};
+    for (int t = 0; t < 3; ++t) {
+        if (attn_to_host(s->staging, g[t]->data, s->in_bytes[t]))
+            return 1;
+        if (memcmp(s->staging, s->packed[t], s->in_bytes[t]) != 0) {
+            set_message(r, "the kernel wrote into its input %s (inputs are read-only: %s)",
+                        names[t], "outputs go to O and LSE only");
+            return 1;
+        }
+        if (guard_damage(g[t], s->staging) >= 0) {
+            set_message(r, "the kernel wrote outside its buffers (next to input %s)%s", names[t],
+                        "");
+            return 1;
+        }
+    }
+    if (guard_damage(&s->dout, s->staging) >= 0 || guard_damage(&s->dlse, s->staging) >= 0) {
+        set_message(r, "the kernel wrote past the start or end of %s%s", "O or LSE",
+                    " (check the row and tail-tile bounds)");
+        return 1;
+    }
+    return 0;
+}
+
+static bool all_nan(const float *x, size_t n) {
+    for (size_t e = 0; e < n; ++e)
+        if (!isnan(x[e]))
+            return false;
+    return true;
+}
+
+/* Times kernel k (GPU only). */
+static int time_kernel(run_state *s, const attn_kernel *k, double *ms) {
+    attn_timing_opts opts = {5, 20, 1};
+    attn_stats st;
+    if (attn_time_kernel(k, s->p, &s->buf, &opts, &st))
+        return 1;
+    *ms = st.median_ms;
+    return 0;
+}
+
+static int run_checks(run_state *s, const grader_case *c, const attn_kernel *sub,
+                      const attn_kernel *sol, const attn_mask *mask, grader_result *r) {
+    const attn_problem *p = s->p;
+    const size_t q_elems = attn_problem_q_elems(p), lse_elems = attn_problem_lse_elems(p);
+    char why[256];
+
+    /* The solution first, on the same inputs: its output is the second oracle. */
+    if (launch_and_fetch(s, sol, r)) {
+        fprintf(stderr, "grader error: the solution failed on this case: %s\n", r->message);
+        return ATTN_EXIT_USAGE;
+    }
+    float *sol_out = malloc(q_elems * sizeof(float)), *sol_lse = malloc(lse_elems * sizeof(float));
+    float *ref = malloc(q_elems * sizeof(float)), *ref_lse = malloc(lse_elems * sizeof(float));
+    int status = 1;
+    if (!sol_out || !sol_lse || !ref || !ref_lse)
+        goto done;
+    memcpy(sol_out, s->out, q_elems * sizeof(float));
+    memcpy(sol_lse, s->lse, lse_elems * sizeof(float));
+
+    if (attn_kernel_supports(sub, p, !on_simulator, why, sizeof why) == 0) {
+        /* the learner's registry accepts the problem */
+    } else {
+        snprintf(r->message, sizeof r->message,
+                 "your kernel's requirements (registry) refuse this case: %s", why);
+        goto done;
+    }
+    if (launch_and_fetch(s, sub, r) || inputs_intact(s, r))
+        goto done;
+
+    /* The reference from the checker's own copy of the inputs, computed after the launch. */
+    if (attn_reference(p, mask, s->in.q, s->in.k, s->in.v, ref, ref_lse) != 0) {
+        snprintf(r->message, sizeof r->message, "grader error: the reference failed");
+        status = ATTN_EXIT_USAGE;
+        goto done;
+    }
+    attn_check_result cr = attn_check_output(p, s->out, ref, NULL, c->cli.amplitude);
+    r->max_err = cr.max_abs_err;
+    if (!cr.pass) {
+        mismatch_message(r, "O", "reference", &cr);
+        goto done;
+    }
+    attn_check_result cs = attn_check_output(p, s->out, sol_out, NULL, c->cli.amplitude);
+    if (!cs.pass) {
+        mismatch_message(r, "O", "solution kernel's output", &cs);
+        goto done;
+    }
+    if (!all_nan(sol_lse, lse_elems)) { /* the solution writes the LSE: so must the submission */
+        attn_check_result cl = attn_check_lse(p, s->lse, ref_lse);
+        if (!cl.pass) {
+            mismatch_message(r, "LSE", "reference", &cl);
+            goto done;
+        }
+    }
+    r->passed = true;
+    r->fraction = 1.0;
+    snprintf(r->message, sizeof r->message, "correct (max abs error %.2g)", cr.max_abs_err);
+    status = 0;
+
+    if (c->perf) {
+        double t_sub, t_sol;
+        if (time_kernel(s, sol, &t_sol) || time_kernel(s, sub, &t_sub)) {
+            r->passed = false;
+            r->fraction = 0.0;
+            snprintf(r->message, sizeof r->message, "timing failed (a CUDA error, see stderr)");
+            status = 1;
+            goto done;
+        }
+        double ratio = t_sub / t_sol;
+        double f = (PERF_ZERO_RATIO - ratio) / (PERF_ZERO_RATIO - PERF_FULL_RATIO);
+        r->fraction = f > 1.0 ? 1.0 : (f < 0.0 ? 0.0 : f);
+        r->passed = r->fraction > 0.0;
+        r->time_ms = t_sub;
+        r->solution_ms = t_sol;
+        snprintf(r->message, sizeof r->message,
+                 "%.3f ms vs the solution's %.3f ms (%.2fx): full points up to %.2fx, none from "
+                 "%.0fx",
+                 t_sub, t_sol, ratio, PERF_FULL_RATIO, PERF_ZERO_RATIO);
+        status = r->passed ? 0 : 1;
+    }
+done:
+    free(sol_out);
+    free(sol_lse);
+    free(ref);
+    free(ref_lse);
+    return status;
+}
+
+int grader_run_case(const grader_case *c, const attn_example *submission,
+                    const attn_example *solution, const attn_mask *mask,
+                    const struct attn_block_mask *block_mask, grader_result *r) {
+    memset(r, 0, sizeof *r);
+    r->max_err = r->time_ms = r->solution_ms = -1.0;
+    const attn_problem *p = &c->p;
+    const attn_kernel *sub = attn_example_find(submission, 1);
+    const attn_kernel *sol = attn_example_find(solution, 1);
+    char why[256];
+    if (sol == NULL || attn_kernel_supports(sol, p, true, why, sizeof why) != 0) {
+        snprintf(r->message, sizeof r->message, "grader error: the solution cannot run this case");
+        return ATTN_EXIT_USAGE;
+    }
+    if (sub == NULL) {
+        snprintf(r->message, sizeof r->message, "no kernel with id 1 in the submission's registry");
+        return 1;
+    }
+    if (c->perf && on_simulator) {
+        snprintf(r->message, sizeof r->message,
+                 "not run: performance points need a GPU (simulator timings are not GPU "
+                 "performance)");
+        return ATTN_EXIT_NO_GPU;
+    }
+    attn_device_info dev;
+    if (attn_device_init(&dev, why, sizeof why) != 0) {
+        snprintf(r->message, sizeof r->message, "not run: %s", why);
+        return ATTN_EXIT_NO_GPU;
+    }
+
+    run_state s;
+    memset(&s, 0, sizeof s);
+    s.p = p;
+    const size_t esize = attn_dtype_size(p->dtype);
+    const size_t q_elems = attn_problem_q_elems(p), k_elems = attn_problem_k_elems(p);
+    const size_t lse_elems = attn_problem_lse_elems(p);
+    /* Guard zones: at least a full K/V tile of rows past the end (64 rows of D). */
+    const size_t guard = (size_t)64 * (size_t)p->D * esize + 4096;
+    int status = 1;
+    if (attn_host_inputs_make(&s.in, p, c->cli.seed, c->cli.amplitude) != 0)
+        goto cleanup;
+    s.in_bytes[0] = q_elems * esize;
+    s.in_bytes[1] = s.in_bytes[2] = k_elems * esize;
+    const float *src[3] = {s.in.q, s.in.k, s.in.v};
+    guarded *dst[3] = {&s.dq, &s.dk, &s.dv};
+    for (int t = 0; t < 3; ++t) {
+        s.packed[t] = malloc(s.in_bytes[t]);
+        if (s.packed[t] == NULL || guarded_alloc(dst[t], s.in_bytes[t], guard))
+            goto cleanup;
+        attn_pack(s.packed[t], src[t], s.in_bytes[t] / esize, p->dtype);
+        if (attn_to_device(dst[t]->data, s.packed[t], s.in_bytes[t]))
+            goto cleanup;
+    }
+    size_t big = s.in_bytes[0] > s.in_bytes[1] ? s.in_bytes[0] : s.in_bytes[1];
+    s.staging = malloc(big + 2 * guard);
+    s.out = malloc(q_elems * sizeof(float));
+    s.lse = malloc(lse_elems * sizeof(float));
+    if (!s.staging || !s.out || !s.lse || guarded_alloc(&s.dout, q_elems * esize, guard) ||
+        guarded_alloc(&s.dlse, lse_elems * sizeof(float), guard))
+        goto cleanup;
+    s.buf.q = s.dq.data;
+    s.buf.k = s.dk.data;
+    s.buf.v = s.dv.data;
+    s.buf.o = s.dout.data;
+    s.buf.lse = (float *)s.dlse.data;
+    s.buf.block_mask = block_mask;
+    status = run_checks(&s, c, sub, sol, mask, r);
+cleanup:
+    if (status == 1 && r->message[0] == '\0')
+        snprintf(r->message, sizeof r->message, "runtime error (see stderr)");
+    attn_device_free(s.dq.base);
+    attn_device_free(s.dk.base);
+    attn_device_free(s.dv.base);
+    attn_device_free(s.dout.base);
+    attn_device_free(s.dlse.base);
+    for (int t = 0; t < 3; ++t)
+        free(s.packed[t]);
+    free(s.staging);
+    free(s.out);
+    free(s.lse);
+    attn_host_inputs_free(&s.in);
+    return status;
+}
+
+/* ---- output --------------------------------------------------------------------------------- */
+
+static void json_string(const char *s) {
+    putchar('"');
+    for (; *s; ++s) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            printf("\\%c", ch);
+        else if (ch < 0x20)
+            printf("\\u%04x", ch);
+        else
+            putchar(ch);
+    }
+    putchar('"');
+}
+
+static void json_number(double x) {
+    if (x < 0.0 || !isfinite(x))
+        printf("null");
+    else
+        printf("%.6g", x);
+}
+
+int grader_emit(const grader_case *c, const grader_result *r, int status) {
+    printf("{\"case\": ");
+    json_string(c->name ? c->name : "");
+    printf(", \"passed\": %s, \"fraction\": %.4f, \"message\": ", r->passed ? "true" : "false",
+           r->fraction);
+    json_string(r->message);
+    printf(", \"max_err\": ");
+    json_number(r->max_err);
+    printf(", \"time_ms\": ");
+    json_number(r->time_ms);
+    printf(", \"solution_ms\": ");
+    json_number(r->solution_ms);
+    printf("}\n");
+    fflush(stdout);
+    return status;
+}

@@ -1,0 +1,63 @@
+/* grader/cases/grader_case.h — what the exercises' case programs share (grader/README.md, "Case
+ * programs"). A case program runs ONE test case of a submission and prints ONE JSON line:
+ *
+ *   {"case": NAME, "passed": true|false, "fraction": 0..1, "message": "...", "max_err": x,
+ *    "time_ms": t|null, "solution_ms": t|null}
+ *
+ * and exits 0 (passed), 1 (failed), 2 (usage: a bug in grading.json) or 77 (needs a GPU).
+ * The checks it makes, in order: fresh inputs from --seed; device inputs surrounded by NaN guard
+ * zones (a kernel reading past the end of K or V reads NaN); the solution kernel runs first on the
+ * same inputs; outputs NaN-filled before each launch; after the submission's launch the device
+ * inputs and the guard zones must be unchanged (compared with the checker's own host copy); the
+ * output must match BOTH the C reference (attn_reference, attn/check.h tolerance) and the
+ * solution's output; the log-sum-exp likewise. Any NaN/inf fails, with a message saying where.
+ */
+#ifndef GRADER_CASE_H
+#define GRADER_CASE_H
+
+#include <stdbool.h>
+
+#include "attn/cli.h"
+#include "attn/problem.h"
+#include "attn/reference.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct grader_case {
+    const char *name; /* --case NAME */
+    bool perf;        /* --perf: time the submission against the solution (GPU only) */
+    attn_cli cli;     /* shape flags, --seed, --amplitude, --scale (attn/cli.h) */
+    attn_problem p;   /* the problem built from them */
+} grader_case;
+
+typedef struct grader_result {
+    bool passed;
+    double fraction;   /* share of the case's points earned, 0..1 */
+    char message[640]; /* one line for the learner */
+    double max_err;    /* vs the reference; < 0: not measured */
+    double time_ms;    /* submission's median time; < 0: not measured */
+    double solution_ms;
+} grader_result;
+
+/* Parses the command line: --case NAME (required), --perf, --json (accepted: the output is always
+ * JSON) and the flags of attn/cli.h. Builds c->p (defaults: the example's simulator sizes; fp32).
+ * On a usage error prints one line to stderr and returns ATTN_EXIT_USAGE; else 0. */
+int grader_case_parse(grader_case *c, int argc, char **argv, const attn_example *ex);
+
+/* Runs the check above for kernel id 1 of the submission against kernel id 1 of the solution.
+ * mask: the reference's mask on top of causality (NULL: none); block_mask: handed to both kernels
+ * in attn_buffers (device arrays; NULL for dense kernels). Fills r; returns the exit status
+ * (0, 1, or 77 for a --perf case without a GPU, ATTN_EXIT_USAGE when the solution refuses). */
+int grader_run_case(const grader_case *c, const attn_example *submission,
+                    const attn_example *solution, const attn_mask *mask,
+                    const struct attn_block_mask *block_mask, grader_result *r);
+
+/* Prints r as the JSON line and returns status (pass-through, for `return grader_emit(...)`). */
+int grader_emit(const grader_case *c, const grader_result *r, int status);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GRADER_CASE_H */

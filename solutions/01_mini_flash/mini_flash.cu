@@ -1,0 +1,157 @@
+/* mini_flash.cu — Exercise 01 (solution): a tiled attention forward pass with online softmax, fp32.
+ *
+ *     O = softmax(scale * Q K^T) V        Q: [Lq, D], K, V: [Lk, D], per (batch, head)
+ *
+ * The learner's file, exercises/01_mini_flash/mini_flash.cu, has the same layout and leaves the
+ * four steps of the kernel marked "STEP n" as TODOs (see exercises/01_mini_flash/README.md).
+ *
+ * Versions (each one line of intent; run with the command beside it):
+ *   1 mini_flash   one thread per query row (its q row and output accumulator in registers),
+ *                  K_j/V_j tiles of Bc = 16 keys in shared memory, online softmax, LSE.
+ *                  ./build/sim/solutions/01_mini_flash/mini_flash_solution_sim --kernel 1
+ * Supports fp32, any Lq and Lk (tail tiles, L = 1), Lq != Lk, D <= 64, causal (bottom-right
+ * aligned as in attn/problem.h; a row that sees no key gets O = 0 and LSE = -inf).
+ *
+ * Sections: CPU reference | kernels | launchers | registry. main() is the exercise's main.c.
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "attn/kernel_common.cuh"
+#include "attn/problem.h"
+
+/* ============================== CPU reference ============================================= */
+/* The oracle is the harness's attn_reference (common/src/reference.c), in double precision. */
+
+/* ================================== kernels =============================================== */
+
+#define MF_ROWS 32  /* Br: query rows per block = threads per block */
+#define MF_KEYS 16  /* Bc: keys per K_j / V_j tile */
+#define MF_MAX_D 64 /* largest head dimension: q row and accumulator live in registers */
+
+/* One block: MF_ROWS query rows of one (batch, head); thread t owns row i = i0 + t.
+ *
+ *   keys ->   tile 0      tile 1      ...   tile n-1 (may be partial: the tail tile)
+ *           +-----------+-----------+-----+-----------+
+ *   row t   | s[0..15]  | s[0..15]  |     | s[0..r-1] |   s = scale * q_t . k_c, registers only
+ *           +-----------+-----------+-----+-----------+
+ *   after each tile: m_t = max(m_t, max s), acc_t and l_t rescaled by exp(m_old - m_new)
+ *
+ *   shared memory: kt[MF_KEYS][D+1], vt[MF_KEYS][D+1] (one K_j, V_j tile; every thread of the
+ *   block loads a share of it, then every thread reads all of it: each K/V tile is read from
+ *   global memory once per block)
+ *   grid = (ceil(Lq / MF_ROWS), min(B*H, 65535)); blockIdx.y strides over the B*H heads. */
+static __global__ void mini_flash_kernel(const float *__restrict__ q, // [B,H,Lq,D] row-major
+                                         const float *__restrict__ k, // [B,H,Lk,D] row-major
+                                         const float *__restrict__ v, // [B,H,Lk,D] row-major
+                                         float *__restrict__ o,       // [B,H,Lq,D] row-major
+                                         float *__restrict__ lse,     // [B,H,Lq] or NULL
+                                         int BH, int Lq, int Lk, int D, float scale, bool causal) {
+    extern __shared__ float tiles[];
+    const int pitch = D + 1; /* +1: rows start in different banks */
+    float *kt = tiles;
+    float *vt = tiles + MF_KEYS * pitch;
+    const int t = threadIdx.x;
+    const int i = blockIdx.x * MF_ROWS + t;
+    const bool row_ok = i < Lq;
+    /* Keys row i may see (a prefix 0 .. n_keys-1), and the most any row of the block sees. */
+    const int n_keys = row_ok ? attn_visible_keys(i, Lq, Lk, causal) : 0;
+    const int last = min(blockIdx.x * MF_ROWS + MF_ROWS, Lq) - 1;
+    const int block_keys = attn_visible_keys(last, Lq, Lk, causal);
+
+    for (int bh = blockIdx.y; bh < BH; bh += gridDim.y) {
+        const float *kh = k + (int64_t)bh * Lk * D;
+        const float *vh = v + (int64_t)bh * Lk * D;
+        float qr[MF_MAX_D], acc[MF_MAX_D];
+        for (int d = 0; d < D; ++d) {
+            qr[d] = row_ok ? q[((int64_t)bh * Lq + i) * D + d] * scale : 0.0f;
+            acc[d] = 0.0f;
+        }
+        float m = -INFINITY; /* running max of the scores seen so far */
+        float l = 0.0f;      /* running sum of exp(score - m) */
+
+        for (int j0 = 0; j0 < block_keys; j0 += MF_KEYS) {
+            /* STEP 1: load K_j and V_j; rows past Lk (the tail tile) are zero. */
+            for (int e = t; e < MF_KEYS * D; e += MF_ROWS) {
+                const int c = e / D, d = e % D;
+                const bool key_ok = j0 + c < Lk;
+                kt[c * pitch + d] = key_ok ? kh[(int64_t)(j0 + c) * D + d] : 0.0f;
+                vt[c * pitch + d] = key_ok ? vh[(int64_t)(j0 + c) * D + d] : 0.0f;
+            }
+            __syncthreads(); // the whole tile is in shared memory before any thread reads it
+
+            /* STEP 2: scores of row i against the tile; keys it may not see get -inf. */
+            float s[MF_KEYS];
+            float tile_max = -INFINITY;
+            for (int c = 0; c < MF_KEYS; ++c) {
+                float dot = 0.0f;
+                for (int d = 0; d < D; ++d)
+                    dot += qr[d] * kt[c * pitch + d];
+                s[c] = j0 + c < n_keys ? dot : -INFINITY;
+                tile_max = fmaxf(tile_max, s[c]);
+            }
+
+            /* STEP 3: online softmax. Everything so far was summed relative to m; with the new
+             * maximum it is rescaled by exp(m - m_new) <= 1 before the tile is added. */
+            const float m_new = fmaxf(m, tile_max);
+            if (m_new > -INFINITY) { /* else: no visible key yet, nothing to add */
+                const float rescale = expf(m - m_new);
+                l *= rescale;
+                for (int d = 0; d < D; ++d)
+                    acc[d] *= rescale;
+                for (int c = 0; c < MF_KEYS; ++c) {
+                    const float p = expf(s[c] - m_new); /* 0 for the masked keys */
+                    l += p;
+                    for (int d = 0; d < D; ++d)
+                        acc[d] += p * vt[c * pitch + d];
+                }
+                m = m_new;
+            }
+            __syncthreads(); // every thread is done with this tile before the next load
+        }
+
+        /* STEP 4: normalise. A row that saw no key: O = 0, LSE = -inf. */
+        if (row_ok) {
+            const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+            for (int d = 0; d < D; ++d)
+                o[((int64_t)bh * Lq + i) * D + d] = acc[d] * inv;
+            if (lse != NULL)
+                lse[(int64_t)bh * Lq + i] = l > 0.0f ? m + logf(l) : -INFINITY;
+        }
+    }
+}
+
+/* ================================= launchers ============================================== */
+
+static void launch_mini_flash(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
+    const int BH = p->B * p->H;
+    const size_t smem = (size_t)2 * MF_KEYS * (p->D + 1) * sizeof(float); /* 8.3 KiB at D = 64 */
+    dim3 grid((p->Lq + MF_ROWS - 1) / MF_ROWS, attn_head_blocks(BH));
+    mini_flash_kernel<<<grid, MF_ROWS, smem, stream>>>((const float *)b->q, (const float *)b->k,
+                                                       (const float *)b->v, (float *)b->o, b->lse,
+                                                       BH, p->Lq, p->Lk, p->D, p->scale, p->causal);
+}
+
+/* ================================= registry =============================================== */
+
+static const attn_requirements mini_flash_requirements = {
+    ATTN_DTYPE_BIT(ATTN_F32), /* dtypes */
+    MF_MAX_D,                 /* max_d */
+    1,                        /* d_multiple */
+    true,                     /* causal */
+    false,                    /* varlen */
+    false,                    /* gpu_only */
+};
+
+static const attn_kernel mini_flash_kernels[] = {
+    {1, "mini_flash", "K_j/V_j tiles in shared memory, online softmax, one thread per query row",
+     launch_mini_flash, mini_flash_requirements, NULL},
+};
+
+extern "C" const attn_example mini_flash_example = {
+    "01_mini_flash",    "Exercise 01: tiled attention forward with online softmax (fp32)",
+    mini_flash_kernels, (int)(sizeof mini_flash_kernels / sizeof mini_flash_kernels[0]),
+    {4, 8, 1024, 64}, /* GPU default: B, H, L, D */
+    {1, 2, 256, 64},  /* simulator default */
+};

@@ -1,0 +1,379 @@
+#!/usr/bin/env python3
+"""test_grader.py -- tests of the grader (CTest label `grading`; DESIGN section 6).
+
+  test_grader.py --build-dir build/sim --exercise 01_mini_flash CHECK
+
+CHECK is one of: solution, skeleton, planted:<name>, hang, crash, compile_error, class,
+hidden, usage, gradescope. A planted bug (planted.json) has "why", "replace" (exact
+[text, replacement] pairs), and optionally "expect" (a message the grader must print), "fails"
+(cases that must lose their points), "sanitizers" (also run in those presets) and "special" (used
+by one of the named checks, not as a planted:<name> test). Every check runs grader/grade.py as a
+user would (a subprocess) and reads the results.json it writes. Planted bugs are made from the
+solution at test time by exact text replacement; a text that is gone fails the test, so it never
+silently grades an unbroken kernel.
+"""
+import argparse
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+GRADE = os.path.join(ROOT, "grader", "grade.py")
+SECRET = "grader-test-secret"  # the tests' instructor secret (hidden cases run too)
+WORK = tempfile.mkdtemp(prefix="grader-test-")  # every scratch folder, removed at exit
+atexit.register(shutil.rmtree, WORK, True)
+
+
+def fail(msg):
+    print(f"FAIL: {msg}")
+    sys.exit(1)
+
+
+def spec_of(exercise):
+    with open(os.path.join(ROOT, "exercises", exercise, "grading.json")) as f:
+        return json.load(f)
+
+
+def grade(args, target, *extra, secret=True, timeout=300):
+    """Runs grade.py on one submission; returns (exit status, results.json, stdout, seconds)."""
+    out = tempfile.mkdtemp(prefix="grading-test-", dir=WORK)
+    env = dict(os.environ)
+    env.pop("ATTN_GRADER_SECRET_FILE", None)
+    if secret:
+        env["ATTN_GRADER_SECRET"] = SECRET
+    else:
+        env.pop("ATTN_GRADER_SECRET", None)
+    cmd = [sys.executable, GRADE, args.exercise, target, "--build-dir", args.build_dir, "--out",
+           out] + list(extra)
+    start = time.monotonic()
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    seconds = time.monotonic() - start
+    results = None
+    path = os.path.join(out, "results.json")
+    if os.path.isfile(path):
+        with open(path) as f:
+            results = json.load(f)
+    print(done.stdout[-4000:], done.stderr[-2000:], sep="\n")
+    return done.returncode, results, done.stdout + done.stderr, seconds
+
+
+def totals(results):
+    return (sum(t["score"] for t in results["tests"]),
+            sum(t["max_score"] for t in results["tests"]))
+
+
+def check_gradescope_shape(results):
+    if not isinstance(results.get("tests"), list) or "score" not in results:
+        fail("results.json lacks score/tests[]")
+    for t in results["tests"]:
+        for key in ("name", "score", "max_score", "status", "output", "visibility"):
+            if key not in t:
+                fail(f"test {t.get('name')} lacks '{key}'")
+        if t["status"] not in ("passed", "failed"):
+            fail(f"test {t['name']}: status {t['status']}")
+        if t["visibility"] not in ("visible", "hidden", "after_due_date"):
+            fail(f"test {t['name']}: visibility {t['visibility']}")
+
+
+def planted_bugs(exercise):
+    """{name: bug} from tests/grading/planted.json and, where an exercise keeps its own list,
+    exercises/<ex>/planted_bugs.json ({"bugs": [{name, what, original, replacement, fails,
+    preset}]}, converted to the same form)."""
+    with open(os.path.join(HERE, "planted.json")) as f:
+        bugs = dict(json.load(f).get(exercise, {}))
+    own = os.path.join(ROOT, "exercises", exercise, "planted_bugs.json")
+    if os.path.isfile(own):
+        with open(own) as f:
+            for b in json.load(f)["bugs"]:
+                preset = b.get("preset", "")
+                bugs[b["name"]] = {"why": b["what"], "replace": [[b["original"], b["replacement"]]],
+                                   "fails": b.get("fails", []),
+                                   "sanitizers": [preset[4:]] if preset.startswith("sim-") else []}
+    return bugs
+
+
+def list_planted(exercise, sanitizer):
+    """The planted:<name> tests to register (CMake reads this at configure time)."""
+    for name, bug in sorted(planted_bugs(exercise).items()):
+        if bug.get("special"):
+            continue
+        if not sanitizer or sanitizer in bug.get("sanitizers", []):
+            print(name)
+
+
+def planted_copy(args, name):
+    """The solution with the planted bug `name`, written to a temp file."""
+    spec = spec_of(args.exercise)
+    bug = planted_bugs(args.exercise)[name]
+    with open(os.path.join(ROOT, "solutions", args.exercise, spec["submission_file"])) as f:
+        body = f.read()
+    for text, replacement in bug["replace"]:
+        if body.count(text) != 1:
+            fail(f"planted bug {name}: the text {text!r} is not in the solution exactly once; "
+                 "update tests/grading/planted.json")
+        body = body.replace(text, replacement)
+    folder = tempfile.mkdtemp(prefix=f"planted-{name}-", dir=WORK)
+    path = os.path.join(folder, spec["submission_file"])
+    with open(path, "w") as f:
+        f.write(body)
+    return path, bug
+
+
+# Fallbacks for an exercise whose planted bugs do not include hang, crash or compile_error:
+# appended to the solution, they act when the case program starts (or when it is compiled).
+GENERIC_SPECIAL = {
+    "hang": "\n__attribute__((constructor)) static void planted_hang(void) {\n"
+            "    volatile int spin = 1;\n    while (spin) {\n    }\n}\n",
+    "crash": "\nstatic int *volatile planted_null; /* the compiler cannot see it is NULL */\n"
+             "__attribute__((constructor)) static void planted_crash(void) {\n"
+             "    *planted_null = 1;\n}\n",
+    "compile_error": "\nstatic int planted_error(void) { return undeclared_name; }\n",
+}
+
+
+def special_copy(args, name):
+    """The solution with the special bug `name`: the exercise's own, else the generic one."""
+    if name in planted_bugs(args.exercise):
+        return planted_copy(args, name)[0]
+    spec = spec_of(args.exercise)
+    with open(solution_path(args)) as f:
+        body = "#include <stdint.h>\n" + f.read() + GENERIC_SPECIAL[name]
+    folder = tempfile.mkdtemp(prefix=f"special-{name}-", dir=WORK)
+    path = os.path.join(folder, spec["submission_file"])
+    with open(path, "w") as f:
+        f.write(body)
+    return path
+
+
+def solution_path(args):
+    return os.path.join(ROOT, "solutions", args.exercise, spec_of(args.exercise)["submission_file"])
+
+
+def skeleton_path(args):
+    return os.path.join(ROOT, "exercises", args.exercise, spec_of(args.exercise)["submission_file"])
+
+
+# ---- checks ------------------------------------------------------------------------------------
+
+def check_solution(args):
+    rc, res, _, sec = grade(args, solution_path(args))
+    check_gradescope_shape(res)
+    score, top = totals(res)
+    hidden = [t for t in res["tests"] if t["name"].startswith("hidden_")]
+    print(f"solution: {score:g} / {top:g} in {sec:.1f} s ({len(hidden)} hidden cases)")
+    if rc != 0 or score != top or top <= 0:
+        fail(f"the solution must get full marks (exit {rc}, {score} / {top})")
+    if len(hidden) != spec_of(args.exercise).get("hidden", {}).get("count", 0):
+        fail("the hidden cases did not all run with the secret set")
+
+
+def check_skeleton(args):
+    rc, res, out, _ = grade(args, skeleton_path(args))
+    check_gradescope_shape(res)
+    score, top = totals(res)
+    if rc == 0 or score != 0 or top <= 0:
+        fail(f"the untouched skeleton must get zero (exit {rc}, {score} / {top})")
+    if "not implemented" not in out:
+        fail("the skeleton's 'not implemented' message is not shown to the learner")
+
+
+def check_planted(args, name):
+    path, bug = planted_copy(args, name)
+    rc, res, out, _ = grade(args, path)
+    check_gradescope_shape(res)
+    score, top = totals(res)
+    print(f"planted {name}: {score:g} / {top:g}")
+    if rc == 0 or score >= top:
+        fail(f"planted bug '{name}' ({bug['why']}) lost no points")
+    if bug.get("expect") and bug["expect"] not in out:
+        fail(f"planted bug '{name}': expected the message {bug['expect']!r}")
+    by_name = {t["name"]: t for t in res["tests"]}
+    for case in bug.get("fails", []):  # cases that must lose their points (others may too)
+        if case not in by_name or by_name[case]["score"] >= by_name[case]["max_score"]:
+            fail(f"planted bug '{name}': case {case} did not lose its points")
+
+
+def check_hang(args):
+    """A kernel that never ends: the case is killed at its timeout; results.json has the compile
+    test before the grader finishes (results are written as they come)."""
+    path = special_copy(args, "hang")
+    out = tempfile.mkdtemp(prefix="grading-hang-", dir=WORK)
+    timeout = 5
+    cmd = [sys.executable, GRADE, args.exercise, path, "--build-dir", args.build_dir, "--out",
+           out, "--timeout", str(timeout), "--cases", spec_of(args.exercise)["cases"][0]["name"]]
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen_early = False
+    while proc.poll() is None:
+        path_json = os.path.join(out, "results.json")
+        if os.path.isfile(path_json):
+            with open(path_json) as f:
+                names = [t["name"] for t in json.load(f)["tests"]]
+            seen_early = seen_early or "compile" in names
+        time.sleep(0.2)
+    seconds = time.monotonic() - start
+    text = proc.stdout.read()
+    print(text)
+    if proc.returncode != 1 or "timed out after 5 s" not in text:
+        fail(f"a hanging kernel must fail by timeout (exit {proc.returncode})")
+    if seconds > timeout + 60:
+        fail(f"the grader took {seconds:.0f} s for one {timeout} s case")
+    if not seen_early:
+        fail("results.json was not written before the grader finished")
+
+
+def check_crash(args):
+    path = special_copy(args, "crash")
+    rc, res, out, _ = grade(args, path)
+    if rc != 1 or res is None or "crashed (SIGSEGV" not in out:
+        fail(f"a crashing kernel must be a failed case saying so (exit {rc})")
+    if totals(res)[0] != 0:
+        fail("a crashing kernel scored points")
+
+
+def check_compile_error(args):
+    path = special_copy(args, "compile_error")
+    rc, res, out, _ = grade(args, path)
+    compile_test = next(t for t in res["tests"] if t["name"] == "compile")
+    name = spec_of(args.exercise)["submission_file"]
+    if rc != 1 or compile_test["status"] != "failed" or "error" not in compile_test["output"] \
+            or name + ":" not in compile_test["output"]:
+        fail(f"a compile error must be shown, naming {name}:<line> (exit {rc})")
+    if totals(res)[0] != 0:
+        fail("a submission that does not compile scored points")
+
+
+def check_class(args):
+    """A folder of three learners: the solution, the skeleton, and one without the file."""
+    spec = spec_of(args.exercise)
+    folder = tempfile.mkdtemp(prefix="grading-class-", dir=WORK)
+    for learner, src in (("alice", solution_path(args)), ("bob", skeleton_path(args))):
+        os.makedirs(os.path.join(folder, learner, "src"))
+        with open(src) as f, open(os.path.join(folder, learner, "src", spec["submission_file"]),
+                                  "w") as g:
+            g.write(f.read())
+    os.makedirs(os.path.join(folder, "carol"))
+    out = tempfile.mkdtemp(prefix="grading-class-out-", dir=WORK)
+    env = dict(os.environ, ATTN_GRADER_SECRET=SECRET)
+    done = subprocess.run([sys.executable, GRADE, args.exercise, folder, "--build-dir",
+                           args.build_dir, "--out", out,
+                           "--cases", spec["cases"][0]["name"] + ",hidden_01"],
+                          capture_output=True, text=True, env=env)
+    print(done.stdout, done.stderr)
+    with open(os.path.join(out, "class.csv")) as f:
+        rows = [line.split(",") for line in f.read().splitlines()]
+    by_name = {r[0]: r for r in rows[1:]}
+    if done.returncode != 1 or set(by_name) != {"alice", "bob", "carol"}:
+        fail(f"class.csv must list the three learners (exit {done.returncode})")
+    if float(by_name["alice"][1]) != float(by_name["alice"][2]) or float(by_name["bob"][1]) != 0:
+        fail("class.csv: the solution must have full marks and the skeleton zero")
+    for learner in ("alice", "bob"):
+        if not os.path.isfile(os.path.join(out, learner, "report.md")):
+            fail(f"no report for {learner}")
+    if "[3/3]" not in done.stdout:
+        fail("no progress lines")
+
+
+def check_hidden(args):
+    """Hidden cases: the same secret gives the same shapes, another secret others, none none."""
+    sys.path.insert(0, os.path.join(ROOT, "grader"))
+    import grade as g  # noqa: E402 (the grader is a script; imported here for its functions)
+    spec = g.load_spec(args.exercise)
+    a = [(c.args, c.seed) for c in g.hidden_cases(spec, b"one")]
+    b = [(c.args, c.seed) for c in g.hidden_cases(spec, b"one")]
+    c = [(c.args, c.seed) for c in g.hidden_cases(spec, b"two")]
+    if not a or a != b or a == c or g.hidden_cases(spec, None):
+        fail("hidden cases must follow the secret (and need one)")
+    print("\n".join(f"{args_} seed {seed}" for args_, seed in a))
+
+
+def check_usage(args):
+    cases = [([args.exercise, "/no/such/file.cu"], "no such file"),
+             (["99_nothing"], "unknown exercise"),
+             ([args.exercise, tempfile.mkdtemp(dir=WORK)], "no submissions"),
+             ([args.exercise, "--cases", "no_such_case"], "no such case")]
+    for argv, text in cases:
+        done = subprocess.run([sys.executable, GRADE] + argv + ["--build-dir", args.build_dir],
+                              capture_output=True, text=True)
+        lines = done.stderr.strip().splitlines()
+        if done.returncode != 2 or len(lines) != 1 or text not in lines[0]:
+            fail(f"grade {' '.join(argv)}: want exit 2 and one line with '{text}', got "
+                 f"{done.returncode}: {done.stderr!r}")
+
+
+def check_gradescope(args):
+    """The autograder zip has setup.sh and run_autograder; run_autograder grades a submission
+    into results/results.json (paths from the environment, no /autograder needed)."""
+    work = tempfile.mkdtemp(prefix="gradescope-", dir=WORK)
+    zip_path = os.path.join(work, "autograder.zip")
+    secret = os.path.join(work, "secret.txt")
+    with open(secret, "w") as f:
+        f.write(SECRET + "\n")
+    subprocess.run([sys.executable, os.path.join(ROOT, "grader", "make_gradescope_zip.py"),
+                    args.exercise, "--secret-file", secret, "--out", zip_path], check=True)
+    root = os.path.join(work, "autograder")
+    with zipfile.ZipFile(zip_path) as z:
+        names = z.namelist()
+        for needed in ("setup.sh", "run_autograder", "repo/grader/grade.py", "grader_secret.txt"):
+            if needed not in names:
+                fail(f"the zip lacks {needed}")
+        z.extractall(os.path.join(root, "source"))  # where Gradescope unpacks it
+    os.makedirs(os.path.join(root, "submission", "nested"))
+    with open(solution_path(args)) as f, open(os.path.join(
+            root, "submission", "nested", spec_of(args.exercise)["submission_file"]), "w") as g:
+        g.write(f.read())
+    run = os.path.join(root, "source", "run_autograder")
+    os.chmod(run, 0o755)
+    env = dict(os.environ, AUTOGRADER_ROOT=root, ATTN_GRADER_BUILD=args.build_dir)
+    first = [c["name"] for c in spec_of(args.exercise)["cases"][:2]]
+    done = subprocess.run([run, "--cases", ",".join(first) + ",hidden_0[12],performance"],
+                          capture_output=True, text=True, env=env)
+    print(done.stdout[-3000:], done.stderr[-3000:])
+    path = os.path.join(root, "results", "results.json")
+    if not os.path.isfile(path):
+        fail("run_autograder wrote no results/results.json")
+    with open(path) as f:
+        res = json.load(f)
+    check_gradescope_shape(res)
+    names = {t["name"] for t in res["tests"]}
+    score, top = totals(res)
+    if not {"hidden_01", "hidden_02", first[0]} <= names or score != top or top <= 0:
+        fail(f"run_autograder: want full marks with the hidden cases, got {score} / {top}")
+    hidden = next(t for t in res["tests"] if t["name"] == "hidden_01")
+    if hidden["visibility"] != "after_due_date":
+        fail("hidden cases must be after_due_date")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build-dir", default=".")
+    ap.add_argument("--exercise", required=True)
+    ap.add_argument("--list-planted", metavar="SANITIZER", nargs="?", const="",
+                    help="print the planted bugs to test (under SANITIZER: those marked for it)")
+    ap.add_argument("check", nargs="?")
+    args = ap.parse_args()
+    if args.list_planted is not None:
+        list_planted(args.exercise, args.list_planted)
+        return
+    args.build_dir = os.path.abspath(args.build_dir)
+    checks = {"solution": check_solution, "skeleton": check_skeleton, "hang": check_hang,
+              "crash": check_crash, "compile_error": check_compile_error, "class": check_class,
+              "hidden": check_hidden, "usage": check_usage, "gradescope": check_gradescope}
+    if args.check.startswith("planted:"):
+        check_planted(args, args.check.split(":", 1)[1])
+    elif args.check in checks:
+        checks[args.check](args)
+    else:
+        fail(f"unknown check {args.check}")
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
