@@ -7,18 +7,28 @@
  * 16 rows outright, so the softmax statistics m_i, l_i and the output accumulator stay in that
  * warp's registers and warps never exchange partial results; O is divided by l_i once, at the end.
  *
- * Versions (each one line of intent; run with the command beside it):
- *   1 fa2_fp32  the FA2 loop in fp32 on CUDA cores: Bc = 32 keys per tile, one key per lane,
- *               row max / row sum by 32-lane shuffle butterflies. Any D <= 128.
- *               ./build/sim/examples/03_flash_attention_v2/flash2_fwd_sim --kernel 1
- *   2 fa2_mma   the same loop on tensor cores: fp16/bf16 inputs, fp32 accumulation,
- *               mma.sync m16n8k16, Q in registers (ldmatrix), K/V tiles (Bc = 64) by cp.async,
- *               softmax on the accumulator fragments, P reused from registers as the A operand
- *               of P V. D = 64 or 128.
- *               ./build/sim/examples/03_flash_attention_v2/flash2_fwd_sim --kernel 2 --dtype f16
- * (On a GPU build use build/gpu/.../flash2_fwd_gpu.) Both: any L (partial tail tiles), Lq != Lk,
- * causal bottom-right aligned (query i sees key j iff j <= i + Lk - Lq) with the K/V tiles that
- * lie wholly above the diagonal never loaded, log-sum-exp written. Dense layout only.
+ * Versions (each one line of intent; run with the command under it; speeds: README, "Measured"):
+ *   1 fa2_fp32      the FA2 loop in fp32 on CUDA cores: Bc = 32 keys per tile, one key per lane,
+ *                   row max / row sum by 32-lane shuffle butterflies. Any D <= 128.
+ *     ./build/sim/examples/03_flash_attention_v2/flash2_fwd_sim --kernel 1
+ *   2 fa2_mma       the same loop on tensor cores: fp16/bf16 inputs, fp32 accumulation,
+ *                   mma.sync m16n8k16, Q in registers (ldmatrix), K/V tiles (Bc = 64) by
+ *                   cp.async, softmax on the accumulator fragments, P reused from registers as
+ *                   the A operand of P V. D = 64 or 128.
+ *     ./build/sim/examples/03_flash_attention_v2/flash2_fwd_sim --kernel 2 --dtype f16
+ *   3 fa2_pipeline  version 2's math with a memory pipeline: K/V tiles double-buffered (the
+ *                   cp.async copy of tile j+1 in flight while tile j is computed), XOR-swizzled
+ *                   shared memory instead of padding, O written back in 16-byte chunks.
+ *                   D = 64 or 128.
+ *     ./build/sim/examples/03_flash_attention_v2/flash2_fwd_sim --kernel 3 --dtype bf16
+ * On a GPU build use build/gpu/.../flash2_fwd_gpu.
+ * Measured (ms, B=1 H=4 L=512 D=64, median of 5): GPU to be measured; CPU simulator (not GPU
+ * performance): fa2_fp32 342 (f32), fa2_mma 313 (f16), fa2_pipeline 311 (f16).
+ *
+ * All versions: any L (partial tail tiles), Lq != Lk, causal bottom-right aligned (query i sees
+ * key j iff j <= i + Lk - Lq) with the K/V tiles that lie wholly above the diagonal never loaded,
+ * log-sum-exp written, dense [B,H,L,D] or packed variable-length batches (cu_seqlens; on the
+ * command line --seqlens N1,N2,...).
  *
  * Sections: CPU reference | kernels | launchers | registry. main() is in main.c.
  */
@@ -40,15 +50,23 @@
 
 /* ================================== kernels =============================================== */
 
-#define BR 64        /* query rows per block (both versions) */
+#define BR 64        /* query rows per block (every version) */
 #define WARPS 4      /* warps per block; warp w owns rows 16w .. 16w+15 of the tile */
 #define WARP_ROWS 16 /* BR / WARPS */
 #define FP32_BC 32   /* version 1: keys per K/V tile (one per lane) */
 #define FP32_MAX_D 128
-#define MMA_BC 64  /* version 2: keys per K/V tile */
+#define MMA_BC 64  /* versions 2 and 3: keys per K/V tile */
 #define SMEM_PAD 8 /* version 2: 16 bytes of padding per shared row (see below) */
 #define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f
+
+/* Every kernel takes the problem's shape and both layouts through the same parameters:
+ *   q, o      [B,H,Lq,D] row-major, or varlen [total_q,H,D]
+ *   k, v      [B,H,Lk,D] row-major, or varlen [total_k,H,D]
+ *   lse       [B,H,Lq], or varlen [H,total_q]; natural log; NULL when not wanted
+ *   cu_q/cu_k [B+1] device prefix offsets (varlen) or NULL (dense); Lq, Lk are then the maxima
+ * and attn_seq_head_at (attn/kernel_common.cuh) turns (b, h) into row 0 and a row stride. A
+ * block whose query tile starts past its sequence's end has nothing to do and skips the head. */
 
 /* --- version 1: fa2_fp32 ---------------------------------------------------------------------
  *
@@ -72,12 +90,14 @@
  *   +------------------+             o[r][:] *= alpha;   p_s[w][r][l] = p_l
  *                                  then o[r][c] += sum_j p_s[w][r][j] * v_s[j][l + 32c]
  *   After the last tile: O = o / l, LSE = m + log l. */
-__global__ void fa2_fp32_kernel(const float *__restrict__ q, // [B,H,Lq,D] row-major
-                                const float *__restrict__ k, // [B,H,Lk,D] row-major
-                                const float *__restrict__ v, // [B,H,Lk,D] row-major
-                                float *__restrict__ o,       // [B,H,Lq,D] row-major
-                                float *__restrict__ lse,     // [B,H,Lq] natural log, or NULL
-                                int BH, int Lq, int Lk, int D, float scale, bool causal) {
+__global__ void fa2_fp32_kernel(const float *__restrict__ q,  // [B,H,Lq,D] or [total_q,H,D]
+                                const float *__restrict__ k,  // [B,H,Lk,D] or [total_k,H,D]
+                                const float *__restrict__ v,  // [B,H,Lk,D] or [total_k,H,D]
+                                float *__restrict__ o,        // [B,H,Lq,D] or [total_q,H,D]
+                                float *__restrict__ lse,      // [B,H,Lq] or [H,total_q], or NULL
+                                const int *__restrict__ cu_q, // [B+1] device, NULL = dense
+                                const int *__restrict__ cu_k, // [B+1] device, NULL = dense
+                                int BH, int H, int Lq, int Lk, int D, float scale, bool causal) {
     extern __shared__ float smem[];
     float *q_s = smem;                    /* [BR][D] */
     float *k_s = q_s + BR * D;            /* [FP32_BC][D + 1] */
@@ -88,12 +108,13 @@ __global__ void fa2_fp32_kernel(const float *__restrict__ q, // [B,H,Lq,D] row-m
     float *p_w = p_s + warp * WARP_ROWS * FP32_BC;
 
     for (int bh = blockIdx.y; bh < BH; bh += gridDim.y) {
-        const float *qb = q + (int64_t)bh * Lq * D;
-        const float *kb = k + (int64_t)bh * Lk * D;
-        const float *vb = v + (int64_t)bh * Lk * D;
+        const attn_seq_head sh = attn_seq_head_at(bh, BH, H, D, Lq, Lk, cu_q, cu_k);
+        if (q0 >= sh.Lq) /* the same for every thread: no barrier is skipped by some only */
+            continue;
+        const float *qb = q + sh.q, *kb = k + sh.k, *vb = v + sh.k;
         for (int e = tid; e < BR * D; e += blockDim.x) {
             int r = e / D;
-            q_s[e] = q0 + r < Lq ? qb[(int64_t)(q0 + r) * D + e % D] : 0.0f;
+            q_s[e] = q0 + r < sh.Lq ? qb[(q0 + r) * sh.ld + e % D] : 0.0f;
         }
         float m[WARP_ROWS], l[WARP_ROWS], acc[WARP_ROWS][FP32_MAX_D / 32];
         for (int r = 0; r < WARP_ROWS; ++r) {
@@ -102,13 +123,13 @@ __global__ void fa2_fp32_kernel(const float *__restrict__ q, // [B,H,Lq,D] row-m
             for (int c = 0; c < FP32_MAX_D / 32; ++c)
                 acc[r][c] = 0.0f;
         }
-        const int nkeys = attn_visible_keys(q0 + BR - 1, Lq, Lk, causal);
+        const int nkeys = attn_visible_keys(q0 + BR - 1, sh.Lq, sh.Lk, causal);
         for (int j0 = 0; j0 < nkeys; j0 += FP32_BC) {
             for (int e = tid; e < FP32_BC * D; e += blockDim.x) {
                 int j = e / D, d = e % D;
-                bool in = j0 + j < Lk;
-                k_s[j * (D + 1) + d] = in ? kb[(int64_t)(j0 + j) * D + d] : 0.0f;
-                v_s[e] = in ? vb[(int64_t)(j0 + j) * D + d] : 0.0f;
+                bool in = j0 + j < sh.Lk;
+                k_s[j * (D + 1) + d] = in ? kb[(j0 + j) * sh.ld + d] : 0.0f;
+                v_s[e] = in ? vb[(j0 + j) * sh.ld + d] : 0.0f;
             }
             __syncthreads(); // Q (first tile), K_j and V_j complete before any warp reads them
             const int key = j0 + lane;
@@ -119,7 +140,7 @@ __global__ void fa2_fp32_kernel(const float *__restrict__ q, // [B,H,Lq,D] row-m
                 float s = 0.0f;
                 for (int d = 0; d < D; ++d)
                     s += qr[d] * kr[d];
-                bool visible = key < Lk && (!causal || key <= i + Lk - Lq);
+                bool visible = key < attn_visible_keys(i, sh.Lq, sh.Lk, causal);
                 s = visible ? s * scale : -INFINITY;
                 float m_new = fmaxf(m[r], attn_warp_max(s));
                 /* A row that has seen no key yet keeps m = -inf; exponents then use 0 so that
@@ -149,34 +170,31 @@ __global__ void fa2_fp32_kernel(const float *__restrict__ q, // [B,H,Lq,D] row-m
         /* Deferred normalisation: one division per output element, after the last tile. */
         for (int r = 0; r < WARP_ROWS; ++r) {
             int i = q0 + warp * WARP_ROWS + r;
-            if (i >= Lq)
+            if (i >= sh.Lq)
                 break;
             float inv_l = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
             for (int c = 0; c < FP32_MAX_D / 32; ++c) {
                 int d = lane + 32 * c;
                 if (d < D)
-                    o[((int64_t)bh * Lq + i) * D + d] = acc[r][c] * inv_l;
+                    o[sh.q + i * sh.ld + d] = acc[r][c] * inv_l;
             }
             if (lse != NULL && lane == 0)
-                lse[(int64_t)bh * Lq + i] = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
+                lse[sh.lse + i] = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
         }
         __syncthreads(); // every warp done with q_s before the next head overwrites it
     }
 }
 
-/* --- version 2: fa2_mma ----------------------------------------------------------------------
+/* --- versions 2 and 3: the tensor-core tile ---------------------------------------------------
  *
  *   grid  = (ceil(Lq/64), min(B*H, 65535)); blockIdx.y strides over the heads
  *   block = 128 threads = 4 warps; warp w owns query rows 16w .. 16w+15 of the tile
  *
- *   shared memory, rows of D + 8 elements       registers of warp w (per lane)
- *   q_s [64][D+8]  Q tile (read once, by         qf[D/16][4]   A fragments of its 16 Q rows
- *                  ldmatrix into qf)             s[8][4]       S = Q K_j^T, 16 x 64 (C layout)
- *   k_s [64][D+8]  K_j, by cp.async              of[D/8][4]    O accumulator 16 x D (C layout)
- *   v_s [64][D+8]  V_j, by cp.async              m[2], l[2]    rows g and g + 8 (g = lane / 4)
- *
- *   The 8-element pad makes consecutive rows start 16 bytes apart in the 32 banks, so the 8 row
- *   addresses of one ldmatrix phase hit 8 different 16-byte bank groups (no conflicts).
+ *   registers of warp w (per lane)
+ *     qf[D/16][4]   A fragments of its 16 Q rows (ldmatrix, once per head)
+ *     s[8][4]       S = Q K_j^T, 16 x 64 (C layout), then P = exp2(S - m) in place
+ *     of[D/8][4]    O accumulator 16 x D (C layout)
+ *     m[2], l[2]    rows g and g + 8 (g = lane / 4)
  *
  *   Per K/V tile j (64 keys), warp w:
  *     S (16 x 64)  = Q_w (16 x D) K_j^T      8 n-tiles x D/16 k-steps of mma_m16n8k16
@@ -198,7 +216,10 @@ __global__ void fa2_fp32_kernel(const float *__restrict__ q, // [B,H,Lq,D] row-m
  *
  * Lane (g, t) already holds exactly the P elements its A fragment needs: a[0] = pack(s[2k][0],
  * s[2k][1]), a[1] = pack(s[2k][2], s[2k][3]), a[2] = pack(s[2k+1][0], s[2k+1][1]), a[3] =
- * pack(s[2k+1][2], s[2k+1][3]) — a conversion to 16 bits in registers, no data movement. */
+ * pack(s[2k+1][2], s[2k+1][3]) — a conversion to 16 bits in registers, no data movement.
+ *
+ * The two versions differ only in how the tiles sit in shared memory (a layout, below) and in
+ * when they are copied there; the warp-level steps in between are the functions that follow. */
 
 /* The element type's mma and packing of two floats into one .b32 register (low half first). */
 template <typename T> struct mma_traits;
@@ -231,168 +252,379 @@ template <> struct mma_traits<__nv_bfloat16> {
     }
 };
 
-/* Issues this thread's share of the cp.async copies of NROWS rows of a [rows][D] matrix into a
- * shared tile whose rows are D + SMEM_PAD elements apart; rows at or past `valid` are
- * zero-filled (their source is not read). Each copy is one 16-byte chunk (8 elements). */
-template <typename T, int D, int NROWS>
-__device__ __forceinline__ void load_tile_async(T *dst,       // [NROWS][D + SMEM_PAD] shared
-                                                const T *src, // [>= valid][D] global, first row
+/* Shared-memory layouts of a [rows][D] tile of 16-bit elements. at(row, col) is the element
+ * offset of (row, col); col is a multiple of 8 for whole 16-byte chunks, and the 8 elements of a
+ * chunk stay contiguous in both layouts (what ldmatrix and cp.async need).
+ *
+ * padded (version 2): rows D + 8 elements apart. The 8 extra elements (16 bytes) shift each row
+ *   by 4 banks, so the 8 rows one ldmatrix phase reads start in 8 different 4-bank groups.
+ * swizzled (version 3): rows exactly D apart, chunk c of row r stored at chunk c ^ (r % 8) — see
+ *   the diagram above fa2_pipeline_kernel. No bytes wasted. Needs D / 8 >= 8 chunks per row. */
+template <int D> struct padded_layout {
+    static constexpr int LD = D + SMEM_PAD; /* elements per shared row */
+    static __device__ __forceinline__ int at(int row, int col) { return row * LD + col; }
+};
+
+template <int D> struct swizzled_layout {
+    static_assert(D % 64 == 0, "the XOR swizzle permutes 8 chunks of 16 bytes per row");
+    static constexpr int LD = D;
+    static __device__ __forceinline__ int at(int row, int col) {
+        return row * D + ((col / 8) ^ (row % 8)) * 8 + col % 8;
+    }
+};
+
+/* Issues this thread's share of the cp.async copies of NROWS rows of a matrix whose rows are ld
+ * elements apart in global memory into a shared tile of layout Lay; rows at or past `valid` are
+ * zero-filled (their source is not read). Each copy is one 16-byte chunk (8 elements):
+ * consecutive threads copy consecutive chunks of a row, so a warp reads whole rows (coalesced). */
+template <typename T, int D, int NROWS, typename Lay>
+__device__ __forceinline__ void load_tile_async(T *dst,       // [NROWS][Lay::LD] shared
+                                                const T *src, // [>= valid][ld] global, row 0
+                                                int64_t ld,   // elements between rows of src
                                                 int valid) {  // rows of src that exist
     for (int c = threadIdx.x; c < NROWS * (D / 8); c += blockDim.x) {
         int r = c / (D / 8), col = (c % (D / 8)) * 8;
         bool in = r < valid;
-        cp_async_16(dst + r * (D + SMEM_PAD) + col, in ? src + (int64_t)r * D + col : src, in);
+        cp_async_16(dst + Lay::at(r, col), in ? src + r * ld + col : src, in);
     }
 }
 
+/* The A fragments of this warp's 16 rows of the Q tile, for the D/16 k-steps of S = Q K^T. */
+template <typename T, int D, typename Lay>
+__device__ __forceinline__ void load_q_fragments(uint32_t (&qf)[D / 16][4],
+                                                 const T *q_s) { // [BR][Lay::LD] shared
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (int kk = 0; kk < D / 16; ++kk)
+        ldmatrix_x4(qf[kk], q_s + Lay::at(warp * WARP_ROWS + lane % 16, kk * 16 + (lane / 16) * 8));
+}
+
+/* S (16 x MMA_BC) = Q_w K_j^T for this warp's rows. */
+template <typename T, int D, typename Lay>
+__device__ __forceinline__ void score_tile(float (&s)[MMA_BC / 8][4],
+                                           const uint32_t (&qf)[D / 16][4],
+                                           const T *k_s) { // [MMA_BC][Lay::LD] shared, K_j
+    const int lane = threadIdx.x % 32;
+    for (int nt = 0; nt < MMA_BC / 8; ++nt) {
+        for (int x = 0; x < 4; ++x)
+            s[nt][x] = 0.0f;
+        /* x4: lanes 0-15 give the B fragment of k-step kk, lanes 16-31 that of kk+1 */
+        for (int kk = 0; kk < D / 16; kk += 2) {
+            uint32_t kf[4];
+            ldmatrix_x4(kf, k_s + Lay::at(nt * 8 + lane % 8, kk * 16 + (lane / 8) * 8));
+            mma_traits<T>::mma(s[nt], qf[kk], kf);
+            mma_traits<T>::mma(s[nt], qf[kk + 1], kf + 2);
+        }
+    }
+}
+
+/* Scales S into log2 units and masks it: keys past the sequence's Lk (tail tile) and, causal,
+ * keys past each row's diagonal get -inf. Only a tile reaching past either bound for some row
+ * of this warp needs the per-element test. row0: the warp's first query row. */
+__device__ __forceinline__ void scale_and_mask(float (&s)[MMA_BC / 8][4], int j0, int row0, int Lq,
+                                               int Lk, bool causal, float scale2) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const bool tail = j0 + MMA_BC > Lk;
+    const bool diag = causal && j0 + MMA_BC > attn_visible_keys(row0, Lq, Lk, causal);
+    const int visible[2] = {attn_visible_keys(row0 + g, Lq, Lk, causal),
+                            attn_visible_keys(row0 + g + 8, Lq, Lk, causal)};
+    for (int nt = 0; nt < MMA_BC / 8; ++nt)
+        for (int x = 0; x < 4; ++x) {
+            int key = j0 + nt * 8 + 2 * t + (x & 1);
+            s[nt][x] = !(tail || diag) || key < visible[x >> 1] ? s[nt][x] * scale2 : -INFINITY;
+        }
+}
+
+/* Online softmax on the fragments: updates the running max m and this lane's part of the row
+ * sums l, turns S into P = exp2(S - m) in place and rescales the O accumulator by alpha.
+ * h = 0 is row g (elements 0, 1 of each n-tile), h = 1 row g + 8 (elements 2, 3). */
+template <int D>
+__device__ __forceinline__ void online_softmax(float (&s)[MMA_BC / 8][4], float (&of)[D / 8][4],
+                                               float (&m)[2], float (&l)[2]) {
+    float alpha[2];
+    for (int h = 0; h < 2; ++h) {
+        float mx = m[h];
+        for (int nt = 0; nt < MMA_BC / 8; ++nt)
+            mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1)); /* the 4 lanes of a quad */
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        /* No key seen yet: m stays -inf; use 0 so that no exponent is -inf - -inf. */
+        float m_use = mx == -INFINITY ? 0.0f : mx;
+        alpha[h] = exp2f(m[h] - m_use);
+        m[h] = mx;
+        float sum = 0.0f;
+        for (int nt = 0; nt < MMA_BC / 8; ++nt)
+            for (int x = 2 * h; x < 2 * h + 2; ++x) {
+                s[nt][x] = exp2f(s[nt][x] - m_use);
+                sum += s[nt][x];
+            }
+        /* l is a plain sum and alpha is the same on the 4 lanes of the quad, so each lane keeps
+         * its own part and the quad adds them up once, after the last tile (finish_rows). */
+        l[h] = alpha[h] * l[h] + sum;
+    }
+    for (int dt = 0; dt < D / 8; ++dt) {
+        of[dt][0] *= alpha[0];
+        of[dt][1] *= alpha[0];
+        of[dt][2] *= alpha[1];
+        of[dt][3] *= alpha[1];
+    }
+}
+
+/* O (16 x D) += P V_j, P taken from the S registers (see the diagram above). */
+template <typename T, int D, typename Lay>
+__device__ __forceinline__ void accumulate_pv(float (&of)[D / 8][4],
+                                              const float (&s)[MMA_BC / 8][4],
+                                              const T *v_s) { // [MMA_BC][Lay::LD] shared, V_j
+    const int lane = threadIdx.x % 32;
+    for (int ks = 0; ks < MMA_BC / 16; ++ks) {
+        uint32_t pf[4] = {
+            mma_traits<T>::pack(s[2 * ks][0], s[2 * ks][1]),
+            mma_traits<T>::pack(s[2 * ks][2], s[2 * ks][3]),
+            mma_traits<T>::pack(s[2 * ks + 1][0], s[2 * ks + 1][1]),
+            mma_traits<T>::pack(s[2 * ks + 1][2], s[2 * ks + 1][3]),
+        };
+        /* x4.trans: lanes 0-15 give the B fragment of n-tile dt, lanes 16-31 of dt+1 */
+        for (int dt = 0; dt < D / 8; dt += 2) {
+            uint32_t vf[4];
+            ldmatrix_x4_trans(vf, v_s + Lay::at(ks * 16 + lane % 16, dt * 8 + (lane / 16) * 8));
+            mma_traits<T>::mma(of[dt], pf, vf);
+            mma_traits<T>::mma(of[dt + 1], pf, vf + 2);
+        }
+    }
+}
+
+/* After the last tile: completes l over the quad, scales the accumulator by 1/l (deferred
+ * normalisation; a row that saw no key gets 0) and writes the LSE of rows g, g + 8 that exist. */
+template <int D>
+__device__ __forceinline__ void finish_rows(float (&of)[D / 8][4], const float (&m)[2],
+                                            float (&l)[2], int row0, const attn_seq_head &sh,
+                                            float *lse) { // [B,H,Lq] or [H,total_q], or NULL
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    for (int h = 0; h < 2; ++h) {
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+        const float inv_l = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+        for (int dt = 0; dt < D / 8; ++dt) {
+            of[dt][2 * h] *= inv_l;
+            of[dt][2 * h + 1] *= inv_l;
+        }
+        const int i = row0 + g + 8 * h;
+        if (lse != NULL && t == 0 && i < sh.Lq)
+            lse[sh.lse + i] = l[h] > 0.0f ? m[h] * LN2 + logf(l[h]) : -INFINITY;
+    }
+}
+
+/* --- version 2: fa2_mma ----------------------------------------------------------------------
+ *
+ *   shared memory, rows of D + 8 elements (padded_layout)
+ *   q_s [64][D+8]  Q tile (read once, by ldmatrix into qf)
+ *   k_s [64][D+8]  K_j, by cp.async
+ *   v_s [64][D+8]  V_j, by cp.async
+ *
+ *   Per tile: copy K_j and V_j (two cp.async groups) -> wait for K_j, barrier -> S, softmax ->
+ *   wait for V_j, barrier -> P V_j -> barrier. The copies and the math take turns: while a tile
+ *   is in flight the warps wait, and while they compute nothing is being copied. */
 template <typename T, int D>
-__global__ void fa2_mma_kernel(const T *__restrict__ q, // [B,H,Lq,D] row-major, fp16/bf16
-                               const T *__restrict__ k, // [B,H,Lk,D] row-major
-                               const T *__restrict__ v, // [B,H,Lk,D] row-major
-                               T *__restrict__ o,       // [B,H,Lq,D] row-major
-                               float *__restrict__ lse, // [B,H,Lq] natural log, or NULL
-                               int BH, int Lq, int Lk, float scale, bool causal) {
-    constexpr int LD = D + SMEM_PAD; /* shared row stride, elements */
-    constexpr int KSTEPS = D / 16;   /* k-steps of S = Q K^T */
-    constexpr int DTILES = D / 8;    /* n-tiles of O */
-    constexpr int NTILES = MMA_BC / 8;
+__global__ void fa2_mma_kernel(const T *__restrict__ q,      // [B,H,Lq,D] or [total_q,H,D]
+                               const T *__restrict__ k,      // [B,H,Lk,D] or [total_k,H,D]
+                               const T *__restrict__ v,      // [B,H,Lk,D] or [total_k,H,D]
+                               T *__restrict__ o,            // [B,H,Lq,D] or [total_q,H,D]
+                               float *__restrict__ lse,      // [B,H,Lq] or [H,total_q], or NULL
+                               const int *__restrict__ cu_q, // [B+1] device, NULL = dense
+                               const int *__restrict__ cu_k, // [B+1] device, NULL = dense
+                               int BH, int H, int Lq, int Lk, float scale, bool causal) {
+    using Lay = padded_layout<D>;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *q_s = reinterpret_cast<T *>(smem_raw); /* [BR][LD] */
-    T *k_s = q_s + BR * LD;                   /* [MMA_BC][LD] */
-    T *v_s = k_s + MMA_BC * LD;               /* [MMA_BC][LD] */
+    T *k_s = q_s + BR * Lay::LD;              /* [MMA_BC][LD] */
+    T *v_s = k_s + MMA_BC * Lay::LD;          /* [MMA_BC][LD] */
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int g = lane / 4, t = lane % 4;
+    const int t = lane % 4, g = lane / 4;
     const int q0 = blockIdx.x * BR;
     const int row0 = q0 + warp * WARP_ROWS; /* first query row of this warp */
     const float scale2 = scale * LOG2E;     /* scores in log2 units: exp(x) = exp2(x log2 e) */
 
     for (int bh = blockIdx.y; bh < BH; bh += gridDim.y) {
-        const T *qb = q + (int64_t)bh * Lq * D;
-        const T *kb = k + (int64_t)bh * Lk * D;
-        const T *vb = v + (int64_t)bh * Lk * D;
-        load_tile_async<T, D, BR>(q_s, qb + (int64_t)q0 * D, Lq - q0);
+        const attn_seq_head sh = attn_seq_head_at(bh, BH, H, D, Lq, Lk, cu_q, cu_k);
+        if (q0 >= sh.Lq) /* the same for every thread: no barrier is skipped by some only */
+            continue;
+        const T *kb = k + sh.k, *vb = v + sh.k;
+        load_tile_async<T, D, BR, Lay>(q_s, q + sh.q + q0 * sh.ld, sh.ld, sh.Lq - q0);
         cp_async_commit();
         cp_async_wait_all();
         __syncthreads(); // the Q tile is complete before the warps read it with ldmatrix
-        uint32_t qf[KSTEPS][4];
-        for (int kk = 0; kk < KSTEPS; ++kk)
-            ldmatrix_x4(qf[kk],
-                        q_s + (warp * WARP_ROWS + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+        uint32_t qf[D / 16][4];
+        load_q_fragments<T, D, Lay>(qf, q_s);
         __syncthreads(); // every warp holds its Q fragments before q_s can be reused (next head)
 
-        float of[DTILES][4];
-        for (int dt = 0; dt < DTILES; ++dt)
-            for (int x = 0; x < 4; ++x)
-                of[dt][x] = 0.0f;
+        float of[D / 8][4] = {};
         float m[2] = {-INFINITY, -INFINITY}; /* running max of rows g, g + 8 (log2 units) */
         float l[2] = {0.0f, 0.0f};           /* this lane's part of the row sums */
-        const int rows[2] = {row0 + g, row0 + g + 8};
-
-        const int nkeys = attn_visible_keys(q0 + BR - 1, Lq, Lk, causal);
+        const int nkeys = attn_visible_keys(q0 + BR - 1, sh.Lq, sh.Lk, causal);
         for (int j0 = 0; j0 < nkeys; j0 += MMA_BC) {
             /* K_j and V_j as two groups, so S can start as soon as K_j has landed. */
-            load_tile_async<T, D, MMA_BC>(k_s, kb + (int64_t)j0 * D, Lk - j0);
+            load_tile_async<T, D, MMA_BC, Lay>(k_s, kb + j0 * sh.ld, sh.ld, sh.Lk - j0);
             cp_async_commit();
-            load_tile_async<T, D, MMA_BC>(v_s, vb + (int64_t)j0 * D, Lk - j0);
+            load_tile_async<T, D, MMA_BC, Lay>(v_s, vb + j0 * sh.ld, sh.ld, sh.Lk - j0);
             cp_async_commit();
             cp_async_wait<1>();
             __syncthreads(); // every thread's K_j copies done before any warp reads K_j
 
-            float s[NTILES][4];
-            for (int nt = 0; nt < NTILES; ++nt) {
-                for (int x = 0; x < 4; ++x)
-                    s[nt][x] = 0.0f;
-                /* x4: lanes 0-15 give the B fragment of k-step 2kk, lanes 16-31 that of 2kk+1 */
-                for (int kk = 0; kk < KSTEPS; kk += 2) {
-                    uint32_t kf[4];
-                    ldmatrix_x4(kf, k_s + (nt * 8 + lane % 8) * LD + kk * 16 + (lane / 8) * 8);
-                    mma_traits<T>::mma(s[nt], qf[kk], kf);
-                    mma_traits<T>::mma(s[nt], qf[kk + 1], kf + 2);
-                }
-            }
-
-            /* Scale and mask: keys past Lk (tail tile) and, causal, keys past each row's
-             * diagonal get -inf. Only tiles that reach past either bound need the test. */
-            const bool tail = j0 + MMA_BC > Lk;
-            const bool diag = causal && j0 + MMA_BC - 1 > q0 + Lk - Lq;
-            for (int nt = 0; nt < NTILES; ++nt)
-                for (int x = 0; x < 4; ++x) {
-                    int key = j0 + nt * 8 + 2 * t + (x & 1);
-                    int i = rows[x >> 1];
-                    bool visible = !(tail || diag) || (key < Lk && (!causal || key <= i + Lk - Lq));
-                    s[nt][x] = visible ? s[nt][x] * scale2 : -INFINITY;
-                }
-
-            /* Online softmax on the fragments: h = 0 for row g (elements 0, 1), 1 for g + 8. */
-            float alpha[2];
-            for (int h = 0; h < 2; ++h) {
-                float mx = m[h];
-                for (int nt = 0; nt < NTILES; ++nt)
-                    mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1)); /* the 4 lanes of a quad */
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                /* No key seen yet: m stays -inf; use 0 so that no exponent is -inf - -inf. */
-                float m_use = mx == -INFINITY ? 0.0f : mx;
-                alpha[h] = exp2f(m[h] - m_use);
-                m[h] = mx;
-                float sum = 0.0f;
-                for (int nt = 0; nt < NTILES; ++nt)
-                    for (int x = 2 * h; x < 2 * h + 2; ++x) {
-                        s[nt][x] = exp2f(s[nt][x] - m_use);
-                        sum += s[nt][x];
-                    }
-                /* l is a plain sum and alpha is the same on the 4 lanes of the quad, so each
-                 * lane keeps its own part and the quad adds them up once, after the last tile. */
-                l[h] = alpha[h] * l[h] + sum;
-            }
-            for (int dt = 0; dt < DTILES; ++dt) {
-                of[dt][0] *= alpha[0];
-                of[dt][1] *= alpha[0];
-                of[dt][2] *= alpha[1];
-                of[dt][3] *= alpha[1];
-            }
+            float s[MMA_BC / 8][4];
+            score_tile<T, D, Lay>(s, qf, k_s);
+            scale_and_mask(s, j0, row0, sh.Lq, sh.Lk, causal, scale2);
+            online_softmax<D>(s, of, m, l);
 
             cp_async_wait<0>();
             __syncthreads(); // every thread's V_j copies done before any warp reads V_j
-            for (int ks = 0; ks < MMA_BC / 16; ++ks) {
-                uint32_t pf[4] = {
-                    mma_traits<T>::pack(s[2 * ks][0], s[2 * ks][1]),
-                    mma_traits<T>::pack(s[2 * ks][2], s[2 * ks][3]),
-                    mma_traits<T>::pack(s[2 * ks + 1][0], s[2 * ks + 1][1]),
-                    mma_traits<T>::pack(s[2 * ks + 1][2], s[2 * ks + 1][3]),
-                };
-                /* x4.trans: lanes 0-15 give the B fragment of n-tile dt, lanes 16-31 of dt+1 */
-                for (int dt = 0; dt < DTILES; dt += 2) {
-                    uint32_t vf[4];
-                    ldmatrix_x4_trans(vf,
-                                      v_s + (ks * 16 + lane % 16) * LD + dt * 8 + (lane / 16) * 8);
-                    mma_traits<T>::mma(of[dt], pf, vf);
-                    mma_traits<T>::mma(of[dt + 1], pf, vf + 2);
-                }
-            }
+            accumulate_pv<T, D, Lay>(of, s, v_s);
             __syncthreads(); // all warps done with K_j and V_j before the next tile's copies
         }
 
-        /* Deferred normalisation: complete l over the quad, divide once, write O and LSE. */
+        finish_rows<D>(of, m, l, row0, sh, lse);
         for (int h = 0; h < 2; ++h) {
-            l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-            l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-        }
-        for (int h = 0; h < 2; ++h) {
-            const int i = rows[h];
-            if (i >= Lq)
+            const int i = row0 + g + 8 * h;
+            if (i >= sh.Lq)
                 continue;
-            const float inv_l = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
-            T *orow = o + ((int64_t)bh * Lq + i) * D;
-            for (int dt = 0; dt < DTILES; ++dt) {
-                uint32_t pair =
-                    mma_traits<T>::pack(of[dt][2 * h] * inv_l, of[dt][2 * h + 1] * inv_l);
+            T *orow = o + sh.q + i * sh.ld;
+            for (int dt = 0; dt < D / 8; ++dt) {
+                uint32_t pair = mma_traits<T>::pack(of[dt][2 * h], of[dt][2 * h + 1]);
                 /* one 32-bit store: D and 2t are even, so the pair is 4-byte aligned */
                 *reinterpret_cast<uint32_t *>(orow + dt * 8 + 2 * t) = pair;
             }
-            if (lse != NULL && t == 0)
-                lse[(int64_t)bh * Lq + i] = l[h] > 0.0f ? m[h] * LN2 + logf(l[h]) : -INFINITY;
         }
+    }
+}
+
+/* --- version 3: fa2_pipeline -----------------------------------------------------------------
+ *
+ *   shared memory, rows of exactly D elements (swizzled_layout), 2 stages for K and V
+ *   q_s    [64][D]     Q tile; at the end each warp's 16 rows hold its O tile for the store
+ *   k_s[2] [64][D]     K_j in stage j % 2, K_{j+1} arriving in the other
+ *   v_s[2] [64][D]     V_j likewise
+ *   D = 128, fp16: 16 + 2 x 16 + 2 x 16 = 80 KiB (version 2: 3 x 17 = 51 KiB)
+ *
+ * Double buffering: the copy of tile j+1 is issued before tile j is computed, so the memory
+ * system works on j+1 while the tensor cores work on j.
+ *
+ *   time ->   copy:  [Q, K0 V0] [K1 V1 ........] [K2 V2 ........] [K3 V3 ........]
+ *             math:             [   tile 0     ] [   tile 1     ] [   tile 2     ] ...
+ *   stage:                       reads 0, fills 1 reads 1, fills 0 reads 0, fills 1
+ *
+ *   per tile j:  issue copies of tile j+1 into stage (j+1) % 2; commit (a group, maybe empty)
+ *                wait_group 1: all but the newest group done -> tile j has landed (this thread)
+ *                __syncthreads  -> tile j has landed for every thread
+ *                S, softmax, P V from stage j % 2
+ *                __syncthreads  -> every warp is done with stage j % 2, which the copies of
+ *                                  tile j+2 (issued first thing in the next iteration) overwrite
+ *
+ * XOR swizzle: a row of D = 64 halves is 128 bytes = 8 chunks of 16 bytes = all 32 banks once.
+ * Stored plainly (row r at r * 128 bytes), chunk c of every row sits on the same 4 banks; one
+ * ldmatrix phase reads chunk c of 8 consecutive rows -> 8 accesses to the same 4 banks, an
+ * 8-way conflict. Storing chunk c of row r at chunk c ^ (r % 8) spreads them:
+ *
+ *   logical chunk:   0  1  2  3  4  5  6  7         physical chunk = c ^ (r % 8)
+ *   row 0          | 0  1  2  3  4  5  6  7 |       a phase reading logical chunk 2 of
+ *   row 1          | 1  0  3  2  5  4  7  6 |       rows 0..7 touches physical chunks
+ *   row 2          | 2  3  0  1  6  7  4  5 |         2, 3, 0, 1, 6, 7, 4, 5
+ *   row 3          | 3  2  1  0  7  6  5  4 |       = every chunk once = all 32 banks,
+ *   row 4          | 4  5  6  7  0  1  2  3 |       no conflict; the same holds for any c
+ *   row 5          | 5  4  7  6  1  0  3  2 |       (c ^ r takes 8 distinct values as r
+ *   row 6          | 6  7  4  5  2  3  0  1 |       runs over 0..7)
+ *   row 7          | 7  6  5  4  3  2  1  0 |
+ *
+ * Every ldmatrix here reads 8 consecutive rows (a multiple of 8 first) at one logical chunk:
+ * Q and K (row-major reads) and V (.trans, the same row addresses), so all are conflict-free.
+ * For D = 128 a row is 16 chunks (two passes over the banks) and the XOR changes the low three
+ * bits of the chunk index only: the same argument holds. Padding (version 2) gets the same
+ * effect by shifting rows 16 bytes apart, at the cost of 8 unused elements per row.
+ *
+ * Output: each warp writes its O fragments into its own 16 rows of q_s (32-bit stores; the 8
+ * lanes with the same t hit 8 different chunks, so no conflicts either), then reads them back
+ * 16 bytes at a time and stores whole 16-byte chunks of each row to global memory (coalesced:
+ * consecutive lanes write consecutive chunks), instead of version 2's scattered 4-byte stores. */
+template <typename T, int D>
+__global__ void fa2_pipeline_kernel(const T *__restrict__ q,      // [B,H,Lq,D] or [total_q,H,D]
+                                    const T *__restrict__ k,      // [B,H,Lk,D] or [total_k,H,D]
+                                    const T *__restrict__ v,      // [B,H,Lk,D] or [total_k,H,D]
+                                    T *__restrict__ o,            // [B,H,Lq,D] or [total_q,H,D]
+                                    float *__restrict__ lse,      // [B,H,Lq] or [H,total_q]/NULL
+                                    const int *__restrict__ cu_q, // [B+1] device, NULL = dense
+                                    const int *__restrict__ cu_k, // [B+1] device, NULL = dense
+                                    int BH, int H, int Lq, int Lk, float scale, bool causal) {
+    using Lay = swizzled_layout<D>;
+    constexpr int TILE = MMA_BC * D; /* elements of one K or V stage */
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T *q_s = reinterpret_cast<T *>(smem_raw); /* [BR][D] */
+    T *k_s = q_s + BR * D;                    /* [2][MMA_BC][D] */
+    T *v_s = k_s + 2 * TILE;                  /* [2][MMA_BC][D] */
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int t = lane % 4, g = lane / 4;
+    const int q0 = blockIdx.x * BR;
+    const int row0 = q0 + warp * WARP_ROWS; /* first query row of this warp */
+    const float scale2 = scale * LOG2E;     /* scores in log2 units: exp(x) = exp2(x log2 e) */
+
+    for (int bh = blockIdx.y; bh < BH; bh += gridDim.y) {
+        const attn_seq_head sh = attn_seq_head_at(bh, BH, H, D, Lq, Lk, cu_q, cu_k);
+        if (q0 >= sh.Lq) /* the same for every thread: no barrier is skipped by some only */
+            continue;
+        const T *kb = k + sh.k, *vb = v + sh.k;
+        const int nkeys = attn_visible_keys(q0 + BR - 1, sh.Lq, sh.Lk, causal);
+        const int ntiles = (nkeys + MMA_BC - 1) / MMA_BC;
+
+        /* Prologue: Q in one group, tile 0 (if any) in the next, both in flight together. */
+        load_tile_async<T, D, BR, Lay>(q_s, q + sh.q + q0 * sh.ld, sh.ld, sh.Lq - q0);
+        cp_async_commit();
+        if (ntiles > 0) {
+            load_tile_async<T, D, MMA_BC, Lay>(k_s, kb, sh.ld, sh.Lk);
+            load_tile_async<T, D, MMA_BC, Lay>(v_s, vb, sh.ld, sh.Lk);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads(); // the Q tile has landed for every thread before the warps ldmatrix it
+        uint32_t qf[D / 16][4];
+        load_q_fragments<T, D, Lay>(qf, q_s);
+
+        float of[D / 8][4] = {};
+        float m[2] = {-INFINITY, -INFINITY}; /* running max of rows g, g + 8 (log2 units) */
+        float l[2] = {0.0f, 0.0f};           /* this lane's part of the row sums */
+        for (int j = 0; j < ntiles; ++j) {
+            const int j0 = j * MMA_BC, stage = j % 2;
+            if (j + 1 < ntiles) { /* prefetch tile j+1 into the other stage */
+                const int next = j0 + MMA_BC;
+                load_tile_async<T, D, MMA_BC, Lay>(k_s + (1 - stage) * TILE, kb + next * sh.ld,
+                                                   sh.ld, sh.Lk - next);
+                load_tile_async<T, D, MMA_BC, Lay>(v_s + (1 - stage) * TILE, vb + next * sh.ld,
+                                                   sh.ld, sh.Lk - next);
+            }
+            cp_async_commit(); /* possibly empty: the group count stays one per tile */
+            cp_async_wait<1>();
+            __syncthreads(); // tile j's copies (every thread's) landed before any warp reads it
+
+            float s[MMA_BC / 8][4];
+            score_tile<T, D, Lay>(s, qf, k_s + stage * TILE);
+            scale_and_mask(s, j0, row0, sh.Lq, sh.Lk, causal, scale2);
+            online_softmax<D>(s, of, m, l);
+            accumulate_pv<T, D, Lay>(of, s, v_s + stage * TILE);
+            __syncthreads(); // every warp done with this stage before the next prefetch refills it
+        }
+
+        /* Output through shared memory: the warp's O tile into its own 16 rows of q_s, then
+         * 16-byte chunks of whole rows to global memory. */
+        finish_rows<D>(of, m, l, row0, sh, lse);
+        __syncwarp(); // every lane of the warp done reading its Q rows before O overwrites them
+        T *o_s = q_s + warp * WARP_ROWS * D; /* [16][D], swizzled like q_s */
+        for (int dt = 0; dt < D / 8; ++dt)
+            for (int h = 0; h < 2; ++h)
+                *reinterpret_cast<uint32_t *>(o_s + Lay::at(g + 8 * h, dt * 8 + 2 * t)) =
+                    mma_traits<T>::pack(of[dt][2 * h], of[dt][2 * h + 1]);
+        __syncwarp(); // the warp's O rows complete in o_s before its lanes read whole chunks
+        for (int c = lane; c < WARP_ROWS * (D / 8); c += 32) {
+            const int r = c / (D / 8), col = (c % (D / 8)) * 8;
+            if (row0 + r < sh.Lq)
+                *reinterpret_cast<uint4 *>(o + sh.q + (row0 + r) * sh.ld + col) =
+                    *reinterpret_cast<const uint4 *>(o_s + Lay::at(r, col));
+        }
+        __syncthreads(); // every warp has read its O rows from q_s before the next head's Q copy
     }
 }
 
@@ -404,21 +636,36 @@ static void launch_fa2_fp32(const attn_problem *p, const attn_buffers *b, cudaSt
     /* Above 48 KiB (D > 48 here) a kernel must opt in to more dynamic shared memory. */
     cudaFuncSetAttribute(fa2_fp32_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     dim3 grid((p->Lq + BR - 1) / BR, attn_head_blocks(BH));
-    fa2_fp32_kernel<<<grid, WARPS * 32, smem, stream>>>((const float *)b->q, (const float *)b->k,
-                                                        (const float *)b->v, (float *)b->o, b->lse,
-                                                        BH, p->Lq, p->Lk, D, p->scale, p->causal);
+    fa2_fp32_kernel<<<grid, WARPS * 32, smem, stream>>>(
+        (const float *)b->q, (const float *)b->k, (const float *)b->v, (float *)b->o, b->lse,
+        b->cu_seqlens_q, b->cu_seqlens_k, BH, p->H, p->Lq, p->Lk, D, p->scale, p->causal);
+}
+
+/* Versions 2 and 3 share the launch: the same grid and block, and the kernel's arguments. */
+template <typename T>
+static void launch_tc(void (*kernel)(const T *, const T *, const T *, T *, float *, const int *,
+                                     const int *, int, int, int, int, float, bool),
+                      size_t smem, const attn_problem *p, const attn_buffers *b,
+                      cudaStream_t stream) {
+    int BH = p->B * p->H;
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    dim3 grid((p->Lq + BR - 1) / BR, attn_head_blocks(BH));
+    kernel<<<grid, WARPS * 32, smem, stream>>>((const T *)b->q, (const T *)b->k, (const T *)b->v,
+                                               (T *)b->o, b->lse, b->cu_seqlens_q, b->cu_seqlens_k,
+                                               BH, p->H, p->Lq, p->Lk, p->scale, p->causal);
 }
 
 template <typename T, int D>
 static void launch_mma_typed(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
-    int BH = p->B * p->H;
-    size_t smem = (size_t)(BR + 2 * MMA_BC) * (D + SMEM_PAD) * sizeof(T);
-    cudaFuncSetAttribute(fa2_mma_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         (int)smem);
-    dim3 grid((p->Lq + BR - 1) / BR, attn_head_blocks(BH));
-    fa2_mma_kernel<T, D><<<grid, WARPS * 32, smem, stream>>>((const T *)b->q, (const T *)b->k,
-                                                             (const T *)b->v, (T *)b->o, b->lse, BH,
-                                                             p->Lq, p->Lk, p->scale, p->causal);
+    size_t smem = (size_t)(BR + 2 * MMA_BC) * padded_layout<D>::LD * sizeof(T);
+    launch_tc<T>(fa2_mma_kernel<T, D>, smem, p, b, stream);
+}
+
+template <typename T, int D>
+static void launch_pipeline_typed(const attn_problem *p, const attn_buffers *b,
+                                  cudaStream_t stream) {
+    size_t smem = (size_t)(BR + 4 * MMA_BC) * D * sizeof(T); /* Q + 2 stages of K and V */
+    launch_tc<T>(fa2_pipeline_kernel<T, D>, smem, p, b, stream);
 }
 
 /* The registry admits only D = 64 or 128 and fp16/bf16 (requirements below). */
@@ -432,6 +679,16 @@ static void launch_fa2_mma(const attn_problem *p, const attn_buffers *b, cudaStr
              : launch_mma_typed<__half, 128>(p, b, stream);
 }
 
+static void launch_fa2_pipeline(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
+    bool bf16 = p->dtype == ATTN_BF16;
+    if (p->D == 64)
+        bf16 ? launch_pipeline_typed<__nv_bfloat16, 64>(p, b, stream)
+             : launch_pipeline_typed<__half, 64>(p, b, stream);
+    else
+        bf16 ? launch_pipeline_typed<__nv_bfloat16, 128>(p, b, stream)
+             : launch_pipeline_typed<__half, 128>(p, b, stream);
+}
+
 /* ================================= registry =============================================== */
 
 static const attn_requirements fp32_requirements = {
@@ -439,16 +696,17 @@ static const attn_requirements fp32_requirements = {
     FP32_MAX_D,               /* max_d */
     1,                        /* d_multiple */
     true,                     /* causal */
-    false,                    /* varlen */
+    true,                     /* varlen */
     false,                    /* gpu_only */
 };
 
+/* versions 2 and 3 */
 static const attn_requirements mma_requirements = {
     ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), /* dtypes */
     128,                                                  /* max_d: D = 64 or 128 */
     64,                                                   /* d_multiple */
     true,                                                 /* causal */
-    false,                                                /* varlen */
+    true,                                                 /* varlen */
     false,                                                /* gpu_only */
 };
 
@@ -459,6 +717,9 @@ static const attn_kernel flash2_kernels[] = {
     {2, "fa2_mma",
      "same loop on tensor cores (mma.sync m16n8k16, fp16/bf16): Q and P in registers, cp.async",
      launch_fa2_mma, mma_requirements, NULL},
+    {3, "fa2_pipeline",
+     "memory pipeline: K/V double-buffered by cp.async, XOR-swizzled smem, 16-byte O stores",
+     launch_fa2_pipeline, mma_requirements, NULL},
 };
 
 extern "C" const attn_example flash2_fwd_example = {

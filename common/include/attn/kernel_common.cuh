@@ -5,6 +5,7 @@
 #define ATTN_KERNEL_COMMON_CUH
 
 #include <cuda_runtime.h>
+#include <stdint.h>
 
 /* Number of keys query i sees: all Lk, or under bottom-right causal alignment (attn/problem.h)
  * the keys j <= i + Lk - Lq, clamped to [0, Lk]. Keys are visible as a prefix, so "key j is
@@ -15,6 +16,43 @@ __device__ __forceinline__ int attn_visible_keys(int i, int Lq, int Lk, bool cau
         return Lk;
     int n = i + Lk - Lq + 1;
     return n < 0 ? 0 : (n > Lk ? Lk : n);
+}
+
+/* Where the rows of one (sequence, head) live, in either layout of attn/problem.h, so that a
+ * kernel addresses dense and variable-length batches with the same code:
+ *   dense  [B,H,L,D]:   head bh = b*H + h owns L consecutive rows, D elements apart;
+ *   varlen [total,H,D]: sequence b starts at packed row cu[b]; its rows of head h are H*D
+ *                       elements apart; its LSE rows start at h*total_q + cu_q[b].
+ * Row i of Q/O is at q + i*ld, of K/V at k + i*ld, its LSE at lse + i. */
+typedef struct attn_seq_head {
+    int64_t q, k; /* element offset of row 0 in Q/O and in K/V */
+    int64_t lse;  /* index of row 0 in the LSE buffer */
+    int64_t ld;   /* elements between consecutive rows: D dense, H*D varlen */
+    int Lq, Lk;   /* this sequence's query and key counts */
+} attn_seq_head;
+
+__device__ __forceinline__ attn_seq_head attn_seq_head_at(int bh, int BH, int H, int D, int Lq,
+                                                          int Lk,
+                                                          const int *cu_q,   // [B+1] or NULL
+                                                          const int *cu_k) { // [B+1] or NULL
+    attn_seq_head s;
+    if (cu_q == NULL) {
+        s.q = (int64_t)bh * Lq * D;
+        s.k = (int64_t)bh * Lk * D;
+        s.lse = (int64_t)bh * Lq;
+        s.ld = D;
+        s.Lq = Lq;
+        s.Lk = Lk;
+    } else {
+        const int b = bh / H, h = bh % H;
+        s.q = ((int64_t)cu_q[b] * H + h) * D;
+        s.k = ((int64_t)cu_k[b] * H + h) * D;
+        s.lse = (int64_t)h * cu_q[BH / H] + cu_q[b];
+        s.ld = (int64_t)H * D;
+        s.Lq = cu_q[b + 1] - cu_q[b];
+        s.Lk = cu_k[b + 1] - cu_k[b];
+    }
+    return s;
 }
 
 /* Max and sum over the 32 lanes of a full warp: a butterfly of __shfl_xor_sync, 5 steps, after
