@@ -26,6 +26,8 @@ typedef enum opt_id {
     OPT_HEADDIM,
     OPT_LQ,
     OPT_LK,
+    OPT_SEQLENS,
+    OPT_SEQLENS_K,
     OPT_DTYPE,
     OPT_CAUSAL,
     OPT_SCALE,
@@ -65,6 +67,11 @@ static const opt options[] = {
     {OPT_HEADDIM, "-D", "--headdim", "N", "head dimension"},
     {OPT_LQ, NULL, "--lq", "N", "query length (overrides -L)"},
     {OPT_LK, NULL, "--lk", "N", "key length (overrides -L)"},
+    {OPT_SEQLENS, NULL, "--seqlens", "N1,N2,...",
+     "variable-length batch (packed, cu_seqlens): one length per sequence, for queries and keys; "
+     "B = count, Lq = Lk = max"},
+    {OPT_SEQLENS_K, NULL, "--seqlens-k", "M1,M2,...",
+     "key lengths per sequence when they differ from --seqlens (same count)"},
     {OPT_DTYPE, NULL, "--dtype", "f32|f16|bf16",
      "element type (default: the first one the "
      "kernels support)"},
@@ -160,6 +167,8 @@ static int parse_positive_real(const opt *o, const char *s, float *out, char *er
  * --lq/--lk override -L whatever their order. */
 typedef struct lengths {
     int L, Lq, Lk;
+    const char *seqlens_q, *seqlens_k; /* the --seqlens / --seqlens-k lists, parsed at the end */
+    const char *length_flag;           /* the last of -L/--lq/--lk given, for errors */
 } lengths;
 
 static int apply(attn_cli *cli, lengths *len, const opt *o, const char *v, char *err,
@@ -198,13 +207,22 @@ static int apply(attn_cli *cli, lengths *len, const opt *o, const char *v, char 
     case OPT_HEADS:
         return parse_int(o, v, 1, &cli->H, err, err_len);
     case OPT_SEQLEN:
+        len->length_flag = "-L/--seqlen";
         return parse_int(o, v, 1, &len->L, err, err_len);
     case OPT_HEADDIM:
         return parse_int(o, v, 1, &cli->D, err, err_len);
     case OPT_LQ:
+        len->length_flag = "--lq";
         return parse_int(o, v, 1, &len->Lq, err, err_len);
     case OPT_LK:
+        len->length_flag = "--lk";
         return parse_int(o, v, 1, &len->Lk, err, err_len);
+    case OPT_SEQLENS:
+        len->seqlens_q = v;
+        return 0;
+    case OPT_SEQLENS_K:
+        len->seqlens_k = v;
+        return 0;
     case OPT_REPS:
         return parse_int(o, v, 1, &cli->reps, err, err_len);
     case OPT_WARMUP:
@@ -239,6 +257,104 @@ static int apply(attn_cli *cli, lengths *len, const opt *o, const char *v, char 
     return 0;
 }
 
+/* ---- variable-length batches ----------------------------------------------------------------- */
+
+/* Parses a comma-separated list of lengths (each >= 0, their sum <= INT_MAX) into the prefix sums
+ * cu[0..count] (cu[0] = 0), allocated here; *max_len is the largest length. 0 on success. */
+static int parse_seqlens(const char *flag, const char *list, int **cu_out, int *count_out,
+                         int *max_len, char *err, size_t err_len) {
+    if (list[0] == '\0')
+        return usage_error(err, err_len, "error: %s needs at least one length (N1,N2,...)", flag);
+    int count = 1;
+    for (const char *c = list; *c != '\0'; ++c)
+        count += *c == ',';
+    int *cu = (int *)malloc(((size_t)count + 1) * sizeof *cu);
+    if (cu == NULL)
+        return usage_error(err, err_len, "error: %s: out of memory for %d lengths", flag, count);
+    cu[0] = 0;
+    *max_len = 0;
+    const char *item = list;
+    for (int b = 0; b < count; ++b) {
+        const char *comma = strchr(item, ',');
+        size_t n = comma ? (size_t)(comma - item) : strlen(item);
+        char text[24];
+        uint64_t v = 0;
+        snprintf(text, sizeof text, "%.*s", (int)(n < sizeof text - 1 ? n : sizeof text - 1), item);
+        /* an entry too long for text is malformed unless it is all digits (then too large) */
+        int rc = n < sizeof text                   ? parse_unsigned(text, INT_MAX, &v)
+                 : strspn(item, "0123456789") >= n ? -2
+                                                   : -1;
+        if (rc == 0 && (int64_t)cu[b] + (int64_t)v > INT_MAX)
+            rc = -3;
+        if (rc != 0) {
+            free(cu);
+            if (rc == -1)
+                return usage_error(err, err_len,
+                                   "error: %s must be a comma-separated list of non-negative "
+                                   "integers (entry %d is '%.*s' in '%s')",
+                                   flag, b + 1, (int)n, item, list);
+            if (rc == -2)
+                return usage_error(err, err_len, "error: %s: entry %d is too large (at most %d)",
+                                   flag, b + 1, INT_MAX);
+            return usage_error(err, err_len,
+                               "error: %s: the lengths add up to more than %d (at entry %d)", flag,
+                               INT_MAX, b + 1);
+        }
+        cu[b + 1] = cu[b] + (int)v;
+        *max_len = (int)v > *max_len ? (int)v : *max_len;
+        item = comma ? comma + 1 : item + n;
+    }
+    if (*max_len == 0) {
+        free(cu);
+        return usage_error(err, err_len, "error: %s: every sequence is empty (got '%s')", flag,
+                           list);
+    }
+    *cu_out = cu;
+    *count_out = count;
+    return 0;
+}
+
+/* Turns --seqlens / --seqlens-k into the batch: B = count, Lq/Lk = the longest sequence. -L,
+ * --lq and --lk contradict the lists (they would set the lengths twice) and are refused, as is a
+ * -B other than the count. 0 on success. */
+static int apply_seqlens(attn_cli *cli, const lengths *len, char *err, size_t err_len) {
+    int count_q = 0, count_k = 0;
+    if (len->seqlens_q == NULL)
+        return len->seqlens_k == NULL ? 0
+                                      : usage_error(err, err_len,
+                                                    "error: --seqlens-k needs --seqlens (the query "
+                                                    "lengths)");
+    if (len->length_flag != NULL)
+        return usage_error(err, err_len,
+                           "error: %s cannot be combined with --seqlens (the lengths come from "
+                           "the list)",
+                           len->length_flag);
+    if (parse_seqlens("--seqlens", len->seqlens_q, &cli->cu_seqlens_q, &count_q, &cli->Lq, err,
+                      err_len) != 0)
+        return ATTN_EXIT_USAGE;
+    const char *k_flag = len->seqlens_k ? "--seqlens-k" : "--seqlens";
+    if (parse_seqlens(k_flag, len->seqlens_k ? len->seqlens_k : len->seqlens_q, &cli->cu_seqlens_k,
+                      &count_k, &cli->Lk, err, err_len) != 0)
+        return ATTN_EXIT_USAGE;
+    if (count_k != count_q)
+        return usage_error(err, err_len,
+                           "error: --seqlens-k has %d lengths but --seqlens has %d (one per "
+                           "sequence in both)",
+                           count_k, count_q);
+    if (cli->B != 0 && cli->B != count_q)
+        return usage_error(err, err_len,
+                           "error: -B/--batch %d contradicts --seqlens, which lists %d sequences",
+                           cli->B, count_q);
+    cli->B = count_q;
+    return 0;
+}
+
+void attn_cli_free(attn_cli *cli) {
+    free(cli->cu_seqlens_q);
+    free(cli->cu_seqlens_k);
+    cli->cu_seqlens_q = cli->cu_seqlens_k = NULL;
+}
+
 /* ---- parsing --------------------------------------------------------------------------------- */
 
 static const opt *find_option(const char *name, size_t name_len) {
@@ -263,7 +379,7 @@ static void set_defaults(attn_cli *cli) {
 }
 
 int attn_cli_parse(attn_cli *cli, int argc, char **argv, char *err, size_t err_len) {
-    lengths len = {0, 0, 0};
+    lengths len = {0, 0, 0, NULL, NULL, NULL};
     set_defaults(cli);
     for (int a = 1; a < argc; ++a) {
         const char *arg = argv[a];
@@ -290,6 +406,10 @@ int attn_cli_parse(attn_cli *cli, int argc, char **argv, char *err, size_t err_l
     }
     cli->Lq = len.Lq ? len.Lq : len.L;
     cli->Lk = len.Lk ? len.Lk : len.L;
+    if (apply_seqlens(cli, &len, err, err_len) != 0) {
+        attn_cli_free(cli);
+        return ATTN_EXIT_USAGE;
+    }
     return 0;
 }
 

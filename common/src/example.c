@@ -112,6 +112,8 @@ static void build_problem(session *s) {
     s->p.causal = c->causal;
     if (c->scale > 0.0f)
         s->p.scale = c->scale;
+    s->p.cu_seqlens_q = c->cu_seqlens_q; /* NULL unless --seqlens (a packed varlen batch) */
+    s->p.cu_seqlens_k = c->cu_seqlens_k;
 }
 
 typedef enum verdict { KERNEL_RUNS, KERNEL_NEEDS_GPU, KERNEL_CANNOT } verdict;
@@ -195,6 +197,14 @@ static int prepare(session *s, int argc, char **argv) {
 
 /* ---- 2. device and banner -------------------------------------------------------------------- */
 
+/* "<what> 5,0,17 (total 22)": the lengths of a varlen batch, the first 16 of them. */
+static void print_seqlens(const char *what, const int *cu, int B) {
+    printf("%s ", what);
+    for (int b = 0; b < B && b < 16; ++b)
+        printf("%s%d", b ? "," : "", cu[b + 1] - cu[b]);
+    printf("%s (total %d)", B > 16 ? ",..." : "", cu[B]);
+}
+
 static void print_banner(const session *s) {
     const attn_problem *p = &s->p;
     const attn_device_info *d = &s->dev;
@@ -209,6 +219,11 @@ static void print_banner(const session *s) {
            p->B, p->H, p->Lq, p->Lk, p->D, attn_dtype_name(p->dtype),
            p->causal ? "causal" : "non-causal", (double)p->scale, (unsigned long long)s->cli.seed,
            (double)s->cli.amplitude, attn_problem_flops(p) * 1e-9);
+    if (attn_problem_is_varlen(p)) {
+        print_seqlens("varlen: packed [total, H, D], query lengths", p->cu_seqlens_q, p->B);
+        print_seqlens(", key lengths", p->cu_seqlens_k, p->B);
+        putchar('\n');
+    }
 }
 
 /* ---- 3. inputs and reference ----------------------------------------------------------------- */
@@ -309,6 +324,15 @@ static int make_device_data(session *s) {
     b->lse = (float *)attn_device_alloc(attn_problem_lse_elems(p) * sizeof(float));
     if (!b->q || !b->k || !b->v || !b->o || !b->lse)
         return 1;
+    if (attn_problem_is_varlen(p)) { /* the kernels read the offsets on the device */
+        size_t cu_bytes = ((size_t)p->B + 1) * sizeof(int);
+        b->cu_seqlens_q = (const int *)attn_device_alloc(cu_bytes);
+        b->cu_seqlens_k = (const int *)attn_device_alloc(cu_bytes);
+        if (!b->cu_seqlens_q || !b->cu_seqlens_k ||
+            attn_to_device((void *)b->cu_seqlens_q, p->cu_seqlens_q, cu_bytes) ||
+            attn_to_device((void *)b->cu_seqlens_k, p->cu_seqlens_k, cu_bytes))
+            return 1;
+    }
     return upload(s, b->q, s->in.q, q) || upload(s, b->k, s->in.k, k) ||
            upload(s, b->v, s->in.v, k);
 }
@@ -320,6 +344,8 @@ static void free_session(session *s) {
     attn_device_free((void *)b->v);
     attn_device_free(b->o);
     attn_device_free(b->lse);
+    attn_device_free((void *)b->cu_seqlens_q);
+    attn_device_free((void *)b->cu_seqlens_k);
     attn_host_inputs_free(&s->in);
     free(s->ref);
     free(s->ref_lse);
@@ -327,6 +353,7 @@ static void free_session(session *s) {
     free(s->out);
     free(s->lse);
     free(s->staging);
+    attn_cli_free(&s->cli);
 }
 
 /* ---- 4. one kernel --------------------------------------------------------------------------- */
@@ -488,12 +515,15 @@ int attn_example_main(int argc, char **argv, const attn_example *ex) {
     memset(&s, 0, sizeof s);
     s.ex = ex;
     int rc = prepare(&s, argc, argv);
-    if (rc >= 0)
+    if (rc >= 0) {
+        attn_cli_free(&s.cli);
         return rc;
+    }
     char why[512];
     rc = attn_device_init(&s.dev, why, sizeof why);
     if (rc != 0) {
         fprintf(stderr, "%s%s\n", rc == ATTN_EXIT_NO_GPU ? "SKIP: " : "error: ", why);
+        attn_cli_free(&s.cli);
         return rc;
     }
     if (!s.cli.quiet)

@@ -142,6 +142,85 @@ static void test_bad_values(void) {
     CHECK_EQ(multi_line, 0);
 }
 
+/* --seqlens / --seqlens-k: B = count, Lq/Lk = longest, cu_seqlens = prefix sums; zero lengths
+ * allowed; every contradiction or malformed list is one line and exit 2, with nothing allocated. */
+static void test_seqlens(void) {
+    attn_cli c;
+    char err[256];
+    CHECK_EQ(parse(&c, err, sizeof err, ARGS("--seqlens", "1,17,0,129", "-H", "2")), 0);
+    CHECK(c.B == 4 && c.Lq == 129 && c.Lk == 129 && c.H == 2);
+    CHECK(c.cu_seqlens_q != NULL && c.cu_seqlens_k != NULL);
+    if (c.cu_seqlens_q != NULL && c.cu_seqlens_k != NULL) {
+        static const int want[5] = {0, 1, 18, 18, 147};
+        for (int b = 0; b < 5; ++b) {
+            CHECK_EQ(c.cu_seqlens_q[b], want[b]);
+            CHECK_EQ(c.cu_seqlens_k[b], want[b]);
+        }
+    }
+    attn_cli_free(&c);
+    CHECK(c.cu_seqlens_q == NULL && c.cu_seqlens_k == NULL);
+
+    CHECK_EQ(parse(&c, err, sizeof err, ARGS("--seqlens-k=300,5", "--seqlens=7,64", "-B", "2")), 0);
+    CHECK(c.B == 2 && c.Lq == 64 && c.Lk == 300);
+    if (c.cu_seqlens_q != NULL && c.cu_seqlens_k != NULL)
+        CHECK(c.cu_seqlens_q[1] == 7 && c.cu_seqlens_q[2] == 71 && c.cu_seqlens_k[1] == 300 &&
+              c.cu_seqlens_k[2] == 305);
+    attn_cli_free(&c);
+    CHECK_EQ(parse(&c, err, sizeof err, ARGS("--seqlens", "5")), 0);
+    CHECK(c.B == 1 && c.Lq == 5 && c.Lk == 5);
+    attn_problem p;
+    attn_problem_init(&p, c.B, 1, c.Lq, c.Lk, 8);
+    p.cu_seqlens_q = c.cu_seqlens_q;
+    p.cu_seqlens_k = c.cu_seqlens_k;
+    CHECK_EQ(attn_problem_validate(&p, err, sizeof err), 0);
+    attn_cli_free(&c);
+
+    static const struct {
+        const char *args[6];
+        const char *want;
+    } bad[] = {
+        {{"--seqlens", ""}, "error: --seqlens needs at least one length (N1,N2,...)"},
+        {{"--seqlens="}, "error: --seqlens needs at least one length"},
+        {{"--seqlens"}, "option --seqlens needs a value (N1,N2,...)"},
+        {{"--seqlens", "3,-1"},
+         "error: --seqlens must be a comma-separated list of non-negative integers (entry 2 is "
+         "'-1' in '3,-1')"},
+        {{"--seqlens", "3,,4"}, "(entry 2 is '' in '3,,4')"},
+        {{"--seqlens", "3,"}, "(entry 2 is '' in '3,')"},
+        {{"--seqlens", "a"}, "(entry 1 is 'a' in 'a')"},
+        {{"--seqlens", "1.5"}, "(entry 1 is '1.5' in '1.5')"},
+        {{"--seqlens", "1 ,2"}, "(entry 1 is '1 ' in '1 ,2')"},
+        {{"--seqlens", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}, "must be a comma-separated list"},
+        {{"--seqlens", "1,99999999999999999999999999999"},
+         "error: --seqlens: entry 2 is too large (at most 2147483647)"},
+        {{"--seqlens", "1,2147483647"},
+         "error: --seqlens: the lengths add up to more than 2147483647 (at entry 2)"},
+        {{"--seqlens", "0,0"}, "error: --seqlens: every sequence is empty (got '0,0')"},
+        {{"--seqlens", "3,4", "--seqlens-k", "0,0"}, "error: --seqlens-k: every sequence is empty"},
+        {{"--seqlens", "3,4", "--seqlens-k", "5"},
+         "error: --seqlens-k has 1 lengths but --seqlens has 2 (one per sequence in both)"},
+        {{"--seqlens", "3,4", "--seqlens-k", "5,x"},
+         "error: --seqlens-k must be a comma-separated"},
+        {{"--seqlens-k", "5"}, "error: --seqlens-k needs --seqlens (the query lengths)"},
+        {{"--seqlens", "3,4", "-B", "3"},
+         "error: -B/--batch 3 contradicts --seqlens, which lists 2 sequences"},
+        {{"-L", "8", "--seqlens", "3,4"},
+         "error: -L/--seqlen cannot be combined with --seqlens (the lengths come from the list)"},
+        {{"--seqlens", "3,4", "--lq", "8"}, "error: --lq cannot be combined with --seqlens"},
+        {{"--seqlens", "3,4", "--lk=8"}, "error: --lk cannot be combined with --seqlens"},
+    };
+    int wrong_status = 0, leaked = 0, multi_line = 0;
+    for (size_t n = 0; n < sizeof bad / sizeof bad[0]; ++n) {
+        wrong_status += parse(&c, err, sizeof err, bad[n].args) != ATTN_EXIT_USAGE;
+        CHECK_CONTAINS(err, bad[n].want);
+        leaked += c.cu_seqlens_q != NULL || c.cu_seqlens_k != NULL;
+        multi_line += strchr(err, '\n') != NULL;
+    }
+    CHECK_EQ(wrong_status, 0);
+    CHECK_EQ(leaked, 0);
+    CHECK_EQ(multi_line, 0);
+}
+
 static void noop_launch(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
     (void)p;
     (void)b;
@@ -178,6 +257,8 @@ static void test_usage(void) {
                                            "-D, --headdim N",
                                            "--lq N",
                                            "--lk N",
+                                           "--seqlens N1,N2,...",
+                                           "--seqlens-k M1,M2,...",
                                            "--dtype f32|f16|bf16",
                                            "--causal",
                                            "--scale X",
@@ -238,6 +319,7 @@ int main(void) {
     test_defaults();
     test_every_flag();
     test_bad_values();
+    test_seqlens();
     test_usage();
     test_rows_to_check();
     return unit_finish();

@@ -57,23 +57,38 @@ static void wrong_in_row_5(const attn_problem *p, const attn_buffers *b, cudaStr
     ((float *)b->o)[attn_problem_row_offset(p, true, 0, 0, 5)] += 1.0f;
 }
 
+/* A kernel that claims varlen but treats the packed batch as dense [B, H, Lq, D]: wrong as soon
+ * as the sequences differ in length. */
+static void dense_only(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    attn_problem dense = *p;
+    dense.cu_seqlens_q = dense.cu_seqlens_k = NULL;
+    dense.Lq = (int)(attn_problem_q_rows(p) / p->B);
+    dense.Lk = (int)(attn_problem_k_rows(p) / p->B);
+    host_reference(&dense, b, s);
+}
+
 /* Requirements: dtypes, max_d, d_multiple, causal, varlen, gpu_only. */
 #define F32_D128                                                                                   \
     { ATTN_DTYPE_BIT(ATTN_F32), 128, 1, true, false, false }
 #define F16_GPU_ONLY                                                                               \
     { ATTN_DTYPE_BIT(ATTN_F16), 256, 8, true, false, true }
 
-static const attn_kernel kernels[6] = {
+#define F32_VARLEN                                                                                 \
+    { ATTN_DTYPE_BIT(ATTN_F32), 128, 1, true, true, false }
+
+static const attn_kernel kernels[8] = {
     {1, "first", "the first kernel", host_reference, F32_D128, NULL},
     {2, "second", "uses wgmma", writes_nothing, F16_GPU_ONLY, NULL},
     {3, "broken", "writes nothing", writes_nothing, F32_D128, NULL},
     {4, "no_lse", "leaves the LSE alone", host_reference_no_lse, F32_D128, NULL},
     {5, "fixed_scale", "ignores --scale", default_scale_only, F32_D128, NULL},
     {6, "wrong_row", "wrong in one row", wrong_in_row_5, F32_D128, NULL},
+    {7, "varlen", "takes cu_seqlens", host_reference, F32_VARLEN, NULL},
+    {8, "varlen_dense", "takes cu_seqlens but ignores them", dense_only, F32_VARLEN, NULL},
 };
 
 static const attn_example example = {
-    "99_unit", "the unit test's example", kernels, 6, {1, 2, 64, 32}, {1, 2, 40, 16}};
+    "99_unit", "the unit test's example", kernels, 8, {1, 2, 64, 32}, {1, 2, 40, 16}};
 
 /* Runs the driver on the NULL-terminated args; returns its status, its stderr in err. */
 static int run(char *err, size_t err_len, const char *const *args) {
@@ -130,8 +145,8 @@ static void test_before_the_device(void) {
     CHECK_CONTAINS(err, "error: unknown option '--foo' (see --help)\n");
     CHECK_EQ(run(err, sizeof err, ARGS("-L", "0")), ATTN_EXIT_USAGE);
     CHECK_CONTAINS(err, "error: -L/--seqlen must be a positive integer (got '0')");
-    CHECK_EQ(run(err, sizeof err, ARGS("--kernel", "7")), ATTN_EXIT_USAGE);
-    CHECK_CONTAINS(err, "error: no kernel 7 in this example (use --list)");
+    CHECK_EQ(run(err, sizeof err, ARGS("--kernel", "9")), ATTN_EXIT_USAGE);
+    CHECK_CONTAINS(err, "error: no kernel 9 in this example (use --list)");
     CHECK_EQ(run(err, sizeof err, ARGS("-D", "512")), ATTN_EXIT_USAGE);
     CHECK_CONTAINS(err,
                    "error: D=512 is larger than any kernel of this example supports (max 256)");
@@ -216,10 +231,43 @@ static void test_simulator_run(void) {
     remove("attn_unit_example.jsonl");
 }
 
+/* --seqlens: a packed batch reaches the kernel with its cu_seqlens on the device; kernels without
+ * varlen are refused; a kernel that ignores the offsets fails. */
+static void test_varlen(void) {
+    char err[1024], out[8192];
+    CHECK_EQ(run(err, sizeof err, ARGS("--kernel", "1", "--seqlens", "3,5")), ATTN_EXIT_USAGE);
+    CHECK_CONTAINS(err, "error: kernel 'first' does not support variable-length batches");
+    CHECK_EQ(run(err, sizeof err, ARGS("--seqlens", "3,5,x")), ATTN_EXIT_USAGE);
+    CHECK_CONTAINS(err, "error: --seqlens must be a comma-separated list");
+    if (strcmp(attn_backend_name(), "sim") != 0)
+        return;
+    CHECK_EQ(run_capturing(out, sizeof out, err, sizeof err,
+                           ARGS("--kernel", "7", "--seqlens", "5,0,17,1", "--seqlens-k", "9,4,3,1",
+                                "--causal", "--check-only")),
+             0);
+    CHECK_CONTAINS(out, "problem: B=4 H=2 Lq=17 Lk=9 D=16");
+    CHECK_CONTAINS(out, "varlen: packed [total, H, D], query lengths 5,0,17,1 (total 23), key "
+                        "lengths 9,4,3,1 (total 17)");
+    CHECK_CONTAINS(out, "output: PASS");
+    CHECK_EQ(
+        run(err, sizeof err, ARGS("--kernel", "8", "--seqlens", "6,6", "-H", "1", "--check-only")),
+        0); /* one head, equal lengths: the packed layout is the dense one */
+    CHECK_EQ(
+        run(err, sizeof err, ARGS("--kernel", "8", "--seqlens", "2,10", "-H", "1", "--check-only")),
+        1);
+    /* every kernel: only 7 and 8 take the batch, the others are skipped with the reason; 8 fails
+     * (with two heads a packed row is not a dense row) */
+    CHECK_EQ(
+        run_capturing(out, sizeof out, err, sizeof err, ARGS("--seqlens", "4,4", "--check-only")),
+        1);
+    CHECK_CONTAINS(out, "SKIP: kernel 'first' does not support variable-length batches");
+}
+
 int main(void) {
     test_before_the_device();
     test_no_gpu();
     test_simulator_run();
+    test_varlen();
     remove(stderr_path);
     return unit_finish();
 }

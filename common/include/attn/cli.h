@@ -5,6 +5,12 @@
  *   --kernel N|all         which kernel(s) to run (default: all)
  *   -B/--batch N  -H/--heads N  -L/--seqlen N  -D/--headdim N
  *   --lq N --lk N          different query / key lengths (override -L)
+ *   --seqlens N1,N2,...    variable-length batch in the packed [total, H, D] layout with
+ *                          cu_seqlens (attn/problem.h): one length per sequence (queries = keys),
+ *                          0 allowed, at least one > 0. B = the count, Lq = Lk = the longest.
+ *                          Refused with -L/--lq/--lk, or with a -B other than the count
+ *   --seqlens-k M1,M2,...  key lengths when they differ from the query lengths (same count;
+ *                          needs --seqlens)
  *   --dtype f32|f16|bf16   element type (default: the first one the kernels support)
  *   --causal               causal (bottom-right aligned) attention
  *   --scale X              softmax scale (default 1/sqrt(D))
@@ -36,7 +42,11 @@ extern "C" {
 typedef struct attn_cli {
     bool help, list, check_only, quiet;
     int kernel;          /* 0 = all */
-    int B, H, Lq, Lk, D; /* 0 = example default */
+    int B, H, Lq, Lk, D; /* 0 = example default (varlen: B = count, Lq/Lk = longest) */
+    /* --seqlens: prefix sums of the lengths, B + 1 entries each (cu_seqlens, attn/problem.h),
+     * allocated by attn_cli_parse; NULL for a dense batch. Released by attn_cli_free. */
+    int *cu_seqlens_q;
+    int *cu_seqlens_k;
     bool dtype_set;
     attn_dtype dtype;
     bool causal;
@@ -50,8 +60,10 @@ typedef struct attn_cli {
 } attn_cli;
 
 /* Parses argv. Returns 0 on success; on a bad argument writes a one-line message (naming the
- * flag and the accepted values) to err and returns ATTN_EXIT_USAGE. */
+ * flag and the accepted values) to err and returns ATTN_EXIT_USAGE, having allocated nothing.
+ * After a successful parse, attn_cli_free releases the varlen arrays. */
 int attn_cli_parse(attn_cli *cli, int argc, char **argv, char *err, size_t err_len);
+void attn_cli_free(attn_cli *cli);
 
 /* How many query rows of p to check: 0 for every row (also when the sample would cover them all),
  * else the size of the sample for attn_reference_sample_rows. Resolves the default of
