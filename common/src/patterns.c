@@ -654,7 +654,7 @@ attn_pattern_stats attn_pattern_stats_of(const attn_pattern *pat, const attn_pro
                 }
         }
     }
-    s.dense_entries = attn_problem_entries(p);
+    s.dense_entries = attn_problem_entries(p) / p->H; /* per head, as entries */
     s.density = all > 0.0 ? s.entries / all : 0.0;
     s.speedup_bound = s.entries > 0.0 ? s.dense_entries / s.entries : INFINITY;
     s.blocks = attn_block_mask_stats_of(m);

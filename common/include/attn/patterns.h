@@ -87,7 +87,7 @@ void attn_csr_free_device(attn_csr *dev);
 /* What a pattern costs on a problem (per head; all heads share the pattern). */
 typedef struct attn_pattern_stats {
     double entries;       /* score entries computed: pattern and causality */
-    double dense_entries; /* attn_problem_entries(p): the dense (causal if p is) baseline */
+    double dense_entries; /* attn_problem_entries(p) / H: the dense (causal if p is) baseline */
     double density;       /* entries / sum over sequences of Lq_b * Lk_b */
     double speedup_bound; /* dense_entries / entries: the FLOP ratio, the ideal speedup */
     attn_block_mask_stats blocks;
