@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "attn/device.h"
+#include "attn/patterns.h"
 
 typedef enum opt_id {
     OPT_HELP,
@@ -28,6 +29,7 @@ typedef enum opt_id {
     OPT_LK,
     OPT_SEQLENS,
     OPT_SEQLENS_K,
+    OPT_PATTERN,
     OPT_DTYPE,
     OPT_CAUSAL,
     OPT_SCALE,
@@ -72,6 +74,9 @@ static const opt options[] = {
      "B = count, Lq = Lk = max"},
     {OPT_SEQLENS_K, NULL, "--seqlens-k", "M1,M2,...",
      "key lengths per sequence when they differ from --seqlens (same count)"},
+    {OPT_PATTERN, NULL, "--pattern", "SPEC",
+     "sparse pattern (sparse examples): window:w=N, causal_window:w=N, dilated:w=N,d=N, "
+     "strided:l=N, fixed:l=N,c=N, global:g=I,J-K, bigbird:b=N,r=N,seed=N; '+' joins; none"},
     {OPT_DTYPE, NULL, "--dtype", "f32|f16|bf16",
      "element type (default: the first one the "
      "kernels support)"},
@@ -223,6 +228,14 @@ static int apply(attn_cli *cli, lengths *len, const opt *o, const char *v, char 
     case OPT_SEQLENS_K:
         len->seqlens_k = v;
         return 0;
+    case OPT_PATTERN: {
+        attn_pattern pat;
+        char why[256];
+        if (attn_pattern_parse(v, &pat, why, sizeof why) != 0)
+            return usage_error(err, err_len, "error: --pattern: %s", why);
+        cli->pattern = v;
+        return 0;
+    }
     case OPT_REPS:
         return parse_int(o, v, 1, &cli->reps, err, err_len);
     case OPT_WARMUP:

@@ -31,6 +31,7 @@
 #include "attn/reference.h"
 #include "attn/report.h"
 #include "attn/tensor.h"
+#include "example_sparse.h"
 
 #ifdef ATTN_BACKEND_SIM
 static const bool on_simulator = true;
@@ -41,6 +42,7 @@ static const bool on_simulator = false;
 /* Everything one invocation holds. Host arrays are fp32 in the problem's layout. */
 typedef struct session {
     const attn_example *ex;
+    const attn_sparse_example *sparse_ex; /* NULL for a dense example */
     attn_cli cli;
     attn_problem p;
     attn_device_info dev;
@@ -52,6 +54,8 @@ typedef struct session {
     float *lse;           /* [lse_elems] the kernel's log-sum-exp */
     void *staging;        /* [max(q_elems, k_elems)] elements of the dtype, for upload/download */
     attn_buffers dev_buf; /* device Q, K, V, O, LSE (workspace per kernel) */
+    sparse_state sparse;  /* --pattern: mask, block mask, CSR (example_sparse.h) */
+    float *dense_ref, *dense_ref_lse, *dense_lowp; /* a baseline's reference, without pattern */
 } session;
 
 static double seconds_now(void) {
@@ -120,7 +124,10 @@ typedef enum verdict { KERNEL_RUNS, KERNEL_NEEDS_GPU, KERNEL_CANNOT } verdict;
 
 /* Can kernel k run the problem here? A kernel refused only for being GPU-only on the simulator
  * is a skip (no GPU), any other refusal is about the problem itself. */
-static verdict kernel_verdict(const attn_kernel *k, const attn_problem *p, char *why, size_t len) {
+static verdict kernel_verdict(const session *s, const attn_kernel *k, char *why, size_t len) {
+    const attn_problem *p = &s->p;
+    if (sparse_refuses(&s->sparse, k, (int)(k - s->ex->kernels), why, len) != 0)
+        return KERNEL_CANNOT;
     if (attn_kernel_supports(k, p, !on_simulator, why, len) == 0)
         return KERNEL_RUNS;
     return attn_kernel_supports(k, p, true, NULL, 0) == 0 ? KERNEL_NEEDS_GPU : KERNEL_CANNOT;
@@ -137,7 +144,7 @@ static int check_selection(const session *s, char *why, size_t len) {
         if (!selected(s, k))
             continue;
         max_d = k->req.max_d > max_d ? k->req.max_d : max_d;
-        switch (kernel_verdict(k, &s->p, reason, sizeof reason)) {
+        switch (kernel_verdict(s, k, reason, sizeof reason)) {
         case KERNEL_RUNS:
             return 0;
         case KERNEL_NEEDS_GPU:
@@ -186,6 +193,10 @@ static int prepare(session *s, int argc, char **argv) {
     }
     build_problem(s);
     if (attn_problem_validate(&s->p, msg, sizeof msg) != 0) {
+        fprintf(stderr, "error: %s\n", msg);
+        return ATTN_EXIT_USAGE;
+    }
+    if (sparse_prepare(&s->sparse, s->sparse_ex, s->cli.pattern, msg, sizeof msg) != 0) {
         fprintf(stderr, "error: %s\n", msg);
         return ATTN_EXIT_USAGE;
     }
@@ -241,7 +252,8 @@ static double reference_flops(const attn_problem *p, const uint8_t *selected) {
 
 /* The reference on every row, or on a sample of rows (--check-rows) whose other rows stay NaN
  * and are skipped by the checkers. */
-static int compute_reference(session *s) {
+static int compute_reference(session *s, const attn_mask *mask, float *ref, float *ref_lse,
+                             float *lowp) {
     const attn_problem *p = &s->p;
     bool quiet = s->cli.quiet;
     int64_t rows = attn_problem_row_count(p);
@@ -263,9 +275,9 @@ static int compute_reference(session *s) {
         fflush(stdout);
     }
     double t0 = seconds_now();
-    int rc = attn_reference_rows(p, NULL, s->in.q, s->in.k, s->in.v, s->ref, s->ref_lse, selected);
-    if (rc == 0 && s->lowp != NULL)
-        rc = attn_reference_lowp_rows(p, NULL, s->in.q, s->in.k, s->in.v, s->lowp, selected);
+    int rc = attn_reference_rows(p, mask, s->in.q, s->in.k, s->in.v, ref, ref_lse, selected);
+    if (rc == 0 && lowp != NULL)
+        rc = attn_reference_lowp_rows(p, mask, s->in.q, s->in.k, s->in.v, lowp, selected);
     if (rc != 0) {
         fprintf(stderr, "error: the CPU reference failed (out of host memory?)\n");
         rc = 1;
@@ -274,9 +286,10 @@ static int compute_reference(session *s) {
             printf("reference: %d of %lld rows sampled (use --check-all for every row), ", sample,
                    (long long)rows);
         else
-            printf("reference: ");
+            printf("reference%s: ",
+                   mask == NULL && s->sparse.has_pattern ? " (baseline, dense)" : "");
         printf("%.2f s%s\n", seconds_now() - t0,
-               s->lowp ? " (double precision and same-precision)" : "");
+               lowp ? " (double precision and same-precision)" : "");
     }
     free(selected);
     return rc;
@@ -303,7 +316,29 @@ static int make_host_data(session *s) {
         fprintf(stderr, "error: out of host memory for the reference and results\n");
         return 1;
     }
-    return compute_reference(s);
+    /* Sparse examples: the pattern's masks first (the reference needs its predicate), and for a
+     * dense baseline timed beside the sparse kernels a second, dense, reference. */
+    bool need_csr = false, need_dense = false;
+    for (int n = 0; n < s->ex->num_kernels; ++n)
+        if (selected(s, &s->ex->kernels[n])) {
+            need_csr |= (sparse_flags(&s->sparse, n) & ATTN_PATTERNS_CSR) != 0;
+            need_dense |= s->sparse.has_pattern && sparse_mask_for(&s->sparse, n) == NULL;
+        }
+    if (sparse_build(&s->sparse, p, need_csr, s->cli.quiet) != 0)
+        return 1;
+    const attn_mask *mask = s->sparse.has_pattern ? &s->sparse.mask : NULL;
+    if (compute_reference(s, mask, s->ref, s->ref_lse, s->lowp) != 0)
+        return 1;
+    if (!need_dense)
+        return 0;
+    s->dense_ref = (float *)malloc(q * sizeof(float));
+    s->dense_ref_lse = (float *)malloc(lse * sizeof(float));
+    s->dense_lowp = s->lowp ? (float *)malloc(q * sizeof(float)) : NULL;
+    if (!s->dense_ref || !s->dense_ref_lse || (s->lowp && !s->dense_lowp)) {
+        fprintf(stderr, "error: out of host memory for the baseline's reference\n");
+        return 1;
+    }
+    return compute_reference(s, NULL, s->dense_ref, s->dense_ref_lse, s->dense_lowp);
 }
 
 /* Packs host tensor src (count elements) to the dtype and copies it to the device. */
@@ -353,6 +388,10 @@ static void free_session(session *s) {
     free(s->out);
     free(s->lse);
     free(s->staging);
+    free(s->dense_ref);
+    free(s->dense_ref_lse);
+    free(s->dense_lowp);
+    sparse_free(&s->sparse);
     attn_cli_free(&s->cli);
 }
 
@@ -376,9 +415,14 @@ static bool all_nan(const float *x, size_t n) {
     return true;
 }
 
-/* Copies the results back and checks them: PASS or FAIL. */
-static int check_results(session *s, outcome *o) {
+/* Copies the results back and checks them: PASS or FAIL. A baseline kernel of a sparse example
+ * is checked against the dense reference. */
+static int check_results(session *s, const attn_kernel *k, outcome *o) {
     const attn_problem *p = &s->p;
+    bool dense =
+        s->dense_ref != NULL && sparse_mask_for(&s->sparse, (int)(k - s->ex->kernels)) == NULL;
+    const float *ref = dense ? s->dense_ref : s->ref, *lowp = dense ? s->dense_lowp : s->lowp;
+    const float *ref_lse = dense ? s->dense_ref_lse : s->ref_lse;
     size_t q = attn_problem_q_elems(p), lse = attn_problem_lse_elems(p);
     if (attn_to_host(s->staging, s->dev_buf.o, q * attn_dtype_size(p->dtype)) ||
         attn_to_host(s->lse, s->dev_buf.lse, lse * sizeof(float))) {
@@ -386,7 +430,7 @@ static int check_results(session *s, outcome *o) {
         return 1;
     }
     attn_unpack(s->out, s->staging, q, p->dtype);
-    attn_check_result out = attn_check_output(p, s->out, s->ref, s->lowp, s->cli.amplitude);
+    attn_check_result out = attn_check_output(p, s->out, ref, lowp, s->cli.amplitude);
     bool pass = out.pass;
     o->rec.max_abs_err = out.nonfinite ? INFINITY : out.max_abs_err;
     if (!s->cli.quiet)
@@ -395,7 +439,7 @@ static int check_results(session *s, outcome *o) {
         if (!s->cli.quiet)
             printf("  lse: not produced by this kernel (buffer still NaN), not checked\n");
     } else {
-        attn_check_result l = attn_check_lse(p, s->lse, s->ref_lse);
+        attn_check_result l = attn_check_lse(p, s->lse, ref_lse);
         pass = pass && l.pass;
         if (!s->cli.quiet)
             attn_check_print(stdout, "  lse", &l);
@@ -426,7 +470,7 @@ static int launch_and_check(session *s, const attn_kernel *k, const attn_buffers
             printf("  ERROR: %s\n", note);
         return 1;
     }
-    return check_results(s, o);
+    return check_results(s, k, o);
 }
 
 static void time_kernel(session *s, const attn_kernel *k, const attn_buffers *buf, outcome *o) {
@@ -441,13 +485,13 @@ static void time_kernel(session *s, const attn_kernel *k, const attn_buffers *bu
     }
     double sec = o->rec.time.median_ms * 1e-3;
     o->rec.timed = true;
-    o->rec.tflops = attn_problem_flops(&s->p) / sec * 1e-12;
+    o->rec.tflops = sparse_flops(&s->sparse, (int)(k - s->ex->kernels), &s->p) / sec * 1e-12;
     o->rec.gbps = attn_problem_min_bytes(&s->p) / sec * 1e-9;
 }
 
 static void run_kernel(session *s, const attn_kernel *k, outcome *o) {
     char why[256];
-    if (kernel_verdict(k, &s->p, why, sizeof why) != KERNEL_RUNS) {
+    if (kernel_verdict(s, k, why, sizeof why) != KERNEL_RUNS) {
         set_status(o, "SKIP", why);
         if (!s->cli.quiet)
             printf("  SKIP: %s\n", why);
@@ -455,6 +499,7 @@ static void run_kernel(session *s, const attn_kernel *k, outcome *o) {
     }
     size_t ws = k->workspace_bytes ? k->workspace_bytes(&s->p) : 0;
     attn_buffers buf = s->dev_buf;
+    sparse_buffers(&s->sparse, &buf);
     buf.workspace = ws ? attn_device_alloc(ws) : NULL;
     buf.workspace_bytes = ws;
     o->rec.workspace_bytes = (double)ws;
@@ -505,15 +550,23 @@ static int run_all(session *s, outcome *outcomes) {
     attn_report_header(stdout);
     for (int n = 0; n < n_run; ++n)
         attn_report_row(stdout, &outcomes[n].rec);
+    attn_run_record *recs = (attn_run_record *)malloc(sizeof *recs * (size_t)(n_run + 1));
+    for (int n = 0; recs != NULL && n < n_run; ++n)
+        recs[n] = outcomes[n].rec;
+    if (recs != NULL)
+        sparse_print_speedups(&s->sparse, s->ex, recs, n_run);
+    free(recs);
     return rc;
 }
 
 /* ---- the driver ------------------------------------------------------------------------------ */
 
-int attn_example_main(int argc, char **argv, const attn_example *ex) {
+static int example_main(int argc, char **argv, const attn_example *ex,
+                        const attn_sparse_example *sparse_ex) {
     session s;
     memset(&s, 0, sizeof s);
     s.ex = ex;
+    s.sparse_ex = sparse_ex;
     int rc = prepare(&s, argc, argv);
     if (rc >= 0) {
         attn_cli_free(&s.cli);
@@ -536,4 +589,12 @@ int attn_example_main(int argc, char **argv, const attn_example *ex) {
     free(outcomes);
     free_session(&s);
     return rc;
+}
+
+int attn_example_main(int argc, char **argv, const attn_example *ex) {
+    return example_main(argc, argv, ex, NULL);
+}
+
+int attn_sparse_example_main(int argc, char **argv, const attn_sparse_example *ex) {
+    return example_main(argc, argv, ex->base, ex);
 }

@@ -233,6 +233,17 @@ static void noop_launch(const attn_problem *p, const attn_buffers *b, cudaStream
 #define F16_GPU_ONLY                                                                               \
     { ATTN_DTYPE_BIT(ATTN_F16), 256, 8, true, true, true }
 
+static void test_pattern(void) {
+    attn_cli c;
+    char err[256];
+    CHECK_EQ(parse(&c, err, sizeof err, ARGS("--pattern", "window:w=8+global:g=0,3")), 0);
+    CHECK(c.pattern != NULL && strcmp(c.pattern, "window:w=8+global:g=0,3") == 0);
+    CHECK_EQ(parse(&c, err, sizeof err, ARGS("--pattern=bigbird:b=64")), ATTN_EXIT_USAGE);
+    CHECK_CONTAINS(err, "error: --pattern: pattern part 'bigbird:b=64': missing parameter r");
+    CHECK_EQ(parse(&c, err, sizeof err, ARGS("-L", "8")), 0);
+    CHECK(c.pattern == NULL);
+}
+
 static void test_usage(void) {
     static const attn_kernel kernels[2] = {
         {1, "first_kernel", "does the first thing", noop_launch, F32_ONLY, NULL},
@@ -320,6 +331,7 @@ int main(void) {
     test_every_flag();
     test_bad_values();
     test_seqlens();
+    test_pattern();
     test_usage();
     test_rows_to_check();
     return unit_finish();

@@ -11,6 +11,9 @@
  *                          Refused with -L/--lq/--lk, or with a -B other than the count
  *   --seqlens-k M1,M2,...  key lengths when they differ from the query lengths (same count;
  *                          needs --seqlens)
+ *   --pattern SPEC         sparse attention pattern (examples with sparse kernels, 04 on):
+ *                          e.g. window:w=128, causal_window:w=4096, bigbird:b=64,r=3,seed=1,
+ *                          parts joined by '+' (syntax: attn/patterns.h); 'none' = dense
  *   --dtype f32|f16|bf16   element type (default: the first one the kernels support)
  *   --causal               causal (bottom-right aligned) attention
  *   --scale X              softmax scale (default 1/sqrt(D))
@@ -47,6 +50,7 @@ typedef struct attn_cli {
      * allocated by attn_cli_parse; NULL for a dense batch. Released by attn_cli_free. */
     int *cu_seqlens_q;
     int *cu_seqlens_k;
+    const char *pattern; /* --pattern, checked by attn_pattern_parse; NULL = not given */
     bool dtype_set;
     attn_dtype dtype;
     bool causal;

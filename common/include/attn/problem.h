@@ -114,6 +114,11 @@ typedef struct attn_buffers {
     /* Block-sparse kernels: the block mask (attn/block_mask.h) whose arrays are in device memory
      * (the struct itself is host memory); NULL for dense kernels. */
     const struct attn_block_mask *block_mask;
+    /* Sparse kernels (example 04 on): the pattern given with --pattern (host struct, passed to
+     * kernels by value; NULL without one) and its token-level CSR form (attn/patterns.h) whose
+     * arrays are in device memory (NULL unless a selected kernel reads it). */
+    const struct attn_pattern *pattern;
+    const struct attn_csr *csr;
     void *workspace; /* kernel scratch, size from attn_kernel.workspace_bytes */
     size_t workspace_bytes;
 } attn_buffers;

@@ -1,0 +1,526 @@
+/* sparse_patterns.cu — Example 04: sparse attention patterns, and three ways for a kernel to skip
+ * the entries a pattern drops.
+ *
+ *     O = softmax(scale * Q K^T + M) V     M = 0 where the pattern keeps (i, j), -inf elsewhere
+ *
+ * The patterns (sliding window, causal window, dilated, strided, fixed, global tokens, BigBird and
+ * their unions) are defined once, in attn/patterns.cuh, and given with --pattern SPEC. The harness
+ * builds the pattern's block mask (64 x 64 tiles, FlexAttention's BlockMask) and its token-level
+ * CSR form, and checks every kernel against the CPU reference under the same pattern.
+ *
+ * Versions (each one line of intent; run with the command beside it):
+ *   1 dense_fa2     example 03's fa2_mma unchanged: the dense (or dense causal) baseline that
+ *                   every speedup is measured against; it ignores the pattern.
+ *                   ./build/sim/examples/04_sparse_patterns/sparse_patterns_sim --kernel 1
+ *   2 block_sparse  fa2_mma driven by the block mask: a query tile visits only its listed key
+ *                   tiles; full tiles run with no per-element mask, partial tiles apply the
+ *                   pattern's predicate. Serves every pattern and any block mask.
+ *                   ./build/sim/examples/04_sparse_patterns/sparse_patterns_sim --kernel 2
+ *                   --pattern bigbird:b=64,r=2,seed=1
+ *   3 window        the same loop for window / causal_window patterns, its key tiles computed
+ *                   from the band (no metadata read): Longformer's and Mistral's case.
+ *                   ./build/sim/examples/04_sparse_patterns/sparse_patterns_sim --kernel 3
+ *                   --pattern causal_window:w=256
+ *   4 gather        token gather over the CSR form: one warp per query row visits exactly its
+ *                   keys (CUDA cores), for patterns whose kept entries are scattered in tiles.
+ *                   ./build/sim/examples/04_sparse_patterns/sparse_patterns_sim --kernel 4
+ *                   --pattern dilated:w=16,d=8
+ * (On a GPU build use build/gpu/.../sparse_patterns_gpu.) Versions 2-4: fp16/bf16 inputs, fp32
+ * accumulation, any L, Lq != Lk, causal (bottom-right aligned), variable-length batches
+ * (--seqlens), log-sum-exp written, fully masked rows output 0 (LSE -inf).
+ *
+ * Sections: CPU reference | kernels | launchers | registry. main() is in main.c.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "attn/block_mask.h"
+#include "attn/example.h"
+#include "attn/fa2_tile.cuh"
+#include "attn/kernel_common.cuh"
+#include "attn/mma.cuh"
+#include "attn/patterns.h"
+#include "attn/problem.h"
+
+/* ============================== CPU reference ============================================= */
+/* The oracle is the harness's attn_reference (common/src/reference.c) with the pattern's
+ * predicate as its mask (attn_pattern_mask), in double precision; fp16/bf16 are judged by
+ * FlashAttention's 2x rule against attn_reference_lowp under the same mask (attn/check.h). The
+ * dense baseline is checked against the reference without the pattern. */
+
+/* ================================== kernels =============================================== */
+
+#define BR 64        /* query rows per block; = ATTN_SPARSE_TILE, the block mask's block_q */
+#define BC 64        /* keys per K/V tile; = ATTN_SPARSE_TILE, the block mask's block_k */
+#define WARPS 4      /* warps per block; warp w owns rows 16w .. 16w+15 of the tile */
+#define WARP_ROWS 16 /* BR / WARPS */
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+static_assert(BR == ATTN_SPARSE_TILE && BC == ATTN_SPARSE_TILE, "tiles must match the mask's");
+
+/* --- versions 2 and 3: one FA2 body, two sources of key tiles --------------------------------
+ *
+ * The kernel is example 03's fa2_mma (walkthrough there) with one change: instead of the key
+ * tiles 0, 1, ... up to the causal diagonal, a query tile visits the key tiles a *tile source*
+ * lists, and applies the per-element mask only on the tiles the source marks as masked:
+ *
+ *   query tile qb            key tiles of qb (block mask row)     what the block does
+ *   +------------------+     full:    [3, 4]                      S = Q K^T, softmax, P V
+ *   | warp 0: rows 0-15|     partial: [2, 5]                      the same, plus: entries the
+ *   | warp 1: rows16-31|                                            pattern drops get -inf
+ *   | warp 2: rows32-47|     tiles never listed are never loaded: the work is
+ *   | warp 3: rows48-63|     (listed tiles) x 64 x 64 instead of Lk x 64
+ *   +------------------+
+ *
+ * block_list_tiles (version 2) reads the lists from the block mask in device memory;
+ * band_tiles (version 3) computes them: the keys of a window lie in one band around the
+ * diagonal, so the key tiles of a query tile are a contiguous range known from w alone.
+ *
+ *   grid  = (ceil(Lq/64), min(B*H, 65535)); blockIdx.y strides over the heads (b = bh / H)
+ *   block = 128 threads = 4 warps; shared q_s, k_s, v_s [64][D + 8] as in fa2_mma */
+
+/* Tile source of version 2: the block mask's lists for (sequence b, query block qb). */
+struct block_list_tiles {
+    struct params {
+        attn_block_mask mask; /* arrays in device memory, 64 x 64 tiles */
+        attn_pattern pattern; /* the predicate of partial tiles (n_parts = 0: causal only) */
+    };
+    const params *p;
+    const int32_t *full, *part; /* [num_k_blocks] rows of the lists */
+    int n_full, n_part, seq_q, seq_k;
+    bool causal;
+
+    __device__ block_list_tiles(const params &prm, int b, int qb, const attn_head_view &hv,
+                                bool is_causal)
+        : p(&prm), seq_q(hv.seq_q), seq_k(hv.seq_k), causal(is_causal) {
+        const int64_t row = (int64_t)b * prm.mask.num_q_blocks + qb;
+        full = prm.mask.full_kv_indices + row * prm.mask.num_k_blocks;
+        part = prm.mask.kv_indices + row * prm.mask.num_k_blocks;
+        n_full = prm.mask.full_kv_num_blocks[row];
+        n_part = prm.mask.kv_num_blocks[row];
+    }
+    __device__ int count() const { return n_full + n_part; }
+    /* Key tile t (full ones first); *masked: needs the per-element test (partial, or a tail). */
+    __device__ int key_tile(int t, bool *masked) const {
+        const int kb = t < n_full ? full[t] : part[t - n_full];
+        *masked = t >= n_full || (kb + 1) * BC > seq_k;
+        return kb;
+    }
+    __device__ bool visible(int i, int key) const {
+        return key < seq_k && (!causal || key <= i + seq_k - seq_q) &&
+               attn_pattern_keep(&p->pattern, i, key, seq_q, seq_k);
+    }
+};
+
+/* Tile source of version 3: key j is visible to the query at aligned position a = i + Lk - Lq
+ * iff lo <= j - a <= hi (the union of the window parts; causal caps hi at 0). */
+struct band_tiles {
+    struct params {
+        int lo, hi; /* the band of delta = j - a; lo > hi: empty */
+    };
+    int lo, hi, first, n, a_first, a_last, seq_k, off;
+
+    __device__ band_tiles(const params &prm, int b, int qb, const attn_head_view &hv, bool causal) {
+        (void)b;
+        off = hv.seq_k - hv.seq_q;
+        seq_k = hv.seq_k;
+        lo = prm.lo;
+        hi = causal && prm.hi > 0 ? 0 : prm.hi;
+        a_first = qb * BR + off;
+        a_last = min(qb * BR + BR, hv.seq_q) - 1 + off;
+        const int jmin = max(a_first + lo, 0), jmax = min(a_last + hi, seq_k - 1);
+        first = jmin / BC;
+        n = lo <= hi && jmin <= jmax ? jmax / BC - first + 1 : 0;
+    }
+    __device__ int count() const { return n; }
+    __device__ int key_tile(int t, bool *masked) const {
+        const int j0 = (first + t) * BC, j1 = j0 + BC - 1;
+        /* every (row, key) of the tile inside the band, and no key past the end */
+        *masked = !(j0 - a_last >= lo && j1 - a_first <= hi && j1 < seq_k);
+        return first + t;
+    }
+    __device__ bool visible(int i, int key) const {
+        const int d = key - (i + off);
+        return key < seq_k && d >= lo && d <= hi;
+    }
+};
+
+template <typename T, int D, typename Tiles>
+__global__ void sparse_fa2_kernel(const T *__restrict__ q, // [B,H,Lq,D] (varlen [tq,H,D])
+                                  const T *__restrict__ k, // [B,H,Lk,D] (varlen [tk,H,D])
+                                  const T *__restrict__ v, // [B,H,Lk,D] (varlen [tk,H,D])
+                                  T *__restrict__ o,       // [B,H,Lq,D] (varlen [tq,H,D])
+                                  float *__restrict__ lse, // [B,H,Lq] (varlen [H,tq]) or NULL
+                                  const int *cu_q,         // [B+1] or NULL (dense layout)
+                                  const int *cu_k,         // [B+1] or NULL
+                                  int B, int H, int Lq, int Lk, float scale, bool causal,
+                                  const typename Tiles::params tp) {
+    using mma = attn_mma_traits<T>;
+    constexpr int LD = D + ATTN_SMEM_PAD; /* shared row stride, elements */
+    constexpr int KSTEPS = D / 16;        /* k-steps of S = Q K^T */
+    constexpr int DTILES = D / 8;         /* n-tiles of O */
+    constexpr int NTILES = BC / 8;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T *q_s = reinterpret_cast<T *>(smem_raw); /* [BR][LD] */
+    T *k_s = q_s + BR * LD;                   /* [BC][LD] */
+    T *v_s = k_s + BC * LD;                   /* [BC][LD] */
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int g = lane / 4, t4 = lane % 4;
+    const int q0 = blockIdx.x * BR;
+    const float scale2 = scale * LOG2E; /* scores in log2 units */
+
+    for (int bh = blockIdx.y; bh < B * H; bh += gridDim.y) {
+        const attn_head_view hv = attn_head_at(bh, H, Lq, Lk, D, cu_q, cu_k, B);
+        if (q0 >= hv.seq_q) /* a short sequence of a varlen batch: the whole block skips */
+            continue;
+        const T *qb = q + hv.q_off, *kb = k + hv.k_off, *vb = v + hv.k_off;
+        attn_load_tile_async<T, D, BR>(q_s, qb + q0 * hv.stride, hv.seq_q - q0, hv.stride);
+        cp_async_commit();
+        cp_async_wait_all();
+        __syncthreads(); // the Q tile is complete before the warps read it with ldmatrix
+        uint32_t qf[KSTEPS][4];
+        for (int kk = 0; kk < KSTEPS; ++kk)
+            ldmatrix_x4(qf[kk],
+                        q_s + (warp * WARP_ROWS + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+        __syncthreads(); // every warp holds its Q fragments before q_s can be reused (next head)
+
+        float of[DTILES][4];
+        for (int dt = 0; dt < DTILES; ++dt)
+            for (int x = 0; x < 4; ++x)
+                of[dt][x] = 0.0f;
+        float m[2] = {-INFINITY, -INFINITY}; /* running max of rows g, g + 8 (log2 units) */
+        float l[2] = {0.0f, 0.0f};           /* this lane's part of the row sums */
+        const int rows[2] = {q0 + warp * WARP_ROWS + g, q0 + warp * WARP_ROWS + g + 8};
+
+        const Tiles tiles(tp, bh / H, blockIdx.x, hv, causal);
+        for (int t = 0; t < tiles.count(); ++t) {
+            bool masked;
+            const int j0 = tiles.key_tile(t, &masked) * BC;
+            attn_load_tile_async<T, D, BC>(k_s, kb + j0 * hv.stride, hv.seq_k - j0, hv.stride);
+            cp_async_commit();
+            attn_load_tile_async<T, D, BC>(v_s, vb + j0 * hv.stride, hv.seq_k - j0, hv.stride);
+            cp_async_commit();
+            cp_async_wait<1>();
+            __syncthreads(); // every thread's K_j copies done before any warp reads K_j
+
+            float s[NTILES][4];
+            for (int nt = 0; nt < NTILES; ++nt) {
+                for (int x = 0; x < 4; ++x)
+                    s[nt][x] = 0.0f;
+                for (int kk = 0; kk < KSTEPS; kk += 2) {
+                    uint32_t kf[4];
+                    ldmatrix_x4(kf, k_s + (nt * 8 + lane % 8) * LD + kk * 16 + (lane / 8) * 8);
+                    mma::mma(s[nt], qf[kk], kf);
+                    mma::mma(s[nt], qf[kk + 1], kf + 2);
+                }
+            }
+            /* The only difference from dense FA2: the mask test runs on masked tiles only. */
+            for (int nt = 0; nt < NTILES; ++nt)
+                for (int x = 0; x < 4; ++x) {
+                    const int key = j0 + nt * 8 + 2 * t4 + (x & 1);
+                    const bool keep = !masked || tiles.visible(rows[x >> 1], key);
+                    s[nt][x] = keep ? s[nt][x] * scale2 : -INFINITY;
+                }
+
+            float alpha[2];
+            for (int h = 0; h < 2; ++h) {
+                float mx = m[h];
+                for (int nt = 0; nt < NTILES; ++nt)
+                    mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1)); /* the 4 lanes of a quad */
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                /* No key seen yet: m stays -inf; use 0 so that no exponent is -inf - -inf. */
+                const float m_use = mx == -INFINITY ? 0.0f : mx;
+                alpha[h] = exp2f(m[h] - m_use);
+                m[h] = mx;
+                float sum = 0.0f;
+                for (int nt = 0; nt < NTILES; ++nt)
+                    for (int x = 2 * h; x < 2 * h + 2; ++x) {
+                        s[nt][x] = exp2f(s[nt][x] - m_use);
+                        sum += s[nt][x];
+                    }
+                l[h] = alpha[h] * l[h] + sum;
+            }
+            for (int dt = 0; dt < DTILES; ++dt) {
+                of[dt][0] *= alpha[0];
+                of[dt][1] *= alpha[0];
+                of[dt][2] *= alpha[1];
+                of[dt][3] *= alpha[1];
+            }
+
+            cp_async_wait<0>();
+            __syncthreads(); // every thread's V_j copies done before any warp reads V_j
+            for (int ks = 0; ks < BC / 16; ++ks) {
+                const uint32_t pf[4] = {
+                    mma::pack(s[2 * ks][0], s[2 * ks][1]),
+                    mma::pack(s[2 * ks][2], s[2 * ks][3]),
+                    mma::pack(s[2 * ks + 1][0], s[2 * ks + 1][1]),
+                    mma::pack(s[2 * ks + 1][2], s[2 * ks + 1][3]),
+                };
+                for (int dt = 0; dt < DTILES; dt += 2) {
+                    uint32_t vf[4];
+                    ldmatrix_x4_trans(vf,
+                                      v_s + (ks * 16 + lane % 16) * LD + dt * 8 + (lane / 16) * 8);
+                    mma::mma(of[dt], pf, vf);
+                    mma::mma(of[dt + 1], pf, vf + 2);
+                }
+            }
+            __syncthreads(); // all warps done with K_j and V_j before the next tile's copies
+        }
+
+        /* Deferred normalisation; a row that saw no key has l = 0 and outputs 0, LSE -inf. */
+        for (int h = 0; h < 2; ++h) {
+            l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+            l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+        }
+        for (int h = 0; h < 2; ++h) {
+            const int i = rows[h];
+            if (i >= hv.seq_q)
+                continue;
+            const float inv_l = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+            T *orow = o + hv.q_off + i * hv.stride;
+            for (int dt = 0; dt < DTILES; ++dt) {
+                const uint32_t pair = mma::pack(of[dt][2 * h] * inv_l, of[dt][2 * h + 1] * inv_l);
+                /* one 32-bit store: D, H*D and 2t are even, so the pair is 4-byte aligned */
+                *reinterpret_cast<uint32_t *>(orow + dt * 8 + 2 * t4) = pair;
+            }
+            if (lse != NULL && t4 == 0)
+                lse[hv.lse_off + i] = l[h] > 0.0f ? m[h] * LN2 + logf(l[h]) : -INFINITY;
+        }
+    }
+}
+
+/* --- version 4: gather -----------------------------------------------------------------------
+ *
+ *   grid  = (ceil(Lq/4), min(B*H, 65535)); block = 128 threads = 4 warps, warp w <-> query row
+ *   i = 4*blockIdx.x + w. No tiles, no tensor cores: the warp walks the row's CSR key list in
+ *   chunks of 32, one key per lane.
+ *
+ *   keys of row i (CSR): col_idx[row_ptr[r] ..]     q_s[w][0..D) the query row (fp32, x scale)
+ *   chunk c:  lane l <-> key col[32c + l]
+ *     s_l   = q . K[key_l]            (lane l reads the whole K row of its key)
+ *     m, l  online softmax over the 32 lanes (5 shuffles each for max and sum)
+ *     acc[d] += sum over lanes e of p_e * V[key_e][d]   lane l owns d = l, l + 32, l + 64, ...
+ *             (p_e and key_e broadcast by shuffle; the 32 lanes read one V row together)
+ *
+ * It does 4 * nnz * D flops with no waste, against the block kernel's 4 * 64 * 64 * D per listed
+ * tile; it wins when the listed tiles are mostly empty (README: when token gather beats the
+ * block kernel). */
+#define GATHER_WARPS 4
+#define GATHER_MAX_D 128
+
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T> __device__ __forceinline__ T from_float(float x);
+template <> __device__ __forceinline__ __half from_float<__half>(float x) {
+    return __float2half_rn(x);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+    return __float2bfloat16_rn(x);
+}
+
+template <typename T>
+__global__ void gather_kernel(const T *__restrict__ q,             // [B,H,Lq,D] (varlen [tq,H,D])
+                              const T *__restrict__ k,             // [B,H,Lk,D] (varlen [tk,H,D])
+                              const T *__restrict__ v,             // [B,H,Lk,D] (varlen [tk,H,D])
+                              T *__restrict__ o,                   // [B,H,Lq,D] (varlen [tq,H,D])
+                              float *__restrict__ lse,             // [B,H,Lq] (varlen [H,tq])
+                              const int *cu_q,                     // [B+1] or NULL
+                              const int *cu_k,                     // [B+1] or NULL
+                              const int64_t *__restrict__ row_ptr, // [B*Lq + 1] CSR
+                              const int32_t *__restrict__ col_idx, // [nnz] keys, ascending
+                              int B, int H, int Lq, int Lk, int D, float scale) {
+    __shared__ float q_s[GATHER_WARPS][GATHER_MAX_D];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int i = blockIdx.x * GATHER_WARPS + warp;
+    float *qw = q_s[warp];
+
+    for (int bh = blockIdx.y; bh < B * H; bh += gridDim.y) {
+        const attn_head_view hv = attn_head_at(bh, H, Lq, Lk, D, cu_q, cu_k, B);
+        if (i >= hv.seq_q) /* the whole warp: past this sequence's end */
+            continue;
+        const T *kb = k + hv.k_off, *vb = v + hv.k_off;
+        for (int d = lane; d < D; d += 32)
+            qw[d] = to_float(q[hv.q_off + i * hv.stride + d]) * scale * LOG2E;
+        __syncwarp(); // the query row is complete before every lane reads all of it
+
+        const int64_t r = (int64_t)(bh / H) * Lq + i, end = row_ptr[r + 1];
+        float m = -INFINITY, l = 0.0f, acc[GATHER_MAX_D / 32] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int64_t c0 = row_ptr[r]; c0 < end; c0 += 32) {
+            const bool has = c0 + lane < end;
+            const int key = has ? col_idx[c0 + lane] : 0;
+            float s = -INFINITY;
+            if (has) {
+                const T *krow = kb + key * hv.stride;
+                s = 0.0f;
+                for (int d = 0; d < D; ++d)
+                    s += qw[d] * to_float(krow[d]);
+            }
+            const float m_new = fmaxf(m, attn_warp_max(s));
+            const float p = exp2f(s - m_new); /* m_new is finite: the chunk has >= 1 key */
+            const float alpha = exp2f(m - m_new);
+            l = alpha * l + attn_warp_sum(p);
+            m = m_new;
+            const int n = end - c0 < 32 ? (int)(end - c0) : 32;
+            for (int c = 0; c < GATHER_MAX_D / 32; ++c)
+                acc[c] *= alpha;
+            for (int e = 0; e < n; ++e) {
+                const float pe = __shfl_sync(0xffffffffu, p, e);
+                const T *vrow = vb + __shfl_sync(0xffffffffu, key, e) * hv.stride;
+                for (int c = 0; c < GATHER_MAX_D / 32; ++c)
+                    if (lane + 32 * c < D)
+                        acc[c] += pe * to_float(vrow[lane + 32 * c]);
+            }
+        }
+        const float inv_l = l > 0.0f ? 1.0f / l : 0.0f; /* no key: output 0, LSE -inf */
+        for (int c = 0; c < GATHER_MAX_D / 32; ++c)
+            if (lane + 32 * c < D)
+                o[hv.q_off + i * hv.stride + lane + 32 * c] = from_float<T>(acc[c] * inv_l);
+        if (lse != NULL && lane == 0)
+            lse[hv.lse_off + i] = l > 0.0f ? m * LN2 + logf(l) : -INFINITY;
+        __syncwarp(); // every lane done reading q_s[warp] before the next head overwrites it
+    }
+}
+
+/* ================================= launchers ============================================== */
+
+extern "C" const attn_example flash2_fwd_example; /* example 03 (flash2_fwd.cu) */
+
+/* Example 03's fa2_mma, found by name in its registry. */
+static const attn_kernel &fa2_mma() {
+    for (int n = 0; n < flash2_fwd_example.num_kernels; ++n)
+        if (strcmp(flash2_fwd_example.kernels[n].name, "fa2_mma") == 0)
+            return flash2_fwd_example.kernels[n];
+    return flash2_fwd_example.kernels[flash2_fwd_example.num_kernels - 1];
+}
+
+static void launch_dense(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
+    fa2_mma().launch(p, b, stream);
+}
+
+template <typename T, int D, typename Tiles>
+static void launch_sparse_typed(const attn_problem *p, const attn_buffers *b,
+                                const typename Tiles::params &tp, cudaStream_t stream) {
+    size_t smem = (size_t)(BR + 2 * BC) * (D + ATTN_SMEM_PAD) * sizeof(T);
+    cudaFuncSetAttribute(sparse_fa2_kernel<T, D, Tiles>,
+                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    dim3 grid((p->Lq + BR - 1) / BR, attn_head_blocks(p->B * p->H));
+    sparse_fa2_kernel<T, D, Tiles><<<grid, WARPS * 32, smem, stream>>>(
+        (const T *)b->q, (const T *)b->k, (const T *)b->v, (T *)b->o, b->lse, b->cu_seqlens_q,
+        b->cu_seqlens_k, p->B, p->H, p->Lq, p->Lk, p->scale, p->causal, tp);
+}
+
+/* The registry admits only D = 64 or 128 and fp16/bf16 (requirements below). */
+template <typename Tiles>
+static void launch_sparse(const attn_problem *p, const attn_buffers *b,
+                          const typename Tiles::params &tp, cudaStream_t stream) {
+    const bool bf16 = p->dtype == ATTN_BF16;
+    if (p->D == 64)
+        bf16 ? launch_sparse_typed<__nv_bfloat16, 64, Tiles>(p, b, tp, stream)
+             : launch_sparse_typed<__half, 64, Tiles>(p, b, tp, stream);
+    else
+        bf16 ? launch_sparse_typed<__nv_bfloat16, 128, Tiles>(p, b, tp, stream)
+             : launch_sparse_typed<__half, 128, Tiles>(p, b, tp, stream);
+}
+
+/* Version 2 reads b->block_mask, which the harness builds in 64 x 64 tiles (ATTN_SPARSE_TILE);
+ * a user-built mask must use the same tiles. */
+static void launch_block_sparse(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
+    block_list_tiles::params tp;
+    tp.mask = *b->block_mask;
+    memset(&tp.pattern, 0, sizeof tp.pattern);
+    if (b->pattern != NULL)
+        tp.pattern = *b->pattern;
+    launch_sparse<block_list_tiles>(p, b, tp, stream);
+}
+
+/* Version 3: the band [lo, hi] of delta = j - a is the union of the pattern's window parts
+ * (each contains delta = 0, so the union is one interval); an empty causal_window (W = 0) adds
+ * nothing. */
+static void launch_window(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
+    band_tiles::params tp = {1, 0};
+    for (int n = 0; n < b->pattern->n_parts; ++n) {
+        const attn_pattern_part *pt = &b->pattern->part[n];
+        const bool causal_part = pt->kind == ATTN_PATTERN_CAUSAL_WINDOW;
+        const int lo = causal_part ? 1 - pt->w : -pt->w, hi = causal_part ? 0 : pt->w;
+        if (lo > hi)
+            continue;
+        tp.lo = tp.lo > tp.hi ? lo : min(tp.lo, lo);
+        tp.hi = max(tp.hi, hi);
+    }
+    launch_sparse<band_tiles>(p, b, tp, stream);
+}
+
+static void launch_gather(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
+    dim3 grid((p->Lq + GATHER_WARPS - 1) / GATHER_WARPS, attn_head_blocks(p->B * p->H));
+    if (p->dtype == ATTN_BF16)
+        gather_kernel<__nv_bfloat16><<<grid, GATHER_WARPS * 32, 0, stream>>>(
+            (const __nv_bfloat16 *)b->q, (const __nv_bfloat16 *)b->k, (const __nv_bfloat16 *)b->v,
+            (__nv_bfloat16 *)b->o, b->lse, b->cu_seqlens_q, b->cu_seqlens_k, b->csr->row_ptr,
+            b->csr->col_idx, p->B, p->H, p->Lq, p->Lk, p->D, p->scale);
+    else
+        gather_kernel<__half><<<grid, GATHER_WARPS * 32, 0, stream>>>(
+            (const __half *)b->q, (const __half *)b->k, (const __half *)b->v, (__half *)b->o,
+            b->lse, b->cu_seqlens_q, b->cu_seqlens_k, b->csr->row_ptr, b->csr->col_idx, p->B, p->H,
+            p->Lq, p->Lk, p->D, p->scale);
+}
+
+/* ================================= registry =============================================== */
+
+static const attn_requirements mma_requirements = {
+    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), /* dtypes */
+    128,                                                  /* max_d: D = 64 or 128 */
+    64,                                                   /* d_multiple */
+    true,                                                 /* causal */
+    true,                                                 /* varlen */
+    false,                                                /* gpu_only */
+};
+
+static const attn_requirements gather_requirements = {
+    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), /* dtypes */
+    GATHER_MAX_D,                                         /* max_d */
+    1,                                                    /* d_multiple */
+    true,                                                 /* causal */
+    true,                                                 /* varlen */
+    false,                                                /* gpu_only */
+};
+
+static const attn_kernel sparse_kernels[] = {
+    {1, "dense_fa2", "baseline: example 03's fa2_mma, dense (causal with --causal), no pattern",
+     launch_dense, fa2_mma().req, NULL},
+    {2, "block_sparse",
+     "fa2_mma over the block mask's key tiles: full tiles unmasked, partial tiles predicated",
+     launch_block_sparse, mma_requirements, NULL},
+    {3, "window", "fa2_mma over the key tiles of a window band, computed from w (no metadata)",
+     launch_window, mma_requirements, NULL},
+    {4, "gather", "one warp per query row over its CSR key list (CUDA cores, no tiles)",
+     launch_gather, gather_requirements, NULL},
+};
+
+#define ALL_PATTERNS (ATTN_PATTERN_BIT(ATTN_PATTERN_KINDS) - 1u)
+
+/* What each kernel serves (attn/example.h). */
+static const unsigned sparse_kernel_patterns[] = {
+    ATTN_PATTERNS_BASELINE,
+    ALL_PATTERNS | ATTN_PATTERNS_DENSE,
+    ATTN_PATTERN_BIT(ATTN_PATTERN_WINDOW) | ATTN_PATTERN_BIT(ATTN_PATTERN_CAUSAL_WINDOW),
+    ALL_PATTERNS | ATTN_PATTERNS_DENSE | ATTN_PATTERNS_CSR,
+};
+
+static const attn_example sparse_example_base = {
+    "04_sparse_patterns",
+    "sparse attention patterns: block-sparse, sliding-window and token-gather kernels vs dense",
+    sparse_kernels,
+    (int)(sizeof sparse_kernels / sizeof sparse_kernels[0]),
+    {1, 16, 16384, 128}, /* GPU default: B, H, L, D */
+    {1, 1, 1024, 64},    /* simulator default: a few seconds for the four kernels */
+};
+
+extern "C" const attn_sparse_example sparse_patterns_example = {
+    &sparse_example_base, sparse_kernel_patterns,
+    "window:w=64", /* the default pattern: Longformer's local window, density ~12% at L=1024 */
+};
