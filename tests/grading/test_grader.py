@@ -83,20 +83,10 @@ def check_gradescope_shape(results):
 
 
 def planted_bugs(exercise):
-    """{name: bug} from tests/grading/planted.json and, where an exercise keeps its own list,
-    exercises/<ex>/planted_bugs.json ({"bugs": [{name, what, original, replacement, fails,
-    preset}]}, converted to the same form)."""
+    """{name: bug} from tests/grading/planted.json: deliberately broken copies of the exercise's
+    solution, each made by exact text replacement ({why, fails, replace, sanitizers})."""
     with open(os.path.join(HERE, "planted.json")) as f:
-        bugs = dict(json.load(f).get(exercise, {}))
-    own = os.path.join(ROOT, "exercises", exercise, "planted_bugs.json")
-    if os.path.isfile(own):
-        with open(own) as f:
-            for b in json.load(f)["bugs"]:
-                preset = b.get("preset", "")
-                bugs[b["name"]] = {"why": b["what"], "replace": [[b["original"], b["replacement"]]],
-                                   "fails": b.get("fails", []),
-                                   "sanitizers": [preset[4:]] if preset.startswith("sim-") else []}
-    return bugs
+        return dict(json.load(f).get(exercise, {}))
 
 
 def list_planted(exercise, sanitizer):
