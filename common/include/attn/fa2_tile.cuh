@@ -185,7 +185,8 @@ __device__ __forceinline__ void attn_fa2_online_softmax(float (&s)[ATTN_FA2_BC /
                 sum += s[nt][x];
             }
         /* l is a plain sum and alpha is the same on the 4 lanes of the quad, so each lane keeps
-         * its own part and the quad adds them up once, after the last tile (finish_rows). */
+         * its own part and the quad adds them up once, after the last tile (in
+         * attn_fa2_finish_rows). */
         l[h] = alpha[h] * l[h] + sum;
     }
     for (int dt = 0; dt < D / 8; ++dt) {
