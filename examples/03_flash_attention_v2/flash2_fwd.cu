@@ -39,6 +39,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "attn/fa2_tile.cuh"
 #include "attn/kernel_common.cuh"
 #include "attn/mma.cuh"
 #include "attn/problem.h"
@@ -55,10 +56,8 @@
 #define WARP_ROWS 16 /* BR / WARPS */
 #define FP32_BC 32   /* version 1: keys per K/V tile (one per lane) */
 #define FP32_MAX_D 128
-#define MMA_BC 64  /* versions 2 and 3: keys per K/V tile */
-#define SMEM_PAD 8 /* version 2: 16 bytes of padding per shared row (see below) */
+#define MMA_BC ATTN_FA2_BC /* versions 2 and 3: keys per K/V tile (64, attn/fa2_tile.cuh) */
 #define LOG2E 1.4426950408889634f
-#define LN2 0.6931471805599453f
 
 /* Every kernel takes the problem's shape and both layouts through the same parameters:
  *   q, o      [B,H,Lq,D] row-major, or varlen [total_q,H,D]
@@ -203,219 +202,32 @@ __global__ void fa2_fp32_kernel(const float *__restrict__ q,  // [B,H,Lq,D] or [
  *
  * Each lane of a quad (the 4 lanes with the same g) holds 2 columns of every n-tile of rows g
  * and g + 8, so a row reduction is: reduce the lane's own 16 values, then __shfl_xor 1 and 2.
+ * P never goes through shared memory: the C layout of S is the A layout of P (the fragment
+ * diagram is above attn_fa2_accumulate_pv).
  *
- * Why P never goes through shared memory — the C layout of S is the A layout of P:
- *
- *   S accumulator, n-tiles 2k and 2k+1        P as the A operand of k-step k (16 keys)
- *   (16 rows x 8 keys each, float c[4]):      (16 rows x 16 keys, uint32_t a[4], 2 x 16 bit):
- *
- *          keys 16k+0..7   keys 16k+8..15                keys 16k+0..7   keys 16k+8..15
- *   row g  s[2k][0..1]     s[2k+1][0..1]     row g      a[0]            a[2]
- *   row g+8 s[2k][2..3]    s[2k+1][2..3]     row g+8    a[1]            a[3]
- *          at columns 2t, 2t+1 in both                  at columns 2t, 2t+1 in both
- *
- * Lane (g, t) already holds exactly the P elements its A fragment needs: a[0] = pack(s[2k][0],
- * s[2k][1]), a[1] = pack(s[2k][2], s[2k][3]), a[2] = pack(s[2k+1][0], s[2k+1][1]), a[3] =
- * pack(s[2k+1][2], s[2k+1][3]) — a conversion to 16 bits in registers, no data movement.
- *
- * The two versions differ only in how the tiles sit in shared memory (a layout, below) and in
- * when they are copied there; the warp-level steps in between are the functions that follow. */
+ * The two versions differ only in how the tiles sit in shared memory (a layout) and in when they
+ * are copied there; the warp-level steps in between — attn_fa2_load_q_fragments, _score_tile,
+ * _scale_and_mask, _online_softmax, _accumulate_pv, _finish_rows, _store_o — and the layouts
+ * attn_padded_layout / attn_swizzled_layout live in common/include/attn/fa2_tile.cuh, shared
+ * with example 04's sparse kernels. */
 
-/* The element type's mma and packing of two floats into one .b32 register (low half first). */
-template <typename T> struct mma_traits;
-
-template <> struct mma_traits<__half> {
-    static __device__ __forceinline__ void mma(float *d,            // [4] C/D fragment, 16 x 8
-                                               const uint32_t *a,   // [4] A fragment, 16 x 16
-                                               const uint32_t *b) { // [2] B fragment, 16 x 8
-        mma_m16n8k16_f16(d, a, b, d);
-    }
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-        __half2 h = __floats2half2_rn(lo, hi);
-        uint32_t u;
-        memcpy(&u, &h, sizeof u);
-        return u;
-    }
-};
-
-template <> struct mma_traits<__nv_bfloat16> {
-    static __device__ __forceinline__ void mma(float *d,            // [4] C/D fragment, 16 x 8
-                                               const uint32_t *a,   // [4] A fragment, 16 x 16
-                                               const uint32_t *b) { // [2] B fragment, 16 x 8
-        mma_m16n8k16_bf16(d, a, b, d);
-    }
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        uint32_t u;
-        memcpy(&u, &h, sizeof u);
-        return u;
-    }
-};
-
-/* Shared-memory layouts of a [rows][D] tile of 16-bit elements. at(row, col) is the element
- * offset of (row, col); col is a multiple of 8 for whole 16-byte chunks, and the 8 elements of a
- * chunk stay contiguous in both layouts (what ldmatrix and cp.async need).
- *
- * padded (version 2): rows D + 8 elements apart. The 8 extra elements (16 bytes) shift each row
- *   by 4 banks, so the 8 rows one ldmatrix phase reads start in 8 different 4-bank groups.
- * swizzled (version 3): rows exactly D apart, chunk c of row r stored at chunk c ^ (r % 8) — see
- *   the diagram above fa2_pipeline_kernel. No bytes wasted. Needs D / 8 >= 8 chunks per row. */
-template <int D> struct padded_layout {
-    static constexpr int LD = D + SMEM_PAD; /* elements per shared row */
-    static __device__ __forceinline__ int at(int row, int col) { return row * LD + col; }
-};
-
-template <int D> struct swizzled_layout {
-    static_assert(D % 64 == 0, "the XOR swizzle permutes 8 chunks of 16 bytes per row");
-    static constexpr int LD = D;
-    static __device__ __forceinline__ int at(int row, int col) {
-        return row * D + ((col / 8) ^ (row % 8)) * 8 + col % 8;
-    }
-};
-
-/* Issues this thread's share of the cp.async copies of NROWS rows of a matrix whose rows are ld
- * elements apart in global memory into a shared tile of layout Lay; rows at or past `valid` are
- * zero-filled (their source is not read). Each copy is one 16-byte chunk (8 elements):
- * consecutive threads copy consecutive chunks of a row, so a warp reads whole rows (coalesced). */
-template <typename T, int D, int NROWS, typename Lay>
-__device__ __forceinline__ void load_tile_async(T *dst,       // [NROWS][Lay::LD] shared
-                                                const T *src, // [>= valid][ld] global, row 0
-                                                int64_t ld,   // elements between rows of src
-                                                int valid) {  // rows of src that exist
-    for (int c = threadIdx.x; c < NROWS * (D / 8); c += blockDim.x) {
-        int r = c / (D / 8), col = (c % (D / 8)) * 8;
-        bool in = r < valid;
-        cp_async_16(dst + Lay::at(r, col), in ? src + r * ld + col : src, in);
-    }
-}
-
-/* The A fragments of this warp's 16 rows of the Q tile, for the D/16 k-steps of S = Q K^T. */
-template <typename T, int D, typename Lay>
-__device__ __forceinline__ void load_q_fragments(uint32_t (&qf)[D / 16][4],
-                                                 const T *q_s) { // [BR][Lay::LD] shared
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    for (int kk = 0; kk < D / 16; ++kk)
-        ldmatrix_x4(qf[kk], q_s + Lay::at(warp * WARP_ROWS + lane % 16, kk * 16 + (lane / 16) * 8));
-}
-
-/* S (16 x MMA_BC) = Q_w K_j^T for this warp's rows. */
-template <typename T, int D, typename Lay>
-__device__ __forceinline__ void score_tile(float (&s)[MMA_BC / 8][4],
-                                           const uint32_t (&qf)[D / 16][4],
-                                           const T *k_s) { // [MMA_BC][Lay::LD] shared, K_j
-    const int lane = threadIdx.x % 32;
-    for (int nt = 0; nt < MMA_BC / 8; ++nt) {
-        for (int x = 0; x < 4; ++x)
-            s[nt][x] = 0.0f;
-        /* x4: lanes 0-15 give the B fragment of k-step kk, lanes 16-31 that of kk+1 */
-        for (int kk = 0; kk < D / 16; kk += 2) {
-            uint32_t kf[4];
-            ldmatrix_x4(kf, k_s + Lay::at(nt * 8 + lane % 8, kk * 16 + (lane / 8) * 8));
-            mma_traits<T>::mma(s[nt], qf[kk], kf);
-            mma_traits<T>::mma(s[nt], qf[kk + 1], kf + 2);
-        }
-    }
-}
-
-/* Scales S into log2 units and masks it: keys past the sequence's Lk (tail tile) and, causal,
- * keys past each row's diagonal get -inf. Only a tile reaching past either bound for some row
- * of this warp needs the per-element test. row0: the warp's first query row. */
+/* Scales and masks S for this warp: keys past the sequence's Lk (tail tile) and, causal, keys
+ * past each row's diagonal get -inf. Only a tile reaching past either bound for some row of this
+ * warp needs the per-element test. row0: the warp's first query row. */
 __device__ __forceinline__ void scale_and_mask(float (&s)[MMA_BC / 8][4], int j0, int row0, int Lq,
                                                int Lk, bool causal, float scale2) {
-    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int g = threadIdx.x % 32 / 4;
     const bool tail = j0 + MMA_BC > Lk;
     const bool diag = causal && j0 + MMA_BC > attn_visible_keys(row0, Lq, Lk, causal);
     const int visible[2] = {attn_visible_keys(row0 + g, Lq, Lk, causal),
                             attn_visible_keys(row0 + g + 8, Lq, Lk, causal)};
-    for (int nt = 0; nt < MMA_BC / 8; ++nt)
-        for (int x = 0; x < 4; ++x) {
-            int key = j0 + nt * 8 + 2 * t + (x & 1);
-            s[nt][x] = !(tail || diag) || key < visible[x >> 1] ? s[nt][x] * scale2 : -INFINITY;
-        }
-}
-
-/* Online softmax on the fragments: updates the running max m and this lane's part of the row
- * sums l, turns S into P = exp2(S - m) in place and rescales the O accumulator by alpha.
- * h = 0 is row g (elements 0, 1 of each n-tile), h = 1 row g + 8 (elements 2, 3). */
-template <int D>
-__device__ __forceinline__ void online_softmax(float (&s)[MMA_BC / 8][4], float (&of)[D / 8][4],
-                                               float (&m)[2], float (&l)[2]) {
-    float alpha[2];
-    for (int h = 0; h < 2; ++h) {
-        float mx = m[h];
-        for (int nt = 0; nt < MMA_BC / 8; ++nt)
-            mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1)); /* the 4 lanes of a quad */
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        /* No key seen yet: m stays -inf; use 0 so that no exponent is -inf - -inf. */
-        float m_use = mx == -INFINITY ? 0.0f : mx;
-        alpha[h] = exp2f(m[h] - m_use);
-        m[h] = mx;
-        float sum = 0.0f;
-        for (int nt = 0; nt < MMA_BC / 8; ++nt)
-            for (int x = 2 * h; x < 2 * h + 2; ++x) {
-                s[nt][x] = exp2f(s[nt][x] - m_use);
-                sum += s[nt][x];
-            }
-        /* l is a plain sum and alpha is the same on the 4 lanes of the quad, so each lane keeps
-         * its own part and the quad adds them up once, after the last tile (finish_rows). */
-        l[h] = alpha[h] * l[h] + sum;
-    }
-    for (int dt = 0; dt < D / 8; ++dt) {
-        of[dt][0] *= alpha[0];
-        of[dt][1] *= alpha[0];
-        of[dt][2] *= alpha[1];
-        of[dt][3] *= alpha[1];
-    }
-}
-
-/* O (16 x D) += P V_j, P taken from the S registers (see the diagram above). */
-template <typename T, int D, typename Lay>
-__device__ __forceinline__ void accumulate_pv(float (&of)[D / 8][4],
-                                              const float (&s)[MMA_BC / 8][4],
-                                              const T *v_s) { // [MMA_BC][Lay::LD] shared, V_j
-    const int lane = threadIdx.x % 32;
-    for (int ks = 0; ks < MMA_BC / 16; ++ks) {
-        uint32_t pf[4] = {
-            mma_traits<T>::pack(s[2 * ks][0], s[2 * ks][1]),
-            mma_traits<T>::pack(s[2 * ks][2], s[2 * ks][3]),
-            mma_traits<T>::pack(s[2 * ks + 1][0], s[2 * ks + 1][1]),
-            mma_traits<T>::pack(s[2 * ks + 1][2], s[2 * ks + 1][3]),
-        };
-        /* x4.trans: lanes 0-15 give the B fragment of n-tile dt, lanes 16-31 of dt+1 */
-        for (int dt = 0; dt < D / 8; dt += 2) {
-            uint32_t vf[4];
-            ldmatrix_x4_trans(vf, v_s + Lay::at(ks * 16 + lane % 16, dt * 8 + (lane / 16) * 8));
-            mma_traits<T>::mma(of[dt], pf, vf);
-            mma_traits<T>::mma(of[dt + 1], pf, vf + 2);
-        }
-    }
-}
-
-/* After the last tile: completes l over the quad, scales the accumulator by 1/l (deferred
- * normalisation; a row that saw no key gets 0) and writes the LSE of rows g, g + 8 that exist. */
-template <int D>
-__device__ __forceinline__ void finish_rows(float (&of)[D / 8][4], const float (&m)[2],
-                                            float (&l)[2], int row0, const attn_seq_head &sh,
-                                            float *lse) { // [B,H,Lq] or [H,total_q], or NULL
-    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    for (int h = 0; h < 2; ++h) {
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-        const float inv_l = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
-        for (int dt = 0; dt < D / 8; ++dt) {
-            of[dt][2 * h] *= inv_l;
-            of[dt][2 * h + 1] *= inv_l;
-        }
-        const int i = row0 + g + 8 * h;
-        if (lse != NULL && t == 0 && i < sh.Lq)
-            lse[sh.lse + i] = l[h] > 0.0f ? m[h] * LN2 + logf(l[h]) : -INFINITY;
-    }
+    attn_fa2_scale_and_mask(s, j0, tail || diag, scale2,
+                            [&](int h, int key) { return key < visible[h]; });
 }
 
 /* --- version 2: fa2_mma ----------------------------------------------------------------------
  *
- *   shared memory, rows of D + 8 elements (padded_layout)
+ *   shared memory, rows of D + 8 elements (attn_padded_layout)
  *   q_s [64][D+8]  Q tile (read once, by ldmatrix into qf)
  *   k_s [64][D+8]  K_j, by cp.async
  *   v_s [64][D+8]  V_j, by cp.async
@@ -432,13 +244,12 @@ __global__ void fa2_mma_kernel(const T *__restrict__ q,      // [B,H,Lq,D] or [t
                                const int *__restrict__ cu_q, // [B+1] device, NULL = dense
                                const int *__restrict__ cu_k, // [B+1] device, NULL = dense
                                int BH, int H, int Lq, int Lk, float scale, bool causal) {
-    using Lay = padded_layout<D>;
+    using Lay = attn_padded_layout<D>;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *q_s = reinterpret_cast<T *>(smem_raw); /* [BR][LD] */
     T *k_s = q_s + BR * Lay::LD;              /* [MMA_BC][LD] */
     T *v_s = k_s + MMA_BC * Lay::LD;          /* [MMA_BC][LD] */
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int t = lane % 4, g = lane / 4;
+    const int warp = threadIdx.x / 32;
     const int q0 = blockIdx.x * BR;
     const int row0 = q0 + warp * WARP_ROWS; /* first query row of this warp */
     const float scale2 = scale * LOG2E;     /* scores in log2 units: exp(x) = exp2(x log2 e) */
@@ -448,12 +259,12 @@ __global__ void fa2_mma_kernel(const T *__restrict__ q,      // [B,H,Lq,D] or [t
         if (q0 >= sh.Lq) /* the same for every thread: no barrier is skipped by some only */
             continue;
         const T *kb = k + sh.k, *vb = v + sh.k;
-        load_tile_async<T, D, BR, Lay>(q_s, q + sh.q + q0 * sh.ld, sh.ld, sh.Lq - q0);
+        attn_load_tile_async<T, D, BR, Lay>(q_s, q + sh.q + q0 * sh.ld, sh.ld, sh.Lq - q0);
         cp_async_commit();
         cp_async_wait_all();
         __syncthreads(); // the Q tile is complete before the warps read it with ldmatrix
         uint32_t qf[D / 16][4];
-        load_q_fragments<T, D, Lay>(qf, q_s);
+        attn_fa2_load_q_fragments<T, D, Lay>(qf, q_s);
         __syncthreads(); // every warp holds its Q fragments before q_s can be reused (next head)
 
         float of[D / 8][4] = {};
@@ -462,42 +273,32 @@ __global__ void fa2_mma_kernel(const T *__restrict__ q,      // [B,H,Lq,D] or [t
         const int nkeys = attn_visible_keys(q0 + BR - 1, sh.Lq, sh.Lk, causal);
         for (int j0 = 0; j0 < nkeys; j0 += MMA_BC) {
             /* K_j and V_j as two groups, so S can start as soon as K_j has landed. */
-            load_tile_async<T, D, MMA_BC, Lay>(k_s, kb + j0 * sh.ld, sh.ld, sh.Lk - j0);
+            attn_load_tile_async<T, D, MMA_BC, Lay>(k_s, kb + j0 * sh.ld, sh.ld, sh.Lk - j0);
             cp_async_commit();
-            load_tile_async<T, D, MMA_BC, Lay>(v_s, vb + j0 * sh.ld, sh.ld, sh.Lk - j0);
+            attn_load_tile_async<T, D, MMA_BC, Lay>(v_s, vb + j0 * sh.ld, sh.ld, sh.Lk - j0);
             cp_async_commit();
             cp_async_wait<1>();
             __syncthreads(); // every thread's K_j copies done before any warp reads K_j
 
             float s[MMA_BC / 8][4];
-            score_tile<T, D, Lay>(s, qf, k_s);
+            attn_fa2_score_tile<T, D, Lay>(s, qf, k_s);
             scale_and_mask(s, j0, row0, sh.Lq, sh.Lk, causal, scale2);
-            online_softmax<D>(s, of, m, l);
+            attn_fa2_online_softmax<D>(s, of, m, l);
 
             cp_async_wait<0>();
             __syncthreads(); // every thread's V_j copies done before any warp reads V_j
-            accumulate_pv<T, D, Lay>(of, s, v_s);
+            attn_fa2_accumulate_pv<T, D, Lay>(of, s, v_s);
             __syncthreads(); // all warps done with K_j and V_j before the next tile's copies
         }
 
-        finish_rows<D>(of, m, l, row0, sh, lse);
-        for (int h = 0; h < 2; ++h) {
-            const int i = row0 + g + 8 * h;
-            if (i >= sh.Lq)
-                continue;
-            T *orow = o + sh.q + i * sh.ld;
-            for (int dt = 0; dt < D / 8; ++dt) {
-                uint32_t pair = mma_traits<T>::pack(of[dt][2 * h], of[dt][2 * h + 1]);
-                /* one 32-bit store: D and 2t are even, so the pair is 4-byte aligned */
-                *reinterpret_cast<uint32_t *>(orow + dt * 8 + 2 * t) = pair;
-            }
-        }
+        attn_fa2_finish_rows<D>(of, m, l, row0, sh, lse);
+        attn_fa2_store_o<T, D>(o, of, row0, sh);
     }
 }
 
 /* --- version 3: fa2_pipeline -----------------------------------------------------------------
  *
- *   shared memory, rows of exactly D elements (swizzled_layout), 2 stages for K and V
+ *   shared memory, rows of exactly D elements (attn_swizzled_layout), 2 stages for K and V
  *   q_s    [64][D]     Q tile; at the end each warp's 16 rows hold its O tile for the store
  *   k_s[2] [64][D]     K_j in stage j % 2, K_{j+1} arriving in the other
  *   v_s[2] [64][D]     V_j likewise
@@ -551,7 +352,7 @@ __global__ void fa2_pipeline_kernel(const T *__restrict__ q,      // [B,H,Lq,D] 
                                     const int *__restrict__ cu_q, // [B+1] device, NULL = dense
                                     const int *__restrict__ cu_k, // [B+1] device, NULL = dense
                                     int BH, int H, int Lq, int Lk, float scale, bool causal) {
-    using Lay = swizzled_layout<D>;
+    using Lay = attn_swizzled_layout<D>;
     constexpr int TILE = MMA_BC * D; /* elements of one K or V stage */
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *q_s = reinterpret_cast<T *>(smem_raw); /* [BR][D] */
@@ -572,17 +373,17 @@ __global__ void fa2_pipeline_kernel(const T *__restrict__ q,      // [B,H,Lq,D] 
         const int ntiles = (nkeys + MMA_BC - 1) / MMA_BC;
 
         /* Prologue: Q in one group, tile 0 (if any) in the next, both in flight together. */
-        load_tile_async<T, D, BR, Lay>(q_s, q + sh.q + q0 * sh.ld, sh.ld, sh.Lq - q0);
+        attn_load_tile_async<T, D, BR, Lay>(q_s, q + sh.q + q0 * sh.ld, sh.ld, sh.Lq - q0);
         cp_async_commit();
         if (ntiles > 0) {
-            load_tile_async<T, D, MMA_BC, Lay>(k_s, kb, sh.ld, sh.Lk);
-            load_tile_async<T, D, MMA_BC, Lay>(v_s, vb, sh.ld, sh.Lk);
+            attn_load_tile_async<T, D, MMA_BC, Lay>(k_s, kb, sh.ld, sh.Lk);
+            attn_load_tile_async<T, D, MMA_BC, Lay>(v_s, vb, sh.ld, sh.Lk);
         }
         cp_async_commit();
         cp_async_wait<1>();
         __syncthreads(); // the Q tile has landed for every thread before the warps ldmatrix it
         uint32_t qf[D / 16][4];
-        load_q_fragments<T, D, Lay>(qf, q_s);
+        attn_fa2_load_q_fragments<T, D, Lay>(qf, q_s);
 
         float of[D / 8][4] = {};
         float m[2] = {-INFINITY, -INFINITY}; /* running max of rows g, g + 8 (log2 units) */
@@ -591,32 +392,32 @@ __global__ void fa2_pipeline_kernel(const T *__restrict__ q,      // [B,H,Lq,D] 
             const int j0 = j * MMA_BC, stage = j % 2;
             if (j + 1 < ntiles) { /* prefetch tile j+1 into the other stage */
                 const int next = j0 + MMA_BC;
-                load_tile_async<T, D, MMA_BC, Lay>(k_s + (1 - stage) * TILE, kb + next * sh.ld,
-                                                   sh.ld, sh.Lk - next);
-                load_tile_async<T, D, MMA_BC, Lay>(v_s + (1 - stage) * TILE, vb + next * sh.ld,
-                                                   sh.ld, sh.Lk - next);
+                attn_load_tile_async<T, D, MMA_BC, Lay>(k_s + (1 - stage) * TILE, kb + next * sh.ld,
+                                                        sh.ld, sh.Lk - next);
+                attn_load_tile_async<T, D, MMA_BC, Lay>(v_s + (1 - stage) * TILE, vb + next * sh.ld,
+                                                        sh.ld, sh.Lk - next);
             }
             cp_async_commit(); /* possibly empty: the group count stays one per tile */
             cp_async_wait<1>();
             __syncthreads(); // tile j's copies (every thread's) landed before any warp reads it
 
             float s[MMA_BC / 8][4];
-            score_tile<T, D, Lay>(s, qf, k_s + stage * TILE);
+            attn_fa2_score_tile<T, D, Lay>(s, qf, k_s + stage * TILE);
             scale_and_mask(s, j0, row0, sh.Lq, sh.Lk, causal, scale2);
-            online_softmax<D>(s, of, m, l);
-            accumulate_pv<T, D, Lay>(of, s, v_s + stage * TILE);
+            attn_fa2_online_softmax<D>(s, of, m, l);
+            attn_fa2_accumulate_pv<T, D, Lay>(of, s, v_s + stage * TILE);
             __syncthreads(); // every warp done with this stage before the next prefetch refills it
         }
 
         /* Output through shared memory: the warp's O tile into its own 16 rows of q_s, then
          * 16-byte chunks of whole rows to global memory. */
-        finish_rows<D>(of, m, l, row0, sh, lse);
+        attn_fa2_finish_rows<D>(of, m, l, row0, sh, lse);
         __syncwarp(); // every lane of the warp done reading its Q rows before O overwrites them
         T *o_s = q_s + warp * WARP_ROWS * D; /* [16][D], swizzled like q_s */
         for (int dt = 0; dt < D / 8; ++dt)
             for (int h = 0; h < 2; ++h)
                 *reinterpret_cast<uint32_t *>(o_s + Lay::at(g + 8 * h, dt * 8 + 2 * t)) =
-                    mma_traits<T>::pack(of[dt][2 * h], of[dt][2 * h + 1]);
+                    attn_mma_traits<T>::pack(of[dt][2 * h], of[dt][2 * h + 1]);
         __syncwarp(); // the warp's O rows complete in o_s before its lanes read whole chunks
         for (int c = lane; c < WARP_ROWS * (D / 8); c += 32) {
             const int r = c / (D / 8), col = (c % (D / 8)) * 8;
@@ -657,7 +458,7 @@ static void launch_tc(void (*kernel)(const T *, const T *, const T *, T *, float
 
 template <typename T, int D>
 static void launch_mma_typed(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
-    size_t smem = (size_t)(BR + 2 * MMA_BC) * padded_layout<D>::LD * sizeof(T);
+    size_t smem = (size_t)(BR + 2 * MMA_BC) * attn_padded_layout<D>::LD * sizeof(T);
     launch_tc<T>(fa2_mma_kernel<T, D>, smem, p, b, stream);
 }
 

@@ -54,17 +54,19 @@
 
 /* ================================== kernels =============================================== */
 
-#define BR 64        /* query rows per block; = ATTN_SPARSE_TILE, the block mask's block_q */
-#define BC 64        /* keys per K/V tile; = ATTN_SPARSE_TILE, the block mask's block_k */
-#define WARPS 4      /* warps per block; warp w owns rows 16w .. 16w+15 of the tile */
-#define WARP_ROWS 16 /* BR / WARPS */
+#define BR 64          /* query rows per block; = ATTN_SPARSE_TILE, the block mask's block_q */
+#define BC ATTN_FA2_BC /* keys per K/V tile (64); = ATTN_SPARSE_TILE, the block mask's block_k */
+#define WARPS 4        /* warps per block; warp w owns rows 16w .. 16w+15 of the tile */
+#define WARP_ROWS ATTN_FA2_WARP_ROWS /* BR / WARPS = 16 */
 #define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f
 static_assert(BR == ATTN_SPARSE_TILE && BC == ATTN_SPARSE_TILE, "tiles must match the mask's");
 
 /* --- versions 2 and 3: one FA2 body, two sources of key tiles --------------------------------
  *
- * The kernel is example 03's fa2_mma (walkthrough there) with one change: instead of the key
+ * The kernel is example 03's fa2_mma (walkthrough there), built from the same warp-level steps
+ * (attn_fa2_score_tile, _scale_and_mask, _online_softmax, _accumulate_pv, _finish_rows, _store_o
+ * in common/include/attn/fa2_tile.cuh), with one change: instead of the key
  * tiles 0, 1, ... up to the causal diagonal, a query tile visits the key tiles a *tile source*
  * lists, and applies the per-element mask only on the tiles the source marks as masked:
  *
@@ -94,9 +96,9 @@ struct block_list_tiles {
     int n_full, n_part, seq_q, seq_k;
     bool causal;
 
-    __device__ block_list_tiles(const params &prm, int b, int qb, const attn_head_view &hv,
+    __device__ block_list_tiles(const params &prm, int b, int qb, const attn_seq_head &sh,
                                 bool is_causal)
-        : p(&prm), seq_q(hv.seq_q), seq_k(hv.seq_k), causal(is_causal) {
+        : p(&prm), seq_q(sh.Lq), seq_k(sh.Lk), causal(is_causal) {
         const int64_t row = (int64_t)b * prm.mask.num_q_blocks + qb;
         full = prm.mask.full_kv_indices + row * prm.mask.num_k_blocks;
         part = prm.mask.kv_indices + row * prm.mask.num_k_blocks;
@@ -124,14 +126,14 @@ struct band_tiles {
     };
     int lo, hi, first, n, a_first, a_last, seq_k, off;
 
-    __device__ band_tiles(const params &prm, int b, int qb, const attn_head_view &hv, bool causal) {
+    __device__ band_tiles(const params &prm, int b, int qb, const attn_seq_head &sh, bool causal) {
         (void)b;
-        off = hv.seq_k - hv.seq_q;
-        seq_k = hv.seq_k;
+        off = sh.Lk - sh.Lq;
+        seq_k = sh.Lk;
         lo = prm.lo;
         hi = causal && prm.hi > 0 ? 0 : prm.hi;
         a_first = qb * BR + off;
-        a_last = min(qb * BR + BR, hv.seq_q) - 1 + off;
+        a_last = min(qb * BR + BR, sh.Lq) - 1 + off;
         const int jmin = max(a_first + lo, 0), jmax = min(a_last + hi, seq_k - 1);
         first = jmin / BC;
         n = lo <= hi && jmin <= jmax ? jmax / BC - first + 1 : 0;
@@ -159,138 +161,62 @@ __global__ void sparse_fa2_kernel(const T *__restrict__ q, // [B,H,Lq,D] (varlen
                                   const int *cu_k,         // [B+1] or NULL
                                   int B, int H, int Lq, int Lk, float scale, bool causal,
                                   const typename Tiles::params tp) {
-    using mma = attn_mma_traits<T>;
-    constexpr int LD = D + ATTN_SMEM_PAD; /* shared row stride, elements */
-    constexpr int KSTEPS = D / 16;        /* k-steps of S = Q K^T */
-    constexpr int DTILES = D / 8;         /* n-tiles of O */
-    constexpr int NTILES = BC / 8;
+    using Lay = attn_padded_layout<D>; /* rows D + 8 elements apart */
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *q_s = reinterpret_cast<T *>(smem_raw); /* [BR][LD] */
-    T *k_s = q_s + BR * LD;                   /* [BC][LD] */
-    T *v_s = k_s + BC * LD;                   /* [BC][LD] */
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int g = lane / 4, t4 = lane % 4;
+    T *k_s = q_s + BR * Lay::LD;              /* [BC][LD] */
+    T *v_s = k_s + BC * Lay::LD;              /* [BC][LD] */
+    const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
     const int q0 = blockIdx.x * BR;
-    const float scale2 = scale * LOG2E; /* scores in log2 units */
+    const int row0 = q0 + warp * WARP_ROWS; /* first query row of this warp */
+    const float scale2 = scale * LOG2E;     /* scores in log2 units */
 
     for (int bh = blockIdx.y; bh < B * H; bh += gridDim.y) {
-        const attn_head_view hv = attn_head_at(bh, H, Lq, Lk, D, cu_q, cu_k, B);
-        if (q0 >= hv.seq_q) /* a short sequence of a varlen batch: the whole block skips */
+        const attn_seq_head sh = attn_seq_head_at(bh, B * H, H, D, Lq, Lk, cu_q, cu_k);
+        if (q0 >= sh.Lq) /* a short sequence of a varlen batch: the whole block skips */
             continue;
-        const T *qb = q + hv.q_off, *kb = k + hv.k_off, *vb = v + hv.k_off;
-        attn_load_tile_async<T, D, BR>(q_s, qb + q0 * hv.stride, hv.seq_q - q0, hv.stride);
+        const T *kb = k + sh.k, *vb = v + sh.k;
+        attn_load_tile_async<T, D, BR, Lay>(q_s, q + sh.q + q0 * sh.ld, sh.ld, sh.Lq - q0);
         cp_async_commit();
         cp_async_wait_all();
         __syncthreads(); // the Q tile is complete before the warps read it with ldmatrix
-        uint32_t qf[KSTEPS][4];
-        for (int kk = 0; kk < KSTEPS; ++kk)
-            ldmatrix_x4(qf[kk],
-                        q_s + (warp * WARP_ROWS + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+        uint32_t qf[D / 16][4];
+        attn_fa2_load_q_fragments<T, D, Lay>(qf, q_s);
         __syncthreads(); // every warp holds its Q fragments before q_s can be reused (next head)
 
-        float of[DTILES][4];
-        for (int dt = 0; dt < DTILES; ++dt)
-            for (int x = 0; x < 4; ++x)
-                of[dt][x] = 0.0f;
+        float of[D / 8][4] = {};
         float m[2] = {-INFINITY, -INFINITY}; /* running max of rows g, g + 8 (log2 units) */
         float l[2] = {0.0f, 0.0f};           /* this lane's part of the row sums */
-        const int rows[2] = {q0 + warp * WARP_ROWS + g, q0 + warp * WARP_ROWS + g + 8};
+        const int rows[2] = {row0 + g, row0 + g + 8};
 
-        const Tiles tiles(tp, bh / H, blockIdx.x, hv, causal);
+        const Tiles tiles(tp, bh / H, blockIdx.x, sh, causal);
         for (int t = 0; t < tiles.count(); ++t) {
             bool masked;
             const int j0 = tiles.key_tile(t, &masked) * BC;
-            attn_load_tile_async<T, D, BC>(k_s, kb + j0 * hv.stride, hv.seq_k - j0, hv.stride);
+            attn_load_tile_async<T, D, BC, Lay>(k_s, kb + j0 * sh.ld, sh.ld, sh.Lk - j0);
             cp_async_commit();
-            attn_load_tile_async<T, D, BC>(v_s, vb + j0 * hv.stride, hv.seq_k - j0, hv.stride);
+            attn_load_tile_async<T, D, BC, Lay>(v_s, vb + j0 * sh.ld, sh.ld, sh.Lk - j0);
             cp_async_commit();
             cp_async_wait<1>();
             __syncthreads(); // every thread's K_j copies done before any warp reads K_j
 
-            float s[NTILES][4];
-            for (int nt = 0; nt < NTILES; ++nt) {
-                for (int x = 0; x < 4; ++x)
-                    s[nt][x] = 0.0f;
-                for (int kk = 0; kk < KSTEPS; kk += 2) {
-                    uint32_t kf[4];
-                    ldmatrix_x4(kf, k_s + (nt * 8 + lane % 8) * LD + kk * 16 + (lane / 8) * 8);
-                    mma::mma(s[nt], qf[kk], kf);
-                    mma::mma(s[nt], qf[kk + 1], kf + 2);
-                }
-            }
-            /* The only difference from dense FA2: the mask test runs on masked tiles only. */
-            for (int nt = 0; nt < NTILES; ++nt)
-                for (int x = 0; x < 4; ++x) {
-                    const int key = j0 + nt * 8 + 2 * t4 + (x & 1);
-                    const bool keep = !masked || tiles.visible(rows[x >> 1], key);
-                    s[nt][x] = keep ? s[nt][x] * scale2 : -INFINITY;
-                }
-
-            float alpha[2];
-            for (int h = 0; h < 2; ++h) {
-                float mx = m[h];
-                for (int nt = 0; nt < NTILES; ++nt)
-                    mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1)); /* the 4 lanes of a quad */
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                /* No key seen yet: m stays -inf; use 0 so that no exponent is -inf - -inf. */
-                const float m_use = mx == -INFINITY ? 0.0f : mx;
-                alpha[h] = exp2f(m[h] - m_use);
-                m[h] = mx;
-                float sum = 0.0f;
-                for (int nt = 0; nt < NTILES; ++nt)
-                    for (int x = 2 * h; x < 2 * h + 2; ++x) {
-                        s[nt][x] = exp2f(s[nt][x] - m_use);
-                        sum += s[nt][x];
-                    }
-                l[h] = alpha[h] * l[h] + sum;
-            }
-            for (int dt = 0; dt < DTILES; ++dt) {
-                of[dt][0] *= alpha[0];
-                of[dt][1] *= alpha[0];
-                of[dt][2] *= alpha[1];
-                of[dt][3] *= alpha[1];
-            }
+            float s[BC / 8][4];
+            attn_fa2_score_tile<T, D, Lay>(s, qf, k_s);
+            /* The only difference from dense FA2: the mask test runs on masked tiles only, with
+             * the tile source's predicate. */
+            attn_fa2_scale_and_mask(s, j0, masked, scale2,
+                                    [&](int h, int key) { return tiles.visible(rows[h], key); });
+            attn_fa2_online_softmax<D>(s, of, m, l);
 
             cp_async_wait<0>();
             __syncthreads(); // every thread's V_j copies done before any warp reads V_j
-            for (int ks = 0; ks < BC / 16; ++ks) {
-                const uint32_t pf[4] = {
-                    mma::pack(s[2 * ks][0], s[2 * ks][1]),
-                    mma::pack(s[2 * ks][2], s[2 * ks][3]),
-                    mma::pack(s[2 * ks + 1][0], s[2 * ks + 1][1]),
-                    mma::pack(s[2 * ks + 1][2], s[2 * ks + 1][3]),
-                };
-                for (int dt = 0; dt < DTILES; dt += 2) {
-                    uint32_t vf[4];
-                    ldmatrix_x4_trans(vf,
-                                      v_s + (ks * 16 + lane % 16) * LD + dt * 8 + (lane / 16) * 8);
-                    mma::mma(of[dt], pf, vf);
-                    mma::mma(of[dt + 1], pf, vf + 2);
-                }
-            }
+            attn_fa2_accumulate_pv<T, D, Lay>(of, s, v_s);
             __syncthreads(); // all warps done with K_j and V_j before the next tile's copies
         }
 
         /* Deferred normalisation; a row that saw no key has l = 0 and outputs 0, LSE -inf. */
-        for (int h = 0; h < 2; ++h) {
-            l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-            l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-        }
-        for (int h = 0; h < 2; ++h) {
-            const int i = rows[h];
-            if (i >= hv.seq_q)
-                continue;
-            const float inv_l = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
-            T *orow = o + hv.q_off + i * hv.stride;
-            for (int dt = 0; dt < DTILES; ++dt) {
-                const uint32_t pair = mma::pack(of[dt][2 * h] * inv_l, of[dt][2 * h + 1] * inv_l);
-                /* one 32-bit store: D, H*D and 2t are even, so the pair is 4-byte aligned */
-                *reinterpret_cast<uint32_t *>(orow + dt * 8 + 2 * t4) = pair;
-            }
-            if (lse != NULL && t4 == 0)
-                lse[hv.lse_off + i] = l[h] > 0.0f ? m[h] * LN2 + logf(l[h]) : -INFINITY;
-        }
+        attn_fa2_finish_rows<D>(of, m, l, row0, sh, lse);
+        attn_fa2_store_o<T, D>(o, of, row0, sh);
     }
 }
 
@@ -340,12 +266,12 @@ __global__ void gather_kernel(const T *__restrict__ q,             // [B,H,Lq,D]
     float *qw = q_s[warp];
 
     for (int bh = blockIdx.y; bh < B * H; bh += gridDim.y) {
-        const attn_head_view hv = attn_head_at(bh, H, Lq, Lk, D, cu_q, cu_k, B);
-        if (i >= hv.seq_q) /* the whole warp: past this sequence's end */
+        const attn_seq_head sh = attn_seq_head_at(bh, B * H, H, D, Lq, Lk, cu_q, cu_k);
+        if (i >= sh.Lq) /* the whole warp: past this sequence's end */
             continue;
-        const T *kb = k + hv.k_off, *vb = v + hv.k_off;
+        const T *kb = k + sh.k, *vb = v + sh.k;
         for (int d = lane; d < D; d += 32)
-            qw[d] = to_float(q[hv.q_off + i * hv.stride + d]) * scale * LOG2E;
+            qw[d] = to_float(q[sh.q + i * sh.ld + d]) * scale * LOG2E;
         __syncwarp(); // the query row is complete before every lane reads all of it
 
         const int64_t r = (int64_t)(bh / H) * Lq + i, end = row_ptr[r + 1];
@@ -355,7 +281,7 @@ __global__ void gather_kernel(const T *__restrict__ q,             // [B,H,Lq,D]
             const int key = has ? col_idx[c0 + lane] : 0;
             float s = -INFINITY;
             if (has) {
-                const T *krow = kb + key * hv.stride;
+                const T *krow = kb + key * sh.ld;
                 s = 0.0f;
                 for (int d = 0; d < D; ++d)
                     s += qw[d] * to_float(krow[d]);
@@ -370,7 +296,7 @@ __global__ void gather_kernel(const T *__restrict__ q,             // [B,H,Lq,D]
                 acc[c] *= alpha;
             for (int e = 0; e < n; ++e) {
                 const float pe = __shfl_sync(0xffffffffu, p, e);
-                const T *vrow = vb + __shfl_sync(0xffffffffu, key, e) * hv.stride;
+                const T *vrow = vb + __shfl_sync(0xffffffffu, key, e) * sh.ld;
                 for (int c = 0; c < GATHER_MAX_D / 32; ++c)
                     if (lane + 32 * c < D)
                         acc[c] += pe * to_float(vrow[lane + 32 * c]);
@@ -379,9 +305,9 @@ __global__ void gather_kernel(const T *__restrict__ q,             // [B,H,Lq,D]
         const float inv_l = l > 0.0f ? 1.0f / l : 0.0f; /* no key: output 0, LSE -inf */
         for (int c = 0; c < GATHER_MAX_D / 32; ++c)
             if (lane + 32 * c < D)
-                o[hv.q_off + i * hv.stride + lane + 32 * c] = from_float<T>(acc[c] * inv_l);
+                o[sh.q + i * sh.ld + lane + 32 * c] = from_float<T>(acc[c] * inv_l);
         if (lse != NULL && lane == 0)
-            lse[hv.lse_off + i] = l > 0.0f ? m * LN2 + logf(l) : -INFINITY;
+            lse[sh.lse + i] = l > 0.0f ? m * LN2 + logf(l) : -INFINITY;
         __syncwarp(); // every lane done reading q_s[warp] before the next head overwrites it
     }
 }
@@ -405,7 +331,7 @@ static void launch_dense(const attn_problem *p, const attn_buffers *b, cudaStrea
 template <typename T, int D, typename Tiles>
 static void launch_sparse_typed(const attn_problem *p, const attn_buffers *b,
                                 const typename Tiles::params &tp, cudaStream_t stream) {
-    size_t smem = (size_t)(BR + 2 * BC) * (D + ATTN_SMEM_PAD) * sizeof(T);
+    size_t smem = (size_t)(BR + 2 * BC) * attn_padded_layout<D>::LD * sizeof(T);
     cudaFuncSetAttribute(sparse_fa2_kernel<T, D, Tiles>,
                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     dim3 grid((p->Lq + BR - 1) / BR, attn_head_blocks(p->B * p->H));
@@ -414,7 +340,7 @@ static void launch_sparse_typed(const attn_problem *p, const attn_buffers *b,
         b->cu_seqlens_k, p->B, p->H, p->Lq, p->Lk, p->scale, p->causal, tp);
 }
 
-/* The registry admits only D = 64 or 128 and fp16/bf16 (requirements below). */
+/* The registry admits only D = 64 or 128 and fp16/bf16 (fa2_mma's requirements, example 03). */
 template <typename Tiles>
 static void launch_sparse(const attn_problem *p, const attn_buffers *b,
                           const typename Tiles::params &tp, cudaStream_t stream) {
@@ -471,15 +397,6 @@ static void launch_gather(const attn_problem *p, const attn_buffers *b, cudaStre
 
 /* ================================= registry =============================================== */
 
-static const attn_requirements mma_requirements = {
-    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), /* dtypes */
-    128,                                                  /* max_d: D = 64 or 128 */
-    64,                                                   /* d_multiple */
-    true,                                                 /* causal */
-    true,                                                 /* varlen */
-    false,                                                /* gpu_only */
-};
-
 static const attn_requirements gather_requirements = {
     ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), /* dtypes */
     GATHER_MAX_D,                                         /* max_d */
@@ -489,14 +406,15 @@ static const attn_requirements gather_requirements = {
     false,                                                /* gpu_only */
 };
 
+/* Versions 1-3 run fa2_mma's body, so they take its requirements (fp16/bf16, D = 64 or 128). */
 static const attn_kernel sparse_kernels[] = {
     {1, "dense_fa2", "baseline: example 03's fa2_mma, dense (causal with --causal), no pattern",
      launch_dense, fa2_mma().req, NULL},
     {2, "block_sparse",
      "fa2_mma over the block mask's key tiles: full tiles unmasked, partial tiles predicated",
-     launch_block_sparse, mma_requirements, NULL},
+     launch_block_sparse, fa2_mma().req, NULL},
     {3, "window", "fa2_mma over the key tiles of a window band, computed from w (no metadata)",
-     launch_window, mma_requirements, NULL},
+     launch_window, fa2_mma().req, NULL},
     {4, "gather", "one warp per query row over its CSR key list (CUDA cores, no tiles)",
      launch_gather, gather_requirements, NULL},
 };

@@ -1,18 +1,46 @@
-/* attn/fa2_tile.cuh — device pieces of the FlashAttention-2 tensor-core kernels that more than
- * one example uses (example 04's sparse kernels are example 03's fa2_mma driven by a list of key
- * tiles): the element type's mma and register packing, the cp.async tile copy, and where one
- * (sequence, head) lives in the dense or packed variable-length layout.
- * Include after <cuda_runtime.h>, <cuda_fp16.h>, <cuda_bf16.h> and attn/mma.cuh. */
+/* attn/fa2_tile.cuh — the warp-level steps of the FlashAttention-2 tensor-core kernels, written
+ * once for every example that runs them: example 03's fa2_mma and fa2_pipeline, and example 04's
+ * block-sparse and window kernels (fa2_mma driven by a list of key tiles). The kernels keep their
+ * own loops, barriers and copy schedules; what is here is the math between two barriers:
+ *
+ *   attn_mma_traits<T>          the element type's mma.sync and float-pair packing
+ *   attn_padded_layout<D>       shared-memory tile layouts (row padding, XOR swizzle)
+ *   attn_swizzled_layout<D>
+ *   attn_load_tile_async        one thread's share of the cp.async copy of a tile
+ *   attn_fa2_load_q_fragments   Q tile -> this warp's A fragments (ldmatrix)
+ *   attn_fa2_score_tile         S = Q_w K_j^T                     (16 x 64, C layout)
+ *   attn_fa2_scale_and_mask     S * scale in log2 units, -inf where a predicate drops a key
+ *   attn_fa2_online_softmax     m, l, P = exp2(S - m) in place, O *= alpha
+ *   attn_fa2_accumulate_pv      O += P V_j, P straight from the S registers
+ *   attn_fa2_finish_rows        l over the quad, O / l, LSE
+ *   attn_fa2_store_o            O fragments -> global memory, 32-bit stores
+ *
+ * Register state of warp w (per lane; g = lane / 4, t = lane % 4), one block = 4 such warps:
+ *   qf[D/16][4]   A fragments of the warp's 16 Q rows, one per k-step of 16 columns
+ *   s[8][4]       S = Q K_j^T, 16 rows x 64 keys as 8 n-tiles of 8 keys (C layout), then P
+ *   of[D/8][4]    O accumulator, 16 rows x D as D/8 n-tiles (C layout)
+ *   m[2], l[2]    running max (log2 units) and this lane's part of the row sum, rows g and g + 8
+ *
+ * C layout of one 16 x 8 n-tile (attn/mma.cuh): lane (g, t) holds c[0], c[1] = row g, columns
+ * 2t, 2t + 1 and c[2], c[3] = row g + 8, same columns. The 4 lanes of a quad (same g) thus hold a
+ * row between them, so a row reduction is: the lane's own values, then __shfl_xor 1 and 2.
+ *
+ * Include after <cuda_runtime.h>, <cuda_fp16.h>, <cuda_bf16.h>. */
 #ifndef ATTN_FA2_TILE_CUH
 #define ATTN_FA2_TILE_CUH
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "attn/kernel_common.cuh"
 #include "attn/mma.cuh"
 
-/* Padding of every shared-memory row, in elements: 16 bytes, so that the 8 row addresses of one
- * ldmatrix phase fall in 8 different 16-byte bank groups (no bank conflicts). */
+#define ATTN_FA2_BC 64        /* keys per K/V tile (8 n-tiles of S) */
+#define ATTN_FA2_WARP_ROWS 16 /* query rows per warp: the mma's M */
+
+/* Padding of every row of attn_padded_layout, in elements: 16 bytes, so that the 8 row addresses
+ * of one ldmatrix phase fall in 8 different 16-byte bank groups (no bank conflicts). */
 #define ATTN_SMEM_PAD 8
 
 /* The element type's mma and packing of two floats into one .b32 register (low half first). */
@@ -46,53 +74,207 @@ template <> struct attn_mma_traits<__nv_bfloat16> {
     }
 };
 
-/* Issues this thread's share of the cp.async copies of NROWS rows (stride elements apart in
- * global memory) into a shared tile whose rows are D + ATTN_SMEM_PAD elements apart; rows at or
- * past `valid` are zero-filled (their source is not read). Each copy is one 16-byte chunk. */
-template <typename T, int D, int NROWS>
-__device__ __forceinline__ void attn_load_tile_async(T *dst,           // [NROWS][D + PAD] shared
-                                                     const T *src,     // [>= valid][stride] global
-                                                     int valid,        // rows of src that exist
-                                                     int64_t stride) { // elements between rows
+/* Shared-memory layouts of a [rows][D] tile of 16-bit elements. at(row, col) is the element
+ * offset of (row, col); col is a multiple of 8 for whole 16-byte chunks, and the 8 elements of a
+ * chunk stay contiguous in both layouts (what ldmatrix and cp.async need).
+ *
+ * padded: rows D + 8 elements apart. The 8 extra elements (16 bytes) shift each row by 4 banks,
+ *   so the 8 rows one ldmatrix phase reads start in 8 different 4-bank groups.
+ * swizzled: rows exactly D apart, chunk c of row r stored at chunk c ^ (r % 8) — see the diagram
+ *   above example 03's fa2_pipeline_kernel. No bytes wasted. Needs D / 8 >= 8 chunks per row. */
+template <int D> struct attn_padded_layout {
+    static constexpr int LD = D + ATTN_SMEM_PAD; /* elements per shared row */
+    static __device__ __forceinline__ int at(int row, int col) { return row * LD + col; }
+};
+
+template <int D> struct attn_swizzled_layout {
+    static_assert(D % 64 == 0, "the XOR swizzle permutes 8 chunks of 16 bytes per row");
+    static constexpr int LD = D;
+    static __device__ __forceinline__ int at(int row, int col) {
+        return row * D + ((col / 8) ^ (row % 8)) * 8 + col % 8;
+    }
+};
+
+/* Issues this thread's share of the cp.async copies of NROWS rows of a matrix whose rows are ld
+ * elements apart in global memory into a shared tile of layout Lay; rows at or past `valid` are
+ * zero-filled (their source is not read). Each copy is one 16-byte chunk (8 elements):
+ * consecutive threads copy consecutive chunks of a row, so a warp reads whole rows (coalesced). */
+template <typename T, int D, int NROWS, typename Lay>
+__device__ __forceinline__ void attn_load_tile_async(T *dst,       // [NROWS][Lay::LD] shared
+                                                     const T *src, // [>= valid][ld] global, row 0
+                                                     int64_t ld,   // elements between rows of src
+                                                     int valid) {  // rows of src that exist
     for (int c = threadIdx.x; c < NROWS * (D / 8); c += blockDim.x) {
         int r = c / (D / 8), col = (c % (D / 8)) * 8;
         bool in = r < valid;
-        cp_async_16(dst + r * (D + ATTN_SMEM_PAD) + col, in ? src + r * stride + col : src, in);
+        cp_async_16(dst + Lay::at(r, col), in ? src + r * ld + col : src, in);
     }
 }
 
-/* One (sequence b, head h) of a problem: where its rows start and how far apart they are.
- *   dense  [B,H,L,D]:    rows of (b, h) are D apart, LSE rows (b*H + h)*Lq + i
- *   varlen [total,H,D]:  rows are H*D apart from row cu[b], LSE h*total_q + cu[b] + i */
-struct attn_head_view {
-    int64_t q_off, k_off; /* element offset of row 0 of Q/O and of K/V */
-    int64_t stride;       /* elements between consecutive rows (D or H*D) */
-    int64_t lse_off;      /* index of row 0 in the LSE buffer */
-    int seq_q, seq_k;     /* this sequence's lengths */
-};
+/* The A fragments of this warp's 16 rows of the Q tile, for the D/16 k-steps of S = Q K^T.
+ * ldmatrix x4: lanes 0-15 give the addresses of rows 0-15 at columns 16kk..+7, lanes 16-31 the
+ * same rows at 16kk+8..+15 — the four 8 x 8 quarters of the 16 x 16 A fragment. */
+template <typename T, int D, typename Lay>
+__device__ __forceinline__ void attn_fa2_load_q_fragments(uint32_t (&qf)[D / 16][4],
+                                                          const T *q_s) { // [64][Lay::LD] shared
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (int kk = 0; kk < D / 16; ++kk)
+        ldmatrix_x4(qf[kk], q_s + Lay::at(warp * ATTN_FA2_WARP_ROWS + lane % 16,
+                                          kk * 16 + (lane / 16) * 8));
+}
 
-__device__ __forceinline__ attn_head_view attn_head_at(int bh, int H, int Lq, int Lk, int D,
-                                                       const int *cu_q, // [B+1] or NULL (dense)
-                                                       const int *cu_k, // [B+1] or NULL
-                                                       int B) {
-    const int b = bh / H, h = bh % H;
-    attn_head_view v;
-    if (cu_q == NULL) {
-        v.q_off = (int64_t)bh * Lq * D;
-        v.k_off = (int64_t)bh * Lk * D;
-        v.stride = D;
-        v.lse_off = (int64_t)bh * Lq;
-        v.seq_q = Lq;
-        v.seq_k = Lk;
-    } else {
-        v.q_off = ((int64_t)cu_q[b] * H + h) * D;
-        v.k_off = ((int64_t)cu_k[b] * H + h) * D;
-        v.stride = (int64_t)H * D;
-        v.lse_off = (int64_t)h * cu_q[B] + cu_q[b];
-        v.seq_q = cu_q[b + 1] - cu_q[b];
-        v.seq_k = cu_k[b + 1] - cu_k[b];
+/* S (16 x 64) = Q_w K_j^T for this warp's rows: 8 n-tiles x D/16 k-steps of mma_m16n8k16. K_j's
+ * rows are the B operand's columns, so the row-major K tile is read by plain (not .trans)
+ * ldmatrix. */
+template <typename T, int D, typename Lay>
+__device__ __forceinline__ void attn_fa2_score_tile(float (&s)[ATTN_FA2_BC / 8][4],
+                                                    const uint32_t (&qf)[D / 16][4],
+                                                    const T *k_s) { // [64][Lay::LD] shared, K_j
+    const int lane = threadIdx.x % 32;
+    for (int nt = 0; nt < ATTN_FA2_BC / 8; ++nt) {
+        for (int x = 0; x < 4; ++x)
+            s[nt][x] = 0.0f;
+        /* x4: lanes 0-15 give the B fragment of k-step kk, lanes 16-31 that of kk+1 */
+        for (int kk = 0; kk < D / 16; kk += 2) {
+            uint32_t kf[4];
+            ldmatrix_x4(kf, k_s + Lay::at(nt * 8 + lane % 8, kk * 16 + (lane / 8) * 8));
+            attn_mma_traits<T>::mma(s[nt], qf[kk], kf);
+            attn_mma_traits<T>::mma(s[nt], qf[kk + 1], kf + 2);
+        }
     }
-    return v;
+}
+
+/* Scales S into log2 units (scale2 = scale * log2 e, so that exp(x) = exp2(x log2 e)) and masks
+ * it: when `masked`, element (h, key) — row g + 8h of the warp, key j0 + 8nt + 2t + (x & 1) —
+ * becomes -inf unless keep(h, key). An unmasked tile (every key visible to every row of the
+ * block) skips the per-element test. Keep: any callable (int h, int key) -> bool. */
+template <typename Keep>
+__device__ __forceinline__ void attn_fa2_scale_and_mask(float (&s)[ATTN_FA2_BC / 8][4], int j0,
+                                                        bool masked, float scale2,
+                                                        const Keep &keep) {
+    const int t = threadIdx.x % 4;
+    for (int nt = 0; nt < ATTN_FA2_BC / 8; ++nt)
+        for (int x = 0; x < 4; ++x) {
+            const int key = j0 + nt * 8 + 2 * t + (x & 1);
+            s[nt][x] = !masked || keep(x >> 1, key) ? s[nt][x] * scale2 : -INFINITY;
+        }
+}
+
+/* Online softmax on the fragments: updates the running max m and this lane's part of the row
+ * sums l, turns S into P = exp2(S - m) in place and rescales the O accumulator by alpha.
+ * h = 0 is row g (elements 0, 1 of each n-tile), h = 1 row g + 8 (elements 2, 3). */
+template <int D>
+__device__ __forceinline__ void attn_fa2_online_softmax(float (&s)[ATTN_FA2_BC / 8][4],
+                                                        float (&of)[D / 8][4], float (&m)[2],
+                                                        float (&l)[2]) {
+    float alpha[2];
+    for (int h = 0; h < 2; ++h) {
+        float mx = m[h];
+        for (int nt = 0; nt < ATTN_FA2_BC / 8; ++nt)
+            mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1)); /* the 4 lanes of a quad */
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        /* No key seen yet: m stays -inf; use 0 so that no exponent is -inf - -inf. */
+        float m_use = mx == -INFINITY ? 0.0f : mx;
+        alpha[h] = exp2f(m[h] - m_use);
+        m[h] = mx;
+        float sum = 0.0f;
+        for (int nt = 0; nt < ATTN_FA2_BC / 8; ++nt)
+            for (int x = 2 * h; x < 2 * h + 2; ++x) {
+                s[nt][x] = exp2f(s[nt][x] - m_use);
+                sum += s[nt][x];
+            }
+        /* l is a plain sum and alpha is the same on the 4 lanes of the quad, so each lane keeps
+         * its own part and the quad adds them up once, after the last tile (in
+         * attn_fa2_finish_rows). */
+        l[h] = alpha[h] * l[h] + sum;
+    }
+    for (int dt = 0; dt < D / 8; ++dt) {
+        of[dt][0] *= alpha[0];
+        of[dt][1] *= alpha[0];
+        of[dt][2] *= alpha[1];
+        of[dt][3] *= alpha[1];
+    }
+}
+
+/* O (16 x D) += P V_j: 4 k-steps of 16 keys x D/8 n-tiles. P never goes through shared memory,
+ * because the C layout of S is the A layout of P:
+ *
+ *   S accumulator, n-tiles 2k and 2k+1        P as the A operand of k-step k (16 keys)
+ *   (16 rows x 8 keys each, float c[4]):      (16 rows x 16 keys, uint32_t a[4], 2 x 16 bit):
+ *
+ *          keys 16k+0..7   keys 16k+8..15                keys 16k+0..7   keys 16k+8..15
+ *   row g  s[2k][0..1]     s[2k+1][0..1]     row g      a[0]            a[2]
+ *   row g+8 s[2k][2..3]    s[2k+1][2..3]     row g+8    a[1]            a[3]
+ *          at columns 2t, 2t+1 in both                  at columns 2t, 2t+1 in both
+ *
+ * Lane (g, t) already holds exactly the P elements its A fragment needs: a[0] = pack(s[2k][0],
+ * s[2k][1]), a[1] = pack(s[2k][2], s[2k][3]), a[2] = pack(s[2k+1][0], s[2k+1][1]), a[3] =
+ * pack(s[2k+1][2], s[2k+1][3]) — a conversion to 16 bits in registers, no data movement.
+ * V_j is [keys][D] row-major while the B operand wants it column-major: ldmatrix .trans. */
+template <typename T, int D, typename Lay>
+__device__ __forceinline__ void attn_fa2_accumulate_pv(float (&of)[D / 8][4],
+                                                       const float (&s)[ATTN_FA2_BC / 8][4],
+                                                       const T *v_s) { // [64][Lay::LD] shared
+    const int lane = threadIdx.x % 32;
+    for (int ks = 0; ks < ATTN_FA2_BC / 16; ++ks) {
+        uint32_t pf[4] = {
+            attn_mma_traits<T>::pack(s[2 * ks][0], s[2 * ks][1]),
+            attn_mma_traits<T>::pack(s[2 * ks][2], s[2 * ks][3]),
+            attn_mma_traits<T>::pack(s[2 * ks + 1][0], s[2 * ks + 1][1]),
+            attn_mma_traits<T>::pack(s[2 * ks + 1][2], s[2 * ks + 1][3]),
+        };
+        /* x4.trans: lanes 0-15 give the B fragment of n-tile dt, lanes 16-31 of dt+1 */
+        for (int dt = 0; dt < D / 8; dt += 2) {
+            uint32_t vf[4];
+            ldmatrix_x4_trans(vf, v_s + Lay::at(ks * 16 + lane % 16, dt * 8 + (lane / 16) * 8));
+            attn_mma_traits<T>::mma(of[dt], pf, vf);
+            attn_mma_traits<T>::mma(of[dt + 1], pf, vf + 2);
+        }
+    }
+}
+
+/* After the last tile: completes l over the quad, scales the accumulator by 1/l (deferred
+ * normalisation; a row that saw no key gets 0) and writes the natural-log LSE of rows g, g + 8
+ * that exist. row0: the warp's first query row. */
+template <int D>
+__device__ __forceinline__ void attn_fa2_finish_rows(float (&of)[D / 8][4], const float (&m)[2],
+                                                     float (&l)[2], int row0,
+                                                     const attn_seq_head &sh,
+                                                     float *lse) { // [B,H,Lq] or [H,total_q]/NULL
+    const float ln2 = 0.6931471805599453f;                         /* m is in log2 units */
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    for (int h = 0; h < 2; ++h) {
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+        const float inv_l = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+        for (int dt = 0; dt < D / 8; ++dt) {
+            of[dt][2 * h] *= inv_l;
+            of[dt][2 * h + 1] *= inv_l;
+        }
+        const int i = row0 + g + 8 * h;
+        if (lse != NULL && t == 0 && i < sh.Lq)
+            lse[sh.lse + i] = l[h] > 0.0f ? m[h] * ln2 + logf(l[h]) : -INFINITY;
+    }
+}
+
+/* Writes the warp's (normalised) O fragments straight from registers: lane (g, t) stores the
+ * pair of columns 2t, 2t + 1 of each n-tile of rows g and g + 8 that exist, one 32-bit store each
+ * (D, H*D and 2t are even, so every pair is 4-byte aligned). */
+template <typename T, int D>
+__device__ __forceinline__ void attn_fa2_store_o(T *o, // [B,H,Lq,D] or [total_q,H,D]
+                                                 const float (&of)[D / 8][4], int row0,
+                                                 const attn_seq_head &sh) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    for (int h = 0; h < 2; ++h) {
+        const int i = row0 + g + 8 * h;
+        if (i >= sh.Lq)
+            continue;
+        T *orow = o + sh.q + i * sh.ld;
+        for (int dt = 0; dt < D / 8; ++dt)
+            *reinterpret_cast<uint32_t *>(orow + dt * 8 + 2 * t) =
+                attn_mma_traits<T>::pack(of[dt][2 * h], of[dt][2 * h + 1]);
+    }
 }
 
 #endif /* ATTN_FA2_TILE_CUH */
