@@ -70,9 +70,9 @@ typedef struct grid_preset {
 
 static const grid_preset presets[] = {
     {"sim",
-     "simulator default: B=1 H=2 D=64, L 128..512, every dtype, causal and not",
+     "simulator default: B=1 H=2 D=64, L 128..1024, every dtype, causal and not",
      1,
-     {{LIST(1), LIST(2), LIST(128, 256, 512), LIST(64), LIST(F32, F16, BF16), LIST(0, 1)}}},
+     {{LIST(1), LIST(2), LIST(128, 256, 512, 1024), LIST(64), LIST(F32, F16, BF16), LIST(0, 1)}}},
     {"tiny",
      "smallest check of the pipeline (the CTest): B=1 H=1 D=64, L 16 and 40",
      1,
@@ -132,7 +132,7 @@ static void print_help(const char *prog) {
         "  --budget-s S         stop starting new problems after S s (default: no limit)\n"
         "  --check-rows N       query rows checked against the CPU reference (default 256, 0 = "
         "all)\n"
-        "  --sim-max-gflop X    on the simulator, skip problems above X GFLOP (default 0.5)\n"
+        "  --sim-max-gflop X    on the simulator, skip problems above X GFLOP (default 1)\n"
         "  --seed N --commit SHA --quiet --list --grids --dry-run --help\n",
         prog);
 }
@@ -278,7 +278,7 @@ static int parse_args(options *o, int argc, char **argv) {
     o->warmup = o->reps = o->max_reps = o->check_rows = -1;
     o->target_spread = -1.0;
     o->max_seconds = 2.0;
-    o->sim_max_gflop = 0.5;
+    o->sim_max_gflop = 1.0;
     o->seed = 1234;
     struct {
         const char *name;
@@ -488,13 +488,15 @@ static void extra_members(const provenance *pv, const attn_device_info *dev, con
         out, len,
         "\"bench\":\"bench_attention\",\"impl\":\"%s\",\"simulated\":%s,\"timing_note\":\"%s\","
         "\"flops\":%.6g,\"bytes_model\":%.6g,\"mem_peak_bytes\":%s,\"mem_model_bytes\":%.6g,"
+        "\"oom\":%s,\"pattern\":\"dense\","
         "\"spread\":%s,\"warmup\":%d,\"check_rows\":%d,\"grid\":\"%s\",\"commit\":\"%s\","
         "\"date\":\"%s\",\"cuda_runtime\":\"%s\",\"cuda_driver\":\"%s\",\"cc\":\"%d.%d\","
         "\"host\":\"%s\"",
         m->name, dev->simulated ? "true" : "false", dev->simulated ? SIM_WARNING : "",
         attn_problem_flops(p), attn_problem_min_bytes(p), mem,
-        model_memory(p, o->rec.workspace_bytes), spread, ro->timing.warmup, check_rows, pv->grid,
-        pv->commit, pv->date, pv->runtime, pv->driver, dev->cc_major, dev->cc_minor, pv->host);
+        model_memory(p, o->rec.workspace_bytes), o->out_of_memory ? "true" : "false", spread,
+        ro->timing.warmup, check_rows, pv->grid, pv->commit, pv->date, pv->runtime, pv->driver,
+        dev->cc_major, dev->cc_minor, pv->host);
 }
 
 /* ---- the run ----------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import sys
 KEYS = ["example", "kernel", "kernel_id", "backend", "device", "B", "H", "Lq", "Lk", "D", "dtype",
         "causal", "status", "note", "max_abs_err", "median_ms", "min_ms", "max_ms", "reps", "tflops",
         "gbps", "workspace_bytes", "bench", "impl", "simulated", "timing_note", "flops",
-        "bytes_model", "mem_peak_bytes", "mem_model_bytes", "spread", "warmup", "check_rows", "grid",
+        "bytes_model", "mem_peak_bytes", "mem_model_bytes", "oom", "pattern", "spread", "warmup", "check_rows", "grid",
         "commit", "date", "cuda_runtime", "cuda_driver", "cc", "host"]
 ELEM = {"f32": 4, "f16": 2, "bf16": 2}
 failures = []
