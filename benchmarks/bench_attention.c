@@ -683,12 +683,8 @@ int main(int argc, char **argv) {
     }
     if ((rc = open_output(&b, true)) != 0)
         return rc;
-    char why[512];
-    rc = attn_device_init(&b.dev, why, sizeof why);
-    if (rc != 0) {
-        fprintf(stderr, "%s%s\n", rc == ATTN_EXIT_NO_GPU ? "SKIP: " : "error: ", why);
+    if ((rc = attn_device_init_reported(&b.dev)) != 0)
         return rc;
-    }
     if ((rc = open_output(&b, false)) != 0)
         return rc;
     set_defaults(&b);

@@ -229,12 +229,8 @@ int attn_example_main(int argc, char **argv, const attn_example *ex) {
     int rc = prepare(&s, argc, argv);
     if (rc >= 0)
         return rc;
-    char why[512];
-    rc = attn_device_init(&s.dev, why, sizeof why);
-    if (rc != 0) {
-        fprintf(stderr, "%s%s\n", rc == ATTN_EXIT_NO_GPU ? "SKIP: " : "error: ", why);
+    if ((rc = attn_device_init_reported(&s.dev)) != 0)
         return rc;
-    }
     if (!s.cli.quiet)
         print_banner(&s);
     attn_outcome *outcomes = (attn_outcome *)calloc((size_t)ex->num_kernels, sizeof *outcomes);
