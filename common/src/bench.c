@@ -31,6 +31,8 @@ attn_stats attn_stats_of(double *samples_ms, int n) {
     s.max_ms = samples_ms[n - 1];
     s.median_ms = n % 2 ? samples_ms[n / 2] : 0.5 * (samples_ms[n / 2 - 1] + samples_ms[n / 2]);
     s.mean_ms = sum / n;
+    if (n >= 4 && s.median_ms > 0.0)
+        s.spread = (samples_ms[3 * n / 4] - samples_ms[n / 4]) / s.median_ms;
     return s;
 }
 
@@ -50,8 +52,8 @@ static int launch_checked(const attn_kernel *k, const attn_problem *p, const att
 static void *flush_buf;
 static size_t flush_bytes;
 
-static int ensure_flush_buffer(void) {
-    if (flush_buf != NULL)
+int attn_bench_flush_init(void) {
+    if (flush_buf != NULL || simulated)
         return 0;
     int dev = 0, l2 = 0;
     ATTN_CUDA_TRY(cudaGetDevice(&dev));
@@ -107,16 +109,26 @@ int attn_time_kernel(const attn_kernel *k, const attn_problem *p, const attn_buf
             return 1;
     ATTN_CUDA_TRY(cudaDeviceSynchronize());
     bool flush = opts->flush_l2 && !simulated;
-    if (flush && ensure_flush_buffer())
+    if (flush && attn_bench_flush_init())
         return 1;
-    double *samples = (double *)malloc((size_t)opts->reps * sizeof(double));
+    int cap = opts->max_reps > opts->reps ? opts->max_reps : opts->reps;
+    double *samples = (double *)malloc((size_t)cap * sizeof(double));
     if (samples == NULL) {
-        fprintf(stderr, "error: out of host memory for %d timing samples\n", opts->reps);
+        fprintf(stderr, "error: out of host memory for %d timing samples\n", cap);
         return 1;
     }
-    int rc = time_reps(k, p, buf, flush, opts->reps, samples);
-    if (rc == 0)
-        *out = attn_stats_of(samples, opts->reps);
+    int n = 0, rc = 0;
+    double total_ms = 0.0;
+    do { /* batches of opts->reps: one batch unless adaptive */
+        int batch = cap - n < opts->reps ? cap - n : opts->reps;
+        rc = time_reps(k, p, buf, flush, batch, samples + n);
+        for (int r = n; rc == 0 && r < n + batch; ++r)
+            total_ms += samples[r];
+        n += batch;
+        if (rc == 0)
+            *out = attn_stats_of(samples, n);
+    } while (rc == 0 && n < cap && out->spread > opts->target_spread &&
+             (opts->max_seconds <= 0.0 || total_ms < 1e3 * opts->max_seconds));
     free(samples);
     return rc;
 }

@@ -62,6 +62,14 @@ int attn_device_init(attn_device_info *info, char *why, size_t why_len) {
     return 0;
 }
 
+int attn_device_init_reported(attn_device_info *info) {
+    char why[512];
+    int rc = attn_device_init(info, why, sizeof why);
+    if (rc != 0)
+        fprintf(stderr, "%s%s\n", rc == ATTN_EXIT_NO_GPU ? "SKIP: " : "error: ", why);
+    return rc;
+}
+
 int attn_cuda_report(cudaError_t err, const char *expr, const char *file, int line) {
     if (err == cudaSuccess)
         return 0;

@@ -13,6 +13,7 @@
  *   reps         int     timed repetitions (0 when untimed)
  *   tflops, gbps number  from the FLOP and byte models at the median time (null when untimed)
  *   workspace_bytes      number  scratch the kernel was given
+ *   followed by the record's extra_json members, if any (the benchmark's, benchmarks/README.md)
  * CSV: the same keys as the header row, the same values; null is an empty field, strings are
  * quoted (RFC 4180) when they contain a comma, a quote or a line break. */
 #include "attn/report.h"
@@ -125,7 +126,10 @@ void attn_report_json(FILE *f, const attn_run_record *r) {
     json_number(f, r->tflops, r->timed);
     fputs(",\"gbps\":", f);
     json_number(f, r->gbps, r->timed);
-    fprintf(f, ",\"workspace_bytes\":%.0f}\n", r->workspace_bytes);
+    fprintf(f, ",\"workspace_bytes\":%.0f", r->workspace_bytes);
+    if (r->extra_json != NULL && r->extra_json[0] != '\0')
+        fprintf(f, ",%s", r->extra_json);
+    fputs("}\n", f);
 }
 
 /* ---- CSV ------------------------------------------------------------------------------------- */

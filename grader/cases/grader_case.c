@@ -194,7 +194,7 @@ static bool all_nan(const float *x, size_t n) {
 
 /* Times kernel k (GPU only). */
 static int time_kernel(run_state *s, const attn_kernel *k, double *ms) {
-    attn_timing_opts opts = {5, 20, 1};
+    attn_timing_opts opts = {.warmup = 5, .reps = 20, .flush_l2 = 1};
     attn_stats st;
     if (attn_time_kernel(k, s->p, &s->buf, &opts, &st))
         return 1;

@@ -1,10 +1,14 @@
 /* test_bench.c — statistics of timing samples, the byte model, and (on the simulator, where a
- * launcher may run on the host) the timing loop: warm-up and timed launches are counted, and a
- * launch error is reported and ends the loop. */
+ * launcher may run on the host) the timing loop: warm-up and timed launches are counted, a
+ * launch error is reported and ends the loop, adaptive repetition stops at the spread goal or
+ * the cap; and the runner (attn/runner.h) times a kernel that passes, and one that fails its
+ * check only when asked (the benchmark never reports a wrong kernel's time). */
 #include <stdlib.h>
 
 #include "attn/bench.h"
 #include "attn/device.h"
+#include "attn/reference.h"
+#include "attn/runner.h"
 #include "unit_test.h"
 
 static void test_stats(void) {
@@ -21,6 +25,10 @@ static void test_stats(void) {
     CHECK(s.median_ms == 7.5 && s.min_ms == 7.5 && s.max_ms == 7.5 && s.reps == 1);
     s = attn_stats_of(NULL, 0);
     CHECK(s.reps == 0 && s.median_ms == 0.0);
+    CHECK(attn_stats_of(odd, 3).spread == 0.0); /* too few samples for quartiles */
+    double eight[8] = {8.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0};
+    s = attn_stats_of(eight, 8); /* q1 = sorted[2] = 3, q3 = sorted[6] = 7, median 4.5 */
+    CHECK(s.spread == (7.0 - 3.0) / 4.5);
 }
 
 static void test_min_bytes(void) {
@@ -58,7 +66,7 @@ static void test_timing_on_simulator(void) {
     attn_buffers buf;
     memset(&buf, 0, sizeof buf);
     attn_kernel k = {1, "counter", "counts", count_launch, {1u, 4, 1, true, true, false}, NULL};
-    attn_timing_opts opts = {2, 5, 1};
+    attn_timing_opts opts = {2, 5, 1, 0, 0.0, 0.0};
     attn_stats st;
     launches = 0;
     CHECK_EQ(attn_time_kernel(&k, &p, &buf, &opts, &st), 0);
@@ -74,11 +82,73 @@ static void test_timing_on_simulator(void) {
     CHECK(attn_time_kernel(&k, &p, &buf, &opts, &st) != 0);
     CHECK_EQ(launches, 1);                    /* stops at the first failed launch */
     CHECK(cudaGetLastError() == cudaSuccess); /* the error was consumed and reported */
+
+    /* Adaptive repetition: batches until the spread goal (a goal of 0 is never met: the cap
+     * stops it; a huge goal is met after the first batch). */
+    k.launch = count_launch;
+    opts = (attn_timing_opts){0, 4, 1, 10, 0.0, 0.0};
+    launches = 0;
+    CHECK_EQ(attn_time_kernel(&k, &p, &buf, &opts, &st), 0);
+    CHECK_EQ(launches, 10); /* batches of 4, 4, then the 2 left to the cap */
+    CHECK_EQ(st.reps, 10);
+    opts.target_spread = 1e30;
+    launches = 0;
+    CHECK_EQ(attn_time_kernel(&k, &p, &buf, &opts, &st), 0);
+    CHECK_EQ(launches, 4);
+}
+
+/* The correct answer written on the host (device pointers are host pointers on the simulator). */
+static void host_correct(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    (void)s;
+    launches++;
+    attn_reference(p, NULL, (const float *)b->q, (const float *)b->k, (const float *)b->v,
+                   (float *)b->o, b->lse);
+}
+
+static void host_wrong(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    host_correct(p, b, s);
+    ((float *)b->o)[0] += 1.0f;
+}
+
+static void test_runner_times_only_passing(void) {
+    if (strcmp(attn_backend_name(), "sim") != 0)
+        return;
+    static const attn_kernel kernels[] = {
+        {1, "right", "correct", host_correct, {1u, 64, 1, true, false, false}, NULL},
+        {2, "wrong", "one element off", host_wrong, {1u, 64, 1, true, false, false}, NULL},
+        {3, "f16_only", "cannot run f32", host_correct, {2u, 64, 1, true, false, false}, NULL}};
+    static const attn_example ex = {"test", "runner", kernels, 3, {1, 1, 8, 8}, {1, 1, 8, 8}};
+    attn_problem p;
+    attn_problem_init(&p, 1, 2, 9, 9, 8);
+    attn_problem_data d;
+    CHECK_EQ(attn_problem_data_make(&d, &p, NULL, false, 1, 1.0f, 0, true), 0);
+    attn_run_opts opts = {.time = true, .timing = {0, 3, 1, 0, 0.0, 0.0}, .quiet = true};
+    attn_outcome o;
+    launches = 0;
+    attn_outcome_init(&o, &ex, &kernels[0], &p, "sim");
+    attn_run_kernel(&d, &kernels[0], &opts, &o);
+    CHECK(strcmp(o.rec.status, "PASS") == 0 && o.rec.timed && o.rec.time.reps == 3);
+    CHECK_EQ(launches, 4); /* the checked launch, then 3 timed */
+    CHECK(o.mem_used > 0);
+    launches = 0;
+    attn_outcome_init(&o, &ex, &kernels[1], &p, "sim");
+    attn_run_kernel(&d, &kernels[1], &opts, &o);
+    CHECK(strcmp(o.rec.status, "FAIL") == 0 && !o.rec.timed);
+    CHECK_EQ(launches, 1);   /* checked, never timed */
+    opts.time_failed = true; /* what the examples do */
+    attn_outcome_init(&o, &ex, &kernels[1], &p, "sim");
+    attn_run_kernel(&d, &kernels[1], &opts, &o);
+    CHECK(strcmp(o.rec.status, "FAIL") == 0 && o.rec.timed);
+    attn_outcome_init(&o, &ex, &kernels[2], &p, "sim");
+    attn_run_kernel(&d, &kernels[2], &opts, &o);
+    CHECK(strcmp(o.rec.status, "SKIP") == 0 && strstr(o.note, "f32") != NULL && !o.rec.timed);
+    attn_problem_data_free(&d);
 }
 
 int main(void) {
     test_stats();
     test_min_bytes();
     test_timing_on_simulator();
+    test_runner_times_only_passing();
     return unit_finish();
 }

@@ -37,6 +37,9 @@ const char *attn_backend_name(void);
 /* Finds the device. Returns 0 and fills info; on a gpu build without a usable GPU returns
  * ATTN_EXIT_NO_GPU and writes a one-line reason (e.g. the cudaGetDeviceCount error) to why. */
 int attn_device_init(attn_device_info *info, char *why, size_t why_len);
+/* attn_device_init for a program's main(): on failure prints the reason as one line on stderr
+ * ("SKIP: ..." for no GPU, "error: ..." otherwise) and returns the exit status. */
+int attn_device_init_reported(attn_device_info *info);
 
 /* Prints "<file>:<line>: CUDA error <name>: <string> in <expr>" to stderr and returns 1 if err !=
  * 0. */

@@ -30,6 +30,9 @@ typedef struct attn_run_record {
     double tflops;   /* from attn_problem_flops and the median time */
     double gbps;     /* from attn_problem_min_bytes and the median time */
     double workspace_bytes;
+    /* More JSON members, written after the documented keys (e.g. the benchmark's provenance:
+     * "\"commit\":\"abc\",\"date\":\"...\""); NULL or "" for none. JSON output only. */
+    const char *extra_json;
 } attn_run_record;
 
 /* Human table: a header once, then one row per record. */

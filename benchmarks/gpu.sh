@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# benchmarks/gpu.sh — the one command a machine with an NVIDIA GPU runs to measure the chapter's
+# figures: builds bench_attention for this GPU's architecture, runs it and the PyTorch peers
+# (bench_torch.py) over the issue-3 grid, and writes
+#   benchmarks/results/<device>/bench_attention.jsonl   our kernels (checked, then timed)
+#   benchmarks/results/<device>/bench_torch.jsonl       SDPA flash/cuDNN/efficient/math, FlexAttention, naive
+#   benchmarks/results/<device>/meta.json               device, CUDA, driver, torch, commit, date, steps
+#   benchmarks/results/<device>/plots/*.png|svg         plot.py and memory_analysis.py
+# then regenerates the README tables (update_tables.py). Commit the results folder and READMEs.
+#
+# Usage: benchmarks/gpu.sh [--steps LIST] [--quick]
+#   --steps   comma-separated, in this order (default all): build,c,torch,fp32,flex,plots
+#             c: bench_attention --grid issue3; torch: the SDPA backends and naive PyTorch on the
+#             same grid; fp32: examples 01/02 and FA2 v1 (fp32) at B=1 H=16 D=64; flex:
+#             FlexAttention (compiled once per shape: the slowest step); plots: figures + tables
+#   --quick   L up to 4k only (a first look in about two minutes)
+# Each step stops starting new problems when its time budget is spent (--budget-s), so the whole
+# script stays within about 8 minutes on an H100; a step can be rerun alone (its file is rewritten).
+# Without a GPU it says so and exits 77.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+
+steps="build,c,torch,fp32,flex,plots"
+quick=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --steps) steps="${2:?--steps needs a list}"; shift 2 ;;
+    --quick) quick=1; shift ;;
+    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+    *) echo "error: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+has() { case ",$steps," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+say() { printf '\033[1m==> [%4d s] %s\033[0m\n' "$SECONDS" "$*" >&2; }
+
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "SKIP: no NVIDIA GPU here (nvidia-smi finds none): benchmarks/gpu.sh measures GPU figures;" \
+        "on this machine run build/sim/benchmarks/bench_attention_sim (simulator timings)"
+    exit 77
+fi
+query() { nvidia-smi --query-gpu="$1" --format=csv,noheader | head -1 | sed 's/^ *//; s/ *$//'; }
+gpu_name=$(query name)
+cc=$(query compute_cap)
+driver=$(query driver_version)
+slug=$(echo "$gpu_name" | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/^-//; s/-$//')
+out="benchmarks/results/$slug"
+mkdir -p "$out"
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD 2>/dev/null || commit="$commit-dirty"
+py="$ROOT/.venv/bin/python"
+[ -x "$py" ] || py=python3
+grid=(--grid issue3)
+[ $quick -eq 1 ] && grid+=(--L 1k,2k,4k)
+say "device: $gpu_name (sm_${cc/./}), driver $driver, commit $commit -> $out"
+
+build="build/bench-gpu"
+bench="$build/benchmarks/bench_attention_gpu"
+if has build; then
+    say "build: gpu backend for sm_${cc/./} only (bench_attention_gpu)"
+    cmake -S . -B "$build" -DATTN_BACKENDS=gpu -DATTN_CUDA_ARCHITECTURES="${cc/./}" \
+        -DCMAKE_BUILD_TYPE=Release >"$out/.build.log" 2>&1 || { cat "$out/.build.log"; exit 1; }
+    cmake --build "$build" -j "$(nproc)" --target bench_attention_gpu >>"$out/.build.log" 2>&1 ||
+        { tail -50 "$out/.build.log"; exit 1; }
+fi
+ran=()
+if has c; then
+    say "bench_attention: issue-3 grid (budget 150 s)"
+    "$bench" "${grid[@]}" --quiet --budget-s 150 --max-seconds 1 --commit "$commit" \
+        --out "$out/bench_attention.jsonl" || echo "warning: bench_attention reported failures" >&2
+    ran+=(c)
+fi
+if has fp32; then
+    say "bench_attention: fp32 kernels, B=1 H=16 D=64 (budget 60 s)"
+    fp32=(--grid fp32)
+    [ $quick -eq 1 ] && fp32+=(--L 1k,2k,4k)
+    "$bench" "${fp32[@]}" --impl 01,02,fa2_fp32 --quiet --budget-s 60 --max-seconds 1 \
+        --commit "$commit" --append --out "$out/bench_attention.jsonl" ||
+        echo "warning: bench_attention reported failures" >&2
+    ran+=(fp32)
+fi
+if has torch; then
+    say "bench_torch: SDPA backends and naive PyTorch, issue-3 grid (budget 120 s)"
+    "$py" benchmarks/bench_torch.py "${grid[@]}" --impl sdpa_flash,sdpa_cudnn,sdpa_efficient,sdpa_math,naive \
+        --budget-s 120 --max-seconds 1 --commit "$commit" --out "$out/bench_torch.jsonl" ||
+        echo "warning: bench_torch reported failures (or exited $?)" >&2
+    ran+=(torch)
+fi
+if has flex; then
+    say "bench_torch: FlexAttention, fp16 (compiled per shape; budget 90 s)"
+    "$py" benchmarks/bench_torch.py "${grid[@]}" --dtype f16 --impl flex --budget-s 90 \
+        --max-seconds 1 --commit "$commit" --append --out "$out/bench_torch.jsonl" ||
+        echo "warning: bench_torch (flex) reported failures" >&2
+    ran+=(flex)
+fi
+
+nvcc_version=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' || true)
+torch_version=$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none)
+cat >"$out/meta.json" <<EOF
+{"device": "$gpu_name", "compute_capability": "$cc", "driver": "$driver",
+ "nvcc": "${nvcc_version:-none}", "torch": "$torch_version", "commit": "$commit",
+ "date": "$(date -u +%Y-%m-%dT%H:%M:%SZ)", "steps": "${ran[*]:-}", "quick": $([ $quick -eq 1 ] && echo true || echo false),
+ "host": "$(sed -n 's/^model name[^:]*: *//p' /proc/cpuinfo | head -1), $(nproc) cores"}
+EOF
+if has plots; then
+    say "plots and tables"
+    "$py" benchmarks/plot.py "$out"
+    "$py" benchmarks/memory_analysis.py --results "$out" | tail -5
+    python3 benchmarks/update_tables.py
+fi
+say "done: commit $out and the READMEs (git add $out benchmarks/README.md)"

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""plot.py — draws the benchmark results of one device: time, TFLOP/s and peak device memory
+against the sequence length L, one line per implementation, one figure per problem family
+(D, dtype, causal, B, H, pattern), as PNG and SVG.
+
+    python benchmarks/plot.py benchmarks/results/<device>            -> <device>/plots/*.png|svg
+    python benchmarks/plot.py RESULTS_DIR --out DIR
+
+It reads every *.jsonl in the folder (bench_attention.jsonl, bench_torch.jsonl; keys in
+benchmarks/README.md) and plots the runs that passed their check; skipped, failed and
+out-of-memory runs are left out (the tables list them). Figures of simulator results say so in
+red: those timings measure the CPU simulator, not a GPU.
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+from collections import defaultdict
+
+
+def load(folder):
+    recs = []
+    for path in sorted(glob.glob(os.path.join(folder, "*.jsonl"))):
+        with open(path) as f:
+            recs += [json.loads(line) for line in f if line.strip().startswith("{")]
+    return [r for r in recs if "impl" in r and "Lq" in r]
+
+
+def family(r):
+    return (r["D"], r["dtype"], r["causal"], r["B"], r["H"], r.get("pattern", "dense"))
+
+
+def family_name(key):
+    D, dtype, causal, B, H, pattern = key
+    name = f"D{D}_{dtype}_{'causal' if causal else 'full'}_B{B}H{H}"
+    return name + ("" if pattern == "dense" else "_" + pattern.replace(":", "")), (
+        f"B={B} H={H} D={D} {dtype} {'causal' if causal else 'non-causal'}"
+        + ("" if pattern == "dense" else f", {pattern}"))
+
+
+def draw(plt, key, recs, out_dir):
+    name, title = family_name(key)
+    by_impl = defaultdict(list)
+    for r in recs:
+        if r["status"] == "PASS" and r.get("median_ms"):
+            by_impl[r["impl"]].append(r)
+    if not by_impl:
+        return None
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    panels = [("median_ms", "time per call (ms, median)", 1.0),
+              ("tflops", "TFLOP/s (FLOP model / median time)", 1.0),
+              ("mem_peak_bytes", "peak device memory (MiB)", 1.0 / 2 ** 20)]
+    for ax, (field, label, factor) in zip(axes, panels):
+        for impl in sorted(by_impl):
+            pts = sorted((r["Lq"], r[field] * factor) for r in by_impl[impl]
+                         if r.get(field) is not None)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=impl)
+        ax.set_xscale("log", base=2)
+        if field != "tflops":
+            ax.set_yscale("log")
+        ax.set_xlabel("sequence length L")
+        ax.set_ylabel(label)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=7)
+    sample = recs[0]
+    sim = any(r.get("simulated") for r in recs)
+    fig.suptitle(f"{title} — {sample['device']} (commit {sample.get('commit', '?')}, "
+                 f"{str(sample.get('date', '?'))[:10]})")
+    if sim:
+        fig.text(0.5, 0.005, "CPU simulator timings: they measure the simulator, not GPU "
+                 "performance", ha="center", color="red")
+    fig.tight_layout(rect=(0, 0.03, 1, 0.95))
+    paths = []
+    for ext in ("png", "svg"):
+        path = os.path.join(out_dir, f"{name}.{ext}")
+        fig.savefig(path, dpi=110, metadata={"Date": None} if ext == "svg" else None)
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("results", help="a results folder: benchmarks/results/<device>")
+    ap.add_argument("--out", help="where the figures go (default RESULTS/plots)")
+    args = ap.parse_args(argv)
+    recs = load(args.results)
+    if not recs:
+        print(f"error: no benchmark records (*.jsonl with an 'impl' key) in {args.results}",
+              file=sys.stderr)
+        return 2
+    import matplotlib
+    matplotlib.use("Agg")
+    matplotlib.rcParams["svg.hashsalt"] = "attn-bench"  # stable SVG ids: diffs show real changes
+    import matplotlib.pyplot as plt
+    out_dir = args.out or os.path.join(args.results, "plots")
+    os.makedirs(out_dir, exist_ok=True)
+    families = defaultdict(list)
+    for r in recs:
+        families[family(r)].append(r)
+    written = 0
+    for key in sorted(families, key=str):
+        paths = draw(plt, key, families[key], out_dir)
+        if paths:
+            written += 1
+            print("wrote " + ", ".join(os.path.relpath(p) for p in paths))
+    print(f"{written} figures from {len(recs)} records")
+    return 0 if written else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
