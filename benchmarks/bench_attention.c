@@ -6,12 +6,17 @@
  *   bench_attention_sim                                   the simulator grid (small sizes)
  *   bench_attention_gpu --grid issue3 --out benchmarks/results/<device>/bench_attention.jsonl
  *   bench_attention_gpu --L 1k,2k --D 64,128 --H 16 --dtype f16,bf16 --causal both --impl fa2_mma
+ *   bench_attention_gpu --grid issue4 --out ...   example 04's sparse kernels vs its dense baseline
+ *   bench_attention_sim --grid sim-sparse --pattern dilated:w=16,d=4
  *   bench_attention_sim --list          the implementations;  --grids  the preset grids
  *   bench_attention_sim --dry-run       what would run, without touching the device
  *
  * The kernels come from the examples listed in benchmarks/CMakeLists.txt (ATTN_BENCH_EXAMPLES),
  * through their registries (attn/problem.h); checking and timing are the harness's
- * (attn/runner.h), the same code the examples' programs run. Output keys: benchmarks/README.md.
+ * (attn/runner.h), the same code the examples' programs run. A problem with a sparse pattern
+ * (attn/patterns.h) runs the kernels of the sparse examples (attn/sparse_run.h: block mask, CSR,
+ * the reference under the pattern, the baseline's dense one); a problem without one, the dense
+ * examples' kernels. Output keys: benchmarks/README.md.
  * Exit status: 0 every run passed or was skipped, 1 a FAIL or ERROR, 2 usage, 77 no GPU.
  */
 #define _POSIX_C_SOURCE 200809L /* popen: the commit from git when --commit is not given */
@@ -27,9 +32,8 @@
 #include "attn/device.h"
 #include "attn/report.h"
 #include "attn/runner.h"
-
-/* benchmarks/CMakeLists.txt generates this array from ATTN_BENCH_EXAMPLES, NULL-terminated. */
-extern const attn_example *const attn_bench_examples[];
+#include "attn/sparse_run.h"
+#include "bench_examples.h"
 
 #ifndef ATTN_SOURCE_DIR
 #define ATTN_SOURCE_DIR "."
@@ -46,12 +50,16 @@ typedef struct int_list {
     int v[MAX_VALUES];
 } int_list;
 
-/* A cartesian product of values; a grid is the union of a few blocks. */
+/* A cartesian product of values (and of patterns: none is the dense problem); a grid is the union
+ * of a few blocks. */
+#define MAX_PATTERNS 8
 typedef struct grid_block {
     int_list B, H, L, D, dtype, causal;
+    int num_patterns;
+    const char *patterns[MAX_PATTERNS]; /* attn/patterns.h specs */
 } grid_block;
 
-#define MAX_BLOCKS 4
+#define MAX_BLOCKS 8
 typedef struct grid_preset {
     const char *name;
     const char *about;
@@ -66,26 +74,80 @@ typedef struct grid_preset {
 #define F32 ATTN_F32
 #define F16 ATTN_F16
 #define BF16 ATTN_BF16
+#define NO_PATTERN                                                                                 \
+    0, { NULL } /* the dense problem */
 #define ISSUE3_L LIST(1024, 2048, 4096, 8192, 16384)
+/* Issue 4: 16 heads of D=128, f16/bf16. The window half-widths w and BigBird's random blocks r
+ * give densities of 50 % at L=4k, 25 % at 8k and 10 % at 16k (window: (L(2w+1) - w(w+1)) / L^2
+ * = 50.0/25.0/10.0 %; BigBird b=128, NB = L/128 blocks: about ((NB-2)(5+r) + 2 NB) / NB^2
+ * = 50.0/24.3/10.0 %, r <= 16), then Mistral's causal window W=4096 at L=128k against dense
+ * causal. */
+#define ISSUE4_BLOCK(L, w, r)                                                                      \
+    {                                                                                              \
+        LIST(1), LIST(16), LIST(L), LIST(128), LIST(F16, BF16), LIST(0), 2, {                      \
+            "window:w=" #w, "bigbird:b=128,r=" #r ",seed=1"                                        \
+        }                                                                                          \
+    }
 
 static const grid_preset presets[] = {
     {"sim",
      "simulator default: B=1 H=2 D=64, L 128..1024, every dtype, causal and not",
      1,
-     {{LIST(1), LIST(2), LIST(128, 256, 512, 1024), LIST(64), LIST(F32, F16, BF16), LIST(0, 1)}}},
+     {{LIST(1), LIST(2), LIST(128, 256, 512, 1024), LIST(64), LIST(F32, F16, BF16), LIST(0, 1),
+       NO_PATTERN}}},
     {"tiny",
      "smallest check of the pipeline (the CTest): B=1 H=1 D=64, L 16 and 40",
      1,
-     {{LIST(1), LIST(1), LIST(16, 40), LIST(64), LIST(F32, F16), LIST(0, 1)}}},
+     {{LIST(1), LIST(1), LIST(16, 40), LIST(64), LIST(F32, F16), LIST(0, 1), NO_PATTERN}}},
     {"issue3",
      "issue 3: B*H=16 heads of D=128 and 32 heads of D=64, L 1k..16k, f16/bf16, causal and not",
      2,
-     {{LIST(1), LIST(16), ISSUE3_L, LIST(128), LIST(F16, BF16), LIST(0, 1)},
-      {LIST(1), LIST(32), ISSUE3_L, LIST(64), LIST(F16, BF16), LIST(0, 1)}}},
+     {{LIST(1), LIST(16), ISSUE3_L, LIST(128), LIST(F16, BF16), LIST(0, 1), NO_PATTERN},
+      {LIST(1), LIST(32), ISSUE3_L, LIST(64), LIST(F16, BF16), LIST(0, 1), NO_PATTERN}}},
     {"fp32",
      "the fp32 kernels (examples 01, 02, 03 v1): B=1 H=16 D=64, L 1k..16k, causal and not",
      1,
-     {{LIST(1), LIST(16), ISSUE3_L, LIST(64), LIST(F32), LIST(0, 1)}}},
+     {{LIST(1), LIST(16), ISSUE3_L, LIST(64), LIST(F32), LIST(0, 1), NO_PATTERN}}},
+    {"issue4",
+     "issue 4: example 04's kernels vs dense_fa2, B=1 H=16 D=128 f16/bf16: window and BigBird at "
+     "density 50/25/10 % (L 4k/8k/16k), causal_window:w=4096 at L=128k causal",
+     4,
+     {ISSUE4_BLOCK(4096, 1199, 10),
+      ISSUE4_BLOCK(8192, 1097, 9),
+      ISSUE4_BLOCK(16384, 840, 6),
+      {LIST(1),
+       LIST(16),
+       LIST(131072),
+       LIST(128),
+       LIST(F16, BF16),
+       LIST(1),
+       1,
+       {"causal_window:w=4096"}}}},
+    {"sim-sparse",
+     "example 04 on the simulator: B=1 H=1 D=64 f16, L 512/1024: window, BigBird, dilated; "
+     "causal window at L=1024",
+     2,
+     {{LIST(1),
+       LIST(1),
+       LIST(512, 1024),
+       LIST(64),
+       LIST(F16),
+       LIST(0),
+       3,
+       {"window:w=64", "bigbird:b=64,r=1,seed=1", "dilated:w=16,d=4"}},
+      {LIST(1), LIST(1), LIST(1024), LIST(64), LIST(F16), LIST(1), 1, {"causal_window:w=128"}}}},
+    {"tiny-sparse",
+     "smallest check of the sparse path (a CTest): B=1 H=1 D=64 f16, L 40 and 100, a window and "
+     "a strided pattern, causal and not",
+     1,
+     {{LIST(1),
+       LIST(1),
+       LIST(40, 100),
+       LIST(64),
+       LIST(F16),
+       LIST(0, 1),
+       2,
+       {"window:w=8", "strided:l=8"}}}},
 };
 #define NUM_PRESETS (int)(sizeof presets / sizeof presets[0])
 
@@ -96,7 +158,8 @@ typedef struct options {
     bool help, list, grids, dry_run, quiet, append;
     const grid_preset *grid[NUM_PRESETS]; /* --grid (several allowed); none: sim or issue3 */
     int num_grids;
-    grid_block override;  /* lists given on the command line replace the grid's (n = 0: not) */
+    grid_block override;  /* lists given on the command line replace the grid's (n = 0: not);
+                             override.patterns: --pattern, each checked by attn_pattern_parse */
     const char *impl[32]; /* --impl patterns; none: every kernel */
     int num_impl;
     const char *out;                        /* JSON Lines file; NULL: none */
@@ -122,6 +185,9 @@ static void print_help(const char *prog) {
         "simulator, issue3 on a GPU)\n"
         "  --B LIST --H LIST --L LIST --D LIST   replace the grid's values (e.g. --L 1k,2k,4096)\n"
         "  --dtype LIST         f32,f16,bf16      --causal no|yes|both\n"
+        "  --pattern SPEC       a sparse pattern (attn/patterns.h, e.g. window:w=128, "
+        "bigbird:b=64,r=3); repeat for several, 'none' = dense; replaces the grid's. Problems "
+        "with a pattern run the sparse examples' kernels (04), the others the dense ones\n"
         "  --impl LIST          kernels: a kernel name (fa2_mma), an example (03 or "
         "03_flash_attention_v2) or example/kernel\n"
         "  --out FILE           JSON Lines output ('-' = stdout); truncated unless --append\n"
@@ -206,7 +272,7 @@ static int parse_grids(options *o, const char *s) {
         while (g < NUM_PRESETS && strcmp(presets[g].name, tok) != 0)
             ++g;
         if (g == NUM_PRESETS)
-            return usage("unknown grid '%s'%s: sim, tiny, issue3 or fp32 (--grids)", tok, "");
+            return usage("unknown grid '%s'%s: see --grids", tok, "");
         if (o->num_grids < NUM_PRESETS)
             o->grid[o->num_grids++] = &presets[g];
     }
@@ -231,6 +297,16 @@ static int apply_value(options *o, const char *flag, const char *v) {
         return parse_list(flag, v, l);
     if (strcmp(flag, "--grid") == 0)
         return parse_grids(o, v);
+    if (strcmp(flag, "--pattern") == 0) {
+        attn_pattern pat;
+        char why[256];
+        if (o->override.num_patterns == MAX_PATTERNS)
+            return usage("at most 8 --pattern values%s%s", "", "");
+        if (attn_pattern_parse(v, &pat, why, sizeof why) != 0)
+            return usage("--pattern: %s%s", why, "");
+        o->override.patterns[o->override.num_patterns++] = v;
+        return 0;
+    }
     if (strcmp(flag, "--impl") == 0) {
         if (o->num_impl == 32)
             return usage("too many --impl values%s%s", "", "");
@@ -316,7 +392,9 @@ static int parse_args(options *o, int argc, char **argv) {
 
 typedef struct impl {
     const attn_example *ex;
+    const attn_sparse_example *sparse; /* the sparse example it belongs to, or NULL */
     const attn_kernel *k;
+    int index;      /* of k in ex->kernels */
     char name[128]; /* example/kernel */
 } impl;
 
@@ -332,12 +410,13 @@ static bool pattern_matches(const char *pat, const impl *m) {
 static int select_impls(const options *o, impl *out, int *count) {
     impl all[MAX_IMPLS];
     int n = 0;
-    for (int e = 0; attn_bench_examples[e] != NULL; ++e)
-        for (int k = 0; k < attn_bench_examples[e]->num_kernels && n < MAX_IMPLS; ++k, ++n) {
-            all[n].ex = attn_bench_examples[e];
-            all[n].k = &attn_bench_examples[e]->kernels[k];
-            snprintf(all[n].name, sizeof all[n].name, "%s/%s", all[n].ex->name, all[n].k->name);
+    for (const attn_bench_entry *e = attn_bench_examples; e->dense || e->sparse; ++e) {
+        const attn_example *ex = e->sparse ? e->sparse->base : e->dense;
+        for (int k = 0; k < ex->num_kernels && n < MAX_IMPLS; ++k, ++n) {
+            all[n] = (impl){ex, e->sparse, &ex->kernels[k], k, ""};
+            snprintf(all[n].name, sizeof all[n].name, "%s/%s", ex->name, all[n].k->name);
         }
+    }
     bool chosen[MAX_IMPLS] = {false};
     for (int i = 0; i < o->num_impl; ++i) {
         char buf[256];
@@ -360,7 +439,8 @@ static int select_impls(const options *o, impl *out, int *count) {
 
 static void print_impls(const impl *impls, int n) {
     for (int m = 0; m < n; ++m)
-        printf("%-40s %s\n", impls[m].name, impls[m].k->description);
+        printf("%-40s %s%s\n", impls[m].name, impls[m].k->description,
+               impls[m].sparse ? " [problems with a pattern]" : "");
 }
 
 /* ---- problems ---------------------------------------------------------------------------------
@@ -368,8 +448,19 @@ static void print_impls(const impl *impls, int n) {
 
 #define MAX_PROBLEMS 4096
 
+/* A problem of the grid: the shape, and the sparse pattern (NULL: dense). */
+typedef struct bench_problem {
+    attn_problem p;
+    const char *pattern;
+} bench_problem;
+
+/* "none" and "dense" are the dense problem. */
+static const char *pattern_or_null(const char *spec) {
+    return strcmp(spec, "none") == 0 || strcmp(spec, "dense") == 0 ? NULL : spec;
+}
+
 /* The union of the grids' blocks, each list replaced by the command line's where given. */
-static int make_problems(const options *o, bool on_sim, attn_problem *out, int *count) {
+static int make_problems(const options *o, bool on_sim, bench_problem *out, int *count) {
     const grid_preset *dflt = &presets[on_sim ? 0 : 2];
     int num_grids = o->num_grids ? o->num_grids : 1;
     *count = 0;
@@ -383,24 +474,39 @@ static int make_problems(const options *o, bool on_sim, attn_problem *out, int *
             for (int n = 0; n < 6; ++n)
                 if (ov[n]->n > 0)
                     *dst[n] = *ov[n];
+            if (o->override.num_patterns > 0) {
+                blk.num_patterns = o->override.num_patterns;
+                memcpy(blk.patterns, o->override.patterns, sizeof blk.patterns);
+            }
+            int np = blk.num_patterns > 0 ? blk.num_patterns : 1;
             for (int d = 0; d < blk.D.n; ++d)
                 for (int t = 0; t < blk.dtype.n; ++t)
                     for (int h = 0; h < blk.H.n; ++h)
                         for (int bb = 0; bb < blk.B.n; ++bb)
                             for (int l = 0; l < blk.L.n; ++l)
-                                for (int c = 0; c < blk.causal.n; ++c) {
-                                    if (*count == MAX_PROBLEMS)
-                                        return usage("the grid has more than %s problems%s", "4096",
-                                                     "");
-                                    attn_problem *p = &out[(*count)++];
-                                    attn_problem_init(p, blk.B.v[bb], blk.H.v[h], blk.L.v[l],
-                                                      blk.L.v[l], blk.D.v[d]);
-                                    p->dtype = (attn_dtype)blk.dtype.v[t];
-                                    p->causal = blk.causal.v[c] != 0;
-                                }
+                                for (int c = 0; c < blk.causal.n; ++c)
+                                    for (int q = 0; q < np; ++q) {
+                                        if (*count == MAX_PROBLEMS)
+                                            return usage("the grid has more than %s problems%s",
+                                                         "4096", "");
+                                        bench_problem *bp = &out[(*count)++];
+                                        attn_problem_init(&bp->p, blk.B.v[bb], blk.H.v[h],
+                                                          blk.L.v[l], blk.L.v[l], blk.D.v[d]);
+                                        bp->p.dtype = (attn_dtype)blk.dtype.v[t];
+                                        bp->p.causal = blk.causal.v[c] != 0;
+                                        bp->pattern = blk.num_patterns > 0
+                                                          ? pattern_or_null(blk.patterns[q])
+                                                          : NULL;
+                                    }
         }
     }
     return 0;
+}
+
+/* Does implementation m run problem bp at all? Sparse examples' kernels run the problems with a
+ * pattern, dense examples' kernels those without. */
+static bool pairs(const impl *m, const bench_problem *bp) {
+    return (m->sparse != NULL) == (bp->pattern != NULL);
 }
 
 /* ---- provenance -------------------------------------------------------------------------------
@@ -457,7 +563,7 @@ static void make_provenance(const options *o, const attn_device_info *dev, prove
     if (o->num_grids == 0)
         snprintf(pv->grid, sizeof pv->grid, "%s", dev->simulated ? "sim" : "issue3");
     if (o->override.B.n + o->override.H.n + o->override.L.n + o->override.D.n +
-            o->override.dtype.n + o->override.causal.n >
+            o->override.dtype.n + o->override.causal.n + o->override.num_patterns >
         0)
         snprintf(pv->grid + strlen(pv->grid), sizeof pv->grid - strlen(pv->grid), "%s",
                  " (modified)");
@@ -474,27 +580,48 @@ static double model_memory(const attn_problem *p, double workspace) {
            4.0 * (double)attn_problem_lse_elems(p) + workspace;
 }
 
-/* The members added to the harness's record (benchmarks/README.md lists them). */
+/* The pattern's members of a record: its canonical spec and what it costs on the problem
+ * (attn_pattern_stats), or "dense" and nulls. */
+static void pattern_members(const attn_sparse_run *st, char *out, size_t len) {
+    if (!st->has_pattern) {
+        snprintf(out, len,
+                 "\"pattern\":\"dense\",\"density\":null,\"speedup_bound\":null,"
+                 "\"block_density\":null,\"block_fill\":null,\"mask_bytes\":null");
+        return;
+    }
+    char spec[256];
+    const attn_pattern_stats *s = &st->stats;
+    attn_pattern_format(&st->pattern, spec, sizeof spec);
+    snprintf(out, len,
+             "\"pattern\":\"%s\",\"density\":%.6g,\"speedup_bound\":%.6g,\"block_density\":%.6g,"
+             "\"block_fill\":%.6g,\"mask_bytes\":%zu",
+             spec, s->density, s->speedup_bound, s->blocks.block_density, s->block_fill,
+             s->blocks.metadata_bytes);
+}
+
+/* The members added to the harness's record (benchmarks/README.md lists them). flops: the
+ * kernel's (a sparse kernel counts the entries it computes; attn_sparse_flops). */
 static void extra_members(const provenance *pv, const attn_device_info *dev, const impl *m,
-                          const attn_outcome *o, const attn_run_opts *ro, int check_rows, char *out,
-                          size_t len) {
+                          const attn_outcome *o, const attn_run_opts *ro, const attn_sparse_run *st,
+                          int check_rows, char *out, size_t len) {
     const attn_problem *p = &o->rec.problem;
-    char mem[32] = "null", spread[32] = "null";
+    char mem[32] = "null", spread[32] = "null", pat[512];
     if (o->mem_used > 0)
         snprintf(mem, sizeof mem, "%zu", o->mem_used);
     if (o->rec.timed)
         snprintf(spread, sizeof spread, "%.4g", o->rec.time.spread);
+    pattern_members(st, pat, sizeof pat);
     snprintf(
         out, len,
         "\"bench\":\"bench_attention\",\"impl\":\"%s\",\"simulated\":%s,\"timing_note\":\"%s\","
         "\"flops\":%.6g,\"bytes_model\":%.6g,\"mem_peak_bytes\":%s,\"mem_model_bytes\":%.6g,"
-        "\"oom\":%s,\"pattern\":\"dense\","
+        "\"oom\":%s,%s,"
         "\"spread\":%s,\"warmup\":%d,\"check_rows\":%d,\"grid\":\"%s\",\"commit\":\"%s\","
         "\"date\":\"%s\",\"cuda_runtime\":\"%s\",\"cuda_driver\":\"%s\",\"cc\":\"%d.%d\","
         "\"host\":\"%s\"",
         m->name, dev->simulated ? "true" : "false", dev->simulated ? SIM_WARNING : "",
-        attn_problem_flops(p), attn_problem_min_bytes(p), mem,
-        model_memory(p, o->rec.workspace_bytes), o->out_of_memory ? "true" : "false", spread,
+        ro->flops > 0.0 ? ro->flops : attn_problem_flops(p), attn_problem_min_bytes(p), mem,
+        model_memory(p, o->rec.workspace_bytes), o->out_of_memory ? "true" : "false", pat, spread,
         ro->timing.warmup, check_rows, pv->grid, pv->commit, pv->date, pv->runtime, pv->driver,
         dev->cc_major, dev->cc_minor, pv->host);
 }
@@ -520,15 +647,18 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void describe(const attn_problem *p, char *out, size_t len) {
-    snprintf(out, len, "B=%d H=%d L=%d D=%d %s%s", p->B, p->H, p->Lq, p->D,
-             attn_dtype_name(p->dtype), p->causal ? " causal" : "");
+static void describe(const bench_problem *bp, char *out, size_t len) {
+    const attn_problem *p = &bp->p;
+    snprintf(out, len, "B=%d H=%d L=%d D=%d %s%s%s%s", p->B, p->H, p->Lq, p->D,
+             attn_dtype_name(p->dtype), p->causal ? " causal" : "", bp->pattern ? " " : "",
+             bp->pattern ? bp->pattern : "");
 }
 
 /* Writes the record (JSON line, table row, progress line) and counts failures. */
-static void emit(bench *b, const impl *m, attn_outcome *o) {
-    char extra[1024], what[96];
-    extra_members(&b->pv, &b->dev, m, o, &b->run, b->check_rows, extra, sizeof extra);
+static void emit(bench *b, const bench_problem *bp, const impl *m, attn_outcome *o,
+                 const attn_run_opts *ro, const attn_sparse_run *st) {
+    char extra[1536], what[160];
+    extra_members(&b->pv, &b->dev, m, o, ro, st, b->check_rows, extra, sizeof extra);
     o->rec.extra_json = extra;
     if (b->out != NULL) {
         attn_report_json(b->out, &o->rec);
@@ -539,7 +669,7 @@ static void emit(bench *b, const impl *m, attn_outcome *o) {
     bool failed = (strcmp(o->rec.status, "FAIL") == 0 || strcmp(o->rec.status, "ERROR") == 0) &&
                   !o->out_of_memory;
     b->failures += failed;
-    describe(&o->rec.problem, what, sizeof what);
+    describe(bp, what, sizeof what);
     fprintf(stderr, "[%3d/%d %5.0f s] %-28s %-38s %-5s", b->done, b->total, now_s() - b->t0, what,
             m->name, o->out_of_memory ? "OOM" : o->rec.status);
     if (o->rec.timed)
@@ -559,41 +689,88 @@ static void problem_refusal(const bench *b, const attn_problem *p, char *why, si
                  gflop, b->opt.sim_max_gflop);
 }
 
-/* Every selected kernel on one problem: the data (inputs, reference) is made once, and only when
- * some kernel can run the problem here. */
-static void run_problem(bench *b, const attn_problem *p, const impl *impls, int n) {
-    char refusal[256];
-    problem_refusal(b, p, refusal, sizeof refusal);
-    bool any = false;
-    for (int m = 0; m < n && refusal[0] == '\0'; ++m)
-        any = any || attn_kernel_verdict(impls[m].k, p, NULL, 0) == ATTN_KERNEL_RUNS;
+/* Why implementation m cannot run bp here (the problem's size, a pattern it does not serve, its
+ * requirements, no GPU), or "" when it can. st: the pattern of m's example. */
+static void kernel_refusal(const bench *b, const bench_problem *bp, const impl *m,
+                           const attn_sparse_run *st, char *why, size_t len) {
+    why[0] = '\0';
+    if (b != NULL)
+        problem_refusal(b, &bp->p, why, len);
+    if (why[0] == '\0' && attn_sparse_refuses(st, m->k, m->index, why, len) == 0 &&
+        attn_kernel_verdict(m->k, &bp->p, why, len) == ATTN_KERNEL_RUNS)
+        why[0] = '\0';
+}
+
+/* The kernels of one example on one problem: the pattern's masks, the data (inputs, reference
+ * under the pattern, the baseline's dense one) made once, and only when some kernel can run. */
+static void run_group(bench *b, const bench_problem *bp, const impl *impls, int n) {
+    attn_sparse_run st;
+    char why[256], refusal[MAX_IMPLS][256];
+    (void)attn_sparse_prepare(&st, impls[0].sparse, bp->pattern, why, sizeof why); /* parsed */
+    bool any = false, need_csr = false, need_dense = false;
+    for (int m = 0; m < n; ++m) {
+        kernel_refusal(b, bp, &impls[m], &st, refusal[m], sizeof refusal[m]);
+        if (refusal[m][0] != '\0')
+            continue;
+        any = true;
+        need_csr |= (attn_sparse_flags(&st, impls[m].index) & ATTN_PATTERNS_CSR) != 0;
+        need_dense |= st.has_pattern && attn_sparse_mask_for(&st, impls[m].index) == NULL;
+    }
     attn_problem_data data;
-    bool have_data = any && attn_problem_data_make(&data, p, NULL, false, b->opt.seed, 1.0f,
-                                                   b->check_rows, true) == 0;
+    bool have_data = false;
+    if (any && attn_sparse_build(&st, &bp->p, need_csr, true) == 0) {
+        have_data = attn_problem_data_make(&data, &bp->p, st.has_pattern ? &st.mask : NULL,
+                                           need_dense, b->opt.seed, 1.0f, b->check_rows, true) == 0;
+        if (have_data)
+            attn_sparse_buffers(&st, &data.dev);
+        else
+            attn_problem_data_free(&data);
+    }
     for (int m = 0; m < n; ++m) {
         attn_outcome o;
-        attn_outcome_init(&o, impls[m].ex, impls[m].k, p, b->dev.name);
+        attn_run_opts ro = b->run;
+        attn_outcome_init(&o, impls[m].ex, impls[m].k, &bp->p, b->dev.name);
+        ro.dense_reference = attn_sparse_mask_for(&st, impls[m].index) == NULL;
+        ro.flops = attn_sparse_flops(&st, impls[m].index, &bp->p);
         ++b->done;
-        if (refusal[0] != '\0') {
+        if (refusal[m][0] != '\0') {
             o.rec.status = "SKIP";
-            snprintf(o.note, sizeof o.note, "%s", refusal);
-        } else if (any && !have_data &&
-                   attn_kernel_verdict(impls[m].k, p, NULL, 0) == ATTN_KERNEL_RUNS) {
+            snprintf(o.note, sizeof o.note, "%.255s", refusal[m]);
+        } else if (!have_data) {
             o.rec.status = "ERROR";
             o.out_of_memory = true;
             snprintf(o.note, sizeof o.note,
-                     "the problem's inputs or reference could not be "
-                     "allocated (see above)");
-        } else if (have_data) {
-            attn_run_kernel(&data, impls[m].k, &b->run, &o);
+                     "the problem's inputs, reference or block mask could not be allocated (see "
+                     "above)");
         } else {
-            o.rec.status = "SKIP";
-            attn_kernel_verdict(impls[m].k, p, o.note, sizeof o.note);
+            attn_run_kernel(&data, impls[m].k, &ro, &o);
         }
-        emit(b, &impls[m], &o);
+        emit(b, bp, &impls[m], &o, &ro, &st);
     }
-    if (any)
+    if (have_data)
         attn_problem_data_free(&data);
+    attn_sparse_free(&st);
+}
+
+/* Every selected kernel that pairs with the problem, one example at a time. */
+static void run_problem(bench *b, const bench_problem *bp, const impl *impls, int n) {
+    for (int m = 0; m < n;) {
+        int end = m + 1;
+        while (end < n && impls[end].ex == impls[m].ex)
+            ++end;
+        if (pairs(&impls[m], bp))
+            run_group(b, bp, impls + m, end - m);
+        m = end;
+    }
+}
+
+/* The number of (problem, implementation) runs. */
+static int count_runs(const bench_problem *problems, int np, const impl *impls, int ni) {
+    int total = 0;
+    for (int q = 0; q < np; ++q)
+        for (int m = 0; m < ni; ++m)
+            total += pairs(&impls[m], &problems[q]);
+    return total;
 }
 
 static void set_defaults(bench *b) {
@@ -612,18 +789,21 @@ static void set_defaults(bench *b) {
     b->check_rows = o->check_rows >= 0 ? o->check_rows : 256;
 }
 
-static void print_dry_run(const attn_problem *problems, int np, const impl *impls, int ni) {
+static void print_dry_run(const bench_problem *problems, int np, const impl *impls, int ni) {
     for (int q = 0; q < np; ++q) {
-        char what[96];
+        char what[160];
         describe(&problems[q], what, sizeof what);
         for (int m = 0; m < ni; ++m) {
+            if (!pairs(&impls[m], &problems[q]))
+                continue;
+            attn_sparse_run st;
             char why[256] = "";
-            attn_verdict v = attn_kernel_verdict(impls[m].k, &problems[q], why, sizeof why);
-            printf("%-26s %-40s %s%s\n", what, impls[m].name,
-                   v == ATTN_KERNEL_RUNS ? "runs" : "skip: ", v == ATTN_KERNEL_RUNS ? "" : why);
+            (void)attn_sparse_prepare(&st, impls[m].sparse, problems[q].pattern, why, sizeof why);
+            kernel_refusal(NULL, &problems[q], &impls[m], &st, why, sizeof why);
+            printf("%-40s %-40s %s%s\n", what, impls[m].name, why[0] ? "skip: " : "runs", why);
         }
     }
-    printf("%d problems x %d implementations\n", np, ni);
+    printf("%d problems, %d runs\n", np, count_runs(problems, np, impls, ni));
 }
 
 /* Opens --out: with probe, only checks that it can be written (before the device is looked for:
@@ -652,7 +832,7 @@ static int open_output(bench *b, bool probe) {
 
 int main(int argc, char **argv) {
     static bench b; /* static: the options hold a few KiB of lists */
-    static attn_problem problems[MAX_PROBLEMS];
+    static bench_problem problems[MAX_PROBLEMS];
     impl impls[MAX_IMPLS];
     int np = 0, ni = 0;
     int rc = parse_args(&b.opt, argc, argv);
@@ -664,7 +844,7 @@ int main(int argc, char **argv) {
     }
     if (b.opt.grids) {
         for (int g = 0; g < NUM_PRESETS; ++g)
-            printf("%-8s %s\n", presets[g].name, presets[g].about);
+            printf("%-12s %s\n", presets[g].name, presets[g].about);
         return 0;
     }
     rc = select_impls(&b.opt, impls, &ni);
@@ -691,8 +871,8 @@ int main(int argc, char **argv) {
     make_provenance(&b.opt, &b.dev, &b.pv);
     if (attn_bench_flush_init() != 0)
         return 1;
-    fprintf(stderr, "bench_attention: %d problems x %d implementations on %s (%s), commit %s\n", np,
-            ni, b.dev.name, attn_backend_name(), b.pv.commit);
+    fprintf(stderr, "bench_attention: %d problems, %d runs on %s (%s), commit %s\n", np,
+            count_runs(problems, np, impls, ni), b.dev.name, attn_backend_name(), b.pv.commit);
     if (b.dev.simulated)
         fprintf(stderr, "NOTE: %s.\n", SIM_WARNING);
     if (b.table) {
@@ -700,7 +880,7 @@ int main(int argc, char **argv) {
             printf("NOTE: %s.\n", SIM_WARNING);
         attn_report_header(stdout);
     }
-    b.total = np * ni;
+    b.total = count_runs(problems, np, impls, ni);
     b.t0 = now_s();
     int q = 0;
     for (; q < np; ++q) {

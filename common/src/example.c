@@ -5,7 +5,7 @@
  *      all before touching the device, so that a usage error is exit 2 on every machine, with or
  *      without a GPU;
  *   2. the device (exit 77 with one "SKIP:" line when a gpu build finds no GPU);
- *   3. a sparse example's pattern (block mask, CSR: example_sparse.h), seeded inputs and the CPU
+ *   3. a sparse example's pattern (block mask, CSR: attn/sparse_run.h), seeded inputs and the CPU
  *      reference (double precision, on every core where OpenMP is available; for fp16/bf16 also
  *      the same-precision implementation the tolerance rule needs; under the pattern's mask, plus
  *      a dense one for a baseline kernel). A big problem's reference would take minutes before the
@@ -26,7 +26,7 @@
 #include "attn/device.h"
 #include "attn/report.h"
 #include "attn/runner.h"
-#include "example_sparse.h"
+#include "attn/sparse_run.h"
 
 #ifdef ATTN_BACKEND_SIM
 static const bool on_simulator = true;
@@ -42,7 +42,7 @@ typedef struct session {
     attn_problem p;
     attn_device_info dev;
     attn_problem_data data; /* inputs, reference, device buffers (attn/runner.h) */
-    sparse_state sparse;    /* --pattern: mask, block mask, CSR (example_sparse.h) */
+    attn_sparse_run sparse; /* --pattern: mask, block mask, CSR (attn/sparse_run.h) */
 } session;
 
 static const char *program_name(const char *argv0) {
@@ -104,7 +104,7 @@ static void build_problem(session *s) {
 /* Can kernel k run the problem here? A kernel that does not serve the pattern cannot; else
  * attn_kernel_verdict. */
 static attn_verdict kernel_verdict(const session *s, const attn_kernel *k, char *why, size_t len) {
-    if (sparse_refuses(&s->sparse, k, (int)(k - s->ex->kernels), why, len) != 0)
+    if (attn_sparse_refuses(&s->sparse, k, (int)(k - s->ex->kernels), why, len) != 0)
         return ATTN_KERNEL_CANNOT;
     return attn_kernel_verdict(k, &s->p, why, len);
 }
@@ -172,7 +172,7 @@ static int prepare(session *s, int argc, char **argv) {
         fprintf(stderr, "error: %s\n", msg);
         return ATTN_EXIT_USAGE;
     }
-    if (sparse_prepare(&s->sparse, s->sparse_ex, s->cli.pattern, msg, sizeof msg) != 0) {
+    if (attn_sparse_prepare(&s->sparse, s->sparse_ex, s->cli.pattern, msg, sizeof msg) != 0) {
         fprintf(stderr, "error: %s\n", msg);
         return ATTN_EXIT_USAGE;
     }
@@ -221,16 +221,16 @@ static int make_data(session *s) {
     bool need_csr = false, need_dense = false;
     for (int n = 0; n < s->ex->num_kernels; ++n)
         if (selected(s, &s->ex->kernels[n])) {
-            need_csr |= (sparse_flags(&s->sparse, n) & ATTN_PATTERNS_CSR) != 0;
-            need_dense |= s->sparse.has_pattern && sparse_mask_for(&s->sparse, n) == NULL;
+            need_csr |= (attn_sparse_flags(&s->sparse, n) & ATTN_PATTERNS_CSR) != 0;
+            need_dense |= s->sparse.has_pattern && attn_sparse_mask_for(&s->sparse, n) == NULL;
         }
-    if (sparse_build(&s->sparse, &s->p, need_csr, s->cli.quiet) != 0)
+    if (attn_sparse_build(&s->sparse, &s->p, need_csr, s->cli.quiet) != 0)
         return 1;
     const attn_mask *mask = s->sparse.has_pattern ? &s->sparse.mask : NULL;
     if (attn_problem_data_make(&s->data, &s->p, mask, need_dense, s->cli.seed, s->cli.amplitude,
                                attn_cli_rows_to_check(&s->cli, &s->p), s->cli.quiet) != 0)
         return 1;
-    sparse_buffers(&s->sparse, &s->data.dev);
+    attn_sparse_buffers(&s->sparse, &s->data.dev);
     return 0;
 }
 
@@ -251,9 +251,9 @@ static attn_run_opts run_options(const session *s) {
 static void kernel_options(const session *s, const attn_kernel *k, attn_run_opts *opts, char *why,
                            size_t len) {
     int index = (int)(k - s->ex->kernels);
-    opts->refusal = sparse_refuses(&s->sparse, k, index, why, len) != 0 ? why : NULL;
-    opts->dense_reference = sparse_mask_for(&s->sparse, index) == NULL;
-    opts->flops = sparse_flops(&s->sparse, index, &s->p);
+    opts->refusal = attn_sparse_refuses(&s->sparse, k, index, why, len) != 0 ? why : NULL;
+    opts->dense_reference = attn_sparse_mask_for(&s->sparse, index) == NULL;
+    opts->flops = attn_sparse_flops(&s->sparse, index, &s->p);
 }
 
 /* Runs every selected kernel; prints the table and a sparse example's speedups. Returns the exit
@@ -289,7 +289,7 @@ static int run_all(session *s, attn_outcome *outcomes) {
     for (int n = 0; recs != NULL && n < n_run; ++n)
         recs[n] = outcomes[n].rec;
     if (recs != NULL)
-        sparse_print_speedups(&s->sparse, s->ex, recs, n_run);
+        attn_sparse_print_speedups(&s->sparse, s->ex, recs, n_run);
     free(recs);
     return rc;
 }
@@ -310,7 +310,7 @@ static int example_main(int argc, char **argv, const attn_example *ex,
         rc = outcomes == NULL || make_data(&s) != 0 ? 1 : run_all(&s, outcomes);
         free(outcomes);
         attn_problem_data_free(&s.data);
-        sparse_free(&s.sparse);
+        attn_sparse_free(&s.sparse);
     }
     attn_cli_free(&s.cli);
     return rc;

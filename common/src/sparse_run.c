@@ -1,5 +1,5 @@
-/* example_sparse.c — the sparse-pattern hooks of the example driver (see example_sparse.h). */
-#include "example_sparse.h"
+/* sparse_run.c — running a sparse example's kernels under a pattern (see attn/sparse_run.h). */
+#include "attn/sparse_run.h"
 
 #include "attn/device.h"
 
@@ -9,8 +9,8 @@
 
 #define KIND_BITS (ATTN_PATTERN_BIT(ATTN_PATTERN_KINDS) - 1u)
 
-int sparse_prepare(sparse_state *st, const attn_sparse_example *ex, const char *spec, char *why,
-                   size_t len) {
+int attn_sparse_prepare(attn_sparse_run *st, const attn_sparse_example *ex, const char *spec,
+                        char *why, size_t len) {
     memset(st, 0, sizeof *st);
     st->ex = ex;
     if (ex == NULL) {
@@ -29,7 +29,7 @@ int sparse_prepare(sparse_state *st, const attn_sparse_example *ex, const char *
     return 0;
 }
 
-unsigned sparse_flags(const sparse_state *st, int kernel_index) {
+unsigned attn_sparse_flags(const attn_sparse_run *st, int kernel_index) {
     return st->ex != NULL ? st->ex->patterns[kernel_index] : 0u;
 }
 
@@ -43,9 +43,9 @@ static void kind_list(unsigned bits, char *buf, size_t len) {
                                      attn_pattern_kind_name(k));
 }
 
-int sparse_refuses(const sparse_state *st, const attn_kernel *k, int kernel_index, char *why,
-                   size_t len) {
-    unsigned flags = sparse_flags(st, kernel_index), kinds = flags & KIND_BITS;
+int attn_sparse_refuses(const attn_sparse_run *st, const attn_kernel *k, int kernel_index,
+                        char *why, size_t len) {
+    unsigned flags = attn_sparse_flags(st, kernel_index), kinds = flags & KIND_BITS;
     char list[128];
     kind_list(kinds, list, sizeof list);
     if (flags & ATTN_PATTERNS_BASELINE)
@@ -69,13 +69,13 @@ int sparse_refuses(const sparse_state *st, const attn_kernel *k, int kernel_inde
     return -1;
 }
 
-const attn_mask *sparse_mask_for(const sparse_state *st, int kernel_index) {
-    if (!st->has_pattern || (sparse_flags(st, kernel_index) & ATTN_PATTERNS_BASELINE))
+const attn_mask *attn_sparse_mask_for(const attn_sparse_run *st, int kernel_index) {
+    if (!st->has_pattern || (attn_sparse_flags(st, kernel_index) & ATTN_PATTERNS_BASELINE))
         return NULL;
     return &st->mask;
 }
 
-int sparse_build(sparse_state *st, const attn_problem *p, bool need_csr, bool quiet) {
+int attn_sparse_build(attn_sparse_run *st, const attn_problem *p, bool need_csr, bool quiet) {
     if (st->ex == NULL)
         return 0;
     st->ctx.pattern = &st->pattern;
@@ -111,7 +111,7 @@ int sparse_build(sparse_state *st, const attn_problem *p, bool need_csr, bool qu
     return 0;
 }
 
-void sparse_buffers(const sparse_state *st, attn_buffers *b) {
+void attn_sparse_buffers(const attn_sparse_run *st, attn_buffers *b) {
     if (st->ex == NULL)
         return;
     b->block_mask = &st->blocks_dev;
@@ -119,22 +119,24 @@ void sparse_buffers(const sparse_state *st, attn_buffers *b) {
     b->csr = st->csr_dev.row_ptr != NULL ? &st->csr_dev : NULL;
 }
 
-double sparse_flops(const sparse_state *st, int kernel_index, const attn_problem *p) {
+double attn_sparse_flops(const attn_sparse_run *st, int kernel_index, const attn_problem *p) {
     double dense = attn_problem_flops(p);
     if (st->ex == NULL || !st->has_pattern ||
-        (sparse_flags(st, kernel_index) & ATTN_PATTERNS_BASELINE) || st->stats.dense_entries <= 0)
+        (attn_sparse_flags(st, kernel_index) & ATTN_PATTERNS_BASELINE) ||
+        st->stats.dense_entries <= 0)
         return dense;
     return dense * st->stats.entries / st->stats.dense_entries;
 }
 
-void sparse_print_speedups(const sparse_state *st, const attn_example *ex,
-                           const attn_run_record *recs, int n) {
+void attn_sparse_print_speedups(const attn_sparse_run *st, const attn_example *ex,
+                                const attn_run_record *recs, int n) {
     if (st->ex == NULL)
         return;
     const attn_run_record *base = NULL;
     for (int r = 0; r < n && base == NULL; ++r) {
         const attn_kernel *k = attn_example_find(ex, recs[r].kernel_id);
-        if (recs[r].timed && (sparse_flags(st, (int)(k - ex->kernels)) & ATTN_PATTERNS_BASELINE))
+        if (recs[r].timed &&
+            (attn_sparse_flags(st, (int)(k - ex->kernels)) & ATTN_PATTERNS_BASELINE))
             base = &recs[r];
     }
     if (base == NULL)
@@ -149,7 +151,7 @@ void sparse_print_speedups(const sparse_state *st, const attn_example *ex,
                    base->time.median_ms / recs[r].time.median_ms);
 }
 
-void sparse_free(sparse_state *st) {
+void attn_sparse_free(attn_sparse_run *st) {
     attn_block_mask_free(&st->blocks);
     attn_block_mask_free_device(&st->blocks_dev);
     attn_csr_free(&st->csr);

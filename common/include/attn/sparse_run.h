@@ -1,0 +1,67 @@
+/* attn/sparse_run.h — what running a sparse example's kernels under a pattern adds to a run
+ * (attn/runner.h): the pattern, its reference mask, the block mask and CSR on the host and the
+ * device, which kernels serve it, their FLOPs and the speedup lines. Shared by the example driver
+ * (example.c, attn_sparse_example_main) and the benchmark (bench_attention --pattern).
+ *
+ *   attn_sparse_run st;
+ *   attn_sparse_prepare(&st, ex, "window:w=64", why, len);    the pattern
+ *   attn_sparse_build(&st, &p, need_csr, quiet);              its masks for problem p
+ *   attn_problem_data_make(&d, &p, &st.mask, ...);            the reference under the pattern
+ *   attn_sparse_buffers(&st, &d.dev);                         the kernels' sparse inputs
+ *   per kernel n: attn_sparse_refuses / attn_sparse_mask_for / attn_sparse_flops
+ *   attn_sparse_free(&st);
+ */
+#ifndef ATTN_SPARSE_RUN_H
+#define ATTN_SPARSE_RUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "attn/example.h"
+#include "attn/patterns.h"
+#include "attn/report.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct attn_sparse_run {
+    const attn_sparse_example *ex; /* NULL: a dense example, --pattern refused */
+    bool has_pattern;              /* a pattern other than "none" */
+    attn_pattern pattern;
+    attn_pattern_ctx ctx;
+    attn_mask mask; /* the reference's mask (a predicate over the pattern) */
+    attn_block_mask blocks, blocks_dev;
+    attn_csr csr, csr_dev;
+    attn_pattern_stats stats;
+} attn_sparse_run;
+
+/* Step 1: the pattern from --pattern or the example's default. Returns 0, or ATTN_EXIT_USAGE
+ * with the reason in why (a pattern given to a dense example). */
+int attn_sparse_prepare(attn_sparse_run *st, const attn_sparse_example *ex, const char *spec,
+                        char *why, size_t len);
+/* The kernel's pattern flags (0 for a dense example). */
+unsigned attn_sparse_flags(const attn_sparse_run *st, int kernel_index);
+/* 0 if kernel kernel_index serves the pattern (or its absence); else the reason in why. */
+int attn_sparse_refuses(const attn_sparse_run *st, const attn_kernel *k, int kernel_index,
+                        char *why, size_t len);
+/* The reference's mask for kernel kernel_index: NULL (dense) without a pattern or for a
+ * baseline kernel. */
+const attn_mask *attn_sparse_mask_for(const attn_sparse_run *st, int kernel_index);
+/* Builds the block mask and (need_csr) the CSR for p on the host and the device, and prints the
+ * pattern's line unless quiet. 0, or 1 after reporting an error. */
+int attn_sparse_build(attn_sparse_run *st, const attn_problem *p, bool need_csr, bool quiet);
+/* Fills the sparse fields of the buffers. */
+void attn_sparse_buffers(const attn_sparse_run *st, attn_buffers *b);
+/* FLOPs of kernel kernel_index on p: only the computed entries for a sparse kernel (DESIGN §4). */
+double attn_sparse_flops(const attn_sparse_run *st, int kernel_index, const attn_problem *p);
+/* After the table: measured speedup of each timed sparse kernel over the first timed baseline,
+ * beside the theoretical one. */
+void attn_sparse_print_speedups(const attn_sparse_run *st, const attn_example *ex,
+                                const attn_run_record *recs, int n);
+void attn_sparse_free(attn_sparse_run *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ATTN_SPARSE_RUN_H */
