@@ -40,6 +40,13 @@ attn_need_venv() {
     if [ -x "$ATTN_PY" ] && "$ATTN_PY" -c 'import torch, numpy, matplotlib' 2>/dev/null; then
         return 0
     fi
+    # No .venv, but python3 already has them (a GPU machine's image, where PyPI may be out of
+    # reach): use it and install nothing.
+    if [ ! -x "$ATTN_PY" ] && python3 -c 'import torch, numpy, matplotlib' 2>/dev/null; then
+        ATTN_PY="$(command -v python3)"
+        say "using $ATTN_PY: it has PyTorch, NumPy and Matplotlib"
+        return 0
+    fi
     say "setting up the Python environment in .venv (PyTorch, NumPy, Matplotlib; first time only)"
     [ -x "$ATTN_PY" ] || python3 -m venv "$ROOT/.venv" || die "python3 -m venv .venv failed"
     "$ATTN_PY" -m pip install -q --disable-pip-version-check -r "$ROOT/requirements.txt" ||
