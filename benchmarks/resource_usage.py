@@ -4,11 +4,13 @@ stores/loads, stack frame, static and dynamic shared memory, and from them the t
 occupancy on H100 (sm_90) and A100 (sm_80). No GPU needed: it reads the gpu preset's binaries.
 
 Where each figure comes from (every one measured on the built binaries, none typed by hand):
-  registers, stack, local, static shared   `cuobjdump --dump-resource-usage` of the binary
-  spill stores / loads, barriers           `ptxas -v` run again on the PTX embedded in the same
-                                           binary, with the ptxas options recorded in it (the
+  registers, stack, local                  `cuobjdump --dump-resource-usage` of the binary
+  spill stores / loads, barriers,          `ptxas -v` run again on the PTX embedded in the same
+  static shared                            binary, with the ptxas options recorded in it (the
                                            register and stack figures must then agree with the
-                                           binary's: the script checks it)
+                                           binary's: the script checks it; cuobjdump's shared
+                                           figure for sm_90 adds the 1 KiB the driver reserves
+                                           per block, which occupancy() adds for every arch)
   threads per block, dynamic shared        the launcher's own expressions, read from the kernel's
                                            .cu file and evaluated with its #defines (see LAUNCH)
   occupancy                                the rules of the CUDA toolkit's cuda_occupancy.h (the
@@ -24,7 +26,7 @@ Where each figure comes from (every one measured on the built binaries, none typ
     python3 benchmarks/resource_usage.py --check         exit 1 if a README table differs from
                                                          the committed JSON
     python3 benchmarks/resource_usage.py --verify        measure the fresh binaries; exit 1 if a
-                                                         checked kernel spills on sm_90 or sm_80,
+                                                         kernel spills on sm_90 or sm_80,
                                                          or if the READMEs / the JSON differ from
                                                          what the binaries say (the CTest)
     --build DIR       the gpu preset's build folder (default build/gpu)
@@ -47,8 +49,8 @@ RESULTS = os.path.join("benchmarks", "results", "ptxas")
 JSON_NAME = "resource_usage.json"
 MD_NAME = "resource_usage.md"
 
-# The binaries, relative to the gpu build folder: (label, binary, kernel source, readme). Kernels
-# of examples 02-04 and of the exercise solutions are "checked": none of them may spill.
+# The binaries, relative to the gpu build folder: (label, binary, kernel source, readme with a
+# table). Every kernel of these (examples 02-04, the exercise solutions) must not spill.
 BINARIES = [
     ("02", "examples/02_flash_attention_minimal/libflash_fwd_kernels_gpu.a",
      "examples/02_flash_attention_minimal/flash_fwd.cu", None),
@@ -82,22 +84,29 @@ MACRO_HEADERS = ["common/include/attn/*.h", "common/include/attn/*.cuh",
 
 # Per-SM limits (CUDA C++ Programming Guide, Technical Specifications per Compute Capability;
 # cudaDeviceProp of H100 SXM5 and A100). Shared memory: what an SM has, what one block may opt in
-# to, and the 1 KiB the driver reserves per block since sm_80; the carveouts are the sizes
-# cuda_occupancy.h rounds an SM's shared memory up to.
+# to, and the 1 KiB the driver reserves per block since sm_80.
 DEVICES = {
     "sm_90": {"device": "H100", "regs_per_sm": 65536, "regs_per_block": 65536,
               "threads_per_sm": 2048, "threads_per_block": 1024, "blocks_per_sm": 32,
-              "smem_per_sm": 233472, "smem_per_block_optin": 232448, "smem_reserved": 1024,
-              "carveouts_kib": [0, 8, 16, 32, 64, 100, 132, 164, 196, 228]},
+              "smem_per_sm": 233472, "smem_per_block_optin": 232448, "smem_reserved": 1024},
     "sm_80": {"device": "A100", "regs_per_sm": 65536, "regs_per_block": 65536,
               "threads_per_sm": 2048, "threads_per_block": 1024, "blocks_per_sm": 32,
-              "smem_per_sm": 167936, "smem_per_block_optin": 166912, "smem_reserved": 1024,
-              "carveouts_kib": [0, 8, 16, 32, 64, 100, 132, 164]},
+              "smem_per_sm": 167936, "smem_per_block_optin": 166912, "smem_reserved": 1024},
 }
 REG_GRANULARITY = 256  # registers are allocated per warp in units of 256 (sm_50 and later)
 SUB_PARTITIONS = 4     # register files per SM (warp schedulers)
 SMEM_GRANULARITY = 128 # shared memory allocation unit, sm_80 and sm_90
 TABLE_ARCH = "sm_90"
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def die(msg):
@@ -192,7 +201,7 @@ def macros(paths):
     """#define NAME VALUE of the files, later files winning, comments stripped."""
     out = {}
     for path in paths:
-        for m in re.finditer(r"^#define\s+(\w+)\s+([^\n]*)$", open(path).read(), re.M):
+        for m in re.finditer(r"^#define\s+(\w+)\s+([^\n]*)$", read(path), re.M):
             value = re.sub(r"/\*.*?\*/|//.*", "", m.group(2)).strip()
             if value:
                 out[m.group(1)] = value
@@ -215,7 +224,7 @@ def launch_config(kernel, source, D, dtype):
     if kernel not in LAUNCH:
         die(f"kernel {kernel} of {source} has no launch entry in LAUNCH (resource_usage.py)")
     threads, smem = LAUNCH[kernel]
-    text = open(os.path.join(ROOT, source)).read()
+    text = read(os.path.join(ROOT, source))
     launch = rf"<<<[^,;]+,\s*{re.escape(threads)}\s*,\s*"
     if not re.search(launch, text):
         die(f"no launch in {source} uses '{threads}' threads any more: "
@@ -239,7 +248,7 @@ def occupancy(arch, regs, static_smem, dyn_smem, threads, barriers):
     warps = (threads + 31) // 32
     # registers: allocated per warp, in each of the 4 sub-partitions' register files
     regs_per_warp = round_up(regs * 32, REG_GRANULARITY)
-    if regs_per_warp * round_up(warps, SUB_PARTITIONS) > dev["regs_per_block"] or regs > 255:
+    if regs_per_warp * round_up(warps, SUB_PARTITIONS) > dev["regs_per_block"] or regs > 256:
         by_regs = 0
     else:
         per_sub = dev["regs_per_sm"] // SUB_PARTITIONS // regs_per_warp if regs else 10**9
@@ -247,7 +256,7 @@ def occupancy(arch, regs, static_smem, dyn_smem, threads, barriers):
     by_warps = dev["threads_per_sm"] // 32 // warps
     by_blocks = dev["blocks_per_sm"]
     # shared memory: static + dynamic + the driver's reserve, in 128-byte units, against the
-    # carveout the driver picks (the largest, by default, when a block needs more than the default)
+    # SM's shared memory (the default carveout preference lets the driver give blocks all of it)
     smem = round_up(static_smem + dyn_smem + dev["smem_reserved"], SMEM_GRANULARITY)
     if smem > dev["smem_per_block_optin"] + dev["smem_reserved"]:
         by_smem = 0
@@ -299,6 +308,8 @@ def ptxas_info(ptxas, ptx, options):
         m = re.search(r"Used (\d+) registers(?:, used (\d+) barriers)?", line)
         if m and func:
             out[func].update(registers=int(m.group(1)), barriers=int(m.group(2) or 0))
+            m = re.search(r"(\d+) bytes smem", line)
+            out[func]["static_shared_bytes"] = int(m.group(1)) if m else 0
     return out
 
 
@@ -338,6 +349,15 @@ def measure(build, cuobjdump, ptxas):
                         die(f"{mangled} ({arch}): ptxas on the embedded PTX gives {key} = "
                             f"{s[key]}, the binary has {r[key]}: the figures would not be the "
                             f"binary's")
+                # cuobjdump's SHARED counts, on sm_90, the 1 KiB that the driver reserves per
+                # block (reservedSharedMemPerBlock, added in occupancy()); ptxas's figure is the
+                # kernel's own static shared memory (cudaFuncAttributes::sharedSizeBytes).
+                extra = r["static_shared_bytes"] - s["static_shared_bytes"]
+                if extra not in (0, DEVICES.get(arch, {}).get("smem_reserved", 0)):
+                    die(f"{mangled} ({arch}): cuobjdump gives {r['static_shared_bytes']} B of "
+                        f"shared memory, ptxas {s['static_shared_bytes']} B")
+                r.update(cuobjdump_shared_bytes=r["static_shared_bytes"],
+                         static_shared_bytes=s["static_shared_bytes"])
                 r.update(spill_store_bytes=s["spill_store_bytes"],
                          spill_load_bytes=s["spill_load_bytes"], barriers=s["barriers"])
                 per_arch[arch] = r
@@ -352,7 +372,7 @@ def measure(build, cuobjdump, ptxas):
                     "example": label, "kernel": kernel.removesuffix("_kernel"),
                     "variant": variant, "dtype": dtype, "D": d, "D_is_template": D is not None,
                     "mangled": mangled, "binary": rel, "source": source,
-                    "checked": True, "threads": threads, "dynamic_shared_bytes": dyn,
+                    "threads": threads, "dynamic_shared_bytes": dyn,
                     "resources": per_arch, "occupancy": occ})
     return kernels
 
@@ -365,15 +385,14 @@ def git(*args):
 # ---- tables ------------------------------------------------------------------------------------
 def table(kernels, label):
     rows = [k for k in kernels if k["example"] == label]
-    order = {name: n for n, name in enumerate(dict.fromkeys(
-        re.findall(r"__global__ void (\w+)", "".join(open(os.path.join(ROOT, k["source"])).read()
-                                                   for k in rows[:1]))))}
+    source = read(os.path.join(ROOT, rows[0]["source"])) if rows else ""
+    order = {name: n for n, name in enumerate(re.findall(r"__global__ void (\w+)", source))}
     rows.sort(key=lambda k: (order.get(k["kernel"] + "_kernel", 99), k["variant"], k["D"],
                              k["dtype"]))
     a = TABLE_ARCH
     lines = [
         f"| kernel | dtype | D | threads | registers | spill stores / loads (B) | stack (B) "
-        f"| shared / block (B) | blocks / SM | occupancy {a} (limited by) | occupancy sm_80 |",
+        f"| shared, static + dynamic (B) | blocks / SM | occupancy {a} (limited by) | occupancy sm_80 |",
         "|---|---|---|---|---|---|---|---|---|---|---|"]
     for k in rows:
         r, o, o80 = k["resources"][a], k["occupancy"][a], k["occupancy"]["sm_80"]
@@ -408,7 +427,7 @@ def readme_tables(data, update, compare_rows_only=False):
         if readme is None:
             continue
         path = os.path.join(ROOT, readme)
-        text = open(path).read()
+        text = read(path)
         m = marker(label).search(text)
         if not m:
             stale.append(f"{readme} (no <!-- resources:{label} --> markers)")
@@ -422,7 +441,7 @@ def readme_tables(data, update, compare_rows_only=False):
         if not same:
             stale.append(readme)
             if update:
-                open(path, "w").write(text[:m.start(2)] + want + text[m.end(2):])
+                write(path, text[:m.start(2)] + want + text[m.end(2):])
     return stale
 
 
@@ -448,13 +467,13 @@ def load_json():
     path = os.path.join(ROOT, RESULTS, JSON_NAME)
     if not os.path.exists(path):
         die(f"{path} not found: run python3 benchmarks/resource_usage.py on a gpu build first")
-    return json.load(open(path))
+    return json.loads(read(path))
 
 
 def spilling(kernels):
     return [f"{k['example']} {k['kernel']} {k['variant']} {k['dtype']} D={k['D']} {arch}: "
             f"{r['spill_store_bytes']} B spill stores, {r['spill_load_bytes']} B spill loads"
-            for k in kernels if k["checked"] for arch, r in k["resources"].items()
+            for k in kernels for arch, r in k["resources"].items()
             if arch in DEVICES and (r["spill_store_bytes"] or r["spill_load_bytes"])]
 
 
@@ -512,11 +531,8 @@ def main():
         "device_limits": DEVICES, "kernels": kernels}
     out = os.path.join(ROOT, RESULTS)
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, JSON_NAME), "w") as f:
-        json.dump(data, f, indent=1)
-        f.write("\n")
-    with open(os.path.join(out, MD_NAME), "w") as f:
-        f.write(markdown(data))
+    write(os.path.join(out, JSON_NAME), json.dumps(data, indent=1) + "\n")
+    write(os.path.join(out, MD_NAME), markdown(data))
     stale = readme_tables(data, update=True)
     print(f"wrote {RESULTS}/{JSON_NAME}, {RESULTS}/{MD_NAME}; updated: "
           + (", ".join(stale) if stale else "nothing"))
