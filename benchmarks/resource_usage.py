@@ -69,8 +69,8 @@ BINARIES = [
 # source (the launcher changed: update it here), and evaluates it with the file's #defines.
 LAUNCH = {
     "flash_fwd_kernel": ("BR", "(2 * BR + 2 * BC) * (p->D + 1) * sizeof(float)"),
-    "fa2_fp32_kernel": ("WARPS * 32",
-                        "(BR * D + FP32_BC * (D + 1) + FP32_BC * D + BR * FP32_BC) * sizeof(float)"),
+    "fa2_fp32_kernel": (
+        "WARPS * 32", "(BR * D + FP32_BC * (D + 1) + FP32_BC * D + BR * FP32_BC) * sizeof(float)"),
     "fa2_mma_kernel": ("WARPS * 32", "(BR + 2 * MMA_BC) * attn_padded_layout<D>::LD * sizeof(T)"),
     "fa2_pipeline_kernel": ("WARPS * 32", "(BR + 4 * MMA_BC) * D * sizeof(T)"),
     "sparse_fa2_kernel": ("WARPS * 32", "(BR + 2 * BC) * attn_padded_layout<D>::LD * sizeof(T)"),
@@ -213,7 +213,7 @@ def evaluate(expr, defs, D, elem_bytes):
     e = e.replace("sizeof(T)", str(elem_bytes)).replace("sizeof(float)", "4")
     e = e.replace("p->D", "D")
     for _ in range(8):
-        e = re.sub(r"\b[A-Z][A-Z0-9_]+\b", lambda m: "(" + defs.get(m.group(0), m.group(0)) + ")", e)
+        e = re.sub(r"\b[A-Z][A-Z0-9_]+\b", lambda m: f"({defs.get(m.group(0), m.group(0))})", e)
     if not re.fullmatch(r"[\d\s()+*/D-]*", e):
         die(f"cannot evaluate the launch expression '{expr}' (became '{e}')")
     return int(eval(e, {"__builtins__": {}}, {"D": D}))
@@ -392,7 +392,8 @@ def table(kernels, label):
     a = TABLE_ARCH
     lines = [
         f"| kernel | dtype | D | threads | registers | spill stores / loads (B) | stack (B) "
-        f"| shared, static + dynamic (B) | blocks / SM | occupancy {a} (limited by) | occupancy sm_80 |",
+        f"| shared, static + dynamic (B) | blocks / SM | occupancy {a} (limited by) "
+        f"| occupancy sm_80 |",
         "|---|---|---|---|---|---|---|---|---|---|---|"]
     for k in rows:
         r, o, o80 = k["resources"][a], k["occupancy"][a], k["occupancy"]["sm_80"]
