@@ -78,6 +78,10 @@ LAUNCH = {
     "mini_flash_kernel": ("MF_ROWS", "2 * MF_KEYS * (p->D + 1) * sizeof(float)"),
     "sparse_mask_kernel": ("BR", "(2 * BR + 2 * BC) * (p->D + 1) * sizeof(float)"),
 }
+# What the binaries are compiled from: "-dirty" is added to the commit when these differ from it.
+KERNEL_INPUTS = ["status", "--porcelain", "--untracked-files=no", "--", "cmake",
+                 "CMakePresets.json", "common/include", "solutions",
+                 "exercises/02_sparse_mask/sparse_mask.h"] + [b[2] for b in BINARIES]
 RUNTIME_D = (64, 128)  # head dims shown for kernels whose D is a run-time argument
 MACRO_HEADERS = ["common/include/attn/*.h", "common/include/attn/*.cuh",
                  "exercises/02_sparse_mask/sparse_mask.h"]
@@ -378,6 +382,7 @@ def measure(build, cuobjdump, ptxas):
 
 
 def git(*args):
+    """git's output in ROOT ("?" if git fails)."""
     r = subprocess.run(["git", "-C", ROOT] + list(args), capture_output=True, text=True)
     return r.stdout.strip() if r.returncode == 0 else "?"
 
@@ -526,8 +531,8 @@ def main():
         "what": "compile-time resources of the GPU kernels and their theoretical occupancy",
         "nvcc": tool_version(shutil.which("nvcc") or ptxas.replace("ptxas", "nvcc")),
         "ptxas": tool_version(ptxas), "cuobjdump": tool_version(cuobjdump),
-        "commit": git("rev-parse", "--short=12", "HEAD") +
-                  ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else ""),
+        "commit": git("rev-parse", "--short=12", "HEAD")
+        + ("-dirty" if git(*KERNEL_INPUTS) else ""),
         "date": datetime.date.today().isoformat(),
         "device_limits": DEVICES, "kernels": kernels}
     out = os.path.join(ROOT, RESULTS)
