@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Unit tests of benchmarks/resource_usage.py that need no GPU build: kernel names, the launch
+expressions, the occupancy rules (against values worked out by hand from cuda_occupancy.h), the
+spill verdict and the README tables. Standard library only."""
+import copy
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "benchmarks"))
+import resource_usage as ru  # noqa: E402
+
+MMA = "_Z14fa2_mma_kernelI6__halfLi128EEvPKT_S3_S3_PS1_PfPKiS7_iiiifb"
+SPARSE = ("_Z17sparse_fa2_kernelI13__nv_bfloat16Li64E16block_list_tilesEvPKT_S4_S4_PS2_PfPKiS8_"
+          "iiiifbNT1_6paramsE")
+FP32 = "_Z15fa2_fp32_kernelPKfS0_S0_PfS1_PKiS3_iiiiifb"
+STATIC = "_ZL17mini_flash_kernelPKfS0_S0_PfS1_iiiifb"
+
+
+class Names(unittest.TestCase):
+    def test_describe(self):
+        self.assertEqual(ru.describe(MMA), ("fa2_mma_kernel", "f16", 128, ""))
+        self.assertEqual(ru.describe(SPARSE),
+                         ("sparse_fa2_kernel", "bf16", 64, "block_list_tiles"))
+        self.assertEqual(ru.describe(FP32), ("fa2_fp32_kernel", "f32", None, ""))
+        self.assertEqual(ru.describe(STATIC), ("mini_flash_kernel", "f32", None, ""))
+
+
+class Launch(unittest.TestCase):
+    def test_evaluate(self):
+        defs = {"BR": "64", "MMA_BC": "ATTN_FA2_BC", "ATTN_FA2_BC": "64", "ATTN_SMEM_PAD": "8"}
+        expr = ru.LAUNCH["fa2_mma_kernel"][1]
+        self.assertEqual(ru.evaluate(expr, defs, 128, 2), (64 + 2 * 64) * (128 + 8) * 2)
+        self.assertEqual(ru.evaluate("WARPS * 32", {"WARPS": "4"}, 64, 2), 128)
+
+    def test_unknown_name_is_refused(self):
+        with self.assertRaises(SystemExit):
+            ru.evaluate("(BR + UNDEFINED) * D", {"BR": "64"}, 64, 2)
+
+    def test_changed_launcher_is_refused(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "k.cu")
+            with open(src, "w") as f:
+                f.write("#define WARPS 4\n#define BR 64\n#define MMA_BC 64\n"
+                        "size_t smem = (size_t)(BR + 3 * MMA_BC) * D * sizeof(T);\n"
+                        "kernel<<<grid, WARPS * 32, smem, stream>>>(q);\n")
+            root, ru.ROOT = ru.ROOT, tmp
+            try:
+                with self.assertRaises(SystemExit):
+                    ru.launch_config("fa2_pipeline_kernel", "k.cu", 64, "f16")
+            finally:
+                ru.ROOT = root
+
+
+class Occupancy(unittest.TestCase):
+    # 128 threads = 4 warps, one per sub-partition; a sub-partition has 65536 / 4 = 16384
+    # registers, a warp takes regs * 32 rounded up to 256.
+    def blocks(self, arch, regs, static=0, dyn=0, threads=128, barriers=1):
+        return ru.occupancy(arch, regs, static, dyn, threads, barriers)["blocks_per_sm"]
+
+    def test_registers(self):
+        self.assertEqual(self.blocks("sm_90", 173), 2)  # 5632 per warp: 16384 // 5632 = 2
+        self.assertEqual(self.blocks("sm_90", 168), 3)  # 5376 per warp: 3
+        self.assertEqual(self.blocks("sm_90", 128), 4)  # 4096 per warp: 4
+        self.assertEqual(self.blocks("sm_90", 37, threads=256), 6)  # 1280: 12 warps per sub
+        self.assertEqual(self.blocks("sm_90", 32, threads=256), 8)  # 64 warps: all of them
+
+    def test_shared_memory(self):
+        # 81920 + 1024 reserved = 82944: 233472 // 82944 = 2 (H100), 167936 // 82944 = 2 (A100)
+        self.assertEqual(self.blocks("sm_90", 64, dyn=81920), 2)
+        self.assertEqual(self.blocks("sm_80", 64, dyn=81920), 2)
+        # 40960 + 1024: 5 on H100, 4 on A100
+        self.assertEqual(self.blocks("sm_90", 64, dyn=40960), 5)
+        self.assertEqual(self.blocks("sm_80", 64, dyn=40960), 4)
+        # more than a block may opt in to: none
+        self.assertEqual(self.blocks("sm_80", 64, dyn=170000), 0)
+
+    def test_limiter_and_fraction(self):
+        o = ru.occupancy("sm_90", 243, 0, 81920, 128, 1)
+        self.assertEqual(o["limited_by"], ["registers", "shared memory"])
+        self.assertAlmostEqual(o["occupancy"], 8 / 64)
+
+
+def kernel(label="03", spill=0, regs=173, arch_spill="sm_90"):
+    res = {"registers": regs, "stack_bytes": 0, "static_shared_bytes": 0, "local_bytes": 0,
+           "cuobjdump_shared_bytes": 0, "spill_store_bytes": 0, "spill_load_bytes": 0,
+           "barriers": 1}
+    resources = {a: dict(res) for a in ("sm_80", "sm_86", "sm_89", "sm_90")}
+    resources[arch_spill]["spill_store_bytes"] = spill
+    occ = {a: ru.occupancy(a, regs, 0, 52224, 128, 1) for a in ru.DEVICES}
+    return {"example": label, "kernel": "fa2_mma", "variant": "", "dtype": "f16", "D": 128,
+            "D_is_template": True, "mangled": MMA, "binary": "x.a",
+            "source": "examples/03_flash_attention_v2/flash2_fwd.cu", "threads": 128,
+            "dynamic_shared_bytes": 52224, "resources": resources, "occupancy": occ}
+
+
+class Verdicts(unittest.TestCase):
+    def test_spills_on_checked_archs_only(self):
+        self.assertEqual(ru.spilling([kernel()]), [])
+        self.assertEqual(len(ru.spilling([kernel(spill=8)])), 1)
+        self.assertEqual(len(ru.spilling([kernel(spill=8, arch_spill="sm_80")])), 1)
+        self.assertEqual(ru.spilling([kernel(spill=8, arch_spill="sm_86")]), [])
+
+    def test_readme_tables(self):
+        data = {"nvcc": "13.0", "commit": "abc", "date": "2026-01-01", "kernels": [kernel()]}
+        with tempfile.TemporaryDirectory() as tmp:
+            readme = os.path.join(tmp, "README.md")
+            with open(readme, "w") as f:
+                f.write("# x\n<!-- resources:03 -->\nold\n<!-- /resources:03 -->\nend\n")
+            root, binaries = ru.ROOT, ru.BINARIES
+            os.symlink(os.path.join(root, data["kernels"][0]["source"]), os.path.join(tmp, "k.cu"))
+            ru.ROOT, ru.BINARIES = tmp, [("03", "x.a", "k.cu", "README.md")]
+            try:
+                data["kernels"][0]["source"] = "k.cu"
+                self.assertEqual(ru.readme_tables(data, update=False), ["README.md"])
+                self.assertEqual(ru.readme_tables(data, update=True), ["README.md"])
+                self.assertEqual(ru.readme_tables(data, update=False), [])
+                text = ru.read(readme)
+                self.assertIn("| `fa2_mma` | f16 | 128 | 128 | 173 | 0 / 0 |", text)
+                self.assertTrue(text.endswith("<!-- /resources:03 -->\nend\n"))
+                # a new register count: the table is stale, also when comparing rows only
+                fresh = copy.deepcopy(data)
+                fresh["kernels"][0]["resources"]["sm_90"]["registers"] = 170
+                fresh["commit"] = "def"
+                self.assertEqual(ru.readme_tables(fresh, False, compare_rows_only=True),
+                                 ["README.md"])
+                # another commit or date alone is not staleness of the figures
+                same = copy.deepcopy(data)
+                same["commit"] = "def"
+                self.assertEqual(ru.readme_tables(same, False, compare_rows_only=True), [])
+            finally:
+                ru.ROOT, ru.BINARIES = root, binaries
+
+
+class Committed(unittest.TestCase):
+    def test_committed_json_is_well_formed(self):
+        path = os.path.join(ru.ROOT, ru.RESULTS, ru.JSON_NAME)
+        data = json.loads(ru.read(path))
+        for key in ("nvcc", "commit", "date", "kernels", "device_limits"):
+            self.assertIn(key, data)
+        self.assertTrue(data["kernels"])
+        for k in data["kernels"]:
+            self.assertIn("sm_90", k["resources"])
+            self.assertIn("sm_80", k["occupancy"])
+
+
+if __name__ == "__main__":
+    unittest.main()
