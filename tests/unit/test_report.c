@@ -60,22 +60,16 @@ static bool json_parse_value(json_reader *j) {
     if (*j->s == '[') { /* an array of values, possibly empty */
         j->s++;
         skip_space(j);
-        if (*j->s == ']') {
-            j->s++;
-            return true;
-        }
-        for (;;) {
+        for (bool first = true; *j->s != ']'; first = false) {
+            if (!first && *j->s++ != ',')
+                return false;
             skip_space(j);
             if (!json_parse_value(j))
                 return false;
             skip_space(j);
-            if (*j->s == ']') {
-                j->s++;
-                return true;
-            }
-            if (*j->s++ != ',')
-                return false;
         }
+        j->s++;
+        return true;
     }
     static const char *const words[3] = {"true", "false", "null"};
     for (int w = 0; w < 3; ++w)
@@ -181,16 +175,21 @@ static int json_keys(const char *keys[NUM_KEYS + NUM_JSON_ONLY]) {
 
 /* ---- tests ----------------------------------------------------------------------------------- */
 
+/* r's JSON line (csv: its CSV row) in text. */
+static void record_text(const attn_run_record *r, bool csv, char *text, size_t len) {
+    FILE *tmp = tmpfile();
+    (csv ? attn_report_csv : attn_report_json)(tmp, r);
+    read_file(tmp, text, len);
+    fclose(tmp);
+}
+
 static void test_json(void) {
     char text[4096];
     const char *keys[NUM_KEYS + NUM_JSON_ONLY];
     const int num_keys = json_keys(keys);
     for (int timed = 0; timed < 2; ++timed) {
         attn_run_record r = sample_record(timed);
-        FILE *tmp = tmpfile();
-        attn_report_json(tmp, &r);
-        read_file(tmp, text, sizeof text);
-        fclose(tmp);
+        record_text(&r, false, text, sizeof text);
         json_reader j;
         CHECK(json_parse_line(&j, text));
         CHECK_EQ(j.num_keys, num_keys);
@@ -272,19 +271,13 @@ static void test_json_varlen(void) {
     r.problem.cu_seqlens_q = cu_q;
     r.problem.cu_seqlens_k = cu_k;
     char text[4096];
-    FILE *tmp = tmpfile();
-    attn_report_json(tmp, &r);
-    read_file(tmp, text, sizeof text);
-    fclose(tmp);
+    record_text(&r, false, text, sizeof text);
     json_reader j;
     CHECK(json_parse_line(&j, text));
     CHECK_EQ(j.num_keys, NUM_KEYS + NUM_JSON_ONLY);
     CHECK_CONTAINS(text, "\"causal\":false,\"varlen\":true,\"seqlens\":[3,0,5],"
                          "\"seqlens_k\":[4,1,0],\"status\"");
-    tmp = tmpfile();
-    attn_report_csv(tmp, &r);
-    read_file(tmp, text, sizeof text);
-    fclose(tmp);
+    record_text(&r, true, text, sizeof text);
     CHECK_EQ(csv_fields(text), NUM_KEYS);
 }
 
