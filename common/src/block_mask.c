@@ -222,6 +222,31 @@ attn_block_mask_stats attn_block_mask_stats_of(const attn_block_mask *m) {
     return s;
 }
 
+bool attn_block_mask_lists(const attn_block_mask *m, int b, int i, int j) {
+    if (b < 0 || b >= m->batches || i < 0 || j < 0 || i / m->block_q >= m->num_q_blocks ||
+        j / m->block_k >= m->num_k_blocks)
+        return false;
+    const size_t row = (size_t)b * m->num_q_blocks + (size_t)(i / m->block_q);
+    const int32_t *lists[2] = {m->full_kv_indices + row * m->num_k_blocks,
+                               m->kv_indices + row * m->num_k_blocks};
+    const int counts[2] = {m->full_kv_num_blocks[row], m->kv_num_blocks[row]};
+    for (int l = 0; l < 2; ++l)
+        for (int t = 0; t < counts[l]; ++t)
+            if (lists[l][t] == j / m->block_k)
+                return true;
+    return false;
+}
+
+static int listed_keep(const void *ctx, int b, int h, int i, int j) {
+    (void)h; /* every head shares the mask */
+    return attn_block_mask_lists((const attn_block_mask *)ctx, b, i, j);
+}
+
+attn_mask attn_block_mask_as_mask(const attn_block_mask *m) {
+    attn_mask mask = {ATTN_MASK_PREDICATE, listed_keep, m, NULL, NULL};
+    return mask;
+}
+
 int attn_block_mask_to_device(const attn_block_mask *host, attn_block_mask *dev) {
     *dev = *host;
     dev->kv_num_blocks = dev->kv_indices = dev->full_kv_num_blocks = dev->full_kv_indices = NULL;

@@ -6,6 +6,9 @@
  *   backend      string  "gpu" or "sim";  device  string  device name
  *   B, H, Lq, Lk, D      int  problem shape (Lq/Lk: maxima for a variable-length batch)
  *   dtype        string  "f32", "f16" or "bf16";  causal  bool
+ *   varlen       bool    a packed variable-length batch (cu_seqlens, --seqlens)
+ *   seqlens, seqlens_k   [int]  varlen: the query and key length of each sequence, in batch
+ *                        order (B entries); null for the dense layout
  *   status       string  "PASS", "FAIL", "SKIP" or "ERROR";  note  string  why SKIP/ERROR, or ""
  *   max_abs_err  number  largest |out - ref| (null when not checked, NaN in the record, or when
  *                        an output was not finite, infinity in the record)
@@ -14,8 +17,9 @@
  *   tflops, gbps number  from the FLOP and byte models at the median time (null when untimed)
  *   workspace_bytes      number  scratch the kernel was given
  *   followed by the record's extra_json members, if any (the benchmark's, benchmarks/README.md)
- * CSV: the same keys as the header row, the same values; null is an empty field, strings are
- * quoted (RFC 4180) when they contain a comma, a quote or a line break. */
+ * CSV: the same keys as the header row except varlen, seqlens and seqlens_k (JSON only), the same
+ * values; null is an empty field, strings are quoted (RFC 4180) when they contain a comma, a
+ * quote or a line break. */
 #include "attn/report.h"
 
 #include <errno.h>
@@ -97,6 +101,18 @@ static void json_number(FILE *f, double x, bool present) {
         fputs("null", f);
 }
 
+/* The B lengths of a cu_seqlens array as a JSON array; null when there is none (dense). */
+static void json_lengths(FILE *f, const int *cu, int B) {
+    if (cu == NULL) {
+        fputs("null", f);
+        return;
+    }
+    fputc('[', f);
+    for (int b = 0; b < B; ++b)
+        fprintf(f, "%s%d", b > 0 ? "," : "", cu[b + 1] - cu[b]);
+    fputc(']', f);
+}
+
 void attn_report_json(FILE *f, const attn_run_record *r) {
     const attn_problem *p = &r->problem;
     fputs("{\"example\":", f);
@@ -110,6 +126,10 @@ void attn_report_json(FILE *f, const attn_run_record *r) {
     fprintf(f, ",\"B\":%d,\"H\":%d,\"Lq\":%d,\"Lk\":%d,\"D\":%d,\"dtype\":\"%s\",\"causal\":%s",
             p->B, p->H, p->Lq, p->Lk, p->D, attn_dtype_name(p->dtype),
             p->causal ? "true" : "false");
+    fprintf(f, ",\"varlen\":%s,\"seqlens\":", attn_problem_is_varlen(p) ? "true" : "false");
+    json_lengths(f, p->cu_seqlens_q, p->B);
+    fputs(",\"seqlens_k\":", f);
+    json_lengths(f, p->cu_seqlens_k, p->B);
     fputs(",\"status\":", f);
     json_string(f, r->status);
     fputs(",\"note\":", f);

@@ -219,15 +219,16 @@ def demo():
           "(example 02 never stores it)")
 
 
-def run_script(doc, demo, checks, argv=None, add_args=None, more_checks=None):
+def run_script(doc, demo, checks, argv=None, c_dump=None, c_dump_help=None):
     """The command line every reference script of the chapter shares: a plain run prints demo();
     --all runs each check(c) and ends with "N passed, M failed" (exit 1 on a failure).
-    add_args(parser) adds options; more_checks(c, args) runs the checks that depend on them and
-    may return an exit status to stop with (a usage error)."""
+    c_dump, if given, is a check c_dump(c, tool) of the C code on what the dump_reference tool
+    (tests/python) prints: the script then takes --c-dump PATH (help: c_dump_help), and --all
+    with it runs c_dump after the checks, or stops with exit 2 when PATH is not an executable."""
     ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--all", action="store_true", help="run every check")
-    if add_args:
-        add_args(ap)
+    if c_dump:
+        ap.add_argument("--c-dump", metavar="PATH", help=c_dump_help)
     args = ap.parse_args(argv)
     torch.manual_seed(0)
     if not args.all:
@@ -236,29 +237,19 @@ def run_script(doc, demo, checks, argv=None, add_args=None, more_checks=None):
     c = Checks()
     for check in checks:
         check(c)
-    if more_checks:
-        status = more_checks(c, args)
-        if status is not None:
-            return status
+    if c_dump and args.c_dump:
+        if not os.access(args.c_dump, os.X_OK):
+            print(f"error: --c-dump {args.c_dump}: not an executable file", file=sys.stderr)
+            return 2
+        c_dump(c, args.c_dump)
     print(f"{c.passed} passed, {c.failed} failed")
     return 0 if c.failed == 0 else 1
 
 
 def main(argv=None):
-    def add_args(ap):
-        ap.add_argument("--c-dump", metavar="PATH",
-                        help="dump_reference tool to check the C reference")
-
-    def c_dump_checks(c, args):
-        if args.c_dump:
-            if not os.access(args.c_dump, os.X_OK):
-                print(f"error: --c-dump {args.c_dump}: not an executable file", file=sys.stderr)
-                return 2
-            check_c_reference(c, args.c_dump)
-        return None
-
-    return run_script(__doc__, demo, [check_against_sdpa, check_stability], argv, add_args,
-                      c_dump_checks)
+    return run_script(__doc__, demo, [check_against_sdpa, check_stability], argv,
+                      c_dump=check_c_reference,
+                      c_dump_help="dump_reference tool to check the C reference")
 
 
 if __name__ == "__main__":

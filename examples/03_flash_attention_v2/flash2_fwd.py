@@ -23,6 +23,12 @@ Notation of Dao, "FlashAttention-2", 2023 (arXiv:2307.08691), Algorithm 1. Conve
 with the C harness (common/include/attn/problem.h): layout [B, H, L, D]; scale defaults to
 1/sqrt(D); causal is bottom-right aligned (query i sees key j iff j <= i + Lk - Lq).
 
+Variable length (flash2_fwd_varlen): FlashAttention's varlen layout, as the C harness's
+--seqlens: Q packed [total_q, H, D], K/V [total_k, H, D], cu_seqlens_q/k of B+1 prefix offsets
+(sequence b owns rows cu[b] .. cu[b+1]-1, a zero-length sequence owns none), LSE [H, total_q].
+Each sequence runs the same tile loops on its own rows, causality aligned per sequence, as the
+kernel's blocks do (attn_seq_head_at in kernel_common.cuh).
+
 dtype=torch.float16 / torch.bfloat16 emulates version 2 (fa2_mma): Q, K, V rounded to the 16-bit
 type, S accumulated in fp32, P rounded to the 16-bit type before P V (the kernel packs P into
 the A fragments of the tensor-core mma), O accumulated in fp32 and rounded once at the end.
@@ -33,7 +39,8 @@ Run:
   python flash2_fwd.py --all       every check: against SDPA and against example 01's naive
                                    reference in float64 (tail tiles, Lq != Lk, causal, D = 64,
                                    80, 128), the causal tile skipping, the fp16/bf16 emulation by
-                                   FlashAttention's 2x rule, any tile size
+                                   FlashAttention's 2x rule, any tile size, varlen batches (with
+                                   an empty sequence) against SDPA per sequence
 Exit status 0 when every check passes, 1 otherwise.
 """
 import math
@@ -123,6 +130,27 @@ def flash2_fwd(q, k, v, causal=False, scale=None, dtype=None, br=BR, bc=None, tr
         lse[..., i0:i0 + br] = torch.where(seen, m_i + torch.log(l_i), neg_inf)
     if lowp:
         return o.to(dtype), lse
+    return o, lse
+
+
+def flash2_fwd_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, causal=False, scale=None,
+                      dtype=None, br=BR, bc=None):
+    """Returns (O, LSE) for a packed batch: q [total_q,H,D], k/v [total_k,H,D], cu_seqlens_q/k
+    lists of B+1 offsets; O is [total_q,H,D], LSE [H,total_q]. Sequence b is flash2_fwd on its
+    own rows (moved to [1,H,L,D]); a sequence with no keys gives 0 and LSE -inf."""
+    o = torch.zeros(q.shape, dtype=q.dtype if dtype is None else dtype)
+    lse = torch.full((q.shape[1], q.shape[0]), float("-inf"),
+                     dtype=q.dtype if dtype is None else torch.float32)
+    for b in range(len(cu_seqlens_q) - 1):
+        q0, q1 = cu_seqlens_q[b], cu_seqlens_q[b + 1]
+        k0, k1 = cu_seqlens_k[b], cu_seqlens_k[b + 1]
+        if q1 == q0:  # an empty sequence: no block of the kernel visits it
+            continue
+        seq = lambda t, r0, r1: t[r0:r1].transpose(0, 1).unsqueeze(0)  # [1,H,L,D]
+        o_b, lse_b = flash2_fwd(seq(q, q0, q1), seq(k, k0, k1), seq(v, k0, k1), causal=causal,
+                                scale=scale, dtype=dtype, br=br, bc=bc)
+        o[q0:q1] = o_b[0].transpose(0, 1)
+        lse[:, q0:q1] = lse_b[0]
     return o, lse
 
 
@@ -291,6 +319,77 @@ def check_stability(c):
         c.close(o32, want, 1e-3, 1e-3, f"fp32 vs fp64 at |S|~100 causal={causal}")
 
 
+VARLEN_BATCHES = [  # (query lengths, key lengths): tails, a sequence shorter than a tile, an
+    # empty sequence (no queries; no keys for its queries), Lq != Lk per sequence
+    ((1, 17, 0, 129, 300), (1, 17, 0, 129, 300)),
+    ((17, 129, 1, 64, 5), (300, 64, 0, 127, 5)),
+]
+
+
+def packed(lengths, h, d, g, dtype=torch.float64):
+    """Random packed rows [sum(lengths), H, D] and cu_seqlens for lengths."""
+    cu = [0]
+    for n in lengths:
+        cu.append(cu[-1] + n)
+    return (torch.rand(cu[-1], h, d, generator=g, dtype=torch.float64) * 2 - 1).to(dtype), cu
+
+
+def check_varlen(c):
+    """Packed batches against F.scaled_dot_product_attention run on each sequence alone (float64;
+    rows that see no key, where SDPA gives NaN: 0 and LSE -inf), and the fp16/bf16 emulation by
+    FlashAttention's 2x rule, sequence by sequence."""
+    g = torch.Generator().manual_seed(13)
+    h, d = 2, 64
+    for lens_q, lens_k in VARLEN_BATCHES:
+        q, cu_q = packed(lens_q, h, d, g)
+        k, cu_k = packed(lens_k, h, d, g)
+        v, _ = packed(lens_k, h, d, g)
+        for causal in (False, True):
+            o, lse = flash2_fwd_varlen(q, k, v, cu_q, cu_k, causal=causal)
+            what = f"varlen q={lens_q} k={lens_k} causal={causal}"
+            c.expect(o.shape == q.shape and lse.shape == (h, cu_q[-1]), what + ": shapes")
+            for b, (lq, lk) in enumerate(zip(lens_q, lens_k)):
+                if lq == 0:
+                    continue
+                qs = q[cu_q[b]:cu_q[b + 1]].transpose(0, 1)  # [H,lq,D]
+                ks, vs = (t[cu_k[b]:cu_k[b + 1]].transpose(0, 1) for t in (k, v))
+                o_b = o[cu_q[b]:cu_q[b + 1]].transpose(0, 1)
+                lse_b = lse[:, cu_q[b]:cu_q[b + 1]]
+                rows = visible_rows(lq, lk, causal) if lk > 0 else torch.zeros(lq, dtype=bool)
+                if rows.any():
+                    mask = causal_mask(lq, lk) if causal else None
+                    want = F.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask)
+                    c.close(o_b[:, rows], want[:, rows], 1e-12, 1e-10, f"{what}: sequence {b}")
+                    s = (qs @ ks.transpose(-2, -1)) / math.sqrt(d)
+                    if mask is not None:
+                        s = s.masked_fill(~mask, float("-inf"))
+                    c.close(lse_b[:, rows], torch.logsumexp(s, -1)[:, rows], 1e-12, 1e-12,
+                            f"{what}: sequence {b}: LSE")
+                if not rows.all():
+                    c.expect(bool((o_b[:, ~rows] == 0).all())
+                             and bool(torch.isneginf(lse_b[:, ~rows]).all()),
+                             f"{what}: sequence {b}: rows that see no key give 0 and LSE -inf")
+    lens_q, lens_k = VARLEN_BATCHES[1]
+    q, cu_q = packed(lens_q, 1, 128, g)
+    k, cu_k = packed(lens_k, 1, 128, g)
+    v, _ = packed(lens_k, 1, 128, g)
+    for dtype, ulp in ((torch.float16, 2.0**-10), (torch.bfloat16, 2.0**-7)):
+        q16, k16, v16 = (t.to(dtype).double() for t in (q, k, v))
+        o, _ = flash2_fwd_varlen(q16, k16, v16, cu_q, cu_k, causal=True, dtype=dtype)
+        for b in range(len(lens_q)):
+            if lens_q[b] == 0 or lens_k[b] == 0:  # no entries (checked in float64 above)
+                continue
+            seq = lambda t, cu: t[cu[b]:cu[b + 1]].transpose(0, 1).unsqueeze(0)
+            qs, ks, vs = seq(q16, cu_q), seq(k16, cu_k), seq(v16, cu_k)
+            ref, _ = naive_attention(qs, ks, vs, causal=True)
+            plain = plain_lowp_attention(qs, ks, vs, dtype, causal=True)
+            err = (seq(o, cu_q).double() - ref).abs().max().item()
+            plain_err = (plain.double() - ref).abs().max().item()
+            c.expect(bool(torch.isfinite(o).all()) and err <= 2.0 * plain_err + ulp,
+                     f"{dtype} varlen causal sequence {b}: max err {err:.2e} <= 2 x plain "
+                     f"{plain_err:.2e} + ulp")
+
+
 # ----------------------------------------------------------------------------------------------
 # Demo
 # ----------------------------------------------------------------------------------------------
@@ -319,7 +418,8 @@ def demo():
 
 
 def main(argv=None):
-    checks = [check_against_sdpa, check_against_naive, check_tile_skipping, check_lowp, check_lowp_rounds_p, check_tile_sizes, check_stability]
+    checks = [check_against_sdpa, check_against_naive, check_tile_skipping, check_lowp,
+              check_lowp_rounds_p, check_tile_sizes, check_stability, check_varlen]
     return run_script(__doc__, demo, checks, argv)
 
 

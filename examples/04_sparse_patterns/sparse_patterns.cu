@@ -94,11 +94,12 @@ struct block_list_tiles {
     const params *p;
     const int32_t *full, *part; /* [num_k_blocks] rows of the lists */
     int n_full, n_part, seq_q, seq_k;
+    int diag; /* causal: the last key that every row of the tile sees (first row's aligned a) */
     bool causal;
 
     __device__ block_list_tiles(const params &prm, int b, int qb, const attn_seq_head &sh,
                                 bool is_causal)
-        : p(&prm), seq_q(sh.Lq), seq_k(sh.Lk), causal(is_causal) {
+        : p(&prm), seq_q(sh.Lq), seq_k(sh.Lk), diag(qb * BR + sh.Lk - sh.Lq), causal(is_causal) {
         const int64_t row = (int64_t)b * prm.mask.num_q_blocks + qb;
         full = prm.mask.full_kv_indices + row * prm.mask.num_k_blocks;
         part = prm.mask.kv_indices + row * prm.mask.num_k_blocks;
@@ -106,10 +107,12 @@ struct block_list_tiles {
         n_part = prm.mask.kv_num_blocks[row];
     }
     __device__ int count() const { return n_full + n_part; }
-    /* Key tile t (full ones first); *masked: needs the per-element test (partial, or a tail). */
+    /* Key tile t (full ones first); *masked: needs the per-element test (partial, a tail, or a
+     * tile that crosses the causal diagonal: a user-built mask may list one as full, and
+     * causality still holds inside it). */
     __device__ int key_tile(int t, bool *masked) const {
         const int kb = t < n_full ? full[t] : part[t - n_full];
-        *masked = t >= n_full || (kb + 1) * BC > seq_k;
+        *masked = t >= n_full || (kb + 1) * BC > seq_k || (causal && (kb + 1) * BC - 1 > diag);
         return kb;
     }
     __device__ bool visible(int i, int key) const {
@@ -354,7 +357,9 @@ static void launch_sparse(const attn_problem *p, const attn_buffers *b,
 }
 
 /* Version 2 reads b->block_mask, which the harness builds in 64 x 64 tiles (ATTN_SPARSE_TILE);
- * a user-built mask must use the same tiles. */
+ * a user-built mask must use the same tiles. With b->pattern NULL (a user's layout) it computes
+ * every in-range entry of every listed tile, full or partial, with causality on top (README:
+ * "Your own block layout"; the reference's mask is attn_block_mask_as_mask). */
 static void launch_block_sparse(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
     block_list_tiles::params tp;
     tp.mask = *b->block_mask;

@@ -343,20 +343,10 @@ def demo():
 
 
 def main(argv=None):
-    def add_args(ap):
-        ap.add_argument("--c-dump", metavar="PATH",
-                        help="dump_reference tool to check the C pattern builders and reference")
-
-    def c_dump_checks(c, args):
-        if args.c_dump:
-            if not os.access(args.c_dump, os.X_OK):
-                print(f"error: --c-dump {args.c_dump}: not an executable file", file=sys.stderr)
-                return 2
-            check_c_builders(c, args.c_dump)
-        return None
-
     return run_script(__doc__, demo, [check_predicates, check_attention, check_flex], argv,
-                      add_args, c_dump_checks)
+                      c_dump=check_c_builders,
+                      c_dump_help="dump_reference tool to check the C pattern builders and "
+                                  "reference")
 
 
 if __name__ == "__main__":

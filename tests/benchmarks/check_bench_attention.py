@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 KEYS = ["example", "kernel", "kernel_id", "backend", "device", "B", "H", "Lq", "Lk", "D", "dtype",
-        "causal", "status", "note", "max_abs_err", "median_ms", "min_ms", "max_ms", "reps", "tflops",
+        "causal", "varlen", "seqlens", "seqlens_k", "status", "note", "max_abs_err", "median_ms", "min_ms", "max_ms", "reps", "tflops",
         "gbps", "workspace_bytes", "bench", "impl", "simulated", "timing_note", "flops",
         "bytes_model", "mem_peak_bytes", "mem_model_bytes", "oom", "pattern", "density",
         "speedup_bound", "block_density", "block_fill", "mask_bytes", "spread", "warmup",
@@ -69,6 +69,8 @@ def check_record(r, where):
     if missing:
         return
     check(r["status"] in ("PASS", "SKIP"), f"{where}: status {r['status']} ({r['note']})")
+    check(r["varlen"] is False and r["seqlens"] is None and r["seqlens_k"] is None,
+          f"{where}: a dense problem says varlen false, seqlens null")
     check(r["impl"] == r["example"] + "/" + r["kernel"], f"{where}: impl {r['impl']}")
     sparse = r["pattern"] != "dense" and r["kernel"] != "dense_fa2"
     want = pattern_entries(r) if sparse else entries(r)

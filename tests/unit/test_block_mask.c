@@ -132,6 +132,36 @@ static void test_varlen(void) {
     CHECK(attn_block_mask_validate(&m, &p, NULL, why, sizeof why) == 0);
     attn_block_mask_free(&m);
 }
+/* A hand-built layout read back as a token mask (attn_block_mask_as_mask): exactly the entries
+ * of the listed tiles, full or partial, in the slice they are listed for. */
+static void test_listed_tiles_mask(void) {
+    attn_problem p;
+    attn_problem_init(&p, 2, 1, 10, 9, 8); /* tiles of 4: 3 query blocks x 3 key blocks */
+    attn_block_mask m;
+    CHECK(attn_block_mask_alloc(&m, 2, 10, 9, 4, 4) == 0);
+    m.full_kv_num_blocks[0 * 3 + 1] = 1; /* slice 0, query block 1: full {2}, partial {0} */
+    full_list(&m, 0, 1)[0] = 2;
+    m.kv_num_blocks[0 * 3 + 1] = 1;
+    part_list(&m, 0, 1)[0] = 0;
+    m.kv_num_blocks[1 * 3 + 2] = 1; /* slice 1, query block 2 (the tail rows 8-9): partial {1} */
+    part_list(&m, 1, 2)[0] = 1;
+    attn_mask mask = attn_block_mask_as_mask(&m);
+    int kept = 0;
+    for (int b = 0; b < 2; ++b)
+        for (int i = 0; i < 10; ++i)
+            for (int j = 0; j < 9; ++j) {
+                bool want = (b == 0 && i / 4 == 1 && (j / 4 == 2 || j / 4 == 0)) ||
+                            (b == 1 && i / 4 == 2 && j / 4 == 1);
+                kept += want;
+                CHECK_EQ(attn_entry_visible(&p, &mask, b, 0, i, j), want);
+            }
+    CHECK_EQ(kept, 4 * 5 + 2 * 4);
+    CHECK(!attn_block_mask_lists(&m, 2, 4, 0));  /* no slice 2 */
+    CHECK(!attn_block_mask_lists(&m, 0, 12, 0)); /* past the last query block */
+    char why[256] = "";
+    CHECK(attn_block_mask_validate(&m, &p, &mask, why, sizeof why) == 0);
+    attn_block_mask_free(&m);
+}
 
 static void test_bad_sizes_and_device(void) {
     attn_block_mask m;
@@ -168,6 +198,7 @@ int main(void) {
     test_causal();
     test_band_lq_ne_lk();
     test_varlen();
+    test_listed_tiles_mask();
     test_bad_sizes_and_device();
     return unit_finish();
 }

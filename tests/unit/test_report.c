@@ -9,7 +9,7 @@
 #include "attn/report.h"
 #include "unit_test.h"
 
-/* ---- a strict parser for one flat JSON object of scalars ------------------------------------- */
+/* ---- a strict parser for one flat JSON object of scalars and arrays -------------------------- */
 
 typedef struct json_reader {
     const char *s;
@@ -57,6 +57,20 @@ static bool json_parse_string(json_reader *j, char *out, size_t len) {
 static bool json_parse_value(json_reader *j) {
     if (*j->s == '"')
         return json_parse_string(j, NULL, 0);
+    if (*j->s == '[') { /* an array of values, possibly empty */
+        j->s++;
+        skip_space(j);
+        for (bool first = true; *j->s != ']'; first = false) {
+            if (!first && *j->s++ != ',')
+                return false;
+            skip_space(j);
+            if (!json_parse_value(j))
+                return false;
+            skip_space(j);
+        }
+        j->s++;
+        return true;
+    }
     static const char *const words[3] = {"true", "false", "null"};
     for (int w = 0; w < 3; ++w)
         if (strncmp(j->s, words[w], strlen(words[w])) == 0) {
@@ -144,27 +158,49 @@ static const char *const documented_keys[] = {"example",     "kernel",
                                               "reps",        "tflops",
                                               "gbps",        "workspace_bytes"};
 #define NUM_KEYS ((int)(sizeof documented_keys / sizeof documented_keys[0]))
+/* Keys of the JSON line only (the CSV has none of them), written after "causal". */
+static const char *const json_only_keys[] = {"varlen", "seqlens", "seqlens_k"};
+#define NUM_JSON_ONLY ((int)(sizeof json_only_keys / sizeof json_only_keys[0]))
+
+/* The JSON keys in order: the documented ones with json_only_keys after "causal". */
+static int json_keys(const char *keys[NUM_KEYS + NUM_JSON_ONLY]) {
+    int n = 0;
+    for (int k = 0; k < NUM_KEYS; ++k) {
+        keys[n++] = documented_keys[k];
+        for (int e = 0; e < NUM_JSON_ONLY && strcmp(documented_keys[k], "causal") == 0; ++e)
+            keys[n++] = json_only_keys[e];
+    }
+    return n;
+}
 
 /* ---- tests ----------------------------------------------------------------------------------- */
 
+/* r's JSON line (csv: its CSV row) in text. */
+static void record_text(const attn_run_record *r, bool csv, char *text, size_t len) {
+    FILE *tmp = tmpfile();
+    (csv ? attn_report_csv : attn_report_json)(tmp, r);
+    read_file(tmp, text, len);
+    fclose(tmp);
+}
+
 static void test_json(void) {
     char text[4096];
+    const char *keys[NUM_KEYS + NUM_JSON_ONLY];
+    const int num_keys = json_keys(keys);
     for (int timed = 0; timed < 2; ++timed) {
         attn_run_record r = sample_record(timed);
-        FILE *tmp = tmpfile();
-        attn_report_json(tmp, &r);
-        read_file(tmp, text, sizeof text);
-        fclose(tmp);
+        record_text(&r, false, text, sizeof text);
         json_reader j;
         CHECK(json_parse_line(&j, text));
-        CHECK_EQ(j.num_keys, NUM_KEYS);
+        CHECK_EQ(j.num_keys, num_keys);
         int misplaced = 0;
-        for (int k = 0; k < NUM_KEYS && k < j.num_keys; ++k)
-            misplaced += strcmp(j.keys[k], documented_keys[k]) != 0;
+        for (int k = 0; k < num_keys && k < j.num_keys; ++k)
+            misplaced += strcmp(j.keys[k], keys[k]) != 0;
         CHECK_EQ(misplaced, 0);
         CHECK_CONTAINS(text, "\"device\":\"cudasim \\\"virtual\\\" device\\\\x\"");
         CHECK_CONTAINS(text, "\"B\":2,\"H\":4,\"Lq\":1024,\"Lk\":512,\"D\":64,\"dtype\":\"bf16\"");
-        CHECK_CONTAINS(text, "\"causal\":true");
+        CHECK_CONTAINS(text,
+                       "\"causal\":true,\"varlen\":false,\"seqlens\":null,\"seqlens_k\":null,");
         CHECK_CONTAINS(text, "\"workspace_bytes\":4194304}");
         if (timed) {
             CHECK_CONTAINS(text, "\"status\":\"PASS\",\"note\":\"\",\"max_abs_err\":1.5e-07");
@@ -223,6 +259,25 @@ static void test_csv(void) {
     read_file(tmp, text, sizeof text);
     fclose(tmp);
     CHECK_CONTAINS(text, ",SKIP,\"D=300, too large\",");
+    CHECK_EQ(csv_fields(text), NUM_KEYS);
+}
+
+/* A varlen record says so, with each sequence's lengths (an empty sequence, Lq != Lk); its CSV
+ * row keeps the documented fields. */
+static void test_json_varlen(void) {
+    static const int cu_q[] = {0, 3, 3, 8}, cu_k[] = {0, 4, 5, 5};
+    attn_run_record r = sample_record(true);
+    attn_problem_init(&r.problem, 3, 2, 5, 4, 64);
+    r.problem.cu_seqlens_q = cu_q;
+    r.problem.cu_seqlens_k = cu_k;
+    char text[4096];
+    record_text(&r, false, text, sizeof text);
+    json_reader j;
+    CHECK(json_parse_line(&j, text));
+    CHECK_EQ(j.num_keys, NUM_KEYS + NUM_JSON_ONLY);
+    CHECK_CONTAINS(text, "\"causal\":false,\"varlen\":true,\"seqlens\":[3,0,5],"
+                         "\"seqlens_k\":[4,1,0],\"status\"");
+    record_text(&r, true, text, sizeof text);
     CHECK_EQ(csv_fields(text), NUM_KEYS);
 }
 
@@ -291,6 +346,7 @@ static void test_table(void) {
 
 int main(void) {
     test_json();
+    test_json_varlen();
     test_csv();
     test_append();
     test_table();

@@ -95,6 +95,16 @@ int64_t attn_block_mask_count_empty(const attn_block_mask *m, const attn_problem
 
 attn_block_mask_stats attn_block_mask_stats_of(const attn_block_mask *m);
 
+/* True if m lists (full or partial) the tile holding entry (i, j) of slice b: i, j positions
+ * inside sequence b. Lists are searched as stored (ascending order is not assumed). */
+bool attn_block_mask_lists(const attn_block_mask *m, int b, int i, int j);
+
+/* The entries of the tiles m lists, as a reference mask (a predicate over attn_block_mask_lists;
+ * m, in host memory, must outlive it). It is what a block-sparse kernel computes from a
+ * user-built layout with no token predicate (attn_buffers.pattern NULL, example 04): every
+ * entry of every listed tile, with the problem's causality on top (attn_entry_visible). */
+attn_mask attn_block_mask_as_mask(const attn_block_mask *m);
+
 /* Device copy: allocates the four arrays in device memory and copies them; dev's sizes equal
  * host's. Returns 0, or 1 after reporting the error (dev zeroed). */
 int attn_block_mask_to_device(const attn_block_mask *host, attn_block_mask *dev);
