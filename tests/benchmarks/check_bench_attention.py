@@ -18,7 +18,8 @@ import subprocess
 import sys
 
 KEYS = ["example", "kernel", "kernel_id", "backend", "device", "B", "H", "Lq", "Lk", "D", "dtype",
-        "causal", "varlen", "seqlens", "seqlens_k", "status", "note", "max_abs_err", "median_ms", "min_ms", "max_ms", "reps", "tflops",
+        "causal", "varlen", "seqlens", "seqlens_k", "status", "note", "max_abs_err", "median_ms",
+        "min_ms", "max_ms", "reps", "tflops",
         "gbps", "workspace_bytes", "bench", "impl", "simulated", "timing_note", "flops",
         "bytes_model", "mem_peak_bytes", "mem_model_bytes", "oom", "pattern", "density",
         "speedup_bound", "block_density", "block_fill", "mask_bytes", "spread", "warmup",
