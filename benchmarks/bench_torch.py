@@ -64,6 +64,7 @@ GRIDS = {
                     dense_impls=["sdpa_flash"]) for L, causal, specs in ISSUE4],
 }
 MASK_LIMIT = 2 << 30  # bytes: the largest dense boolean mask given to SDPA and naive PyTorch
+DEVICE = "cuda"
 ULP_AT_1 = {"f32": 2.0 ** -23, "f16": 2.0 ** -10, "bf16": 2.0 ** -7}
 
 
@@ -287,7 +288,7 @@ def make_impls(torch, args):
             key = (pat.spec, pat.L, pat.causal)
             if key not in block_masks:
                 make = block_mask_compiled if pat.L * pat.L > 1 << 30 else create_block_mask
-                block_masks[key] = make(pat.mask_mod, None, None, pat.L, pat.L, device="cuda",
+                block_masks[key] = make(pat.mask_mod, None, None, pat.L, pat.L, device=DEVICE,
                                         BLOCK_SIZE=args.flex_block)
             bm = block_masks[key]
         return flex(q, k, v, block_mask=bm)
@@ -421,11 +422,11 @@ def run_one(torch, fn, name, prob, pat, args, pv, flush):
     base = torch.cuda.memory_allocated()
     q = k = v = mask = None
     try:
-        gen = torch.Generator(device="cuda").manual_seed(args.seed)
-        q, k, v = (torch.rand(B, H, L, D, device="cuda", dtype=dt, generator=gen) * 2 - 1
+        gen = torch.Generator(device=DEVICE).manual_seed(args.seed)
+        q, k, v = (torch.rand(B, H, L, D, device=DEVICE, dtype=dt, generator=gen) * 2 - 1
                    for _ in range(3))
         if name not in ("flex", "sdpa_flash"):
-            mask = pat.dense_mask(torch, "cuda")
+            mask = pat.dense_mask(torch, DEVICE)
         torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
         out = fn(q, k, v, prob, pat, mask)
@@ -478,7 +479,7 @@ def main(argv):
     pv = provenance(torch, args)
     props = torch.cuda.get_device_properties(0)
     flush = torch.empty(2 * max(getattr(props, "L2_cache_size", 0), 1 << 20), dtype=torch.uint8,
-                        device="cuda")
+                        device=DEVICE)
     probs = problems(args)
     out = sys.stdout if args.out == "-" else open(args.out, "a" if args.append else "w") \
         if args.out else None
@@ -491,7 +492,7 @@ def main(argv):
             print(f"budget: --budget-s {args.budget_s:.0f} reached; {len(probs) - n} of "
                   f"{len(probs)} problems not run", file=sys.stderr)
             break
-        pat = Pattern(prob, "cuda")
+        pat = Pattern(prob, DEVICE)
         for name in prob["impls"]:
             r = run_one(torch, fns[name], name, prob, pat, args, pv, flush)
             done += 1
