@@ -16,7 +16,8 @@
 #             FlexAttention (compiled once per shape: the slowest step); sparse: example 04's
 #             kernels and their dense baseline, bench_attention --grid issue4; flexsparse: the
 #             peers on the same patterns (FlexAttention, SDPA with a mask where it fits) and
-#             sdpa_flash on the dense problems, bench_torch.py --grid issue4; plots: figures + tables
+#             sdpa_flash on the dense problems, bench_torch.py --grid issue4;
+#             plots: figures + tables
 #   --quick   L up to 4k only (a first look in about three minutes)
 # Each step stops starting new problems when its time budget is spent (--budget-s), so the whole
 # script stays within about 13 minutes on an H100; c and torch rewrite their file, the other
@@ -106,7 +107,7 @@ if has sparse; then
     ran+=(sparse)
 fi
 if has flexsparse; then
-    say "bench_torch: FlexAttention and SDPA on the issue-4 patterns, sdpa_flash dense (budget 150 s)"
+    say "bench_torch: FlexAttention, SDPA on the issue-4 patterns, sdpa_flash dense (budget 150 s)"
     "$py" benchmarks/bench_torch.py "${sparse[@]}" --budget-s 150 --max-seconds 1 \
         --commit "$commit" --append --out "$out/bench_torch.jsonl" ||
         echo "warning: bench_torch (issue4) reported failures" >&2

@@ -404,14 +404,13 @@ def check_flex(c):
     except ImportError:
         print("FlexAttention not available in this PyTorch: BlockMask comparison skipped")
         return
-    for spec, lq, lk, causal in (("window:w=20", 100, 100, False), ("window:w=5", 37, 90, True),
-                                 ("causal_window:w=70", 150, 150, False),
-                                 ("dilated:w=8,d=9", 130, 130, False), ("strided:l=7", 90, 61, True),
-                                 ("fixed:l=16,c=4", 100, 100, True), ("global:g=0,3-5", 70, 70, False),
-                                 ("bigbird:b=16,r=2,seed=1", 100, 100, True),
-                                 ("bigbird:b=8,r=3,seed=2", 77, 40, False),
-                                 ("window:w=3+global:n=2+strided:l=16", 80, 80, True),
-                                 ("none", 33, 33, True)):
+    for spec, lq, lk, causal in (
+            ("window:w=20", 100, 100, False), ("window:w=5", 37, 90, True),
+            ("causal_window:w=70", 150, 150, False), ("dilated:w=8,d=9", 130, 130, False),
+            ("strided:l=7", 90, 61, True), ("fixed:l=16,c=4", 100, 100, True),
+            ("global:g=0,3-5", 70, 70, False), ("bigbird:b=16,r=2,seed=1", 100, 100, True),
+            ("bigbird:b=8,r=3,seed=2", 77, 40, False),
+            ("window:w=3+global:n=2+strided:l=16", 80, 80, True), ("none", 33, 33, True)):
         got = create_mask(flex_mask_mod(parse_pattern(spec), lq, lk, causal), 1, 1, lq, lk,
                           device="cpu")[0, 0]
         c.expect(torch.equal(got, pattern_mask(spec, lq, lk, causal)),
@@ -512,8 +511,8 @@ def main(argv=None):
             check_c_builders(c, args.c_dump)
         return None
 
-    return run_script(__doc__, demo, [check_predicates, check_specs, check_attention, check_flex], argv,
-                      add_args, c_dump_checks)
+    return run_script(__doc__, demo, [check_predicates, check_specs, check_attention, check_flex],
+                      argv, add_args, c_dump_checks)
 
 
 if __name__ == "__main__":

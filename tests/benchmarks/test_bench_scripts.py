@@ -101,11 +101,9 @@ def write_sparse_fixture(tree):
         os.makedirs(d, exist_ok=True)
     w, bb, cw = "window:w=1199", "bigbird:b=128,r=10,seed=1", "causal_window:w=4096"
     with open(os.path.join(gpu, "bench_attention.jsonl"), "w") as f:
-        for rec in (sparse_record("04_sparse_patterns/dense_fa2", w, 4096, 10.0, density=0.5, bound=2.0),
-                    sparse_record("04_sparse_patterns/block_sparse", w, 4096, 5.5, density=0.5,
-                                  bound=2.0),
-                    sparse_record("04_sparse_patterns/window", w, 4096, 5.0, density=0.5, bound=2.0),
-                    sparse_record("04_sparse_patterns/gather", w, 4096, 40.0, density=0.5, bound=2.0),
+        for rec in [sparse_record("04_sparse_patterns/" + k, w, 4096, t, density=0.5, bound=2.0)
+                    for k, t in (("dense_fa2", 10.0), ("block_sparse", 5.5), ("window", 5.0),
+                                 ("gather", 40.0))] + [
                     sparse_record("04_sparse_patterns/dense_fa2", bb, 4096, 10.0, density=0.5,
                                   bound=2.0),
                     sparse_record("04_sparse_patterns/block_sparse", bb, 4096, 0, status="FAIL",
@@ -118,7 +116,7 @@ def write_sparse_fixture(tree):
                                   density=0.0308, bound=16.25),
                     sparse_record("04_sparse_patterns/block_sparse", cw, 131072, 130.0,
                                   causal=True, density=0.0308, bound=16.25),
-                    sparse_record("03_flash_attention_v2/fa2_mma", "dense", 4096, 9.0)):
+                    sparse_record("03_flash_attention_v2/fa2_mma", "dense", 4096, 9.0)]:
             f.write(json.dumps(rec) + "\n")
     with open(os.path.join(gpu, "bench_torch.jsonl"), "w") as f:
         for rec in (sparse_record("torch/flex", w, 4096, 6.05, density=0.5, bound=2.0),
