@@ -63,21 +63,27 @@ def test_update_tables(work):
         f.write(json.dumps(record("torch/sdpa_flash", 1024, 200.0)) + "\n")
         f.write(json.dumps(record("torch/sdpa_flash", 2048, 300.0)) + "\n")
         f.write(json.dumps(record("torch/naive", 2048, 0, status="ERROR") | {"oom": True}) + "\n")
-    readme = os.path.join(tree, "README.md")
-    with open(readme, "w") as f:
-        f.write("# t\n<!-- results:bench -->\nstale\n<!-- /results:bench -->\n"
-                "<!-- results:bench_memory -->\n<!-- /results:bench_memory -->\n")
-    script = os.path.join(BENCH, "update_tables.py")
-    p = run(script, "--root", tree, "--readme", "README.md", "--check")
-    check(p.returncode == 1, f"--check on a stale README: exit {p.returncode}")
-    p = run(script, "--root", tree, "--readme", "README.md")
-    check(p.returncode == 0, f"update_tables: {p.stdout}{p.stderr}")
-    text = open(readme).read()
+    text = update_readme(tree, "# t\n<!-- results:bench -->\nstale\n<!-- /results:bench -->\n"
+                         "<!-- results:bench_memory -->\n<!-- /results:bench_memory -->\n", "bench")
     for want in ("| 03_flash_attention_v2/fa2_mma | 100.0 (0.50×) | 150.0 (0.50×) |",
                  "| torch/naive | – | OOM |", "commit abc1234", "L=2048", "64.0 MiB"):
         check(want in text, f"update_tables: '{want}' not in the table:\n{text}")
+
+
+def update_readme(tree, text, what):
+    """Writes tree/README.md, checks that update_tables.py --check sees it stale, updates it,
+    checks that --check is then happy; returns the updated README."""
+    readme = os.path.join(tree, "README.md")
+    with open(readme, "w") as f:
+        f.write(text)
+    script = os.path.join(BENCH, "update_tables.py")
     p = run(script, "--root", tree, "--readme", "README.md", "--check")
-    check(p.returncode == 0, f"--check after an update: exit {p.returncode}")
+    check(p.returncode == 1, f"{what}: --check on a stale README: exit {p.returncode}")
+    p = run(script, "--root", tree, "--readme", "README.md")
+    check(p.returncode == 0, f"{what}: update_tables: {p.stdout}{p.stderr}")
+    p = run(script, "--root", tree, "--readme", "README.md", "--check")
+    check(p.returncode == 0, f"{what}: --check after an update: exit {p.returncode}")
+    return open(readme).read()
 
 
 def sparse_record(impl, pattern, L, ms, causal=False, dtype="f16", status="PASS", simulated=False,
@@ -136,15 +142,8 @@ def test_sparse_table(work):
     tree = os.path.join(work, "sparse_tree")
     shutil.rmtree(tree, ignore_errors=True)
     write_sparse_fixture(tree)
-    readme = os.path.join(tree, "README.md")
-    with open(readme, "w") as f:
-        f.write("# t\n<!-- results:sparse -->\nstale\n<!-- /results:sparse -->\n")
-    script = os.path.join(BENCH, "update_tables.py")
-    p = run(script, "--root", tree, "--readme", "README.md", "--check")
-    check(p.returncode == 1, f"sparse table --check on a stale README: exit {p.returncode}")
-    p = run(script, "--root", tree, "--readme", "README.md")
-    check(p.returncode == 0, f"update_tables (sparse): {p.stdout}{p.stderr}")
-    text = open(readme).read()
+    text = update_readme(tree, "# t\n<!-- results:sparse -->\nstale\n<!-- /results:sparse -->\n",
+                         "sparse")
     for want in (
             "| window:w=1199 | 4096 | f16 | no | 50 % | 2.00× | 10.0 ms | 5.500 ms, 1.82× (91 % of "
             "ideal) | 5.000 ms, 2.00× | 40.0 ms, 0.25× | 6.050 ms | 1.10× | 8.000 ms |",
@@ -166,11 +165,10 @@ def test_sparse_table(work):
         check(want in text, f"sparse table: '{want}' not in:\n{text}")
     check(text.count("| target | goal | measured |") == 1, "targets: for the GPU device only")
     check("No GPU results yet" not in text and "fa2_mma" not in text, "sparse table: extra rows")
-    p = run(script, "--root", tree, "--readme", "README.md", "--check")
-    check(p.returncode == 0, f"sparse table --check after an update: exit {p.returncode}")
     shutil.rmtree(os.path.join(tree, "benchmarks", "results", "Test-GPU"))
-    run(script, "--root", tree, "--readme", "README.md")
-    check("No GPU results yet" in open(readme).read(), "sparse table without a GPU device")
+    run(os.path.join(BENCH, "update_tables.py"), "--root", tree, "--readme", "README.md")
+    check("No GPU results yet" in open(os.path.join(tree, "README.md")).read(),
+          "sparse table without a GPU device")
 
 
 def test_plot(work):
