@@ -47,13 +47,19 @@ def ms(x):
     return "–" if x is None else f"{x:.1f}" if x >= 10 else f"{x:.3f}"
 
 
-def load_bench():
-    """{device: [records]} of bench_attention.jsonl and bench_torch.jsonl, devices sorted."""
+def load_bench(sparse=None):
+    """{device: [records]} of bench_attention.jsonl and bench_torch.jsonl, devices sorted; with
+    sparse=False only the records without a sparse pattern (those have their own table)."""
     out = {}
     for name in ("bench_attention", "bench_torch"):
         for device, recs in load(name).items():
-            out.setdefault(device, []).extend(recs)
-    return dict(sorted(out.items()))
+            out.setdefault(device, []).extend(r for r in recs if sparse is None
+                                              or is_sparse(r) == sparse)
+    return {device: recs for device, recs in sorted(out.items()) if recs}
+
+
+def is_sparse(r):
+    return (r.get("pattern") or "dense") not in ("dense", "none")
 
 
 def family_key(r):
@@ -84,7 +90,7 @@ def cell(r, ref, simulated):
 
 def table_bench():
     out = []
-    for device, recs in load_bench().items():
+    for device, recs in load_bench(sparse=False).items():
         simulated = any(r.get("simulated") for r in recs)
         out.append(f"**{device}** — {provenance(recs)}.")
         out.append("CPU simulator timings (median ms): they measure the simulator, not GPU "
@@ -120,7 +126,7 @@ def table_bench():
 def table_bench_memory():
     rows = ["| device | problem | implementation | L | peak measured | model |",
             "|---|---|---|---|---|---|"]
-    for device, recs in load_bench().items():
+    for device, recs in load_bench(sparse=False).items():
         families = {}
         for r in recs:
             if r["status"] == "PASS" and r.get("mem_peak_bytes"):
@@ -192,13 +198,12 @@ def sparse_rows(recs):
     D, dtype, causal). Sorted by shape, L, causality, pattern, dtype."""
     dense, rows = {}, {}
     for r in recs:
-        pattern = r.get("pattern") or "dense"
-        if pattern in ("dense", "none"):
+        if not is_sparse(r):
             if r["impl"] == "torch/sdpa_flash":
                 dense[problem_key(r)] = r
             continue
-        row = rows.setdefault((pattern,) + problem_key(r), {
-            "pattern": pattern, "key": problem_key(r), "density": None, "bound": None,
+        row = rows.setdefault((r["pattern"],) + problem_key(r), {
+            "pattern": r["pattern"], "key": problem_key(r), "density": None, "bound": None,
             "impls": {}})
         row["impls"][r["impl"]] = r
         if r.get("density") is not None:
@@ -299,8 +304,9 @@ def table_sparse():
         rows = sparse_rows(recs)
         if not rows:
             continue
-        simulated = any(r.get("simulated") for r in recs)
-        out.append(f"**{device}** — {provenance(recs)}.")
+        used = [r for row in rows for r in list(row["impls"].values()) + [row["sdpa_flash"]] if r]
+        simulated = any(r.get("simulated") for r in used)
+        out.append(f"**{device}** — {provenance(used)}.")
         out.append("CPU simulator timings (median ms): they measure the simulator, not GPU "
                    "performance." if simulated else "Median time on the GPU.")
         out.append("")

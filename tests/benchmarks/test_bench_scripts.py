@@ -142,8 +142,13 @@ def test_sparse_table(work):
     tree = os.path.join(work, "sparse_tree")
     shutil.rmtree(tree, ignore_errors=True)
     write_sparse_fixture(tree)
-    text = update_readme(tree, "# t\n<!-- results:sparse -->\nstale\n<!-- /results:sparse -->\n",
-                         "sparse")
+    text = update_readme(tree, "# t\n<!-- results:sparse -->\nstale\n<!-- /results:sparse -->\n"
+                         "<!-- results:bench -->\n<!-- /results:bench -->\n", "sparse")
+    sparse, bench = text.split("<!-- results:bench -->")
+    check("| 03_flash_attention_v2/fa2_mma | 1.0 (1.00×) |" in bench and "04_sparse" not in bench,
+          f"the bench table keeps the dense records only:\n{bench}")
+    check("fa2_mma" not in sparse and "Test-sim" not in bench, "sparse table: dense records")
+    text = sparse
     for want in (
             "| window:w=1199 | 4096 | f16 | no | 50 % | 2.00× | 10.0 ms | 5.500 ms, 1.82× (91 % of "
             "ideal) | 5.000 ms, 2.00× | 40.0 ms, 0.25× | 6.050 ms | 1.10× | 8.000 ms |",
@@ -164,7 +169,7 @@ def test_sparse_table(work):
             "ideal) |"):
         check(want in text, f"sparse table: '{want}' not in:\n{text}")
     check(text.count("| target | goal | measured |") == 1, "targets: for the GPU device only")
-    check("No GPU results yet" not in text and "fa2_mma" not in text, "sparse table: extra rows")
+    check("No GPU results yet" not in text, "sparse table: GPU device")
     shutil.rmtree(os.path.join(tree, "benchmarks", "results", "Test-GPU"))
     run(os.path.join(BENCH, "update_tables.py"), "--root", tree, "--readme", "README.md")
     check("No GPU results yet" in open(os.path.join(tree, "README.md")).read(),
