@@ -451,6 +451,11 @@ def check_c_builders(c, tool):
                 t = {name: torch.from_numpy(load_attn_tensor(os.path.join(out, name + ".bin")))
                      for name in ("q", "k", "v", "out", "lse", "mask", "kv_num", "kv_idx",
                                   "full_num", "full_idx")}
+                with open(os.path.join(out, "spec.txt")) as f:
+                    c_spec = f.read().strip()
+            ours = format_pattern(parse_pattern(spec))
+            c.expect(ours == c_spec,
+                     f"{what}: canonical spec {ours} (attn_pattern_format: {c_spec})")
             want = pattern_mask(spec, lq, lk, causal)
             c.expect(all(torch.equal(t["mask"][b].bool(), want) for b in range(B)),
                      f"{what}: CSR (attn_pattern_csr) equals the mask")
