@@ -328,7 +328,9 @@ CASES = [  # spec, B, Lq, Lk, causal
 
 
 def check_predicates(c):
-    """Hand-checked entries (the same as the C unit test's) and the edge cases."""
+    """Spec parsing and the canonical spec; hand-checked entries (the same as the C unit test's)
+    and the edge cases."""
+    check_specs(c)
     def keeps(spec, i, j, lq=20, lk=20):
         return bool(pattern_mask(spec, lq, lk)[i, j])
 
@@ -516,8 +518,8 @@ def main(argv=None):
             check_c_builders(c, args.c_dump)
         return None
 
-    return run_script(__doc__, demo, [check_predicates, check_specs, check_attention, check_flex],
-                      argv, add_args, c_dump_checks)
+    return run_script(__doc__, demo, [check_predicates, check_attention, check_flex], argv,
+                      add_args, c_dump_checks)
 
 
 if __name__ == "__main__":
