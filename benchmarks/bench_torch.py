@@ -10,6 +10,16 @@ side by side:
     torch/flex            FlexAttention (torch.compile'd) with a BlockMask (causal or --pattern)
     torch/naive           matmul, softmax, matmul: the L x L scores materialised
 
+Example 04's sparse patterns (--pattern SPEC, or --grid issue4) take the harness's spec syntax
+(attn/patterns.h: window, causal_window, dilated, strided, fixed, global, bigbird, unions with
+'+'), parsed and evaluated by examples/04_sparse_patterns/sparse_patterns.py (the PyTorch
+reference checked against the C builders). FlexAttention gets the pattern's predicate as its
+mask_mod and a BlockMask of --flex-block (64) tiles, the tiles of our kernels; the SDPA backends
+and naive PyTorch get a dense boolean L x L mask when it fits in 2 GiB (else SKIP); sdpa_flash
+takes no mask (SKIP: --grid issue4 measures it on the dense problem of the same shape instead).
+The FLOP model counts only the computed entries; records carry pattern (the canonical spec),
+density and speedup_bound (benchmarks/README.md).
+
 Each result is checked on a sample of query rows against a float64 reference (FlashAttention's
 rule for fp16/bf16: error at most 2x that of a same-precision implementation + one ulp): a wrong
 result is FAIL and is not timed. Timing: CUDA events, warm-up, L2 flushed before every timed call,
@@ -19,7 +29,8 @@ A backend this torch or this GPU does not offer is recorded as SKIP with the rea
 
     python benchmarks/bench_torch.py --grid issue3 --out benchmarks/results/<device>/bench_torch.jsonl
     python benchmarks/bench_torch.py --L 4096 --D 128 --H 16 --dtype f16 --impl sdpa_flash,flex
-    python benchmarks/bench_torch.py --L 4096 --pattern sliding_window:256     (example 04's masks)
+    python benchmarks/bench_torch.py --L 4096 --pattern window:w=256+global:n=16
+    python benchmarks/bench_torch.py --grid issue4 --dry-run     (lists the runs; no GPU needed)
 Without a CUDA GPU it prints one line and exits 77 (these are GPU peers only).
 """
 import argparse
@@ -35,12 +46,25 @@ import warnings
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMPLS = ["sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "sdpa_math", "flex", "naive"]
 ISSUE3_L = [1024, 2048, 4096, 8192, 16384]
-# The same presets as bench_attention.c (sim and tiny are simulator grids: not here).
+# Example 04's grid, as bench_attention's: (L, causal, patterns) at B=1 H=16 D=128 f16/bf16, for
+# the densities 50 / 25 / 10 % and Mistral's window at 128k. On each pattern problem the peers
+# that take a pattern; on the dense problem of the same shape sdpa_flash, the dense baseline.
+ISSUE4 = [(4096, False, ["window:w=1199", "bigbird:b=128,r=10,seed=1"]),
+          (8192, False, ["window:w=1097", "bigbird:b=128,r=9,seed=1"]),
+          (16384, False, ["window:w=840", "bigbird:b=128,r=6,seed=1"]),
+          (131072, True, ["causal_window:w=4096"])]
+# The same presets as bench_attention.c (sim and tiny are simulator grids: not here). A block may
+# name its patterns and the implementations of its pattern and dense problems (default: all).
 GRIDS = {
     "issue3": [dict(B=[1], H=[16], L=ISSUE3_L, D=[128], dtype=["f16", "bf16"], causal=[False, True]),
                dict(B=[1], H=[32], L=ISSUE3_L, D=[64], dtype=["f16", "bf16"], causal=[False, True])],
     "fp32": [dict(B=[1], H=[16], L=ISSUE3_L, D=[64], dtype=["f32"], causal=[False, True])],
+    "issue4": [dict(B=[1], H=[16], L=[L], D=[128], dtype=["f16", "bf16"], causal=[causal],
+                    pattern=specs, impls=["flex", "sdpa_cudnn", "sdpa_efficient", "sdpa_math"],
+                    dense_impls=["sdpa_flash"]) for L, causal, specs in ISSUE4],
 }
+MASK_LIMIT = 2 << 30  # bytes: the largest dense boolean mask given to SDPA and naive PyTorch
+DEVICE = "cuda"
 ULP_AT_1 = {"f32": 2.0 ** -23, "f16": 2.0 ** -10, "bf16": 2.0 ** -7}
 
 
@@ -56,9 +80,15 @@ def parse_args(argv):
     ap.add_argument("--dtype", help="... dtypes: f32, f16, bf16")
     ap.add_argument("--causal", choices=["no", "yes", "both"], help="... causal or not")
     ap.add_argument("--impl", help="implementations, comma-separated: " + ", ".join(IMPLS))
-    ap.add_argument("--pattern", default="dense",
-                    help="mask pattern: dense (causal from --causal), sliding_window:W "
-                         "(|i-j| <= W) or causal_window:W (i-W < j <= i)")
+    ap.add_argument("--pattern", action="append",
+                    help="sparse pattern in the harness's spec syntax, e.g. window:w=256, "
+                    "causal_window:w=4096, bigbird:b=64,r=3,seed=1, window:w=64+global:n=16 "
+                    "(attn/patterns.h), or dense; repeat for several; replaces the grid's "
+                    "(default: dense; causality from --causal)")
+    ap.add_argument("--flex-block", type=int, default=64,
+                    help="FlexAttention BlockMask tile (default 64: the tiles of our kernels)")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="list the (problem, implementation) runs and exit (no GPU needed)")
     ap.add_argument("--out", help="JSON Lines output ('-' = stdout); truncated unless --append")
     ap.add_argument("--append", action="store_true")
     ap.add_argument("--warmup", type=int, default=3)
@@ -81,7 +111,10 @@ def parse_args(argv):
         if g not in GRIDS:
             ap.error(f"--grid: unknown grid '{g}' (choose from {', '.join(GRIDS)})")
     try:
-        args.pattern_kind, args.window = parse_pattern(args.pattern)
+        if args.pattern:
+            args.pattern = [canonical(p) for p in args.pattern]
+        if args.flex_block < 16 or args.flex_block & (args.flex_block - 1):
+            raise ValueError("--flex-block: takes a power of two, at least 16")
         for key in ("B", "H", "L", "D"):
             if getattr(args, key) and min(int_list(getattr(args, key))) < 1:
                 raise ValueError(f"--{key}: values must be positive")
@@ -92,13 +125,24 @@ def parse_args(argv):
     return args
 
 
-def parse_pattern(s):
-    if s == "dense":
-        return "dense", 0
-    kind, _, w = s.partition(":")
-    if kind in ("sliding_window", "causal_window") and w.isdigit() and int(w) > 0:
-        return kind, int(w)
-    raise ValueError(f"--pattern: '{s}' is not dense, sliding_window:W or causal_window:W")
+def patterns():
+    """examples/04_sparse_patterns/sparse_patterns.py: the patterns' parser and predicate."""
+    sys.path.insert(0, os.path.join(ROOT, "examples", "04_sparse_patterns"))
+    try:
+        import sparse_patterns
+    except ImportError as e:
+        print(f"SKIP: no PyTorch here ({e}): bench_torch.py measures GPU peers only")
+        sys.exit(77)
+    return sparse_patterns
+
+
+def canonical(spec):
+    """The canonical spec (attn_pattern_format's), 'dense' for no pattern; ValueError if bad."""
+    try:
+        parts = patterns().parse_pattern(spec)
+    except ValueError as e:
+        raise ValueError(f"--pattern: {e}") from None
+    return patterns().format_pattern(parts) if parts else "dense"
 
 
 def int_list(s):
@@ -106,7 +150,8 @@ def int_list(s):
 
 
 def problems(args):
-    """The union of the grids' blocks, each list replaced by the command line's where given."""
+    """The union of the grids' blocks, each list replaced by the command line's where given; each
+    problem lists the implementations to run on it (--impl keeps some)."""
     over = {}
     for key in ("B", "H", "L", "D"):
         if getattr(args, key):
@@ -115,42 +160,71 @@ def problems(args):
         over["dtype"] = args.dtype.split(",")
     if args.causal:
         over["causal"] = {"no": [False], "yes": [True], "both": [False, True]}[args.causal]
+    if args.pattern:
+        over["pattern"] = args.pattern
+    names = args.impl.split(",") if args.impl else IMPLS
     out = []
     for g in args.grid.split(","):
         for block in GRIDS[g]:
             b = {**block, **over}
+            runs = [(canonical(p), b.get("impls", IMPLS)) for p in b.get("pattern", ["dense"])]
+            if "dense_impls" in b and any(p != "dense" for p, _ in runs):
+                runs.append(("dense", b["dense_impls"]))
             for D in b["D"]:
                 for dtype in b["dtype"]:
                     for H in b["H"]:
                         for B in b["B"]:
                             for L in b["L"]:
                                 for causal in b["causal"]:
-                                    out.append(dict(B=B, H=H, L=L, D=D, dtype=dtype, causal=causal))
-    return out
+                                    out += [dict(B=B, H=H, L=L, D=D, dtype=dtype, causal=causal,
+                                                 pattern=p, impls=[n for n in impls if n in names])
+                                            for p, impls in runs]
+    return [p for p in out if p["impls"]]
 
 
-# ---- masks ------------------------------------------------------------------------------------
-
-def visible(i, j, causal, kind, w):
-    """Which (query i, key j) entries the problem computes (tensors or ints)."""
-    keep = (j <= i) if causal else (j >= 0)
-    if kind == "sliding_window":
-        keep = keep & ((i - j).abs() <= w if hasattr(i, "abs") else abs(i - j) <= w)
-    elif kind == "causal_window":
-        keep = keep & (j <= i) & (j > i - w)
-    return keep
+def describe(prob):
+    return (f"B={prob['B']} H={prob['H']} L={prob['L']} D={prob['D']} {prob['dtype']}"
+            + (" causal" if prob["causal"] else "")
+            + " " + prob["pattern"])
 
 
-def entries_per_head(L, causal, kind, w):
-    """Computed entries of one head's L x L score matrix (the FLOP model counts only these)."""
-    if kind == "dense":
-        return L * (L + 1) // 2 if causal else L * L
-    total = 0
-    for i in range(L):
-        lo = max(0, i - w) if kind == "sliding_window" else max(0, i - w + 1)
-        hi = i if (causal or kind == "causal_window") else min(L - 1, i + w)
-        total += max(0, hi - lo + 1)
-    return total
+# ---- patterns ---------------------------------------------------------------------------------
+
+class Pattern:
+    """A problem's pattern (or dense) under its causality: the predicate keep(i, j) on index
+    tensors (sparse_patterns.pattern_predicate, tables on the GPU) and the entry counts."""
+
+    def __init__(self, prob, device):
+        sp = patterns()
+        L, causal = prob["L"], prob["causal"]
+        self.spec, self.L, self.causal = prob["pattern"], L, causal
+        self.parts = sp.parse_pattern(self.spec)
+        self.keep = sp.pattern_predicate(self.parts, L, L, causal, device)
+        self.mask_mod = sp.flex_mask_mod(self.parts, L, L, causal, device)
+        self.dense_entries = L * (L + 1) // 2 if causal else L * L
+        self.entries = (sp.pattern_entries(self.spec, L, L, causal, device) if self.parts
+                        else self.dense_entries)
+
+    def stats(self):
+        """The record's pattern keys (the contract of benchmarks/README.md)."""
+        sparse = bool(self.parts)
+        return {"pattern": self.spec,
+                "density": self.entries / (self.L * self.L) if sparse else None,
+                "speedup_bound": (self.dense_entries / self.entries if self.entries else None)
+                if sparse else None,
+                "block_density": None, "block_fill": None, "mask_bytes": None}
+
+    def dense_mask(self, torch, device):
+        """The [L, L] boolean mask for SDPA and naive PyTorch (None when dense); Skip when it
+        would take more than MASK_LIMIT bytes."""
+        if not self.parts:
+            return None
+        if self.L * self.L > MASK_LIMIT:
+            raise Skip(f"a dense boolean mask of {self.L} x {self.L} takes "
+                       f"{self.L * self.L / 2 ** 30:.0f} GiB, over the {MASK_LIMIT >> 30} GiB "
+                       f"limit of bench_torch")
+        idx = torch.arange(self.L, device=device)
+        return self.keep(idx[:, None], idx[None, :])
 
 
 # ---- the implementations ---------------------------------------------------------------------
@@ -172,19 +246,21 @@ def make_impls(torch, args):
         if hasattr(torch._dynamo.config, "recompile_limit"):
             torch._dynamo.config.recompile_limit = 256
         flex = torch.compile(flex_attention, dynamic=False)
+        block_mask_compiled = torch.compile(create_block_mask)
     except ImportError as e:
         flex = None
         flex_missing = f"torch {torch.__version__} has no FlexAttention ({e})"
 
     def sdpa(backend_name):
-        def run(q, k, v, prob, mask):
+        def run(q, k, v, prob, pat, mask):
             if sdpa_kernel is None:
                 raise Skip(sdpa_missing)
             backend = getattr(SDPBackend, backend_name, None)
             if backend is None:
                 raise Skip(f"torch {torch.__version__} has no SDPBackend.{backend_name}")
-            if mask is not None and backend_name == "FLASH_ATTENTION":
-                raise Skip("FLASH_ATTENTION takes no arbitrary mask (--pattern)")
+            if pat.parts and backend_name == "FLASH_ATTENTION":
+                raise Skip("FLASH_ATTENTION takes no arbitrary mask (the pattern); --grid issue4 "
+                           "measures it on the dense problem of the same shape")
             with warnings.catch_warnings(record=True) as caught, sdpa_kernel([backend]):
                 warnings.simplefilter("always")
                 try:
@@ -200,23 +276,24 @@ def make_impls(torch, args):
 
     block_masks = {}
 
-    def run_flex(q, k, v, prob, mask):
+    def run_flex(q, k, v, prob, pat, mask):
+        """The pattern's predicate as mask_mod, in --flex-block tiles; the BlockMask is built
+        once per (pattern, L, causal), compiled above 2^30 entries (else it is evaluated as a
+        whole [L, L] tensor)."""
         if flex is None:
             raise Skip(flex_missing)
-        kind, w, causal = args.pattern_kind, args.window, prob["causal"]
-        if kind == "dense" and not causal:
+        if not pat.parts and not pat.causal:
             bm = None
         else:
-            key = (prob["L"], causal)
+            key = (pat.spec, pat.L, pat.causal)
             if key not in block_masks:
-                def mask_mod(b, h, q_idx, kv_idx):
-                    return visible(q_idx, kv_idx, causal, kind, w)
-                block_masks[key] = create_block_mask(mask_mod, None, None, prob["L"], prob["L"],
-                                                     device="cuda")
+                make = block_mask_compiled if pat.L * pat.L > 1 << 30 else create_block_mask
+                block_masks[key] = make(pat.mask_mod, None, None, pat.L, pat.L, device=DEVICE,
+                                        BLOCK_SIZE=args.flex_block)
             bm = block_masks[key]
         return flex(q, k, v, block_mask=bm)
 
-    def run_naive(q, k, v, prob, mask):
+    def run_naive(q, k, v, prob, pat, mask):
         s = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(prob["D"]))
         if mask is not None:
             s = s.masked_fill(~mask, float("-inf"))
@@ -240,12 +317,12 @@ def sample_rows(L, n):
     return sorted(rows | {i * (L - 1) // max(1, n - 1) for i in range(n)})
 
 
-def check(torch, q, k, v, out, prob, args, mask_fn):
+def check(torch, q, k, v, out, prob, args, pat):
     """(pass, max_abs_err) on a sample of rows against float64, FlashAttention's rule."""
     rows = torch.tensor(sample_rows(prob["L"], args.check_rows), device=q.device)
     scale = 1.0 / math.sqrt(prob["D"])
     keys = torch.arange(prob["L"], device=q.device)
-    keep = mask_fn(rows[:, None], keys[None, :])
+    keep = pat.keep(rows[:, None], keys[None, :])
     qr = q[:, :, rows, :]
 
     def attention(acc, store):
@@ -311,14 +388,15 @@ def provenance(torch, args):
                 torch=torch.__version__)
 
 
-def record(prob, impl_name, status, note, pv, args, entries, **kw):
+def record(prob, impl_name, status, note, pv, args, pat, **kw):
     elem = {"f32": 4, "f16": 2}.get(prob["dtype"], 2)
     B, H, L, D = prob["B"], prob["H"], prob["L"], prob["D"]
     io_bytes = elem * 4 * B * H * L * D + 4 * B * H * L  # Q, K, V read, O written, + LSE
-    flops = 4.0 * B * H * entries * D
+    flops = 4.0 * B * H * pat.entries * D  # every peer here honours the pattern
     t = kw.get("timing")
     grid = args.grid + (" (modified)" if any(getattr(args, a) for a in
-                                              ("B", "H", "L", "D", "dtype", "causal")) else "")
+                                              ("B", "H", "L", "D", "dtype", "causal", "pattern"))
+                        else "")
     return {
         "example": "torch", "kernel": impl_name, "kernel_id": IMPLS.index(impl_name) + 1,
         "backend": "gpu", "device": pv["device"], "B": B, "H": H, "Lq": L, "Lk": L, "D": D,
@@ -331,59 +409,63 @@ def record(prob, impl_name, status, note, pv, args, entries, **kw):
         "timing_note": "", "flops": flops, "bytes_model": io_bytes,
         "mem_peak_bytes": kw.get("mem"), "mem_model_bytes": io_bytes, "oom": kw.get("oom", False),
         "spread": t and t["spread"], "warmup": args.warmup, "check_rows": args.check_rows,
-        "grid": grid, "pattern": args.pattern, "commit": pv["commit"], "date": pv["date"],
+        "grid": grid, **pat.stats(), "commit": pv["commit"], "date": pv["date"],
         "cuda_runtime": pv["cuda_runtime"], "cuda_driver": pv["cuda_driver"], "cc": pv["cc"],
         "host": pv["host"], "torch": pv["torch"]}
 
 
-def run_one(torch, fn, name, prob, args, pv, flush):
-    """Check, then time, one implementation on one problem: its record."""
+def run_one(torch, fn, name, prob, pat, args, pv, flush):
+    """Check, then time, one implementation on one problem (pattern pat): its record."""
     dt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[prob["dtype"]]
     B, H, L, D = prob["B"], prob["H"], prob["L"], prob["D"]
-    kind, w, causal = args.pattern_kind, args.window, prob["causal"]
-    entries = entries_per_head(L, causal, kind, w)
-
-    def mask_fn(i, j):
-        return visible(i, j, causal, kind, w)
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
     q = k = v = mask = None
     try:
-        gen = torch.Generator(device="cuda").manual_seed(args.seed)
-        q, k, v = (torch.rand(B, H, L, D, device="cuda", dtype=dt, generator=gen) * 2 - 1
+        gen = torch.Generator(device=DEVICE).manual_seed(args.seed)
+        q, k, v = (torch.rand(B, H, L, D, device=DEVICE, dtype=dt, generator=gen) * 2 - 1
                    for _ in range(3))
-        if kind != "dense":
-            idx = torch.arange(L, device="cuda")
-            mask = mask_fn(idx[:, None], idx[None, :])
+        if name not in ("flex", "sdpa_flash"):
+            mask = pat.dense_mask(torch, DEVICE)
         torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
-        out = fn(q, k, v, prob, mask)
+        out = fn(q, k, v, prob, pat, mask)
         torch.cuda.synchronize()
         first_s = time.perf_counter() - t0
         mem = torch.cuda.max_memory_allocated() - base
-        ok, err = check(torch, q, k, v, out, prob, args, mask_fn)
+        ok, err = check(torch, q, k, v, out, prob, args, pat)
         del out
-        note = f"first call (compile) {first_s:.1f} s" if name == "flex" else ""
+        note = (f"BlockMask of {args.flex_block} x {args.flex_block} tiles; first call (compile) "
+                f"{first_s:.1f} s" if name == "flex" else "")
         if not ok:
-            return record(prob, name, "FAIL", note, pv, args, entries, err=err, mem=mem)
-        timing = time_calls(torch, lambda: fn(q, k, v, prob, mask), args, flush)
-        return record(prob, name, "PASS", note, pv, args, entries, err=err, mem=mem,
-                      timing=timing)
+            return record(prob, name, "FAIL", note, pv, args, pat, err=err, mem=mem)
+        timing = time_calls(torch, lambda: fn(q, k, v, prob, pat, mask), args, flush)
+        return record(prob, name, "PASS", note, pv, args, pat, err=err, mem=mem, timing=timing)
     except Skip as e:
-        return record(prob, name, "SKIP", str(e), pv, args, entries)
+        return record(prob, name, "SKIP", str(e), pv, args, pat)
     except torch.cuda.OutOfMemoryError as e:
         return record(prob, name, "ERROR", "out of device memory: " + str(e).split("\n")[0][:200],
-                      pv, args, entries, oom=True)
+                      pv, args, pat, oom=True)
     except Exception as e:  # any other failure of a peer is a result of this run, not a crash
         return record(prob, name, "ERROR", f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
-                      if str(e) else type(e).__name__, pv, args, entries)
+                      if str(e) else type(e).__name__, pv, args, pat)
     finally:
         del q, k, v, mask
         torch.cuda.empty_cache()
 
 
+def dry_run(probs):
+    """Lists the runs, one line per problem: what --grid/--pattern/--impl select."""
+    for prob in probs:
+        print(f"{describe(prob):<56} " + " ".join("torch/" + n for n in prob["impls"]))
+    print(f"{len(probs)} problems, {sum(len(p['impls']) for p in probs)} runs")
+    return 0
+
+
 def main(argv):
     args = parse_args(argv)
+    if args.dry_run:
+        return dry_run(problems(args))
     try:
         import torch
     except ImportError as e:
@@ -393,17 +475,16 @@ def main(argv):
         print("SKIP: no CUDA GPU (torch.cuda.is_available() is False): bench_torch.py measures "
               "GPU peers only; the simulator figures come from bench_attention")
         return 77
-    names = args.impl.split(",") if args.impl else IMPLS
     fns = make_impls(torch, args)
     pv = provenance(torch, args)
     props = torch.cuda.get_device_properties(0)
     flush = torch.empty(2 * max(getattr(props, "L2_cache_size", 0), 1 << 20), dtype=torch.uint8,
-                        device="cuda")
+                        device=DEVICE)
     probs = problems(args)
     out = sys.stdout if args.out == "-" else open(args.out, "a" if args.append else "w") \
         if args.out else None
-    total, done, failed, t0 = len(probs) * len(names), 0, 0, time.time()
-    print(f"bench_torch: {len(probs)} problems x {len(names)} implementations on {pv['device']}, "
+    total, done, failed, t0 = sum(len(p["impls"]) for p in probs), 0, 0, time.time()
+    print(f"bench_torch: {len(probs)} problems, {total} runs on {pv['device']}, "
           f"torch {torch.__version__}, CUDA {pv['cuda_runtime']}, commit {pv['commit']}",
           file=sys.stderr)
     for n, prob in enumerate(probs):
@@ -411,19 +492,18 @@ def main(argv):
             print(f"budget: --budget-s {args.budget_s:.0f} reached; {len(probs) - n} of "
                   f"{len(probs)} problems not run", file=sys.stderr)
             break
-        for name in names:
-            r = run_one(torch, fns[name], name, prob, args, pv, flush)
+        pat = Pattern(prob, DEVICE)
+        for name in prob["impls"]:
+            r = run_one(torch, fns[name], name, prob, pat, args, pv, flush)
             done += 1
             failed += r["status"] in ("FAIL", "ERROR") and not r["oom"]
             if out:
                 out.write(json.dumps(r) + "\n")
                 out.flush()
-            what = (f"B={prob['B']} H={prob['H']} L={prob['L']} D={prob['D']} {prob['dtype']}"
-                    + (" causal" if prob["causal"] else ""))
             tail = (f"{r['median_ms']:9.4f} ms {r['tflops']:8.3f} TFLOP/s"
                     if r["median_ms"] is not None else r["note"])
-            print(f"[{done:3d}/{total} {time.time() - t0:5.0f} s] {what:<28} torch/{name:<15} "
-                  f"{r['status']:<5} {tail}", file=sys.stderr)
+            print(f"[{done:3d}/{total} {time.time() - t0:5.0f} s] {describe(prob):<28} "
+                  f"torch/{name:<15} {r['status']:<5} {tail}", file=sys.stderr)
     if out and out is not sys.stdout:
         out.close()
     print(f"bench_torch: {done} runs in {time.time() - t0:.1f} s, {failed} failed", file=sys.stderr)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # benchmarks/gpu.sh — the one command a machine with an NVIDIA GPU runs to measure the chapter's
 # figures: builds bench_attention for this GPU's architecture, runs it and the PyTorch peers
-# (bench_torch.py) over the issue-3 grid, and writes
+# (bench_torch.py) over the issue-3 grid and example 04's issue-4 grid (sparse patterns), and writes
 #   benchmarks/results/<device>/bench_attention.jsonl   our kernels (checked, then timed)
 #   benchmarks/results/<device>/bench_torch.jsonl       SDPA flash/cuDNN/efficient/math, FlexAttention, naive
 #   benchmarks/results/<device>/meta.json               device, CUDA, driver, torch, commit, date, steps
@@ -9,25 +9,31 @@
 # then regenerates the README tables (update_tables.py). Commit the results folder and READMEs.
 #
 # Usage: benchmarks/gpu.sh [--steps LIST] [--quick]
-#   --steps   comma-separated, in this order (default all): build,c,torch,fp32,flex,plots
+#   --steps   comma-separated, in this order (default all):
+#             build,c,torch,fp32,flex,sparse,flexsparse,plots
 #             c: bench_attention --grid issue3; torch: the SDPA backends and naive PyTorch on the
 #             same grid; fp32: examples 01/02 and FA2 v1 (fp32) at B=1 H=16 D=64; flex:
-#             FlexAttention (compiled once per shape: the slowest step); plots: figures + tables
-#   --quick   L up to 4k only (a first look in about two minutes)
+#             FlexAttention (compiled once per shape: the slowest step); sparse: example 04's
+#             kernels and their dense baseline, bench_attention --grid issue4; flexsparse: the
+#             peers on the same patterns (FlexAttention, SDPA with a mask where it fits) and
+#             sdpa_flash on the dense problems, bench_torch.py --grid issue4;
+#             plots: figures + tables
+#   --quick   L up to 4k only (a first look in about three minutes)
 # Each step stops starting new problems when its time budget is spent (--budget-s), so the whole
-# script stays within about 8 minutes on an H100; a step can be rerun alone (its file is rewritten).
+# script stays within about 13 minutes on an H100; c and torch rewrite their file, the other
+# steps append to it (rerun c or torch before rerunning one of those alone).
 # Without a GPU it says so and exits 77.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
-steps="build,c,torch,fp32,flex,plots"
+steps="build,c,torch,fp32,flex,sparse,flexsparse,plots"
 quick=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --steps) steps="${2:?--steps needs a list}"; shift 2 ;;
     --quick) quick=1; shift ;;
-    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "error: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -51,7 +57,8 @@ git diff --quiet HEAD 2>/dev/null || commit="$commit-dirty"
 py="$ROOT/.venv/bin/python"
 [ -x "$py" ] || py=python3
 grid=(--grid issue3)
-[ $quick -eq 1 ] && grid+=(--L 1k,2k,4k)
+sparse=(--grid issue4)
+[ $quick -eq 1 ] && grid+=(--L 1k,2k,4k) && sparse+=(--L 4k)
 say "device: $gpu_name (sm_${cc/./}), driver $driver, commit $commit -> $out"
 
 build="build/bench-gpu"
@@ -92,6 +99,19 @@ if has flex; then
         --max-seconds 1 --commit "$commit" --append --out "$out/bench_torch.jsonl" ||
         echo "warning: bench_torch (flex) reported failures" >&2
     ran+=(flex)
+fi
+if has sparse; then
+    say "bench_attention: example 04's sparse kernels, issue-4 grid (budget 150 s)"
+    "$bench" "${sparse[@]}" --quiet --budget-s 150 --max-seconds 1 --commit "$commit" --append \
+        --out "$out/bench_attention.jsonl" || echo "warning: bench_attention reported failures" >&2
+    ran+=(sparse)
+fi
+if has flexsparse; then
+    say "bench_torch: FlexAttention, SDPA on the issue-4 patterns, sdpa_flash dense (budget 150 s)"
+    "$py" benchmarks/bench_torch.py "${sparse[@]}" --budget-s 150 --max-seconds 1 \
+        --commit "$commit" --append --out "$out/bench_torch.jsonl" ||
+        echo "warning: bench_torch (issue4) reported failures" >&2
+    ran+=(flexsparse)
 fi
 
 nvcc_version=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' || true)

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """plot.py — draws the benchmark results of one device: time, TFLOP/s and peak device memory
 against the sequence length L, one line per implementation, one figure per problem family
-(D, dtype, causal, B, H, pattern), as PNG and SVG.
+(D, dtype, causal, B, H, pattern), as PNG and SVG; and, where there are records of Example 04's
+sparse patterns, sparse_speedup.png|svg: each kernel's measured speedup over dense_fa2 on the
+same problem against the ideal speedup (dense entries / computed entries), with the chapter's goal
+of 90 % of the ideal.
 
     python benchmarks/plot.py benchmarks/results/<device>            -> <device>/plots/*.png|svg
     python benchmarks/plot.py RESULTS_DIR --out DIR
@@ -15,8 +18,12 @@ import argparse
 import glob
 import json
 import os
+import re
 import sys
 from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import update_tables  # noqa: E402  (Example 04's rows: records matched to dense_fa2's)
 
 
 def load(folder):
@@ -34,7 +41,7 @@ def family(r):
 def family_name(key):
     D, dtype, causal, B, H, pattern = key
     name = f"D{D}_{dtype}_{'causal' if causal else 'full'}_B{B}H{H}"
-    return name + ("" if pattern == "dense" else "_" + pattern.replace(":", "")), (
+    return name + ("" if pattern == "dense" else "_" + re.sub(r"[^A-Za-z0-9.-]+", "_", pattern)), (
         f"B={B} H={H} D={D} {dtype} {'causal' if causal else 'non-causal'}"
         + ("" if pattern == "dense" else f", {pattern}"))
 
@@ -65,13 +72,20 @@ def draw(plt, key, recs, out_dir):
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize=7)
     sample = recs[0]
-    sim = any(r.get("simulated") for r in recs)
     fig.suptitle(f"{title} — {sample['device']} (commit {sample.get('commit', '?')}, "
                  f"{str(sample.get('date', '?'))[:10]})")
-    if sim:
+    simulator_warning(fig, recs)
+    fig.tight_layout(rect=(0, 0.03, 1, 0.95))
+    return save(plt, fig, out_dir, name)
+
+
+def simulator_warning(fig, recs):
+    if any(r.get("simulated") for r in recs):
         fig.text(0.5, 0.005, "CPU simulator timings: they measure the simulator, not GPU "
                  "performance", ha="center", color="red")
-    fig.tight_layout(rect=(0, 0.03, 1, 0.95))
+
+
+def save(plt, fig, out_dir, name):
     paths = []
     for ext in ("png", "svg"):
         path = os.path.join(out_dir, f"{name}.{ext}")
@@ -79,6 +93,41 @@ def draw(plt, key, recs, out_dir):
         paths.append(path)
     plt.close(fig)
     return paths
+
+
+def draw_sparse(plt, recs, out_dir):
+    """Example 04: measured speedup over dense_fa2 against the ideal speedup, per kernel."""
+    points = defaultdict(list)
+    for row in update_tables.sparse_rows(recs):
+        for impl in update_tables.SPARSE_KERNELS + ["torch/flex"]:
+            up = update_tables.speedup(row, impl)
+            if up and row["bound"]:
+                points[impl].append((row["bound"], up))
+    if not points:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 6))
+    for impl, marker in zip(sorted(points), "osD^v"):
+        ax.scatter([p[0] for p in points[impl]], [p[1] for p in points[impl]], marker=marker,
+                   label=impl, alpha=0.8)
+    values = [v for pts in points.values() for p in pts for v in p]
+    lo, hi = min(values) / 1.5, max(values) * 1.5
+    ax.plot([lo, hi], [lo, hi], color="black", lw=1, label="ideal (measured = ideal)")
+    ax.plot([lo, hi], [0.9 * lo, 0.9 * hi], color="black", lw=1, ls="--",
+            label="goal: 90 % of the ideal")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("ideal speedup (dense entries / computed entries)")
+    ax.set_ylabel("measured speedup over 04_sparse_patterns/dense_fa2")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    sample = recs[0]
+    ax.set_title(f"Example 04, sparse patterns — {sample['device']}\n(commit "
+                 f"{sample.get('commit', '?')}, {str(sample.get('date', '?'))[:10]})", fontsize=10)
+    simulator_warning(fig, recs)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    return save(plt, fig, out_dir, "sparse_speedup")
 
 
 def main(argv):
@@ -101,8 +150,8 @@ def main(argv):
     for r in recs:
         families[family(r)].append(r)
     written = 0
-    for key in sorted(families, key=str):
-        paths = draw(plt, key, families[key], out_dir)
+    figures = [draw(plt, key, families[key], out_dir) for key in sorted(families, key=str)]
+    for paths in figures + [draw_sparse(plt, recs, out_dir)]:
         if paths:
             written += 1
             print("wrote " + ", ".join(os.path.relpath(p) for p in paths))

@@ -10,6 +10,11 @@ and this script rewrites what lies between. Tables (NAME):
                  bench_attention.jsonl and bench_torch.jsonl; on a GPU TFLOP/s and the ratio to
                  PyTorch SDPA's flash backend at the same L, on the simulator the median time
     bench_memory per device: peak device memory measured at the largest L of each family
+    sparse       Example 04, per device with records of a sparse pattern: per (pattern, L, dtype,
+                 causal) the density, the ideal speedup, dense_fa2's time and each sparse kernel's
+                 with its speedup over dense_fa2 (block_sparse: and the % of the ideal),
+                 FlexAttention's (and block_sparse's speed relative to it), sdpa_flash's on the
+                 dense problem of the same shape; on a GPU the chapter's targets
     memory_model the model of benchmarks/memory_analysis.py (naive L x L scores vs flash O(L))
 
     python3 benchmarks/update_tables.py            rewrite the READMEs in place
@@ -25,7 +30,8 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-READMES = ["examples/01_attention_basics/README.md", "benchmarks/README.md"]
+READMES = ["examples/01_attention_basics/README.md", "examples/04_sparse_patterns/README.md",
+           "benchmarks/README.md"]
 
 
 def load(name):
@@ -41,13 +47,19 @@ def ms(x):
     return "–" if x is None else f"{x:.1f}" if x >= 10 else f"{x:.3f}"
 
 
-def load_bench():
-    """{device: [records]} of bench_attention.jsonl and bench_torch.jsonl, devices sorted."""
+def load_bench(sparse=None):
+    """{device: [records]} of bench_attention.jsonl and bench_torch.jsonl, devices sorted; with
+    sparse=False only the records without a sparse pattern (those have their own table)."""
     out = {}
     for name in ("bench_attention", "bench_torch"):
         for device, recs in load(name).items():
-            out.setdefault(device, []).extend(recs)
-    return dict(sorted(out.items()))
+            out.setdefault(device, []).extend(r for r in recs if sparse is None
+                                              or is_sparse(r) == sparse)
+    return {device: recs for device, recs in sorted(out.items()) if recs}
+
+
+def is_sparse(r):
+    return (r.get("pattern") or "dense") not in ("dense", "none")
 
 
 def family_key(r):
@@ -78,7 +90,7 @@ def cell(r, ref, simulated):
 
 def table_bench():
     out = []
-    for device, recs in load_bench().items():
+    for device, recs in load_bench(sparse=False).items():
         simulated = any(r.get("simulated") for r in recs)
         out.append(f"**{device}** — {provenance(recs)}.")
         out.append("CPU simulator timings (median ms): they measure the simulator, not GPU "
@@ -114,7 +126,7 @@ def table_bench():
 def table_bench_memory():
     rows = ["| device | problem | implementation | L | peak measured | model |",
             "|---|---|---|---|---|---|"]
-    for device, recs in load_bench().items():
+    for device, recs in load_bench(sparse=False).items():
         families = {}
         for r in recs:
             if r["status"] == "PASS" and r.get("mem_peak_bytes"):
@@ -167,8 +179,156 @@ def table_foundation():
     return "\n".join(rows)
 
 
+# ---- Example 04: sparse patterns ------------------------------------------------------------
+
+DENSE = "04_sparse_patterns/dense_fa2"
+SPARSE_KERNELS = ["04_sparse_patterns/block_sparse", "04_sparse_patterns/window",
+                  "04_sparse_patterns/gather"]
+NONE = "—"
+
+
+def problem_key(r):
+    return (r["B"], r["H"], r["Lq"], r["Lk"], r["D"], r["dtype"], r["causal"])
+
+
+def sparse_rows(recs):
+    """Example 04's problems among one device's records: one row per (pattern, problem), with
+    the pattern's density and ideal speedup, the record of each implementation on it (the last
+    one run) and sdpa_flash's on the dense problem of the same shape (matched by B, H, Lq, Lk,
+    D, dtype, causal). Sorted by shape, L, causality, pattern, dtype."""
+    dense, rows = {}, {}
+    for r in recs:
+        if not is_sparse(r):
+            if r["impl"] == "torch/sdpa_flash":
+                dense[problem_key(r)] = r
+            continue
+        row = rows.setdefault((r["pattern"],) + problem_key(r), {
+            "pattern": r["pattern"], "key": problem_key(r), "density": None, "bound": None,
+            "impls": {}})
+        row["impls"][r["impl"]] = r
+        if r.get("density") is not None:
+            row["density"], row["bound"] = r["density"], r.get("speedup_bound")
+    for row in rows.values():
+        row["sdpa_flash"] = dense.get(row["key"])
+    return sorted(rows.values(), key=lambda row: (
+        row["key"][0], row["key"][1], row["key"][4], row["key"][2], row["key"][6],
+        row["pattern"], row["key"][5]))
+
+
+def timed(r):
+    """The median time of a run that passed its check, else None."""
+    return r["median_ms"] if r and r.get("status") == "PASS" and r.get("median_ms") else None
+
+
+def speedup(row, impl):
+    """dense_fa2's time / impl's on the same problem (both measured), else None."""
+    base, t = timed(row["impls"].get(DENSE)), timed(row["impls"].get(impl))
+    return base / t if base and t else None
+
+
+def run_cell(r, extra=""):
+    """A run's time (and extra), its status when it has none, or — when there is no run or the
+    implementation does not serve the pattern (SKIP)."""
+    if r is None or r.get("status") == "SKIP" and not r.get("oom"):
+        return NONE
+    if timed(r) is None:
+        return "OOM" if r.get("oom") else r["status"]
+    return f"{ms(r['median_ms'])} ms" + extra
+
+
+def sparse_cells(row):
+    impls = row["impls"]
+    cells = [row["pattern"], str(row["key"][2]), row["key"][5],
+             "yes" if row["key"][6] else "no",
+             NONE if row["density"] is None else f"{100 * row['density']:.3g} %",
+             NONE if not row["bound"] else f"{row['bound']:.2f}×",
+             run_cell(impls.get(DENSE))]
+    for impl in SPARSE_KERNELS:
+        up = speedup(row, impl)
+        extra = ""
+        if up is not None:
+            extra = f", {up:.2f}×"
+            if impl.endswith("block_sparse") and row["bound"]:
+                extra += f" ({100 * up / row['bound']:.0f} % of ideal)"
+        cells.append(run_cell(impls.get(impl), extra))
+    flex, ours = timed(impls.get("torch/flex")), timed(impls.get(SPARSE_KERNELS[0]))
+    cells.append(run_cell(impls.get("torch/flex")))
+    cells.append(f"{flex / ours:.2f}×" if flex and ours else NONE)
+    cells.append(run_cell(row["sdpa_flash"]))
+    return cells
+
+
+# The issue's targets: (L, causal, what, course bar); ours is 90 % of the ideal speedup.
+SPARSE_TARGETS = [(4096, False, "density 50 % at L = 4k", 1.5),
+                  (8192, False, "density 25 % at L = 8k", 2.5),
+                  (16384, False, "density 10 % at L = 16k", 5.0)]
+
+
+def sparse_targets(rows):
+    """The chapter's targets against a GPU's rows (speedups over dense_fa2)."""
+    out = ["| target | goal | measured |", "|---|---|---|"]
+
+    def listed(sel, impls):
+        items = []
+        for row in sel:
+            for impl in impls:
+                up = speedup(row, impl)
+                if up is not None:
+                    items.append(f"{row['pattern']} {row['key'][5]} {impl.split('/')[1]}: "
+                                 f"{up:.2f}× ({100 * up / row['bound']:.0f} % of "
+                                 f"{row['bound']:.2f}×)")
+        return "; ".join(items) or "not measured"
+    for L, causal, what, bar in SPARSE_TARGETS:
+        sel = [row for row in rows if row["key"][2] == L and row["key"][6] == causal
+               and row["bound"]]
+        out.append(f"| {what} vs dense | course bar {bar:g}×; ours ≥ 90 % of the ideal | "
+                   f"{listed(sel, SPARSE_KERNELS[:1])} |")
+    sel = [row for row in rows if row["key"][2] == 131072 and row["key"][6]
+           and row["pattern"] == "causal_window:w=4096"]
+    out.append("| causal window W = 4096 at L = 128k vs dense causal | ≥ 20× (the FLOP count "
+               f"bounds it at 16.25×) | {listed(sel, SPARSE_KERNELS[:2])} |")
+    ratios = sorted(timed(row["impls"].get("torch/flex")) / timed(row["impls"][SPARSE_KERNELS[0]])
+                    for row in rows if timed(row["impls"].get("torch/flex"))
+                    and timed(row["impls"].get(SPARSE_KERNELS[0])))
+    out.append("| block_sparse vs FlexAttention, same BlockMask tiles | at least as fast "
+               "(≥ 1.00×) | " + (f"{ratios[0]:.2f}×–{ratios[-1]:.2f}× over {len(ratios)} problems"
+                  if ratios else "not measured") + " |")
+    return out
+
+
+def table_sparse():
+    out, gpu = [], False
+    header = ("| pattern | L | dtype | causal | density | ideal speedup | dense_fa2 | block_sparse "
+              "| window | gather | FlexAttention | block_sparse vs flex | sdpa_flash (dense) |")
+    for device, recs in load_bench().items():
+        rows = sparse_rows(recs)
+        if not rows:
+            continue
+        used = [r for row in rows for r in list(row["impls"].values()) + [row["sdpa_flash"]] if r]
+        simulated = any(r.get("simulated") for r in used)
+        out.append(f"**{device}** — {provenance(used)}.")
+        out.append("CPU simulator timings (median ms): they measure the simulator, not GPU "
+                   "performance." if simulated else "Median time on the GPU.")
+        out.append("")
+        shapes = {}
+        for row in rows:
+            shapes.setdefault(row["key"][:2] + row["key"][4:5], []).append(row)
+        for (B, H, D), group in shapes.items():
+            out += [f"*B={B} H={H} D={D}*", "", header, "|---" * 13 + "|"]
+            out += ["| " + " | ".join(sparse_cells(row)) + " |" for row in group]
+            out.append("")
+        if not simulated:
+            out += ["Targets (speedups over dense_fa2 in the same run):", ""]
+            out += sparse_targets(rows) + [""]
+            gpu = True
+    if not gpu:
+        out.append("No GPU results yet: the targets above are to be measured (`benchmarks/gpu.sh`,"
+                   " steps `sparse` and `flexsparse`).")
+    return "\n".join(out).rstrip()
+
+
 TABLES = {"foundation": table_foundation, "bench": table_bench, "bench_memory": table_bench_memory,
-          "memory_model": table_memory_model}
+          "memory_model": table_memory_model, "sparse": table_sparse}
 
 
 def main():

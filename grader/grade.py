@@ -206,6 +206,9 @@ class Build:
                                    self.info["target"]], capture_output=True, text=True)
             log = done.stdout + done.stderr
             if done.returncode != 0:
+                if old is not None:  # the slot's last good file: the build tree stays buildable
+                    with open(slot, "wb") as f:
+                        f.write(old)
                 return None, compile_errors(log, slot, submission, self.spec)
             bad = forbidden_symbols(self.info["submission_library"], self.spec)
             if bad:

@@ -50,31 +50,91 @@ MASK64 = (1 << 64) - 1
 # Spec strings
 # ----------------------------------------------------------------------------------------------
 
+# The parameters of each kind, in the order attn_pattern_format writes them; global's "n=K" is
+# read as g=0-(K-1).
+PARAMS = {"window": ("w",), "causal_window": ("w",), "dilated": ("w", "d"), "strided": ("l",),
+          "fixed": ("l", "c"), "global": ("g",), "bigbird": ("b", "r", "seed")}
+MIN = {"d": 1, "l": 1, "b": 1}  # smallest value of a parameter (others: 0)
+MAX_RANDOM = 16  # ATTN_PATTERN_MAX_RANDOM: bigbird's r
+
+
+def add_range(ranges, lo, hi):
+    """[lo, hi) added to sorted half-open ranges, merging those that overlap or touch (as the C
+    parser's add_range)."""
+    out = []
+    for a, b in sorted(ranges + [(lo, hi)]):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
 
 def parse_pattern(spec):
-    """'window:w=8+global:g=0,3-4' -> [{'kind': 'window', 'w': 8}, {'kind': 'global', 'g': [...]}].
-    'none' -> [] (dense). Only well-formed specs (the C parser's tests cover the errors)."""
+    """'window:w=8+global:g=0,3-4' -> [{'kind': 'window', 'w': 8},
+    {'kind': 'global', 'g': [(0, 1), (3, 5)]}] (global: merged half-open ranges, as the C
+    parser). 'none' or 'dense' -> [] (dense). A malformed spec raises ValueError with a one-line
+    reason (the C parser's unit test covers the same errors on the C side)."""
     if spec in ("none", "dense"):
         return []
     parts = []
     for text in spec.split("+"):
         kind, _, params = text.partition(":")
-        part, name = {"kind": kind, "seed": 0, "g": []}, None
-        for tok in params.split(","):
+        if kind not in PARAMS:
+            raise ValueError(f"unknown pattern '{text}' (kinds: {', '.join(PARAMS)}, none)")
+        part = {"kind": kind, "g": [], "seed": 0} if kind in ("global", "bigbird") else \
+            {"kind": kind}
+        name = None
+        for tok in params.split(",") if params else []:
             if "=" in tok:
-                name, tok = tok.split("=")
-            if name == "g" or name == "n":
-                lo, _, hi = tok.partition("-")
+                name, tok = tok.split("=", 1)
+            elif name != "g":
+                raise ValueError(f"pattern part '{text}': expected name=value, got '{tok}'")
+            known = PARAMS[kind] + (("n",) if kind == "global" else ())
+            if name not in known:
+                raise ValueError(f"pattern part '{text}': unknown parameter '{name}' "
+                                 f"({kind} takes {', '.join(known)})")
+            lo, _, hi = tok.partition("-") if name == "g" else (tok, "", "")
+            if not lo.isdigit() or not (hi.isdigit() or hi == "" and "-" not in tok):
+                raise ValueError(f"pattern part '{text}': {name} must be a non-negative integer"
+                                 f"{' or N-M' if name == 'g' else ''} (got '{tok}')")
+            if name in ("g", "n"):
                 first, last = (0, int(lo) - 1) if name == "n" else (int(lo), int(hi or lo))
-                part["g"].extend(range(first, last + 1))
+                if last < first:
+                    raise ValueError(f"pattern part '{text}': bad global range '{tok}'")
+                part["g"] = add_range(part["g"], first, last + 1)
+            elif int(lo) < MIN.get(name, 0) or name == "r" and int(lo) > MAX_RANDOM:
+                raise ValueError(f"pattern part '{text}': {name} must be at least "
+                                 f"{MIN.get(name, 0)}" + (f" and at most {MAX_RANDOM}"
+                                                          if name == "r" else ""))
             else:
-                part[name] = int(tok)
+                part[name] = int(lo)
+        missing = [p for p in PARAMS[kind] if p not in part or p == "g" and not part["g"]]
+        if missing:
+            raise ValueError(f"pattern part '{text}': missing parameter {missing[0]} "
+                             f"({kind} takes {', '.join(PARAMS[kind])})")
+        if kind == "fixed" and part["c"] > part["l"]:
+            raise ValueError(f"pattern part '{text}': c must be at most l")
         parts.append(part)
     return parts
 
 
+def format_pattern(parts):
+    """The canonical spec of parsed parts, as attn_pattern_format writes it ("none" if dense):
+    every parameter spelt out, e.g. 'bigbird:b=64,r=3,seed=0', 'global:g=0-3,9'."""
+    if not parts:
+        return "none"
+
+    def value(part, name):
+        if name != "g":
+            return str(part[name])
+        return ",".join(str(lo) if hi - lo == 1 else f"{lo}-{hi - 1}" for lo, hi in part["g"])
+    return "+".join(p["kind"] + ":" + ",".join(f"{n}={value(p, n)}" for n in PARAMS[p["kind"]])
+                    for p in parts)
+
+
 # ----------------------------------------------------------------------------------------------
-# The predicate, on whole [Lq, Lk] grids
+# The predicate, on index tensors
 # ----------------------------------------------------------------------------------------------
 
 
@@ -101,48 +161,98 @@ def bigbird_random(r, seed, I, nb):
     return [free[o] for o in chosen]
 
 
-def part_mask(part, lq, lk):
-    """Boolean [lq, lk]: entries the part keeps (causality not applied)."""
-    a = torch.arange(lq).unsqueeze(1) + (lk - lq)  # aligned query positions
-    j = torch.arange(lk).unsqueeze(0)
-    delta = j - a
+def bigbird_table(part, lq, lk, device=None):
+    """BigBird's kept blocks as a bool table [NI, NB] and the first query block I0: row I - I0
+    says which key blocks query block I keeps (window blocks, global first/last blocks, random
+    blocks), for every query block that aligned positions a in [lk - lq, lk) fall in."""
+    b = part["b"]
+    nb = -(-lk // b)
+    first = (lk - lq) // b  # floor: negative when lq > lk
+    I = torch.arange(first, nb).unsqueeze(1)
+    J = torch.arange(nb).unsqueeze(0)
+    table = ((I - J).abs() <= 1) | (I == 0) | (I == nb - 1) | (J == 0) | (J == nb - 1)
+    for row in range(table.shape[0]):
+        table[row, bigbird_random(part["r"], part["seed"], first + row, nb)] = True
+    return table.to(device), first
+
+
+def part_predicate(part, lq, lk, device=None):
+    """keep(a, j) of one part on broadcastable integer tensors of aligned query positions a and
+    keys j (causality not applied). Only tensor arithmetic, comparisons and indexing of a table
+    built here, so that it also runs as FlexAttention's mask_mod."""
     kind = part["kind"]
     if kind == "window":
-        return delta.abs() <= part["w"]
+        return lambda a, j: ((j - a) >= -part["w"]) & ((j - a) <= part["w"])
     if kind == "causal_window":
-        return (delta > -part["w"]) & (delta <= 0)
+        return lambda a, j: ((j - a) > -part["w"]) & ((j - a) <= 0)
     if kind == "dilated":
-        return (delta.abs() <= part["d"] * part["w"]) & (delta.remainder(part["d"]) == 0)
+        w, d = part["w"], part["d"]
+        return lambda a, j: (((j - a) >= -d * w) & ((j - a) <= d * w)
+                             & ((j - a).remainder(d) == 0))
     if kind == "strided":
-        return (delta <= 0) & ((delta > -part["l"]) | (delta.remainder(part["l"]) == 0))
+        l = part["l"]
+        return lambda a, j: ((j - a) <= 0) & (((j - a) > -l) | ((j - a).remainder(l) == 0))
     if kind == "fixed":
         l, c = part["l"], part["c"]
-        same = torch.div(j, l, rounding_mode="floor") == torch.div(a, l, rounding_mode="floor")
-        return same | (j.remainder(l) >= l - c)
+        return lambda a, j: ((torch.div(j, l, rounding_mode="floor")
+                              == torch.div(a, l, rounding_mode="floor"))
+                             | (j.remainder(l) >= l - c))
     if kind == "global":
-        g = torch.tensor(part["g"], dtype=torch.long)
-        return torch.isin(a, g) | torch.isin(j, g)
+        def keep(a, j):
+            out = None
+            for lo, hi in part["g"]:
+                k = ((a >= lo) & (a < hi)) | ((j >= lo) & (j < hi))
+                out = k if out is None else out | k
+            return out
+        return keep
     if kind == "bigbird":
         b = part["b"]
-        nb = (lk + b - 1) // b
-        I = torch.div(a, b, rounding_mode="floor")
-        J = j // b
-        keep = ((I - J).abs() <= 1) | (I == 0) | (I == nb - 1) | (J == 0) | (J == nb - 1)
-        for qi in range(lq):
-            Iq = int(I[qi, 0])
-            for rb in bigbird_random(part["r"], part["seed"], Iq, nb):
-                keep[qi] |= J[0] == rb
+        table, first = bigbird_table(part, lq, lk, device)
+        nq, nb = table.shape
+
+        def keep(a, j):  # clamped: FlexAttention also asks about the padding of a tail tile
+            I = (torch.div(a, b, rounding_mode="floor") - first).clamp(0, nq - 1)
+            return table[I, torch.div(j, b, rounding_mode="floor").clamp(0, nb - 1)]
         return keep
     raise ValueError(f"unknown pattern kind {kind}")
 
 
-def pattern_mask(spec, lq, lk, causal=False):
+def pattern_predicate(parts, lq, lk, causal=False, device=None):
+    """keep(i, j) on broadcastable integer tensors of query rows i and keys j: the entries
+    computed under the pattern (union of parts; no parts: dense) and causality, with query i at
+    the aligned position a = i + lk - lq. Tables live on device."""
+    tests = [part_predicate(p, lq, lk, device) for p in parts]
+
+    def keep(i, j):
+        a = i + (lk - lq)
+        out = (j >= j) & (a >= a) if not tests else None  # dense: every entry (broadcast)
+        for test in tests:
+            out = test(a, j) if out is None else out | test(a, j)
+        return out & (j <= a) if causal else out
+    return keep
+
+
+def flex_mask_mod(parts, lq, lk, causal=False, device=None):
+    """FlexAttention's mask_mod(b, h, q_idx, kv_idx) of the pattern (all heads share it)."""
+    keep = pattern_predicate(parts, lq, lk, causal, device)
+    return lambda b, h, q_idx, kv_idx: keep(q_idx, kv_idx)
+
+
+def pattern_mask(spec, lq, lk, causal=False, device=None):
     """Boolean [lq, lk]: the entries computed under the pattern (union of parts) and causality."""
-    parts = parse_pattern(spec)
-    keep = torch.zeros(lq, lk, dtype=torch.bool) if parts else torch.ones(lq, lk, dtype=torch.bool)
-    for part in parts:
-        keep |= part_mask(part, lq, lk)
-    return keep & causal_mask(lq, lk) if causal else keep
+    keep = pattern_predicate(parse_pattern(spec), lq, lk, causal, device)
+    return keep(torch.arange(lq, device=device).unsqueeze(1),
+                torch.arange(lk, device=device).unsqueeze(0))
+
+
+def pattern_entries(spec, lq, lk, causal=False, device=None, chunk=1 << 26):
+    """Entries computed per head (pattern and causality), counted in chunks of query rows of about
+    `chunk` entries, without the whole [lq, lk] mask (128k x 128k would be 16 GiB)."""
+    keep = pattern_predicate(parse_pattern(spec), lq, lk, causal, device)
+    j = torch.arange(lk, device=device).unsqueeze(0)
+    rows = max(1, chunk // max(lk, 1))
+    return sum(int(keep(torch.arange(r, min(r + rows, lq), device=device).unsqueeze(1), j).sum())
+               for r in range(0, lq, rows))
 
 
 def block_mask(mask, tile_q, tile_k):
@@ -218,7 +328,9 @@ CASES = [  # spec, B, Lq, Lk, causal
 
 
 def check_predicates(c):
-    """Hand-checked entries (the same as the C unit test's) and the edge cases."""
+    """Spec parsing and the canonical spec; hand-checked entries (the same as the C unit test's)
+    and the edge cases."""
+    check_specs(c)
     def keeps(spec, i, j, lq=20, lk=20):
         return bool(pattern_mask(spec, lq, lk)[i, j])
 
@@ -241,6 +353,36 @@ def check_predicates(c):
     c.expect(all(len(set(r)) == 3 and all(abs(x - I) > 1 and 0 < x < 19 for x in r)
                  for I, r in enumerate(a)), "random blocks: distinct, none already kept")
     c.expect(bigbird_random(3, 7, 2, 6) == [4], "random blocks: only what is left")
+    for lq, lk in ((70, 70), (100, 60), (30, 100)):  # the table against the definition, by row
+        b, nb = 8, -(-lk // 8)
+        want = torch.zeros(lq, lk, dtype=torch.bool)
+        for i in range(lq):
+            I = (i + lk - lq) // b
+            for j in range(lk):
+                J = j // b
+                want[i, j] = abs(I - J) <= 1 or I in (0, nb - 1) or J in (0, nb - 1) or \
+                    J in bigbird_random(2, 3, I, nb)
+        c.expect(torch.equal(pattern_mask("bigbird:b=8,r=2,seed=3", lq, lk), want),
+                 f"bigbird's block table equals its definition (Lq={lq}, Lk={lk})")
+
+
+def check_specs(c):
+    """Parsing and the canonical spec (attn_pattern_format's), and one-line errors."""
+    for spec, canon in (("window:w=8", "window:w=8"), ("none", "none"),
+                        ("bigbird:b=64,r=3", "bigbird:b=64,r=3,seed=0"),
+                        ("global:n=4+dilated:w=2,d=3", "global:g=0-3+dilated:w=2,d=3"),
+                        ("global:g=5,0-2,3,9-9", "global:g=0-3,5,9"),
+                        ("fixed:c=2,l=8+strided:l=4", "fixed:l=8,c=2+strided:l=4"),
+                        ("causal_window:w=4096", "causal_window:w=4096")):
+        got = format_pattern(parse_pattern(spec))
+        c.expect(got == canon, f"canonical spec of {spec}: {got} (want {canon})")
+    for bad in ("window", "window:x=3", "window:w=-1", "windo:w=3", "dilated:w=2,d=0",
+                "fixed:l=4,c=5", "global:g=3-1", "bigbird:b=64,r=17", "window:w=3+", "global:n=0"):
+        try:
+            parse_pattern(bad)
+            c.expect(False, f"'{bad}' is rejected")
+        except ValueError as e:
+            c.expect("\n" not in str(e) and str(e) != "", f"'{bad}': one-line error ({e})")
 
 
 def check_attention(c):
@@ -255,20 +397,33 @@ def check_attention(c):
 
 
 def check_flex(c):
-    """FlexAttention's create_block_mask on the same predicate gives the same tiles (L a multiple
-    of the tile: FlexAttention also judges the padding of a tail tile)."""
+    """flex_mask_mod as FlexAttention evaluates it (vmap over scalar int32 indices, tail padding)
+    equals pattern_mask for every kind, causal or not, L not a multiple of the tile, Lq != Lk;
+    and create_block_mask on it gives our tiles (L a multiple of the tile: FlexAttention also
+    judges the padding of a tail tile)."""
     try:
-        from torch.nn.attention.flex_attention import create_block_mask
+        from torch.nn.attention.flex_attention import create_block_mask, create_mask
     except ImportError:
         print("FlexAttention not available in this PyTorch: BlockMask comparison skipped")
         return
+    for spec, lq, lk, causal in (
+            ("window:w=20", 100, 100, False), ("window:w=5", 37, 90, True),
+            ("causal_window:w=70", 150, 150, False), ("dilated:w=8,d=9", 130, 130, False),
+            ("strided:l=7", 90, 61, True), ("fixed:l=16,c=4", 100, 100, True),
+            ("global:g=0,3-5", 70, 70, False), ("bigbird:b=16,r=2,seed=1", 100, 100, True),
+            ("bigbird:b=8,r=2,seed=2", 100, 60, False),
+            ("window:w=3+global:n=2+strided:l=16", 80, 80, True), ("none", 33, 33, True)):
+        got = create_mask(flex_mask_mod(parse_pattern(spec), lq, lk, causal), 1, 1, lq, lk,
+                          device="cpu")[0, 0]
+        c.expect(torch.equal(got, pattern_mask(spec, lq, lk, causal)),
+                 f"flex_mask_mod of {spec} (Lq={lq}, Lk={lk}, causal={causal}) equals the mask")
     for spec, causal in (("window:w=20", False), ("causal_window:w=70", False),
                          ("bigbird:b=32,r=2,seed=1", True), ("dilated:w=8,d=9", False),
                          ("fixed:l=32,c=4+global:g=3", False)):
         lq = lk = 256
         m = pattern_mask(spec, lq, lk, causal)
-        bm = create_block_mask(lambda b, h, qi, ki: m[qi, ki], None, None, lq, lk,
-                               device="cpu", BLOCK_SIZE=32)
+        bm = create_block_mask(flex_mask_mod(parse_pattern(spec), lq, lk, causal), None, None,
+                               lq, lk, device="cpu", BLOCK_SIZE=32)
         kv_num, kv_idx, full_num, full_idx = block_mask(m, 32, 32)
         ok = torch.equal(bm.kv_num_blocks[0, 0].long(), kv_num) and \
             torch.equal(bm.full_kv_num_blocks[0, 0].long(), full_num)
@@ -277,6 +432,9 @@ def check_flex(c):
             ok = ok and sorted(bm.kv_indices[0, 0, r, :n].tolist()) == kv_idx[r, :n].tolist()
             ok = ok and sorted(bm.full_kv_indices[0, 0, r, :f].tolist()) == full_idx[r, :f].tolist()
         c.expect(ok, f"FlexAttention BlockMask of {spec} (causal={causal}) equals ours")
+    n = pattern_entries("causal_window:w=100", 1000, 1000, True, chunk=4000)
+    c.expect(n == 100 * 101 // 2 + 900 * 100 and n == int(pattern_mask(
+        "causal_window:w=100", 1000, 1000, True).sum()), f"pattern_entries in chunks: {n}")
 
 
 def check_c_builders(c, tool):
@@ -295,6 +453,11 @@ def check_c_builders(c, tool):
                 t = {name: torch.from_numpy(load_attn_tensor(os.path.join(out, name + ".bin")))
                      for name in ("q", "k", "v", "out", "lse", "mask", "kv_num", "kv_idx",
                                   "full_num", "full_idx")}
+                with open(os.path.join(out, "spec.txt")) as f:
+                    c_spec = f.read().strip()
+            ours = format_pattern(parse_pattern(spec))
+            c.expect(ours == c_spec,
+                     f"{what}: canonical spec {ours} (attn_pattern_format: {c_spec})")
             want = pattern_mask(spec, lq, lk, causal)
             c.expect(all(torch.equal(t["mask"][b].bool(), want) for b in range(B)),
                      f"{what}: CSR (attn_pattern_csr) equals the mask")

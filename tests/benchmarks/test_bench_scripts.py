@@ -3,10 +3,16 @@
 
   * update_tables.py makes the bench tables from a generated results tree (one GPU-like device
     with an implementation and torch/sdpa_flash: the ratio column), and --check sees a stale README;
-  * plot.py draws PNG + SVG figures from the committed simulator results;
+  * update_tables.py makes Example 04's table (results:sparse) from a generated fixture: a
+    GPU-like device with issue-4 records (speedups, % of ideal, FlexAttention ratio, the dense
+    sdpa_flash, the targets) and a simulated one (labelled as such, no targets);
+  * plot.py draws PNG + SVG figures from the committed simulator results, and the sparse speedup
+    figure from the fixture;
   * memory_analysis.py writes its table and plot, and adds measured points from a results folder;
-  * bench_torch.py: usage errors exit 2; without a GPU it prints one line and exits 77, with one
-    it runs a tiny problem and writes valid records.
+  * bench_torch.py: usage errors exit 2; --grid issue4 --dry-run lists the problems of the issue-4
+    contract; its patterns (Pattern: predicate, FlexAttention mask_mod, entry counts) equal
+    sparse_patterns.pattern_mask on small problems of every kind; without a GPU it prints one
+    line and exits 77, with one it runs a tiny problem and writes valid records.
 The generated records' numbers are made up for the test (they are written to a temporary folder,
 never to benchmarks/results).
 
@@ -17,6 +23,8 @@ import os
 import shutil
 import subprocess
 import sys
+
+import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BENCH = os.path.join(ROOT, "benchmarks")
@@ -55,21 +63,117 @@ def test_update_tables(work):
         f.write(json.dumps(record("torch/sdpa_flash", 1024, 200.0)) + "\n")
         f.write(json.dumps(record("torch/sdpa_flash", 2048, 300.0)) + "\n")
         f.write(json.dumps(record("torch/naive", 2048, 0, status="ERROR") | {"oom": True}) + "\n")
-    readme = os.path.join(tree, "README.md")
-    with open(readme, "w") as f:
-        f.write("# t\n<!-- results:bench -->\nstale\n<!-- /results:bench -->\n"
-                "<!-- results:bench_memory -->\n<!-- /results:bench_memory -->\n")
-    script = os.path.join(BENCH, "update_tables.py")
-    p = run(script, "--root", tree, "--readme", "README.md", "--check")
-    check(p.returncode == 1, f"--check on a stale README: exit {p.returncode}")
-    p = run(script, "--root", tree, "--readme", "README.md")
-    check(p.returncode == 0, f"update_tables: {p.stdout}{p.stderr}")
-    text = open(readme).read()
+    text = update_readme(tree, "# t\n<!-- results:bench -->\nstale\n<!-- /results:bench -->\n"
+                         "<!-- results:bench_memory -->\n<!-- /results:bench_memory -->\n", "bench")
     for want in ("| 03_flash_attention_v2/fa2_mma | 100.0 (0.50×) | 150.0 (0.50×) |",
                  "| torch/naive | – | OOM |", "commit abc1234", "L=2048", "64.0 MiB"):
         check(want in text, f"update_tables: '{want}' not in the table:\n{text}")
+
+
+def update_readme(tree, text, what):
+    """Writes tree/README.md, checks that update_tables.py --check sees it stale, updates it,
+    checks that --check is then happy; returns the updated README."""
+    readme = os.path.join(tree, "README.md")
+    with open(readme, "w") as f:
+        f.write(text)
+    script = os.path.join(BENCH, "update_tables.py")
     p = run(script, "--root", tree, "--readme", "README.md", "--check")
-    check(p.returncode == 0, f"--check after an update: exit {p.returncode}")
+    check(p.returncode == 1, f"{what}: --check on a stale README: exit {p.returncode}")
+    p = run(script, "--root", tree, "--readme", "README.md")
+    check(p.returncode == 0, f"{what}: update_tables: {p.stdout}{p.stderr}")
+    p = run(script, "--root", tree, "--readme", "README.md", "--check")
+    check(p.returncode == 0, f"{what}: --check after an update: exit {p.returncode}")
+    return open(readme).read()
+
+
+def sparse_record(impl, pattern, L, ms, causal=False, dtype="f16", status="PASS", simulated=False,
+                  density=None, bound=None):
+    """A made-up Example 04 record (the fixture of test_sparse_table; never a real result)."""
+    example, kernel = impl.split("/")
+    return {"example": example, "kernel": kernel, "impl": impl, "B": 1, "H": 16, "Lq": L, "Lk": L,
+            "D": 128, "dtype": dtype, "causal": causal, "status": status, "note": "",
+            "median_ms": ms if status == "PASS" else None, "tflops": 1.0, "oom": False,
+            "simulated": simulated, "device": "cudasim (CPU simulator)" if simulated else
+            "Test GPU", "pattern": pattern, "density": density, "speedup_bound": bound,
+            "mem_peak_bytes": None, "mem_model_bytes": 1, "grid": "issue4", "commit": "fix7ure",
+            "date": "2026-01-02T00:00:00Z", "cuda_runtime": "13.0", "cuda_driver": "13.0"}
+
+
+def write_sparse_fixture(tree):
+    """benchmarks/results/{Test-GPU,Test-sim}/ with made-up issue-4 records."""
+    gpu = os.path.join(tree, "benchmarks", "results", "Test-GPU")
+    sim = os.path.join(tree, "benchmarks", "results", "Test-sim")
+    for d in (gpu, sim):
+        os.makedirs(d, exist_ok=True)
+    w, bb, cw = "window:w=1199", "bigbird:b=128,r=10,seed=1", "causal_window:w=4096"
+    with open(os.path.join(gpu, "bench_attention.jsonl"), "w") as f:
+        for rec in [sparse_record("04_sparse_patterns/" + k, w, 4096, t, density=0.5, bound=2.0)
+                    for k, t in (("dense_fa2", 10.0), ("block_sparse", 5.5), ("window", 5.0),
+                                 ("gather", 40.0))] + [
+                    sparse_record("04_sparse_patterns/dense_fa2", bb, 4096, 10.0, density=0.5,
+                                  bound=2.0),
+                    sparse_record("04_sparse_patterns/block_sparse", bb, 4096, 0, status="FAIL",
+                                  density=0.5, bound=2.0),
+                    sparse_record("04_sparse_patterns/window", bb, 4096, 0, status="SKIP",
+                                  density=0.5, bound=2.0),
+                    sparse_record("04_sparse_patterns/dense_fa2", cw, 131072, 1625.0, causal=True,
+                                  density=0.0308, bound=16.25),
+                    sparse_record("04_sparse_patterns/window", cw, 131072, 125.0, causal=True,
+                                  density=0.0308, bound=16.25),
+                    sparse_record("04_sparse_patterns/block_sparse", cw, 131072, 130.0,
+                                  causal=True, density=0.0308, bound=16.25),
+                    sparse_record("03_flash_attention_v2/fa2_mma", "dense", 4096, 9.0)]:
+            f.write(json.dumps(rec) + "\n")
+    with open(os.path.join(gpu, "bench_torch.jsonl"), "w") as f:
+        for rec in (sparse_record("torch/flex", w, 4096, 6.05, density=0.5, bound=2.0),
+                    sparse_record("torch/flex", cw, 131072, 104.0, causal=True, density=0.0308,
+                                  bound=16.25),
+                    sparse_record("torch/sdpa_flash", "dense", 4096, 8.0),
+                    sparse_record("torch/sdpa_flash", "dense", 4096, 7.0, dtype="bf16")):
+            f.write(json.dumps(rec) + "\n")
+    with open(os.path.join(sim, "bench_attention.jsonl"), "w") as f:
+        for impl, ms in (("dense_fa2", 300.0), ("block_sparse", 100.0)):
+            f.write(json.dumps(sparse_record("04_sparse_patterns/" + impl, "window:w=64", 512, ms,
+                                             simulated=True, density=0.236, bound=4.24)) + "\n")
+    return gpu
+
+
+def test_sparse_table(work):
+    tree = os.path.join(work, "sparse_tree")
+    shutil.rmtree(tree, ignore_errors=True)
+    write_sparse_fixture(tree)
+    text = update_readme(tree, "# t\n<!-- results:sparse -->\nstale\n<!-- /results:sparse -->\n"
+                         "<!-- results:bench -->\n<!-- /results:bench -->\n", "sparse")
+    sparse, bench = text.split("<!-- results:bench -->")
+    check("| 03_flash_attention_v2/fa2_mma | 1.0 (1.00×) |" in bench and "04_sparse" not in bench,
+          f"the bench table keeps the dense records only:\n{bench}")
+    check("fa2_mma" not in sparse and "Test-sim" not in bench, "sparse table: dense records")
+    text = sparse
+    for want in (
+            "| window:w=1199 | 4096 | f16 | no | 50 % | 2.00× | 10.0 ms | 5.500 ms, 1.82× (91 % of "
+            "ideal) | 5.000 ms, 2.00× | 40.0 ms, 0.25× | 6.050 ms | 1.10× | 8.000 ms |",
+            "| bigbird:b=128,r=10,seed=1 | 4096 | f16 | no | 50 % | 2.00× | 10.0 ms | FAIL | — | — "
+            "| — | — | 8.000 ms |",
+            "| causal_window:w=4096 | 131072 | f16 | yes | 3.08 % | 16.25× | 1625.0 ms | 130.0 ms, "
+            "12.50× (77 % of ideal) | 125.0 ms, 13.00× | — | 104.0 ms | 0.80× | — |",
+            "| density 50 % at L = 4k vs dense | course bar 1.5×; ours ≥ 90 % of the ideal | "
+            "window:w=1199 f16 block_sparse: 1.82× (91 % of 2.00×) |",
+            "| density 25 % at L = 8k vs dense | course bar 2.5×; ours ≥ 90 % of the ideal | not "
+            "measured |",
+            "causal_window:w=4096 f16 block_sparse: 12.50× (77 % of 16.25×); causal_window:w=4096 "
+            "f16 window: 13.00× (80 % of 16.25×) |",
+            "| at least as fast (≥ 1.00×) | 0.80×–1.10× over 2 problems |",
+            "**Test-sim** — cudasim (CPU simulator); commit fix7ure",
+            "CPU simulator timings (median ms): they measure the simulator, not GPU performance.",
+            "| window:w=64 | 512 | f16 | no | 23.6 % | 4.24× | 300.0 ms | 100.0 ms, 3.00× (71 % of "
+            "ideal) |"):
+        check(want in text, f"sparse table: '{want}' not in:\n{text}")
+    check(text.count("| target | goal | measured |") == 1, "targets: for the GPU device only")
+    check("No GPU results yet" not in text, "sparse table: GPU device")
+    shutil.rmtree(os.path.join(tree, "benchmarks", "results", "Test-GPU"))
+    run(os.path.join(BENCH, "update_tables.py"), "--root", tree, "--readme", "README.md")
+    check("No GPU results yet" in open(os.path.join(tree, "README.md")).read(),
+          "sparse table without a GPU device")
 
 
 def test_plot(work):
@@ -83,6 +187,11 @@ def test_plot(work):
     check(all(os.path.getsize(os.path.join(out, f)) > 1000 for f in files), "empty figure")
     p = run(os.path.join(BENCH, "plot.py"), os.path.join(work, "nothing-here"))
     check(p.returncode == 2 and "error: no benchmark records" in p.stderr, "plot.py without data")
+    gpu = write_sparse_fixture(os.path.join(work, "sparse_plot"))
+    p = run(os.path.join(BENCH, "plot.py"), gpu)
+    check(p.returncode == 0 and all(os.path.getsize(os.path.join(gpu, "plots", "sparse_speedup."
+                                                                 + ext)) > 1000
+                                    for ext in ("png", "svg")), f"sparse_speedup: {p.stdout}")
 
 
 def test_memory_analysis(work):
@@ -96,12 +205,63 @@ def test_memory_analysis(work):
         check(os.path.isfile(os.path.join(out, "memory_model." + ext)), f"no memory_model.{ext}")
 
 
+# The issue-4 contract (/benchmarks/README.md, bench_attention's grid): (L, causal, patterns).
+ISSUE4 = [(4096, False, ["window:w=1199", "bigbird:b=128,r=10,seed=1"]),
+          (8192, False, ["window:w=1097", "bigbird:b=128,r=9,seed=1"]),
+          (16384, False, ["window:w=840", "bigbird:b=128,r=6,seed=1"]),
+          (131072, True, ["causal_window:w=4096"])]
+
+
+def test_bench_torch_issue4(work):
+    script = os.path.join(BENCH, "bench_torch.py")
+    p = run(script, "--grid", "issue4", "--dry-run")
+    check(p.returncode == 0, f"bench_torch --grid issue4 --dry-run: exit {p.returncode} {p.stderr}")
+    got = [line.split() for line in p.stdout.strip().splitlines()]
+    want = []
+    for L, causal, specs in ISSUE4:
+        for dtype in ("f16", "bf16"):
+            shape = ["B=1", "H=16", f"L={L}", "D=128", dtype] + (["causal"] if causal else [])
+            want += [shape + [spec, "torch/flex", "torch/sdpa_cudnn", "torch/sdpa_efficient",
+                              "torch/sdpa_math"] for spec in specs]
+            want.append(shape + ["dense", "torch/sdpa_flash"])
+    check(got[:-1] == want, f"--grid issue4 --dry-run lists:\n{p.stdout}")
+    check(got[-1:] == [["22", "problems,", "64", "runs"]], f"dry-run summary: {got[-1:]}")
+    p = run(script, "--dry-run", "--L", "1k", "--D", "64", "--dtype", "f16", "--causal", "no",
+            "--grid", "fp32", "--pattern", "bigbird:b=64,r=3+global:n=4", "--impl", "flex")
+    check(p.stdout.split()[:7] == ["B=1", "H=16", "L=1024", "D=64", "f16",
+                                   "bigbird:b=64,r=3,seed=0+global:g=0-3", "torch/flex"],
+          f"--pattern is written back in the canonical form: {p.stdout}")
+
+    sys.path.insert(0, BENCH)
+    import bench_torch
+    sparse_patterns = bench_torch.patterns()
+    from torch.nn.attention.flex_attention import create_mask
+    for spec, L, causal in (("window:w=5", 70, False), ("causal_window:w=9", 70, True),
+                            ("dilated:w=3,d=4", 70, False), ("strided:l=6", 70, True),
+                            ("fixed:l=8,c=2", 70, False), ("global:g=0,30-33", 70, True),
+                            ("bigbird:b=16,r=1,seed=2", 70, False),
+                            ("window:w=2+bigbird:b=8,r=2,seed=5", 64, True), ("dense", 40, True)):
+        pat = bench_torch.Pattern(dict(L=L, causal=causal, pattern=spec), "cpu")
+        want = sparse_patterns.pattern_mask(spec, L, L, causal)
+        got = create_mask(pat.mask_mod, 1, 1, L, L, device="cpu")[0, 0]
+        check(bool((got == want).all()), f"bench_torch's mask_mod of {spec} (causal={causal})")
+        idx = torch.arange(L)
+        check(bool((pat.keep(idx[:, None], idx[None, :]) == want).all()) and
+              pat.entries == int(want.sum()), f"bench_torch's predicate and entries of {spec}")
+    s = bench_torch.Pattern(dict(L=1000, causal=True, pattern="causal_window:w=100"), "cpu").stats()
+    check(s["pattern"] == "causal_window:w=100" and abs(s["density"] - 95050 / 1e6) < 1e-12 and
+          abs(s["speedup_bound"] - 500500 / 95050) < 1e-12, f"Pattern.stats: {s}")
+    s = bench_torch.Pattern(dict(L=64, causal=False, pattern="dense"), "cpu").stats()
+    check(s["pattern"] == "dense" and s["density"] is None, f"dense Pattern.stats: {s}")
+
+
 def test_bench_torch(work):
     script = os.path.join(BENCH, "bench_torch.py")
-    for bad in (["--impl", "nope"], ["--dtype", "f8"], ["--pattern", "window"], ["--L", "0"]):
+    for bad in (["--impl", "nope"], ["--dtype", "f8"], ["--pattern", "window"], ["--L", "0"],
+                ["--pattern", "sliding_window:256"], ["--pattern", "bigbird:b=64,r=26"],
+                ["--flex-block", "48"]):
         p = run(script, *bad)
         check(p.returncode == 2 and "error:" in p.stderr, f"bench_torch {bad}: exit {p.returncode}")
-    import torch
     out = os.path.join(work, "torch.jsonl")
     p = run(script, "--L", "256", "--D", "64", "--H", "2", "--dtype", "f16", "--causal", "both",
             "--impl", "sdpa_math,naive", "--out", out)
@@ -119,7 +279,8 @@ def test_bench_torch(work):
 def main():
     work = sys.argv[1]
     os.makedirs(work, exist_ok=True)
-    for test in (test_update_tables, test_plot, test_memory_analysis, test_bench_torch):
+    for test in (test_update_tables, test_sparse_table, test_plot, test_memory_analysis,
+                 test_bench_torch_issue4, test_bench_torch):
         before = len(failures)
         test(work)
         print(f"{test.__name__}: {'ok' if len(failures) == before else 'FAILED'}")

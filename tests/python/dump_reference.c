@@ -7,7 +7,8 @@
  * --pattern SPEC (attn/patterns.h) the reference is computed under the pattern, and the pattern's
  * C builders are dumped too: mask.bin [B,Lq,Lk] (1 where the CSR lists the entry) and the block
  * mask in N x N tiles (--tile, default 16) as kv_num.bin, full_num.bin [B,NQ] and kv_idx.bin,
- * full_idx.bin [B,NQ,NK] (unused list entries -1), for sparse_patterns.py.
+ * full_idx.bin [B,NQ,NK] (unused list entries -1), and spec.txt: the canonical spec
+ * (attn_pattern_format), for sparse_patterns.py.
  * Exit status 0, 1 on an I/O error, 2 on a usage error. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,20 @@ static int save(const char *dir, const char *name, const float *data, int ndim,
         return 1;
     }
     return 0;
+}
+
+/* DIR/spec.txt: the pattern's canonical spec, one line. */
+static int save_spec(const char *dir, const attn_pattern *pat) {
+    char path[4096], spec[1024];
+    attn_pattern_format(pat, spec, sizeof spec);
+    snprintf(path, sizeof path, "%s/spec.txt", dir);
+    FILE *f = fopen(path, "w");
+    int bad = f == NULL || fprintf(f, "%s\n", spec) < 0;
+    if (f != NULL)
+        bad |= fclose(f) != 0;
+    if (bad)
+        fprintf(stderr, "error: cannot write %s\n", path);
+    return bad;
 }
 
 /* The C builders' view of the pattern: the token mask from the CSR, the block mask. */
@@ -126,7 +141,7 @@ int main(int argc, char **argv) {
              save(out_dir, "v", in.v, 4, kd) | save(out_dir, "out", out, 4, qd) |
              save(out_dir, "lse", lse, 3, ld);
         if (rc == 0 && cli.pattern != NULL)
-            rc = save_pattern(out_dir, &pat, &p, tile);
+            rc = save_pattern(out_dir, &pat, &p, tile) | save_spec(out_dir, &pat);
     }
     free(out);
     free(lse);
