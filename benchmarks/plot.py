@@ -122,7 +122,7 @@ def draw_sparse(plt, recs, out_dir):
     ax.set_ylabel("measured speedup over 04_sparse_patterns/dense_fa2")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    sample = recs[0]
+    sample = next(r for r in recs if r.get("pattern", "dense") != "dense")
     ax.set_title(f"Example 04, sparse patterns — {sample['device']}\n(commit "
                  f"{sample.get('commit', '?')}, {str(sample.get('date', '?'))[:10]})", fontsize=10)
     simulator_warning(fig, recs)
