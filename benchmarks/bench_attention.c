@@ -600,7 +600,7 @@ static void pattern_members(const attn_sparse_run *st, char *out, size_t len) {
 }
 
 /* The members added to the harness's record (benchmarks/README.md lists them). flops: the
- * kernel's (a sparse kernel counts the entries it computes; attn_sparse_flops). */
+ * kernel's (a sparse kernel counts the entries it computes; attn_sparse_kernel_options). */
 static void extra_members(const provenance *pv, const attn_device_info *dev, const impl *m,
                           const attn_outcome *o, const attn_run_opts *ro, const attn_sparse_run *st,
                           int check_rows, char *out, size_t len) {
@@ -690,14 +690,15 @@ static void problem_refusal(const bench *b, const attn_problem *p, char *why, si
 }
 
 /* Why implementation m cannot run bp here (the problem's size, a pattern it does not serve, its
- * requirements, no GPU), or "" when it can. st: the pattern of m's example. */
+ * requirements, no GPU), or "" when it can. st: the pattern of m's example; b NULL: no size
+ * limit (a dry run). */
 static void kernel_refusal(const bench *b, const bench_problem *bp, const impl *m,
                            const attn_sparse_run *st, char *why, size_t len) {
     why[0] = '\0';
     if (b != NULL)
         problem_refusal(b, &bp->p, why, len);
-    if (why[0] == '\0' && attn_sparse_refuses(st, m->k, m->index, why, len) == 0 &&
-        attn_kernel_verdict(m->k, &bp->p, why, len) == ATTN_KERNEL_RUNS)
+    if (why[0] == '\0' &&
+        attn_sparse_verdict(st, m->k, m->index, &bp->p, why, len) == ATTN_KERNEL_RUNS)
         why[0] = '\0';
 }
 
@@ -713,8 +714,7 @@ static void run_group(bench *b, const bench_problem *bp, const impl *impls, int 
         if (refusal[m][0] != '\0')
             continue;
         any = true;
-        need_csr |= (attn_sparse_flags(&st, impls[m].index) & ATTN_PATTERNS_CSR) != 0;
-        need_dense |= st.has_pattern && attn_sparse_mask_for(&st, impls[m].index) == NULL;
+        attn_sparse_needs(&st, impls[m].index, &need_csr, &need_dense);
     }
     attn_problem_data data;
     bool have_data = false;
@@ -730,8 +730,7 @@ static void run_group(bench *b, const bench_problem *bp, const impl *impls, int 
         attn_outcome o;
         attn_run_opts ro = b->run;
         attn_outcome_init(&o, impls[m].ex, impls[m].k, &bp->p, b->dev.name);
-        ro.dense_reference = attn_sparse_mask_for(&st, impls[m].index) == NULL;
-        ro.flops = attn_sparse_flops(&st, impls[m].index, &bp->p);
+        attn_sparse_kernel_options(&st, impls[m].k, impls[m].index, &bp->p, &ro, why, sizeof why);
         ++b->done;
         if (refusal[m][0] != '\0') {
             o.rec.status = "SKIP";

@@ -104,9 +104,7 @@ static void build_problem(session *s) {
 /* Can kernel k run the problem here? A kernel that does not serve the pattern cannot; else
  * attn_kernel_verdict. */
 static attn_verdict kernel_verdict(const session *s, const attn_kernel *k, char *why, size_t len) {
-    if (attn_sparse_refuses(&s->sparse, k, (int)(k - s->ex->kernels), why, len) != 0)
-        return ATTN_KERNEL_CANNOT;
-    return attn_kernel_verdict(k, &s->p, why, len);
+    return attn_sparse_verdict(&s->sparse, k, (int)(k - s->ex->kernels), &s->p, why, len);
 }
 
 /* 0 when at least one selected kernel can run the problem here; else ATTN_EXIT_USAGE (nothing
@@ -221,8 +219,7 @@ static int make_data(session *s) {
     bool need_csr = false, need_dense = false;
     for (int n = 0; n < s->ex->num_kernels; ++n)
         if (selected(s, &s->ex->kernels[n])) {
-            need_csr |= (attn_sparse_flags(&s->sparse, n) & ATTN_PATTERNS_CSR) != 0;
-            need_dense |= s->sparse.has_pattern && attn_sparse_mask_for(&s->sparse, n) == NULL;
+            attn_sparse_needs(&s->sparse, n, &need_csr, &need_dense);
         }
     if (attn_sparse_build(&s->sparse, &s->p, need_csr, s->cli.quiet) != 0)
         return 1;
@@ -250,10 +247,7 @@ static attn_run_opts run_options(const session *s) {
  * checked against (a baseline of a sparse example: the dense one) and its FLOPs. */
 static void kernel_options(const session *s, const attn_kernel *k, attn_run_opts *opts, char *why,
                            size_t len) {
-    int index = (int)(k - s->ex->kernels);
-    opts->refusal = attn_sparse_refuses(&s->sparse, k, index, why, len) != 0 ? why : NULL;
-    opts->dense_reference = attn_sparse_mask_for(&s->sparse, index) == NULL;
-    opts->flops = attn_sparse_flops(&s->sparse, index, &s->p);
+    attn_sparse_kernel_options(&s->sparse, k, (int)(k - s->ex->kernels), &s->p, opts, why, len);
 }
 
 /* Runs every selected kernel; prints the table and a sparse example's speedups. Returns the exit

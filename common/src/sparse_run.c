@@ -29,7 +29,7 @@ int attn_sparse_prepare(attn_sparse_run *st, const attn_sparse_example *ex, cons
     return 0;
 }
 
-unsigned attn_sparse_flags(const attn_sparse_run *st, int kernel_index) {
+static unsigned kernel_flags(const attn_sparse_run *st, int kernel_index) {
     return st->ex != NULL ? st->ex->patterns[kernel_index] : 0u;
 }
 
@@ -43,9 +43,9 @@ static void kind_list(unsigned bits, char *buf, size_t len) {
                                      attn_pattern_kind_name(k));
 }
 
-int attn_sparse_refuses(const attn_sparse_run *st, const attn_kernel *k, int kernel_index,
-                        char *why, size_t len) {
-    unsigned flags = attn_sparse_flags(st, kernel_index), kinds = flags & KIND_BITS;
+static int refuses(const attn_sparse_run *st, const attn_kernel *k, int kernel_index, char *why,
+                   size_t len) {
+    unsigned flags = kernel_flags(st, kernel_index), kinds = flags & KIND_BITS;
     char list[128];
     kind_list(kinds, list, sizeof list);
     if (flags & ATTN_PATTERNS_BASELINE)
@@ -69,8 +69,8 @@ int attn_sparse_refuses(const attn_sparse_run *st, const attn_kernel *k, int ker
     return -1;
 }
 
-const attn_mask *attn_sparse_mask_for(const attn_sparse_run *st, int kernel_index) {
-    if (!st->has_pattern || (attn_sparse_flags(st, kernel_index) & ATTN_PATTERNS_BASELINE))
+static const attn_mask *mask_for(const attn_sparse_run *st, int kernel_index) {
+    if (!st->has_pattern || (kernel_flags(st, kernel_index) & ATTN_PATTERNS_BASELINE))
         return NULL;
     return &st->mask;
 }
@@ -119,11 +119,10 @@ void attn_sparse_buffers(const attn_sparse_run *st, attn_buffers *b) {
     b->csr = st->csr_dev.row_ptr != NULL ? &st->csr_dev : NULL;
 }
 
-double attn_sparse_flops(const attn_sparse_run *st, int kernel_index, const attn_problem *p) {
+static double kernel_flops(const attn_sparse_run *st, int kernel_index, const attn_problem *p) {
     double dense = attn_problem_flops(p);
     if (st->ex == NULL || !st->has_pattern ||
-        (attn_sparse_flags(st, kernel_index) & ATTN_PATTERNS_BASELINE) ||
-        st->stats.dense_entries <= 0)
+        (kernel_flags(st, kernel_index) & ATTN_PATTERNS_BASELINE) || st->stats.dense_entries <= 0)
         return dense;
     return dense * st->stats.entries / st->stats.dense_entries;
 }
@@ -135,8 +134,7 @@ void attn_sparse_print_speedups(const attn_sparse_run *st, const attn_example *e
     const attn_run_record *base = NULL;
     for (int r = 0; r < n && base == NULL; ++r) {
         const attn_kernel *k = attn_example_find(ex, recs[r].kernel_id);
-        if (recs[r].timed &&
-            (attn_sparse_flags(st, (int)(k - ex->kernels)) & ATTN_PATTERNS_BASELINE))
+        if (recs[r].timed && (kernel_flags(st, (int)(k - ex->kernels)) & ATTN_PATTERNS_BASELINE))
             base = &recs[r];
     }
     if (base == NULL)
@@ -149,6 +147,25 @@ void attn_sparse_print_speedups(const attn_sparse_run *st, const attn_example *e
         if (&recs[r] != base && recs[r].timed)
             printf("  %-14s %8.3f ms  measured %.2fx\n", recs[r].kernel, recs[r].time.median_ms,
                    base->time.median_ms / recs[r].time.median_ms);
+}
+
+attn_verdict attn_sparse_verdict(const attn_sparse_run *st, const attn_kernel *k, int kernel_index,
+                                 const attn_problem *p, char *why, size_t len) {
+    if (refuses(st, k, kernel_index, why, len) != 0)
+        return ATTN_KERNEL_CANNOT;
+    return attn_kernel_verdict(k, p, why, len);
+}
+
+void attn_sparse_needs(const attn_sparse_run *st, int kernel_index, bool *csr, bool *dense) {
+    *csr |= (kernel_flags(st, kernel_index) & ATTN_PATTERNS_CSR) != 0;
+    *dense |= st->has_pattern && mask_for(st, kernel_index) == NULL;
+}
+
+void attn_sparse_kernel_options(const attn_sparse_run *st, const attn_kernel *k, int kernel_index,
+                                const attn_problem *p, attn_run_opts *opts, char *why, size_t len) {
+    opts->refusal = refuses(st, k, kernel_index, why, len) != 0 ? why : NULL;
+    opts->dense_reference = mask_for(st, kernel_index) == NULL;
+    opts->flops = kernel_flops(st, kernel_index, p);
 }
 
 void attn_sparse_free(attn_sparse_run *st) {

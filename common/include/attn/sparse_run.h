@@ -8,7 +8,7 @@
  *   attn_sparse_build(&st, &p, need_csr, quiet);              its masks for problem p
  *   attn_problem_data_make(&d, &p, &st.mask, ...);            the reference under the pattern
  *   attn_sparse_buffers(&st, &d.dev);                         the kernels' sparse inputs
- *   per kernel n: attn_sparse_refuses / attn_sparse_mask_for / attn_sparse_flops
+ *   per kernel n: attn_sparse_verdict, attn_sparse_needs, attn_sparse_kernel_options
  *   attn_sparse_free(&st);
  */
 #ifndef ATTN_SPARSE_RUN_H
@@ -20,6 +20,7 @@
 #include "attn/example.h"
 #include "attn/patterns.h"
 #include "attn/report.h"
+#include "attn/runner.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -40,21 +41,23 @@ typedef struct attn_sparse_run {
  * with the reason in why (a pattern given to a dense example). */
 int attn_sparse_prepare(attn_sparse_run *st, const attn_sparse_example *ex, const char *spec,
                         char *why, size_t len);
-/* The kernel's pattern flags (0 for a dense example). */
-unsigned attn_sparse_flags(const attn_sparse_run *st, int kernel_index);
-/* 0 if kernel kernel_index serves the pattern (or its absence); else the reason in why. */
-int attn_sparse_refuses(const attn_sparse_run *st, const attn_kernel *k, int kernel_index,
-                        char *why, size_t len);
-/* The reference's mask for kernel kernel_index: NULL (dense) without a pattern or for a
- * baseline kernel. */
-const attn_mask *attn_sparse_mask_for(const attn_sparse_run *st, int kernel_index);
+/* attn_kernel_verdict for kernel kernel_index of the example (k), after the pattern: a kernel
+ * that does not serve the pattern (or its absence) cannot run; the reason goes to why. */
+attn_verdict attn_sparse_verdict(const attn_sparse_run *st, const attn_kernel *k, int kernel_index,
+                                 const attn_problem *p, char *why, size_t len);
+/* What kernel kernel_index needs besides the block mask: ORs into *csr (it reads the CSR) and
+ * *dense (a baseline beside the pattern: a dense reference). */
+void attn_sparse_needs(const attn_sparse_run *st, int kernel_index, bool *csr, bool *dense);
 /* Builds the block mask and (need_csr) the CSR for p on the host and the device, and prints the
  * pattern's line unless quiet. 0, or 1 after reporting an error. */
 int attn_sparse_build(attn_sparse_run *st, const attn_problem *p, bool need_csr, bool quiet);
 /* Fills the sparse fields of the buffers. */
 void attn_sparse_buffers(const attn_sparse_run *st, attn_buffers *b);
-/* FLOPs of kernel kernel_index on p: only the computed entries for a sparse kernel (DESIGN §4). */
-double attn_sparse_flops(const attn_sparse_run *st, int kernel_index, const attn_problem *p);
+/* The per-kernel run options of kernel kernel_index (k) on p: refusal (a pattern it does not
+ * serve; the reason is written to why), the reference it is checked against (a baseline's: the
+ * dense one) and its FLOPs (a sparse kernel counts only the entries it computes, DESIGN §4). */
+void attn_sparse_kernel_options(const attn_sparse_run *st, const attn_kernel *k, int kernel_index,
+                                const attn_problem *p, attn_run_opts *opts, char *why, size_t len);
 /* After the table: measured speedup of each timed sparse kernel over the first timed baseline,
  * beside the theoretical one. */
 void attn_sparse_print_speedups(const attn_sparse_run *st, const attn_example *ex,
