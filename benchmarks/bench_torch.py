@@ -35,6 +35,7 @@ Without a CUDA GPU it prints one line and exits 77 (these are GPU peers only).
 """
 import argparse
 import datetime
+import functools
 import json
 import math
 import os
@@ -125,8 +126,10 @@ def parse_args(argv):
     return args
 
 
+@functools.lru_cache(maxsize=None)
 def patterns():
-    """examples/04_sparse_patterns/sparse_patterns.py: the patterns' parser and predicate."""
+    """examples/04_sparse_patterns/sparse_patterns.py: the patterns' parser and predicate (found
+    once: sys.path gets one entry however many specs are read)."""
     sys.path.insert(0, os.path.join(ROOT, "examples", "04_sparse_patterns"))
     try:
         import sparse_patterns
