@@ -387,9 +387,12 @@ static tile_class classify_delta(const delta_set *s, const tile *t) {
     return (!t->causal || y <= 0) && delta_all(s, x, y) ? TILE_FULL : TILE_PARTIAL;
 }
 
-/* Largest position of G in [lo, hi], or INT_MIN; smallest, or INT_MAX. */
+/* Largest position of G in [lo, hi], or INT_MIN; smallest, or INT_MAX. An empty interval
+ * (lo > hi: a causal tile whose rows all precede its keys) holds none. */
 static int global_max_in(const attn_pattern_part *pt, int lo, int hi) {
     int best = INT_MIN;
+    if (lo > hi)
+        return best;
     for (int k = 0; k < pt->n_ranges; ++k)
         if (pt->lo[k] <= hi && pt->hi[k] - 1 >= lo)
             best = imax(best, imin(hi, pt->hi[k] - 1));
@@ -397,6 +400,8 @@ static int global_max_in(const attn_pattern_part *pt, int lo, int hi) {
 }
 static int global_min_in(const attn_pattern_part *pt, int lo, int hi) {
     int best = INT_MAX;
+    if (lo > hi)
+        return best;
     for (int k = 0; k < pt->n_ranges; ++k)
         if (pt->lo[k] <= hi && pt->hi[k] - 1 >= lo)
             best = imin(best, imax(lo, pt->lo[k]));

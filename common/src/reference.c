@@ -119,8 +119,12 @@ static float dot_float(const float *x, const float *y, int n) {
     return acc;
 }
 
-/* One query row in fp32 arithmetic, every stored intermediate (S, P, O) rounded to the dtype.
- * s: [seq_k] scratch; acc: [D]. */
+/* One query row as a straightforward fp16/bf16 kernel computes it: the inputs are in the dtype,
+ * the scores S and every sum are accumulated in fp32 (as tensor-core kernels do), and the
+ * operands that such a kernel stores in the dtype -- the probabilities P fed to P.V and the
+ * output O -- are rounded to it. S stays in fp32: rounded to fp16, scores beyond 65504 would
+ * overflow and large scores would lose their low bits, and the error of that implementation
+ * would then be no bound for anything (check.h). s: [seq_k] scratch; acc: [D]. */
 static void lowp_row(const attn_problem *p, const attn_mask *mask, const attn_row *r,
                      const float *q, const float *k, const float *v, float *s, float *acc,
                      float *out) {
@@ -132,7 +136,7 @@ static void lowp_row(const attn_problem *p, const attn_mask *mask, const attn_ro
         s[j] = -INFINITY;
         if (attn_entry_visible(p, mask, r->b, r->h, r->i, j)) {
             const float *kj = k + attn_problem_row_offset(p, false, r->b, r->h, j);
-            s[j] = attn_round_dtype(p->scale * dot_float(qi, kj, D), t);
+            s[j] = p->scale * dot_float(qi, kj, D);
             m = s[j] > m ? s[j] : m;
         }
     }

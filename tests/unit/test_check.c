@@ -130,6 +130,45 @@ static void test_lowp_rule(attn_dtype t, double ulp) {
     fixture_free(&f);
 }
 
+/* The rule keeps its meaning at every amplitude the tests use: the same-precision output passes,
+ * while an all-zero output and the mean of the visible V rows (what a kernel that ignores the
+ * scores returns) fail. At amplitude 100 an fp16 S would overflow (q.k reaches 640000). */
+static void test_lowp_rule_amplitudes(attn_dtype t) {
+    const double amplitudes[] = {1.0, 12.0, 100.0};
+    for (int causal = 0; causal <= 1; ++causal)
+        for (size_t n = 0; n < sizeof amplitudes / sizeof amplitudes[0]; ++n) {
+            attn_problem p;
+            attn_problem_init(&p, 1, 2, 100, 100, 64);
+            p.dtype = t;
+            p.causal = causal;
+            attn_host_inputs in;
+            attn_host_inputs_make(&in, &p, 29u, (float)amplitudes[n]);
+            size_t e = in.q_elems;
+            float *ref = malloc(e * 4), *lowp = malloc(e * 4), *zero = calloc(e, 4),
+                  *mean = malloc(e * 4);
+            attn_reference(&p, NULL, in.q, in.k, in.v, ref, NULL);
+            attn_reference_lowp(&p, NULL, in.q, in.k, in.v, lowp);
+            for (attn_row r = attn_row_first(&p); r.valid; attn_row_next(&p, &r)) {
+                int keys = attn_problem_row_keys(&p, r.b, r.i);
+                for (int d = 0; d < p.D; ++d) {
+                    double sum = 0.0;
+                    for (int j = 0; j < keys; ++j)
+                        sum += in.v[attn_problem_row_offset(&p, false, r.b, r.h, j) + d];
+                    mean[r.offset + d] = (float)(sum / keys);
+                }
+            }
+            attn_check_result r = attn_check_output(&p, lowp, ref, lowp, amplitudes[n]);
+            CHECK(r.pass && isfinite(r.bound) && r.bound < 0.05 * amplitudes[n]);
+            CHECK(!attn_check_output(&p, zero, ref, lowp, amplitudes[n]).pass);
+            CHECK(!attn_check_output(&p, mean, ref, lowp, amplitudes[n]).pass);
+            free(ref);
+            free(lowp);
+            free(zero);
+            free(mean);
+            attn_host_inputs_free(&in);
+        }
+}
+
 static void test_lse(void) {
     attn_problem p;
     attn_problem_init(&p, 1, 1, 4, 2, 4);
@@ -259,6 +298,8 @@ int main(void) {
     test_varlen_indices();
     test_lowp_rule(ATTN_F16, 0x1p-10);
     test_lowp_rule(ATTN_BF16, 0x1p-7);
+    test_lowp_rule_amplitudes(ATTN_F16);
+    test_lowp_rule_amplitudes(ATTN_BF16);
     test_lse();
     test_print();
     test_sampled_reference(ATTN_F32);

@@ -169,30 +169,15 @@ static void check_builders(const char *spec, const attn_problem *p, int bq, int 
     attn_block_mask_free(&exact);
 }
 
-static const char *const specs[] = {"none",
-                                    "window:w=0",
-                                    "window:w=5",
-                                    "window:w=1000",
-                                    "causal_window:w=0",
-                                    "causal_window:w=1",
-                                    "causal_window:w=9",
-                                    "dilated:w=3,d=1",
-                                    "dilated:w=3,d=4",
-                                    "dilated:w=100,d=7",
-                                    "strided:l=1",
-                                    "strided:l=6",
-                                    "strided:l=500",
-                                    "fixed:l=8,c=2",
-                                    "fixed:l=5,c=0",
-                                    "fixed:l=7,c=7",
-                                    "global:g=0,3-5,40",
-                                    "global:n=1",
-                                    "bigbird:b=8,r=2,seed=3",
-                                    "bigbird:b=5,r=1",
-                                    "bigbird:b=16,r=16,seed=9",
-                                    "window:w=3+global:g=0-1",
-                                    "causal_window:w=4+strided:l=5",
-                                    "dilated:w=2,d=3+window:w=1+fixed:l=9,c=1"};
+static const char *const specs[] = {
+    "none", "window:w=0", "window:w=5", "window:w=1000", "causal_window:w=0", "causal_window:w=1",
+    "causal_window:w=9", "dilated:w=3,d=1", "dilated:w=3,d=4", "dilated:w=100,d=7", "strided:l=1",
+    "strided:l=6", "strided:l=500", "fixed:l=8,c=2", "fixed:l=5,c=0", "fixed:l=7,c=7",
+    "global:g=0,3-5,40", "global:n=1",
+    /* ranges across tile edges (tiles of 8 and 16) */
+    "global:g=6-9", "global:g=12-20,30-33", "global:g=15-16,23-25", "bigbird:b=8,r=2,seed=3",
+    "bigbird:b=5,r=1", "bigbird:b=16,r=16,seed=9", "window:w=3+global:g=0-1",
+    "causal_window:w=4+strided:l=5", "dilated:w=2,d=3+window:w=1+fixed:l=9,c=1"};
 
 static void test_builders(void) {
     /* {B, Lq, Lk, causal} dense problems, tiles of 8 x 16 and 16 x 8 */

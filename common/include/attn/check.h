@@ -4,6 +4,9 @@
  *             holds the numbers and their justification).
  * fp16/bf16:  FlashAttention's rule: max|out - ref| <= 2 * max|lowp - ref| + floor, where lowp is
  *             attn_reference_lowp in the same precision and floor is one ulp of the dtype at 1.
+ *             That implementation keeps the scores in fp32 (reference.h), so its error stays a
+ *             meaningful bound at every input amplitude: an all-zero output, or the mean of V,
+ *             fails at amplitudes 1 to 100 (tests/unit/test_check.c).
  * In both, any non-finite output fails (comparisons are written so that NaN cannot pass).
  * Rows the reference did not compute are skipped: an element whose REFERENCE value is NaN is not
  * compared (it is counted in `skipped`). For finite inputs the reference is never NaN except in

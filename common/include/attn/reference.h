@@ -70,8 +70,10 @@ int64_t attn_reference_sample_rows(const attn_problem *p, int count, uint8_t *ro
 int attn_reference_threads(void);
 
 /* The straightforward same-precision implementation FlashAttention's tolerance rule compares
- * against: S = scale*QK^T with fp32 accumulation rounded to the dtype, softmax in fp32 with P
- * rounded to the dtype, O = PV with fp32 accumulation rounded to the dtype. For fp32 it is plain
+ * against: S = scale*QK^T accumulated and kept in fp32 (as a tensor-core kernel keeps it), softmax
+ * in fp32 with P rounded to the dtype, O = PV with fp32 accumulation rounded to the dtype. S is
+ * not rounded: an fp16 S overflows beyond 65504 and its error at large amplitude would bound
+ * nothing (an all-zero output would pass). For fp32 it is plain
  * single-precision attention. Same arguments as attn_reference (lse not produced), parallel in
  * the same way. */
 int attn_reference_lowp(const attn_problem *p, const attn_mask *mask, const float *q,
