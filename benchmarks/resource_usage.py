@@ -80,10 +80,12 @@ LAUNCH = {
 }
 # What the binaries are compiled from: "-dirty" is added to the commit when these differ from it.
 KERNEL_INPUTS = ["status", "--porcelain", "--untracked-files=no", "--", "cmake",
-                 "CMakePresets.json", "common/include", "solutions",
+                 "CMakePresets.json", "common/include", "common/device", "solutions",
+                 "examples/03_flash_attention_v2/fa2_tile.cuh",
                  "exercises/02_sparse_mask/sparse_mask.h"] + [b[2] for b in BINARIES]
 RUNTIME_D = (64, 128)  # head dims shown for kernels whose D is a run-time argument
-MACRO_HEADERS = ["common/include/attn/*.h", "common/include/attn/*.cuh",
+MACRO_HEADERS = ["common/include/attn/*.h", "common/device/*.cuh",
+                 "examples/03_flash_attention_v2/fa2_tile.cuh",
                  "exercises/02_sparse_mask/sparse_mask.h"]
 
 # Per-SM limits (CUDA C++ Programming Guide, Technical Specifications per Compute Capability;

@@ -1,6 +1,6 @@
 /* patterns.c — sparse attention patterns on the host: spec parsing and formatting, the
  * reference's mask, the per-tile block mask builder, the CSR form, statistics.
- * Conventions and definitions: attn/patterns.h and attn/patterns.cuh. */
+ * Conventions and definitions: attn/patterns.h and device/patterns.cuh. */
 #include "attn/patterns.h"
 
 #include <ctype.h>

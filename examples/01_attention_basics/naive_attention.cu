@@ -25,7 +25,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "attn/kernel_common.cuh"
+#include "device/kernel_common.cuh"
 #include "attn/problem.h"
 
 /* ============================== CPU reference ============================================= */
@@ -74,7 +74,7 @@ __global__ void scores_naive(const float *__restrict__ q, // [B,H,Lq,D] row-majo
  *
  *   row i = blockIdx.x*4 + threadIdx.y       block = (32, 4): one warp per row
  *   lane  = threadIdx.x reads S[i, lane], S[i, lane+32], ...  (coalesced)
- *   reductions over the 32 lanes: attn_warp_max/attn_warp_sum (attn/kernel_common.cuh), a
+ *   reductions over the 32 lanes: attn_warp_max/attn_warp_sum (device/kernel_common.cuh), a
  *   __shfl_xor_sync butterfly of 5 steps after which every lane holds the result
  *   grid  = (ceil(Lq/4), min(B*H, 65535)); blockIdx.y strides over the heads */
 __global__ void softmax_rows(float *__restrict__ s,   // [B,H,Lq,Lk] scores in, probabilities out

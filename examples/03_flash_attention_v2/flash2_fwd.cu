@@ -39,10 +39,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "attn/fa2_tile.cuh"
-#include "attn/kernel_common.cuh"
-#include "attn/mma.cuh"
 #include "attn/problem.h"
+#include "device/kernel_common.cuh"
+#include "device/mma.cuh"
+#include "fa2_tile.cuh"
 
 /* ============================== CPU reference ============================================= */
 /* The oracle is the harness's attn_reference (common/src/reference.c), in double precision with
@@ -56,7 +56,7 @@
 #define WARP_ROWS 16 /* BR / WARPS */
 #define FP32_BC 32   /* version 1: keys per K/V tile (one per lane) */
 #define FP32_MAX_D 128
-#define MMA_BC ATTN_FA2_BC /* versions 2 and 3: keys per K/V tile (64, attn/fa2_tile.cuh) */
+#define MMA_BC ATTN_FA2_BC /* versions 2 and 3: keys per K/V tile (64, fa2_tile.cuh) */
 #define LOG2E 1.4426950408889634f
 
 /* Every kernel takes the problem's shape and both layouts through the same parameters:
@@ -64,7 +64,7 @@
  *   k, v      [B,H,Lk,D] row-major, or varlen [total_k,H,D]
  *   lse       [B,H,Lq], or varlen [H,total_q]; natural log; NULL when not wanted
  *   cu_q/cu_k [B+1] device prefix offsets (varlen) or NULL (dense); Lq, Lk are then the maxima
- * and attn_seq_head_at (attn/kernel_common.cuh) turns (b, h) into row 0 and a row stride. A
+ * and attn_seq_head_at (device/kernel_common.cuh) turns (b, h) into row 0 and a row stride. A
  * block whose query tile starts past its sequence's end has nothing to do and skips the head. */
 
 /* --- version 1: fa2_fp32 ---------------------------------------------------------------------
@@ -208,7 +208,7 @@ __global__ void fa2_fp32_kernel(const float *__restrict__ q,  // [B,H,Lq,D] or [
  * The two versions differ only in how the tiles sit in shared memory (a layout) and in when they
  * are copied there; the warp-level steps in between — attn_fa2_load_q_fragments, _score_tile,
  * _scale_and_mask, _online_softmax, _accumulate_pv, _finish_rows, _store_o — and the layouts
- * attn_padded_layout / attn_swizzled_layout live in common/include/attn/fa2_tile.cuh, shared
+ * attn_padded_layout / attn_swizzled_layout live in fa2_tile.cuh (this folder), shared
  * with example 04's sparse kernels. */
 
 /* Scales and masks S for this warp: keys past the sequence's Lk (tail tile) and, causal, keys

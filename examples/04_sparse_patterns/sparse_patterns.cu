@@ -4,9 +4,9 @@
  *     O = softmax(scale * Q K^T + M) V     M = 0 where the pattern keeps (i, j), -inf elsewhere
  *
  * The patterns (sliding window, causal window, dilated, strided, fixed, global tokens, BigBird and
- * their unions) are defined once, in attn/patterns.cuh, and given with --pattern SPEC. The harness
- * builds the pattern's block mask (64 x 64 tiles, FlexAttention's BlockMask) and its token-level
- * CSR form, and checks every kernel against the CPU reference under the same pattern.
+ * their unions) are defined once, in device/patterns.cuh, and given with --pattern SPEC. The
+ * harness builds the pattern's block mask (64 x 64 tiles, FlexAttention's BlockMask) and its
+ * token-level CSR form, and checks every kernel against the CPU reference under the same pattern.
  *
  * Versions (each one line of intent; run with the command beside it):
  *   1 dense_fa2     example 03's fa2_mma unchanged: the dense (or dense causal) baseline that
@@ -38,13 +38,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../03_flash_attention_v2/fa2_tile.cuh"
 #include "attn/block_mask.h"
 #include "attn/example.h"
-#include "attn/fa2_tile.cuh"
-#include "attn/kernel_common.cuh"
-#include "attn/mma.cuh"
 #include "attn/patterns.h"
 #include "attn/problem.h"
+#include "device/kernel_common.cuh"
+#include "device/mma.cuh"
 
 /* ============================== CPU reference ============================================= */
 /* The oracle is the harness's attn_reference (common/src/reference.c) with the pattern's
@@ -66,7 +66,7 @@ static_assert(BR == ATTN_SPARSE_TILE && BC == ATTN_SPARSE_TILE, "tiles must matc
  *
  * The kernel is example 03's fa2_mma (walkthrough there), built from the same warp-level steps
  * (attn_fa2_score_tile, _scale_and_mask, _online_softmax, _accumulate_pv, _finish_rows, _store_o
- * in common/include/attn/fa2_tile.cuh), with one change: instead of the key
+ * in examples/03_flash_attention_v2/fa2_tile.cuh), with one change: instead of the key
  * tiles 0, 1, ... up to the causal diagonal, a query tile visits the key tiles a *tile source*
  * lists, and applies the per-element mask only on the tiles the source marks as masked:
  *

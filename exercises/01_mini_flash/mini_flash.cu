@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "attn/kernel_common.cuh"
+#include "device/kernel_common.cuh"
 #include "attn/problem.h"
 
 /* ============================== CPU reference ============================================= */

@@ -18,7 +18,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "attn/kernel_common.cuh"
+#include "device/kernel_common.cuh"
 #include "attn/problem.h"
 
 /* ============================== CPU reference ============================================= */

@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "attn/kernel_common.cuh"
+#include "device/kernel_common.cuh"
 #include "sparse_mask.h"
 
 /* ============================== CPU reference ============================================= */

@@ -2,7 +2,7 @@
  * line, its token-level mask for the CPU reference, the fast block mask builder (FlexAttention's
  * BlockMask, attn/block_mask.h), the CSR form, density and metadata size.
  *
- * The patterns and their predicate are defined in attn/patterns.cuh (shared with the kernels).
+ * The patterns and their predicate are defined in device/patterns.cuh (shared with the kernels).
  *
  * Spec strings: parts joined by '+', each "kind:name=value,name=value":
  *   window:w=128                 |i - j| <= w                    (Longformer)
@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "attn/block_mask.h"
-#include "attn/patterns.cuh"
+#include "device/patterns.cuh"
 #include "attn/problem.h"
 #include "attn/reference.h"
 

@@ -1,4 +1,4 @@
-/* attn/patterns.cuh — the token-level sparse attention patterns as plain data and one inline
+/* device/patterns.cuh — the token-level sparse attention patterns as plain data and one inline
  * predicate, the same code on the host (C11: the builders of attn/patterns.h, the CPU reference)
  * and inside kernels (CUDA C++, GPU or simulator). Definitions: DESIGN §5; the parser, the block
  * mask and CSR builders are in attn/patterns.h.
