@@ -697,8 +697,7 @@ static void kernel_refusal(const bench *b, const bench_problem *bp, const impl *
     why[0] = '\0';
     if (b != NULL)
         problem_refusal(b, &bp->p, why, len);
-    if (why[0] == '\0' &&
-        attn_sparse_verdict(st, m->k, m->index, &bp->p, why, len) == ATTN_KERNEL_RUNS)
+    if (why[0] == '\0' && attn_sparse_verdict(st, m->k, &bp->p, why, len) == ATTN_KERNEL_RUNS)
         why[0] = '\0';
 }
 
@@ -714,7 +713,7 @@ static void run_group(bench *b, const bench_problem *bp, const impl *impls, int 
         if (refusal[m][0] != '\0')
             continue;
         any = true;
-        attn_sparse_needs(&st, impls[m].index, &need_csr, &need_dense);
+        attn_sparse_needs(&st, impls[m].k, &need_csr, &need_dense);
     }
     attn_problem_data data;
     bool have_data = false;
@@ -730,7 +729,7 @@ static void run_group(bench *b, const bench_problem *bp, const impl *impls, int 
         attn_outcome o;
         attn_run_opts ro = b->run;
         attn_outcome_init(&o, impls[m].ex, impls[m].k, &bp->p, b->dev.name);
-        attn_sparse_kernel_options(&st, impls[m].k, impls[m].index, &bp->p, &ro, why, sizeof why);
+        attn_sparse_kernel_options(&st, impls[m].k, &bp->p, &ro, why, sizeof why);
         ++b->done;
         if (refusal[m][0] != '\0') {
             o.rec.status = "SKIP";

@@ -104,7 +104,7 @@ static void build_problem(session *s) {
 /* Can kernel k run the problem here? A kernel that does not serve the pattern cannot; else
  * attn_kernel_verdict. */
 static attn_verdict kernel_verdict(const session *s, const attn_kernel *k, char *why, size_t len) {
-    return attn_sparse_verdict(&s->sparse, k, (int)(k - s->ex->kernels), &s->p, why, len);
+    return attn_sparse_verdict(&s->sparse, k, &s->p, why, len);
 }
 
 /* 0 when at least one selected kernel can run the problem here; else ATTN_EXIT_USAGE (nothing
@@ -219,7 +219,7 @@ static int make_data(session *s) {
     bool need_csr = false, need_dense = false;
     for (int n = 0; n < s->ex->num_kernels; ++n)
         if (selected(s, &s->ex->kernels[n])) {
-            attn_sparse_needs(&s->sparse, n, &need_csr, &need_dense);
+            attn_sparse_needs(&s->sparse, &s->ex->kernels[n], &need_csr, &need_dense);
         }
     if (attn_sparse_build(&s->sparse, &s->p, need_csr, s->cli.quiet) != 0)
         return 1;
@@ -247,7 +247,7 @@ static attn_run_opts run_options(const session *s) {
  * checked against (a baseline of a sparse example: the dense one) and its FLOPs. */
 static void kernel_options(const session *s, const attn_kernel *k, attn_run_opts *opts, char *why,
                            size_t len) {
-    attn_sparse_kernel_options(&s->sparse, k, (int)(k - s->ex->kernels), &s->p, opts, why, len);
+    attn_sparse_kernel_options(&s->sparse, k, &s->p, opts, why, len);
 }
 
 /* Runs every selected kernel; prints the table and a sparse example's speedups. Returns the exit

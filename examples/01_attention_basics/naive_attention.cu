@@ -25,8 +25,8 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "device/kernel_common.cuh"
 #include "attn/problem.h"
+#include "device/kernel_common.cuh"
 
 /* ============================== CPU reference ============================================= */
 /* The oracle is the harness's attn_reference (common/src/reference.c): the same formula in
@@ -246,11 +246,12 @@ static const attn_requirements naive_requirements = {
     false,                    /* gpu_only */
 };
 
+/* serves 0: dense attention; no launch shape (each version launches three kernels). */
 static const attn_kernel naive_kernels[] = {
     {1, "naive", "S=QK^T in global memory, warp-per-row softmax, O=PV; one thread per element",
-     launch_naive, naive_requirements, scores_workspace},
+     launch_naive, naive_requirements, scores_workspace, 0, NULL},
     {2, "naive_tiled", "same three steps, 16x16 shared-memory tiles for both matrix products",
-     launch_naive_tiled, naive_requirements, scores_workspace},
+     launch_naive_tiled, naive_requirements, scores_workspace, 0, NULL},
 };
 
 extern "C" const attn_example naive_attention_example = {

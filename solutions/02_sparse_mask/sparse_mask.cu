@@ -285,7 +285,7 @@ static const attn_requirements sparse_mask_requirements = {
 
 static const attn_kernel sparse_mask_kernels[] = {
     {1, "sparse_mask", "block-sparse flash: listed full tiles unmasked, partial tiles masked",
-     launch_sparse_mask, sparse_mask_requirements, NULL},
+     launch_sparse_mask, sparse_mask_requirements, NULL, 0, NULL},
 };
 
 extern "C" const attn_example sparse_mask_example = {

@@ -246,8 +246,8 @@ static void test_pattern(void) {
 
 static void test_usage(void) {
     static const attn_kernel kernels[2] = {
-        {1, "first_kernel", "does the first thing", noop_launch, F32_ONLY, NULL},
-        {2, "second_kernel", "does it faster", noop_launch, F16_GPU_ONLY, NULL},
+        {1, "first_kernel", "does the first thing", noop_launch, F32_ONLY, NULL, 0, NULL},
+        {2, "second_kernel", "does it faster", noop_launch, F16_GPU_ONLY, NULL, 0, NULL},
     };
     attn_example ex = {"99_test", "an example for the tests", kernels,
                        2,         {4, 8, 2048, 64},           {1, 2, 256, 32}};

@@ -20,22 +20,14 @@ extern "C" {
 
 int attn_example_main(int argc, char **argv, const attn_example *ex);
 
-/* An example whose kernels serve sparse patterns (--pattern, attn/patterns.h). patterns[n] is
- * what kernel n of base serves: ATTN_PATTERN_BIT of each pattern kind (every part of the pattern
- * must be one of them), plus the flags below; 0 is a dense kernel that refuses a pattern. The
- * driver checks the kernels against the reference under the pattern, builds the block mask
- * (ATTN_SPARSE_TILE tiles) and the CSR form for them (attn_buffers.block_mask, .pattern, .csr),
- * prints the pattern's density and metadata size, and the measured speedup of each sparse kernel
- * over the baseline beside the theoretical one (dense entries / computed entries). */
-#define ATTN_PATTERNS_CSR (1u << 29)   /* reads attn_buffers.csr */
-#define ATTN_PATTERNS_DENSE (1u << 30) /* also runs without a pattern (dense or causal) */
-#define ATTN_PATTERNS_BASELINE                                                                     \
-    (1u << 31) /* dense kernel timed beside the sparse ones: it                                    \
-                  ignores the pattern and is checked against the                                   \
-                  dense reference */
+/* An example whose kernels serve sparse patterns (--pattern, attn/patterns.h): what each kernel
+ * serves is its attn_kernel.serves (attn/problem.h). The driver checks the kernels against the
+ * reference under the pattern, builds the block mask (ATTN_SPARSE_TILE tiles) and the CSR form
+ * for them (attn_buffers.block_mask, .pattern, .csr), prints the pattern's density and metadata
+ * size, and the measured speedup of each sparse kernel over the baseline beside the theoretical
+ * one (dense entries / computed entries). */
 typedef struct attn_sparse_example {
     const attn_example *base;
-    const unsigned *patterns;    /* [base->num_kernels] */
     const char *default_pattern; /* when --pattern is not given */
 } attn_sparse_example;
 

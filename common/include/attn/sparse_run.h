@@ -8,7 +8,7 @@
  *   attn_sparse_build(&st, &p, need_csr, quiet);              its masks for problem p
  *   attn_problem_data_make(&d, &p, &st.mask, ...);            the reference under the pattern
  *   attn_sparse_buffers(&st, &d.dev);                         the kernels' sparse inputs
- *   per kernel n: attn_sparse_verdict, attn_sparse_needs, attn_sparse_kernel_options
+ *   per kernel k: attn_sparse_verdict, attn_sparse_needs, attn_sparse_kernel_options
  *   attn_sparse_free(&st);
  */
 #ifndef ATTN_SPARSE_RUN_H
@@ -41,22 +41,22 @@ typedef struct attn_sparse_run {
  * with the reason in why (a pattern given to a dense example). */
 int attn_sparse_prepare(attn_sparse_run *st, const attn_sparse_example *ex, const char *spec,
                         char *why, size_t len);
-/* attn_kernel_verdict for kernel kernel_index of the example (k), after the pattern: a kernel
- * that does not serve the pattern (or its absence) cannot run; the reason goes to why. */
-attn_verdict attn_sparse_verdict(const attn_sparse_run *st, const attn_kernel *k, int kernel_index,
+/* attn_kernel_verdict for kernel k of the example, after the pattern: a kernel that does not
+ * serve the pattern (or its absence; attn_kernel.serves) cannot run; the reason goes to why. */
+attn_verdict attn_sparse_verdict(const attn_sparse_run *st, const attn_kernel *k,
                                  const attn_problem *p, char *why, size_t len);
-/* What kernel kernel_index needs besides the block mask: ORs into *csr (it reads the CSR) and
- * *dense (a baseline beside the pattern: a dense reference). */
-void attn_sparse_needs(const attn_sparse_run *st, int kernel_index, bool *csr, bool *dense);
+/* What kernel k needs besides the block mask: ORs into *csr (it reads the CSR) and *dense (a
+ * baseline beside the pattern: a dense reference). */
+void attn_sparse_needs(const attn_sparse_run *st, const attn_kernel *k, bool *csr, bool *dense);
 /* Builds the block mask and (need_csr) the CSR for p on the host and the device, and prints the
  * pattern's line unless quiet. 0, or 1 after reporting an error. */
 int attn_sparse_build(attn_sparse_run *st, const attn_problem *p, bool need_csr, bool quiet);
 /* Fills the sparse fields of the buffers. */
 void attn_sparse_buffers(const attn_sparse_run *st, attn_buffers *b);
-/* The per-kernel run options of kernel kernel_index (k) on p: refusal (a pattern it does not
+/* The per-kernel run options of kernel k on p: refusal (a pattern it does not
  * serve; the reason is written to why), the reference it is checked against (a baseline's: the
  * dense one) and its FLOPs (a sparse kernel counts only the entries it computes, DESIGN §4). */
-void attn_sparse_kernel_options(const attn_sparse_run *st, const attn_kernel *k, int kernel_index,
+void attn_sparse_kernel_options(const attn_sparse_run *st, const attn_kernel *k,
                                 const attn_problem *p, attn_run_opts *opts, char *why, size_t len);
 /* After the table: measured speedup of each timed sparse kernel over the first timed baseline,
  * beside the theoretical one. */
