@@ -14,10 +14,10 @@
  * The kernels come from the examples listed in benchmarks/CMakeLists.txt (ATTN_BENCH_EXAMPLES),
  * through their registries (attn/problem.h); checking and timing are the harness's
  * (attn/runner.h), the same code the examples' programs run. A problem with a sparse pattern
- * (attn/patterns.h) runs the kernels of the sparse examples (attn/sparse_run.h: block mask, CSR,
- * the reference under the pattern, the baseline's dense one); a problem without one, the dense
- * examples' kernels. Output keys: benchmarks/README.md.
- * Exit status: 0 every run passed or was skipped, 1 a FAIL or ERROR, 2 usage, 77 no GPU.
+ * (attn/sparse/patterns.h) runs the kernels of the sparse examples (attn/sparse/sparse_run.h: block
+ * mask, CSR, the reference under the pattern, the baseline's dense one); a problem without one, the
+ * dense examples' kernels. Output keys: benchmarks/README.md. Exit status: 0 every run passed or
+ * was skipped, 1 a FAIL or ERROR, 2 usage, 77 no GPU.
  */
 #define _POSIX_C_SOURCE 200809L /* popen: the commit from git when --commit is not given */
 #include <math.h>
@@ -32,7 +32,7 @@
 #include "attn/device.h"
 #include "attn/report.h"
 #include "attn/runner.h"
-#include "attn/sparse_run.h"
+#include "attn/sparse/sparse_run.h"
 #include "bench_examples.h"
 
 #ifndef ATTN_SOURCE_DIR
@@ -56,7 +56,7 @@ typedef struct int_list {
 typedef struct grid_block {
     int_list B, H, L, D, dtype, causal;
     int num_patterns;
-    const char *patterns[MAX_PATTERNS]; /* attn/patterns.h specs */
+    const char *patterns[MAX_PATTERNS]; /* attn/sparse/patterns.h specs */
 } grid_block;
 
 #define MAX_BLOCKS 8
@@ -185,7 +185,7 @@ static void print_help(const char *prog) {
         "simulator, issue3 on a GPU)\n"
         "  --B LIST --H LIST --L LIST --D LIST   replace the grid's values (e.g. --L 1k,2k,4096)\n"
         "  --dtype LIST         f32,f16,bf16      --causal no|yes|both\n"
-        "  --pattern SPEC       a sparse pattern (attn/patterns.h, e.g. window:w=128, "
+        "  --pattern SPEC       a sparse pattern (attn/sparse/patterns.h, e.g. window:w=128, "
         "bigbird:b=64,r=3); repeat for several, 'none' = dense; replaces the grid's. Problems "
         "with a pattern run the sparse examples' kernels (04), the others the dense ones\n"
         "  --impl LIST          kernels: a kernel name (fa2_mma), an example (03 or "
@@ -697,39 +697,49 @@ static void kernel_refusal(const bench *b, const bench_problem *bp, const impl *
     why[0] = '\0';
     if (b != NULL)
         problem_refusal(b, &bp->p, why, len);
-    if (why[0] == '\0' && attn_sparse_verdict(st, m->k, &bp->p, why, len) == ATTN_KERNEL_RUNS)
+    if (why[0] != '\0')
+        return;
+    attn_verdict v = m->sparse != NULL ? attn_sparse_verdict(st, m->k, &bp->p, why, len)
+                                       : attn_kernel_verdict(m->k, &bp->p, why, len);
+    if (v == ATTN_KERNEL_RUNS)
         why[0] = '\0';
 }
 
-/* The kernels of one example on one problem: the pattern's masks, the data (inputs, reference
- * under the pattern, the baseline's dense one) made once, and only when some kernel can run. */
+/* The kernels of one example on one problem: a sparse example's pattern and masks (the sparse
+ * module; a dense example's group does no sparse work), the data (inputs, reference under the
+ * pattern, the baseline's dense one) made once, and only when some kernel can run. */
 static void run_group(bench *b, const bench_problem *bp, const impl *impls, int n) {
     attn_sparse_run st;
+    const bool sparse = impls[0].sparse != NULL;
     char why[256], refusal[MAX_IMPLS][256];
-    (void)attn_sparse_prepare(&st, impls[0].sparse, bp->pattern, why, sizeof why); /* parsed */
+    memset(&st, 0, sizeof st);
+    if (sparse) /* the spec was parsed with the command line or is a grid's */
+        (void)attn_sparse_prepare(&st, impls[0].sparse, bp->pattern, why, sizeof why);
     bool any = false, need_csr = false, need_dense = false;
     for (int m = 0; m < n; ++m) {
         kernel_refusal(b, bp, &impls[m], &st, refusal[m], sizeof refusal[m]);
         if (refusal[m][0] != '\0')
             continue;
         any = true;
-        attn_sparse_needs(&st, impls[m].k, &need_csr, &need_dense);
+        if (sparse)
+            attn_sparse_needs(&st, impls[m].k, &need_csr, &need_dense);
     }
     attn_problem_data data;
     bool have_data = false;
-    if (any && attn_sparse_build(&st, &bp->p, need_csr, true) == 0) {
+    if (any && (!sparse || attn_sparse_build(&st, &bp->p, need_csr, true) == 0)) {
         have_data = attn_problem_data_make(&data, &bp->p, st.has_pattern ? &st.mask : NULL,
                                            need_dense, b->opt.seed, 1.0f, b->check_rows, true) == 0;
-        if (have_data)
+        if (have_data && sparse)
             attn_sparse_buffers(&st, &data.dev);
-        else
+        else if (!have_data)
             attn_problem_data_free(&data);
     }
     for (int m = 0; m < n; ++m) {
         attn_outcome o;
         attn_run_opts ro = b->run;
         attn_outcome_init(&o, impls[m].ex, impls[m].k, &bp->p, b->dev.name);
-        attn_sparse_kernel_options(&st, impls[m].k, &bp->p, &ro, why, sizeof why);
+        if (sparse)
+            attn_sparse_kernel_options(&st, impls[m].k, &bp->p, &ro, why, sizeof why);
         ++b->done;
         if (refusal[m][0] != '\0') {
             o.rec.status = "SKIP";
@@ -796,7 +806,10 @@ static void print_dry_run(const bench_problem *problems, int np, const impl *imp
                 continue;
             attn_sparse_run st;
             char why[256] = "";
-            (void)attn_sparse_prepare(&st, impls[m].sparse, problems[q].pattern, why, sizeof why);
+            memset(&st, 0, sizeof st);
+            if (impls[m].sparse != NULL)
+                (void)attn_sparse_prepare(&st, impls[m].sparse, problems[q].pattern, why,
+                                          sizeof why);
             kernel_refusal(NULL, &problems[q], &impls[m], &st, why, sizeof why);
             printf("%-40s %-40s %s%s\n", what, impls[m].name, why[0] ? "skip: " : "runs", why);
         }

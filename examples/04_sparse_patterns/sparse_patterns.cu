@@ -39,10 +39,10 @@
 #include <stdio.h>
 
 #include "../03_flash_attention_v2/fa2_tile.cuh"
-#include "attn/block_mask.h"
-#include "attn/example.h"
-#include "attn/patterns.h"
 #include "attn/problem.h"
+#include "attn/sparse/block_mask.h"
+#include "attn/sparse/patterns.h"
+#include "attn/sparse/sparse_example.h"
 #include "device/kernel_common.cuh"
 #include "device/mma.cuh"
 
@@ -358,16 +358,17 @@ static void launch_sparse(const attn_problem *p, const attn_buffers *b,
              : launch_sparse_typed<__half, 128, Tiles>(p, b, tp, stream);
 }
 
-/* Version 2 reads b->block_mask, which the harness builds in 64 x 64 tiles (ATTN_SPARSE_TILE);
- * a user-built mask must use the same tiles. With b->pattern NULL (a user's layout) it computes
- * every in-range entry of every listed tile, full or partial, with causality on top (README:
- * "Your own block layout"; the reference's mask is attn_block_mask_as_mask). */
+/* Version 2 reads b->sparse->block_mask, which the harness builds in 64 x 64 tiles
+ * (ATTN_SPARSE_TILE); a user-built mask must use the same tiles. With b->sparse->pattern NULL (a
+ * user's layout) it computes every in-range entry of every listed tile, full or partial, with
+ * causality on top (README: "Your own block layout"; the reference's mask is
+ * attn_block_mask_as_mask). */
 static void launch_block_sparse(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
     block_list_tiles::params tp;
-    tp.mask = *b->block_mask;
+    tp.mask = *b->sparse->block_mask;
     memset(&tp.pattern, 0, sizeof tp.pattern);
-    if (b->pattern != NULL)
-        tp.pattern = *b->pattern;
+    if (b->sparse->pattern != NULL)
+        tp.pattern = *b->sparse->pattern;
     launch_sparse<block_list_tiles>(p, b, tp, stream);
 }
 
@@ -376,8 +377,9 @@ static void launch_block_sparse(const attn_problem *p, const attn_buffers *b, cu
  * nothing. */
 static void launch_window(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
     band_tiles::params tp = {1, 0};
-    for (int n = 0; n < b->pattern->n_parts; ++n) {
-        const attn_pattern_part *pt = &b->pattern->part[n];
+    const attn_pattern *pattern = b->sparse->pattern;
+    for (int n = 0; n < pattern->n_parts; ++n) {
+        const attn_pattern_part *pt = &pattern->part[n];
         const bool causal_part = pt->kind == ATTN_PATTERN_CAUSAL_WINDOW;
         const int lo = causal_part ? 1 - pt->w : -pt->w, hi = causal_part ? 0 : pt->w;
         if (lo > hi)
@@ -394,13 +396,14 @@ static void launch_gather(const attn_problem *p, const attn_buffers *b, cudaStre
     if (p->dtype == ATTN_BF16)
         gather_kernel<__nv_bfloat16><<<grid, threads, 0, stream>>>(
             (const __nv_bfloat16 *)b->q, (const __nv_bfloat16 *)b->k, (const __nv_bfloat16 *)b->v,
-            (__nv_bfloat16 *)b->o, b->lse, b->cu_seqlens_q, b->cu_seqlens_k, b->csr->row_ptr,
-            b->csr->col_idx, p->B, p->H, p->Lq, p->Lk, p->D, p->scale);
+            (__nv_bfloat16 *)b->o, b->lse, b->cu_seqlens_q, b->cu_seqlens_k,
+            b->sparse->csr->row_ptr, b->sparse->csr->col_idx, p->B, p->H, p->Lq, p->Lk, p->D,
+            p->scale);
     else
         gather_kernel<__half><<<grid, threads, 0, stream>>>(
             (const __half *)b->q, (const __half *)b->k, (const __half *)b->v, (__half *)b->o,
-            b->lse, b->cu_seqlens_q, b->cu_seqlens_k, b->csr->row_ptr, b->csr->col_idx, p->B, p->H,
-            p->Lq, p->Lk, p->D, p->scale);
+            b->lse, b->cu_seqlens_q, b->cu_seqlens_k, b->sparse->csr->row_ptr,
+            b->sparse->csr->col_idx, p->B, p->H, p->Lq, p->Lk, p->D, p->scale);
 }
 
 /* ================================= registry =============================================== */

@@ -248,15 +248,15 @@ static __global__ void sparse_mask_kernel(const float *__restrict__ q, // [B,H,L
 
 /* ================================= launchers ============================================== */
 
-/* The block mask comes from the caller (buffers.block_mask, arrays in device memory), built by
- * sparse_mask_build_block_mask for this problem in BR x BC tiles. */
+/* The block mask comes from the caller (buffers.sparse->block_mask, arrays in device memory), built
+ * by sparse_mask_build_block_mask for this problem in BR x BC tiles. */
 static void launch_sparse_mask(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
-    const attn_block_mask *bm = b->block_mask;
+    const attn_block_mask *bm = b->sparse != NULL ? b->sparse->block_mask : NULL;
     if (bm == NULL || bm->block_q != BR || bm->block_k != BC || bm->batches != p->B ||
         bm->Lq != p->Lq || bm->Lk != p->Lk) {
         fprintf(stderr,
                 "sparse_mask: launch needs the problem's %dx%d block mask in "
-                "buffers.block_mask\n",
+                "buffers.sparse->block_mask\n",
                 BR, BC);
         return;
     }

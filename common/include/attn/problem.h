@@ -1,7 +1,7 @@
 /* attn/problem.h — what an attention launch computes, where its data lives, and the
  * per-example kernel registry.
  *
- * Conventions (DESIGN §4):
+ * Conventions (stated in common/README.md, "Conventions"):
  *   - Dense layout [B, H, L, D] row-major (PyTorch SDPA's).
  *   - Variable length (FlashAttention's varlen convention): packed [total, H, D] row-major with
  *     cu_seqlens_q/k of B+1 prefix offsets; sequence b owns rows cu[b] .. cu[b+1]-1.
@@ -111,14 +111,10 @@ typedef struct attn_buffers {
                                 may be NULL when the caller does not want it */
     const int *cu_seqlens_q; /* [B+1] device, NULL unless varlen */
     const int *cu_seqlens_k; /* [B+1] device, NULL unless varlen */
-    /* Block-sparse kernels: the block mask (attn/block_mask.h) whose arrays are in device memory
-     * (the struct itself is host memory); NULL for dense kernels. */
-    const struct attn_block_mask *block_mask;
-    /* Sparse kernels (example 04 on): the pattern given with --pattern (host struct, passed to
-     * kernels by value; NULL without one) and its token-level CSR form (attn/patterns.h) whose
-     * arrays are in device memory (NULL unless a selected kernel reads it). */
-    const struct attn_pattern *pattern;
-    const struct attn_csr *csr;
+    /* Sparse kernels (example 04 on): what the sparse module (attn/sparse/) hands them, the
+     * pattern, its block mask and CSR form (struct attn_sparse_inputs, attn/sparse/block_mask.h);
+     * NULL for a dense run. */
+    const struct attn_sparse_inputs *sparse;
     void *workspace; /* kernel scratch, size from attn_kernel.workspace_bytes */
     size_t workspace_bytes;
 } attn_buffers;

@@ -1,5 +1,6 @@
-/* sparse_run.c — running a sparse example's kernels under a pattern (see attn/sparse_run.h). */
-#include "attn/sparse_run.h"
+/* sparse_run.c — running a sparse example's kernels under a pattern (see attn/sparse/sparse_run.h).
+ */
+#include "attn/sparse/sparse_run.h"
 
 #include "attn/device.h"
 
@@ -23,8 +24,11 @@ int attn_sparse_prepare(attn_sparse_run *st, const attn_sparse_example *ex, cons
     }
     if (spec == NULL)
         spec = ex->default_pattern;
-    if (attn_pattern_parse(spec, &st->pattern, why, len) != 0) /* the default: checked by tests */
+    char reason[224];
+    if (attn_pattern_parse(spec, &st->pattern, reason, sizeof reason) != 0) {
+        snprintf(why, len, "--pattern: %s", reason); /* the default: checked by tests */
         return ATTN_EXIT_USAGE;
+    }
     st->has_pattern = st->pattern.n_parts > 0;
     return 0;
 }
@@ -111,12 +115,13 @@ int attn_sparse_build(attn_sparse_run *st, const attn_problem *p, bool need_csr,
     return 0;
 }
 
-void attn_sparse_buffers(const attn_sparse_run *st, attn_buffers *b) {
+void attn_sparse_buffers(attn_sparse_run *st, attn_buffers *b) {
     if (st->ex == NULL)
         return;
-    b->block_mask = &st->blocks_dev;
-    b->pattern = st->has_pattern ? &st->pattern : NULL;
-    b->csr = st->csr_dev.row_ptr != NULL ? &st->csr_dev : NULL;
+    st->inputs.block_mask = &st->blocks_dev;
+    st->inputs.pattern = st->has_pattern ? &st->pattern : NULL;
+    st->inputs.csr = st->csr_dev.row_ptr != NULL ? &st->csr_dev : NULL;
+    b->sparse = &st->inputs;
 }
 
 static double kernel_flops(const attn_sparse_run *st, const attn_kernel *k, const attn_problem *p) {

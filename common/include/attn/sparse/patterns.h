@@ -1,6 +1,6 @@
-/* attn/patterns.h — sparse attention patterns on the host: parsing a pattern from the command
- * line, its token-level mask for the CPU reference, the fast block mask builder (FlexAttention's
- * BlockMask, attn/block_mask.h), the CSR form, density and metadata size.
+/* attn/sparse/patterns.h — sparse attention patterns on the host: parsing a pattern from the
+ * command line, its token-level mask for the CPU reference, the fast block mask builder
+ * (FlexAttention's BlockMask, attn/sparse/block_mask.h), the CSR form, density and metadata size.
  *
  * The patterns and their predicate are defined in device/patterns.cuh (shared with the kernels).
  *
@@ -22,9 +22,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "attn/block_mask.h"
 #include "attn/problem.h"
 #include "attn/reference.h"
+#include "attn/sparse/block_mask.h"
 #include "device/patterns.cuh"
 
 #ifdef __cplusplus
