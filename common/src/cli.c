@@ -182,12 +182,21 @@ static int list_item(const char *list, int n, char *buf, size_t len) {
     }
 }
 
-int attn_cli_parse_counts(const char *flag, const char *s, int *out, int max, int *n, char *err,
-                          size_t err_len) {
-    int count = list_item(s, -1, NULL, 0);
-    if (count > max)
+/* The number of items of a list that may hold at most max, in *count; else a usage error. */
+static int list_count(const char *flag, const char *s, int max, int *count, char *err,
+                      size_t err_len) {
+    *count = list_item(s, -1, NULL, 0);
+    if (*count > max)
         return usage_error(err, err_len, "error: %s takes at most %d values (got '%s')", flag, max,
                            s);
+    return 0;
+}
+
+int attn_cli_parse_counts(const char *flag, const char *s, int *out, int max, int *n, char *err,
+                          size_t err_len) {
+    int count = 0;
+    if (list_count(flag, s, max, &count, err, err_len) != 0)
+        return ATTN_EXIT_USAGE;
     for (int i = 0; i < count; ++i) {
         char item[24];
         uint64_t v = 0;
@@ -210,10 +219,9 @@ int attn_cli_parse_counts(const char *flag, const char *s, int *out, int max, in
 
 int attn_cli_parse_dtypes(const char *flag, const char *s, int *out, int max, int *n, char *err,
                           size_t err_len) {
-    int count = list_item(s, -1, NULL, 0);
-    if (count > max)
-        return usage_error(err, err_len, "error: %s takes at most %d values (got '%s')", flag, max,
-                           s);
+    int count = 0;
+    if (list_count(flag, s, max, &count, err, err_len) != 0)
+        return ATTN_EXIT_USAGE;
     for (int i = 0; i < count; ++i) {
         char item[24];
         attn_dtype t;

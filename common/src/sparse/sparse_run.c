@@ -1,4 +1,5 @@
-/* sparse_run.c — running a sparse example's kernels under a pattern (see attn/sparse/sparse_run.h).
+/* sparse_run.c — running a sparse example's kernels under a pattern (see
+ * attn/sparse/sparse_run.h).
  */
 #include "attn/sparse/sparse_run.h"
 

@@ -1,5 +1,5 @@
-/* attn/sparse/sparse_run.h — what running a sparse example's kernels under a pattern adds to a run
- * (attn/runner.h): the pattern, its reference mask, the block mask and CSR on the host and the
+/* attn/sparse/sparse_run.h — what running a sparse example's kernels under a pattern adds to a
+ * run (attn/runner.h): the pattern, its reference mask, the block mask and CSR on the host and the
  * device, which kernels serve it, their FLOPs and the speedup lines. Shared by the example driver
  * (sparse_example.c, attn_sparse_example_main) and the benchmark (bench_attention --pattern).
  *
