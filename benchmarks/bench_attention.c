@@ -4,20 +4,22 @@
  * line per (problem, kernel) with TFLOP/s, GB/s, peak device memory and provenance.
  *
  *   bench_attention_sim                                   the simulator grid (small sizes)
- *   bench_attention_gpu --grid issue3 --out benchmarks/results/<device>/bench_attention.jsonl
+ *   bench_attention_gpu --grid dense --out benchmarks/results/<device>/bench_attention.jsonl
  *   bench_attention_gpu --L 1k,2k --D 64,128 --H 16 --dtype f16,bf16 --causal both --impl fa2_mma
- *   bench_attention_gpu --grid issue4 --out ...   example 04's sparse kernels vs its dense baseline
+ *   bench_attention_gpu --grid sparse --out ...   example 04's sparse kernels vs its dense baseline
  *   bench_attention_sim --grid sim-sparse --pattern dilated:w=16,d=4
+ *   bench_attention_sim --grid seed-table --table   the course's comparison table (Markdown)
  *   bench_attention_sim --list          the implementations;  --grids  the preset grids
+ *   bench_attention_sim --launch-shapes each kernel's threads and dynamic shared memory (JSON)
  *   bench_attention_sim --dry-run       what would run, without touching the device
  *
  * The kernels come from the examples listed in benchmarks/CMakeLists.txt (ATTN_BENCH_EXAMPLES),
  * through their registries (attn/problem.h); checking and timing are the harness's
  * (attn/runner.h), the same code the examples' programs run. A problem with a sparse pattern
- * (attn/patterns.h) runs the kernels of the sparse examples (attn/sparse_run.h: block mask, CSR,
- * the reference under the pattern, the baseline's dense one); a problem without one, the dense
- * examples' kernels. Output keys: benchmarks/README.md.
- * Exit status: 0 every run passed or was skipped, 1 a FAIL or ERROR, 2 usage, 77 no GPU.
+ * (attn/sparse/patterns.h) runs the kernels of the sparse examples (attn/sparse/sparse_run.h: block
+ * mask, CSR, the reference under the pattern, the baseline's dense one); a problem without one, the
+ * dense examples' kernels. Output keys: benchmarks/README.md. Exit status: 0 every run passed or
+ * was skipped, 1 a FAIL or ERROR, 2 usage, 77 no GPU.
  */
 #define _POSIX_C_SOURCE 200809L /* popen: the commit from git when --commit is not given */
 #include <math.h>
@@ -29,10 +31,11 @@
 #include <unistd.h>
 
 #include "attn/bench.h"
+#include "attn/cli.h"
 #include "attn/device.h"
 #include "attn/report.h"
 #include "attn/runner.h"
-#include "attn/sparse_run.h"
+#include "attn/sparse/sparse_run.h"
 #include "bench_examples.h"
 
 #ifndef ATTN_SOURCE_DIR
@@ -56,7 +59,10 @@ typedef struct int_list {
 typedef struct grid_block {
     int_list B, H, L, D, dtype, causal;
     int num_patterns;
-    const char *patterns[MAX_PATTERNS]; /* attn/patterns.h specs */
+    const char *patterns[MAX_PATTERNS]; /* attn/sparse/patterns.h specs */
+    /* A row of a comparison table (seed-table): the one kernel the block runs (an --impl name,
+     * e.g. "01_attention_basics/naive") and the row's name in --table; NULL: every kernel. */
+    const char *impl, *label;
 } grid_block;
 
 #define MAX_BLOCKS 8
@@ -74,20 +80,41 @@ typedef struct grid_preset {
 #define F32 ATTN_F32
 #define F16 ATTN_F16
 #define BF16 ATTN_BF16
-#define NO_PATTERN                                                                                 \
-    0, { NULL } /* the dense problem */
-#define ISSUE3_L LIST(1024, 2048, 4096, 8192, 16384)
-/* Issue 4: 16 heads of D=128, f16/bf16. The window half-widths w and BigBird's random blocks r
- * give densities of 50 % at L=4k, 25 % at 8k and 10 % at 16k (window: (L(2w+1) - w(w+1)) / L^2
- * = 50.0/25.0/10.0 %; BigBird b=128, NB = L/128 blocks: about ((NB-2)(5+r) + 2 NB) / NB^2
- * = 50.0/24.3/10.0 %, r <= 16), then Mistral's causal window W=4096 at L=128k against dense
- * causal. */
-#define ISSUE4_BLOCK(L, w, r)                                                                      \
+#define NO_PATTERN 0, {NULL}, NULL, NULL /* the dense problem, every kernel */
+#define DENSE_L LIST(1024, 2048, 4096, 8192, 16384)
+/* The sparse grid: 16 heads of D=128, f16/bf16. The window half-widths w and BigBird's random
+ * blocks r give densities of 50 % at L=4k, 25 % at 8k and 10 % at 16k (window: (L(2w+1) -
+ * w(w+1)) / L^2 = 50.0/25.0/10.0 %; BigBird b=128, NB = L/128 blocks: about ((NB-2)(5+r) + 2 NB)
+ * / NB^2 = 50.0/24.3/10.0 %, r <= 16), then Mistral's causal window W=4096 at L=128k against
+ * dense causal. */
+#define SPARSE_BLOCK(L, w, r)                                                                      \
     {                                                                                              \
-        LIST(1), LIST(16), LIST(L), LIST(128), LIST(F16, BF16), LIST(0), 2, {                      \
-            "window:w=" #w, "bigbird:b=128,r=" #r ",seed=1"                                        \
-        }                                                                                          \
+        LIST(1), LIST(16), LIST(L), LIST(128), LIST(F16, BF16), LIST(0), 2,                        \
+            {"window:w=" #w, "bigbird:b=128,r=" #r ",seed=1"}, NULL, NULL                          \
     }
+
+/* The course's comparison table: naive (example 01), flash (02), flash-v2 (03's fa2_mma, f16) and
+ * a sliding window of 512 keys (04's window kernel, window:w=256: 2w+1 = 513 keys per query),
+ * non-causal, D=64; --table prints it. One block per row: its kernel, dtype and pattern. */
+#define SEED_ROW(B, H, L1, L2, impl, label, dtype, pattern)                                        \
+    { LIST(B), LIST(H), LIST(L1, L2), LIST(64), LIST(dtype), LIST(0), pattern, impl, label }
+#define SEED_DENSE                                                                                 \
+    0, { NULL }
+#define SEED_WINDOW                                                                                \
+    1, { "window:w=256" }
+#define SEED_ROWS(B, H, L1, L2)                                                                    \
+    {                                                                                              \
+        SEED_ROW(B, H, L1, L2, "01_attention_basics/naive", "naive (01)", F32, SEED_DENSE),        \
+            SEED_ROW(B, H, L1, L2, "02_flash_attention_minimal/flash_fwd", "flash (02)", F32,      \
+                     SEED_DENSE),                                                                  \
+            SEED_ROW(B, H, L1, L2, "03_flash_attention_v2/fa2_mma", "flash-v2 (03 fa2_mma, f16)",  \
+                     F16, SEED_DENSE),                                                             \
+            SEED_ROW(B, H, L1, L2, "04_sparse_patterns/window",                                    \
+                     "sparse k=512 (04 window w=256, f16)", F16, SEED_WINDOW)                      \
+    }
+
+/* On the simulator, --grid seed-table runs the same rows at sizes that finish in seconds. */
+static const grid_preset seed_table_sim = {"seed-table", "", 4, SEED_ROWS(1, 2, 256, 512)};
 
 static const grid_preset presets[] = {
     {"sim",
@@ -99,22 +126,23 @@ static const grid_preset presets[] = {
      "smallest check of the pipeline (the CTest): B=1 H=1 D=64, L 16 and 40",
      1,
      {{LIST(1), LIST(1), LIST(16, 40), LIST(64), LIST(F32, F16), LIST(0, 1), NO_PATTERN}}},
-    {"issue3",
-     "issue 3: B*H=16 heads of D=128 and 32 heads of D=64, L 1k..16k, f16/bf16, causal and not",
+    {"dense",
+     "the dense kernels on a GPU: B*H=16 heads of D=128 and 32 heads of D=64, L 1k..16k, "
+     "f16/bf16, causal and not",
      2,
-     {{LIST(1), LIST(16), ISSUE3_L, LIST(128), LIST(F16, BF16), LIST(0, 1), NO_PATTERN},
-      {LIST(1), LIST(32), ISSUE3_L, LIST(64), LIST(F16, BF16), LIST(0, 1), NO_PATTERN}}},
+     {{LIST(1), LIST(16), DENSE_L, LIST(128), LIST(F16, BF16), LIST(0, 1), NO_PATTERN},
+      {LIST(1), LIST(32), DENSE_L, LIST(64), LIST(F16, BF16), LIST(0, 1), NO_PATTERN}}},
     {"fp32",
      "the fp32 kernels (examples 01, 02, 03 v1): B=1 H=16 D=64, L 1k..16k, causal and not",
      1,
-     {{LIST(1), LIST(16), ISSUE3_L, LIST(64), LIST(F32), LIST(0, 1), NO_PATTERN}}},
-    {"issue4",
-     "issue 4: example 04's kernels vs dense_fa2, B=1 H=16 D=128 f16/bf16: window and BigBird at "
+     {{LIST(1), LIST(16), DENSE_L, LIST(64), LIST(F32), LIST(0, 1), NO_PATTERN}}},
+    {"sparse",
+     "example 04's kernels vs dense_fa2 on a GPU, B=1 H=16 D=128 f16/bf16: window and BigBird at "
      "density 50/25/10 % (L 4k/8k/16k), causal_window:w=4096 at L=128k causal",
      4,
-     {ISSUE4_BLOCK(4096, 1199, 10),
-      ISSUE4_BLOCK(8192, 1097, 9),
-      ISSUE4_BLOCK(16384, 840, 6),
+     {SPARSE_BLOCK(4096, 1199, 10),
+      SPARSE_BLOCK(8192, 1097, 9),
+      SPARSE_BLOCK(16384, 840, 6),
       {LIST(1),
        LIST(16),
        LIST(131072),
@@ -122,7 +150,9 @@ static const grid_preset presets[] = {
        LIST(F16, BF16),
        LIST(1),
        1,
-       {"causal_window:w=4096"}}}},
+       {"causal_window:w=4096"},
+       NULL,
+       NULL}}},
     {"sim-sparse",
      "example 04 on the simulator: B=1 H=1 D=64 f16, L 512/1024: window, BigBird, dilated; "
      "causal window at L=1024",
@@ -134,8 +164,19 @@ static const grid_preset presets[] = {
        LIST(F16),
        LIST(0),
        3,
-       {"window:w=64", "bigbird:b=64,r=1,seed=1", "dilated:w=16,d=4"}},
-      {LIST(1), LIST(1), LIST(1024), LIST(64), LIST(F16), LIST(1), 1, {"causal_window:w=128"}}}},
+       {"window:w=64", "bigbird:b=64,r=1,seed=1", "dilated:w=16,d=4"},
+       NULL,
+       NULL},
+      {LIST(1),
+       LIST(1),
+       LIST(1024),
+       LIST(64),
+       LIST(F16),
+       LIST(1),
+       1,
+       {"causal_window:w=128"},
+       NULL,
+       NULL}}},
     {"tiny-sparse",
      "smallest check of the sparse path (a CTest): B=1 H=1 D=64 f16, L 40 and 100, a window and "
      "a strided pattern, causal and not",
@@ -147,7 +188,14 @@ static const grid_preset presets[] = {
        LIST(F16),
        LIST(0, 1),
        2,
-       {"window:w=8", "strided:l=8"}}}},
+       {"window:w=8", "strided:l=8"},
+       NULL,
+       NULL}}},
+    {"seed-table",
+     "the course's comparison table (use --table): naive (01), flash (02), flash-v2 (03 fa2_mma "
+     "f16), sparse k=512 (04 window w=256 f16), non-causal; B=4 H=8 D=64 L 2048/8192 on a GPU, "
+     "B=1 H=2 D=64 L 256/512 on the simulator",
+     4, SEED_ROWS(4, 8, 2048, 8192)},
 };
 #define NUM_PRESETS (int)(sizeof presets / sizeof presets[0])
 
@@ -155,8 +203,8 @@ static const grid_preset presets[] = {
  */
 
 typedef struct options {
-    bool help, list, grids, dry_run, quiet, append;
-    const grid_preset *grid[NUM_PRESETS]; /* --grid (several allowed); none: sim or issue3 */
+    bool help, list, grids, dry_run, quiet, append, table, launch_shapes;
+    const grid_preset *grid[NUM_PRESETS]; /* --grid (several allowed); none: sim or dense */
     int num_grids;
     grid_block override;  /* lists given on the command line replace the grid's (n = 0: not);
                              override.patterns: --pattern, each checked by attn_pattern_parse */
@@ -182,10 +230,10 @@ static void print_help(const char *prog) {
         "Runs every selected kernel over a grid of problems: check, then time; one JSON line "
         "per run.\n"
         "  --grid NAME[,NAME]   preset grid(s) (--grids lists them; default: sim on the "
-        "simulator, issue3 on a GPU)\n"
+        "simulator, dense on a GPU)\n"
         "  --B LIST --H LIST --L LIST --D LIST   replace the grid's values (e.g. --L 1k,2k,4096)\n"
         "  --dtype LIST         f32,f16,bf16      --causal no|yes|both\n"
-        "  --pattern SPEC       a sparse pattern (attn/patterns.h, e.g. window:w=128, "
+        "  --pattern SPEC       a sparse pattern (attn/sparse/patterns.h, e.g. window:w=128, "
         "bigbird:b=64,r=3); repeat for several, 'none' = dense; replaces the grid's. Problems "
         "with a pattern run the sparse examples' kernels (04), the others the dense ones\n"
         "  --impl LIST          kernels: a kernel name (fa2_mma), an example (03 or "
@@ -199,49 +247,27 @@ static void print_help(const char *prog) {
         "  --check-rows N       query rows checked against the CPU reference (default 256, 0 = "
         "all)\n"
         "  --sim-max-gflop X    on the simulator, skip problems above X GFLOP (default 1)\n"
+        "  --table              after the run, one Markdown table: a row per implementation "
+        "(a grid's row name, e.g. seed-table's), median time (ms) and peak device memory (MiB) "
+        "per L\n"
+        "  --launch-shapes      each kernel's launch shape from its registry (threads per block, "
+        "dynamic shared memory) for D = 64 and 128 and each dtype, one JSON line each; no device "
+        "needed\n"
         "  --seed N --commit SHA --quiet --list --grids --dry-run --help\n",
         prog);
 }
 
-/* Integer with an optional k (x1024) suffix, > 0 (>= 0 when zero_ok). 0 on success. */
-static int parse_count(const char *s, bool zero_ok, int *out) {
-    char *end = NULL;
-    if (s[0] < '0' || s[0] > '9')
-        return 1;
-    long v = strtol(s, &end, 10);
-    if (*end == 'k' || *end == 'K') {
-        v *= 1024;
-        ++end;
-    }
-    if (*end != '\0' || v > 1 << 24 || (v == 0 && !zero_ok))
-        return 1;
-    *out = (int)v;
-    return 0;
+/* One message for every usage error of the value parsers (attn/cli.h): it is in err. */
+static int cli_error(int rc, const char *err) {
+    if (rc != 0)
+        fprintf(stderr, "%s (see --help)\n", err);
+    return rc;
 }
 
-static int parse_real(const char *s, double *out) {
-    char *end = NULL;
-    double v = strtod(s, &end);
-    if (s[0] == '\0' || *end != '\0' || !(v >= 0.0) || !isfinite(v))
-        return 1;
-    *out = v;
-    return 0;
-}
-
-/* One value of a list option: a count, a dtype or a causal word. */
-static int parse_value(const char *flag, const char *s, int *out) {
-    attn_dtype t;
-    if (strcmp(flag, "--dtype") == 0) {
-        if (attn_dtype_parse(s, &t) != 0)
-            return 1;
-        *out = (int)t;
-        return 0;
-    }
-    return parse_count(s, false, out);
-}
-
-/* A comma-separated list into l. --causal takes one word: no, yes or both. */
+/* A comma-separated list into l, with the harness's parsers (attn/cli.h). --causal takes one
+ * word: no, yes or both. */
 static int parse_list(const char *flag, const char *s, int_list *l) {
+    char err[256];
     if (strcmp(flag, "--causal") == 0) {
         bool no = strcmp(s, "no") == 0, yes = strcmp(s, "yes") == 0, both = strcmp(s, "both") == 0;
         if (!no && !yes && !both)
@@ -249,19 +275,10 @@ static int parse_list(const char *flag, const char *s, int_list *l) {
         *l = both ? (int_list)LIST(0, 1) : (int_list)LIST(yes);
         return 0;
     }
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", s);
-    l->n = 0;
-    for (char *tok = strtok(buf, ","); tok != NULL; tok = strtok(NULL, ",")) {
-        if (l->n == MAX_VALUES)
-            return usage("%s takes at most 16 values (got '%s')", flag, s);
-        if (parse_value(flag, tok, &l->v[l->n++]) != 0)
-            return usage(strcmp(flag, "--dtype") == 0
-                             ? "%s takes f32, f16 or bf16, comma-separated (got '%s')"
-                             : "%s takes positive integers (k = x1024), comma-separated (got '%s')",
-                         flag, s);
-    }
-    return l->n == 0 ? usage("%s needs at least one value (got '%s')", flag, s) : 0;
+    if (strcmp(flag, "--dtype") == 0)
+        return cli_error(attn_cli_parse_dtypes(flag, s, l->v, MAX_VALUES, &l->n, err, sizeof err),
+                         err);
+    return cli_error(attn_cli_parse_counts(flag, s, l->v, MAX_VALUES, &l->n, err, sizeof err), err);
 }
 
 static int parse_grids(options *o, const char *s) {
@@ -330,21 +347,20 @@ static int apply_value(options *o, const char *flag, const char *v) {
                       {"--max-seconds", NULL, &o->max_seconds, true},
                       {"--budget-s", NULL, &o->budget_s, true},
                       {"--sim-max-gflop", NULL, &o->sim_max_gflop, true}};
+    char err[256];
     for (size_t n = 0; n < sizeof nums / sizeof nums[0]; ++n) {
         if (strcmp(flag, nums[n].name) != 0)
             continue;
-        if (nums[n].i ? parse_count(v, nums[n].zero_ok, nums[n].i) : parse_real(v, nums[n].d))
-            return usage(nums[n].i ? "%s must be an integer (got '%s')"
-                                   : "%s must be a non-negative number (got '%s')",
-                         flag, v);
-        return 0;
+        return cli_error(nums[n].i ? attn_cli_parse_int(flag, v, nums[n].zero_ok ? 0 : 1, nums[n].i,
+                                                        err, sizeof err)
+                                   : attn_cli_parse_real(flag, v, nums[n].d, err, sizeof err),
+                         err);
     }
     if (strcmp(flag, "--seed") == 0) {
-        char *end = NULL;
-        o->seed = strtoull(v, &end, 10);
-        return v[0] >= '0' && v[0] <= '9' && *end == '\0'
-                   ? 0
-                   : usage("--seed must be a non-negative integer (got '%s')%s", v, "");
+        int seed = 0;
+        int rc = cli_error(attn_cli_parse_int(flag, v, 0, &seed, err, sizeof err), err);
+        o->seed = (unsigned long long)seed;
+        return rc;
     }
     return usage("unknown option '%s'%s", flag, "");
 }
@@ -359,10 +375,15 @@ static int parse_args(options *o, int argc, char **argv) {
     struct {
         const char *name;
         bool *flag;
-    } const switches[] = {{"--help", &o->help},       {"-h", &o->help},
-                          {"--list", &o->list},       {"--grids", &o->grids},
-                          {"--dry-run", &o->dry_run}, {"--quiet", &o->quiet},
-                          {"--append", &o->append}};
+    } const switches[] = {{"--help", &o->help},
+                          {"-h", &o->help},
+                          {"--list", &o->list},
+                          {"--grids", &o->grids},
+                          {"--dry-run", &o->dry_run},
+                          {"--quiet", &o->quiet},
+                          {"--append", &o->append},
+                          {"--table", &o->table},
+                          {"--launch-shapes", &o->launch_shapes}};
     for (int a = 1; a < argc; ++a) {
         const char *arg = argv[a];
         bool done = false;
@@ -437,6 +458,30 @@ static int select_impls(const options *o, impl *out, int *count) {
     return 0;
 }
 
+/* --launch-shapes: each kernel's launch shape from its registry entry (attn_kernel.launch_shape),
+ * for D = 64 and 128 and every dtype it supports: what benchmarks/resource_usage.py reads. */
+static void print_launch_shapes(const impl *impls, int n) {
+    for (int m = 0; m < n; ++m) {
+        const attn_kernel *k = impls[m].k;
+        if (k->launch_shape == NULL)
+            continue;
+        for (int t = ATTN_F32; t <= ATTN_BF16; ++t)
+            for (int D = 64; D <= 128; D += 64) {
+                attn_problem p;
+                char why[256];
+                attn_problem_init(&p, 1, 1, 128, 128, D);
+                p.dtype = (attn_dtype)t;
+                if (attn_kernel_supports(k, &p, true, why, sizeof why) != 0)
+                    continue;
+                attn_launch_shape s = k->launch_shape(&p);
+                printf("{\"impl\":\"%s\",\"kernel\":\"%s\",\"global\":\"%s\",\"dtype\":\"%s\","
+                       "\"D\":%d,\"threads\":%d,\"dynamic_shared_bytes\":%zu}\n",
+                       impls[m].name, k->name, s.global, attn_dtype_name(p.dtype), D, s.threads,
+                       s.smem_bytes);
+            }
+    }
+}
+
 static void print_impls(const impl *impls, int n) {
     for (int m = 0; m < n; ++m)
         printf("%-40s %s%s\n", impls[m].name, impls[m].k->description,
@@ -448,10 +493,12 @@ static void print_impls(const impl *impls, int n) {
 
 #define MAX_PROBLEMS 4096
 
-/* A problem of the grid: the shape, and the sparse pattern (NULL: dense). */
+/* A problem of the grid: the shape, the sparse pattern (NULL: dense), and for a table's row the
+ * one kernel it runs and the row's name (NULL: every kernel). */
 typedef struct bench_problem {
     attn_problem p;
     const char *pattern;
+    const char *impl, *label;
 } bench_problem;
 
 /* "none" and "dense" are the dense problem. */
@@ -466,6 +513,8 @@ static int make_problems(const options *o, bool on_sim, bench_problem *out, int 
     *count = 0;
     for (int g = 0; g < num_grids; ++g) {
         const grid_preset *pre = o->num_grids ? o->grid[g] : dflt;
+        if (on_sim && strcmp(pre->name, seed_table_sim.name) == 0)
+            pre = &seed_table_sim; /* the simulator's sizes */
         for (int b = 0; b < pre->num_blocks; ++b) {
             grid_block blk = pre->blocks[b];
             const int_list *ov[] = {&o->override.B, &o->override.H,     &o->override.L,
@@ -497,6 +546,8 @@ static int make_problems(const options *o, bool on_sim, bench_problem *out, int 
                                         bp->pattern = blk.num_patterns > 0
                                                           ? pattern_or_null(blk.patterns[q])
                                                           : NULL;
+                                        bp->impl = blk.impl;
+                                        bp->label = blk.label;
                                     }
         }
     }
@@ -504,9 +555,10 @@ static int make_problems(const options *o, bool on_sim, bench_problem *out, int 
 }
 
 /* Does implementation m run problem bp at all? Sparse examples' kernels run the problems with a
- * pattern, dense examples' kernels those without. */
+ * pattern, dense examples' kernels those without; a table's row, its one kernel. */
 static bool pairs(const impl *m, const bench_problem *bp) {
-    return (m->sparse != NULL) == (bp->pattern != NULL);
+    return (m->sparse != NULL) == (bp->pattern != NULL) &&
+           (bp->impl == NULL || pattern_matches(bp->impl, m));
 }
 
 /* ---- provenance -------------------------------------------------------------------------------
@@ -561,7 +613,7 @@ static void make_provenance(const options *o, const attn_device_info *dev, prove
         snprintf(pv->grid + strlen(pv->grid), sizeof pv->grid - strlen(pv->grid), "%s%s",
                  g ? "+" : "", o->grid[g]->name);
     if (o->num_grids == 0)
-        snprintf(pv->grid, sizeof pv->grid, "%s", dev->simulated ? "sim" : "issue3");
+        snprintf(pv->grid, sizeof pv->grid, "%s", dev->simulated ? "sim" : "dense");
     if (o->override.B.n + o->override.H.n + o->override.L.n + o->override.D.n +
             o->override.dtype.n + o->override.causal.n + o->override.num_patterns >
         0)
@@ -629,8 +681,27 @@ static void extra_members(const provenance *pv, const attn_device_info *dev, con
 /* ---- the run ----------------------------------------------------------------------------------
  */
 
+/* --table: one row per implementation (a grid's row name), one column per L. */
+#define MAX_TABLE_ROWS 32
+#define MAX_TABLE_LS 8
+typedef struct table_cell {
+    bool set, timed, oom;
+    const char *status;
+    double ms;  /* median */
+    size_t mem; /* device bytes in use while it ran (0: not measured) */
+} table_cell;
+typedef struct table {
+    int rows, ls;
+    char row[MAX_TABLE_ROWS][160];
+    int L[MAX_TABLE_LS];
+    table_cell cell[MAX_TABLE_ROWS][MAX_TABLE_LS];
+    int B, H, D; /* the problems' sizes, -1 where they differ */
+    bool causal, mixed_causal;
+} table;
+
 typedef struct bench {
     options opt;
+    table tab;
     attn_device_info dev;
     provenance pv;
     attn_run_opts run;
@@ -654,6 +725,104 @@ static void describe(const bench_problem *bp, char *out, size_t len) {
              bp->pattern ? bp->pattern : "");
 }
 
+/* Index of v in list[0..*n), appended (sorted, for the L columns) when absent and there is
+ * room; -1 when full. */
+static int table_slot(int *list, int *n, int max, int v) {
+    int at = 0;
+    while (at < *n && list[at] < v)
+        ++at;
+    if (at < *n && list[at] == v)
+        return at;
+    if (*n == max)
+        return -1;
+    memmove(list + at + 1, list + at, sizeof *list * (size_t)(*n - at));
+    list[at] = v;
+    ++*n;
+    return at;
+}
+
+/* Records one run in the --table. */
+static void table_add(table *t, const bench_problem *bp, const impl *m, const attn_outcome *o) {
+    const attn_problem *p = &bp->p;
+    char name[160];
+    if (bp->label != NULL)
+        snprintf(name, sizeof name, "%s", bp->label);
+    else
+        snprintf(name, sizeof name, "%s %s%s%s%s", m->name, attn_dtype_name(p->dtype),
+                 p->causal ? " causal" : "", bp->pattern ? " " : "",
+                 bp->pattern ? bp->pattern : "");
+    int r = 0;
+    while (r < t->rows && strcmp(t->row[r], name) != 0)
+        ++r;
+    if (r == t->rows) {
+        if (r == MAX_TABLE_ROWS)
+            return;
+        snprintf(t->row[t->rows++], sizeof t->row[0], "%s", name);
+    }
+    int old_ls = t->ls, c = table_slot(t->L, &t->ls, MAX_TABLE_LS, p->Lq);
+    if (c < 0)
+        return;
+    if (t->ls > old_ls) /* a new column: move the cells right of it */
+        for (int row = 0; row < MAX_TABLE_ROWS; ++row) {
+            memmove(&t->cell[row][c + 1], &t->cell[row][c],
+                    sizeof(table_cell) * (size_t)(t->ls - 1 - c));
+            memset(&t->cell[row][c], 0, sizeof(table_cell));
+        }
+    bool first = r == 0 && t->rows == 1 && t->ls == 1;
+    t->B = first || t->B == p->B ? p->B : -1;
+    t->H = first || t->H == p->H ? p->H : -1;
+    t->D = first || t->D == p->D ? p->D : -1;
+    t->mixed_causal |= !first && t->causal != p->causal;
+    t->causal = p->causal;
+    t->cell[r][c] = (table_cell){true,          o->rec.timed,          o->out_of_memory,
+                                 o->rec.status, o->rec.time.median_ms, o->mem_used};
+}
+
+/* The Markdown table of --table, with a line naming the device and the sizes. */
+static void table_print(const table *t, const bench *b) {
+    char sizes[96] = "";
+    size_t used = 0;
+    const char *names[] = {"B", "H", "D"};
+    const int values[] = {t->B, t->H, t->D};
+    for (int n = 0; n < 3; ++n)
+        if (values[n] > 0)
+            used +=
+                (size_t)snprintf(sizes + used, sizeof sizes - used, "%s=%d ", names[n], values[n]);
+    printf("\n%s (%s backend), %s%s; time: median of the timed launches (ms); memory: peak "
+           "device memory in use while the kernel ran (MiB)\n",
+           b->dev.name, attn_backend_name(), sizes,
+           t->mixed_causal ? "causal and not" : (t->causal ? "causal" : "non-causal"));
+    if (b->dev.simulated)
+        printf("CPU-simulator timings, not GPU performance.\n");
+    printf("\n| implementation |");
+    for (int c = 0; c < t->ls; ++c)
+        printf(" time (ms), L=%d |", t->L[c]);
+    for (int c = 0; c < t->ls; ++c)
+        printf(" memory (MiB), L=%d |", t->L[c]);
+    printf("\n|---|");
+    for (int c = 0; c < 2 * t->ls; ++c)
+        printf("---:|");
+    putchar('\n');
+    for (int r = 0; r < t->rows; ++r) {
+        printf("| %s |", t->row[r]);
+        for (int c = 0; c < t->ls; ++c) {
+            const table_cell *x = &t->cell[r][c];
+            if (x->timed)
+                printf(" %.3f |", x->ms);
+            else
+                printf(" %s |", !x->set ? "-" : x->oom ? "OOM" : x->status);
+        }
+        for (int c = 0; c < t->ls; ++c) {
+            const table_cell *x = &t->cell[r][c];
+            if (x->mem > 0)
+                printf(" %.1f |", (double)x->mem / (1024.0 * 1024.0));
+            else
+                printf(" - |");
+        }
+        putchar('\n');
+    }
+}
+
 /* Writes the record (JSON line, table row, progress line) and counts failures. */
 static void emit(bench *b, const bench_problem *bp, const impl *m, attn_outcome *o,
                  const attn_run_opts *ro, const attn_sparse_run *st) {
@@ -666,6 +835,8 @@ static void emit(bench *b, const bench_problem *bp, const impl *m, attn_outcome 
     }
     if (b->table)
         attn_report_row(stdout, &o->rec);
+    if (b->opt.table)
+        table_add(&b->tab, bp, m, o);
     bool failed = (strcmp(o->rec.status, "FAIL") == 0 || strcmp(o->rec.status, "ERROR") == 0) &&
                   !o->out_of_memory;
     b->failures += failed;
@@ -697,40 +868,49 @@ static void kernel_refusal(const bench *b, const bench_problem *bp, const impl *
     why[0] = '\0';
     if (b != NULL)
         problem_refusal(b, &bp->p, why, len);
-    if (why[0] == '\0' &&
-        attn_sparse_verdict(st, m->k, m->index, &bp->p, why, len) == ATTN_KERNEL_RUNS)
+    if (why[0] != '\0')
+        return;
+    attn_verdict v = m->sparse != NULL ? attn_sparse_verdict(st, m->k, &bp->p, why, len)
+                                       : attn_kernel_verdict(m->k, &bp->p, why, len);
+    if (v == ATTN_KERNEL_RUNS)
         why[0] = '\0';
 }
 
-/* The kernels of one example on one problem: the pattern's masks, the data (inputs, reference
- * under the pattern, the baseline's dense one) made once, and only when some kernel can run. */
+/* The kernels of one example on one problem: a sparse example's pattern and masks (the sparse
+ * module; a dense example's group does no sparse work), the data (inputs, reference under the
+ * pattern, the baseline's dense one) made once, and only when some kernel can run. */
 static void run_group(bench *b, const bench_problem *bp, const impl *impls, int n) {
     attn_sparse_run st;
+    const bool sparse = impls[0].sparse != NULL;
     char why[256], refusal[MAX_IMPLS][256];
-    (void)attn_sparse_prepare(&st, impls[0].sparse, bp->pattern, why, sizeof why); /* parsed */
+    memset(&st, 0, sizeof st);
+    if (sparse) /* the spec was parsed with the command line or is a grid's */
+        (void)attn_sparse_prepare(&st, impls[0].sparse, bp->pattern, why, sizeof why);
     bool any = false, need_csr = false, need_dense = false;
     for (int m = 0; m < n; ++m) {
         kernel_refusal(b, bp, &impls[m], &st, refusal[m], sizeof refusal[m]);
         if (refusal[m][0] != '\0')
             continue;
         any = true;
-        attn_sparse_needs(&st, impls[m].index, &need_csr, &need_dense);
+        if (sparse)
+            attn_sparse_needs(&st, impls[m].k, &need_csr, &need_dense);
     }
     attn_problem_data data;
     bool have_data = false;
-    if (any && attn_sparse_build(&st, &bp->p, need_csr, true) == 0) {
+    if (any && (!sparse || attn_sparse_build(&st, &bp->p, need_csr, true) == 0)) {
         have_data = attn_problem_data_make(&data, &bp->p, st.has_pattern ? &st.mask : NULL,
                                            need_dense, b->opt.seed, 1.0f, b->check_rows, true) == 0;
-        if (have_data)
+        if (have_data && sparse)
             attn_sparse_buffers(&st, &data.dev);
-        else
+        else if (!have_data)
             attn_problem_data_free(&data);
     }
     for (int m = 0; m < n; ++m) {
         attn_outcome o;
         attn_run_opts ro = b->run;
         attn_outcome_init(&o, impls[m].ex, impls[m].k, &bp->p, b->dev.name);
-        attn_sparse_kernel_options(&st, impls[m].k, impls[m].index, &bp->p, &ro, why, sizeof why);
+        if (sparse)
+            attn_sparse_kernel_options(&st, impls[m].k, &bp->p, &ro, why, sizeof why);
         ++b->done;
         if (refusal[m][0] != '\0') {
             o.rec.status = "SKIP";
@@ -753,12 +933,14 @@ static void run_group(bench *b, const bench_problem *bp, const impl *impls, int 
 
 /* Every selected kernel that pairs with the problem, one example at a time. */
 static void run_problem(bench *b, const bench_problem *bp, const impl *impls, int n) {
+    impl group[MAX_IMPLS];
     for (int m = 0; m < n;) {
-        int end = m + 1;
-        while (end < n && impls[end].ex == impls[m].ex)
-            ++end;
-        if (pairs(&impls[m], bp))
-            run_group(b, bp, impls + m, end - m);
+        int count = 0, end = m;
+        for (; end < n && impls[end].ex == impls[m].ex; ++end)
+            if (pairs(&impls[end], bp))
+                group[count++] = impls[end];
+        if (count > 0)
+            run_group(b, bp, group, count);
         m = end;
     }
 }
@@ -797,7 +979,10 @@ static void print_dry_run(const bench_problem *problems, int np, const impl *imp
                 continue;
             attn_sparse_run st;
             char why[256] = "";
-            (void)attn_sparse_prepare(&st, impls[m].sparse, problems[q].pattern, why, sizeof why);
+            memset(&st, 0, sizeof st);
+            if (impls[m].sparse != NULL)
+                (void)attn_sparse_prepare(&st, impls[m].sparse, problems[q].pattern, why,
+                                          sizeof why);
             kernel_refusal(NULL, &problems[q], &impls[m], &st, why, sizeof why);
             printf("%-40s %-40s %s%s\n", what, impls[m].name, why[0] ? "skip: " : "runs", why);
         }
@@ -853,6 +1038,10 @@ int main(int argc, char **argv) {
         print_impls(impls, ni);
         return 0;
     }
+    if (b.opt.launch_shapes) {
+        print_launch_shapes(impls, ni);
+        return 0;
+    }
     bool on_sim = strcmp(attn_backend_name(), "sim") == 0;
     if ((rc = make_problems(&b.opt, on_sim, problems, &np)) != 0)
         return rc;
@@ -866,6 +1055,8 @@ int main(int argc, char **argv) {
         return rc;
     if ((rc = open_output(&b, false)) != 0)
         return rc;
+    if (b.opt.table)
+        b.table = false; /* the Markdown table after the run replaces the per-run rows */
     set_defaults(&b);
     make_provenance(&b.opt, &b.dev, &b.pv);
     if (attn_bench_flush_init() != 0)
@@ -896,5 +1087,7 @@ int main(int argc, char **argv) {
     }
     fprintf(stderr, "bench_attention: %d runs in %.1f s, %d failed\n", b.done, now_s() - b.t0,
             b.failures);
+    if (b.opt.table)
+        table_print(&b.tab, &b);
     return b.failures ? 1 : 0;
 }

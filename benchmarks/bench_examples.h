@@ -3,11 +3,11 @@
 #ifndef ATTN_BENCH_EXAMPLES_H
 #define ATTN_BENCH_EXAMPLES_H
 
-#include "attn/example.h"
 #include "attn/problem.h"
+#include "attn/sparse/sparse_example.h"
 
 /* One example: exactly one of the two is set. A sparse example's kernels run the problems that
- * have a pattern (--pattern, --grid issue4); a dense example's, the problems without one. */
+ * have a pattern (--pattern, --grid sparse); a dense example's, the problems without one. */
 typedef struct attn_bench_entry {
     const attn_example *dense;
     const attn_sparse_example *sparse;

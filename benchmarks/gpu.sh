@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # benchmarks/gpu.sh — the one command a machine with an NVIDIA GPU runs to measure the chapter's
 # figures: builds bench_attention for this GPU's architecture, runs it and the PyTorch peers
-# (bench_torch.py) over the issue-3 grid and example 04's issue-4 grid (sparse patterns), and writes
+# (bench_torch.py) over the dense grid and example 04's sparse grid (sparse patterns), and writes
 #   benchmarks/results/<device>/bench_attention.jsonl   our kernels (checked, then timed)
 #   benchmarks/results/<device>/bench_torch.jsonl       SDPA flash/cuDNN/efficient/math, FlexAttention, naive
 #   benchmarks/results/<device>/meta.json               device, CUDA, driver, torch, commit, date, steps
@@ -11,12 +11,12 @@
 # Usage: benchmarks/gpu.sh [--steps LIST] [--quick]
 #   --steps   comma-separated, in this order (default all):
 #             build,c,torch,fp32,flex,sparse,flexsparse,plots
-#             c: bench_attention --grid issue3; torch: the SDPA backends and naive PyTorch on the
+#             c: bench_attention --grid dense; torch: the SDPA backends and naive PyTorch on the
 #             same grid; fp32: examples 01/02 and FA2 v1 (fp32) at B=1 H=16 D=64; flex:
 #             FlexAttention (compiled once per shape: the slowest step); sparse: example 04's
-#             kernels and their dense baseline, bench_attention --grid issue4; flexsparse: the
+#             kernels and their dense baseline, bench_attention --grid sparse; flexsparse: the
 #             peers on the same patterns (FlexAttention, SDPA with a mask where it fits) and
-#             sdpa_flash on the dense problems, bench_torch.py --grid issue4;
+#             sdpa_flash on the dense problems, bench_torch.py --grid sparse;
 #             plots: figures + tables
 #   --quick   L up to 4k only (a first look in about three minutes)
 # Each step stops starting new problems when its time budget is spent (--budget-s), so the whole
@@ -56,8 +56,8 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD 2>/dev/null || commit="$commit-dirty"
 py="$ROOT/.venv/bin/python"
 [ -x "$py" ] || py=python3
-grid=(--grid issue3)
-sparse=(--grid issue4)
+grid=(--grid dense)
+sparse=(--grid sparse)
 [ $quick -eq 1 ] && grid+=(--L 1k,2k,4k) && sparse+=(--L 4k)
 say "device: $gpu_name (sm_${cc/./}), driver $driver, commit $commit -> $out"
 
@@ -72,7 +72,7 @@ if has build; then
 fi
 ran=()
 if has c; then
-    say "bench_attention: issue-3 grid (budget 150 s)"
+    say "bench_attention: dense grid (budget 150 s)"
     "$bench" "${grid[@]}" --quiet --budget-s 150 --max-seconds 1 --commit "$commit" \
         --out "$out/bench_attention.jsonl" || echo "warning: bench_attention reported failures" >&2
     ran+=(c)
@@ -87,7 +87,7 @@ if has fp32; then
     ran+=(fp32)
 fi
 if has torch; then
-    say "bench_torch: SDPA backends and naive PyTorch, issue-3 grid (budget 120 s)"
+    say "bench_torch: SDPA backends and naive PyTorch, dense grid (budget 120 s)"
     "$py" benchmarks/bench_torch.py "${grid[@]}" --impl sdpa_flash,sdpa_cudnn,sdpa_efficient,sdpa_math,naive \
         --budget-s 120 --max-seconds 1 --commit "$commit" --out "$out/bench_torch.jsonl" ||
         echo "warning: bench_torch reported failures (or exited $?)" >&2
@@ -101,16 +101,16 @@ if has flex; then
     ran+=(flex)
 fi
 if has sparse; then
-    say "bench_attention: example 04's sparse kernels, issue-4 grid (budget 150 s)"
+    say "bench_attention: example 04's sparse kernels, sparse grid (budget 150 s)"
     "$bench" "${sparse[@]}" --quiet --budget-s 150 --max-seconds 1 --commit "$commit" --append \
         --out "$out/bench_attention.jsonl" || echo "warning: bench_attention reported failures" >&2
     ran+=(sparse)
 fi
 if has flexsparse; then
-    say "bench_torch: FlexAttention, SDPA on the issue-4 patterns, sdpa_flash dense (budget 150 s)"
+    say "bench_torch: FlexAttention, SDPA on the sparse grid's patterns, sdpa_flash dense (budget 150 s)"
     "$py" benchmarks/bench_torch.py "${sparse[@]}" --budget-s 150 --max-seconds 1 \
         --commit "$commit" --append --out "$out/bench_torch.jsonl" ||
-        echo "warning: bench_torch (issue4) reported failures" >&2
+        echo "warning: bench_torch (sparse grid) reported failures" >&2
     ran+=(flexsparse)
 fi
 

@@ -11,8 +11,11 @@ Where each figure comes from (every one measured on the built binaries, none typ
                                            binary's: the script checks it; cuobjdump's shared
                                            figure for sm_90 adds the 1 KiB the driver reserves
                                            per block, which occupancy() adds for every arch)
-  threads per block, dynamic shared        the launcher's own expressions, read from the kernel's
-                                           .cu file and evaluated with its #defines (see LAUNCH)
+  threads per block, dynamic shared        the kernels' registry entries (attn_kernel.launch_shape,
+                                           which the launchers use): `bench_attention_gpu
+                                           --launch-shapes`, no GPU needed; for the exercise
+                                           solutions, which the benchmark does not run, the
+                                           launcher's expressions (see LAUNCH)
   occupancy                                the rules of the CUDA toolkit's cuda_occupancy.h (the
                                            calculation behind cudaOccupancyMaxActiveBlocksPer-
                                            Multiprocessor) with the limits of the CUDA C++
@@ -64,26 +67,23 @@ BINARIES = [
      "solutions/02_sparse_mask/sparse_mask.cu", None),
 ]
 
-# How each kernel's launcher configures it: the block size and the dynamic shared memory, as the
-# C expressions written in the launcher. The script fails if an expression is no longer in the
-# source (the launcher changed: update it here), and evaluates it with the file's #defines.
+# The examples' kernels report their launch shapes through their registries (launch_shapes()).
+# The exercise solutions' kernels are not in the benchmark: for them, the block size and the
+# dynamic shared memory as the C expressions written in the launcher. The script fails if an
+# expression is no longer in the source (the launcher changed: update it here), and evaluates it
+# with the file's #defines.
 LAUNCH = {
-    "flash_fwd_kernel": ("BR", "(2 * BR + 2 * BC) * (p->D + 1) * sizeof(float)"),
-    "fa2_fp32_kernel": (
-        "WARPS * 32", "(BR * D + FP32_BC * (D + 1) + FP32_BC * D + BR * FP32_BC) * sizeof(float)"),
-    "fa2_mma_kernel": ("WARPS * 32", "(BR + 2 * MMA_BC) * attn_padded_layout<D>::LD * sizeof(T)"),
-    "fa2_pipeline_kernel": ("WARPS * 32", "(BR + 4 * MMA_BC) * D * sizeof(T)"),
-    "sparse_fa2_kernel": ("WARPS * 32", "(BR + 2 * BC) * attn_padded_layout<D>::LD * sizeof(T)"),
-    "gather_kernel": ("GATHER_WARPS * 32", "0"),
     "mini_flash_kernel": ("MF_ROWS", "2 * MF_KEYS * (p->D + 1) * sizeof(float)"),
     "sparse_mask_kernel": ("BR", "(2 * BR + 2 * BC) * (p->D + 1) * sizeof(float)"),
 }
 # What the binaries are compiled from: "-dirty" is added to the commit when these differ from it.
 KERNEL_INPUTS = ["status", "--porcelain", "--untracked-files=no", "--", "cmake",
-                 "CMakePresets.json", "common/include", "solutions",
+                 "CMakePresets.json", "common/include", "common/device", "solutions",
+                 "examples/03_flash_attention_v2/fa2_tile.cuh",
                  "exercises/02_sparse_mask/sparse_mask.h"] + [b[2] for b in BINARIES]
 RUNTIME_D = (64, 128)  # head dims shown for kernels whose D is a run-time argument
-MACRO_HEADERS = ["common/include/attn/*.h", "common/include/attn/*.cuh",
+MACRO_HEADERS = ["common/include/attn/*.h", "common/device/*.cuh",
+                 "examples/03_flash_attention_v2/fa2_tile.cuh",
                  "exercises/02_sparse_mask/sparse_mask.h"]
 
 # Per-SM limits (CUDA C++ Programming Guide, Technical Specifications per Compute Capability;
@@ -223,10 +223,37 @@ def evaluate(expr, defs, D, elem_bytes):
     return int(eval(e, {"__builtins__": {}}, {"D": D}))
 
 
-def launch_config(kernel, source, D, dtype):
-    """(threads per block, dynamic shared bytes) as the launcher sets them."""
+def parse_launch_shapes(text):
+    """{(kernel, dtype, D): (threads, dynamic shared bytes)} from `bench_attention --launch-shapes`
+    (one JSON line per registry entry, dtype and D). Two entries that launch the same kernel must
+    agree."""
+    shapes = {}
+    for line in text.splitlines():
+        if not line.startswith("{"):
+            continue
+        r = json.loads(line)
+        key, value = (r["global"], r["dtype"], r["D"]), (r["threads"], r["dynamic_shared_bytes"])
+        if shapes.setdefault(key, value) != value:
+            die(f"two registry entries launch {key} with different shapes: {shapes[key]}, {value}")
+    return shapes
+
+
+def launch_shapes(build):
+    """The registries' launch shapes, from the gpu build's bench_attention (no GPU needed)."""
+    program = os.path.join(build, "benchmarks", "bench_attention_gpu")
+    if not os.path.exists(program):
+        die(f"{program} not found: build the gpu preset first")
+    return parse_launch_shapes(run([program, "--launch-shapes"]))
+
+
+def launch_config(kernel, source, D, dtype, shapes=None):
+    """(threads per block, dynamic shared bytes) as the launcher sets them: from the registry's
+    shapes, else (the exercise solutions) from the launcher's expressions."""
+    if shapes and (kernel, dtype, D) in shapes:
+        return shapes[(kernel, dtype, D)]
     if kernel not in LAUNCH:
-        die(f"kernel {kernel} of {source} has no launch entry in LAUNCH (resource_usage.py)")
+        die(f"kernel {kernel} of {source} ({dtype}, D={D}) has no launch shape: neither in "
+            f"bench_attention --launch-shapes (its registry entry's launch_shape) nor in LAUNCH")
     threads, smem = LAUNCH[kernel]
     text = read(os.path.join(ROOT, source))
     launch = rf"<<<[^,;]+,\s*{re.escape(threads)}\s*,\s*"
@@ -334,6 +361,7 @@ def spill_info(cuobjdump, ptxas, binary):
 
 def measure(build, cuobjdump, ptxas):
     kernels = []
+    shapes = launch_shapes(build)
     for label, rel, source, _ in BINARIES:
         binary = os.path.join(build, rel)
         if not os.path.exists(binary):
@@ -367,7 +395,7 @@ def measure(build, cuobjdump, ptxas):
                 per_arch[arch] = r
             kernel, dtype, D, variant = describe(mangled)
             for d in ([D] if D is not None else RUNTIME_D):
-                threads, dyn = launch_config(kernel, source, d, dtype)
+                threads, dyn = launch_config(kernel, source, d, dtype, shapes)
                 occ = {arch: occupancy(arch, per_arch[arch]["registers"],
                                        per_arch[arch]["static_shared_bytes"], dyn, threads,
                                        per_arch[arch]["barriers"])

@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "attn/device.h"
-#include "attn/patterns.h"
 
 typedef enum opt_id {
     OPT_HELP,
@@ -136,19 +135,104 @@ static int parse_unsigned(const char *s, uint64_t max, uint64_t *out) {
     return 0;
 }
 
-/* An int in [min, INT_MAX]. */
-static int parse_int(const opt *o, const char *s, int min, int *out, char *err, size_t err_len) {
-    char name[32];
+int attn_cli_parse_int(const char *flag, const char *s, int min, int *out, char *err,
+                       size_t err_len) {
     uint64_t v = 0;
     int rc = parse_unsigned(s, INT_MAX, &v);
     const char *what = min == 0 ? "a non-negative integer" : "a positive integer";
     if (rc == -2)
-        return usage_error(err, err_len, "error: %s is too large (got '%s'; at most %d)",
-                           display_name(o, name, sizeof name), s, INT_MAX);
+        return usage_error(err, err_len, "error: %s is too large (got '%s'; at most %d)", flag, s,
+                           INT_MAX);
     if (rc != 0 || (int)v < min)
-        return usage_error(err, err_len, "error: %s must be %s (got '%s')",
-                           display_name(o, name, sizeof name), what, s);
+        return usage_error(err, err_len, "error: %s must be %s (got '%s')", flag, what, s);
     *out = (int)v;
+    return 0;
+}
+
+/* An int in [min, INT_MAX], the option named as its error messages name it. */
+static int parse_int(const opt *o, const char *s, int min, int *out, char *err, size_t err_len) {
+    char name[32];
+    return attn_cli_parse_int(display_name(o, name, sizeof name), s, min, out, err, err_len);
+}
+
+int attn_cli_parse_real(const char *flag, const char *s, double *out, char *err, size_t err_len) {
+    char *end = NULL;
+    errno = 0;
+    double v = isspace((unsigned char)s[0]) ? NAN : strtod(s, &end);
+    if (s[0] == '\0' || end == NULL || *end != '\0' || errno == ERANGE || !(v >= 0.0) ||
+        !isfinite(v))
+        return usage_error(err, err_len, "error: %s must be a non-negative number (got '%s')", flag,
+                           s);
+    *out = v;
+    return 0;
+}
+
+/* The items of a comma-separated list, one at a time: copies item n into buf. Returns the
+ * number of items. */
+static int list_item(const char *list, int n, char *buf, size_t len) {
+    int count = 0;
+    for (const char *item = list;; ++count) {
+        const char *comma = strchr(item, ',');
+        size_t k = comma ? (size_t)(comma - item) : strlen(item);
+        if (count == n)
+            snprintf(buf, len, "%.*s", (int)(k < len - 1 ? k : len - 1), item);
+        if (comma == NULL)
+            return count + 1;
+        item = comma + 1;
+    }
+}
+
+/* The number of items of a list that may hold at most max, in *count; else a usage error. */
+static int list_count(const char *flag, const char *s, int max, int *count, char *err,
+                      size_t err_len) {
+    *count = list_item(s, -1, NULL, 0);
+    if (*count > max)
+        return usage_error(err, err_len, "error: %s takes at most %d values (got '%s')", flag, max,
+                           s);
+    return 0;
+}
+
+int attn_cli_parse_counts(const char *flag, const char *s, int *out, int max, int *n, char *err,
+                          size_t err_len) {
+    int count = 0;
+    if (list_count(flag, s, max, &count, err, err_len) != 0)
+        return ATTN_EXIT_USAGE;
+    for (int i = 0; i < count; ++i) {
+        char item[24];
+        uint64_t v = 0;
+        list_item(s, i, item, sizeof item);
+        size_t digits = strspn(item, "0123456789");
+        bool k = item[digits] == 'k' || item[digits] == 'K';
+        if (k)
+            item[digits] = '\0';
+        if (digits == 0 || (k && item[digits + 1] != '\0') ||
+            parse_unsigned(item, 1u << 24, &v) != 0 || (k && v > (1u << 24) / 1024) || v == 0)
+            return usage_error(err, err_len,
+                               "error: %s takes positive integers (k = x1024), comma-separated "
+                               "(got '%s')",
+                               flag, s);
+        out[i] = (int)(k ? v * 1024 : v);
+    }
+    *n = count;
+    return 0;
+}
+
+int attn_cli_parse_dtypes(const char *flag, const char *s, int *out, int max, int *n, char *err,
+                          size_t err_len) {
+    int count = 0;
+    if (list_count(flag, s, max, &count, err, err_len) != 0)
+        return ATTN_EXIT_USAGE;
+    for (int i = 0; i < count; ++i) {
+        char item[24];
+        attn_dtype t;
+        list_item(s, i, item, sizeof item);
+        if (attn_dtype_parse(item, &t) != 0)
+            return usage_error(err, err_len,
+                               "error: %s takes f32, f16 or bf16, comma-separated (got '%s')", flag,
+                               s);
+        out[i] = (int)t;
+    }
+    *n = count;
     return 0;
 }
 
@@ -228,14 +312,9 @@ static int apply(attn_cli *cli, lengths *len, const opt *o, const char *v, char 
     case OPT_SEQLENS_K:
         len->seqlens_k = v;
         return 0;
-    case OPT_PATTERN: {
-        attn_pattern pat;
-        char why[256];
-        if (attn_pattern_parse(v, &pat, why, sizeof why) != 0)
-            return usage_error(err, err_len, "error: --pattern: %s", why);
+    case OPT_PATTERN: /* parsed by the sparse module (attn/sparse/sparse_example.h) */
         cli->pattern = v;
         return 0;
-    }
     case OPT_REPS:
         return parse_int(o, v, 1, &cli->reps, err, err_len);
     case OPT_WARMUP:

@@ -5,16 +5,17 @@
  *      all before touching the device, so that a usage error is exit 2 on every machine, with or
  *      without a GPU;
  *   2. the device (exit 77 with one "SKIP:" line when a gpu build finds no GPU);
- *   3. a sparse example's pattern (block mask, CSR: attn/sparse_run.h), seeded inputs and the CPU
- *      reference (double precision, on every core where OpenMP is available; for fp16/bf16 also
- *      the same-precision implementation the tolerance rule needs; under the pattern's mask, plus
- *      a dense one for a baseline kernel). A big problem's reference would take minutes before the
- *      first kernel runs, so beyond a cost threshold only a sample of rows is computed and checked
- *      (--check-rows, --check-all);
+ *   3. what a module adds (the hooks of attn/example.h: a sparse example's pattern, its block
+ *      mask and CSR, attn/sparse/sparse_example.h), seeded inputs and the CPU reference (double
+ *      precision, on every core where OpenMP is available; for fp16/bf16 also the same-precision
+ *      implementation the tolerance rule needs; under a module's mask, plus a dense one where it
+ *      asks for it). A big problem's reference would take minutes before the first kernel runs,
+ *      so beyond a cost threshold only a sample of rows is computed and checked (--check-rows,
+ *      --check-all);
  *   4. per kernel: NaN-filled outputs, launch, synchronise, copy back, check against its
- *      reference, time (a sparse kernel's FLOPs: the entries it computes), report; then a sparse
- *      example's speedups.
- * Steps 3 and 4 (but the pattern) are attn/runner.h's, which the benchmark shares.
+ *      reference, time (a module may set a kernel's FLOPs), report; then the module's lines
+ *      after the table.
+ * Steps 3 and 4 (but the module's part) are attn/runner.h's, which the benchmark shares.
  */
 #include "attn/example.h"
 
@@ -26,7 +27,6 @@
 #include "attn/device.h"
 #include "attn/report.h"
 #include "attn/runner.h"
-#include "attn/sparse_run.h"
 
 #ifdef ATTN_BACKEND_SIM
 static const bool on_simulator = true;
@@ -37,12 +37,11 @@ static const bool on_simulator = false;
 /* Everything one invocation holds. */
 typedef struct session {
     const attn_example *ex;
-    const attn_sparse_example *sparse_ex; /* NULL for a dense example */
+    const attn_example_hooks *hooks; /* NULL for a dense example */
     attn_cli cli;
     attn_problem p;
     attn_device_info dev;
     attn_problem_data data; /* inputs, reference, device buffers (attn/runner.h) */
-    attn_sparse_run sparse; /* --pattern: mask, block mask, CSR (attn/sparse_run.h) */
 } session;
 
 static const char *program_name(const char *argv0) {
@@ -101,10 +100,12 @@ static void build_problem(session *s) {
     s->p.cu_seqlens_k = c->cu_seqlens_k;
 }
 
-/* Can kernel k run the problem here? A kernel that does not serve the pattern cannot; else
- * attn_kernel_verdict. */
+/* Can kernel k run the problem here? The module's verdict (a kernel that does not serve the
+ * pattern cannot), else attn_kernel_verdict. */
 static attn_verdict kernel_verdict(const session *s, const attn_kernel *k, char *why, size_t len) {
-    return attn_sparse_verdict(&s->sparse, k, (int)(k - s->ex->kernels), &s->p, why, len);
+    if (s->hooks != NULL && s->hooks->verdict != NULL)
+        return s->hooks->verdict(s->hooks->ctx, k, &s->p, why, len);
+    return attn_kernel_verdict(k, &s->p, why, len);
 }
 
 /* 0 when at least one selected kernel can run the problem here; else ATTN_EXIT_USAGE (nothing
@@ -170,8 +171,14 @@ static int prepare(session *s, int argc, char **argv) {
         fprintf(stderr, "error: %s\n", msg);
         return ATTN_EXIT_USAGE;
     }
-    if (attn_sparse_prepare(&s->sparse, s->sparse_ex, s->cli.pattern, msg, sizeof msg) != 0) {
-        fprintf(stderr, "error: %s\n", msg);
+    if (s->hooks != NULL && s->hooks->prepare != NULL) {
+        if (s->hooks->prepare(s->hooks->ctx, &s->cli, msg, sizeof msg) != 0) {
+            fprintf(stderr, "error: %s\n", msg);
+            return ATTN_EXIT_USAGE;
+        }
+    } else if (s->cli.pattern != NULL) {
+        fprintf(stderr, "error: --pattern: the kernels of this example compute dense attention "
+                        "(sparse patterns start with example 04)\n");
         return ATTN_EXIT_USAGE;
     }
     int rc = check_selection(s, msg, sizeof msg);
@@ -211,23 +218,30 @@ static void print_banner(const session *s) {
     }
 }
 
-/* ---- 3. the pattern, inputs and reference ---------------------------------------------------- */
+/* ---- 3. the module's part, inputs and reference ---------------------------------------------- */
 
-/* Sparse examples: the pattern's masks first (the reference needs its predicate), and for a
- * dense baseline timed beside the sparse kernels a second, dense, reference. */
+/* A module first (a sparse example: the pattern's masks, since the reference needs its
+ * predicate, and for a dense baseline timed beside the sparse kernels a second, dense,
+ * reference); a dense example goes straight to the inputs and the reference. */
 static int make_data(session *s) {
-    bool need_csr = false, need_dense = false;
-    for (int n = 0; n < s->ex->num_kernels; ++n)
-        if (selected(s, &s->ex->kernels[n])) {
-            attn_sparse_needs(&s->sparse, n, &need_csr, &need_dense);
-        }
-    if (attn_sparse_build(&s->sparse, &s->p, need_csr, s->cli.quiet) != 0)
-        return 1;
-    const attn_mask *mask = s->sparse.has_pattern ? &s->sparse.mask : NULL;
-    if (attn_problem_data_make(&s->data, &s->p, mask, need_dense, s->cli.seed, s->cli.amplitude,
+    const attn_mask *mask = NULL;
+    bool dense_too = false;
+    const attn_example_hooks *h = s->hooks;
+    if (h != NULL && h->build != NULL) {
+        bool *sel = (bool *)calloc((size_t)s->ex->num_kernels, sizeof *sel);
+        for (int n = 0; sel != NULL && n < s->ex->num_kernels; ++n)
+            sel[n] = selected(s, &s->ex->kernels[n]);
+        int rc =
+            sel == NULL ? 1 : h->build(h->ctx, s->ex, sel, &s->p, s->cli.quiet, &mask, &dense_too);
+        free(sel);
+        if (rc != 0)
+            return 1;
+    }
+    if (attn_problem_data_make(&s->data, &s->p, mask, dense_too, s->cli.seed, s->cli.amplitude,
                                attn_cli_rows_to_check(&s->cli, &s->p), s->cli.quiet) != 0)
         return 1;
-    attn_sparse_buffers(&s->sparse, &s->data.dev);
+    if (h != NULL && h->buffers != NULL)
+        h->buffers(h->ctx, &s->data.dev);
     return 0;
 }
 
@@ -243,11 +257,12 @@ static attn_run_opts run_options(const session *s) {
     return opts;
 }
 
-/* The per-kernel part of the options: a pattern the kernel does not serve, the reference it is
- * checked against (a baseline of a sparse example: the dense one) and its FLOPs. */
+/* The per-kernel part of the options, a module's: a pattern the kernel does not serve, the
+ * reference it is checked against (a baseline of a sparse example: the dense one), its FLOPs. */
 static void kernel_options(const session *s, const attn_kernel *k, attn_run_opts *opts, char *why,
                            size_t len) {
-    attn_sparse_kernel_options(&s->sparse, k, (int)(k - s->ex->kernels), &s->p, opts, why, len);
+    if (s->hooks != NULL && s->hooks->kernel_options != NULL)
+        s->hooks->kernel_options(s->hooks->ctx, k, &s->p, opts, why, len);
 }
 
 /* Runs every selected kernel; prints the table and a sparse example's speedups. Returns the exit
@@ -282,20 +297,20 @@ static int run_all(session *s, attn_outcome *outcomes) {
     attn_run_record *recs = (attn_run_record *)malloc(sizeof *recs * (size_t)(n_run + 1));
     for (int n = 0; recs != NULL && n < n_run; ++n)
         recs[n] = outcomes[n].rec;
-    if (recs != NULL)
-        attn_sparse_print_speedups(&s->sparse, s->ex, recs, n_run);
+    if (recs != NULL && s->hooks != NULL && s->hooks->after_table != NULL)
+        s->hooks->after_table(s->hooks->ctx, s->ex, recs, n_run);
     free(recs);
     return rc;
 }
 
 /* ---- the driver ------------------------------------------------------------------------------ */
 
-static int example_main(int argc, char **argv, const attn_example *ex,
-                        const attn_sparse_example *sparse_ex) {
+int attn_example_run(int argc, char **argv, const attn_example *ex,
+                     const attn_example_hooks *hooks) {
     session s;
     memset(&s, 0, sizeof s);
     s.ex = ex;
-    s.sparse_ex = sparse_ex;
+    s.hooks = hooks;
     int rc = prepare(&s, argc, argv);
     if (rc < 0 && (rc = attn_device_init_reported(&s.dev)) == 0) {
         if (!s.cli.quiet)
@@ -304,16 +319,13 @@ static int example_main(int argc, char **argv, const attn_example *ex,
         rc = outcomes == NULL || make_data(&s) != 0 ? 1 : run_all(&s, outcomes);
         free(outcomes);
         attn_problem_data_free(&s.data);
-        attn_sparse_free(&s.sparse);
     }
+    if (hooks != NULL && hooks->release != NULL)
+        hooks->release(hooks->ctx);
     attn_cli_free(&s.cli);
     return rc;
 }
 
 int attn_example_main(int argc, char **argv, const attn_example *ex) {
-    return example_main(argc, argv, ex, NULL);
-}
-
-int attn_sparse_example_main(int argc, char **argv, const attn_sparse_example *ex) {
-    return example_main(argc, argv, ex->base, ex);
+    return attn_example_run(argc, argv, ex, NULL);
 }

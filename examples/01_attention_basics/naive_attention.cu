@@ -25,8 +25,8 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "attn/kernel_common.cuh"
 #include "attn/problem.h"
+#include "device/kernel_common.cuh"
 
 /* ============================== CPU reference ============================================= */
 /* The oracle is the harness's attn_reference (common/src/reference.c): the same formula in
@@ -74,7 +74,7 @@ __global__ void scores_naive(const float *__restrict__ q, // [B,H,Lq,D] row-majo
  *
  *   row i = blockIdx.x*4 + threadIdx.y       block = (32, 4): one warp per row
  *   lane  = threadIdx.x reads S[i, lane], S[i, lane+32], ...  (coalesced)
- *   reductions over the 32 lanes: attn_warp_max/attn_warp_sum (attn/kernel_common.cuh), a
+ *   reductions over the 32 lanes: attn_warp_max/attn_warp_sum (device/kernel_common.cuh), a
  *   __shfl_xor_sync butterfly of 5 steps after which every lane holds the result
  *   grid  = (ceil(Lq/4), min(B*H, 65535)); blockIdx.y strides over the heads */
 __global__ void softmax_rows(float *__restrict__ s,   // [B,H,Lq,Lk] scores in, probabilities out
@@ -246,11 +246,12 @@ static const attn_requirements naive_requirements = {
     false,                    /* gpu_only */
 };
 
+/* serves 0: dense attention; no launch shape (each version launches three kernels). */
 static const attn_kernel naive_kernels[] = {
     {1, "naive", "S=QK^T in global memory, warp-per-row softmax, O=PV; one thread per element",
-     launch_naive, naive_requirements, scores_workspace},
+     launch_naive, naive_requirements, scores_workspace, 0, NULL},
     {2, "naive_tiled", "same three steps, 16x16 shared-memory tiles for both matrix products",
-     launch_naive_tiled, naive_requirements, scores_workspace},
+     launch_naive_tiled, naive_requirements, scores_workspace, 0, NULL},
 };
 
 extern "C" const attn_example naive_attention_example = {

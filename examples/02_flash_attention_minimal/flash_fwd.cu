@@ -25,8 +25,8 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "attn/kernel_common.cuh"
 #include "attn/problem.h"
+#include "device/kernel_common.cuh"
 
 /* ============================== CPU reference ============================================= */
 /* The oracle is the harness's attn_reference (common/src/reference.c): the same formula in
@@ -162,16 +162,21 @@ __global__ void flash_fwd_kernel(const float *__restrict__ q, // [B,H,Lq,D] row-
 
 /* q_i, k_j, v_j and o_i, each [32][D+1] floats: 32.5 KiB at D = 64, 64.5 KiB at D = 128. Above
  * the 48 KiB every kernel may use, the kernel must opt in (GPUs since Volta allow more). */
+static attn_launch_shape flash_fwd_shape(const attn_problem *p) {
+    return {"flash_fwd_kernel", BR, (size_t)(2 * BR + 2 * BC) * (p->D + 1) * sizeof(float)};
+}
+
 static void launch_flash_fwd(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
     int BH = p->B * p->H;
-    size_t smem = (size_t)(2 * BR + 2 * BC) * (p->D + 1) * sizeof(float);
+    const attn_launch_shape shape = flash_fwd_shape(p);
+    size_t smem = shape.smem_bytes;
     if (smem > 48 * 1024)
         cudaFuncSetAttribute(flash_fwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)smem);
     dim3 grid((p->Lq + BR - 1) / BR, attn_head_blocks(BH));
-    flash_fwd_kernel<<<grid, BR, smem, stream>>>((const float *)b->q, (const float *)b->k,
-                                                 (const float *)b->v, (float *)b->o, b->lse, BH,
-                                                 p->Lq, p->Lk, p->D, p->scale, p->causal);
+    flash_fwd_kernel<<<grid, shape.threads, smem, stream>>>(
+        (const float *)b->q, (const float *)b->k, (const float *)b->v, (float *)b->o, b->lse, BH,
+        p->Lq, p->Lk, p->D, p->scale, p->causal);
 }
 
 /* ================================= registry =============================================== */
@@ -187,7 +192,7 @@ static const attn_requirements flash_requirements = {
 
 static const attn_kernel flash_kernels[] = {
     {1, "flash_fwd", "Q_i/K_j/V_j tiles in shared memory, online softmax, one thread per row",
-     launch_flash_fwd, flash_requirements, NULL},
+     launch_flash_fwd, flash_requirements, NULL, 0, flash_fwd_shape},
 };
 
 extern "C" const attn_example flash_fwd_example = {

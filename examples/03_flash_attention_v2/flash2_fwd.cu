@@ -39,10 +39,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "attn/fa2_tile.cuh"
-#include "attn/kernel_common.cuh"
-#include "attn/mma.cuh"
 #include "attn/problem.h"
+#include "device/kernel_common.cuh"
+#include "device/mma.cuh"
+#include "fa2_tile.cuh"
 
 /* ============================== CPU reference ============================================= */
 /* The oracle is the harness's attn_reference (common/src/reference.c), in double precision with
@@ -56,7 +56,7 @@
 #define WARP_ROWS 16 /* BR / WARPS */
 #define FP32_BC 32   /* version 1: keys per K/V tile (one per lane) */
 #define FP32_MAX_D 128
-#define MMA_BC ATTN_FA2_BC /* versions 2 and 3: keys per K/V tile (64, attn/fa2_tile.cuh) */
+#define MMA_BC ATTN_FA2_BC /* versions 2 and 3: keys per K/V tile (64, fa2_tile.cuh) */
 #define LOG2E 1.4426950408889634f
 
 /* Every kernel takes the problem's shape and both layouts through the same parameters:
@@ -64,7 +64,7 @@
  *   k, v      [B,H,Lk,D] row-major, or varlen [total_k,H,D]
  *   lse       [B,H,Lq], or varlen [H,total_q]; natural log; NULL when not wanted
  *   cu_q/cu_k [B+1] device prefix offsets (varlen) or NULL (dense); Lq, Lk are then the maxima
- * and attn_seq_head_at (attn/kernel_common.cuh) turns (b, h) into row 0 and a row stride. A
+ * and attn_seq_head_at (device/kernel_common.cuh) turns (b, h) into row 0 and a row stride. A
  * block whose query tile starts past its sequence's end has nothing to do and skips the head. */
 
 /* --- version 1: fa2_fp32 ---------------------------------------------------------------------
@@ -208,7 +208,7 @@ __global__ void fa2_fp32_kernel(const float *__restrict__ q,  // [B,H,Lq,D] or [
  * The two versions differ only in how the tiles sit in shared memory (a layout) and in when they
  * are copied there; the warp-level steps in between — attn_fa2_load_q_fragments, _score_tile,
  * _scale_and_mask, _online_softmax, _accumulate_pv, _finish_rows, _store_o — and the layouts
- * attn_padded_layout / attn_swizzled_layout live in common/include/attn/fa2_tile.cuh, shared
+ * attn_padded_layout / attn_swizzled_layout live in fa2_tile.cuh (this folder), shared
  * with example 04's sparse kernels. */
 
 /* Scales and masks S for this warp: keys past the sequence's Lk (tail tile) and, causal, keys
@@ -431,13 +431,34 @@ __global__ void fa2_pipeline_kernel(const T *__restrict__ q,      // [B,H,Lq,D] 
 
 /* ================================= launchers ============================================== */
 
+/* Each version's launch shape: threads per block and dynamic shared memory for p (the registry
+ * reports them; the launchers below use them). */
+static attn_launch_shape fa2_fp32_shape(const attn_problem *p) {
+    const int D = p->D;
+    return {"fa2_fp32_kernel", WARPS * 32,
+            (size_t)(BR * D + FP32_BC * (D + 1) + FP32_BC * D + BR * FP32_BC) * sizeof(float)};
+}
+
+/* Q, K and V tiles, rows padded (attn_padded_layout<D>::LD = D + ATTN_SMEM_PAD elements). */
+static attn_launch_shape fa2_mma_shape(const attn_problem *p) {
+    return {"fa2_mma_kernel", WARPS * 32,
+            (size_t)(BR + 2 * MMA_BC) * (p->D + ATTN_SMEM_PAD) * attn_dtype_size(p->dtype)};
+}
+
+/* Q and 2 stages of K and V, swizzled rather than padded. */
+static attn_launch_shape fa2_pipeline_shape(const attn_problem *p) {
+    return {"fa2_pipeline_kernel", WARPS * 32,
+            (size_t)(BR + 4 * MMA_BC) * p->D * attn_dtype_size(p->dtype)};
+}
+
 static void launch_fa2_fp32(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
     int BH = p->B * p->H, D = p->D;
-    size_t smem = (size_t)(BR * D + FP32_BC * (D + 1) + FP32_BC * D + BR * FP32_BC) * sizeof(float);
+    const attn_launch_shape shape = fa2_fp32_shape(p);
     /* Above 48 KiB (D > 48 here) a kernel must opt in to more dynamic shared memory. */
-    cudaFuncSetAttribute(fa2_fp32_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaFuncSetAttribute(fa2_fp32_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         (int)shape.smem_bytes);
     dim3 grid((p->Lq + BR - 1) / BR, attn_head_blocks(BH));
-    fa2_fp32_kernel<<<grid, WARPS * 32, smem, stream>>>(
+    fa2_fp32_kernel<<<grid, shape.threads, shape.smem_bytes, stream>>>(
         (const float *)b->q, (const float *)b->k, (const float *)b->v, (float *)b->o, b->lse,
         b->cu_seqlens_q, b->cu_seqlens_k, BH, p->H, p->Lq, p->Lk, D, p->scale, p->causal);
 }
@@ -446,27 +467,27 @@ static void launch_fa2_fp32(const attn_problem *p, const attn_buffers *b, cudaSt
 template <typename T>
 static void launch_tc(void (*kernel)(const T *, const T *, const T *, T *, float *, const int *,
                                      const int *, int, int, int, int, float, bool),
-                      size_t smem, const attn_problem *p, const attn_buffers *b,
+                      const attn_launch_shape &shape, const attn_problem *p, const attn_buffers *b,
                       cudaStream_t stream) {
     int BH = p->B * p->H;
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         (int)shape.smem_bytes);
     dim3 grid((p->Lq + BR - 1) / BR, attn_head_blocks(BH));
-    kernel<<<grid, WARPS * 32, smem, stream>>>((const T *)b->q, (const T *)b->k, (const T *)b->v,
-                                               (T *)b->o, b->lse, b->cu_seqlens_q, b->cu_seqlens_k,
-                                               BH, p->H, p->Lq, p->Lk, p->scale, p->causal);
+    kernel<<<grid, shape.threads, shape.smem_bytes, stream>>>(
+        (const T *)b->q, (const T *)b->k, (const T *)b->v, (T *)b->o, b->lse, b->cu_seqlens_q,
+        b->cu_seqlens_k, BH, p->H, p->Lq, p->Lk, p->scale, p->causal);
 }
 
 template <typename T, int D>
 static void launch_mma_typed(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
-    size_t smem = (size_t)(BR + 2 * MMA_BC) * attn_padded_layout<D>::LD * sizeof(T);
-    launch_tc<T>(fa2_mma_kernel<T, D>, smem, p, b, stream);
+    static_assert(attn_padded_layout<D>::LD == D + ATTN_SMEM_PAD, "fa2_mma_shape's row length");
+    launch_tc<T>(fa2_mma_kernel<T, D>, fa2_mma_shape(p), p, b, stream);
 }
 
 template <typename T, int D>
 static void launch_pipeline_typed(const attn_problem *p, const attn_buffers *b,
                                   cudaStream_t stream) {
-    size_t smem = (size_t)(BR + 4 * MMA_BC) * D * sizeof(T); /* Q + 2 stages of K and V */
-    launch_tc<T>(fa2_pipeline_kernel<T, D>, smem, p, b, stream);
+    launch_tc<T>(fa2_pipeline_kernel<T, D>, fa2_pipeline_shape(p), p, b, stream);
 }
 
 /* The registry admits only D = 64 or 128 and fp16/bf16 (requirements below). */
@@ -501,8 +522,9 @@ static const attn_requirements fp32_requirements = {
     false,                    /* gpu_only */
 };
 
-/* versions 2 and 3 */
-static const attn_requirements mma_requirements = {
+/* versions 2 and 3; constexpr, so that flash2_fa2_mma below is initialised before any code runs
+ * (example 04's registry copies its requirements) */
+static constexpr attn_requirements mma_requirements = {
     ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), /* dtypes */
     128,                                                  /* max_d: D = 64 or 128 */
     64,                                                   /* d_multiple */
@@ -511,16 +533,27 @@ static const attn_requirements mma_requirements = {
     false,                                                /* gpu_only */
 };
 
+/* Version 2, by name for the examples that reuse it: example 04 times it as its dense baseline
+ * (declare it there as extern "C" const attn_kernel flash2_fa2_mma). */
+extern "C" const attn_kernel flash2_fa2_mma = {
+    2,
+    "fa2_mma",
+    "same loop on tensor cores (mma.sync m16n8k16, fp16/bf16): Q and P in registers, cp.async",
+    launch_fa2_mma,
+    mma_requirements,
+    NULL,
+    0, /* serves: dense attention */
+    fa2_mma_shape,
+};
+
 static const attn_kernel flash2_kernels[] = {
     {1, "fa2_fp32",
      "FA2 loop order in fp32: Q tile per block, 16 rows per warp, K/V streamed, deferred 1/l",
-     launch_fa2_fp32, fp32_requirements, NULL},
-    {2, "fa2_mma",
-     "same loop on tensor cores (mma.sync m16n8k16, fp16/bf16): Q and P in registers, cp.async",
-     launch_fa2_mma, mma_requirements, NULL},
+     launch_fa2_fp32, fp32_requirements, NULL, 0, fa2_fp32_shape},
+    flash2_fa2_mma,
     {3, "fa2_pipeline",
      "memory pipeline: K/V double-buffered by cp.async, XOR-swizzled smem, 16-byte O stores",
-     launch_fa2_pipeline, mma_requirements, NULL},
+     launch_fa2_pipeline, mma_requirements, NULL, 0, fa2_pipeline_shape},
 };
 
 extern "C" const attn_example flash2_fwd_example = {

@@ -4,9 +4,9 @@
  *     O = softmax(scale * Q K^T + M) V     M = 0 where the pattern keeps (i, j), -inf elsewhere
  *
  * The patterns (sliding window, causal window, dilated, strided, fixed, global tokens, BigBird and
- * their unions) are defined once, in attn/patterns.cuh, and given with --pattern SPEC. The harness
- * builds the pattern's block mask (64 x 64 tiles, FlexAttention's BlockMask) and its token-level
- * CSR form, and checks every kernel against the CPU reference under the same pattern.
+ * their unions) are defined once, in device/patterns.cuh, and given with --pattern SPEC. The
+ * harness builds the pattern's block mask (64 x 64 tiles, FlexAttention's BlockMask) and its
+ * token-level CSR form, and checks every kernel against the CPU reference under the same pattern.
  *
  * Versions (each one line of intent; run with the command beside it):
  *   1 dense_fa2     example 03's fa2_mma unchanged: the dense (or dense causal) baseline that
@@ -38,13 +38,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "attn/block_mask.h"
-#include "attn/example.h"
-#include "attn/fa2_tile.cuh"
-#include "attn/kernel_common.cuh"
-#include "attn/mma.cuh"
-#include "attn/patterns.h"
+#include "../03_flash_attention_v2/fa2_tile.cuh"
 #include "attn/problem.h"
+#include "attn/sparse/block_mask.h"
+#include "attn/sparse/patterns.h"
+#include "attn/sparse/sparse_example.h"
+#include "device/kernel_common.cuh"
+#include "device/mma.cuh"
 
 /* ============================== CPU reference ============================================= */
 /* The oracle is the harness's attn_reference (common/src/reference.c) with the pattern's
@@ -66,7 +66,7 @@ static_assert(BR == ATTN_SPARSE_TILE && BC == ATTN_SPARSE_TILE, "tiles must matc
  *
  * The kernel is example 03's fa2_mma (walkthrough there), built from the same warp-level steps
  * (attn_fa2_score_tile, _scale_and_mask, _online_softmax, _accumulate_pv, _finish_rows, _store_o
- * in common/include/attn/fa2_tile.cuh), with one change: instead of the key
+ * in examples/03_flash_attention_v2/fa2_tile.cuh), with one change: instead of the key
  * tiles 0, 1, ... up to the causal diagonal, a query tile visits the key tiles a *tile source*
  * lists, and applies the per-element mask only on the tiles the source marks as masked:
  *
@@ -317,28 +317,30 @@ __global__ void gather_kernel(const T *__restrict__ q,             // [B,H,Lq,D]
 
 /* ================================= launchers ============================================== */
 
-extern "C" const attn_example flash2_fwd_example; /* example 03 (flash2_fwd.cu) */
+/* Version 1 is example 03's version 2, by its symbol (examples/03_flash_attention_v2/flash2_fwd.cu;
+ * this example's library links example 03's). */
+extern "C" const attn_kernel flash2_fa2_mma;
 
-/* Example 03's fa2_mma, found by name in its registry. */
-static const attn_kernel &fa2_mma() {
-    for (int n = 0; n < flash2_fwd_example.num_kernels; ++n)
-        if (strcmp(flash2_fwd_example.kernels[n].name, "fa2_mma") == 0)
-            return flash2_fwd_example.kernels[n];
-    return flash2_fwd_example.kernels[flash2_fwd_example.num_kernels - 1];
+/* Versions 2 and 3: one block of WARPS warps, shared q_s, k_s, v_s [64][D + ATTN_SMEM_PAD]. */
+static attn_launch_shape sparse_fa2_shape(const attn_problem *p) {
+    return {"sparse_fa2_kernel", WARPS * 32,
+            (size_t)(BR + 2 * BC) * (p->D + ATTN_SMEM_PAD) * attn_dtype_size(p->dtype)};
 }
 
-static void launch_dense(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
-    fa2_mma().launch(p, b, stream);
+/* Version 4: GATHER_WARPS warps, one query row each; no dynamic shared memory. */
+static attn_launch_shape gather_shape(const attn_problem *) {
+    return {"gather_kernel", GATHER_WARPS * 32, 0};
 }
 
 template <typename T, int D, typename Tiles>
 static void launch_sparse_typed(const attn_problem *p, const attn_buffers *b,
                                 const typename Tiles::params &tp, cudaStream_t stream) {
-    size_t smem = (size_t)(BR + 2 * BC) * attn_padded_layout<D>::LD * sizeof(T);
+    static_assert(attn_padded_layout<D>::LD == D + ATTN_SMEM_PAD, "sparse_fa2_shape's rows");
+    const attn_launch_shape shape = sparse_fa2_shape(p);
     cudaFuncSetAttribute(sparse_fa2_kernel<T, D, Tiles>,
-                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shape.smem_bytes);
     dim3 grid((p->Lq + BR - 1) / BR, attn_head_blocks(p->B * p->H));
-    sparse_fa2_kernel<T, D, Tiles><<<grid, WARPS * 32, smem, stream>>>(
+    sparse_fa2_kernel<T, D, Tiles><<<grid, shape.threads, shape.smem_bytes, stream>>>(
         (const T *)b->q, (const T *)b->k, (const T *)b->v, (T *)b->o, b->lse, b->cu_seqlens_q,
         b->cu_seqlens_k, p->B, p->H, p->Lq, p->Lk, p->scale, p->causal, tp);
 }
@@ -356,16 +358,17 @@ static void launch_sparse(const attn_problem *p, const attn_buffers *b,
              : launch_sparse_typed<__half, 128, Tiles>(p, b, tp, stream);
 }
 
-/* Version 2 reads b->block_mask, which the harness builds in 64 x 64 tiles (ATTN_SPARSE_TILE);
- * a user-built mask must use the same tiles. With b->pattern NULL (a user's layout) it computes
- * every in-range entry of every listed tile, full or partial, with causality on top (README:
- * "Your own block layout"; the reference's mask is attn_block_mask_as_mask). */
+/* Version 2 reads b->sparse->block_mask, which the harness builds in 64 x 64 tiles
+ * (ATTN_SPARSE_TILE); a user-built mask must use the same tiles. With b->sparse->pattern NULL (a
+ * user's layout) it computes every in-range entry of every listed tile, full or partial, with
+ * causality on top (README: "Your own block layout"; the reference's mask is
+ * attn_block_mask_as_mask). */
 static void launch_block_sparse(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
     block_list_tiles::params tp;
-    tp.mask = *b->block_mask;
+    tp.mask = *b->sparse->block_mask;
     memset(&tp.pattern, 0, sizeof tp.pattern);
-    if (b->pattern != NULL)
-        tp.pattern = *b->pattern;
+    if (b->sparse->pattern != NULL)
+        tp.pattern = *b->sparse->pattern;
     launch_sparse<block_list_tiles>(p, b, tp, stream);
 }
 
@@ -374,8 +377,9 @@ static void launch_block_sparse(const attn_problem *p, const attn_buffers *b, cu
  * nothing. */
 static void launch_window(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
     band_tiles::params tp = {1, 0};
-    for (int n = 0; n < b->pattern->n_parts; ++n) {
-        const attn_pattern_part *pt = &b->pattern->part[n];
+    const attn_pattern *pattern = b->sparse->pattern;
+    for (int n = 0; n < pattern->n_parts; ++n) {
+        const attn_pattern_part *pt = &pattern->part[n];
         const bool causal_part = pt->kind == ATTN_PATTERN_CAUSAL_WINDOW;
         const int lo = causal_part ? 1 - pt->w : -pt->w, hi = causal_part ? 0 : pt->w;
         if (lo > hi)
@@ -388,16 +392,18 @@ static void launch_window(const attn_problem *p, const attn_buffers *b, cudaStre
 
 static void launch_gather(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
     dim3 grid((p->Lq + GATHER_WARPS - 1) / GATHER_WARPS, attn_head_blocks(p->B * p->H));
+    const int threads = gather_shape(p).threads;
     if (p->dtype == ATTN_BF16)
-        gather_kernel<__nv_bfloat16><<<grid, GATHER_WARPS * 32, 0, stream>>>(
+        gather_kernel<__nv_bfloat16><<<grid, threads, 0, stream>>>(
             (const __nv_bfloat16 *)b->q, (const __nv_bfloat16 *)b->k, (const __nv_bfloat16 *)b->v,
-            (__nv_bfloat16 *)b->o, b->lse, b->cu_seqlens_q, b->cu_seqlens_k, b->csr->row_ptr,
-            b->csr->col_idx, p->B, p->H, p->Lq, p->Lk, p->D, p->scale);
+            (__nv_bfloat16 *)b->o, b->lse, b->cu_seqlens_q, b->cu_seqlens_k,
+            b->sparse->csr->row_ptr, b->sparse->csr->col_idx, p->B, p->H, p->Lq, p->Lk, p->D,
+            p->scale);
     else
-        gather_kernel<__half><<<grid, GATHER_WARPS * 32, 0, stream>>>(
+        gather_kernel<__half><<<grid, threads, 0, stream>>>(
             (const __half *)b->q, (const __half *)b->k, (const __half *)b->v, (__half *)b->o,
-            b->lse, b->cu_seqlens_q, b->cu_seqlens_k, b->csr->row_ptr, b->csr->col_idx, p->B, p->H,
-            p->Lq, p->Lk, p->D, p->scale);
+            b->lse, b->cu_seqlens_q, b->cu_seqlens_k, b->sparse->csr->row_ptr,
+            b->sparse->csr->col_idx, p->B, p->H, p->Lq, p->Lk, p->D, p->scale);
 }
 
 /* ================================= registry =============================================== */
@@ -411,27 +417,25 @@ static const attn_requirements gather_requirements = {
     false,                                                /* gpu_only */
 };
 
-/* Versions 1-3 run fa2_mma's body, so they take its requirements (fp16/bf16, D = 64 or 128). */
+#define ALL_PATTERNS ATTN_SERVES_ALL_PATTERNS
+#define WINDOWS                                                                                    \
+    (ATTN_SERVES_PATTERN(ATTN_PATTERN_WINDOW) | ATTN_SERVES_PATTERN(ATTN_PATTERN_CAUSAL_WINDOW))
+
+/* Versions 1-3 run fa2_mma's body, so they take its requirements (fp16/bf16, D = 64 or 128).
+ * serves (attn/problem.h): what each runs besides its requirements. */
 static const attn_kernel sparse_kernels[] = {
     {1, "dense_fa2", "baseline: example 03's fa2_mma, dense (causal with --causal), no pattern",
-     launch_dense, fa2_mma().req, NULL},
+     flash2_fa2_mma.launch, flash2_fa2_mma.req, NULL, ATTN_SERVES_BASELINE,
+     flash2_fa2_mma.launch_shape},
     {2, "block_sparse",
      "fa2_mma over the block mask's key tiles: full tiles unmasked, partial tiles predicated",
-     launch_block_sparse, fa2_mma().req, NULL},
+     launch_block_sparse, flash2_fa2_mma.req, NULL, ALL_PATTERNS | ATTN_SERVES_DENSE,
+     sparse_fa2_shape},
     {3, "window", "fa2_mma over the key tiles of a window band, computed from w (no metadata)",
-     launch_window, fa2_mma().req, NULL},
+     launch_window, flash2_fa2_mma.req, NULL, WINDOWS, sparse_fa2_shape},
     {4, "gather", "one warp per query row over its CSR key list (CUDA cores, no tiles)",
-     launch_gather, gather_requirements, NULL},
-};
-
-#define ALL_PATTERNS (ATTN_PATTERN_BIT(ATTN_PATTERN_KINDS) - 1u)
-
-/* What each kernel serves (attn/example.h). */
-static const unsigned sparse_kernel_patterns[] = {
-    ATTN_PATTERNS_BASELINE,
-    ALL_PATTERNS | ATTN_PATTERNS_DENSE,
-    ATTN_PATTERN_BIT(ATTN_PATTERN_WINDOW) | ATTN_PATTERN_BIT(ATTN_PATTERN_CAUSAL_WINDOW),
-    ALL_PATTERNS | ATTN_PATTERNS_DENSE | ATTN_PATTERNS_CSR,
+     launch_gather, gather_requirements, NULL, ALL_PATTERNS | ATTN_SERVES_DENSE | ATTN_SERVES_CSR,
+     gather_shape},
 };
 
 static const attn_example sparse_example_base = {
@@ -444,6 +448,6 @@ static const attn_example sparse_example_base = {
 };
 
 extern "C" const attn_sparse_example sparse_patterns_example = {
-    &sparse_example_base, sparse_kernel_patterns,
+    &sparse_example_base,
     "window:w=64", /* the default pattern: Longformer's local window, density ~12% at L=1024 */
 };

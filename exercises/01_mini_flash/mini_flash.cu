@@ -22,8 +22,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "attn/kernel_common.cuh"
 #include "attn/problem.h"
+#include "device/kernel_common.cuh"
 
 /* ============================== CPU reference ============================================= */
 /* The oracle is the harness's attn_reference (common/src/reference.c), in double precision. */
@@ -136,7 +136,7 @@ static const attn_requirements mini_flash_requirements = {
 
 static const attn_kernel mini_flash_kernels[] = {
     {1, "mini_flash", "K_j/V_j tiles in shared memory, online softmax, one thread per query row",
-     launch_mini_flash, mini_flash_requirements, NULL},
+     launch_mini_flash, mini_flash_requirements, NULL, 0, NULL},
 };
 
 extern "C" const attn_example mini_flash_example = {

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/block_mask.h"
 #include "attn/device.h"
+#include "attn/sparse/block_mask.h"
 #include "sparse_mask.h"
 
 #define MAX_COLS 64

@@ -29,7 +29,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "attn/kernel_common.cuh"
+#include "device/kernel_common.cuh"
 #include "sparse_mask.h"
 
 /* ============================== CPU reference ============================================= */
@@ -205,18 +205,18 @@ static __global__ void sparse_mask_kernel(const float *__restrict__ q, // [B,H,L
 
 /* ================================= launchers ============================================== */
 
-/* The block mask comes from the caller (buffers.block_mask, arrays in device memory), built by
- * sparse_mask_build_block_mask for this problem in BR x BC tiles. */
+/* The block mask comes from the caller (buffers.sparse->block_mask, arrays in device memory), built
+ * by sparse_mask_build_block_mask for this problem in BR x BC tiles. */
 static void launch_sparse_mask(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
     /* TODO (last step): delete the next two lines once steps 1-3 are written. */
     fprintf(stderr, "sparse_mask: TODO not implemented (README step 3)\n");
     return;
-    const attn_block_mask *bm = b->block_mask;
+    const attn_block_mask *bm = b->sparse != NULL ? b->sparse->block_mask : NULL;
     if (bm == NULL || bm->block_q != BR || bm->block_k != BC || bm->batches != p->B ||
         bm->Lq != p->Lq || bm->Lk != p->Lk) {
         fprintf(stderr,
                 "sparse_mask: launch needs the problem's %dx%d block mask in "
-                "buffers.block_mask\n",
+                "buffers.sparse->block_mask\n",
                 BR, BC);
         return;
     }
@@ -245,7 +245,7 @@ static const attn_requirements sparse_mask_requirements = {
 
 static const attn_kernel sparse_mask_kernels[] = {
     {1, "sparse_mask", "block-sparse flash: listed full tiles unmasked, partial tiles masked",
-     launch_sparse_mask, sparse_mask_requirements, NULL},
+     launch_sparse_mask, sparse_mask_requirements, NULL, 0, NULL},
 };
 
 extern "C" const attn_example sparse_mask_example = {

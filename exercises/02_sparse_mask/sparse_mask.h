@@ -10,8 +10,8 @@
 #ifndef SPARSE_MASK_H
 #define SPARSE_MASK_H
 
-#include "attn/block_mask.h"
 #include "attn/problem.h"
+#include "attn/sparse/block_mask.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -40,7 +40,7 @@ int sparse_mask_build_block_mask(attn_block_mask *m, const attn_problem *p, int 
                                  int block_k);
 
 /* The kernel (one, id 1): its launcher reads the device copy of a
- * SPARSE_MASK_BLOCK_Q x SPARSE_MASK_BLOCK_K block mask from attn_buffers.block_mask. */
+ * SPARSE_MASK_BLOCK_Q x SPARSE_MASK_BLOCK_K block mask from attn_buffers.sparse->block_mask. */
 extern const attn_example sparse_mask_example;
 
 #ifdef __cplusplus

@@ -23,9 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/block_mask.h"
 #include "attn/device.h"
 #include "attn/reference.h"
+#include "attn/sparse/block_mask.h"
 #include "attn/tensor.h"
 #include "grader_case.h"
 #include "sparse_mask.h"

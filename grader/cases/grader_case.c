@@ -10,6 +10,7 @@
 #include "attn/bench.h"
 #include "attn/check.h"
 #include "attn/device.h"
+#include "attn/sparse/block_mask.h"
 #include "attn/tensor.h"
 
 #ifdef ATTN_BACKEND_SIM
@@ -105,8 +106,9 @@ typedef struct run_state {
     size_t in_bytes[3];  /* bytes of Q, K, V */
     guarded dq, dk, dv, dout, dlse;
     attn_buffers buf;
-    void *staging;    /* download area, max(in_bytes, out) + 2 * guard */
-    float *out, *lse; /* a kernel's output, unpacked */
+    attn_sparse_inputs sparse; /* buf.sparse: the block mask handed to both kernels */
+    void *staging;             /* download area, max(in_bytes, out) + 2 * guard */
+    float *out, *lse;          /* a kernel's output, unpacked */
 } run_state;
 
 static void set_message(grader_result *r, const char *fmt, const char *a, const char *b) {
@@ -353,7 +355,8 @@ int grader_run_case(const grader_case *c, const attn_example *submission,
     s.buf.v = s.dv.data;
     s.buf.o = s.dout.data;
     s.buf.lse = (float *)s.dlse.data;
-    s.buf.block_mask = block_mask;
+    s.sparse.block_mask = block_mask; /* attn_buffers.sparse: the block mask, no pattern */
+    s.buf.sparse = &s.sparse;
     status = run_checks(&s, c, sub, sol, mask, r);
 cleanup:
     if (status == 1 && r->message[0] == '\0')

@@ -48,8 +48,10 @@ int grader_case_parse(grader_case *c, int argc, char **argv, const attn_example 
 
 /* Runs the check above for kernel id 1 of the submission against kernel id 1 of the solution.
  * mask: the reference's mask on top of causality (NULL: none); block_mask: handed to both kernels
- * in attn_buffers (device arrays; NULL for dense kernels). Fills r; returns the exit status
- * (0, 1, or 77 for a --perf case without a GPU, ATTN_EXIT_USAGE when the solution refuses). */
+ * in attn_buffers.sparse (device arrays; NULL for dense kernels; attn/sparse/block_mask.h). Fills
+ * r; returns the exit status (0, 1, or 77 for a --perf case without a GPU, ATTN_EXIT_USAGE when the
+ * solution refuses). */
+struct attn_block_mask;
 int grader_run_case(const grader_case *c, const attn_example *submission,
                     const attn_example *solution, const attn_mask *mask,
                     const struct attn_block_mask *block_mask, grader_result *r);

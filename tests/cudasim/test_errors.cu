@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include <attn/mma.cuh>
+#include "device/mma.cuh"
 #include <cudasim.h>
 
 #include "sim_test.h"

@@ -1,4 +1,4 @@
-// test_mma.cu — the tensor-core wrappers of attn/mma.cuh against the PTX ISA's fragment layouts:
+// test_mma.cu — the tensor-core wrappers of device/mma.cuh against the PTX ISA's fragment layouts:
 // every ldmatrix variant element by element, mma.sync m16n8k16 (f16, bf16) fed by ldmatrix as a
 // FlashAttention-2 kernel feeds it against a CPU matrix product, cp.async with zero-fill, and
 // four warps with tiles of their own in one block. The same program runs natively on a GPU
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include <attn/half.h>
-#include <attn/mma.cuh>
+#include "device/mma.cuh"
 
 #include "sim_test.h"
 

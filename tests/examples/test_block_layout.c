@@ -1,9 +1,9 @@
 /* test_block_layout.c — example 04's block_sparse kernel (version 2) on block layouts built by
  * hand, not from a pattern: the "any block layout a user supplies" of issue 4.
  *
- * A user's layout is an attn_block_mask (attn/block_mask.h, 64 x 64 tiles) with no token
- * predicate (attn_buffers.pattern NULL). The kernel then computes every entry of every listed
- * tile, full or partial, with the problem's causality on top (examples/04_sparse_patterns/
+ * A user's layout is an attn_block_mask (attn/sparse/block_mask.h, 64 x 64 tiles) with no token
+ * predicate (attn_buffers.sparse->pattern NULL). The kernel then computes every entry of every
+ * listed tile, full or partial, with the problem's causality on top (examples/04_sparse_patterns/
  * README.md, "Your own block layout"); attn_block_mask_as_mask is that set of entries as a
  * reference mask, and the harness's runner (attn/runner.h) checks the kernel against the CPU
  * reference under it, output and log-sum-exp.
@@ -23,11 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/block_mask.h"
 #include "attn/device.h"
-#include "attn/example.h"
-#include "attn/patterns.h"
 #include "attn/runner.h"
+#include "attn/sparse/block_mask.h"
+#include "attn/sparse/patterns.h"
+#include "attn/sparse/sparse_example.h"
 
 extern const attn_sparse_example sparse_patterns_example; /* sparse_patterns.cu */
 
@@ -95,7 +95,9 @@ static bool run_case(const layout_case *c, const attn_kernel *k, const char *dev
         printf("ERROR %s: no memory for the problem\n", c->name);
         goto done;
     }
-    d.dev.block_mask = &given_dev; /* the user's layout, no pattern: d.dev.pattern stays NULL */
+    /* the user's layout, no pattern */
+    attn_sparse_inputs inputs = {&given_dev, NULL, NULL};
+    d.dev.sparse = &inputs;
     attn_outcome o;
     attn_outcome_init(&o, sparse_patterns_example.base, k, &p, device);
     attn_run_opts opts = {0};

@@ -4,9 +4,9 @@
  *   dump_reference --out DIR [--tile N] [the examples' problem flags: -B -H -L/--lq/--lk -D
  *                             --causal --seed --amplitude --scale --pattern]
  * writes DIR/{q,k,v,out,lse}.bin in attn_tensor_save's format ([B,H,L,D] and [B,H,Lq]). With
- * --pattern SPEC (attn/patterns.h) the reference is computed under the pattern, and the pattern's
- * C builders are dumped too: mask.bin [B,Lq,Lk] (1 where the CSR lists the entry) and the block
- * mask in N x N tiles (--tile, default 16) as kv_num.bin, full_num.bin [B,NQ] and kv_idx.bin,
+ * --pattern SPEC (attn/sparse/patterns.h) the reference is computed under the pattern, and the
+ * pattern's C builders are dumped too: mask.bin [B,Lq,Lk] (1 where the CSR lists the entry) and the
+ * block mask in N x N tiles (--tile, default 16) as kv_num.bin, full_num.bin [B,NQ] and kv_idx.bin,
  * full_idx.bin [B,NQ,NK] (unused list entries -1), and spec.txt: the canonical spec
  * (attn_pattern_format), for sparse_patterns.py.
  * Exit status 0, 1 on an I/O error, 2 on a usage error. */
@@ -16,8 +16,8 @@
 
 #include "attn/cli.h"
 #include "attn/device.h"
-#include "attn/patterns.h"
 #include "attn/reference.h"
+#include "attn/sparse/patterns.h"
 #include "attn/tensor.h"
 
 static int save(const char *dir, const char *name, const float *data, int ndim,
@@ -116,7 +116,11 @@ int main(int argc, char **argv) {
     if (cli.scale != 0.0f)
         p.scale = cli.scale;
     attn_pattern pat;
-    attn_pattern_parse(cli.pattern, &pat, NULL, 0); /* checked by attn_cli_parse */
+    char why[256];
+    if (attn_pattern_parse(cli.pattern, &pat, why, sizeof why) != 0) {
+        fprintf(stderr, "error: --pattern: %s\n", why);
+        return ATTN_EXIT_USAGE;
+    }
     attn_pattern_ctx ctx = {&pat, &p};
     attn_mask mask = attn_pattern_mask(&ctx);
     if (tile <= 0) {

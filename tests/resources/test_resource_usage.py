@@ -32,8 +32,11 @@ class Names(unittest.TestCase):
 class Launch(unittest.TestCase):
     def test_evaluate(self):
         defs = {"BR": "64", "MMA_BC": "ATTN_FA2_BC", "ATTN_FA2_BC": "64", "ATTN_SMEM_PAD": "8"}
-        expr = ru.LAUNCH["fa2_mma_kernel"][1]
+        expr = "(BR + 2 * MMA_BC) * attn_padded_layout<D>::LD * sizeof(T)"
         self.assertEqual(ru.evaluate(expr, defs, 128, 2), (64 + 2 * 64) * (128 + 8) * 2)
+        defs = {"BR": "32", "BC": "32"}
+        expr = ru.LAUNCH["sparse_mask_kernel"][1]
+        self.assertEqual(ru.evaluate(expr, defs, 64, 4), (2 * 32 + 2 * 32) * 65 * 4)
         self.assertEqual(ru.evaluate("WARPS * 32", {"WARPS": "4"}, 64, 2), 128)
 
     def test_unknown_name_is_refused(self):
@@ -44,15 +47,37 @@ class Launch(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             src = os.path.join(tmp, "k.cu")
             with open(src, "w") as f:
-                f.write("#define WARPS 4\n#define BR 64\n#define MMA_BC 64\n"
-                        "size_t smem = (size_t)(BR + 3 * MMA_BC) * D * sizeof(T);\n"
-                        "kernel<<<grid, WARPS * 32, smem, stream>>>(q);\n")
+                f.write("#define BR 32\n#define BC 32\n"
+                        "size_t smem = (size_t)(3 * BR + 2 * BC) * (p->D + 1) * sizeof(float);\n"
+                        "kernel<<<grid, BR, smem, stream>>>(q);\n")
             root, ru.ROOT = ru.ROOT, tmp
             try:
                 with self.assertRaises(SystemExit):
-                    ru.launch_config("fa2_pipeline_kernel", "k.cu", 64, "f16")
+                    ru.launch_config("sparse_mask_kernel", "k.cu", 64, "f32")
             finally:
                 ru.ROOT = root
+
+
+class Shapes(unittest.TestCase):
+    LINES = ('{"impl":"03/fa2_mma","kernel":"fa2_mma","global":"fa2_mma_kernel","dtype":"f16",'
+             '"D":64,"threads":128,"dynamic_shared_bytes":27648}\n'
+             '{"impl":"04/dense_fa2","kernel":"dense_fa2","global":"fa2_mma_kernel",'
+             '"dtype":"f16","D":64,"threads":128,"dynamic_shared_bytes":27648}\n')
+
+    def test_registry_shapes_win(self):
+        shapes = ru.parse_launch_shapes(self.LINES)
+        self.assertEqual(shapes, {("fa2_mma_kernel", "f16", 64): (128, 27648)})
+        self.assertEqual(ru.launch_config("fa2_mma_kernel", "x.cu", 64, "f16", shapes),
+                         (128, 27648))
+
+    def test_disagreeing_entries_are_refused(self):
+        with self.assertRaises(SystemExit):
+            ru.parse_launch_shapes(self.LINES.replace("27648}\n{", "27648}\n{", 1)
+                                   .rsplit("27648", 1)[0] + "27650}\n")
+
+    def test_kernel_without_shape_is_refused(self):
+        with self.assertRaises(SystemExit):
+            ru.launch_config("fa2_mma_kernel", "x.cu", 128, "f16", {})
 
 
 class Occupancy(unittest.TestCase):

@@ -65,7 +65,8 @@ static void test_timing_on_simulator(void) {
     attn_problem_init(&p, 1, 1, 4, 4, 4);
     attn_buffers buf;
     memset(&buf, 0, sizeof buf);
-    attn_kernel k = {1, "counter", "counts", count_launch, {1u, 4, 1, true, true, false}, NULL};
+    attn_kernel k = {1,    "counter", "counts", count_launch, {1u, 4, 1, true, true, false},
+                     NULL, 0,         NULL};
     attn_timing_opts opts = {2, 5, 1, 0, 0.0, 0.0};
     attn_stats st;
     launches = 0;
@@ -114,9 +115,16 @@ static void test_runner_times_only_passing(void) {
     if (strcmp(attn_backend_name(), "sim") != 0)
         return;
     static const attn_kernel kernels[] = {
-        {1, "right", "correct", host_correct, {1u, 64, 1, true, false, false}, NULL},
-        {2, "wrong", "one element off", host_wrong, {1u, 64, 1, true, false, false}, NULL},
-        {3, "f16_only", "cannot run f32", host_correct, {2u, 64, 1, true, false, false}, NULL}};
+        {1, "right", "correct", host_correct, {1u, 64, 1, true, false, false}, NULL, 0, NULL},
+        {2, "wrong", "one element off", host_wrong, {1u, 64, 1, true, false, false}, NULL, 0, NULL},
+        {3,
+         "f16_only",
+         "cannot run f32",
+         host_correct,
+         {2u, 64, 1, true, false, false},
+         NULL,
+         0,
+         NULL}};
     static const attn_example ex = {"test", "runner", kernels, 3, {1, 1, 8, 8}, {1, 1, 8, 8}};
     attn_problem p;
     attn_problem_init(&p, 1, 2, 9, 9, 8);

@@ -1,11 +1,11 @@
-/* test_block_mask.c — the block mask (attn/block_mask.h): the exact builder on hand-checked cases
- * (causal, a band, tails, Lq != Lk, varlen), the validator catching each kind of broken mask, the
- * statistics, and the device copy round trip. */
+/* test_block_mask.c — the block mask (attn/sparse/block_mask.h): the exact builder on hand-checked
+ * cases (causal, a band, tails, Lq != Lk, varlen), the validator catching each kind of broken mask,
+ * the statistics, and the device copy round trip. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/block_mask.h"
 #include "attn/device.h"
+#include "attn/sparse/block_mask.h"
 #include "unit_test.h"
 
 static int32_t full_count(const attn_block_mask *m, int b, int qb) {

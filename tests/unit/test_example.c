@@ -77,14 +77,14 @@ static void dense_only(const attn_problem *p, const attn_buffers *b, cudaStream_
     { ATTN_DTYPE_BIT(ATTN_F32), 128, 1, true, true, false }
 
 static const attn_kernel kernels[8] = {
-    {1, "first", "the first kernel", host_reference, F32_D128, NULL},
-    {2, "second", "uses wgmma", writes_nothing, F16_GPU_ONLY, NULL},
-    {3, "broken", "writes nothing", writes_nothing, F32_D128, NULL},
-    {4, "no_lse", "leaves the LSE alone", host_reference_no_lse, F32_D128, NULL},
-    {5, "fixed_scale", "ignores --scale", default_scale_only, F32_D128, NULL},
-    {6, "wrong_row", "wrong in one row", wrong_in_row_5, F32_D128, NULL},
-    {7, "varlen", "takes cu_seqlens", host_reference, F32_VARLEN, NULL},
-    {8, "varlen_dense", "takes cu_seqlens but ignores them", dense_only, F32_VARLEN, NULL},
+    {1, "first", "the first kernel", host_reference, F32_D128, NULL, 0, NULL},
+    {2, "second", "uses wgmma", writes_nothing, F16_GPU_ONLY, NULL, 0, NULL},
+    {3, "broken", "writes nothing", writes_nothing, F32_D128, NULL, 0, NULL},
+    {4, "no_lse", "leaves the LSE alone", host_reference_no_lse, F32_D128, NULL, 0, NULL},
+    {5, "fixed_scale", "ignores --scale", default_scale_only, F32_D128, NULL, 0, NULL},
+    {6, "wrong_row", "wrong in one row", wrong_in_row_5, F32_D128, NULL, 0, NULL},
+    {7, "varlen", "takes cu_seqlens", host_reference, F32_VARLEN, NULL, 0, NULL},
+    {8, "varlen_dense", "takes cu_seqlens but ignores them", dense_only, F32_VARLEN, NULL, 0, NULL},
 };
 
 static const attn_example example = {

@@ -1,4 +1,4 @@
-/* test_patterns.c — the sparse patterns (attn/patterns.h): spec parsing and its errors, the
+/* test_patterns.c — the sparse patterns (attn/sparse/patterns.h): spec parsing and its errors, the
  * predicate on hand-checked entries, BigBird's seeded random blocks, and every pattern's fast
  * block mask builder and CSR against the exact ones built from the predicate
  * (attn_block_mask_from_mask, attn_block_mask_validate), over tails, Lq != Lk, causal and varlen
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/patterns.h"
+#include "attn/sparse/patterns.h"
 #include "unit_test.h"
 
 static attn_pattern parse_ok(const char *spec) {

@@ -229,6 +229,8 @@ static void test_supports(void) {
         "uses wgmma",
         noop_launch,
         {ATTN_DTYPE_BIT(ATTN_F32) | ATTN_DTYPE_BIT(ATTN_F16), 256, 8, false, false, false},
+        NULL,
+        0,
         NULL};
     attn_problem p;
     char why[200] = "";

@@ -1,4 +1,5 @@
-/* attn/check.h — compares a kernel's output with the reference (DESIGN §4).
+/* attn/check.h — compares a kernel's output with the reference (the rules: common/README.md,
+ * "Tolerance rules").
  *
  * fp32:       pass iff |out - ref| <= atol + rtol*|ref| for every element (attn_tolerance_f32
  *             holds the numbers and their justification).

@@ -13,7 +13,7 @@
  *                          needs --seqlens)
  *   --pattern SPEC         sparse attention pattern (examples with sparse kernels, 04 on):
  *                          e.g. window:w=128, causal_window:w=4096, bigbird:b=64,r=3,seed=1,
- *                          parts joined by '+' (syntax: attn/patterns.h); 'none' = dense
+ *                          parts joined by '+' (syntax: attn/sparse/patterns.h); 'none' = dense
  *   --dtype f32|f16|bf16   element type (default: the first one the kernels support)
  *   --causal               causal (bottom-right aligned) attention
  *   --scale X              softmax scale (default 1/sqrt(D))
@@ -50,7 +50,7 @@ typedef struct attn_cli {
      * allocated by attn_cli_parse; NULL for a dense batch. Released by attn_cli_free. */
     int *cu_seqlens_q;
     int *cu_seqlens_k;
-    const char *pattern; /* --pattern, checked by attn_pattern_parse; NULL = not given */
+    const char *pattern; /* --pattern as given (the sparse module parses it); NULL = not given */
     bool dtype_set;
     attn_dtype dtype;
     bool causal;
@@ -76,6 +76,23 @@ int attn_cli_rows_to_check(const attn_cli *cli, const attn_problem *p);
 
 /* Prints the usage text for program `prog` of example ex. */
 void attn_cli_usage(FILE *f, const char *prog, const attn_example *ex);
+
+/* ---- the value parsers, shared with the harness's other programs (bench_attention) ----------
+ * Each returns 0, or ATTN_EXIT_USAGE with a one-line "error: FLAG ..." message in err that names
+ * the flag, the accepted values and what was given. */
+
+/* A decimal integer in [min, INT_MAX]. */
+int attn_cli_parse_int(const char *flag, const char *s, int min, int *out, char *err,
+                       size_t err_len);
+/* A finite number >= 0. */
+int attn_cli_parse_real(const char *flag, const char *s, double *out, char *err, size_t err_len);
+/* A comma-separated list of at most max positive integers, each with an optional k suffix
+ * (x1024, e.g. 1k,2k,4096) and at most 2^24: *n values into out. */
+int attn_cli_parse_counts(const char *flag, const char *s, int *out, int max, int *n, char *err,
+                          size_t err_len);
+/* A comma-separated list of at most max dtypes (attn_dtype_parse's names): *n into out. */
+int attn_cli_parse_dtypes(const char *flag, const char *s, int *out, int max, int *n, char *err,
+                          size_t err_len);
 
 #ifdef __cplusplus
 }

@@ -8,11 +8,21 @@
  * its requirements, NaN-fills the output, launches, synchronises, checks (PASS/FAIL with the
  * first mismatches), times it unless --check-only, and reports. Exit status: 0 all selected
  * kernels passed, 1 a failure or runtime error, 2 usage, 77 no GPU.
+ *
+ * An example whose kernels serve sparse patterns calls attn_sparse_example_main instead
+ * (attn/sparse/sparse_example.h), which runs this driver with the hooks below.
  */
 #ifndef ATTN_EXAMPLE_H
 #define ATTN_EXAMPLE_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "attn/cli.h"
 #include "attn/problem.h"
+#include "attn/reference.h"
+#include "attn/report.h"
+#include "attn/runner.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -20,26 +30,34 @@ extern "C" {
 
 int attn_example_main(int argc, char **argv, const attn_example *ex);
 
-/* An example whose kernels serve sparse patterns (--pattern, attn/patterns.h). patterns[n] is
- * what kernel n of base serves: ATTN_PATTERN_BIT of each pattern kind (every part of the pattern
- * must be one of them), plus the flags below; 0 is a dense kernel that refuses a pattern. The
- * driver checks the kernels against the reference under the pattern, builds the block mask
- * (ATTN_SPARSE_TILE tiles) and the CSR form for them (attn_buffers.block_mask, .pattern, .csr),
- * prints the pattern's density and metadata size, and the measured speedup of each sparse kernel
- * over the baseline beside the theoretical one (dense entries / computed entries). */
-#define ATTN_PATTERNS_CSR (1u << 29)   /* reads attn_buffers.csr */
-#define ATTN_PATTERNS_DENSE (1u << 30) /* also runs without a pattern (dense or causal) */
-#define ATTN_PATTERNS_BASELINE                                                                     \
-    (1u << 31) /* dense kernel timed beside the sparse ones: it                                    \
-                  ignores the pattern and is checked against the                                   \
-                  dense reference */
-typedef struct attn_sparse_example {
-    const attn_example *base;
-    const unsigned *patterns;    /* [base->num_kernels] */
-    const char *default_pattern; /* when --pattern is not given */
-} attn_sparse_example;
+/* What a module adds to the driver, at the steps named (example.c): the sparse module runs the
+ * kernels under a pattern through them. Any hook may be NULL; ctx is passed to each. */
+typedef struct attn_example_hooks {
+    void *ctx;
+    /* Step 1, once the problem is known: the module's flags (e.g. cli->pattern). 0, or
+     * ATTN_EXIT_USAGE with the reason in why. */
+    int (*prepare)(void *ctx, const attn_cli *cli, char *why, size_t len);
+    /* Can kernel k run p here? Replaces attn_kernel_verdict (which it may call). */
+    attn_verdict (*verdict)(void *ctx, const attn_kernel *k, const attn_problem *p, char *why,
+                            size_t len);
+    /* Step 3, before the inputs: what the selected kernels (selected[n]: kernel n of ex) need.
+     * Sets *mask (the reference's mask, NULL: none) and *dense_too (a dense reference as well).
+     * 0, or 1 after a message on stderr. */
+    int (*build)(void *ctx, const attn_example *ex, const bool *selected, const attn_problem *p,
+                 bool quiet, const attn_mask **mask, bool *dense_too);
+    /* The module's inputs of the kernels, in the device buffers. */
+    void (*buffers)(void *ctx, attn_buffers *b);
+    /* Step 4, per kernel: its refusal, reference and FLOPs (attn_run_opts). */
+    void (*kernel_options)(void *ctx, const attn_kernel *k, const attn_problem *p,
+                           attn_run_opts *opts, char *why, size_t len);
+    /* After the table of results. */
+    void (*after_table)(void *ctx, const attn_example *ex, const attn_run_record *recs, int n);
+    void (*release)(void *ctx);
+} attn_example_hooks;
 
-int attn_sparse_example_main(int argc, char **argv, const attn_sparse_example *ex);
+/* attn_example_main with a module's hooks (NULL: none, a dense example). */
+int attn_example_run(int argc, char **argv, const attn_example *ex,
+                     const attn_example_hooks *hooks);
 
 #ifdef __cplusplus
 }

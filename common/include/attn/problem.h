@@ -1,7 +1,7 @@
 /* attn/problem.h — what an attention launch computes, where its data lives, and the
  * per-example kernel registry.
  *
- * Conventions (DESIGN §4):
+ * Conventions (stated in common/README.md, "Conventions"):
  *   - Dense layout [B, H, L, D] row-major (PyTorch SDPA's).
  *   - Variable length (FlashAttention's varlen convention): packed [total, H, D] row-major with
  *     cu_seqlens_q/k of B+1 prefix offsets; sequence b owns rows cu[b] .. cu[b+1]-1.
@@ -111,14 +111,10 @@ typedef struct attn_buffers {
                                 may be NULL when the caller does not want it */
     const int *cu_seqlens_q; /* [B+1] device, NULL unless varlen */
     const int *cu_seqlens_k; /* [B+1] device, NULL unless varlen */
-    /* Block-sparse kernels: the block mask (attn/block_mask.h) whose arrays are in device memory
-     * (the struct itself is host memory); NULL for dense kernels. */
-    const struct attn_block_mask *block_mask;
-    /* Sparse kernels (example 04 on): the pattern given with --pattern (host struct, passed to
-     * kernels by value; NULL without one) and its token-level CSR form (attn/patterns.h) whose
-     * arrays are in device memory (NULL unless a selected kernel reads it). */
-    const struct attn_pattern *pattern;
-    const struct attn_csr *csr;
+    /* Sparse kernels (example 04 on): what the sparse module (attn/sparse/) hands them, the
+     * pattern, its block mask and CSR form (struct attn_sparse_inputs, attn/sparse/block_mask.h);
+     * NULL for a dense run. */
+    const struct attn_sparse_inputs *sparse;
     void *workspace; /* kernel scratch, size from attn_kernel.workspace_bytes */
     size_t workspace_bytes;
 } attn_buffers;
@@ -137,6 +133,26 @@ typedef struct attn_requirements {
     bool gpu_only;   /* uses features the simulator cannot run (wgmma, TMA, ...) */
 } attn_requirements;
 
+/* What a kernel serves (attn_kernel.serves), a bit set. 0, the value of every dense kernel
+ * (examples 01-03), means ATTN_SERVES_DENSE alone: dense attention (causal with --causal), and a
+ * sparse pattern is refused. Sparse kernels (example 04 on) add the pattern kinds they serve,
+ * ATTN_SERVES_PATTERN(kind) of attn/sparse/patterns.h: every part of a pattern must be one of
+ * them. */
+#define ATTN_SERVES_DENSE (1u << 30) /* also runs without a pattern (dense or causal) */
+#define ATTN_SERVES_CSR (1u << 29)   /* reads the pattern's CSR form (attn/sparse/patterns.h) */
+/* A dense kernel timed beside the sparse ones: it ignores the pattern, is checked against the
+ * dense reference, and is the baseline of the measured speedups. */
+#define ATTN_SERVES_BASELINE (1u << 31)
+
+/* How a launcher launches its kernel for a problem: the configuration that the resource report
+ * (benchmarks/resource_usage.py, through bench_attention --launch-shapes) and the launcher
+ * itself both use. */
+typedef struct attn_launch_shape {
+    const char *global; /* the __global__ function launched, e.g. "fa2_mma_kernel" */
+    int threads;        /* threads per block */
+    size_t smem_bytes;  /* dynamic shared memory per block */
+} attn_launch_shape;
+
 typedef struct attn_kernel {
     int id;                  /* 1-based, stable: --kernel N */
     const char *name;        /* short identifier, e.g. "naive" */
@@ -145,6 +161,10 @@ typedef struct attn_kernel {
     attn_requirements req;
     /* Scratch bytes the kernel needs for p (NULL: none). */
     size_t (*workspace_bytes)(const attn_problem *p);
+    unsigned serves; /* ATTN_SERVES_* above; 0: dense */
+    /* The launch shape for p (NULL: not reported, e.g. a launcher that launches several kernels).
+     * Only called for problems the kernel supports. */
+    attn_launch_shape (*launch_shape)(const attn_problem *p);
 } attn_kernel;
 
 /* One example: its kernels, in order of the walkthrough. */

@@ -43,11 +43,11 @@ typedef struct attn_problem_data {
     float *out;     /* [q_elems] the kernel's output, unpacked */
     float *lse;     /* [lse_elems] the kernel's log-sum-exp */
     void *staging;  /* [max(q_elems, k_elems)] elements of the dtype, for upload/download */
-    /* Under a mask (a sparse pattern), the reference above is masked; a dense reference for the
-     * baseline kernels timed beside the sparse ones (NULL unless asked for). */
+    /* Under a mask (e.g. a sparse pattern), the reference above is masked; a dense reference for
+     * the kernels checked without it (dense_too; NULL unless asked for). */
     float *dense_ref, *dense_ref_lse, *dense_lowp;
     attn_buffers dev; /* device Q, K, V, O, LSE, varlen offsets (the workspace is per kernel; a
-                         caller may fill the sparse fields, which every kernel then gets) */
+                         caller may set dev.sparse, which every kernel then gets) */
 } attn_problem_data;
 
 /* Seeded inputs (attn_host_inputs_make), the CPU reference (double precision, and for fp16/bf16
@@ -78,7 +78,7 @@ typedef struct attn_run_opts {
     bool time_failed; /* also time a kernel that FAILed its check (a benchmark must not) */
     attn_timing_opts timing;
     bool quiet; /* no check lines on stdout */
-    /* Per kernel (sparse patterns): */
+    /* Per kernel (set by the sparse module, attn/sparse/sparse_run.h): */
     const char *refusal;  /* non-NULL: SKIP with this reason, before anything else */
     bool dense_reference; /* check against d->dense_ref (a baseline beside masked kernels) */
     double flops;         /* the kernel's FLOPs for TFLOP/s; 0: attn_problem_flops */

@@ -1,10 +1,10 @@
-// attn/mma.cuh — tensor-core building blocks for the FlashAttention-2 kernels: mma.sync
+// device/mma.cuh — tensor-core building blocks for the FlashAttention-2 kernels: mma.sync
 // m16n8k16 (f16 and bf16 inputs, f32 accumulators), ldmatrix and cp.async.
 //
 // Each function is one PTX instruction on a GPU (inline asm, sm_80 or newer). Inline PTX cannot
 // be compiled for the host, so under the simulator (CUDASIM, see common/cudasim/README.md) each
-// has an emulation that reproduces the instruction's per-lane fragment layout exactly, built on
-// cudasim::warp_allgather (one warp collective per call). A kernel written on top of them is the
+// calls the simulator's version of the instruction (common/cudasim/include/cudasim/ptx.h), which
+// reproduces its per-lane fragment layout exactly. A kernel written on top of them is the
 // same code on both backends. Like the instructions, every function except cp.async must be
 // called by all 32 lanes of the warp together (the simulator reports a lane that does not).
 //
@@ -95,79 +95,14 @@
 #include <stdint.h>
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#error "attn/mma.cuh needs sm_80 or newer (mma.sync m16n8k16 with bf16, cp.async)"
+#error "device/mma.cuh needs sm_80 or newer (mma.sync m16n8k16 with bf16, cp.async)"
 #endif
 
+// On the simulator each wrapper is one call of the instruction's emulation (cudasim/ptx.h), and
+// every warp-wide wrapper also takes its call site, for the error reports of warp collectives.
 #ifdef CUDASIM
-#include <string.h>
-
-#include "half.h"
-
-// On the simulator every warp-wide function also takes its call site, for the error reports of
-// warp collectives (a lane that exited, lanes that call different functions).
-#define ATTN_MMA_CALL_SITE , const char *file = __builtin_FILE(), int line = __builtin_LINE()
-
-namespace attn_mma_sim {
-
-inline unsigned lane_id() {
-    return (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
-}
-
-inline uint16_t element(uint32_t reg, unsigned which) {
-    return static_cast<uint16_t>(which ? reg >> 16 : reg & 0xffffu);
-}
-
-// Each of the first 8 * num lanes reads its row; every lane then picks its elements from all rows.
-template <int num, bool trans>
-inline void ldmatrix(uint32_t *r, const void *row, const char *what, const char *file, int line) {
-    unsigned lane = lane_id(), g = lane / 4, t = lane % 4;
-    uint16_t mine[8] = {};
-    if (lane < 8 * num)
-        memcpy(mine, row, sizeof mine);
-    uint16_t rows[32][8];
-    cudasim::warp_allgather(mine, rows, sizeof mine, what, file, line);
-    for (int i = 0; i < num; ++i) {
-        const uint16_t(*m)[8] = rows + 8 * i;
-        uint16_t lo = trans ? m[2 * t][g] : m[g][2 * t];
-        uint16_t hi = trans ? m[2 * t + 1][g] : m[g][2 * t + 1];
-        r[i] = lo | static_cast<uint32_t>(hi) << 16;
-    }
-}
-
-template <bool bf16> inline float to_f32(uint16_t bits) {
-    return bf16 ? attn_bf16_to_f32(bits) : attn_f16_to_f32(bits);
-}
-
-template <bool bf16>
-inline void mma_m16n8k16(float *d, const uint32_t *a, const uint32_t *b, const float *c,
-                         const char *what, const char *file, int line) {
-    uint32_t mine[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
-    uint32_t regs[32][6]; // regs[lane] = that lane's a[0..3], b[0..1]
-    cudasim::warp_allgather(mine, regs, sizeof mine, what, file, line);
-    unsigned lane = lane_id(), g = lane / 4, t = lane % 4;
-    // This lane's rows of A (g, g + 8) and columns of B (2t, 2t + 1), converted once. A[row][k]
-    // is in lane g * 4 + (k % 8) / 2, register row / 8 + 2 * (k / 8); B[k][col] in lane
-    // col * 4 + (k % 8) / 2, register 4 + k / 8 (of `regs`); the half is k % 2 in both.
-    float arow[2][16], bcol[2][16];
-    for (unsigned h = 0; h < 2; ++h)
-        for (unsigned k = 0; k < 16; ++k) {
-            arow[h][k] = to_f32<bf16>(element(regs[g * 4 + (k % 8) / 2][h + 2 * (k / 8)], k % 2));
-            bcol[h][k] =
-                to_f32<bf16>(element(regs[(2 * t + h) * 4 + (k % 8) / 2][4 + k / 8], k % 2));
-        }
-    float out[4];
-    for (unsigned i = 0; i < 4; ++i) {
-        const float *ar = arow[i / 2], *bc = bcol[i % 2]; // row g + 8 * (i / 2), column 2t + i % 2
-        float acc = c[i];
-        for (unsigned k = 0; k < 16; ++k)
-            acc += ar[k] * bc[k];
-        out[i] = acc;
-    }
-    memcpy(d, out, sizeof out);
-}
-
-} // namespace attn_mma_sim
-
+#include <cudasim/ptx.h>
+#define ATTN_MMA_CALL_SITE CUDASIM_PTX_CALL_SITE
 #else
 #define ATTN_MMA_CALL_SITE
 #endif
@@ -176,7 +111,7 @@ inline void mma_m16n8k16(float *d, const uint32_t *a, const uint32_t *b, const f
 __device__ __forceinline__ void mma_m16n8k16_f16(float *d, const uint32_t *a, const uint32_t *b,
                                                  const float *c ATTN_MMA_CALL_SITE) {
 #ifdef CUDASIM
-    attn_mma_sim::mma_m16n8k16<false>(d, a, b, c, "mma_m16n8k16_f16()", file, line);
+    cudasim::ptx::mma_m16n8k16<false>(d, a, b, c, "mma_m16n8k16_f16()", file, line);
 #else
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
                  "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
@@ -190,7 +125,7 @@ __device__ __forceinline__ void mma_m16n8k16_f16(float *d, const uint32_t *a, co
 __device__ __forceinline__ void mma_m16n8k16_bf16(float *d, const uint32_t *a, const uint32_t *b,
                                                   const float *c ATTN_MMA_CALL_SITE) {
 #ifdef CUDASIM
-    attn_mma_sim::mma_m16n8k16<true>(d, a, b, c, "mma_m16n8k16_bf16()", file, line);
+    cudasim::ptx::mma_m16n8k16<true>(d, a, b, c, "mma_m16n8k16_bf16()", file, line);
 #else
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
                  "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
@@ -203,7 +138,7 @@ __device__ __forceinline__ void mma_m16n8k16_bf16(float *d, const uint32_t *a, c
 // Four 8 x 8 matrices into r[0..3]; lane 8i + j passes row j of matrix i.
 __device__ __forceinline__ void ldmatrix_x4(uint32_t *r, const void *smem_row ATTN_MMA_CALL_SITE) {
 #ifdef CUDASIM
-    attn_mma_sim::ldmatrix<4, false>(r, smem_row, "ldmatrix_x4()", file, line);
+    cudasim::ptx::ldmatrix<4, false>(r, smem_row, "ldmatrix_x4()", file, line);
 #else
     unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(smem_row));
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -215,7 +150,7 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t *r, const void *smem_row AT
 // Two 8 x 8 matrices into r[0..1]; lanes 0..15 pass the rows, the others' addresses are ignored.
 __device__ __forceinline__ void ldmatrix_x2(uint32_t *r, const void *smem_row ATTN_MMA_CALL_SITE) {
 #ifdef CUDASIM
-    attn_mma_sim::ldmatrix<2, false>(r, smem_row, "ldmatrix_x2()", file, line);
+    cudasim::ptx::ldmatrix<2, false>(r, smem_row, "ldmatrix_x2()", file, line);
 #else
     unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(smem_row));
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
@@ -228,7 +163,7 @@ __device__ __forceinline__ void ldmatrix_x2(uint32_t *r, const void *smem_row AT
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t *r,
                                                   const void *smem_row ATTN_MMA_CALL_SITE) {
 #ifdef CUDASIM
-    attn_mma_sim::ldmatrix<4, true>(r, smem_row, "ldmatrix_x4_trans()", file, line);
+    cudasim::ptx::ldmatrix<4, true>(r, smem_row, "ldmatrix_x4_trans()", file, line);
 #else
     unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(smem_row));
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -241,7 +176,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t *r,
 __device__ __forceinline__ void ldmatrix_x2_trans(uint32_t *r,
                                                   const void *smem_row ATTN_MMA_CALL_SITE) {
 #ifdef CUDASIM
-    attn_mma_sim::ldmatrix<2, true>(r, smem_row, "ldmatrix_x2_trans()", file, line);
+    cudasim::ptx::ldmatrix<2, true>(r, smem_row, "ldmatrix_x2_trans()", file, line);
 #else
     unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(smem_row));
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
@@ -253,10 +188,7 @@ __device__ __forceinline__ void ldmatrix_x2_trans(uint32_t *r,
 // 16 bytes from global to shared memory, or 16 zero bytes when !pred (src is then not read).
 __device__ __forceinline__ void cp_async_16(void *smem_dst, const void *gmem_src, bool pred) {
 #ifdef CUDASIM
-    if (pred)
-        memcpy(smem_dst, gmem_src, 16);
-    else
-        memset(smem_dst, 0, 16);
+    cudasim::ptx::cp_async_16(smem_dst, gmem_src, pred);
 #else
     unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),

@@ -1,4 +1,4 @@
-/* attn/block_mask.h — which key blocks each query block visits: the metadata of every
+/* attn/sparse/block_mask.h — which key blocks each query block visits: the metadata of every
  * block-sparse kernel (examples 04 and 06, exercise 02).
  *
  * It mirrors FlexAttention's BlockMask (PyTorch, torch.nn.attention.flex_attention): the score
@@ -25,7 +25,7 @@
  *
  * The struct is the same on the host and on the device: attn_block_mask_to_device makes a copy
  * whose arrays live in device memory (the struct itself stays on the host and is what a launcher
- * finds in attn_buffers.block_mask).
+ * finds in attn_buffers.sparse->block_mask).
  */
 #ifndef ATTN_BLOCK_MASK_H
 #define ATTN_BLOCK_MASK_H
@@ -55,6 +55,17 @@ typedef struct attn_block_mask {
     int32_t *full_kv_num_blocks; /* [batches][num_q_blocks] */
     int32_t *full_kv_indices;    /* [batches][num_q_blocks][num_k_blocks], as kv_indices */
 } attn_block_mask;
+
+/* What a sparse kernel finds in attn_buffers.sparse (attn/problem.h): host structs whose arrays
+ * are in device memory. Filled by attn_sparse_buffers (attn/sparse/sparse_run.h), or by a caller
+ * that builds its own block layout. */
+typedef struct attn_sparse_inputs {
+    const attn_block_mask *block_mask; /* the block mask, 64 x 64 tiles (ATTN_SPARSE_TILE) */
+    /* The pattern (attn/sparse/patterns.h; passed to kernels by value; NULL: none, e.g. a
+     * user's own block layout) and its token-level CSR form (NULL unless a kernel reads it). */
+    const struct attn_pattern *pattern;
+    const struct attn_csr *csr;
+} attn_sparse_inputs;
 
 /* Counts over a mask (attn_block_mask_stats_of), summed over the slices, once per head (all heads
  * share the mask). */

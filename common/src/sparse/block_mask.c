@@ -1,7 +1,7 @@
 /* block_mask.c — the block mask of block-sparse kernels: allocation, the exact builder from a
  * token-level mask, validation of any builder's output, statistics, the device copy.
- * Conventions: attn/block_mask.h. */
-#include "attn/block_mask.h"
+ * Conventions: attn/sparse/block_mask.h. */
+#include "attn/sparse/block_mask.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
-/* attn/fa2_tile.cuh — the warp-level steps of the FlashAttention-2 tensor-core kernels, written
- * once for every example that runs them: example 03's fa2_mma and fa2_pipeline, and example 04's
- * block-sparse and window kernels (fa2_mma driven by a list of key tiles). The kernels keep their
- * own loops, barriers and copy schedules; what is here is the math between two barriers:
+/* fa2_tile.cuh (example 03) — the warp-level steps of the FlashAttention-2 tensor-core kernels,
+ * written once for every example that runs them: example 03's fa2_mma and fa2_pipeline, and example
+ * 04's block-sparse and window kernels (fa2_mma driven by a list of key tiles). The kernels keep
+ * their own loops, barriers and copy schedules; what is here is the math between two barriers:
  *
  *   attn_mma_traits<T>          the element type's mma.sync and float-pair packing
  *   attn_padded_layout<D>       shared-memory tile layouts (row padding, XOR swizzle)
@@ -21,7 +21,7 @@
  *   of[D/8][4]    O accumulator, 16 rows x D as D/8 n-tiles (C layout)
  *   m[2], l[2]    running max (log2 units) and this lane's part of the row sum, rows g and g + 8
  *
- * C layout of one 16 x 8 n-tile (attn/mma.cuh): lane (g, t) holds c[0], c[1] = row g, columns
+ * C layout of one 16 x 8 n-tile (device/mma.cuh): lane (g, t) holds c[0], c[1] = row g, columns
  * 2t, 2t + 1 and c[2], c[3] = row g + 8, same columns. The 4 lanes of a quad (same g) thus hold a
  * row between them, so a row reduction is: the lane's own values, then __shfl_xor 1 and 2.
  *
@@ -33,8 +33,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "attn/kernel_common.cuh"
-#include "attn/mma.cuh"
+#include "device/kernel_common.cuh"
+#include "device/mma.cuh"
 
 #define ATTN_FA2_BC 64        /* keys per K/V tile (8 n-tiles of S) */
 #define ATTN_FA2_WARP_ROWS 16 /* query rows per warp: the mma's M */

@@ -1,7 +1,8 @@
-/* attn/patterns.cuh — the token-level sparse attention patterns as plain data and one inline
- * predicate, the same code on the host (C11: the builders of attn/patterns.h, the CPU reference)
- * and inside kernels (CUDA C++, GPU or simulator). Definitions: DESIGN §5; the parser, the block
- * mask and CSR builders are in attn/patterns.h.
+/* device/patterns.cuh — the token-level sparse attention patterns as plain data and one inline
+ * predicate, the same code on the host (C11: the builders of attn/sparse/patterns.h, the CPU
+ * reference) and inside kernels (CUDA C++, GPU or simulator). Definitions and their papers:
+ * examples/04_sparse_patterns/README.md, "The patterns"; the parser, the block mask and CSR
+ * builders are in attn/sparse/patterns.h.
  *
  * Positions. Query i of a sequence with Lq queries and Lk keys is compared with the keys at its
  * *aligned* position a = i + (Lk - Lq): the bottom-right alignment the chapter uses for causality

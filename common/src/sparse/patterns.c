@@ -1,7 +1,7 @@
 /* patterns.c — sparse attention patterns on the host: spec parsing and formatting, the
  * reference's mask, the per-tile block mask builder, the CSR form, statistics.
- * Conventions and definitions: attn/patterns.h and attn/patterns.cuh. */
-#include "attn/patterns.h"
+ * Conventions and definitions: attn/sparse/patterns.h and device/patterns.cuh. */
+#include "attn/sparse/patterns.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,8 +1,8 @@
-/* attn/patterns.h — sparse attention patterns on the host: parsing a pattern from the command
- * line, its token-level mask for the CPU reference, the fast block mask builder (FlexAttention's
- * BlockMask, attn/block_mask.h), the CSR form, density and metadata size.
+/* attn/sparse/patterns.h — sparse attention patterns on the host: parsing a pattern from the
+ * command line, its token-level mask for the CPU reference, the fast block mask builder
+ * (FlexAttention's BlockMask, attn/sparse/block_mask.h), the CSR form, density and metadata size.
  *
- * The patterns and their predicate are defined in attn/patterns.cuh (shared with the kernels).
+ * The patterns and their predicate are defined in device/patterns.cuh (shared with the kernels).
  *
  * Spec strings: parts joined by '+', each "kind:name=value,name=value":
  *   window:w=128                 |i - j| <= w                    (Longformer)
@@ -22,10 +22,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "attn/block_mask.h"
-#include "attn/patterns.cuh"
 #include "attn/problem.h"
 #include "attn/reference.h"
+#include "attn/sparse/block_mask.h"
+#include "device/patterns.cuh"
 
 #ifdef __cplusplus
 extern "C" {
@@ -34,6 +34,11 @@ extern "C" {
 /* The tile of the chapter's block-sparse kernels (Br = Bc = 64, as example 03's fa2_mma): the
  * block size of the block mask the example driver builds for them. */
 #define ATTN_SPARSE_TILE 64
+
+/* attn_kernel.serves (attn/problem.h) of a kernel that serves patterns of the given kind, and of
+ * one that serves every kind. */
+#define ATTN_SERVES_PATTERN(kind) ATTN_PATTERN_BIT(kind)
+#define ATTN_SERVES_ALL_PATTERNS (ATTN_PATTERN_BIT(ATTN_PATTERN_KINDS) - 1u)
 
 /* Parses spec into *out. Returns 0, or -1 with a one-line reason in err (naming the part and the
  * offending text). */

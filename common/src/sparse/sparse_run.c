@@ -1,5 +1,7 @@
-/* sparse_run.c — running a sparse example's kernels under a pattern (see attn/sparse_run.h). */
-#include "attn/sparse_run.h"
+/* sparse_run.c — running a sparse example's kernels under a pattern (see
+ * attn/sparse/sparse_run.h).
+ */
+#include "attn/sparse/sparse_run.h"
 
 #include "attn/device.h"
 
@@ -23,14 +25,18 @@ int attn_sparse_prepare(attn_sparse_run *st, const attn_sparse_example *ex, cons
     }
     if (spec == NULL)
         spec = ex->default_pattern;
-    if (attn_pattern_parse(spec, &st->pattern, why, len) != 0) /* the default: checked by tests */
+    char reason[224];
+    if (attn_pattern_parse(spec, &st->pattern, reason, sizeof reason) != 0) {
+        snprintf(why, len, "--pattern: %s", reason); /* the default: checked by tests */
         return ATTN_EXIT_USAGE;
+    }
     st->has_pattern = st->pattern.n_parts > 0;
     return 0;
 }
 
-static unsigned kernel_flags(const attn_sparse_run *st, int kernel_index) {
-    return st->ex != NULL ? st->ex->patterns[kernel_index] : 0u;
+/* What k serves (attn_kernel.serves); a dense example's kernels serve no pattern. */
+static unsigned kernel_flags(const attn_sparse_run *st, const attn_kernel *k) {
+    return st->ex != NULL ? k->serves : 0u;
 }
 
 /* "window, causal_window": the kinds in bits. */
@@ -43,15 +49,14 @@ static void kind_list(unsigned bits, char *buf, size_t len) {
                                      attn_pattern_kind_name(k));
 }
 
-static int refuses(const attn_sparse_run *st, const attn_kernel *k, int kernel_index, char *why,
-                   size_t len) {
-    unsigned flags = kernel_flags(st, kernel_index), kinds = flags & KIND_BITS;
+static int refuses(const attn_sparse_run *st, const attn_kernel *k, char *why, size_t len) {
+    unsigned flags = kernel_flags(st, k), kinds = flags & KIND_BITS;
     char list[128];
     kind_list(kinds, list, sizeof list);
-    if (flags & ATTN_PATTERNS_BASELINE)
+    if (flags & ATTN_SERVES_BASELINE)
         return 0;
     if (!st->has_pattern) {
-        if (flags == 0 || (flags & ATTN_PATTERNS_DENSE))
+        if (flags == 0 || (flags & ATTN_SERVES_DENSE))
             return 0;
         snprintf(why, len, "kernel '%s' needs a --pattern made of %s", k->name, list);
         return -1;
@@ -69,8 +74,8 @@ static int refuses(const attn_sparse_run *st, const attn_kernel *k, int kernel_i
     return -1;
 }
 
-static const attn_mask *mask_for(const attn_sparse_run *st, int kernel_index) {
-    if (!st->has_pattern || (kernel_flags(st, kernel_index) & ATTN_PATTERNS_BASELINE))
+static const attn_mask *mask_for(const attn_sparse_run *st, const attn_kernel *k) {
+    if (!st->has_pattern || (kernel_flags(st, k) & ATTN_SERVES_BASELINE))
         return NULL;
     return &st->mask;
 }
@@ -111,18 +116,19 @@ int attn_sparse_build(attn_sparse_run *st, const attn_problem *p, bool need_csr,
     return 0;
 }
 
-void attn_sparse_buffers(const attn_sparse_run *st, attn_buffers *b) {
+void attn_sparse_buffers(attn_sparse_run *st, attn_buffers *b) {
     if (st->ex == NULL)
         return;
-    b->block_mask = &st->blocks_dev;
-    b->pattern = st->has_pattern ? &st->pattern : NULL;
-    b->csr = st->csr_dev.row_ptr != NULL ? &st->csr_dev : NULL;
+    st->inputs.block_mask = &st->blocks_dev;
+    st->inputs.pattern = st->has_pattern ? &st->pattern : NULL;
+    st->inputs.csr = st->csr_dev.row_ptr != NULL ? &st->csr_dev : NULL;
+    b->sparse = &st->inputs;
 }
 
-static double kernel_flops(const attn_sparse_run *st, int kernel_index, const attn_problem *p) {
+static double kernel_flops(const attn_sparse_run *st, const attn_kernel *k, const attn_problem *p) {
     double dense = attn_problem_flops(p);
-    if (st->ex == NULL || !st->has_pattern ||
-        (kernel_flags(st, kernel_index) & ATTN_PATTERNS_BASELINE) || st->stats.dense_entries <= 0)
+    if (st->ex == NULL || !st->has_pattern || (kernel_flags(st, k) & ATTN_SERVES_BASELINE) ||
+        st->stats.dense_entries <= 0)
         return dense;
     return dense * st->stats.entries / st->stats.dense_entries;
 }
@@ -134,7 +140,7 @@ void attn_sparse_print_speedups(const attn_sparse_run *st, const attn_example *e
     const attn_run_record *base = NULL;
     for (int r = 0; r < n && base == NULL; ++r) {
         const attn_kernel *k = attn_example_find(ex, recs[r].kernel_id);
-        if (recs[r].timed && (kernel_flags(st, (int)(k - ex->kernels)) & ATTN_PATTERNS_BASELINE))
+        if (recs[r].timed && (kernel_flags(st, k) & ATTN_SERVES_BASELINE))
             base = &recs[r];
     }
     if (base == NULL)
@@ -149,23 +155,23 @@ void attn_sparse_print_speedups(const attn_sparse_run *st, const attn_example *e
                    base->time.median_ms / recs[r].time.median_ms);
 }
 
-attn_verdict attn_sparse_verdict(const attn_sparse_run *st, const attn_kernel *k, int kernel_index,
+attn_verdict attn_sparse_verdict(const attn_sparse_run *st, const attn_kernel *k,
                                  const attn_problem *p, char *why, size_t len) {
-    if (refuses(st, k, kernel_index, why, len) != 0)
+    if (refuses(st, k, why, len) != 0)
         return ATTN_KERNEL_CANNOT;
     return attn_kernel_verdict(k, p, why, len);
 }
 
-void attn_sparse_needs(const attn_sparse_run *st, int kernel_index, bool *csr, bool *dense) {
-    *csr |= (kernel_flags(st, kernel_index) & ATTN_PATTERNS_CSR) != 0;
-    *dense |= st->has_pattern && mask_for(st, kernel_index) == NULL;
+void attn_sparse_needs(const attn_sparse_run *st, const attn_kernel *k, bool *csr, bool *dense) {
+    *csr |= (kernel_flags(st, k) & ATTN_SERVES_CSR) != 0;
+    *dense |= st->has_pattern && mask_for(st, k) == NULL;
 }
 
-void attn_sparse_kernel_options(const attn_sparse_run *st, const attn_kernel *k, int kernel_index,
+void attn_sparse_kernel_options(const attn_sparse_run *st, const attn_kernel *k,
                                 const attn_problem *p, attn_run_opts *opts, char *why, size_t len) {
-    opts->refusal = refuses(st, k, kernel_index, why, len) != 0 ? why : NULL;
-    opts->dense_reference = mask_for(st, kernel_index) == NULL;
-    opts->flops = kernel_flops(st, kernel_index, p);
+    opts->refusal = refuses(st, k, why, len) != 0 ? why : NULL;
+    opts->dense_reference = mask_for(st, k) == NULL;
+    opts->flops = kernel_flops(st, k, p);
 }
 
 void attn_sparse_free(attn_sparse_run *st) {

@@ -1,5 +1,5 @@
-/* attn/kernel_common.cuh — the few device and launch helpers that every example's kernels share,
- * kept in one place so that the causal rule and the reductions are written once.
+/* device/kernel_common.cuh — the few device and launch helpers that every example's kernels
+ * share, kept in one place so that the causal rule and the reductions are written once.
  * Include after <cuda_runtime.h>; valid CUDA C++ for nvcc and for the simulator. */
 #ifndef ATTN_KERNEL_COMMON_CUH
 #define ATTN_KERNEL_COMMON_CUH

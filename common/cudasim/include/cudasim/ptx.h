@@ -1,0 +1,107 @@
+// cudasim/ptx.h — the simulator's versions of the PTX instructions that common/device/mma.cuh
+// wraps: mma.sync m16n8k16 (f16 and bf16 inputs, f32 accumulators), ldmatrix and cp.async.
+//
+// Inline PTX cannot be compiled for the host, so under the simulator each wrapper of mma.cuh
+// calls the function here with the same operands. Each reproduces the instruction's per-lane
+// fragment layout exactly (the layouts are drawn in mma.cuh, from the PTX ISA, sections "Matrix
+// Fragments for mma.m16n8k16 with floating point type" and "Warp-level matrix load instruction:
+// ldmatrix"), built on cudasim::warp_allgather: one warp collective per call, so a lane that
+// exited or lanes that call different functions are reported at the call site (file, line).
+//
+//   mma_m16n8k16<bf16>   each D element: acc = C[i][j]; for k = 0..15: acc += A[i][k] * B[k][j]
+//                        (fp32, in this order; every product is exact in fp32). The tensor
+//                        core's accumulation order and rounding are not specified, so a GPU may
+//                        differ in the last bits.
+//   ldmatrix<num, trans> each lane reads its own row (so ASan and TSan see the access where the
+//                        GPU makes it), then the rows are exchanged with one warp collective.
+//   cp_async_16          copies at once; the waits (commit_group, wait_group) have nothing to
+//                        wait for. The kernel's barrier after them is still needed: TSan reports
+//                        its absence.
+#ifndef CUDASIM_PTX_H
+#define CUDASIM_PTX_H
+
+#include <cstdint>
+#include <cstring>
+
+#include <cuda_runtime.h>
+#include <cudasim/half_types.h>
+
+// The trailing parameters a warp-wide wrapper takes on the simulator: its call site, for the
+// error reports of warp collectives.
+#define CUDASIM_PTX_CALL_SITE , const char *file = __builtin_FILE(), int line = __builtin_LINE()
+
+namespace cudasim {
+namespace ptx {
+
+inline unsigned lane_id() {
+    return (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
+}
+
+inline uint16_t element(uint32_t reg, unsigned which) {
+    return static_cast<uint16_t>(which ? reg >> 16 : reg & 0xffffu);
+}
+
+// ldmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16: each of the first 8 * num lanes reads its
+// row; every lane then picks its elements from all rows.
+template <int num, bool trans>
+inline void ldmatrix(uint32_t *r, const void *row, const char *what, const char *file, int line) {
+    unsigned lane = lane_id(), g = lane / 4, t = lane % 4;
+    uint16_t mine[8] = {};
+    if (lane < 8 * num)
+        memcpy(mine, row, sizeof mine);
+    uint16_t rows[32][8];
+    warp_allgather(mine, rows, sizeof mine, what, file, line);
+    for (int i = 0; i < num; ++i) {
+        const uint16_t(*m)[8] = rows + 8 * i;
+        uint16_t lo = trans ? m[2 * t][g] : m[g][2 * t];
+        uint16_t hi = trans ? m[2 * t + 1][g] : m[g][2 * t + 1];
+        r[i] = lo | static_cast<uint32_t>(hi) << 16;
+    }
+}
+
+template <bool bf16> inline float to_f32(uint16_t bits) {
+    return bf16 ? attn_bf16_to_f32(bits) : attn_f16_to_f32(bits);
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32: D = A * B + C; d may be c.
+template <bool bf16>
+inline void mma_m16n8k16(float *d, const uint32_t *a, const uint32_t *b, const float *c,
+                         const char *what, const char *file, int line) {
+    uint32_t mine[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
+    uint32_t regs[32][6]; // regs[lane] = that lane's a[0..3], b[0..1]
+    warp_allgather(mine, regs, sizeof mine, what, file, line);
+    unsigned lane = lane_id(), g = lane / 4, t = lane % 4;
+    // This lane's rows of A (g, g + 8) and columns of B (2t, 2t + 1), converted once. A[row][k]
+    // is in lane g * 4 + (k % 8) / 2, register row / 8 + 2 * (k / 8); B[k][col] in lane
+    // col * 4 + (k % 8) / 2, register 4 + k / 8 (of `regs`); the half is k % 2 in both.
+    float arow[2][16], bcol[2][16];
+    for (unsigned h = 0; h < 2; ++h)
+        for (unsigned k = 0; k < 16; ++k) {
+            arow[h][k] = to_f32<bf16>(element(regs[g * 4 + (k % 8) / 2][h + 2 * (k / 8)], k % 2));
+            bcol[h][k] =
+                to_f32<bf16>(element(regs[(2 * t + h) * 4 + (k % 8) / 2][4 + k / 8], k % 2));
+        }
+    float out[4];
+    for (unsigned i = 0; i < 4; ++i) {
+        const float *ar = arow[i / 2], *bc = bcol[i % 2]; // row g + 8 * (i / 2), column 2t + i % 2
+        float acc = c[i];
+        for (unsigned k = 0; k < 16; ++k)
+            acc += ar[k] * bc[k];
+        out[i] = acc;
+    }
+    memcpy(d, out, sizeof out);
+}
+
+// cp.async.cg.shared.global [dst], [src], 16, src_size: 16 bytes, or 16 zeros when !pred (the
+// source is then not read).
+inline void cp_async_16(void *smem_dst, const void *gmem_src, bool pred) {
+    if (pred)
+        memcpy(smem_dst, gmem_src, 16);
+    else
+        memset(smem_dst, 0, 16);
+}
+
+} // namespace ptx
+} // namespace cudasim
+
+#endif // CUDASIM_PTX_H
