@@ -53,7 +53,7 @@ extern "C" int sparse_mask_keep(int Lq, int Lk, int i, int j) { return keep_entr
 
 /* ================================ block mask ============================================== */
 
-/* STEP 2 (TODO, about 50 lines): the block mask of your pattern for problem p.
+/* STEP 2 (TODO, about 55 lines): the block mask of your pattern for problem p.
  * attn_block_mask_alloc(m, p->B, p->Lq, p->Lk, block_q, block_k) makes empty lists; then for
  * every query block qb (rows qb*block_q .. min((qb+1)*block_q, Lq) - 1) and key block kb (keys
  * kb*block_k .. min((kb+1)*block_k, Lk) - 1) decide from the pattern's structure whether ALL

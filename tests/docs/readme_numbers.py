@@ -4,7 +4,8 @@
 Two kinds of figures:
   tables   a README marks a generated table with  <!-- numbers:NAME --> ... <!-- /numbers:NAME -->
            and this script writes what lies between (NAME: 01-memory);
-  claims   a sentence fragment with figures in it (a shared-memory size, a tile count, a bound):
+  claims   a sentence fragment with figures in it (a shared-memory size, a tile count, a bound,
+           the length of a solution's function that a budget quotes):
            the fragment is formatted here from the formula and must appear verbatim in the README.
 
     python3 tests/docs/readme_numbers.py            rewrite the tables in place, then check
@@ -127,8 +128,22 @@ def claims_04():
     return out
 
 
+# ---- exercise 02: the builder's budget -------------------------------------------------------
+
+def claims_ex02():
+    """The solution's block-mask builder (its section of the file, helper included), in lines of
+    code: no blank lines, no comment lines."""
+    with open(os.path.join(ROOT, "solutions/02_sparse_mask/sparse_mask.cu")) as f:
+        text = f.read()
+    section = text[text.index("= block mask ="):text.index("= kernels =")]
+    code = [l for l in section.splitlines()[1:]
+            if l.strip() and not l.strip().startswith(("/*", "*", "//"))]
+    return [f"the solution's is {len(code)} lines of code"]
+
+
 TABLES = {EX01: {"01-memory": table_01_memory}}
-CLAIMS = {EX01: claims_01, EX02: claims_02, EX03: claims_03, EX04: claims_04}
+CLAIMS = {EX01: claims_01, EX02: claims_02, EX03: claims_03, EX04: claims_04,
+          "exercises/02_sparse_mask/README.md": claims_ex02}
 
 
 def main(argv):
