@@ -21,7 +21,7 @@ TOUR=(
     "02|02_flash_attention_minimal|flash_fwd|-B 1 -H 4 -L 512 -D 64 --reps 1|-B 4 -H 8 -L 2048 -D 64"
     "03|03_flash_attention_v2|flash2_fwd|-B 1 -H 4 -L 512 -D 64 --reps 1|-B 4 -H 8 -L 2048 -D 64"
     "03|03_flash_attention_v2|flash2_fwd|-B 1 -H 4 -L 512 -D 64 --dtype f16 --causal --reps 1|-B 4 -H 8 -L 2048 -D 64 --dtype f16 --causal"
-    "04|04_sparse_patterns|sparse_patterns|-B 1 -H 1 -L 1024 -D 64 --pattern window:w=64 --reps 1|-B 4 -H 8 -L 8192 -D 64 --pattern window:w=512"
+    "04|04_sparse_patterns|sparse_patterns|-B 1 -H 1 -L 1024 -D 64 --pattern window:w=64 --reps 1|-B 2 -H 8 -L 4096 -D 64 --pattern window:w=256"
     "05|05_deepseek_sparse|deepseek_sparse|--reps 1|"
 )
 
