@@ -15,14 +15,17 @@ cd "$ROOT"
 
 # The tour, in learning-path order: one run per line,
 #   NN | folder under examples/ | program | simulator arguments | GPU arguments
+# (simulator runs add --reps 1).
 # An example whose folder does not exist yet is left out. Add an example: add its line(s).
 TOUR=(
-    "01|01_attention_basics|naive_attention|-B 1 -H 4 -L 512 -D 64 --reps 1|-B 4 -H 8 -L 2048 -D 64"
-    "02|02_flash_attention_minimal|flash_fwd|-B 1 -H 4 -L 512 -D 64 --reps 1|-B 4 -H 8 -L 2048 -D 64"
-    "03|03_flash_attention_v2|flash2_fwd|-B 1 -H 4 -L 512 -D 64 --reps 1|-B 4 -H 8 -L 2048 -D 64"
-    "03|03_flash_attention_v2|flash2_fwd|-B 1 -H 4 -L 512 -D 64 --dtype f16 --causal --reps 1|-B 4 -H 8 -L 2048 -D 64 --dtype f16 --causal"
-    "04|04_sparse_patterns|sparse_patterns|-B 1 -H 1 -L 1024 -D 64 --pattern window:w=64 --reps 1|-B 2 -H 8 -L 4096 -D 64 --pattern window:w=256"
-    "05|05_deepseek_sparse|deepseek_sparse|--reps 1|"
+    "01|01_attention_basics|naive_attention|-B 1 -H 4 -L 512 -D 64|-B 4 -H 8 -L 2048 -D 64"
+    "02|02_flash_attention_minimal|flash_fwd|-B 1 -H 4 -L 512 -D 64|-B 4 -H 8 -L 2048 -D 64"
+    "03|03_flash_attention_v2|flash2_fwd|-B 1 -H 4 -L 512 -D 64|-B 4 -H 8 -L 2048 -D 64"
+    "03|03_flash_attention_v2|flash2_fwd|-B 1 -H 4 -L 512 -D 64 --dtype f16 --causal\
+|-B 4 -H 8 -L 2048 -D 64 --dtype f16 --causal"
+    "04|04_sparse_patterns|sparse_patterns|-B 1 -H 1 -L 1024 -D 64 --pattern window:w=64\
+|-B 2 -H 8 -L 4096 -D 64 --pattern window:w=256"
+    "05|05_deepseek_sparse|deepseek_sparse||"
 )
 
 usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -86,7 +89,7 @@ verdicts=()
 failed=0
 for line in "${runs[@]}"; do
     IFS='|' read -r nn folder program sim_args gpu_args <<<"$line"
-    args=$sim_args
+    args="$sim_args --reps 1" # the simulator: one timed run (its timings are CPU timings)
     [ $backend = gpu ] && args=$gpu_args
     exe="build/$preset/examples/$folder/${program}_$backend"
     say "[$((++step))/$steps] example $nn: $exe $args"
@@ -106,7 +109,8 @@ done
 
 if [ -z "$only" ]; then
     bench="build/$preset/benchmarks/bench_attention_$backend"
-    say "[$((++step))/$steps] the comparison table on this machine ($bench --grid seed-table --table)"
+    say "[$((++step))/$steps] the comparison table on this machine" \
+        "($bench --grid seed-table --table)"
     if "$bench" --grids 2>/dev/null | grep -q 'seed-table'; then
         "$bench" --grid seed-table --table || failed=1
     else

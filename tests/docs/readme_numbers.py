@@ -52,7 +52,8 @@ def claims_01():
     B, H, L, D = 4, 8, 8192, 64
     n = B * H * L * L
     assert n == 2 ** 31
-    return [f"the ratio is `L / 4D` — at L = {L} and D = {D}, the score matrix is {L // (4 * D)}× "
+    return [f"the ratio is `L / 4D` — at L = {L} and D = {D}, the score matrix is "
+            f"{L // (4 * D)}× "
             "larger than Q, K, V and O together",
             f"has B·H·L² = 2³¹ elements exactly"]
 
@@ -71,7 +72,8 @@ def claims_03():
     pipeline = lambda D: 5 * 64 * D * 2         # Q + 2 x (K + V): [64][D] halves
     out = [f"bytes — {fp32(128):,} B = {fp32(128) / KIB:.1f} KiB at D = 128",
            f"{size(padded(64))} at D = 64, {size(padded(128))} at D = 128 (opt-in)",
-           f"`5 · 64 · D · 2` bytes, {size(pipeline(64))} at D = 64 and {size(pipeline(128))} at "
+           f"`5 · 64 · D · 2` bytes, {size(pipeline(64))} at D = 64 and "
+           f"{size(pipeline(128))} at "
            f"D = 128 (version 2: {padded(64) // KIB} and {padded(128) // KIB} KiB)"]
     # Causal tiles at Lq = Lk = 1024, Br = 64: query tile q's last row sees keys < 64(q + 1).
     for bc in (32, 64):
