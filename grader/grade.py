@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""grade.py -- the chapter's grader (grader/README.md; DESIGN section 6). Python 3 standard library.
+"""grade.py -- the chapter's grader (its design and manual: grader/README.md). Python 3 standard
+library.
 
   grade.py 01_mini_flash                          grade my exercise (exercises/01_mini_flash/)
   grade.py 01_mini_flash path/to/mini_flash.cu    grade one submission

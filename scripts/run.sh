@@ -1,32 +1,124 @@
 #!/usr/bin/env bash
-# scripts/run.sh — builds the chapter and runs Example 01 (naive attention): on the GPU where
-# there is one, otherwise on the CPU simulator. Extra arguments go to the example, e.g.
-#   scripts/run.sh --causal -L 512          scripts/run.sh --help
+# scripts/run.sh — the chapter tour: builds the examples, runs each one in learning-path order,
+# checked against the double-precision CPU reference (PASS/FAIL), and ends with the comparison
+# table of the implementations on this machine.
+#   scripts/run.sh                 the whole tour
+#   scripts/run.sh --example 03    one example (build included)
+#   scripts/run.sh --help
+# Backend: the GPU build (preset gpu, programs in build/gpu/) only where a GPU answers
+# (`nvidia-smi -L` lists one); otherwise the CPU simulator (preset sim, build/sim/), even where
+# nvcc is installed. Simulator runs use smaller sizes; their timings are CPU timings.
+# Exit status: 0 when every example passed, 1 when one failed, 2 on a bad option.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 cd "$ROOT"
 
+# The tour, in learning-path order: one run per line,
+#   NN | folder under examples/ | program | simulator arguments | GPU arguments
+# (simulator runs add --reps 1).
+# An example whose folder does not exist yet is left out. Add an example: add its line(s).
+TOUR=(
+    "01|01_attention_basics|naive_attention|-B 1 -H 4 -L 512 -D 64|-B 4 -H 8 -L 2048 -D 64"
+    "02|02_flash_attention_minimal|flash_fwd|-B 1 -H 4 -L 512 -D 64|-B 4 -H 8 -L 2048 -D 64"
+    "03|03_flash_attention_v2|flash2_fwd|-B 1 -H 4 -L 512 -D 64|-B 4 -H 8 -L 2048 -D 64"
+    "03|03_flash_attention_v2|flash2_fwd|-B 1 -H 4 -L 512 -D 64 --dtype f16 --causal\
+|-B 4 -H 8 -L 2048 -D 64 --dtype f16 --causal"
+    "04|04_sparse_patterns|sparse_patterns|-B 1 -H 1 -L 1024 -D 64 --pattern window:w=64\
+|-B 2 -H 8 -L 4096 -D 64 --pattern window:w=256"
+    "05|05_deepseek_sparse|deepseek_sparse||"
+)
+
+usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
+only=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+    -h | --help) usage; exit 0 ;;
+    --example)
+        [ $# -ge 2 ] || { echo "error: --example needs a number (01, 02, ...)" >&2; exit 2; }
+        [[ "$2" =~ ^[0-9]{1,2}$ ]] ||
+            { echo "error: --example takes a number such as 03 (got '$2')" >&2; exit 2; }
+        only=$(printf '%02d' "$((10#$2))")
+        shift 2 ;;
+    *) echo "error: unknown option '$1' (see scripts/run.sh --help)" >&2; exit 2 ;;
+    esac
+done
+
+# The runs of the tour that exist here (and match --example).
+runs=()
+for line in "${TOUR[@]}"; do
+    IFS='|' read -r nn folder _ <<<"$line"
+    [ -d "examples/$folder" ] || continue
+    [ -z "$only" ] || [ "$nn" = "$only" ] || continue
+    runs+=("$line")
+done
+if [ ${#runs[@]} -eq 0 ]; then
+    echo "error: no example $only in this checkout (ls examples/)" >&2
+    exit 2
+fi
+
 attn_need_build_tools
-preset=sim
-attn_have_nvcc && preset=default
-say "configuring (preset '$preset')"
-cmake --preset "$preset" >/dev/null
-say "building (log: build/$preset/build.log)"
+if attn_have_gpu; then
+    preset=gpu backend=gpu
+    say "a GPU answers: $(nvidia-smi -L | head -1); using the GPU build (build/gpu)"
+else
+    preset=sim backend=sim
+    say "no usable GPU here: using the CPU simulator build (build/sim); its timings are CPU timings"
+fi
+
+targets=()
+for line in "${runs[@]}"; do
+    IFS='|' read -r _ _ program _ <<<"$line"
+    [[ " ${targets[*]-} " == *" ${program}_$backend "* ]] || targets+=("${program}_$backend")
+done
+[ -n "$only" ] || targets+=("bench_attention_$backend")
 log="build/$preset/build.log"
-if ! cmake --build --preset "$preset" -j "$JOBS" >"$log" 2>&1; then
+mkdir -p "build/$preset"
+step=0
+steps=$((${#runs[@]} + 1))
+[ -n "$only" ] || steps=$((steps + 1))
+say "[$((++step))/$steps] configure and build (${targets[*]}; log: $log)"
+start=$SECONDS
+if ! { cmake --preset "$preset" && cmake --build --preset "$preset" -j "$JOBS" \
+    --target "${targets[@]}"; } >"$log" 2>&1; then
     grep -E -A6 'error' "$log" | head -60
     die "the build failed (full log: $log)"
 fi
+echo "built in $((SECONDS - start)) s"
 
-ex="build/$preset/examples/01_attention_basics"
-if [ -x "$ex/naive_attention_gpu" ]; then
-    say "Example 01 on the GPU"
+verdicts=()
+failed=0
+for line in "${runs[@]}"; do
+    IFS='|' read -r nn folder program sim_args gpu_args <<<"$line"
+    args="$sim_args --reps 1" # the simulator: one timed run (its timings are CPU timings)
+    [ $backend = gpu ] && args=$gpu_args
+    exe="build/$preset/examples/$folder/${program}_$backend"
+    say "[$((++step))/$steps] example $nn: $exe $args"
+    t0=$SECONDS
     set +e
-    "$ex/naive_attention_gpu" "$@"
+    # shellcheck disable=SC2086  # the arguments are words
+    "$exe" $args
     rc=$?
     set -e
-    [ $rc -ne 77 ] && exit $rc
-    say "no usable GPU here (see the line above): running on the CPU simulator instead"
+    if [ $rc -eq 0 ]; then
+        verdicts+=("example $nn ($program $args): PASS, $((SECONDS - t0)) s")
+    else
+        verdicts+=("example $nn ($program $args): FAIL (exit status $rc)")
+        failed=1
+    fi
+done
+
+if [ -z "$only" ]; then
+    bench="build/$preset/benchmarks/bench_attention_$backend"
+    say "[$((++step))/$steps] the comparison table on this machine" \
+        "($bench --grid seed-table --table)"
+    if "$bench" --grids 2>/dev/null | grep -q 'seed-table'; then
+        "$bench" --grid seed-table --table || failed=1
+    else
+        echo "comparison table: not in this build ($bench has no --grid seed-table yet);"
+        echo "  benchmarks/README.md lists the grids it has: $bench --grids"
+    fi
 fi
-say "Example 01 on the CPU simulator"
-exec "$ex/naive_attention_sim" "$@"
+
+say "summary ($backend backend, $((SECONDS - start)) s in all)"
+printf '  %s\n' "${verdicts[@]}"
+exit $failed

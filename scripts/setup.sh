@@ -59,3 +59,10 @@ attn_have_nvcc() {
     [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH" && return 0
     return 1
 }
+
+# Is a GPU usable here? nvidia-smi must list one (a driver that answers). nvcc alone is not enough:
+# the gpu build compiles without a GPU, but its programs can only say "no GPU" and exit 77.
+attn_have_gpu() {
+    command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU ' || return 1
+    attn_have_nvcc
+}

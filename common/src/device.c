@@ -91,8 +91,13 @@ void *attn_device_alloc(size_t bytes) {
 }
 
 void attn_device_free(void *p) {
-    if (p != NULL)
-        attn_cuda_report(cudaFree(p), "cudaFree(p)", __FILE__, __LINE__);
+    if (p == NULL)
+        return;
+    cudaError_t err = cudaFree(p);
+    /* After a fault in a kernel, every later call returns that sticky error: the launch has
+     * reported it already, so the clean-up does not repeat it once per buffer. */
+    if (err != cudaErrorLaunchFailure && err != cudaErrorIllegalAddress)
+        attn_cuda_report(err, "cudaFree(p)", __FILE__, __LINE__);
 }
 
 int attn_to_device(void *dst, const void *src, size_t bytes) {

@@ -53,7 +53,7 @@ extern "C" int sparse_mask_keep(int Lq, int Lk, int i, int j) { return keep_entr
 
 /* ================================ block mask ============================================== */
 
-/* STEP 2 (TODO, about 25 lines): the block mask of your pattern for problem p.
+/* STEP 2 (TODO, about 55 lines): the block mask of your pattern for problem p.
  * attn_block_mask_alloc(m, p->B, p->Lq, p->Lk, block_q, block_k) makes empty lists; then for
  * every query block qb (rows qb*block_q .. min((qb+1)*block_q, Lq) - 1) and key block kb (keys
  * kb*block_k .. min((kb+1)*block_k, Lk) - 1) decide from the pattern's structure whether ALL
@@ -81,7 +81,7 @@ extern "C" int sparse_mask_build_block_mask(attn_block_mask *m, const attn_probl
  *                          +---+---+---+---+---+---+---+---+
  *   query block qb  Q_i -> | P |   |   | P |   | P | F | P |   full_kv_indices  = {6}
  *   (Br rows, thread r     +---+---+---+---+---+---+---+---+   kv_indices       = {0, 3, 5, 7}
- *    owns row i0 + r)        landmark    landmark  window
+ *    owns row i0 + r)      (an example: which tiles are F or P is up to your pattern)
  *
  *   for each listed tile: load K_j, V_j (all threads) -> S_ij = scale * Q_i K_j^T (thread r: its
  *   row) -> mask: full tile only j < Lk; partial tile also causality and keep(i, j) -> online

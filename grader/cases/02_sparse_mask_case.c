@@ -438,7 +438,7 @@ static int case_mask_valid(const grader_case *c, grader_result *r) {
                      p.causal ? " causal" : "", sh[4], sh[5], why);
         attn_block_mask_free(&m);
     }
-    set_outcome(r, ok == n, (double)ok / n);
+    set_outcome(r, ok == n, ok == n ? 1.0 : 0.0); /* a correctness case: all or nothing */
     if (ok == n)
         snprintf(r->message, sizeof r->message, "block masks exact on all %d shapes", n);
     else

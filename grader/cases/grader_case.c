@@ -153,12 +153,19 @@ static void mismatch_message(grader_result *r, const char *what, const char *aga
         snprintf(where, sizeof where, " at %s: got %.6g, want %.6g", idx,
                  isnan(m->got) ? NAN : m->got, m->want); /* NAN: print "nan", never "-nan" */
     }
-    const char *nan_note = c->nonfinite == 0            ? ""
-                           : c->nonfinite == c->checked ? ", all NaN/inf (output never written?)"
-                                                        : ", some NaN/inf (unwritten elements, or "
-                                                          "a NaN in the arithmetic?)";
-    snprintf(r->message, sizeof r->message, "%s differs from the %s%s; %zu of %zu elements wrong%s",
-             what, against, where, c->bad, c->checked, nan_note);
+    /* What a NaN tells: O starts as NaN, and NaN surrounds every input, so the element was
+     * either never written or computed from a NaN (a read past an input's end, e.g. a key past
+     * Lk, or a NaN made by the arithmetic itself). */
+    const char *how_many = c->nonfinite == 0            ? ""
+                           : c->nonfinite == c->checked ? ", all NaN/inf"
+                                                        : ", some NaN/inf";
+    const char *why = c->nonfinite == 0 ? ""
+                                        : ": never written, or computed from a NaN (a read past "
+                                          "the end of an input such as a key past Lk, or "
+                                          "exp(-inf + inf))";
+    snprintf(r->message, sizeof r->message,
+             "%s differs from the %s%s; %zu of %zu elements wrong%s%s", what, against, where,
+             c->bad, c->checked, how_many, why);
 }
 
 /* Inputs on the device equal to the checker's copy, guard zones intact? 0, or 1 with a message. */

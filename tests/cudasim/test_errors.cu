@@ -156,6 +156,11 @@ int main(int argc, char **argv) {
         cudasim_set_order(CUDASIM_ORDER_REVERSE, 0);
         early_exit<<<4, 64>>>(ints);
         check_sticky("early_exit");
+    } else if (c == "pointer_launch") {
+        // Launched through a pointer: the message names the kernel, and the pointer as written.
+        void (*kernel)(int *) = early_exit;
+        kernel<<<4, 64>>>(ints);
+        check_sticky("early_exit");
     } else if (c == "deadlock") {
         deadlock_kernel<<<1, 64>>>(ints);
         check_sticky("deadlock_kernel");

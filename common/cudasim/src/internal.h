@@ -88,6 +88,10 @@ constexpr size_t smem_optin = 227 * 1024;
 constexpr unsigned max_threads_per_block = 1024;
 
 std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// How messages name the kernel of a launch: 'name' as the launch wrote it, or, when it was
+// launched through a pointer (`scores<<<...>>>` with `scores` a parameter), the function's own
+// name from the executable's symbol table: 'scores_tiled' (launched as 'scores').
+std::string kernel_label(const launch_desc &d);
 
 } // namespace detail
 } // namespace cudasim

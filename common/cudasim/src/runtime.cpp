@@ -6,6 +6,10 @@
 #include <cstdarg>
 #include <cstdlib>
 #include <cstring>
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <elf.h>
+#include <fstream>
 #include <map>
 #include <thread>
 #include <unistd.h>
@@ -126,6 +130,60 @@ void report_error(const std::string &message) {
     }
     std::fprintf(stderr, "cudasim: error: %s\n", message.c_str());
     std::fflush(stderr);
+}
+
+// The name of the function at `fn` from the ELF symbol table of the file that holds it (static
+// functions are not in the dynamic table, so dladdr alone cannot name them); "" if not found.
+static std::string function_name(const void *fn) {
+    Dl_info info;
+    if (!dladdr(fn, &info) || !info.dli_fname)
+        return "";
+    std::ifstream f(info.dli_fname[0] ? info.dli_fname : "/proc/self/exe", std::ios::binary);
+    std::string elf((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (elf.size() < sizeof(Elf64_Ehdr) || elf.compare(0, 4, ELFMAG) != 0)
+        return "";
+    auto eh = reinterpret_cast<const Elf64_Ehdr *>(elf.data());
+    uintptr_t target = reinterpret_cast<uintptr_t>(fn) -
+                       (eh->e_type == ET_DYN ? reinterpret_cast<uintptr_t>(info.dli_fbase) : 0);
+    if (eh->e_shoff + size_t(eh->e_shnum) * sizeof(Elf64_Shdr) > elf.size())
+        return "";
+    auto sh = reinterpret_cast<const Elf64_Shdr *>(elf.data() + eh->e_shoff);
+    for (int s = 0; s < eh->e_shnum; ++s) {
+        if (sh[s].sh_type != SHT_SYMTAB || sh[s].sh_link >= eh->e_shnum ||
+            sh[s].sh_offset + sh[s].sh_size > elf.size())
+            continue;
+        const Elf64_Shdr &strtab = sh[sh[s].sh_link];
+        auto sym = reinterpret_cast<const Elf64_Sym *>(elf.data() + sh[s].sh_offset);
+        for (size_t n = 0; n < sh[s].sh_size / sizeof(Elf64_Sym); ++n) {
+            if (ELF64_ST_TYPE(sym[n].st_info) != STT_FUNC || sym[n].st_value != target ||
+                strtab.sh_offset + sym[n].st_name >= elf.size())
+                continue;
+            const char *mangled = elf.data() + strtab.sh_offset + sym[n].st_name;
+            int status = 0;
+            char *plain = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+            std::string name = status == 0 && plain ? plain : mangled;
+            std::free(plain);
+            name = name.substr(0, name.find('(')); // no parameter list
+            size_t lt = name.find('<'), sp = name.rfind(' ', lt);
+            return sp == std::string::npos ? name : name.substr(sp + 1); // no return type
+        }
+    }
+    return "";
+}
+
+std::string kernel_label(const launch_desc &d) {
+    static std::mutex m;
+    static std::unordered_map<const void *, std::string> names; // looked up once per kernel
+    std::string name;
+    {
+        std::lock_guard<std::mutex> lock(m);
+        auto it = names.find(d.fn);
+        name = it != names.end() ? it->second : (names[d.fn] = function_name(d.fn));
+    }
+    std::string written = d.kernel;
+    if (name.empty() || name == written || name.compare(0, written.size() + 1, written + "<") == 0)
+        return "'" + written + "'";
+    return "'" + name + "' (launched as '" + written + "')";
 }
 
 void set_sticky(cudaError_t err) { sticky = err; }

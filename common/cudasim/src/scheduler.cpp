@@ -187,8 +187,8 @@ class block_runner {
     [[noreturn]] void thread_exit();
 
     std::string where(const sim_thread &t) const {
-        return format("kernel '%s' block %s thread %s", ls_->desc->kernel, fmt3(blockIdx).c_str(),
-                      fmt3(t.tid).c_str());
+        return format("kernel %s block %s thread %s", kernel_label(*ls_->desc).c_str(),
+                      fmt3(blockIdx).c_str(), fmt3(t.tid).c_str());
     }
     std::string where_at(const sim_thread &t, const char *file, int line) const {
         return where(t) + format(" at %s:%d", file, line);

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""test_grader.py -- tests of the grader (CTest label `grading`; DESIGN section 6).
+"""test_grader.py -- tests of the grader (CTest label `grading`; grader/README.md, "Tests of the
+grader").
 
   test_grader.py --build-dir build/sim --exercise 01_mini_flash CHECK
 
@@ -10,7 +11,9 @@ hidden, usage, gradescope. A planted bug (planted.json) has "why", "replace" (ex
 by one of the named checks, not as a planted:<name> test). Every check runs grader/grade.py as a
 user would (a subprocess) and reads the results.json it writes. Planted bugs are made from the
 solution at test time by exact text replacement; a text that is gone fails the test, so it never
-silently grades an unbroken kernel.
+silently grades an unbroken kernel. The skeleton is the one the repository shipped
+(pristine.py: read from git objects by its recorded blob id), never the learner's working copy,
+so these tests still pass after the learner has solved the exercise.
 """
 import argparse
 import atexit
@@ -22,6 +25,8 @@ import sys
 import tempfile
 import time
 import zipfile
+
+import pristine
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -83,7 +88,7 @@ def check_gradescope_shape(results):
 
 
 def planted_bugs(exercise):
-    """{name: bug} from tests/grading/planted.json: deliberately broken copies of the exercise's
+    """{name: bug} from tests/exercises/planted.json: deliberately broken copies of the exercise's
     solution, each made by exact text replacement ({why, fails, replace, sanitizers})."""
     with open(os.path.join(HERE, "planted.json")) as f:
         return dict(json.load(f).get(exercise, {}))
@@ -107,7 +112,7 @@ def planted_copy(args, name):
     for text, replacement in bug["replace"]:
         if body.count(text) != 1:
             fail(f"planted bug {name}: the text {text!r} is not in the solution exactly once; "
-                 "update tests/grading/planted.json")
+                 "update tests/exercises/planted.json")
         body = body.replace(text, replacement)
     folder = tempfile.mkdtemp(prefix=f"planted-{name}-", dir=WORK)
     path = os.path.join(folder, spec["submission_file"])
@@ -147,7 +152,16 @@ def solution_path(args):
 
 
 def skeleton_path(args):
-    return os.path.join(ROOT, "exercises", args.exercise, spec_of(args.exercise)["submission_file"])
+    """The shipped skeleton, copied out of the repository's objects (never the learner's file)."""
+    folder = tempfile.mkdtemp(prefix="skeleton-", dir=WORK)
+    path = os.path.join(folder, spec_of(args.exercise)["submission_file"])
+    try:
+        data = pristine.skeleton(args.exercise)
+    except LookupError as e:
+        fail(str(e))
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
 
 
 # ---- checks ------------------------------------------------------------------------------------
