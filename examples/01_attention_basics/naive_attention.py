@@ -32,7 +32,8 @@ import torch.nn.functional as F
 
 TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "python",
                      "test_naive_attention.py")
-TESTS_HELP = "tests/python/test_naive_attention.py, given the other arguments (--c-dump PATH)"
+USAGE = ("naive_attention.py [--all [--c-dump PATH]]"
+         "   (--all: every check, by tests/python/test_naive_attention.py)")
 
 # ----------------------------------------------------------------------------------------------
 # The reference
@@ -91,10 +92,7 @@ def demo():
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--all", action="store_true", help="run every check: " + TESTS_HELP)
-    args, rest = ap.parse_known_args()
-    if args.all:
-        sys.exit(subprocess.call([sys.executable, TESTS] + rest))
-    ap.parse_args()  # a plain run takes no other argument
+    if sys.argv[1:2] == ["--all"]:  # every check: the test file, given the other arguments
+        sys.exit(subprocess.call([sys.executable, TESTS] + sys.argv[2:]))
+    argparse.ArgumentParser(usage=USAGE, description=__doc__.split("\n")[0]).parse_args()
     demo()

@@ -38,6 +38,8 @@ import torch
 
 TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "python",
                      "test_sparse_patterns.py")
+USAGE = ("sparse_patterns.py [--all [--c-dump PATH]]"
+         "   (--all: every check, by tests/python/test_sparse_patterns.py)")
 
 TILE = 64  # the kernels' tile (ATTN_SPARSE_TILE): Br = Bc = 64
 MASK64 = (1 << 64) - 1
@@ -296,7 +298,7 @@ def pattern_stats(spec, lq, lk, causal=False, tile=TILE):
 # Demo: the README's table
 # ----------------------------------------------------------------------------------------------
 
-DEMO = [  # spec, L, causal: the issue's density targets first (50% at 4k, 25% at 8k, 10% at 16k)
+DEMO = [  # spec, L, causal: the chapter's density targets first (50% at 4k, 25% at 8k, 10% at 16k)
     ("window:w=1200", 4096, False),
     ("window:w=1100", 8192, False),
     ("window:w=840", 16384, False),
@@ -315,16 +317,13 @@ def demo():
     for spec, L, causal in DEMO:
         s = pattern_stats(spec, L, L, causal)
         print(f"{spec:<28} {L:>6} {'yes' if causal else 'no ':<6} {100 * s['density']:6.2f}%"
-              f" {s['speedup']:13.2f}x {100 * s['visited']:12.1f}%  {s['full']:5d}/{s['partial']:<6d}"
+              f" {s['speedup']:13.2f}x {100 * s['visited']:12.1f}%"
+              f"  {s['full']:5d}/{s['partial']:<6d}"
               f" {s['metadata'] / 1024:8.1f} KiB")
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--all", action="store_true", help="run every check: "
-                    "tests/python/test_sparse_patterns.py, given the other arguments (--c-dump)")
-    args, rest = ap.parse_known_args()
-    if args.all:
-        sys.exit(subprocess.call([sys.executable, TESTS] + rest))
-    ap.parse_args()  # a plain run takes no other argument
+    if sys.argv[1:2] == ["--all"]:  # every check: the test file, given the other arguments
+        sys.exit(subprocess.call([sys.executable, TESTS] + sys.argv[2:]))
+    argparse.ArgumentParser(usage=USAGE, description=__doc__.split("\n")[0]).parse_args()
     demo()

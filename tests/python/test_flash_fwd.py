@@ -32,7 +32,8 @@ def check_against_sdpa(c):
         for causal in (False, True):
             q, k, v = random_qkv(b, h, lq, lk, d, seed=lq * 1000 + lk)
             o, _ = flash_fwd(q, k, v, causal=causal)
-            want = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(lq, lk) if causal else None)
+            mask = causal_mask(lq, lk) if causal else None
+            want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
             rows = visible_rows(lq, lk, causal)
             c.close(o[..., rows, :], want[..., rows, :], 1e-12, 1e-10,
                     f"sdpa B={b} H={h} Lq={lq} Lk={lk} D={d} causal={causal}")
@@ -68,7 +69,8 @@ def check_stability(c):
         q, k, v = random_qkv(1, 2, 129, 100, 64, amplitude=12.0, seed=11)
         want, _ = naive_attention(q, k, v, causal=causal)
         o32, _ = flash_fwd(q.float(), k.float(), v.float(), causal=causal)
-        c.expect(bool(torch.isfinite(o32).all()), f"fp32 online softmax finite at |S|~100 causal={causal}")
+        c.expect(bool(torch.isfinite(o32).all()),
+                 f"fp32 online softmax finite at |S|~100 causal={causal}")
         # The same margin as naive_attention.py's check: fp32 scores of size ~100 carry errors
         # ~1e-5..1e-4 that become relative errors of that size in P.
         c.close(o32, want, 1e-3, 1e-3, f"fp32 online softmax vs fp64 at |S|~100 causal={causal}")

@@ -58,7 +58,8 @@ def check_predicates(c):
     c.expect(keeps("window:w=2", 10, 8) and not keeps("window:w=2", 10, 13), "window w=2")
     c.expect(keeps("causal_window:w=3", 10, 8) and not keeps("causal_window:w=3", 10, 7),
              "causal window W=3")
-    c.expect(keeps("causal_window:w=3", 0, 17, 1, 20) and not keeps("causal_window:w=3", 0, 16, 1, 20),
+    c.expect(keeps("causal_window:w=3", 0, 17, 1, 20)
+             and not keeps("causal_window:w=3", 0, 16, 1, 20),
              "causal window, Lq=1: the query sits at the last position")
     c.expect(keeps("dilated:w=2,d=3", 10, 4) and not keeps("dilated:w=2,d=3", 10, 11), "dilated")
     c.expect(keeps("strided:l=4", 10, 2) and not keeps("strided:l=4", 10, 5), "strided")
@@ -187,7 +188,8 @@ def check_c_builders(c, tool):
                          f"{what}: block mask lists the same tiles")
             else:
                 c.expect(all(torch.equal(g[b], w) for g, w in zip(got, ref) for b in range(B)),
-                         f"{what}: block mask (attn_pattern_block_mask) equals FlexAttention's rule")
+                         f"{what}: block mask (attn_pattern_block_mask) equals "
+                         "FlexAttention's rule")
             if tile == 8:
                 o, lse = sparse_attention(t["q"].double(), t["k"].double(), t["v"].double(),
                                           spec, causal)
