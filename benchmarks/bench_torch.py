@@ -10,13 +10,13 @@ side by side:
     torch/flex            FlexAttention (torch.compile'd) with a BlockMask (causal or --pattern)
     torch/naive           matmul, softmax, matmul: the L x L scores materialised
 
-Example 04's sparse patterns (--pattern SPEC, or --grid issue4) take the harness's spec syntax
+Example 04's sparse patterns (--pattern SPEC, or --grid sparse) take the harness's spec syntax
 (attn/patterns.h: window, causal_window, dilated, strided, fixed, global, bigbird, unions with
 '+'), parsed and evaluated by examples/04_sparse_patterns/sparse_patterns.py (the PyTorch
 reference checked against the C builders). FlexAttention gets the pattern's predicate as its
 mask_mod and a BlockMask of --flex-block (64) tiles, the tiles of our kernels; the SDPA backends
 and naive PyTorch get a dense boolean L x L mask when it fits in 2 GiB (else SKIP); sdpa_flash
-takes no mask (SKIP: --grid issue4 measures it on the dense problem of the same shape instead).
+takes no mask (SKIP: --grid sparse measures it on the dense problem of the same shape instead).
 The FLOP model counts only the computed entries; records carry pattern (the canonical spec),
 density and speedup_bound (benchmarks/README.md).
 
@@ -27,15 +27,17 @@ batches of repetitions until the spread (IQR/median) is small. Peak memory:
 torch.cuda.max_memory_allocated over the call, inputs included, like bench_attention's.
 A backend this torch or this GPU does not offer is recorded as SKIP with the reason.
 
-    python benchmarks/bench_torch.py --grid issue3 --out benchmarks/results/<device>/bench_torch.jsonl
+    python benchmarks/bench_torch.py --grid dense --out torch.jsonl
+    python benchmarks/bench_torch.py --grid seed-table      (the course's comparison table)
     python benchmarks/bench_torch.py --L 4096 --D 128 --H 16 --dtype f16 --impl sdpa_flash,flex
     python benchmarks/bench_torch.py --L 4096 --pattern window:w=256+global:n=16
-    python benchmarks/bench_torch.py --grid issue4 --dry-run     (lists the runs; no GPU needed)
+    python benchmarks/bench_torch.py --grid sparse --dry-run     (lists the runs; no GPU needed)
 Without a CUDA GPU it prints one line and exits 77 (these are GPU peers only).
 """
 import argparse
 import datetime
 import functools
+import importlib.util
 import json
 import math
 import os
@@ -46,23 +48,32 @@ import warnings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMPLS = ["sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "sdpa_math", "flex", "naive"]
-ISSUE3_L = [1024, 2048, 4096, 8192, 16384]
+DENSE_L = [1024, 2048, 4096, 8192, 16384]
 # Example 04's grid, as bench_attention's: (L, causal, patterns) at B=1 H=16 D=128 f16/bf16, for
 # the densities 50 / 25 / 10 % and Mistral's window at 128k. On each pattern problem the peers
 # that take a pattern; on the dense problem of the same shape sdpa_flash, the dense baseline.
-ISSUE4 = [(4096, False, ["window:w=1199", "bigbird:b=128,r=10,seed=1"]),
+SPARSE = [(4096, False, ["window:w=1199", "bigbird:b=128,r=10,seed=1"]),
           (8192, False, ["window:w=1097", "bigbird:b=128,r=9,seed=1"]),
           (16384, False, ["window:w=840", "bigbird:b=128,r=6,seed=1"]),
           (131072, True, ["causal_window:w=4096"])]
 # The same presets as bench_attention.c (sim and tiny are simulator grids: not here). A block may
 # name its patterns and the implementations of its pattern and dense problems (default: all).
+#   dense       the dense problems: 16 heads of D=128 and 32 of D=64, L 1k..16k, f16/bf16
+#   fp32        examples 01 and 02's precision
+#   sparse      Example 04's patterns (SPARSE above)
+#   seed-table  the course's comparison table: B=4 H=8 D=64 f16 at L 2048 and 8192, non-causal;
+#               sdpa_flash and naive PyTorch dense, FlexAttention under a window of 256 each side
+#               (513 keys per query: the table's "sparse k=512")
 GRIDS = {
-    "issue3": [dict(B=[1], H=[16], L=ISSUE3_L, D=[128], dtype=["f16", "bf16"], causal=[False, True]),
-               dict(B=[1], H=[32], L=ISSUE3_L, D=[64], dtype=["f16", "bf16"], causal=[False, True])],
-    "fp32": [dict(B=[1], H=[16], L=ISSUE3_L, D=[64], dtype=["f32"], causal=[False, True])],
-    "issue4": [dict(B=[1], H=[16], L=[L], D=[128], dtype=["f16", "bf16"], causal=[causal],
+    "dense": [dict(B=[1], H=[16], L=DENSE_L, D=[128], dtype=["f16", "bf16"], causal=[False, True]),
+              dict(B=[1], H=[32], L=DENSE_L, D=[64], dtype=["f16", "bf16"], causal=[False, True])],
+    "fp32": [dict(B=[1], H=[16], L=DENSE_L, D=[64], dtype=["f32"], causal=[False, True])],
+    "sparse": [dict(B=[1], H=[16], L=[L], D=[128], dtype=["f16", "bf16"], causal=[causal],
                     pattern=specs, impls=["flex", "sdpa_cudnn", "sdpa_efficient", "sdpa_math"],
-                    dense_impls=["sdpa_flash"]) for L, causal, specs in ISSUE4],
+                    dense_impls=["sdpa_flash"]) for L, causal, specs in SPARSE],
+    "seed-table": [dict(B=[4], H=[8], L=[2048, 8192], D=[64], dtype=["f16"], causal=[False],
+                        pattern=["window:w=256"], impls=["flex"],
+                        dense_impls=["sdpa_flash", "naive"])],
 }
 MASK_LIMIT = 2 << 30  # bytes: the largest dense boolean mask given to SDPA and naive PyTorch
 DEVICE = "cuda"
@@ -72,8 +83,8 @@ ULP_AT_1 = {"f32": 2.0 ** -23, "f16": 2.0 ** -10, "bf16": 2.0 ** -7}
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--grid", default="issue3", help="preset grid(s), comma-separated: "
-                    + ", ".join(GRIDS) + " (default issue3)")
+    ap.add_argument("--grid", default="dense", help="preset grid(s), comma-separated: "
+                    + ", ".join(GRIDS) + " (default dense)")
     ap.add_argument("--B", help="replace the grid's batch sizes (comma-separated)")
     ap.add_argument("--H", help="... heads")
     ap.add_argument("--L", help="... sequence lengths (k = x1024)")
@@ -128,15 +139,17 @@ def parse_args(argv):
 
 @functools.lru_cache(maxsize=None)
 def patterns():
-    """examples/04_sparse_patterns/sparse_patterns.py: the patterns' parser and predicate (found
-    once: sys.path gets one entry however many specs are read)."""
-    sys.path.insert(0, os.path.join(ROOT, "examples", "04_sparse_patterns"))
+    """Example 04's reference, examples/04_sparse_patterns/sparse_patterns.py: the patterns'
+    parser and predicate, loaded once from its file (the example folder is no Python package)."""
+    path = os.path.join(ROOT, "examples", "04_sparse_patterns", "sparse_patterns.py")
+    spec = importlib.util.spec_from_file_location("sparse_patterns", path)
+    module = importlib.util.module_from_spec(spec)
     try:
-        import sparse_patterns
+        spec.loader.exec_module(module)
     except ImportError as e:
         print(f"SKIP: no PyTorch here ({e}): bench_torch.py measures GPU peers only")
         sys.exit(77)
-    return sparse_patterns
+    return module
 
 
 def canonical(spec):
@@ -214,8 +227,7 @@ class Pattern:
         return {"pattern": self.spec,
                 "density": self.entries / (self.L * self.L) if sparse else None,
                 "speedup_bound": (self.dense_entries / self.entries if self.entries else None)
-                if sparse else None,
-                "block_density": None, "block_fill": None, "mask_bytes": None}
+                if sparse else None}
 
     def dense_mask(self, torch, device):
         """The [L, L] boolean mask for SDPA and naive PyTorch (None when dense); Skip when it
@@ -262,7 +274,7 @@ def make_impls(torch, args):
             if backend is None:
                 raise Skip(f"torch {torch.__version__} has no SDPBackend.{backend_name}")
             if pat.parts and backend_name == "FLASH_ATTENTION":
-                raise Skip("FLASH_ATTENTION takes no arbitrary mask (the pattern); --grid issue4 "
+                raise Skip("FLASH_ATTENTION takes no arbitrary mask (the pattern); --grid sparse "
                            "measures it on the dense problem of the same shape")
             with warnings.catch_warnings(record=True) as caught, sdpa_kernel([backend]):
                 warnings.simplefilter("always")
@@ -401,15 +413,15 @@ def record(prob, impl_name, status, note, pv, args, pat, **kw):
                                               ("B", "H", "L", "D", "dtype", "causal", "pattern"))
                         else "")
     return {
-        "example": "torch", "kernel": impl_name, "kernel_id": IMPLS.index(impl_name) + 1,
-        "backend": "gpu", "device": pv["device"], "B": B, "H": H, "Lq": L, "Lk": L, "D": D,
+        "example": "torch", "kernel": impl_name, "backend": "gpu", "device": pv["device"],
+        "B": B, "H": H, "Lq": L, "Lk": L, "D": D,
         "dtype": prob["dtype"], "causal": prob["causal"], "status": status, "note": note,
         "max_abs_err": kw.get("err"), "median_ms": t and t["median_ms"],
         "min_ms": t and t["min_ms"], "max_ms": t and t["max_ms"], "reps": t["reps"] if t else 0,
         "tflops": t and flops / (t["median_ms"] * 1e-3) * 1e-12,
-        "gbps": t and io_bytes / (t["median_ms"] * 1e-3) * 1e-9, "workspace_bytes": 0,
+        "gbps": t and io_bytes / (t["median_ms"] * 1e-3) * 1e-9,
         "bench": "bench_torch", "impl": "torch/" + impl_name, "simulated": False,
-        "timing_note": "", "flops": flops, "bytes_model": io_bytes,
+        "flops": flops, "bytes_model": io_bytes,
         "mem_peak_bytes": kw.get("mem"), "mem_model_bytes": io_bytes, "oom": kw.get("oom", False),
         "spread": t and t["spread"], "warmup": args.warmup, "check_rows": args.check_rows,
         "grid": grid, **pat.stats(), "commit": pv["commit"], "date": pv["date"],

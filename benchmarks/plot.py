@@ -1,37 +1,27 @@
 #!/usr/bin/env python3
 """plot.py — draws the benchmark results of one device: time, TFLOP/s and peak device memory
 against the sequence length L, one line per implementation, one figure per problem family
-(D, dtype, causal, B, H, pattern), as PNG and SVG; and, where there are records of Example 04's
-sparse patterns, sparse_speedup.png|svg: each kernel's measured speedup over dense_fa2 on the
+(D, dtype, causal, B, H, pattern), as PNG; and, where there are records of Example 04's
+sparse patterns, sparse_speedup.png: each kernel's measured speedup over dense_fa2 on the
 same problem against the ideal speedup (dense entries / computed entries), with the chapter's goal
 of 90 % of the ideal.
 
-    python benchmarks/plot.py benchmarks/results/<device>            -> <device>/plots/*.png|svg
+    python benchmarks/plot.py benchmarks/results/<device>            -> <device>/plots/*.png
     python benchmarks/plot.py RESULTS_DIR --out DIR
 
-It reads every *.jsonl in the folder (bench_attention.jsonl, bench_torch.jsonl; keys in
+It reads bench_attention.jsonl and bench_torch.jsonl of the folder (bench_results.py; keys in
 benchmarks/README.md) and plots the runs that passed their check; skipped, failed and
 out-of-memory runs are left out (the tables list them). Figures of simulator results say so in
 red: those timings measure the CPU simulator, not a GPU.
 """
 import argparse
-import glob
-import json
 import os
 import re
 import sys
 from collections import defaultdict
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import update_tables  # noqa: E402  (Example 04's rows: records matched to dense_fa2's)
-
-
-def load(folder):
-    recs = []
-    for path in sorted(glob.glob(os.path.join(folder, "*.jsonl"))):
-        with open(path) as f:
-            recs += [json.loads(line) for line in f if line.strip().startswith("{")]
-    return [r for r in recs if "impl" in r and "Lq" in r]
+import bench_results
+import update_tables  # Example 04's rows: records matched to dense_fa2's
 
 
 def family(r):
@@ -86,13 +76,10 @@ def simulator_warning(fig, recs):
 
 
 def save(plt, fig, out_dir, name):
-    paths = []
-    for ext in ("png", "svg"):
-        path = os.path.join(out_dir, f"{name}.{ext}")
-        fig.savefig(path, dpi=110, metadata={"Date": None} if ext == "svg" else None)
-        paths.append(path)
+    path = os.path.join(out_dir, name + ".png")
+    fig.savefig(path, dpi=110)
     plt.close(fig)
-    return paths
+    return path
 
 
 def draw_sparse(plt, recs, out_dir):
@@ -135,14 +122,13 @@ def main(argv):
     ap.add_argument("results", help="a results folder: benchmarks/results/<device>")
     ap.add_argument("--out", help="where the figures go (default RESULTS/plots)")
     args = ap.parse_args(argv)
-    recs = load(args.results)
+    recs = bench_results.load(args.results)
     if not recs:
-        print(f"error: no benchmark records (*.jsonl with an 'impl' key) in {args.results}",
-              file=sys.stderr)
+        print(f"error: no benchmark records (bench_attention.jsonl, bench_torch.jsonl) in "
+              f"{args.results}", file=sys.stderr)
         return 2
     import matplotlib
     matplotlib.use("Agg")
-    matplotlib.rcParams["svg.hashsalt"] = "attn-bench"  # stable SVG ids: diffs show real changes
     import matplotlib.pyplot as plt
     out_dir = args.out or os.path.join(args.results, "plots")
     os.makedirs(out_dir, exist_ok=True)
@@ -151,10 +137,10 @@ def main(argv):
         families[family(r)].append(r)
     written = 0
     figures = [draw(plt, key, families[key], out_dir) for key in sorted(families, key=str)]
-    for paths in figures + [draw_sparse(plt, recs, out_dir)]:
-        if paths:
+    for path in figures + [draw_sparse(plt, recs, out_dir)]:
+        if path:
             written += 1
-            print("wrote " + ", ".join(os.path.relpath(p) for p in paths))
+            print("wrote " + os.path.relpath(path))
     print(f"{written} figures from {len(recs)} records")
     return 0 if written else 1
 

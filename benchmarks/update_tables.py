@@ -21,26 +21,22 @@ and this script rewrites what lies between. Tables (NAME):
     python3 benchmarks/update_tables.py --check    exit 1 if a README is out of date (CI)
     --root DIR      another tree (results under DIR/benchmarks/results; for the tests)
     --readme PATH   only this README (relative to the root; repeatable)
-Standard library only.
+Standard library only (the records are read by bench_results.py).
 """
-import glob
-import json
 import os
 import re
 import sys
+
+import bench_results
+import memory_analysis
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 READMES = ["examples/01_attention_basics/README.md", "examples/04_sparse_patterns/README.md",
            "benchmarks/README.md"]
 
 
-def load(name):
-    """{device: [records]} from benchmarks/results/<device>/<name>.jsonl, devices sorted."""
-    out = {}
-    for path in sorted(glob.glob(os.path.join(ROOT, "benchmarks", "results", "*", name + ".jsonl"))):
-        with open(path) as f:
-            out[os.path.basename(os.path.dirname(path))] = [json.loads(l) for l in f if l.strip()]
-    return out
+def results():
+    return os.path.join(ROOT, "benchmarks", "results")
 
 
 def ms(x):
@@ -51,11 +47,9 @@ def load_bench(sparse=None):
     """{device: [records]} of bench_attention.jsonl and bench_torch.jsonl, devices sorted; with
     sparse=False only the records without a sparse pattern (those have their own table)."""
     out = {}
-    for name in ("bench_attention", "bench_torch"):
-        for device, recs in load(name).items():
-            out.setdefault(device, []).extend(r for r in recs if sparse is None
-                                              or is_sparse(r) == sparse)
-    return {device: recs for device, recs in sorted(out.items()) if recs}
+    for device, recs in bench_results.load_devices(results()).items():
+        out[device] = [r for r in recs if sparse is None or is_sparse(r) == sparse]
+    return {device: recs for device, recs in out.items() if recs}
 
 
 def is_sparse(r):
@@ -145,14 +139,12 @@ def mib(b):
 
 
 def table_memory_model():
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    import memory_analysis
     return memory_analysis.table()
 
 
 def table_foundation():
     rows = ["| device | measured | figure | provenance |", "|---|---|---|---|"]
-    for device, recs in load("foundation").items():
+    for device, recs in bench_results.load_devices(results(), ("foundation",)).items():
         for r in recs:
             prov = f"commit {r.get('commit', '?')}, {r.get('date', '?')[:10]}, CUDA {r.get('cuda', '?')}"
             if r.get("bench") == "cudasim_fiber_switch":
@@ -258,7 +250,7 @@ def sparse_cells(row):
     return cells
 
 
-# The issue's targets: (L, causal, what, course bar); ours is 90 % of the ideal speedup.
+# The chapter's targets: (L, causal, what, course bar); ours is 90 % of the ideal speedup.
 SPARSE_TARGETS = [(4096, False, "density 50 % at L = 4k", 1.5),
                   (8192, False, "density 25 % at L = 8k", 2.5),
                   (16384, False, "density 10 % at L = 16k", 5.0)]

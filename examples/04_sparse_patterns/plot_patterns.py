@@ -11,7 +11,6 @@ Run:  python plot_patterns.py [--out DIR]     (default: images/ beside this file
 """
 import argparse
 import os
-import sys
 
 import matplotlib
 
@@ -19,7 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.colors import ListedColormap  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# This folder is on the module path when the script runs, so its reference imports directly.
 from sparse_patterns import TILE, block_mask, pattern_mask, pattern_stats  # noqa: E402
 
 PATTERNS = [  # spec, causal, title

@@ -4,13 +4,14 @@
   * update_tables.py makes the bench tables from a generated results tree (one GPU-like device
     with an implementation and torch/sdpa_flash: the ratio column), and --check sees a stale README;
   * update_tables.py makes Example 04's table (results:sparse) from a generated fixture: a
-    GPU-like device with issue-4 records (speedups, % of ideal, FlexAttention ratio, the dense
-    sdpa_flash, the targets) and a simulated one (labelled as such, no targets);
-  * plot.py draws PNG + SVG figures from the committed simulator results, and the sparse speedup
+    GPU-like device with records of the sparse grid (speedups, % of ideal, FlexAttention ratio,
+    the dense sdpa_flash, the targets) and a simulated one (labelled as such, no targets);
+  * plot.py draws PNG figures from the committed simulator results, and the sparse speedup
     figure from the fixture;
   * memory_analysis.py writes its table and plot, and adds measured points from a results folder;
-  * bench_torch.py: usage errors exit 2; --grid issue4 --dry-run lists the problems of the issue-4
-    contract; its patterns (Pattern: predicate, FlexAttention mask_mod, entry counts) equal
+  * bench_torch.py: usage errors exit 2; --grid sparse --dry-run lists the problems of the sparse
+    grid, --grid seed-table those of the course's comparison table; its patterns (Pattern:
+    predicate, FlexAttention mask_mod, entry counts) equal
     sparse_patterns.pattern_mask on small problems of every kind; without a GPU it prints one
     line and exits 77, with one it runs a tiny problem and writes valid records.
 The generated records' numbers are made up for the test (they are written to a temporary folder,
@@ -18,6 +19,7 @@ never to benchmarks/results).
 
     test_bench_scripts.py WORK_DIR        (run with the venv's python: matplotlib, torch)
 """
+import importlib.util
 import json
 import os
 import shutil
@@ -95,12 +97,12 @@ def sparse_record(impl, pattern, L, ms, causal=False, dtype="f16", status="PASS"
             "median_ms": ms if status == "PASS" else None, "tflops": 1.0, "oom": False,
             "simulated": simulated, "device": "cudasim (CPU simulator)" if simulated else
             "Test GPU", "pattern": pattern, "density": density, "speedup_bound": bound,
-            "mem_peak_bytes": None, "mem_model_bytes": 1, "grid": "issue4", "commit": "fix7ure",
+            "mem_peak_bytes": None, "mem_model_bytes": 1, "grid": "sparse", "commit": "fix7ure",
             "date": "2026-01-02T00:00:00Z", "cuda_runtime": "13.0", "cuda_driver": "13.0"}
 
 
 def write_sparse_fixture(tree):
-    """benchmarks/results/{Test-GPU,Test-sim}/ with made-up issue-4 records."""
+    """benchmarks/results/{Test-GPU,Test-sim}/ with made-up records of the sparse grid."""
     gpu = os.path.join(tree, "benchmarks", "results", "Test-GPU")
     sim = os.path.join(tree, "benchmarks", "results", "Test-sim")
     for d in (gpu, sim):
@@ -183,57 +185,66 @@ def test_plot(work):
     check(p.returncode == 0, f"plot.py: {p.stdout}{p.stderr}")
     files = sorted(os.listdir(out)) if os.path.isdir(out) else []
     pngs = [f for f in files if f.endswith(".png")]
-    check(len(pngs) >= 6 and len(files) == 2 * len(pngs), f"plot.py wrote {files}")
+    check(len(pngs) >= 6 and len(files) == len(pngs), f"plot.py wrote {files}")
     check(all(os.path.getsize(os.path.join(out, f)) > 1000 for f in files), "empty figure")
     p = run(os.path.join(BENCH, "plot.py"), os.path.join(work, "nothing-here"))
     check(p.returncode == 2 and "error: no benchmark records" in p.stderr, "plot.py without data")
     gpu = write_sparse_fixture(os.path.join(work, "sparse_plot"))
     p = run(os.path.join(BENCH, "plot.py"), gpu)
-    check(p.returncode == 0 and all(os.path.getsize(os.path.join(gpu, "plots", "sparse_speedup."
-                                                                 + ext)) > 1000
-                                    for ext in ("png", "svg")), f"sparse_speedup: {p.stdout}")
+    check(p.returncode == 0
+          and os.path.getsize(os.path.join(gpu, "plots", "sparse_speedup.png")) > 1000,
+          f"sparse_speedup: {p.stdout}")
 
 
 def test_memory_analysis(work):
     out = os.path.join(work, "memory")
+    shutil.rmtree(out, ignore_errors=True)
     p = run(os.path.join(BENCH, "memory_analysis.py"), "--results", SIM, "--out", out)
     check(p.returncode == 0, f"memory_analysis.py: {p.stdout}{p.stderr}")
     check(p.stdout.count("| 16 | 128 |") == 8 and "| 32 | 64 | 128k |" in p.stdout,
           "memory table rows")
     check("measured 01_attention_basics/naive" in p.stdout, "measured points not listed")
-    for ext in ("png", "svg"):
-        check(os.path.isfile(os.path.join(out, "memory_model." + ext)), f"no memory_model.{ext}")
+    check(os.path.isfile(os.path.join(out, "memory_model.png")), "no memory_model.png")
+    check(os.listdir(out) == ["memory_model.png"], f"memory_analysis wrote {os.listdir(out)}")
 
 
-# The issue-4 contract (/benchmarks/README.md, bench_attention's grid): (L, causal, patterns).
-ISSUE4 = [(4096, False, ["window:w=1199", "bigbird:b=128,r=10,seed=1"]),
+# The sparse grid (benchmarks/README.md, bench_attention's grid): (L, causal, patterns).
+SPARSE = [(4096, False, ["window:w=1199", "bigbird:b=128,r=10,seed=1"]),
           (8192, False, ["window:w=1097", "bigbird:b=128,r=9,seed=1"]),
           (16384, False, ["window:w=840", "bigbird:b=128,r=6,seed=1"]),
           (131072, True, ["causal_window:w=4096"])]
 
 
-def test_bench_torch_issue4(work):
+def test_bench_torch_grids(work):
     script = os.path.join(BENCH, "bench_torch.py")
-    p = run(script, "--grid", "issue4", "--dry-run")
-    check(p.returncode == 0, f"bench_torch --grid issue4 --dry-run: exit {p.returncode} {p.stderr}")
+    p = run(script, "--grid", "sparse", "--dry-run")
+    check(p.returncode == 0, f"bench_torch --grid sparse --dry-run: exit {p.returncode} {p.stderr}")
     got = [line.split() for line in p.stdout.strip().splitlines()]
     want = []
-    for L, causal, specs in ISSUE4:
+    for L, causal, specs in SPARSE:
         for dtype in ("f16", "bf16"):
             shape = ["B=1", "H=16", f"L={L}", "D=128", dtype] + (["causal"] if causal else [])
             want += [shape + [spec, "torch/flex", "torch/sdpa_cudnn", "torch/sdpa_efficient",
                               "torch/sdpa_math"] for spec in specs]
             want.append(shape + ["dense", "torch/sdpa_flash"])
-    check(got[:-1] == want, f"--grid issue4 --dry-run lists:\n{p.stdout}")
+    check(got[:-1] == want, f"--grid sparse --dry-run lists:\n{p.stdout}")
     check(got[-1:] == [["22", "problems,", "64", "runs"]], f"dry-run summary: {got[-1:]}")
     p = run(script, "--dry-run", "--L", "1k", "--D", "64", "--dtype", "f16", "--causal", "no",
             "--grid", "fp32", "--pattern", "bigbird:b=64,r=3+global:n=4", "--impl", "flex")
     check(p.stdout.split()[:7] == ["B=1", "H=16", "L=1024", "D=64", "f16",
                                    "bigbird:b=64,r=3,seed=0+global:g=0-3", "torch/flex"],
           f"--pattern is written back in the canonical form: {p.stdout}")
+    p = run(script, "--grid", "seed-table", "--dry-run")
+    check(p.stdout.splitlines() == [
+        f"{'B=4 H=8 L=' + str(L) + ' D=64 f16 ' + spec:<56} {impls}"
+        for L in (2048, 8192) for spec, impls in (("window:w=256", "torch/flex"),
+                                                  ("dense", "torch/sdpa_flash torch/naive"))]
+        + ["4 problems, 6 runs"], f"--grid seed-table --dry-run lists:\n{p.stdout}")
 
-    sys.path.insert(0, BENCH)
-    import bench_torch
+    spec = importlib.util.spec_from_file_location("bench_torch", os.path.join(BENCH,
+                                                                              "bench_torch.py"))
+    bench_torch = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_torch)
     sparse_patterns = bench_torch.patterns()
     from torch.nn.attention.flex_attention import create_mask
     for spec, L, causal in (("window:w=5", 70, False), ("causal_window:w=9", 70, True),
@@ -280,7 +291,7 @@ def main():
     work = sys.argv[1]
     os.makedirs(work, exist_ok=True)
     for test in (test_update_tables, test_sparse_table, test_plot, test_memory_analysis,
-                 test_bench_torch_issue4, test_bench_torch):
+                 test_bench_torch_grids, test_bench_torch):
         before = len(failures)
         test(work)
         print(f"{test.__name__}: {'ok' if len(failures) == before else 'FAILED'}")

@@ -3,15 +3,18 @@
 expressions, the occupancy rules (against values worked out by hand from cuda_occupancy.h), the
 spill verdict and the README tables. Standard library only."""
 import copy
+import importlib.util
 import json
 import os
 import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                "benchmarks"))
-import resource_usage as ru  # noqa: E402
+# benchmarks/resource_usage.py is a script: loaded from its file.
+_spec = importlib.util.spec_from_file_location("resource_usage", os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks", "resource_usage.py"))
+ru = sys.modules["resource_usage"] = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ru)
 
 MMA = "_Z14fa2_mma_kernelI6__halfLi128EEvPKT_S3_S3_PS1_PfPKiS7_iiiifb"
 SPARSE = ("_Z17sparse_fa2_kernelI13__nv_bfloat16Li64E16block_list_tilesEvPKT_S4_S4_PS2_PfPKiS8_"
