@@ -1,5 +1,6 @@
 /* test_block_layout.c — example 04's block_sparse kernel (version 2) on block layouts built by
- * hand, not from a pattern: any block layout a user supplies (example 04 README, "Your own block layout").
+ * hand, not from a pattern: any block layout a user supplies (example 04 README, "Your own block
+ * layout").
  *
  * A user's layout is an attn_block_mask (attn/sparse/block_mask.h, 64 x 64 tiles) with no token
  * predicate (attn_buffers.sparse->pattern NULL). The kernel then computes every entry of every
