@@ -182,58 +182,60 @@ static int list_item(const char *list, int n, char *buf, size_t len) {
     }
 }
 
-/* The number of items of a list that may hold at most max, in *count; else a usage error. */
-static int list_count(const char *flag, const char *s, int max, int *count, char *err,
-                      size_t err_len) {
-    *count = list_item(s, -1, NULL, 0);
-    if (*count > max)
+/* One item of a list: 0 with its value in *out, or -1. */
+typedef int (*item_parser)(const char *item, int *out);
+
+/* A positive integer with an optional k suffix (x1024), at most 2^24. */
+static int count_item(const char *item, int *out) {
+    char digits[24];
+    uint64_t v = 0;
+    size_t n = strspn(item, "0123456789");
+    bool k = item[n] == 'k' || item[n] == 'K';
+    if (n == 0 || n >= sizeof digits || item[n + (k ? 1 : 0)] != '\0')
+        return -1;
+    snprintf(digits, sizeof digits, "%.*s", (int)n, item);
+    if (parse_unsigned(digits, 1u << 24, &v) != 0 || v == 0 || (k && v > (1u << 24) / 1024))
+        return -1;
+    *out = (int)(k ? v * 1024 : v);
+    return 0;
+}
+
+static int dtype_item(const char *item, int *out) {
+    attn_dtype t;
+    if (attn_dtype_parse(item, &t) != 0)
+        return -1;
+    *out = (int)t;
+    return 0;
+}
+
+/* A comma-separated list of at most max items, each read by one; accepted names them for the
+ * error message. */
+static int parse_list(const char *flag, const char *s, int *out, int max, int *n, item_parser one,
+                      const char *accepted, char *err, size_t err_len) {
+    int count = list_item(s, -1, NULL, 0);
+    if (count > max)
         return usage_error(err, err_len, "error: %s takes at most %d values (got '%s')", flag, max,
                            s);
+    for (int i = 0; i < count; ++i) {
+        char item[32];
+        list_item(s, i, item, sizeof item);
+        if (one(item, &out[i]) != 0)
+            return usage_error(err, err_len, "error: %s takes %s, comma-separated (got '%s')", flag,
+                               accepted, s);
+    }
+    *n = count;
     return 0;
 }
 
 int attn_cli_parse_counts(const char *flag, const char *s, int *out, int max, int *n, char *err,
                           size_t err_len) {
-    int count = 0;
-    if (list_count(flag, s, max, &count, err, err_len) != 0)
-        return ATTN_EXIT_USAGE;
-    for (int i = 0; i < count; ++i) {
-        char item[24];
-        uint64_t v = 0;
-        list_item(s, i, item, sizeof item);
-        size_t digits = strspn(item, "0123456789");
-        bool k = item[digits] == 'k' || item[digits] == 'K';
-        if (k)
-            item[digits] = '\0';
-        if (digits == 0 || (k && item[digits + 1] != '\0') ||
-            parse_unsigned(item, 1u << 24, &v) != 0 || (k && v > (1u << 24) / 1024) || v == 0)
-            return usage_error(err, err_len,
-                               "error: %s takes positive integers (k = x1024), comma-separated "
-                               "(got '%s')",
-                               flag, s);
-        out[i] = (int)(k ? v * 1024 : v);
-    }
-    *n = count;
-    return 0;
+    return parse_list(flag, s, out, max, n, count_item, "positive integers (k = x1024)", err,
+                      err_len);
 }
 
 int attn_cli_parse_dtypes(const char *flag, const char *s, int *out, int max, int *n, char *err,
                           size_t err_len) {
-    int count = 0;
-    if (list_count(flag, s, max, &count, err, err_len) != 0)
-        return ATTN_EXIT_USAGE;
-    for (int i = 0; i < count; ++i) {
-        char item[24];
-        attn_dtype t;
-        list_item(s, i, item, sizeof item);
-        if (attn_dtype_parse(item, &t) != 0)
-            return usage_error(err, err_len,
-                               "error: %s takes f32, f16 or bf16, comma-separated (got '%s')", flag,
-                               s);
-        out[i] = (int)t;
-    }
-    *n = count;
-    return 0;
+    return parse_list(flag, s, out, max, n, dtype_item, "f32, f16 or bf16", err, err_len);
 }
 
 /* A finite number > 0 that is still finite and non-zero as a float. */
