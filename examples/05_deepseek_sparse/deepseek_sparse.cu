@@ -147,7 +147,8 @@ __global__ void indexer_kernel(const T *__restrict__ q_index, // [rows_q, H_I, D
         attn_load_tile_async<T, DI, TILE, Lay>(k_s, k_index + (sq.k0 + j0) * DI, DI, sq.Lk - j0);
         cp_async_commit();
         cp_async_wait<0>();
-        __syncthreads(); // every thread's copies of k_I (and, first time, q_I) landed before ldmatrix
+        __syncthreads(); // every thread's copies of k_I (and, first time, q_I) landed before
+                         // ldmatrix
         if (j0 < mine) { /* warp-uniform: the shuffles below see all 32 lanes */
             float acc[TILE / 8][2] = {};
             for (int hg = 0; hg < HI / 16; ++hg) {
@@ -394,7 +395,7 @@ __global__ void topk_bitonic_kernel(const float *__restrict__ logits, // [B, chu
     for (int e = threadIdx.x; e < np; e += blockDim.x)
         a[e] = e < n ? (unsigned long long)order_key(row[e]) << 32 | (0xffffffffu - (uint32_t)e)
                      : 0ull; /* padding sorts last */
-    __syncthreads(); // the row is in shared memory before the network reads it
+    __syncthreads();         // the row is in shared memory before the network reads it
     bitonic_sort_desc(a, np);
     /* keep the first K, as ~position alone: sorting those descending orders them by position */
     for (int e = threadIdx.x; e < np; e += blockDim.x)
@@ -429,8 +430,8 @@ __global__ void topk_bitonic_kernel(const float *__restrict__ logits, // [B, chu
 /* This thread's share of the cp.async gather of the rows sel[j0 .. j0+63] of a [rows][D] matrix
  * into a shared tile; a slot that is past nsel or holds no visible key is zero-filled. */
 template <typename T, int D, typename Lay>
-__device__ __forceinline__ void gather_tile_async(T *dst,              // [TILE][LD] shared
-                                                  const T *base,       // row 0 of the sequence
+__device__ __forceinline__ void gather_tile_async(T *dst,               // [TILE][LD] shared
+                                                  const T *base,        // row 0 of the sequence
                                                   const int32_t *slots, // sel row, from j0
                                                   int nsel, int visible) {
     for (int c = threadIdx.x; c < TILE * (D / 8); c += blockDim.x) {
@@ -467,7 +468,7 @@ __global__ void sparse_mma_kernel(const T *__restrict__ q,         // [B,H,Lq,D]
     attn_seq_head sh = attn_seq_head_at(b * H + h0, B * H, H, D, Lq, Lk, cu_q, cu_k);
     const int64_t head_stride = cu_q ? D : (int64_t)Lq * D;
     const int64_t lse_stride = cu_q ? cu_q[B] : Lq;
-    const int64_t lse0 = sh.lse + i;
+    const int64_t lse0 = sh.lse + i; /* head h0 of token i */
     sh.q += i * sh.ld;
     sh.ld = head_stride;
     sh.Lq = min(SPARSE_HEADS, H - h0);
@@ -514,8 +515,7 @@ __global__ void sparse_mma_kernel(const T *__restrict__ q,         // [B,H,Lq,D]
     for (int h = 0; lse != NULL && t == 0 && h < 2; ++h) {
         const int r = row0 + g + 8 * h;
         if (r < sh.Lq)
-            lse[lse0 + (int64_t)(h0 + r) * lse_stride] =
-                l[h] > 0.0f ? m[h] * LN2 + logf(l[h]) : -INFINITY;
+            lse[lse0 + (int64_t)r * lse_stride] = l[h] > 0.0f ? m[h] * LN2 + logf(l[h]) : -INFINITY;
     }
     attn_fa2_store_o<T, D>(o, of, row0, sh);
 }
@@ -541,11 +541,11 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(f
 }
 
 template <typename T>
-__global__ void sparse_gather_kernel(const T *__restrict__ q, // [B,H,Lq,D] or [tq,H,D]
-                                     const T *__restrict__ k, // [rows_k, D] one head
-                                     const T *__restrict__ v, // [rows_k, D] one head
-                                     T *__restrict__ o,       // like q
-                                     float *__restrict__ lse, // [B,H,Lq] or [H,tq], or NULL
+__global__ void sparse_gather_kernel(const T *__restrict__ q,         // [B,H,Lq,D] or [tq,H,D]
+                                     const T *__restrict__ k,         // [rows_k, D] one head
+                                     const T *__restrict__ v,         // [rows_k, D] one head
+                                     T *__restrict__ o,               // like q
+                                     float *__restrict__ lse,         // [B,H,Lq] or [H,tq], or NULL
                                      const int32_t *__restrict__ sel, // [rows_q, K]
                                      const int *__restrict__ cu_q,    // [B+1] or NULL
                                      const int *__restrict__ cu_k,    // [B+1] or NULL
@@ -637,8 +637,8 @@ void ds_launch_indexer(const ds_args *a, int i0, cudaStream_t stream) {
 void ds_launch_topk_radix(const ds_args *a, int i0, cudaStream_t stream) {
     dim3 grid(a->chunk, a->p->B);
     topk_radix_kernel<<<grid, TOPK_THREADS, 0, stream>>>(a->logits, a->sel, a->cu_q, a->cu_k,
-                                                         a->p->Lq, a->p->Lk, i0, a->chunk,
-                                                         a->topk, a->p->causal);
+                                                         a->p->Lq, a->p->Lk, i0, a->chunk, a->topk,
+                                                         a->p->causal);
 }
 
 void ds_launch_topk_bitonic(const ds_args *a, int i0, cudaStream_t stream) {
@@ -650,8 +650,8 @@ void ds_launch_topk_bitonic(const ds_args *a, int i0, cudaStream_t stream) {
 template <typename T> struct sparse_mma_launch {
     template <int D> static void go(const ds_args *a, cudaStream_t stream) {
         const attn_problem *p = a->p;
-        const size_t smem = (size_t)(SPARSE_HEADS + 2 * TILE) * attn_padded_layout<D>::LD *
-                            sizeof(T);
+        const size_t smem =
+            (size_t)(SPARSE_HEADS + 2 * TILE) * attn_padded_layout<D>::LD * sizeof(T);
         cudaFuncSetAttribute(sparse_mma_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)smem);
         dim3 grid(p->Lq, p->B, (p->H + SPARSE_HEADS - 1) / SPARSE_HEADS);

@@ -26,7 +26,7 @@
 extern "C" {
 #endif
 
-#define DS_MAX_INDEX_HEADS 64  /* H_I: a multiple of 16 (the mma's M), at most 64 */
+#define DS_MAX_INDEX_HEADS 64    /* H_I: a multiple of 16 (the mma's M), at most 64 */
 #define DS_BITONIC_MAX_KEYS 4096 /* the bitonic baseline sorts a whole row in shared memory */
 
 typedef struct ds_args {

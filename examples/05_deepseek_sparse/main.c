@@ -44,7 +44,8 @@ static const char *usage_extra =
     "example 05 options:\n"
     "  --topk K             keys kept per query (default: simulator 64, GPU 2048)\n"
     "  --index-heads N      indexer heads H_I: 16, 32, 48 or 64 (default: simulator 16, GPU 64)\n"
-    "  --index-dim N        indexer head dimension D_I: 64 or 128 (default: simulator 64, GPU 128)\n"
+    "  --index-dim N        indexer head dimension D_I: 64 or 128 (default: simulator 64, GPU "
+    "128)\n"
     "  --chunk N            query positions per indexer chunk (default: logits <= 256 MiB)\n"
     "  --scores KIND        top-k input: indexer (default), equal (all 1), neginf (all -inf),\n"
     "                       large (+-3e38 magnitudes), ties (4 distinct values)\n"
@@ -101,7 +102,8 @@ static int parse_options(int *argc, char **argv, ds_options *o) {
     *argc = kept;
     if (rc == 0 && strcmp(o->scores, "indexer") && strcmp(o->scores, "equal") &&
         strcmp(o->scores, "neginf") && strcmp(o->scores, "large") && strcmp(o->scores, "ties")) {
-        fprintf(stderr, "error: --scores: unknown kind '%s' (indexer, equal, neginf, large, ties)\n",
+        fprintf(stderr,
+                "error: --scores: unknown kind '%s' (indexer, equal, neginf, large, ties)\n",
                 o->scores);
         return ATTN_EXIT_USAGE;
     }
@@ -323,8 +325,8 @@ static int check_chunk(run *r, int i0, double *max_err, int64_t *rows_checked) {
     for (int b = 0; b < p->B; ++b)
         for (int i = i0; i < i0 + chunk && i < attn_problem_seq_q(p, b); ++i) {
             float *got = r->logits + ((size_t)b * chunk + (i - i0)) * Lk;
-            const int n = ds_index_scores_ref(p, r->opt.index_heads, r->opt.index_dim, r->qi,
-                                              r->ki, r->w, b, i, want, bound);
+            const int n = ds_index_scores_ref(p, r->opt.index_heads, r->opt.index_dim, r->qi, r->ki,
+                                              r->w, b, i, want, bound);
             ++*rows_checked;
             for (int s = 0; s < n; ++s) {
                 /* fp32 accumulation of D_I products per head: a few ulps of the magnitudes */
@@ -472,7 +474,10 @@ int main(int argc, char **argv) {
     static const attn_example usage_ex = {"05_deepseek_sparse",
                                           "DeepSeek Sparse Attention: lightning indexer, top-k "
                                           "selection, attention over the selected keys",
-                                          NULL, 0, {1, 16, 8192, 128}, {1, 16, 256, 64}};
+                                          NULL,
+                                          0,
+                                          {1, 16, 8192, 128},
+                                          {1, 16, 256, 64}};
     if (r.cli.help || r.cli.list) {
         attn_cli_usage(stdout, "deepseek_sparse", &usage_ex);
         fputs(usage_extra, stdout);
@@ -526,15 +531,18 @@ int main(int argc, char **argv) {
             int n = attn_problem_row_keys(p, b, i);
             max_keys = n > max_keys ? n : max_keys;
         }
-    printf("05_deepseek_sparse on %s (%s): B=%d H=%d Lq=%d Lk=%d D=%d %s%s%s, top-k %d, indexer "
-           "%d x %d, chunk %d\n",
-           dev.name, attn_backend_name(), p->B, p->H, p->Lq, p->Lk, p->D, attn_dtype_name(p->dtype),
-           p->causal ? " causal" : "", p->cu_seqlens_q ? " varlen" : "", r.opt.topk,
-           r.opt.index_heads, r.opt.index_dim, r.opt.chunk);
-    printf("memory: logits of one chunk %.3g MiB (all L x L: %.3g MiB), selection %.3g MiB\n",
-           (double)p->B * r.opt.chunk * p->Lk * 4 / 1048576.0,
-           (double)p->B * p->Lq * p->Lk * 4 / 1048576.0,
-           (double)r.rows_q * r.opt.topk * 4 / 1048576.0);
+    if (!r.cli.quiet)
+        printf(
+            "05_deepseek_sparse on %s (%s): B=%d H=%d Lq=%d Lk=%d D=%d %s%s%s, top-k %d, indexer "
+            "%d x %d, chunk %d\n",
+            dev.name, attn_backend_name(), p->B, p->H, p->Lq, p->Lk, p->D,
+            attn_dtype_name(p->dtype), p->causal ? " causal" : "", p->cu_seqlens_q ? " varlen" : "",
+            r.opt.topk, r.opt.index_heads, r.opt.index_dim, r.opt.chunk);
+    if (!r.cli.quiet)
+        printf("memory: logits of one chunk %.3g MiB (all L x L: %.3g MiB), selection %.3g MiB\n",
+               (double)p->B * r.opt.chunk * p->Lk * 4 / 1048576.0,
+               (double)p->B * p->Lq * p->Lk * 4 / 1048576.0,
+               (double)r.rows_q * r.opt.topk * 4 / 1048576.0);
 
     /* the dense baseline's K and V (every head a copy of the shared one) */
     if (upload(&r, &r.d_kx, r.kx, attn_problem_k_elems(p)) ||
@@ -571,7 +579,7 @@ int main(int argc, char **argv) {
     int32_t *col_idx = xmalloc((size_t)csr_rows * r.opt.topk * sizeof(int32_t) + 4);
     ds_selection_csr(p, r.opt.topk, r.sel, row_ptr, col_idx);
     attn_mask mask = {ATTN_MASK_CSR, NULL, NULL, row_ptr, col_idx};
-    if (all_dense)
+    if (all_dense && !r.cli.quiet)
         printf("every query sees at most %d keys: the selection is every key, attention is dense "
                "(fa2_mma runs it)\n",
                r.opt.topk);
@@ -659,8 +667,7 @@ int main(int argc, char **argv) {
         time_one(&r, "end_to_end", time_pipeline, &none, 0, &t, &e2e);
         if (dense) {
             attn_buffers db = dense_buffers(&r);
-            time_one(&r, "dense fa2_mma", dense->launch, &db, attn_problem_flops(p), &t,
-                     &dense_ms);
+            time_one(&r, "dense fa2_mma", dense->launch, &db, attn_problem_flops(p), &t, &dense_ms);
         }
         if (e2e > 0 && dense_ms > 0)
             printf("end to end vs dense FA2: %.2fx\n", dense_ms / e2e);
