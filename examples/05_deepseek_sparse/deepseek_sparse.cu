@@ -473,6 +473,7 @@ __global__ void sparse_mma_kernel(const T *__restrict__ q,         // [B,H,Lq,D]
     sh.ld = head_stride;
     sh.Lq = min(SPARSE_HEADS, H - h0);
     const int row0 = warp * ATTN_FA2_WARP_ROWS;
+    const bool active = row0 < sh.Lq; /* warp-uniform: this warp has at least one head */
 
     attn_load_tile_async<T, D, SPARSE_HEADS, Lay>(q_s, q + sh.q, head_stride, sh.Lq);
     cp_async_commit();
@@ -501,14 +502,17 @@ __global__ void sparse_mma_kernel(const T *__restrict__ q,         // [B,H,Lq,D]
         cp_async_wait<1>();
         __syncthreads(); // every thread's K rows and slot flags in place before any warp reads
 
+        /* a warp whose 16 rows are all past the last head (H < 64) only copies and waits */
         float s[TILE / 8][4];
-        attn_fa2_score_tile<T, D, Lay>(s, qf, k_s);
-        attn_fa2_scale_and_mask(s, 0, true, scale2, [&](int, int slot) { return ok[slot]; });
-        attn_fa2_online_softmax<D>(s, of, m, l);
-
+        if (active) {
+            attn_fa2_score_tile<T, D, Lay>(s, qf, k_s);
+            attn_fa2_scale_and_mask(s, 0, true, scale2, [&](int, int slot) { return ok[slot]; });
+            attn_fa2_online_softmax<D>(s, of, m, l);
+        }
         cp_async_wait<0>();
         __syncthreads(); // every thread's V rows landed before any warp reads them
-        attn_fa2_accumulate_pv<T, D, Lay>(of, s, v_s);
+        if (active)
+            attn_fa2_accumulate_pv<T, D, Lay>(of, s, v_s);
         __syncthreads(); // all warps done with k_s, v_s and ok before the next tile's gather
     }
     attn_fa2_finish_rows<D>(of, m, l, row0, sh, NULL); /* O / l; the LSE has its own stride */
@@ -643,8 +647,9 @@ void ds_launch_topk_radix(const ds_args *a, int i0, cudaStream_t stream) {
 
 void ds_launch_topk_bitonic(const ds_args *a, int i0, cudaStream_t stream) {
     dim3 grid(a->chunk, a->p->B);
-    topk_bitonic_kernel<<<grid, 1024, 0, stream>>>(a->logits, a->sel, a->cu_q, a->cu_k, a->p->Lq,
-                                                   a->p->Lk, i0, a->chunk, a->topk, a->p->causal);
+    topk_bitonic_kernel<<<grid, TOPK_THREADS, 0, stream>>>(a->logits, a->sel, a->cu_q, a->cu_k,
+                                                           a->p->Lq, a->p->Lk, i0, a->chunk,
+                                                           a->topk, a->p->causal);
 }
 
 template <typename T> struct sparse_mma_launch {

@@ -477,7 +477,7 @@ int main(int argc, char **argv) {
                                           NULL,
                                           0,
                                           {1, 16, 8192, 128},
-                                          {1, 16, 256, 64}};
+                                          {1, 8, 256, 64}};
     if (r.cli.help || r.cli.list) {
         attn_cli_usage(stdout, "deepseek_sparse", &usage_ex);
         fputs(usage_extra, stdout);

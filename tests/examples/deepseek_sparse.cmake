@@ -11,9 +11,11 @@ example_case(05 deepseek_sparse L64_D128_bf16  -B 1 -H 2 -L 64 -D 128 --topk 16 
 example_case(05 deepseek_sparse L127_causal    -B 2 -H 2 -L 127 -D 64 --topk 32 --causal)
 example_case(05 deepseek_sparse L129_D128_causal_bf16 -B 1 -H 3 -L 129 -D 128 --topk 64 --causal
              --dtype bf16)
-example_case(05 deepseek_sparse L300_heads     -B 1 -H 70 -L 300 -D 64 --topk 40 --causal
+example_case(05 deepseek_sparse L300_causal    -B 1 -H 1 -L 300 -D 64 --topk 40 --causal)
+# H = 66 > 64: two head groups per token in sparse_mma, the second with 2 heads
+example_case(05 deepseek_sparse H66            -B 1 -H 66 -L 64 -D 64 --topk 20 --causal
              --index-heads 32)
-example_case(05 deepseek_sparse L300_D128_index128 -B 1 -H 2 -L 300 -D 128 --topk 100
+example_case(05 deepseek_sparse index64x128    -B 1 -H 1 -L 129 -D 128 --topk 50
              --index-heads 64 --index-dim 128 --dtype bf16)
 example_case_plain(05 deepseek_sparse L1000_causal -B 1 -H 1 -L 1000 -D 64 --topk 64 --causal
                    --chunk 256)
@@ -30,13 +32,13 @@ example_case(05 deepseek_sparse lq17_lk1000    -B 1 -H 2 --lq 17 --lk 1000 -D 12
 example_case(05 deepseek_sparse k1             -B 1 -H 2 -L 100 -D 64 --topk 1 --causal)
 example_case(05 deepseek_sparse k_eq_visible   -B 1 -H 2 -L 100 -D 64 --topk 100 --causal)
 example_case(05 deepseek_sparse k_gt_visible   -B 2 -H 2 -L 64 -D 64 --topk 200)
-example_case(05 deepseek_sparse scores_equal   -B 1 -H 1 -L 200 -D 64 --topk 20 --scores equal)
-example_case(05 deepseek_sparse scores_ties    -B 1 -H 1 -L 200 -D 64 --topk 33 --causal
+example_case(05 deepseek_sparse scores_equal   -B 1 -H 1 -L 100 -D 64 --topk 20 --scores equal)
+example_case(05 deepseek_sparse scores_ties    -B 1 -H 1 -L 100 -D 64 --topk 33 --causal
              --scores ties)
-example_case(05 deepseek_sparse scores_neginf  -B 1 -H 1 -L 150 -D 64 --topk 10 --causal
+example_case(05 deepseek_sparse scores_neginf  -B 1 -H 1 -L 80 -D 64 --topk 10 --causal
              --scores neginf)
-example_case(05 deepseek_sparse scores_large   -B 1 -H 1 -L 150 -D 64 --topk 10 --scores large)
-example_case(05 deepseek_sparse large_inputs   -B 1 -H 2 -L 129 -D 64 --topk 20 --amplitude 12)
+example_case(05 deepseek_sparse scores_large   -B 1 -H 1 -L 80 -D 64 --topk 10 --scores large)
+example_case(05 deepseek_sparse large_inputs   -B 1 -H 2 -L 100 -D 64 --topk 20 --amplitude 12)
 example_case(05 deepseek_sparse equal_over_4096 -B 1 -H 1 --lq 4 --lk 5000 -D 64 --topk 100
              --scores equal)
 # varlen: an empty sequence, different key lengths, causal alignment per sequence
