@@ -20,6 +20,7 @@
 #include "attn/cli.h"
 #include "attn/device.h"
 #include "attn/reference.h"
+#include "attn/report.h"
 #include "attn/tensor.h"
 #include "deepseek_sparse.h"
 
@@ -167,8 +168,15 @@ typedef struct run {
     float *d_w, *d_logits, *d_lse;
     int32_t *d_sel;
     int *d_cu_q, *d_cu_k;
+    const char *device; /* the device's name */
+    int stride; /* query positions checked: i % stride == 0 and each sequence's last (1: all) */
     int failures;
 } run;
+
+/* Is query position i of sequence b among the checked ones? */
+static bool checked(const run *r, int b, int i) {
+    return i % r->stride == 0 || i == attn_problem_seq_q(&r->p, b) - 1;
+}
 
 static void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
@@ -325,9 +333,11 @@ static int check_chunk(run *r, int i0, double *max_err, int64_t *rows_checked) {
     for (int b = 0; b < p->B; ++b)
         for (int i = i0; i < i0 + chunk && i < attn_problem_seq_q(p, b); ++i) {
             float *got = r->logits + ((size_t)b * chunk + (i - i0)) * Lk;
-            const int n = ds_index_scores_ref(p, r->opt.index_heads, r->opt.index_dim, r->qi, r->ki,
-                                              r->w, b, i, want, bound);
-            ++*rows_checked;
+            const int n = checked(r, b, i)
+                              ? ds_index_scores_ref(p, r->opt.index_heads, r->opt.index_dim, r->qi,
+                                                    r->ki, r->w, b, i, want, bound)
+                              : 0;
+            *rows_checked += checked(r, b, i);
             for (int s = 0; s < n; ++s) {
                 /* fp32 accumulation of D_I products per head: a few ulps of the magnitudes */
                 const double err = fabs(got[s] - want[s]), tol = 1e-5 * bound[s] + 1e-30;
@@ -336,9 +346,9 @@ static int check_chunk(run *r, int i0, double *max_err, int64_t *rows_checked) {
                     snprintf(detail, sizeof detail, "b=%d i=%d key %d: %.9g, want %.9g", b, i, s,
                              (double)got[s], want[s]);
             }
-            if (synthetic)
-                for (int s = 0; s < n; ++s)
-                    got[s] = synthetic_score(r->opt.scores, r->cli.seed, ds_row_q(p, b, i), s);
+            /* --scores: the top-k stage's input replaced, once the indexer's is checked */
+            for (int s = 0; synthetic && s < attn_problem_row_keys(p, b, i); ++s)
+                got[s] = synthetic_score(r->opt.scores, r->cli.seed, ds_row_q(p, b, i), s);
         }
     free(want);
     free(bound);
@@ -360,6 +370,8 @@ static int check_chunk(run *r, int i0, double *max_err, int64_t *rows_checked) {
         for (int b = 0; b < p->B; ++b)
             for (int i = i0; i < i0 + chunk && i < attn_problem_seq_q(p, b); ++i) {
                 char why[200];
+                if (!checked(r, b, i))
+                    continue;
                 const float *row = r->logits + ((size_t)b * chunk + (i - i0)) * Lk;
                 if (ds_check_selection(row, attn_problem_row_keys(p, b, i), K,
                                        r->sel + ds_row_q(p, b, i) * K, why, sizeof why)) {
@@ -448,12 +460,38 @@ static void time_one(run *r, const char *name, attn_launch_fn fn, const attn_buf
         r->failures++;
         return;
     }
+    const double tflops = flops > 0 ? flops / (st.median_ms * 1e-3) / 1e12 : 0.0;
     printf("%-16s %10.3f ms", name, st.median_ms);
-    if (flops > 0)
-        printf("  %8.3f TFLOP/s", flops / (st.median_ms * 1e-3) / 1e12);
+    if (flops > 0 && !on_simulator)
+        printf("  %8.1f TFLOP/s", tflops);
     printf("\n");
     if (ms_out)
         *ms_out = st.median_ms;
+    if (r->cli.json_path || r->cli.csv_path) { /* one line per stage (attn/report.h) */
+        char extra[256];
+        snprintf(extra, sizeof extra,
+                 "\"topk\":%d,\"index_heads\":%d,\"index_dim\":%d,\"chunk\":%d,"
+                 "\"device_mem_bytes\":%.0f",
+                 r->opt.topk, r->opt.index_heads, r->opt.index_dim, r->opt.chunk,
+                 (double)attn_device_mem_used());
+        attn_run_record rec;
+        memset(&rec, 0, sizeof rec);
+        rec.example = "05_deepseek_sparse";
+        rec.kernel = name;
+        rec.backend = attn_backend_name();
+        rec.device = r->device;
+        rec.problem = r->p;
+        rec.status = "PASS";
+        rec.note = "";
+        rec.max_abs_err = NAN;
+        rec.timed = true;
+        rec.time = st;
+        rec.tflops = tflops;
+        rec.extra_json = extra;
+        if ((r->cli.json_path && attn_report_append(r->cli.json_path, false, &rec)) ||
+            (r->cli.csv_path && attn_report_append(r->cli.csv_path, true, &rec)))
+            r->failures++;
+    }
 }
 
 int main(int argc, char **argv) {
@@ -519,10 +557,16 @@ int main(int argc, char **argv) {
         r.opt.chunk = (int)(c < p->Lq ? c : p->Lq);
     }
     r.opt.chunk = r.opt.chunk < p->Lq ? r.opt.chunk : p->Lq;
+    /* rows to check: every one while the indexer's reference costs <= 2e9 multiply-adds (or with
+     * --check-all), else about --check-rows (default 32) query positions per sequence */
+    const double ref_cost = (double)r.rows_q * p->Lk * r.opt.index_heads * r.opt.index_dim;
+    int want_rows = r.cli.check_rows >= 0 ? r.cli.check_rows : (ref_cost <= 2e9 ? 0 : 32);
+    r.stride = want_rows > 0 && want_rows < p->Lq ? (p->Lq + want_rows - 1) / want_rows : 1;
 
     attn_device_info dev;
     if ((rc = attn_device_init_reported(&dev)) != 0)
         return rc;
+    r.device = dev.name;
     if (make_data(&r))
         return 1;
     int max_keys = 0;
@@ -559,9 +603,11 @@ int main(int argc, char **argv) {
             return 1;
     if (r.failures == 0) {
         char d[160];
-        snprintf(d, sizeof d, "%lld query rows, max |I - ref| %.3g", (long long)idx_rows, idx_err);
+        snprintf(d, sizeof d, "%lld query rows%s, max |I - ref| %.3g", (long long)idx_rows,
+                 r.stride > 1 ? " (a sample)" : "", idx_err);
         verdict(&r, "indexer", true, d);
-        snprintf(d, sizeof d, "every row under the tie rule (scores: %s)", r.opt.scores);
+        snprintf(d, sizeof d, "%s under the tie rule (scores: %s)",
+                 r.stride > 1 ? "the same rows" : "every row", r.opt.scores);
         if (p->Lk <= DS_BITONIC_MAX_KEYS)
             verdict(&r, "topk_bitonic", true, d);
         verdict(&r, "topk_radix", true, d);
@@ -583,8 +629,15 @@ int main(int argc, char **argv) {
         printf("every query sees at most %d keys: the selection is every key, attention is dense "
                "(fa2_mma runs it)\n",
                r.opt.topk);
-    if (attn_reference(p, &mask, r.q, r.kx, r.vx, r.ref, r.ref_lse) ||
-        attn_reference_lowp(p, &mask, r.q, r.kx, r.vx, r.lowp)) {
+    uint8_t *rows = xmalloc((size_t)attn_problem_row_count(p) + 1);
+    for (int64_t n = 0; n < attn_problem_row_count(p); ++n) {
+        attn_row row = attn_row_at(p, n);
+        rows[n] = checked(&r, row.b, row.i);
+    }
+    const int ref_rc = attn_reference_rows(p, &mask, r.q, r.kx, r.vx, r.ref, r.ref_lse, rows) ||
+                       attn_reference_lowp_rows(p, &mask, r.q, r.kx, r.vx, r.lowp, rows);
+    free(rows);
+    if (ref_rc) {
         fprintf(stderr, "error: the reference failed\n");
         return 1;
     }
@@ -658,6 +711,9 @@ int main(int argc, char **argv) {
         double e2e = 0.0, dense_ms = 0.0;
         printf("%s timings (median of %d%s):\n", on_simulator ? "CPU simulator" : "GPU", t.reps,
                on_simulator ? "; CPU time, not GPU performance" : "");
+        printf("device memory in use: %.1f MiB (inputs, dense K/V copies, logits chunk, "
+               "selection)\n",
+               (double)attn_device_mem_used() / 1048576.0);
         time_one(&r, "indexer", time_indexer, &none, 0, &t, NULL);
         if (p->Lk <= DS_BITONIC_MAX_KEYS)
             time_one(&r, "topk_bitonic", time_bitonic, &none, 0, &t, NULL);
