@@ -4,50 +4,58 @@
 # against the double-precision scores, both top-k kernels under the tie rule, and both attention
 # kernels against the reference with the selection as the mask. Tiles: 4 queries x 64 keys
 # (indexer), 64 selected keys (attention); L = 1, 17 and 64 fit in one tile, 127, 129, 300 and
-# 1000 end in a partial one. Sizes keep the whole set within a few minutes on one core.
+# 1000 end in a partial one. Sizes keep the whole set within a few minutes on one core; the
+# sanitizer builds run the cases registered with example_case only.
 example_case(05 deepseek_sparse L1             -B 1 -H 2 -L 1 -D 64 --topk 4)
 example_case(05 deepseek_sparse L17_causal     -B 2 -H 3 -L 17 -D 64 --topk 5 --causal)
-example_case(05 deepseek_sparse L64_D128_bf16  -B 1 -H 2 -L 64 -D 128 --topk 16 --dtype bf16)
-example_case(05 deepseek_sparse L127_causal    -B 2 -H 2 -L 127 -D 64 --topk 32 --causal)
-example_case(05 deepseek_sparse L129_D128_causal_bf16 -B 1 -H 3 -L 129 -D 128 --topk 64 --causal
-             --dtype bf16)
-example_case(05 deepseek_sparse L300_causal    -B 1 -H 1 -L 300 -D 64 --topk 40 --causal)
+example_case_plain(05 deepseek_sparse L64_D128_bf16  -B 1 -H 2 -L 64 -D 128 --topk 16
+                   --dtype bf16)
+example_case_plain(05 deepseek_sparse L127_causal    -B 2 -H 2 -L 127 -D 64 --topk 32 --causal)
+example_case_plain(05 deepseek_sparse L129_D128_causal_bf16 -B 1 -H 3 -L 129 -D 128 --topk 64
+                   --causal --dtype bf16)
+example_case_plain(05 deepseek_sparse L300_causal    -B 1 -H 1 -L 300 -D 64 --topk 40 --causal)
 # H = 66 > 64: two head groups per token in sparse_mma, the second with 2 heads
-example_case(05 deepseek_sparse H66            -B 1 -H 66 -L 64 -D 64 --topk 20 --causal
+example_case_plain(05 deepseek_sparse H66            -B 1 -H 66 -L 64 -D 64 --topk 20 --causal
              --index-heads 32)
-example_case(05 deepseek_sparse index64x128    -B 1 -H 1 -L 129 -D 128 --topk 50
+example_case_plain(05 deepseek_sparse index64x128    -B 1 -H 1 -L 129 -D 128 --topk 50
              --index-heads 64 --index-dim 128 --dtype bf16)
 example_case_plain(05 deepseek_sparse L1000_causal -B 1 -H 1 -L 1000 -D 64 --topk 64 --causal
                    --chunk 256)
 # Lq != Lk (bottom-right causal: with Lq > Lk the first queries see no key: output 0, LSE -inf)
-example_case(05 deepseek_sparse lq64_lk300_causal -B 1 -H 2 --lq 64 --lk 300 -D 64 --topk 50
+example_case_plain(05 deepseek_sparse lq64_lk300_causal -B 1 -H 2 --lq 64 --lk 300 -D 64 --topk 50
              --causal)
 example_case(05 deepseek_sparse lq129_lk17_causal -B 1 -H 2 --lq 129 --lk 17 -D 64 --topk 4
              --causal --dtype bf16)
-example_case(05 deepseek_sparse lq17_lk1000    -B 1 -H 2 --lq 17 --lk 1000 -D 128 --topk 200)
+example_case_plain(05 deepseek_sparse lq17_lk1000    -B 1 -H 2 --lq 17 --lk 1000 -D 128 --topk 200)
 # top-k edge cases: k = 1, k = visible (the last row of a causal square), k > every row (the
 # program says so and runs dense attention too), ties (all equal, 4 values), -inf rows, large
 # magnitudes, and more than 4096 candidates in the threshold bin (passes 2-4 from global memory;
 # the bitonic baseline does not take rows that long)
-example_case(05 deepseek_sparse k1             -B 1 -H 2 -L 100 -D 64 --topk 1 --causal)
-example_case(05 deepseek_sparse k_eq_visible   -B 1 -H 2 -L 100 -D 64 --topk 100 --causal)
-example_case(05 deepseek_sparse k_gt_visible   -B 2 -H 2 -L 64 -D 64 --topk 200)
-example_case(05 deepseek_sparse scores_equal   -B 1 -H 1 -L 100 -D 64 --topk 20 --scores equal)
-example_case(05 deepseek_sparse scores_ties    -B 1 -H 1 -L 100 -D 64 --topk 33 --causal
+example_case_plain(05 deepseek_sparse k1             -B 1 -H 2 -L 100 -D 64 --topk 1 --causal)
+example_case_plain(05 deepseek_sparse k_eq_visible   -B 1 -H 2 -L 100 -D 64 --topk 100 --causal)
+example_case_plain(05 deepseek_sparse k_gt_visible   -B 2 -H 2 -L 64 -D 64 --topk 200)
+example_case_plain(05 deepseek_sparse scores_equal   -B 1 -H 1 -L 100 -D 64 --topk 20
+                   --scores equal)
+example_case_plain(05 deepseek_sparse scores_ties    -B 1 -H 1 -L 100 -D 64 --topk 33 --causal
              --scores ties)
-example_case(05 deepseek_sparse scores_neginf  -B 1 -H 1 -L 80 -D 64 --topk 10 --causal
+example_case_plain(05 deepseek_sparse scores_neginf  -B 1 -H 1 -L 80 -D 64 --topk 10 --causal
              --scores neginf)
-example_case(05 deepseek_sparse scores_large   -B 1 -H 1 -L 80 -D 64 --topk 10 --scores large)
-example_case(05 deepseek_sparse large_inputs   -B 1 -H 2 -L 100 -D 64 --topk 20 --amplitude 12)
-example_case(05 deepseek_sparse equal_over_4096 -B 1 -H 1 --lq 4 --lk 5000 -D 64 --topk 100
+example_case_plain(05 deepseek_sparse scores_large   -B 1 -H 1 -L 80 -D 64 --topk 10
+                   --scores large)
+example_case_plain(05 deepseek_sparse large_inputs   -B 1 -H 2 -L 100 -D 64 --topk 20
+                   --amplitude 12)
+example_case_plain(05 deepseek_sparse equal_over_4096 -B 1 -H 1 --lq 4 --lk 5000 -D 64 --topk 100
              --scores equal)
 # varlen: an empty sequence, different key lengths, causal alignment per sequence
-example_case(05 deepseek_sparse varlen_causal  -H 2 -D 64 --seqlens 17,0,129,64
+example_case_plain(05 deepseek_sparse varlen_causal  -H 2 -D 64 --seqlens 17,0,129,64
              --seqlens-k 30,5,129,0 --causal --topk 20)
-example_case(05 deepseek_sparse varlen_bf16_D128 -H 3 -D 128 --seqlens 100,1,0,65 --topk 32
+example_case_plain(05 deepseek_sparse varlen_bf16_D128 -H 3 -D 128 --seqlens 100,1,0,65 --topk 32
              --dtype bf16)
+# Small cases that the sanitizer builds run too (the others take minutes under instrumentation).
+example_case(05 deepseek_sparse varlen_small   -H 1 -D 64 --seqlens 17,0,40 --seqlens-k 30,5,40
+             --causal --topk 8)
 # Threads of a block released in shuffled order after every barrier (see example 02).
-example_case(05 deepseek_sparse shuffled_order -B 1 -H 2 -L 100 -D 64 --topk 16 --causal)
+example_case(05 deepseek_sparse shuffled_order -B 1 -H 2 -L 70 -D 64 --topk 8 --causal)
 if("sim" IN_LIST ATTN_BACKEND_LIST)
   set_tests_properties(example05.shuffled_order.sim PROPERTIES
                        ENVIRONMENT "CUDASIM_ORDER=shuffle;CUDASIM_SEED=3")
@@ -92,7 +100,7 @@ if(ATTN_SANITIZER STREQUAL "tsan")
   target_include_directories(deepseek_sparse_no_sync_sim PRIVATE
                              "${ATTN_ROOT}/examples/05_deepseek_sparse")
   attn_add_test(example05.planted_race COMMAND deepseek_sparse_no_sync
-                ARGS --check-only --quiet -B 1 -H 1 -L 200 -D 64 --topk 16
+                ARGS --check-only --quiet -B 1 -H 1 -L 24 -D 64 --topk 4
                 LABELS examples BACKENDS sim
                 PASS_REGEX "ThreadSanitizer: data race.*deepseek_sparse_planted\\.cu:[0-9]+")
 endif()
