@@ -21,7 +21,9 @@ import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPT = os.path.join(HERE, "..", "..", "examples", "05_deepseek_sparse", "sparse_attention.py")
+ROOT = os.path.join(HERE, "..", "..")
+EXAMPLE = os.path.join(ROOT, "examples", "05_deepseek_sparse")
+SCRIPT = os.path.join(EXAMPLE, "sparse_attention.py")
 _spec = importlib.util.spec_from_file_location("sparse_attention", SCRIPT)
 dsa = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(dsa)
@@ -83,6 +85,27 @@ def test_recall():
     check("needle recall of the first k keys is low", rec_first < 0.5, f"{rec_first:.3f}")
 
 
+def readme_block(name):
+    """The lines of the README between '<!-- NAME' and '<!-- end NAME -->'."""
+    text = open(os.path.join(EXAMPLE, "README.md")).read()
+    start = text.index("\n", text.index("<!-- " + name)) + 1
+    return text[start:text.index("<!-- end " + name + " -->")].strip()
+
+
+def test_readme_numbers():
+    """The README's tables are the scripts' output, not typed numbers."""
+    out = subprocess.run([sys.executable, os.path.join(EXAMPLE, "cost_model.py")],
+                         capture_output=True, text=True).stdout.strip()
+    check("README cost table = cost_model.py", readme_block("cost-table") == out)
+    results = os.path.join(ROOT, "benchmarks", "results", "cudasim-AMD-EPYC-2-cores",
+                           "deepseek.jsonl")
+    if os.path.exists(results):
+        out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_deepseek.py"),
+                              "--table", results], capture_output=True, text=True).stdout.strip()
+        check("README simulator table = bench_deepseek.py --table",
+              readme_block("sim-table") == out)
+
+
 def test_c_dump(program):
     with tempfile.TemporaryDirectory() as d:
         H, L, D, topk = 2, 100, 64, 12
@@ -113,6 +136,7 @@ if __name__ == "__main__":
     test_dense_when_k_covers_all()
     test_tie_rule()
     test_recall()
+    test_readme_numbers()
     if len(sys.argv) > 1:
         test_c_dump(sys.argv[1])
     print("FAIL: " + ", ".join(failures) if failures else "all checks passed")
