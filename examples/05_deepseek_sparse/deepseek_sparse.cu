@@ -211,10 +211,12 @@ __device__ __forceinline__ uint32_t order_key(float f) {
 }
 
 /* What a top-k block works on: its row of scores, where the result goes, and n visible keys.
- * Returns false (the same for every thread) when the block has no query. */
-__device__ __forceinline__ bool topk_row(const float *logits, int32_t *sel, const int *cu_q,
-                                         const int *cu_k, int Lq, int Lk, int i0, int chunk, int K,
-                                         bool causal, const float *&row, int32_t *&out, int &n) {
+ * A row with n <= K takes every visible key here (ascending, then -1). Returns true (the same for
+ * every thread of the block) when there is a selection left to make: a query with n > K. */
+__device__ __forceinline__ bool topk_prepare(const float *logits, int32_t *sel, const int *cu_q,
+                                             const int *cu_k, int Lq, int Lk, int i0, int chunk,
+                                             int K, bool causal, const float *&row, int32_t *&out,
+                                             int &n) {
     const ds_seq sq = ds_seq_at(blockIdx.y, Lq, Lk, cu_q, cu_k);
     const int i = i0 + blockIdx.x;
     if ((int)blockIdx.x >= chunk || i >= sq.Lq)
@@ -222,13 +224,9 @@ __device__ __forceinline__ bool topk_row(const float *logits, int32_t *sel, cons
     n = attn_visible_keys(i, sq.Lq, sq.Lk, causal);
     row = logits + ((int64_t)blockIdx.y * chunk + blockIdx.x) * Lk;
     out = sel + (sq.q0 + i) * K;
-    return true;
-}
-
-/* n <= K: every visible key, ascending, then -1. */
-__device__ __forceinline__ void take_all(int32_t *out, int n, int K) {
-    for (int s = threadIdx.x; s < K; s += blockDim.x)
+    for (int s = threadIdx.x; n <= K && s < K; s += blockDim.x)
         out[s] = s < n ? s : -1;
+    return n > K;
 }
 
 /* Warp 0: the bin (0..255) of hist where the count from the top reaches `need`, and how many
@@ -273,12 +271,8 @@ __global__ void topk_radix_kernel(const float *__restrict__ logits, // [B, chunk
     const float *row;
     int32_t *out;
     int n;
-    if (!topk_row(logits, sel, cu_q, cu_k, Lq, Lk, i0, chunk, K, causal, row, out, n))
+    if (!topk_prepare(logits, sel, cu_q, cu_k, Lq, Lk, i0, chunk, K, causal, row, out, n))
         return; /* the same for every thread of the block */
-    if (n <= K) {
-        take_all(out, n, K);
-        return;
-    }
 
     uint32_t prefix = 0; /* the bytes of the k-th largest key found so far */
     int need = K;        /* keys still to select among those matching prefix */
@@ -383,12 +377,8 @@ __global__ void topk_bitonic_kernel(const float *__restrict__ logits, // [B, chu
     const float *row;
     int32_t *out;
     int n;
-    if (!topk_row(logits, sel, cu_q, cu_k, Lq, Lk, i0, chunk, K, causal, row, out, n))
+    if (!topk_prepare(logits, sel, cu_q, cu_k, Lq, Lk, i0, chunk, K, causal, row, out, n))
         return; /* the same for every thread of the block */
-    if (n <= K) {
-        take_all(out, n, K);
-        return;
-    }
     int np = 1;
     while (np < n)
         np <<= 1;
@@ -425,6 +415,19 @@ __global__ void topk_bitonic_kernel(const float *__restrict__ logits, // [B, chu
  * The steps between the barriers are example 03's (attn/fa2_tile.cuh); only the rows (heads of
  * one token, not 64 tokens of one head) and the tile source (a gather, not a contiguous tile)
  * differ. Every gathered row is used by the 64 heads: the reason DeepSeek shares the selection. */
+/* What both attention versions read, passed by value. */
+template <typename T> struct sparse_params {
+    const T *q;             // [B,H,Lq,D] or [total_q,H,D]
+    const T *k, *v;         // [rows_k, D]: one head, shared by the H query heads
+    T *o;                   // like q
+    float *lse;             // [B,H,Lq] or [H,total_q], or NULL
+    const int32_t *sel;     // [rows_q, K] selected key positions, ascending, then -1
+    const int *cu_q, *cu_k; // [B+1] device, NULL = dense
+    int B, H, Lq, Lk, D, K;
+    float scale;
+    bool causal;
+};
+
 #define SPARSE_HEADS 64 /* heads per block: 4 warps x 16 */
 
 /* This thread's share of the cp.async gather of the rows sel[j0 .. j0+63] of a [rows][D] matrix
@@ -442,16 +445,7 @@ __device__ __forceinline__ void gather_tile_async(T *dst,               // [TILE
     }
 }
 
-template <typename T, int D>
-__global__ void sparse_mma_kernel(const T *__restrict__ q,         // [B,H,Lq,D] or [tq,H,D]
-                                  const T *__restrict__ k,         // [rows_k, D] one head
-                                  const T *__restrict__ v,         // [rows_k, D] one head
-                                  T *__restrict__ o,               // like q
-                                  float *__restrict__ lse,         // [B,H,Lq] or [H,tq], or NULL
-                                  const int32_t *__restrict__ sel, // [rows_q, K]
-                                  const int *__restrict__ cu_q,    // [B+1] or NULL
-                                  const int *__restrict__ cu_k,    // [B+1] or NULL
-                                  int B, int H, int Lq, int Lk, int K, float scale, bool causal) {
+template <typename T, int D> __global__ void sparse_mma_kernel(const sparse_params<T> a) {
     using Lay = attn_padded_layout<D>;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *q_s = reinterpret_cast<T *>(smem_raw); /* [SPARSE_HEADS][LD] */
@@ -460,33 +454,34 @@ __global__ void sparse_mma_kernel(const T *__restrict__ q,         // [B,H,Lq,D]
     __shared__ bool ok[TILE];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int b = blockIdx.y, i = blockIdx.x, h0 = blockIdx.z * SPARSE_HEADS;
-    const ds_seq sq = ds_seq_at(b, Lq, Lk, cu_q, cu_k);
+    const ds_seq sq = ds_seq_at(b, a.Lq, a.Lk, a.cu_q, a.cu_k);
     if (i >= sq.Lq) /* the same for every thread: no barrier is skipped by some only */
         return;
     /* Rows of this block = heads h0 .. h0+nh-1 of token i: as an attn_seq_head whose "row r" is
      * head h0 + r, so that example 03's output steps address them. */
-    attn_seq_head sh = attn_seq_head_at(b * H + h0, B * H, H, D, Lq, Lk, cu_q, cu_k);
-    const int64_t head_stride = cu_q ? D : (int64_t)Lq * D;
-    const int64_t lse_stride = cu_q ? cu_q[B] : Lq;
+    attn_seq_head sh =
+        attn_seq_head_at(b * a.H + h0, a.B * a.H, a.H, D, a.Lq, a.Lk, a.cu_q, a.cu_k);
+    const int64_t head_stride = a.cu_q ? D : (int64_t)a.Lq * D;
+    const int64_t lse_stride = a.cu_q ? a.cu_q[a.B] : a.Lq;
     const int64_t lse0 = sh.lse + i; /* head h0 of token i */
     sh.q += i * sh.ld;
     sh.ld = head_stride;
-    sh.Lq = min(SPARSE_HEADS, H - h0);
+    sh.Lq = min(SPARSE_HEADS, a.H - h0);
     const int row0 = warp * ATTN_FA2_WARP_ROWS;
     const bool active = row0 < sh.Lq; /* warp-uniform: this warp has at least one head */
 
-    attn_load_tile_async<T, D, SPARSE_HEADS, Lay>(q_s, q + sh.q, head_stride, sh.Lq);
+    attn_load_tile_async<T, D, SPARSE_HEADS, Lay>(q_s, a.q + sh.q, head_stride, sh.Lq);
     cp_async_commit();
     cp_async_wait_all();
     __syncthreads(); // the q rows have landed for every thread before the warps ldmatrix them
     uint32_t qf[D / 16][4];
     attn_fa2_load_q_fragments<T, D, Lay>(qf, q_s);
 
-    const float scale2 = scale * LOG2E;
-    const int visible = attn_visible_keys(i, sq.Lq, sq.Lk, causal);
-    const int nsel = min(K, visible); /* a right selection has exactly nsel keys first */
-    const int32_t *srow = sel + (sq.q0 + i) * K;
-    const T *kb = k + sq.k0 * D, *vb = v + sq.k0 * D;
+    const float scale2 = a.scale * LOG2E;
+    const int visible = attn_visible_keys(i, sq.Lq, sq.Lk, a.causal);
+    const int nsel = min(a.K, visible); /* a right selection has exactly nsel keys first */
+    const int32_t *srow = a.sel + (sq.q0 + i) * a.K;
+    const T *kb = a.k + sq.k0 * D, *vb = a.v + sq.k0 * D;
     float of[D / 8][4] = {};
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     for (int j0 = 0; j0 < nsel; j0 += TILE) {
@@ -516,12 +511,13 @@ __global__ void sparse_mma_kernel(const T *__restrict__ q,         // [B,H,Lq,D]
         __syncthreads(); // all warps done with k_s, v_s and ok before the next tile's gather
     }
     attn_fa2_finish_rows<D>(of, m, l, row0, sh, NULL); /* O / l; the LSE has its own stride */
-    for (int h = 0; lse != NULL && t == 0 && h < 2; ++h) {
+    for (int h = 0; a.lse != NULL && t == 0 && h < 2; ++h) {
         const int r = row0 + g + 8 * h;
         if (r < sh.Lq)
-            lse[lse0 + (int64_t)r * lse_stride] = l[h] > 0.0f ? m[h] * LN2 + logf(l[h]) : -INFINITY;
+            a.lse[lse0 + (int64_t)r * lse_stride] =
+                l[h] > 0.0f ? m[h] * LN2 + logf(l[h]) : -INFINITY;
     }
-    attn_fa2_store_o<T, D>(o, of, row0, sh);
+    attn_fa2_store_o<T, D>(a.o, of, row0, sh);
 }
 
 /* --- version 5: sparse_gather ------------------------------------------------------------------
@@ -534,43 +530,24 @@ __global__ void sparse_mma_kernel(const T *__restrict__ q,         // [B,H,Lq,D]
 #define GATHER_WARPS 4
 #define GATHER_MAX_D 128
 
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <typename T> __device__ __forceinline__ T from_float(float x);
-template <> __device__ __forceinline__ __half from_float<__half>(float x) {
-    return __float2half_rn(x);
-}
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
-    return __float2bfloat16_rn(x);
-}
-
-template <typename T>
-__global__ void sparse_gather_kernel(const T *__restrict__ q,         // [B,H,Lq,D] or [tq,H,D]
-                                     const T *__restrict__ k,         // [rows_k, D] one head
-                                     const T *__restrict__ v,         // [rows_k, D] one head
-                                     T *__restrict__ o,               // like q
-                                     float *__restrict__ lse,         // [B,H,Lq] or [H,tq], or NULL
-                                     const int32_t *__restrict__ sel, // [rows_q, K]
-                                     const int *__restrict__ cu_q,    // [B+1] or NULL
-                                     const int *__restrict__ cu_k,    // [B+1] or NULL
-                                     int B, int H, int Lq, int Lk, int D, int K, float scale,
-                                     bool causal) {
+template <typename T> __global__ void sparse_gather_kernel(const sparse_params<T> a) {
     __shared__ float q_s[GATHER_WARPS][GATHER_MAX_D];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int b = blockIdx.y, i = blockIdx.x, h = blockIdx.z * GATHER_WARPS + warp;
-    const ds_seq sq = ds_seq_at(b, Lq, Lk, cu_q, cu_k);
-    if (i >= sq.Lq || h >= H) /* this warp has nothing to do; there is no block barrier below */
+    const ds_seq sq = ds_seq_at(b, a.Lq, a.Lk, a.cu_q, a.cu_k);
+    if (i >= sq.Lq || h >= a.H) /* this warp has nothing to do; there is no block barrier below */
         return;
-    const attn_seq_head sh = attn_seq_head_at(b * H + h, B * H, H, D, Lq, Lk, cu_q, cu_k);
+    const attn_seq_head sh =
+        attn_seq_head_at(b * a.H + h, a.B * a.H, a.H, a.D, a.Lq, a.Lk, a.cu_q, a.cu_k);
     float *qw = q_s[warp];
-    for (int d = lane; d < D; d += 32)
-        qw[d] = to_float(q[sh.q + i * sh.ld + d]) * scale * LOG2E;
+    for (int d = lane; d < a.D; d += 32)
+        qw[d] = float(a.q[sh.q + i * sh.ld + d]) * a.scale * LOG2E;
     __syncwarp(); // the query row is complete before every lane reads all of it
 
-    const int visible = attn_visible_keys(i, sq.Lq, sq.Lk, causal);
-    const int nsel = min(K, visible);
-    const int32_t *srow = sel + (sq.q0 + i) * K;
-    const T *kb = k + sq.k0 * D, *vb = v + sq.k0 * D;
+    const int visible = attn_visible_keys(i, sq.Lq, sq.Lk, a.causal);
+    const int nsel = min(a.K, visible);
+    const int32_t *srow = a.sel + (sq.q0 + i) * a.K;
+    const T *kb = a.k + sq.k0 * a.D, *vb = a.v + sq.k0 * a.D;
     float m = -INFINITY, l = 0.0f, acc[GATHER_MAX_D / 32] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int c0 = 0; c0 < nsel; c0 += 32) {
         const int key = c0 + lane < nsel ? srow[c0 + lane] : -1;
@@ -578,8 +555,8 @@ __global__ void sparse_gather_kernel(const T *__restrict__ q,         // [B,H,Lq
         float s = -INFINITY;
         if (has) {
             s = 0.0f;
-            for (int d = 0; d < D; ++d)
-                s += qw[d] * to_float(kb[(int64_t)key * D + d]);
+            for (int d = 0; d < a.D; ++d)
+                s += qw[d] * float(kb[(int64_t)key * a.D + d]);
         }
         const float m_new = fmaxf(m, attn_warp_max(s));
         const float m_use = m_new == -INFINITY ? 0.0f : m_new; /* no key yet: no -inf - -inf */
@@ -593,18 +570,18 @@ __global__ void sparse_gather_kernel(const T *__restrict__ q,         // [B,H,Lq
             const int ke = __shfl_sync(0xffffffffu, key, e);
             if (pe == 0.0f) /* a skipped slot (or a weight that underflowed): nothing to add */
                 continue;
-            const T *vrow = vb + (int64_t)ke * D;
+            const T *vrow = vb + (int64_t)ke * a.D;
             for (int c = 0; c < GATHER_MAX_D / 32; ++c)
-                if (lane + 32 * c < D)
-                    acc[c] += pe * to_float(vrow[lane + 32 * c]);
+                if (lane + 32 * c < a.D)
+                    acc[c] += pe * float(vrow[lane + 32 * c]);
         }
     }
     const float inv_l = l > 0.0f ? 1.0f / l : 0.0f; /* no key: output 0, LSE -inf */
     for (int c = 0; c < GATHER_MAX_D / 32; ++c)
-        if (lane + 32 * c < D)
-            o[sh.q + i * sh.ld + lane + 32 * c] = from_float<T>(acc[c] * inv_l);
-    if (lse != NULL && lane == 0)
-        lse[sh.lse + i] = l > 0.0f ? m * LN2 + logf(l) : -INFINITY;
+        if (lane + 32 * c < a.D)
+            a.o[sh.q + i * sh.ld + lane + 32 * c] = T(acc[c] * inv_l); /* round to nearest */
+    if (a.lse != NULL && lane == 0)
+        a.lse[sh.lse + i] = l > 0.0f ? m * LN2 + logf(l) : -INFINITY;
 }
 
 /* ================================= launchers ============================================== */
@@ -652,6 +629,27 @@ void ds_launch_topk_bitonic(const ds_args *a, int i0, cudaStream_t stream) {
                                                            a->topk, a->p->causal);
 }
 
+/* The attention kernels' parameters from the pipeline's arguments. */
+template <typename T> static sparse_params<T> sparse_params_of(const ds_args *a) {
+    const attn_problem *p = a->p;
+    return sparse_params<T>{(const T *)a->q,
+                            (const T *)a->k,
+                            (const T *)a->v,
+                            (T *)a->o,
+                            a->lse,
+                            a->sel,
+                            a->cu_q,
+                            a->cu_k,
+                            p->B,
+                            p->H,
+                            p->Lq,
+                            p->Lk,
+                            p->D,
+                            a->topk,
+                            p->scale,
+                            p->causal};
+}
+
 template <typename T> struct sparse_mma_launch {
     template <int D> static void go(const ds_args *a, cudaStream_t stream) {
         const attn_problem *p = a->p;
@@ -660,9 +658,7 @@ template <typename T> struct sparse_mma_launch {
         cudaFuncSetAttribute(sparse_mma_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)smem);
         dim3 grid(p->Lq, p->B, (p->H + SPARSE_HEADS - 1) / SPARSE_HEADS);
-        sparse_mma_kernel<T, D><<<grid, 128, smem, stream>>>(
-            (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o, a->lse, a->sel, a->cu_q,
-            a->cu_k, p->B, p->H, p->Lq, p->Lk, a->topk, p->scale, p->causal);
+        sparse_mma_kernel<T, D><<<grid, 128, smem, stream>>>(sparse_params_of<T>(a));
     }
     static void run(const ds_args *a, cudaStream_t stream) {
         a->p->D == 64 ? go<64>(a, stream) : go<128>(a, stream);
@@ -677,9 +673,7 @@ template <typename T> struct sparse_gather_launch {
     static void run(const ds_args *a, cudaStream_t stream) {
         const attn_problem *p = a->p;
         dim3 grid(p->Lq, p->B, (p->H + GATHER_WARPS - 1) / GATHER_WARPS);
-        sparse_gather_kernel<T><<<grid, GATHER_WARPS * 32, 0, stream>>>(
-            (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o, a->lse, a->sel, a->cu_q,
-            a->cu_k, p->B, p->H, p->Lq, p->Lk, p->D, a->topk, p->scale, p->causal);
+        sparse_gather_kernel<T><<<grid, GATHER_WARPS * 32, 0, stream>>>(sparse_params_of<T>(a));
     }
 };
 

@@ -119,36 +119,19 @@ static int parse_options(int *argc, char **argv, ds_options *o) {
     return rc;
 }
 
-/* The stages as harness kernels, so that attn_time_kernel times them: their launchers read the
- * pipeline's arguments from here. */
+/* The stages as harness kernels, so that attn_time_kernel times them: the launcher reads the
+ * pipeline's arguments and the stage to run from here (one of the two set). */
 static ds_args g_args;
+static void (*g_chunked)(const ds_args *, int, cudaStream_t); /* once per query chunk */
+static void (*g_whole)(const ds_args *, cudaStream_t);        /* once */
 
-static void time_indexer(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+static void launch_stage(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
     (void)b;
-    for (int i0 = 0; i0 < p->Lq; i0 += g_args.chunk)
-        ds_launch_indexer(&g_args, i0, s);
-}
-static void time_radix(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)b;
-    for (int i0 = 0; i0 < p->Lq; i0 += g_args.chunk)
-        ds_launch_topk_radix(&g_args, i0, s);
-}
-static void time_bitonic(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)b;
-    for (int i0 = 0; i0 < p->Lq; i0 += g_args.chunk)
-        ds_launch_topk_bitonic(&g_args, i0, s);
-}
-static void time_mma(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p, (void)b;
-    ds_launch_sparse_mma(&g_args, s);
-}
-static void time_gather(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p, (void)b;
-    ds_launch_sparse_gather(&g_args, s);
-}
-static void time_pipeline(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p, (void)b;
-    ds_launch_pipeline(&g_args, s);
+    if (g_whole)
+        g_whole(&g_args, s);
+    else
+        for (int i0 = 0; i0 < p->Lq; i0 += g_args.chunk)
+            g_chunked(&g_args, i0, s);
 }
 
 /* Everything one run holds. Host arrays are fp32 values already rounded to the dtype. */
@@ -266,25 +249,23 @@ static int make_data(run *r) {
             attn_to_device(r->d_cu_k, p->cu_seqlens_k, n))
             return 1;
     }
-    ds_args *a = &g_args;
-    memset(a, 0, sizeof *a);
-    a->p = &r->p;
-    a->index_heads = HI;
-    a->index_dim = DI;
-    a->topk = r->opt.topk;
-    a->chunk = r->opt.chunk;
-    a->q_index = r->d_qi;
-    a->k_index = r->d_ki;
-    a->w = r->d_w;
-    a->logits = r->d_logits;
-    a->sel = r->d_sel;
-    a->q = r->d_q;
-    a->k = r->d_k1;
-    a->v = r->d_v1;
-    a->o = r->d_o;
-    a->lse = r->d_lse;
-    a->cu_q = r->d_cu_q;
-    a->cu_k = r->d_cu_k;
+    g_args = (ds_args){.p = &r->p,
+                       .index_heads = HI,
+                       .index_dim = DI,
+                       .topk = r->opt.topk,
+                       .chunk = r->opt.chunk,
+                       .q_index = r->d_qi,
+                       .k_index = r->d_ki,
+                       .w = r->d_w,
+                       .logits = r->d_logits,
+                       .sel = r->d_sel,
+                       .q = r->d_q,
+                       .k = r->d_k1,
+                       .v = r->d_v1,
+                       .o = r->d_o,
+                       .lse = r->d_lse,
+                       .cu_q = r->d_cu_q,
+                       .cu_k = r->d_cu_k};
     return 0;
 }
 
@@ -494,6 +475,18 @@ static void time_one(run *r, const char *name, attn_launch_fn fn, const attn_buf
     }
 }
 
+/* A stage of the pipeline, timed like a kernel (launch_stage). */
+static void time_stage(run *r, const char *name,
+                       void (*chunked)(const ds_args *, int, cudaStream_t),
+                       void (*whole)(const ds_args *, cudaStream_t), double flops,
+                       const attn_timing_opts *t, double *ms_out) {
+    attn_buffers none;
+    memset(&none, 0, sizeof none);
+    g_chunked = chunked;
+    g_whole = whole;
+    time_one(r, name, launch_stage, &none, flops, t, ms_out);
+}
+
 int main(int argc, char **argv) {
     run r;
     memset(&r, 0, sizeof r);
@@ -697,8 +690,6 @@ int main(int argc, char **argv) {
         t.warmup = r.cli.warmup >= 0 ? r.cli.warmup : (on_simulator ? 0 : 5);
         t.reps = t.reps < 1 ? 1 : t.reps;
         t.flush_l2 = 1;
-        attn_buffers none;
-        memset(&none, 0, sizeof none);
         /* FlashMLA's convention: 2 * Lq * k * H * (D_qk + D_v), here with the keys each query
          * really attends to */
         double sparse_entries = 0.0;
@@ -714,13 +705,13 @@ int main(int argc, char **argv) {
         printf("device memory in use: %.1f MiB (inputs, dense K/V copies, logits chunk, "
                "selection)\n",
                (double)attn_device_mem_used() / 1048576.0);
-        time_one(&r, "indexer", time_indexer, &none, 0, &t, NULL);
+        time_stage(&r, "indexer", ds_launch_indexer, NULL, 0, &t, NULL);
         if (p->Lk <= DS_BITONIC_MAX_KEYS)
-            time_one(&r, "topk_bitonic", time_bitonic, &none, 0, &t, NULL);
-        time_one(&r, "topk_radix", time_radix, &none, 0, &t, NULL);
-        time_one(&r, "sparse_mma", time_mma, &none, sparse_flops, &t, NULL);
-        time_one(&r, "sparse_gather", time_gather, &none, sparse_flops, &t, NULL);
-        time_one(&r, "end_to_end", time_pipeline, &none, 0, &t, &e2e);
+            time_stage(&r, "topk_bitonic", ds_launch_topk_bitonic, NULL, 0, &t, NULL);
+        time_stage(&r, "topk_radix", ds_launch_topk_radix, NULL, 0, &t, NULL);
+        time_stage(&r, "sparse_mma", NULL, ds_launch_sparse_mma, sparse_flops, &t, NULL);
+        time_stage(&r, "sparse_gather", NULL, ds_launch_sparse_gather, sparse_flops, &t, NULL);
+        time_stage(&r, "end_to_end", NULL, ds_launch_pipeline, 0, &t, &e2e);
         if (dense) {
             attn_buffers db = dense_buffers(&r);
             time_one(&r, "dense fa2_mma", dense->launch, &db, attn_problem_flops(p), &t, &dense_ms);
