@@ -37,6 +37,10 @@ def parse_args(argv):
     return ap.parse_args(argv)
 
 
+def ms(x):
+    return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
+
+
 def table(path):
     """Rows: (L, indexer); columns: the stages' median ms, and end to end vs dense."""
     runs = {}
@@ -48,16 +52,17 @@ def table(path):
         runs.setdefault(key, {})[r["kernel"]] = r
     cols = [s for s in STAGES if any(s in v for v in runs.values())]
     torch_col = any("torch.topk" in v for v in runs.values())
-    head = ["L", "H", "D", "indexer", "k"] + cols + (["torch.topk"] if torch_col else [])
-    out = ["| " + " | ".join(head) + " | end to end vs dense |",
+    head = ["L", "H", "D", "H_I x D_I", "k"] + cols + (["torch.topk"] if torch_col else [])
+    out = ["Median ms per stage; the last column is dense FA2's time over the pipeline's.", "",
+           "| " + " | ".join(head) + " | end to end vs dense |",
            "|" + "---:|" * (len(head) + 1)]
     for key in sorted(runs):
         v = runs[key]
         L, H, D, hi, di, k = key
         cells = [str(L), str(H), str(D), f"{hi} x {di}", str(k)]
-        cells += [f"{v[c]['median_ms']:.3g}" if c in v else "" for c in cols]
+        cells += [ms(v[c]["median_ms"]) if c in v else "" for c in cols]
         if torch_col:
-            cells.append(f"{v['torch.topk']['median_ms']:.3g}" if "torch.topk" in v else "")
+            cells.append(ms(v["torch.topk"]["median_ms"]) if "torch.topk" in v else "")
         ratio = ""
         if "end_to_end" in v and "dense fa2_mma" in v:
             ratio = f"{v['dense fa2_mma']['median_ms'] / v['end_to_end']['median_ms']:.2f}x"

@@ -100,7 +100,7 @@ if(ATTN_SANITIZER STREQUAL "tsan")
   target_include_directories(deepseek_sparse_no_sync_sim PRIVATE
                              "${ATTN_ROOT}/examples/05_deepseek_sparse")
   attn_add_test(example05.planted_race COMMAND deepseek_sparse_no_sync
-                ARGS --check-only --quiet -B 1 -H 1 -L 24 -D 64 --topk 4
+                ARGS --check-only --quiet -B 1 -H 1 -L 12 -D 64 --topk 2 TIMEOUT 600
                 LABELS examples BACKENDS sim
                 PASS_REGEX "ThreadSanitizer: data race.*deepseek_sparse_planted\\.cu:[0-9]+")
 endif()
