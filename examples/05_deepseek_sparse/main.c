@@ -52,7 +52,11 @@ static const char *usage_extra =
     "                       large (+-3e38 magnitudes), ties (4 distinct values)\n"
     "  --corrupt-index V    write V into the first selected slot before attention (a test of the\n"
     "                       attention stage's input validation)\n"
-    "  --dump DIR           write the inputs and each stage's outputs as attn-tensor files\n";
+    "  --dump DIR           write the inputs and each stage's outputs as attn-tensor files\n"
+    "  --check-rows N       here: about N query positions per sequence (default: all while the\n"
+    "                       indexer's reference costs <= 2e9 multiply-adds, else 32)\n"
+    "every run checks and times all stages: indexer, topk_bitonic, topk_radix, sparse_mma,\n"
+    "sparse_gather, the pipeline end to end, and dense fa2_mma (no --kernel, no --pattern)\n";
 
 /* Reads an integer flag value; 0 or a one-line error (exit 2). */
 static int int_value(const char *flag, const char *s, int *out) {
