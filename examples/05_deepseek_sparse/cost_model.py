@@ -25,6 +25,7 @@ Run:
   python cost_model.py --plot FILE     also the cost curves (PNG)
 """
 import sys
+import textwrap
 
 H, D_QK_MHA, D_V_MHA, D_QK_MQA, D_V_MQA = 128, 192, 128, 576, 512
 H_I, D_I, TOPK = 64, 128, 2048
@@ -64,9 +65,10 @@ def table():
     rows.append("")
     slope_p = prefill_flops(1, False) / (H_I * D_I)            # the indexer's FP8 slope
     slope_d = decode_bytes(1, False) / INDEX_KEY_BYTES
-    rows.append(f"DSA is cheaper than dense from position {crossover(prefill_flops)} (prefill "
-                f"FLOPs) and {crossover(decode_bytes)} (decode bytes); the indexer's slope is "
-                f"{slope_p:.0f}x (prefill) and {slope_d:.1f}x (decode) shallower than dense's.")
+    rows += textwrap.wrap(
+        f"DSA is cheaper than dense from position {crossover(prefill_flops)} (prefill FLOPs) and "
+        f"{crossover(decode_bytes)} (decode bytes); the indexer's slope is {slope_p:.0f}x "
+        f"(prefill) and {slope_d:.1f}x (decode) shallower than dense's.", 96)
     return "\n".join(rows)
 
 

@@ -47,7 +47,7 @@ static const char *usage_extra =
     "  --index-heads N      indexer heads H_I: 16, 32, 48 or 64 (default: simulator 16, GPU 64)\n"
     "  --index-dim N        indexer head dimension D_I: 64 or 128 (default: simulator 64, GPU "
     "128)\n"
-    "  --chunk N            query positions per indexer chunk (default: logits <= 256 MiB)\n"
+    "  --chunk N            query positions per indexer chunk (default: logits <= 1 GiB)\n"
     "  --scores KIND        top-k input: indexer (default), equal (all 1), neginf (all -inf),\n"
     "                       large (+-3e38 magnitudes), ties (4 distinct values)\n"
     "  --corrupt-index V    write V into the first selected slot before attention (a test of the\n"
@@ -548,8 +548,8 @@ int main(int argc, char **argv) {
     r.p1.H = 1;
     r.rows_q = attn_problem_q_rows(p);
     r.rows_k = attn_problem_k_rows(p);
-    if (r.opt.chunk == 0) { /* logits of one chunk <= 256 MiB, a multiple of the indexer's 4 */
-        int64_t c = ((int64_t)1 << 26) / ((int64_t)p->B * p->Lk);
+    if (r.opt.chunk == 0) { /* logits of one chunk <= 1 GiB, a multiple of the indexer's 4 */
+        int64_t c = ((int64_t)1 << 28) / ((int64_t)p->B * p->Lk);
         c = c < 4 ? 4 : c - c % 4;
         r.opt.chunk = (int)(c < p->Lq ? c : p->Lq);
     }
