@@ -7,7 +7,8 @@
       L = 8K, 16K, 32K, 64K, 128K, indexer 64 x 128 (DeepSeek's) and 16 x 64. Each point is one
       run of the program (checks on a sample of rows, then every stage, the pipeline end to end
       and dense FA2 timed; one JSON line per stage), plus torch.topk on rows of the same length
-      (where torch has a GPU), as a line with kernel "torch.topk".
+      (where torch has a GPU), as a line with kernel "torch.topk". --seed-rows adds the seed's
+      "Sparse (k=512)" row: B=4, H=8, D=64, L=2048 and 8192, not causal.
   python benchmarks/bench_deepseek.py --table FILE.jsonl
       the markdown table of a results file (example 05's README quotes it)
 
@@ -33,6 +34,8 @@ def parse_args(argv):
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--commit", default="unknown")
+    ap.add_argument("--seed-rows", action="store_true",
+                    help="also the seed's Sparse (k=512) row: B=4 H=8 D=64, L=2048 and 8192")
     ap.add_argument("--table", help="print the markdown table of this results file and exit")
     return ap.parse_args(argv)
 
@@ -48,18 +51,19 @@ def table(path):
         r = json.loads(line)
         if r.get("example") != "05_deepseek_sparse":
             continue
-        key = (r["Lq"], r["H"], r["D"], r.get("index_heads"), r.get("index_dim"), r.get("topk"))
+        key = (r["Lq"], r.get("B", 1), r["H"], r["D"], r.get("causal", True), r.get("index_heads"),
+               r.get("index_dim"), r.get("topk"))
         runs.setdefault(key, {})[r["kernel"]] = r
     cols = [s for s in STAGES if any(s in v for v in runs.values())]
     torch_col = any("torch.topk" in v for v in runs.values())
-    head = ["L", "H", "D", "H_I x D_I", "k"] + cols + (["torch.topk"] if torch_col else [])
+    head = ["L", "B", "H", "D", "causal", "H_I x D_I", "k"] + cols + (["torch.topk"] if torch_col else [])
     out = ["Median ms per stage; the last column is dense FA2's time over the pipeline's.", "",
            "| " + " | ".join(head) + " | end to end vs dense |",
            "|" + "---:|" * (len(head) + 1)]
     for key in sorted(runs):
         v = runs[key]
-        L, H, D, hi, di, k = key
-        cells = [str(L), str(H), str(D), f"{hi} x {di}", str(k)]
+        L, B, H, D, causal, hi, di, k = key
+        cells = [str(L), str(B), str(H), str(D), "yes" if causal else "no", f"{hi} x {di}", str(k)]
         cells += [ms(v[c]["median_ms"]) if c in v else "" for c in cols]
         if torch_col:
             cells.append(ms(v["torch.topk"]["median_ms"]) if "torch.topk" in v else "")
@@ -108,23 +112,28 @@ def main(argv):
         return 2
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     failed = 0
-    for L in [int(x) for x in args.L.split(",")]:
-        for spec in args.indexers.split(","):
-            hi, di = spec.split("x")
-            cmd = [args.program, "-B", "1", "-H", str(args.heads), "-L", str(L), "-D", "128",
-                   "--causal", "--dtype", "bf16", "--topk", str(args.topk), "--index-heads", hi,
-                   "--index-dim", di, "--check-rows", "8", "--reps", str(args.reps),
-                   "--warmup", "2", "--json", args.out]
-            print("$ " + " ".join(cmd), flush=True)
-            rc = subprocess.run(cmd).returncode
-            if rc == 77:
-                return 77
-            failed += rc != 0
+    points = [(1, args.heads, 128, L, args.topk, spec, True)
+              for L in [int(x) for x in args.L.split(",")] for spec in args.indexers.split(",")]
+    if args.seed_rows:  # the seed's "Sparse (k=512)" row: B=4 H=8 D=64, not causal
+        points += [(4, 8, 64, L, 512, "16x64", False) for L in (2048, 8192)]
+    for B, H, D, L, topk, spec, causal in points:
+        hi, di = spec.split("x")
+        cmd = [args.program, "-B", str(B), "-H", str(H), "-L", str(L), "-D", str(D), "--dtype",
+               "bf16", "--topk", str(topk), "--index-heads", hi, "--index-dim", di,
+               "--check-rows", "8", "--reps", str(args.reps), "--warmup", "2", "--json", args.out]
+        cmd += ["--causal"] if causal else []
+        print("$ " + " ".join(cmd), flush=True)
+        rc = subprocess.run(cmd).returncode
+        if rc == 77:
+            return 77
+        failed += rc != 0
+    for L in sorted({p[3] for p in points if p[5] == "64x128"}):
         ms = torch_topk(L, args.topk)
         if ms is not None:
             with open(args.out, "a") as f:
                 f.write(json.dumps({"example": "05_deepseek_sparse", "kernel": "torch.topk",
-                                    "backend": "torch", "Lq": L, "Lk": L, "H": args.heads,
+                                    "backend": "torch", "Lq": L, "Lk": L, "B": 1, "causal": True,
+                                    "H": args.heads,
                                     "D": 128, "topk": args.topk, "index_heads": 64,
                                     "index_dim": 128, "median_ms": ms,
                                     "commit": args.commit}) + "\n")

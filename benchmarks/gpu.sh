@@ -119,7 +119,7 @@ if has deepseek; then
     say "bench_deepseek: example 05 (DSA) on DeepSeek-like shapes, L = 8K..128K"
     cmake --build "$build" -j "$(nproc)" --target deepseek_sparse_gpu >>"$out/.build.log" 2>&1 ||
         { tail -50 "$out/.build.log"; exit 1; }
-    ds=(--L 8192,16384,32768,65536,131072)
+    ds=(--L 8192,16384,32768,65536,131072 --seed-rows)
     [ $quick -eq 1 ] && ds=(--L 8192,32768)
     "$py" benchmarks/bench_deepseek.py "${ds[@]}" --commit "$commit" --out "$out/deepseek.jsonl" \
         --program "$build/examples/05_deepseek_sparse/deepseek_sparse_gpu" ||
