@@ -63,7 +63,8 @@ def table(path):
     for key in sorted(runs):
         v = runs[key]
         L, B, H, D, causal, hi, di, k = key
-        cells = [str(L), str(B), str(H), str(D), "yes" if causal else "no", f"{hi} x {di}", str(k)]
+        cells = [str(L), str(B), str(H), str(D), "yes" if causal else "no", f"{hi} x {di}",
+                 str(k)]
         cells += [ms(v[c]["median_ms"]) if c in v else "" for c in cols]
         if torch_col:
             cells.append(ms(v["torch.topk"]["median_ms"]) if "torch.topk" in v else "")
