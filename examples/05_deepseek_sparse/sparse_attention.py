@@ -19,6 +19,7 @@ Run:
 Exit status 0, or 1 when a check fails.
 """
 import math
+import struct
 import sys
 
 import torch
@@ -64,6 +65,41 @@ def select_topk(scores, k, causal):
         keys = top[t, :take] if take < int(n[t]) else torch.arange(int(n[t]))
         sel[t, :take] = keys.sort().values
     return sel
+
+
+def order_key(x):
+    """The float's bits as an unsigned integer in the same order as the floats: flip the sign bit
+    of a positive number, every bit of a negative one."""
+    u = struct.unpack("<I", struct.pack("<f", x))[0]
+    return (~u & 0xFFFFFFFF) if u & 0x80000000 else u | 0x80000000
+
+
+def radix_select(row, k):
+    """The radix select of the top-k kernel, one byte per pass, written out: returns the selected
+    positions (ascending) and, per pass, (threshold bin, keys still needed inside it)."""
+    keys = [order_key(float(x)) for x in row]
+    prefix, known, need, trace = 0, 0, k, []
+    for shift in (24, 16, 8, 0):
+        hist = [0] * 256
+        for key in keys:
+            if key & known == prefix:
+                hist[(key >> shift) & 255] += 1
+        above = 0
+        for b in range(255, -1, -1):                  # from the top bin down
+            if above + hist[b] >= need:
+                break
+            above += hist[b]
+        prefix |= b << shift
+        known |= 255 << shift
+        need -= above
+        trace.append((b, need))
+    # every key above the k-th largest (prefix), then the first `need` keys equal to it
+    sel, ties = [], 0
+    for pos, key in enumerate(keys):
+        if key > prefix or (key == prefix and ties < need):
+            ties += key == prefix
+            sel.append(pos)
+    return sel, trace
 
 
 def selection_is_right(scores, sel, k, causal, tol=0.0):

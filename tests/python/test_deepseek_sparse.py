@@ -72,6 +72,23 @@ def test_tie_rule():
     check("all-equal scores: any 5 keys are right", ok, why)
 
 
+def test_radix_worked_example():
+    """The README's worked example of radix select, pass by pass."""
+    row = [0.5, 3.0, -1.0, 3.0, 2.0, 2.0, 7.0, 2.0]
+    sel, trace = dsa.radix_select(row, 4)
+    check("radix select worked example", sel == [1, 3, 4, 6] and
+          trace == [(0xC0, 4), (0x00, 1), (0x00, 1), (0x00, 1)], f"{sel} {trace}")
+    g = torch.Generator().manual_seed(5)
+    for trial in range(20):
+        scores = torch.randint(-3, 4, (60,), generator=g).float() * 0.5   # many ties
+        k = 1 + trial * 3 % 59
+        sel, _ = dsa.radix_select(scores.tolist(), k)
+        ok, why = dsa.selection_is_right(scores[None], torch.tensor([sel]), k, causal=False)
+        if not ok:
+            break
+    check("radix select under the tie rule", ok, why)
+
+
 def test_recall():
     H, L, D, HI, DI, topk = 2, 256, 32, 4, 16, 16
     needles = [(t, t // 3) for t in range(40, L, 24)]
@@ -135,6 +152,7 @@ if __name__ == "__main__":
     torch.set_default_dtype(torch.float64)
     test_dense_when_k_covers_all()
     test_tie_rule()
+    test_radix_worked_example()
     test_recall()
     test_readme_numbers()
     if len(sys.argv) > 1:
