@@ -398,8 +398,9 @@ __global__ void topk_bitonic_kernel(const float *__restrict__ logits, // [B, chu
 
 /* --- version 4: sparse_mma -----------------------------------------------------------------------
  *
- *   grid  = (Lq, B, ceil(H / 64)); block = 128 threads = 4 warps; one block <-> one token t and
- *   64 of its heads; warp w owns heads 16w .. 16w+15 (the rows of its mma tiles)
+ *   grid  = (Lq, B, ceil(H / 64)); block = min(4, ceil(H / 16)) warps; one block <-> one token t
+ *   and 64 of its heads; warp w owns heads 16w .. 16w+15 (the rows of its mma tiles); with
+ *   H = 16 a block is a single warp, and the block's other rows stay zero
  *
  *   shared memory (attn_padded_layout, rows of D + 8)
  *   q_s [64][D+8]   q of token t for the block's heads (row = head)
@@ -489,10 +490,9 @@ template <typename T, int D> __global__ void sparse_mma_kernel(const sparse_para
         cp_async_commit();
         gather_tile_async<T, D, Lay>(v_s, vb, srow + j0, nsel - j0, visible);
         cp_async_commit();
-        if ((int)threadIdx.x < TILE) {
-            const int slot = j0 + (int)threadIdx.x;
-            const int key = slot < nsel ? srow[slot] : -1;
-            ok[threadIdx.x] = key >= 0 && key < visible;
+        for (int x = threadIdx.x; x < TILE; x += blockDim.x) {
+            const int key = j0 + x < nsel ? srow[j0 + x] : -1;
+            ok[x] = key >= 0 && key < visible;
         }
         cp_async_wait<1>();
         __syncthreads(); // every thread's K rows and slot flags in place before any warp reads
@@ -658,7 +658,9 @@ template <typename T> struct sparse_mma_launch {
         cudaFuncSetAttribute(sparse_mma_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)smem);
         dim3 grid(p->Lq, p->B, (p->H + SPARSE_HEADS - 1) / SPARSE_HEADS);
-        sparse_mma_kernel<T, D><<<grid, 128, smem, stream>>>(sparse_params_of<T>(a));
+        /* one warp per 16 heads, up to 4: with H = 16 a block is one warp */
+        const int warps = min(SPARSE_HEADS, p->H + 15) / 16;
+        sparse_mma_kernel<T, D><<<grid, warps * 32, smem, stream>>>(sparse_params_of<T>(a));
     }
     static void run(const ds_args *a, cudaStream_t stream) {
         a->p->D == 64 ? go<64>(a, stream) : go<128>(a, stream);
