@@ -80,7 +80,7 @@ example_rejects(05 deepseek_sparse index_out_of_range
 example_rejects(05 deepseek_sparse pattern      "error: --pattern: example 05"
                 --pattern window:w=3 -L 16)
 
-example_common(05 05_deepseek_sparse deepseek_sparse)
+example_common(05 05_deepseek_sparse deepseek_sparse --check-only -L 33 -D 64 --topk 8)
 
 # The top-k tie rule itself: right selections pass, each kind of wrong one fails.
 attn_cuda_executable(test_topk_check SOURCES test_topk_check.c LIBRARIES deepseek_sparse_kernels)
