@@ -427,6 +427,7 @@ template <typename T> struct sparse_params {
     int B, H, Lq, Lk, D, K;
     float scale;
     bool causal;
+    bool mha; /* sparse_gather only: k, v have H heads in q's layout, each head its own */
 };
 
 #define SPARSE_HEADS 64 /* heads per block: 4 warps x 16 */
@@ -547,7 +548,10 @@ template <typename T> __global__ void sparse_gather_kernel(const sparse_params<T
     const int visible = attn_visible_keys(i, sq.Lq, sq.Lk, a.causal);
     const int nsel = min(a.K, visible);
     const int32_t *srow = a.sel + (sq.q0 + i) * a.K;
-    const T *kb = a.k + sq.k0 * a.D, *vb = a.v + sq.k0 * a.D;
+    /* K/V rows of this head: the one shared head ([rows_k, D]), or head h of MHA tensors */
+    const T *kb = a.mha ? a.k + sh.k : a.k + sq.k0 * a.D;
+    const T *vb = a.mha ? a.v + sh.k : a.v + sq.k0 * a.D;
+    const int64_t ldk = a.mha ? sh.ld : a.D;
     float m = -INFINITY, l = 0.0f, acc[GATHER_MAX_D / 32] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int c0 = 0; c0 < nsel; c0 += 32) {
         const int key = c0 + lane < nsel ? srow[c0 + lane] : -1;
@@ -556,7 +560,7 @@ template <typename T> __global__ void sparse_gather_kernel(const sparse_params<T
         if (has) {
             s = 0.0f;
             for (int d = 0; d < a.D; ++d)
-                s += qw[d] * float(kb[(int64_t)key * a.D + d]);
+                s += qw[d] * float(kb[key * ldk + d]);
         }
         const float m_new = fmaxf(m, attn_warp_max(s));
         const float m_use = m_new == -INFINITY ? 0.0f : m_new; /* no key yet: no -inf - -inf */
@@ -570,7 +574,7 @@ template <typename T> __global__ void sparse_gather_kernel(const sparse_params<T
             const int ke = __shfl_sync(0xffffffffu, key, e);
             if (pe == 0.0f) /* a skipped slot (or a weight that underflowed): nothing to add */
                 continue;
-            const T *vrow = vb + (int64_t)ke * a.D;
+            const T *vrow = vb + ke * ldk;
             for (int c = 0; c < GATHER_MAX_D / 32; ++c)
                 if (lane + 32 * c < a.D)
                     acc[c] += pe * float(vrow[lane + 32 * c]);
@@ -582,6 +586,40 @@ template <typename T> __global__ void sparse_gather_kernel(const sparse_params<T
             a.o[sh.q + i * sh.ld + lane + 32 * c] = T(acc[c] * inv_l); /* round to nearest */
     if (a.lse != NULL && lane == 0)
         a.lse[sh.lse + i] = l > 0.0f ? m * LN2 + logf(l) : -INFINITY;
+}
+
+/* --- the pipeline as one harness kernel: inputs derived from the harness's Q, K, V -------------
+ *
+ *   grid = (max(Lq, Lk), B); block = 128 threads; no shared memory, no barriers.
+ * The harness hands every kernel MHA tensors Q, K, V [B,H,L,D]; the registry's "deepseek_k512"
+ * (below) runs DSA on them with an indexer of HARNESS_HI = 16 heads of 64: q_I(t, j) = the first
+ * 64 dimensions of Q's head j mod H at t, k_I(s) = those of K's head 0, w = 1/16; attention is
+ * sparse_gather over each head's own K and V (MHA: no shared head for sparse_mma's one block per
+ * token). This kernel writes the indexer's operands into the workspace. */
+#define HARNESS_HI 16
+#define HARNESS_DI 64
+#define HARNESS_TOPK 512
+
+template <typename T>
+__global__ void harness_inputs_kernel(const T *__restrict__ q, // [B,H,Lq,D] or [tq,H,D]
+                                      const T *__restrict__ k, // [B,H,Lk,D] or [tk,H,D]
+                                      T *__restrict__ q_index, // [rows_q, 16, 64]
+                                      T *__restrict__ k_index, // [rows_k, 64]
+                                      float *__restrict__ w,   // [rows_q, 16]
+                                      const int *cu_q, const int *cu_k, int B, int H, int Lq,
+                                      int Lk, int D) {
+    const int b = blockIdx.y, t = blockIdx.x;
+    const ds_seq sq = ds_seq_at(b, Lq, Lk, cu_q, cu_k);
+    for (int e = threadIdx.x; t < sq.Lq && e < HARNESS_HI * HARNESS_DI; e += blockDim.x) {
+        const int j = e / HARNESS_DI, d = e % HARNESS_DI;
+        const attn_seq_head sh = attn_seq_head_at(b * H + j % H, B * H, H, D, Lq, Lk, cu_q, cu_k);
+        q_index[(sq.q0 + t) * HARNESS_HI * HARNESS_DI + e] = q[sh.q + t * sh.ld + d];
+        if (d == 0)
+            w[(sq.q0 + t) * HARNESS_HI + j] = 1.0f / HARNESS_HI;
+    }
+    const attn_seq_head h0 = attn_seq_head_at(b * H, B * H, H, D, Lq, Lk, cu_q, cu_k);
+    for (int d = threadIdx.x; t < sq.Lk && d < HARNESS_DI; d += blockDim.x)
+        k_index[(sq.k0 + t) * HARNESS_DI + d] = k[h0.k + t * h0.ld + d];
 }
 
 /* ================================= launchers ============================================== */
@@ -647,7 +685,8 @@ template <typename T> static sparse_params<T> sparse_params_of(const ds_args *a)
                             p->D,
                             a->topk,
                             p->scale,
-                            p->causal};
+                            p->causal,
+                            false};
 }
 
 template <typename T> struct sparse_mma_launch {
@@ -691,6 +730,75 @@ void ds_launch_pipeline(const ds_args *a, cudaStream_t stream) {
     ds_launch_sparse_mma(a, stream);
 }
 
+/* The workspace of deepseek_k512, carved in this order (each part 256-byte aligned). */
+struct harness_parts {
+    size_t q_index, k_index, w, logits, sel, total;
+    int chunk;
+};
+
+static size_t align256(size_t x) { return (x + 255) / 256 * 256; }
+
+static harness_parts harness_layout(const attn_problem *p) {
+    const size_t rq = (size_t)attn_problem_q_rows(p), rk = (size_t)attn_problem_k_rows(p);
+    const size_t el = attn_dtype_size(p->dtype);
+    harness_parts w;
+    /* query chunk: logits <= 256 MiB, a multiple of the indexer's 4 queries */
+    int64_t c = ((int64_t)1 << 26) / ((int64_t)p->B * (p->Lk > 0 ? p->Lk : 1));
+    c = c < 4 ? 4 : c - c % 4;
+    w.chunk = (int)(c < p->Lq ? c : p->Lq);
+    w.q_index = 0;
+    w.k_index = w.q_index + align256(rq * HARNESS_HI * HARNESS_DI * el);
+    w.w = w.k_index + align256(rk * HARNESS_DI * el);
+    w.logits = w.w + align256(rq * HARNESS_HI * sizeof(float));
+    w.sel = w.logits + align256((size_t)p->B * w.chunk * p->Lk * sizeof(float));
+    w.total = w.sel + align256(rq * HARNESS_TOPK * sizeof(int32_t));
+    return w;
+}
+
+static size_t harness_workspace_bytes(const attn_problem *p) { return harness_layout(p).total; }
+
+template <typename T> struct harness_launch {
+    static void run(const attn_problem *p, const attn_buffers *b, const ds_args *a,
+                    cudaStream_t stream) {
+        dim3 grid(p->Lq > p->Lk ? p->Lq : p->Lk, p->B);
+        harness_inputs_kernel<T><<<grid, 128, 0, stream>>>(
+            (const T *)b->q, (const T *)b->k, (T *)a->q_index, (T *)a->k_index, (float *)a->w,
+            b->cu_seqlens_q, b->cu_seqlens_k, p->B, p->H, p->Lq, p->Lk, p->D);
+        for (int i0 = 0; i0 < p->Lq; i0 += a->chunk) {
+            ds_launch_indexer(a, i0, stream);
+            ds_launch_topk_radix(a, i0, stream);
+        }
+        sparse_params<T> sp = sparse_params_of<T>(a);
+        sp.mha = true;
+        dim3 agrid(p->Lq, p->B, (p->H + GATHER_WARPS - 1) / GATHER_WARPS);
+        sparse_gather_kernel<T><<<agrid, GATHER_WARPS * 32, 0, stream>>>(sp);
+    }
+};
+
+static void launch_harness_pipeline(const attn_problem *p, const attn_buffers *b,
+                                    cudaStream_t stream) {
+    const harness_parts parts = harness_layout(p);
+    unsigned char *ws = (unsigned char *)b->workspace;
+    ds_args a = {p,
+                 HARNESS_HI,
+                 HARNESS_DI,
+                 HARNESS_TOPK,
+                 parts.chunk,
+                 ws + parts.q_index,
+                 ws + parts.k_index,
+                 (const float *)(ws + parts.w),
+                 (float *)(ws + parts.logits),
+                 (int32_t *)(ws + parts.sel),
+                 b->q,
+                 b->k,
+                 b->v,
+                 b->o,
+                 b->lse,
+                 b->cu_seqlens_q,
+                 b->cu_seqlens_k};
+    by_dtype<harness_launch>(p->dtype, p, b, &a, stream);
+}
+
 /* ================================= registry =============================================== */
 
 const char *ds_unsupported(const attn_problem *p, int index_heads, int index_dim, int topk) {
@@ -706,3 +814,30 @@ const char *ds_unsupported(const attn_problem *p, int index_heads, int index_dim
         return "--topk must be at least 1";
     return NULL;
 }
+
+static const attn_requirements harness_requirements = {
+    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), /* dtypes */
+    128,                                                  /* max_d: D = 64 or 128 */
+    64,                                                   /* d_multiple */
+    true,                                                 /* causal */
+    true,                                                 /* varlen */
+    false,                                                /* gpu_only */
+};
+
+static const attn_kernel deepseek_kernels[] = {
+    {1, "deepseek_k512",
+     "DSA end to end on the harness's Q, K, V: indexer 16 x 64 (Q's heads, K's head 0), top-512, "
+     "sparse_gather over each head's keys; equals dense attention while every query sees <= 512",
+     launch_harness_pipeline, harness_requirements, harness_workspace_bytes},
+};
+
+/* The pipeline as a harness example, for drivers that take an attn_example (the benchmark's
+ * "deepseek (k=512)" implementation, tests/examples/test_deepseek_kernel.c). */
+extern "C" const attn_example deepseek_sparse_example = {
+    "05_deepseek_sparse",
+    "DeepSeek Sparse Attention end to end (indexer, top-k, sparse attention) as one kernel",
+    deepseek_kernels,
+    1,
+    {4, 8, 2048, 64}, /* GPU default: the seed's "Sparse (k=512)" row */
+    {1, 4, 256, 64},  /* simulator default */
+};

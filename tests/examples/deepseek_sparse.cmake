@@ -104,3 +104,27 @@ if(ATTN_SANITIZER STREQUAL "tsan")
                 LABELS examples BACKENDS sim
                 PASS_REGEX "ThreadSanitizer: data race.*deepseek_sparse_planted\\.cu:[0-9]+")
 endif()
+
+# The pipeline as one harness kernel (what a benchmark runs as "deepseek (k=512)"): against the
+# dense reference while every query sees <= 512 keys (then DSA is exact), causal and not, varlen,
+# H not a multiple of 16.
+attn_cuda_executable(test_deepseek_kernel SOURCES test_deepseek_kernel.c
+                     LIBRARIES deepseek_sparse_kernels)
+attn_add_test(example05.harness_kernel COMMAND test_deepseek_kernel
+              ARGS --check-only --quiet -B 2 -H 3 -L 129 -D 64 --causal --dtype f16
+              LABELS examples)
+attn_add_test(example05.harness_kernel_varlen COMMAND test_deepseek_kernel
+              ARGS --check-only --quiet -H 2 -D 128 --seqlens 70,0,33 --dtype bf16
+              LABELS examples)
+# ... and past 512 keys it is sparse: a query that sees 600 keys drops 88, so the same check
+# against dense attention must FAIL (exit 1): the kernel does select.
+foreach(backend IN LISTS ATTN_BACKEND_LIST)
+  if(backend STREQUAL "sim" AND NOT ATTN_SANITIZER)
+    set(run --check-only -B 1 -H 1 -L 600 -D 64 --dtype f16)
+    add_test(NAME example05.harness_kernel_is_sparse.${backend}
+             COMMAND ${CMAKE_COMMAND} "-DCMD=$<TARGET_FILE:test_deepseek_kernel_${backend}>;${run}"
+                     -DCODES=1 "-DREGEX=deepseek_k512 .* FAIL"
+                     -P "${CMAKE_CURRENT_SOURCE_DIR}/../expect_exit.cmake")
+    set_tests_properties(example05.harness_kernel_is_sparse.${backend} PROPERTIES LABELS examples)
+  endif()
+endforeach()
