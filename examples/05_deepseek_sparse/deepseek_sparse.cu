@@ -815,14 +815,9 @@ const char *ds_unsupported(const attn_problem *p, int index_heads, int index_dim
     return NULL;
 }
 
+/* fp16/bf16, D = 64 or 128 (max 128, multiple of 64), causal, varlen, runs on the simulator */
 static const attn_requirements harness_requirements = {
-    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), /* dtypes */
-    128,                                                  /* max_d: D = 64 or 128 */
-    64,                                                   /* d_multiple */
-    true,                                                 /* causal */
-    true,                                                 /* varlen */
-    false,                                                /* gpu_only */
-};
+    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), 128, 64, true, true, false};
 
 static const attn_kernel deepseek_kernels[] = {
     {1, "deepseek_k512",
