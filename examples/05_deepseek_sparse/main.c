@@ -148,6 +148,8 @@ typedef struct run {
     float *q, *k1, *v1, *kx, *vx, *qi, *ki, *w; /* kx, vx: K, V copied into every head */
     float *logits;                              /* [B, chunk, Lk] host copy of one chunk */
     int32_t *sel;                               /* [rows_q, topk] */
+    int64_t *row_ptr;                           /* the selection as the reference's CSR mask */
+    int32_t *col_idx;
     float *out, *lse, *ref, *ref_lse, *lowp;
     void *staging;
     /* device */
@@ -491,18 +493,33 @@ static void time_stage(run *r, const char *name,
     time_one(r, name, launch_stage, &none, flops, t, ms_out);
 }
 
-int main(int argc, char **argv) {
-    run r;
-    memset(&r, 0, sizeof r);
-    r.opt.topk = on_simulator ? 64 : 2048;
-    r.opt.index_heads = on_simulator ? 16 : 64;
-    r.opt.index_dim = on_simulator ? 64 : 128;
-    r.opt.scores = "indexer";
-    int rc = parse_options(&argc, argv, &r.opt);
+/* Releases everything a run allocated (NULL pointers are skipped by free and the harness). */
+static void run_free(run *r) {
+    float *host[] = {r->q, r->k1,     r->v1,  r->kx,  r->vx,  r->qi,      r->ki,
+                     r->w, r->logits, r->out, r->lse, r->ref, r->ref_lse, r->lowp};
+    void *dev[] = {r->d_q, r->d_k1, r->d_v1,     r->d_kx,  r->d_vx,  r->d_qi,   r->d_ki,
+                   r->d_o, r->d_w,  r->d_logits, r->d_lse, r->d_sel, r->d_cu_q, r->d_cu_k};
+    for (size_t n = 0; n < sizeof host / sizeof host[0]; ++n)
+        free(host[n]);
+    for (size_t n = 0; n < sizeof dev / sizeof dev[0]; ++n)
+        attn_device_free(dev[n]);
+    free(r->sel);
+    free(r->row_ptr);
+    free(r->col_idx);
+    free(r->staging);
+    attn_cli_free(&r->cli);
+}
+
+static int run_program(run *r, int argc, char **argv) {
+    r->opt.topk = on_simulator ? 64 : 2048;
+    r->opt.index_heads = on_simulator ? 16 : 64;
+    r->opt.index_dim = on_simulator ? 64 : 128;
+    r->opt.scores = "indexer";
+    int rc = parse_options(&argc, argv, &r->opt);
     if (rc)
         return rc;
     char err[512];
-    if ((rc = attn_cli_parse(&r.cli, argc, argv, err, sizeof err)) != 0) {
+    if ((rc = attn_cli_parse(&r->cli, argc, argv, err, sizeof err)) != 0) {
         fprintf(stderr, "%s\n", err);
         return rc;
     }
@@ -513,58 +530,58 @@ int main(int argc, char **argv) {
                                           0,
                                           {1, 16, 8192, 128},
                                           {1, 8, 256, 64}};
-    if (r.cli.help || r.cli.list) {
+    if (r->cli.help || r->cli.list) {
         attn_cli_usage(stdout, "deepseek_sparse", &usage_ex);
         fputs(usage_extra, stdout);
         return 0;
     }
-    if (r.cli.pattern || r.cli.kernel) {
+    if (r->cli.pattern || r->cli.kernel) {
         fprintf(stderr, "error: %s: example 05 runs every stage; its selection is the indexer's\n",
-                r.cli.pattern ? "--pattern" : "--kernel");
+                r->cli.pattern ? "--pattern" : "--kernel");
         return ATTN_EXIT_USAGE;
     }
     const int *def = on_simulator ? usage_ex.default_sim : usage_ex.default_gpu;
-    attn_problem *p = &r.p;
-    attn_problem_init(p, r.cli.B ? r.cli.B : def[0], r.cli.H ? r.cli.H : def[1],
-                      r.cli.Lq ? r.cli.Lq : def[2], r.cli.Lk ? r.cli.Lk : def[2],
-                      r.cli.D ? r.cli.D : def[3]);
-    p->dtype = r.cli.dtype_set ? r.cli.dtype : ATTN_F16;
-    p->causal = r.cli.causal;
-    if (r.cli.scale > 0.0f)
-        p->scale = r.cli.scale;
-    p->cu_seqlens_q = r.cli.cu_seqlens_q;
-    p->cu_seqlens_k = r.cli.cu_seqlens_k;
+    attn_problem *p = &r->p;
+    attn_problem_init(p, r->cli.B ? r->cli.B : def[0], r->cli.H ? r->cli.H : def[1],
+                      r->cli.Lq ? r->cli.Lq : def[2], r->cli.Lk ? r->cli.Lk : def[2],
+                      r->cli.D ? r->cli.D : def[3]);
+    p->dtype = r->cli.dtype_set ? r->cli.dtype : ATTN_F16;
+    p->causal = r->cli.causal;
+    if (r->cli.scale > 0.0f)
+        p->scale = r->cli.scale;
+    p->cu_seqlens_q = r->cli.cu_seqlens_q;
+    p->cu_seqlens_k = r->cli.cu_seqlens_k;
     if (attn_problem_validate(p, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         return ATTN_EXIT_USAGE;
     }
-    const char *why = ds_unsupported(p, r.opt.index_heads, r.opt.index_dim, r.opt.topk);
+    const char *why = ds_unsupported(p, r->opt.index_heads, r->opt.index_dim, r->opt.topk);
     if (why) {
         fprintf(stderr, "error: %s (got dtype %s, D=%d, --index-heads %d, --index-dim %d)\n", why,
-                attn_dtype_name(p->dtype), p->D, r.opt.index_heads, r.opt.index_dim);
+                attn_dtype_name(p->dtype), p->D, r->opt.index_heads, r->opt.index_dim);
         return ATTN_EXIT_USAGE;
     }
-    r.p1 = r.p;
-    r.p1.H = 1;
-    r.rows_q = attn_problem_q_rows(p);
-    r.rows_k = attn_problem_k_rows(p);
-    if (r.opt.chunk == 0) { /* logits of one chunk <= 1 GiB, a multiple of the indexer's 4 */
+    r->p1 = r->p;
+    r->p1.H = 1;
+    r->rows_q = attn_problem_q_rows(p);
+    r->rows_k = attn_problem_k_rows(p);
+    if (r->opt.chunk == 0) { /* logits of one chunk <= 1 GiB, a multiple of the indexer's 4 */
         int64_t c = ((int64_t)1 << 28) / ((int64_t)p->B * p->Lk);
         c = c < 4 ? 4 : c - c % 4;
-        r.opt.chunk = (int)(c < p->Lq ? c : p->Lq);
+        r->opt.chunk = (int)(c < p->Lq ? c : p->Lq);
     }
-    r.opt.chunk = r.opt.chunk < p->Lq ? r.opt.chunk : p->Lq;
+    r->opt.chunk = r->opt.chunk < p->Lq ? r->opt.chunk : p->Lq;
     /* rows to check: every one while the indexer's reference costs <= 2e9 multiply-adds (or with
      * --check-all), else about --check-rows (default 32) query positions per sequence */
-    const double ref_cost = (double)r.rows_q * p->Lk * r.opt.index_heads * r.opt.index_dim;
-    int want_rows = r.cli.check_rows >= 0 ? r.cli.check_rows : (ref_cost <= 2e9 ? 0 : 32);
-    r.stride = want_rows > 0 && want_rows < p->Lq ? (p->Lq + want_rows - 1) / want_rows : 1;
+    const double ref_cost = (double)r->rows_q * p->Lk * r->opt.index_heads * r->opt.index_dim;
+    int want_rows = r->cli.check_rows >= 0 ? r->cli.check_rows : (ref_cost <= 2e9 ? 0 : 32);
+    r->stride = want_rows > 0 && want_rows < p->Lq ? (p->Lq + want_rows - 1) / want_rows : 1;
 
     attn_device_info dev;
     if ((rc = attn_device_init_reported(&dev)) != 0)
         return rc;
-    r.device = dev.name;
-    if (make_data(&r))
+    r->device = dev.name;
+    if (make_data(r))
         return 1;
     int max_keys = 0;
     for (int b = 0; b < p->B; ++b)
@@ -572,95 +589,96 @@ int main(int argc, char **argv) {
             int n = attn_problem_row_keys(p, b, i);
             max_keys = n > max_keys ? n : max_keys;
         }
-    if (!r.cli.quiet)
+    if (!r->cli.quiet)
         printf(
             "05_deepseek_sparse on %s (%s): B=%d H=%d Lq=%d Lk=%d D=%d %s%s%s, top-k %d, indexer "
             "%d x %d, chunk %d\n",
             dev.name, attn_backend_name(), p->B, p->H, p->Lq, p->Lk, p->D,
             attn_dtype_name(p->dtype), p->causal ? " causal" : "", p->cu_seqlens_q ? " varlen" : "",
-            r.opt.topk, r.opt.index_heads, r.opt.index_dim, r.opt.chunk);
-    if (!r.cli.quiet)
+            r->opt.topk, r->opt.index_heads, r->opt.index_dim, r->opt.chunk);
+    if (!r->cli.quiet)
         printf("memory: logits of one chunk %.3g MiB (all L x L: %.3g MiB), selection %.3g MiB\n",
-               (double)p->B * r.opt.chunk * p->Lk * 4 / 1048576.0,
+               (double)p->B * r->opt.chunk * p->Lk * 4 / 1048576.0,
                (double)p->B * p->Lq * p->Lk * 4 / 1048576.0,
-               (double)r.rows_q * r.opt.topk * 4 / 1048576.0);
+               (double)r->rows_q * r->opt.topk * 4 / 1048576.0);
 
     /* the dense baseline's K and V (every head a copy of the shared one) */
-    if (upload(&r, &r.d_kx, r.kx, attn_problem_k_elems(p)) ||
-        upload(&r, &r.d_vx, r.vx, attn_problem_k_elems(p)))
+    if (upload(r, &r->d_kx, r->kx, attn_problem_k_elems(p)) ||
+        upload(r, &r->d_vx, r->vx, attn_problem_k_elems(p)))
         return 1;
     const attn_kernel *dense = dense_kernel();
-    const bool all_dense = max_keys <= r.opt.topk;
+    const bool all_dense = max_keys <= r->opt.topk;
 
     /* stages 1 and 2 */
     double idx_err = 0.0;
     int64_t idx_rows = 0;
-    for (int i0 = 0; i0 < p->Lq; i0 += r.opt.chunk)
-        if (check_chunk(&r, i0, &idx_err, &idx_rows))
+    for (int i0 = 0; i0 < p->Lq; i0 += r->opt.chunk)
+        if (check_chunk(r, i0, &idx_err, &idx_rows))
             return 1;
-    if (r.failures == 0) {
+    if (r->failures == 0) {
         char d[160];
         snprintf(d, sizeof d, "%lld query rows%s, max |I - ref| %.3g", (long long)idx_rows,
-                 r.stride > 1 ? " (a sample)" : "", idx_err);
-        verdict(&r, "indexer", true, d);
+                 r->stride > 1 ? " (a sample)" : "", idx_err);
+        verdict(r, "indexer", true, d);
         snprintf(d, sizeof d, "%s under the tie rule (scores: %s)",
-                 r.stride > 1 ? "the same rows" : "every row", r.opt.scores);
+                 r->stride > 1 ? "the same rows" : "every row", r->opt.scores);
         if (p->Lk <= DS_BITONIC_MAX_KEYS)
-            verdict(&r, "topk_bitonic", true, d);
-        verdict(&r, "topk_radix", true, d);
+            verdict(r, "topk_bitonic", true, d);
+        verdict(r, "topk_radix", true, d);
     }
-    if (r.opt.corrupt && r.rows_q > 0)
-        r.sel[0] = r.opt.corrupt_value;
-    if ((rc = validate_selection(&r)) != 0)
+    if (r->opt.corrupt && r->rows_q > 0)
+        r->sel[0] = r->opt.corrupt_value;
+    if ((rc = validate_selection(r)) != 0)
         return rc;
-    if (r.opt.corrupt && attn_to_device(r.d_sel, r.sel, sizeof(int32_t)))
+    if (r->opt.corrupt && attn_to_device(r->d_sel, r->sel, sizeof(int32_t)))
         return 1;
 
     /* stage 3: the reference with the selection as the mask */
     const int64_t csr_rows = (int64_t)p->B * p->Lq;
-    int64_t *row_ptr = xmalloc((size_t)(csr_rows + 1) * sizeof(int64_t));
-    int32_t *col_idx = xmalloc((size_t)csr_rows * r.opt.topk * sizeof(int32_t) + 4);
-    ds_selection_csr(p, r.opt.topk, r.sel, row_ptr, col_idx);
-    attn_mask mask = {ATTN_MASK_CSR, NULL, NULL, row_ptr, col_idx};
-    if (all_dense && !r.cli.quiet)
+    r->row_ptr = xmalloc((size_t)(csr_rows + 1) * sizeof(int64_t));
+    r->col_idx = xmalloc((size_t)csr_rows * r->opt.topk * sizeof(int32_t) + 4);
+    ds_selection_csr(p, r->opt.topk, r->sel, r->row_ptr, r->col_idx);
+    attn_mask mask = {ATTN_MASK_CSR, NULL, NULL, r->row_ptr, r->col_idx};
+    if (all_dense && !r->cli.quiet)
         printf("every query sees at most %d keys: the selection is every key, attention is dense "
                "(fa2_mma runs it)\n",
-               r.opt.topk);
+               r->opt.topk);
     uint8_t *rows = xmalloc((size_t)attn_problem_row_count(p) + 1);
     for (int64_t n = 0; n < attn_problem_row_count(p); ++n) {
         attn_row row = attn_row_at(p, n);
-        rows[n] = checked(&r, row.b, row.i);
+        rows[n] = checked(r, row.b, row.i);
     }
-    const int ref_rc = attn_reference_rows(p, &mask, r.q, r.kx, r.vx, r.ref, r.ref_lse, rows) ||
-                       attn_reference_lowp_rows(p, &mask, r.q, r.kx, r.vx, r.lowp, rows);
+    const int ref_rc =
+        attn_reference_rows(p, &mask, r->q, r->kx, r->vx, r->ref, r->ref_lse, rows) ||
+        attn_reference_lowp_rows(p, &mask, r->q, r->kx, r->vx, r->lowp, rows);
     free(rows);
     if (ref_rc) {
         fprintf(stderr, "error: the reference failed\n");
         return 1;
     }
-    if (check_attention(&r, "sparse_mma", ds_launch_sparse_mma, r.lowp) ||
-        check_attention(&r, "sparse_gather", ds_launch_sparse_gather, r.lowp))
+    if (check_attention(r, "sparse_mma", ds_launch_sparse_mma, r->lowp) ||
+        check_attention(r, "sparse_gather", ds_launch_sparse_gather, r->lowp))
         return 1;
     if (all_dense && dense) {
-        attn_buffers db = dense_buffers(&r);
-        attn_device_fill_nan(r.d_o, attn_problem_q_elems(p) * attn_dtype_size(p->dtype));
+        attn_buffers db = dense_buffers(r);
+        attn_device_fill_nan(r->d_o, attn_problem_q_elems(p) * attn_dtype_size(p->dtype));
         dense->launch(p, &db, 0);
         if (synchronize("fa2_mma") ||
-            attn_to_host(r.staging, r.d_o, attn_problem_q_elems(p) * attn_dtype_size(p->dtype)))
+            attn_to_host(r->staging, r->d_o, attn_problem_q_elems(p) * attn_dtype_size(p->dtype)))
             return 1;
-        attn_unpack(r.out, r.staging, attn_problem_q_elems(p), p->dtype);
-        attn_check_result c = attn_check_output(p, r.out, r.ref, r.lowp, r.cli.amplitude);
+        attn_unpack(r->out, r->staging, attn_problem_q_elems(p), p->dtype);
+        attn_check_result c = attn_check_output(p, r->out, r->ref, r->lowp, r->cli.amplitude);
         char d[120];
         snprintf(d, sizeof d, "dense, max |O - ref| %.3g (bound %.3g)", c.max_abs_err, c.bound);
-        verdict(&r, "fa2_mma", c.pass, d);
+        verdict(r, "fa2_mma", c.pass, d);
     }
-    if (r.opt.dump) {
+    if (r->opt.dump) {
         char path[1024];
-        int64_t dims[4] = {r.rows_q, r.opt.topk, 0, 0};
-        float *self = xmalloc((size_t)r.rows_q * r.opt.topk * sizeof(float) + 4);
-        for (int64_t x = 0; x < r.rows_q * r.opt.topk; ++x)
-            self[x] = (float)r.sel[x];
-        snprintf(path, sizeof path, "%s/sel.bin", r.opt.dump);
+        int64_t dims[4] = {r->rows_q, r->opt.topk, 0, 0};
+        float *self = xmalloc((size_t)r->rows_q * r->opt.topk * sizeof(float) + 4);
+        for (int64_t x = 0; x < r->rows_q * r->opt.topk; ++x)
+            self[x] = (float)r->sel[x];
+        snprintf(path, sizeof path, "%s/sel.bin", r->opt.dump);
         rc = attn_tensor_save(path, self, 2, dims);
         free(self);
         const struct {
@@ -668,17 +686,17 @@ int main(int argc, char **argv) {
             const float *data;
             int64_t d0, d1, d2;
         } t[] = {
-            {"q_index", r.qi, r.rows_q, r.opt.index_heads, r.opt.index_dim},
-            {"k_index", r.ki, r.rows_k, r.opt.index_dim, 1},
-            {"weights", r.w, r.rows_q, r.opt.index_heads, 1},
-            {"q", r.q, (int64_t)attn_problem_q_elems(p) / p->D, p->D, 1},
-            {"k", r.k1, r.rows_k, p->D, 1},
-            {"v", r.v1, r.rows_k, p->D, 1},
-            {"o_ref", r.ref, (int64_t)attn_problem_q_elems(p) / p->D, p->D, 1},
+            {"q_index", r->qi, r->rows_q, r->opt.index_heads, r->opt.index_dim},
+            {"k_index", r->ki, r->rows_k, r->opt.index_dim, 1},
+            {"weights", r->w, r->rows_q, r->opt.index_heads, 1},
+            {"q", r->q, (int64_t)attn_problem_q_elems(p) / p->D, p->D, 1},
+            {"k", r->k1, r->rows_k, p->D, 1},
+            {"v", r->v1, r->rows_k, p->D, 1},
+            {"o_ref", r->ref, (int64_t)attn_problem_q_elems(p) / p->D, p->D, 1},
         };
         for (size_t n = 0; rc == 0 && n < sizeof t / sizeof t[0]; ++n) {
             int64_t d[3] = {t[n].d0, t[n].d1, t[n].d2};
-            snprintf(path, sizeof path, "%s/%s.bin", r.opt.dump, t[n].name);
+            snprintf(path, sizeof path, "%s/%s.bin", r->opt.dump, t[n].name);
             rc = attn_tensor_save(path, t[n].data, t[n].d2 > 1 ? 3 : 2, d);
         }
         if (rc) {
@@ -688,10 +706,10 @@ int main(int argc, char **argv) {
     }
 
     /* stage 4: timing */
-    if (!r.cli.check_only && r.failures == 0) {
+    if (!r->cli.check_only && r->failures == 0) {
         attn_timing_opts t = {0};
-        t.reps = r.cli.reps >= 0 ? r.cli.reps : (on_simulator ? 2 : 20);
-        t.warmup = r.cli.warmup >= 0 ? r.cli.warmup : (on_simulator ? 0 : 5);
+        t.reps = r->cli.reps >= 0 ? r->cli.reps : (on_simulator ? 2 : 20);
+        t.warmup = r->cli.warmup >= 0 ? r->cli.warmup : (on_simulator ? 0 : 5);
         t.reps = t.reps < 1 ? 1 : t.reps;
         t.flush_l2 = 1;
         /* FlashMLA's convention: 2 * Lq * k * H * (D_qk + D_v), here with the keys each query
@@ -700,7 +718,7 @@ int main(int argc, char **argv) {
         for (int b = 0; b < p->B; ++b)
             for (int i = 0; i < attn_problem_seq_q(p, b); ++i) {
                 int n = attn_problem_row_keys(p, b, i);
-                sparse_entries += n < r.opt.topk ? n : r.opt.topk;
+                sparse_entries += n < r->opt.topk ? n : r->opt.topk;
             }
         const double sparse_flops = 2.0 * sparse_entries * p->H * (2.0 * p->D);
         double e2e = 0.0, dense_ms = 0.0;
@@ -709,22 +727,26 @@ int main(int argc, char **argv) {
         printf("device memory in use: %.1f MiB (inputs, dense K/V copies, logits chunk, "
                "selection)\n",
                (double)attn_device_mem_used() / 1048576.0);
-        time_stage(&r, "indexer", ds_launch_indexer, NULL, 0, &t, NULL);
+        time_stage(r, "indexer", ds_launch_indexer, NULL, 0, &t, NULL);
         if (p->Lk <= DS_BITONIC_MAX_KEYS)
-            time_stage(&r, "topk_bitonic", ds_launch_topk_bitonic, NULL, 0, &t, NULL);
-        time_stage(&r, "topk_radix", ds_launch_topk_radix, NULL, 0, &t, NULL);
-        time_stage(&r, "sparse_mma", NULL, ds_launch_sparse_mma, sparse_flops, &t, NULL);
-        time_stage(&r, "sparse_gather", NULL, ds_launch_sparse_gather, sparse_flops, &t, NULL);
-        time_stage(&r, "end_to_end", NULL, ds_launch_pipeline, 0, &t, &e2e);
+            time_stage(r, "topk_bitonic", ds_launch_topk_bitonic, NULL, 0, &t, NULL);
+        time_stage(r, "topk_radix", ds_launch_topk_radix, NULL, 0, &t, NULL);
+        time_stage(r, "sparse_mma", NULL, ds_launch_sparse_mma, sparse_flops, &t, NULL);
+        time_stage(r, "sparse_gather", NULL, ds_launch_sparse_gather, sparse_flops, &t, NULL);
+        time_stage(r, "end_to_end", NULL, ds_launch_pipeline, 0, &t, &e2e);
         if (dense) {
-            attn_buffers db = dense_buffers(&r);
-            time_one(&r, "dense fa2_mma", dense->launch, &db, attn_problem_flops(p), &t, &dense_ms);
+            attn_buffers db = dense_buffers(r);
+            time_one(r, "dense fa2_mma", dense->launch, &db, attn_problem_flops(p), &t, &dense_ms);
         }
         if (e2e > 0 && dense_ms > 0)
             printf("end to end vs dense FA2: %.2fx\n", dense_ms / e2e);
     }
-    free(row_ptr);
-    free(col_idx);
-    attn_cli_free(&r.cli);
-    return r.failures ? 1 : 0;
+    return r->failures ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+    static run r; /* zero-initialised: every pointer NULL until allocated */
+    const int rc = run_program(&r, argc, argv);
+    run_free(&r);
+    return rc;
 }
