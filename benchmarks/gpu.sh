@@ -10,13 +10,14 @@
 #
 # Usage: benchmarks/gpu.sh [--steps LIST] [--quick]
 #   --steps   comma-separated, in this order (default all):
-#             build,c,torch,fp32,flex,sparse,flexsparse,plots
+#             build,c,torch,fp32,flex,sparse,flexsparse,deepseek,plots
 #             c: bench_attention --grid dense; torch: the SDPA backends and naive PyTorch on the
 #             same grid; fp32: examples 01/02 and FA2 v1 (fp32) at B=1 H=16 D=64; flex:
 #             FlexAttention (compiled once per shape: the slowest step); sparse: example 04's
 #             kernels and their dense baseline, bench_attention --grid sparse; flexsparse: the
 #             peers on the same patterns (FlexAttention, SDPA with a mask where it fits) and
-#             sdpa_flash on the dense problems, bench_torch.py --grid sparse;
+#             sdpa_flash on the dense problems, bench_torch.py --grid sparse; deepseek: example
+#             05's pipeline on DeepSeek-like shapes and torch.topk (benchmarks/bench_deepseek.py);
 #             plots: figures + tables
 #   --quick   L up to 4k only (a first look in about three minutes)
 # Each step stops starting new problems when its time budget is spent (--budget-s), so the whole
@@ -27,7 +28,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
-steps="build,c,torch,fp32,flex,sparse,flexsparse,plots"
+steps="build,c,torch,fp32,flex,sparse,flexsparse,deepseek,plots"
 quick=0
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -112,6 +113,18 @@ if has flexsparse; then
         --commit "$commit" --append --out "$out/bench_torch.jsonl" ||
         echo "warning: bench_torch (sparse grid) reported failures" >&2
     ran+=(flexsparse)
+fi
+
+if has deepseek; then
+    say "bench_deepseek: example 05 (DSA) on DeepSeek-like shapes, L = 8K..128K"
+    cmake --build "$build" -j "$(nproc)" --target deepseek_sparse_gpu >>"$out/.build.log" 2>&1 ||
+        { tail -50 "$out/.build.log"; exit 1; }
+    ds=(--L 8192,16384,32768,65536,131072 --seed-rows)
+    [ $quick -eq 1 ] && ds=(--L 8192,32768)
+    "$py" benchmarks/bench_deepseek.py "${ds[@]}" --commit "$commit" --out "$out/deepseek.jsonl" \
+        --program "$build/examples/05_deepseek_sparse/deepseek_sparse_gpu" ||
+        echo "warning: bench_deepseek reported failures" >&2
+    ran+=(deepseek)
 fi
 
 nvcc_version=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' || true)

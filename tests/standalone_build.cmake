@@ -1,7 +1,12 @@
 # standalone_build.cmake — configures and builds one example folder as its own CMake project
 # (every example must build standalone), then runs its program once on the simulator.
-#   cmake -DSRC=<example dir> -DBIN=<scratch build dir> -DPROGRAM=<name> -P standalone_build.cmake
+#   cmake -DSRC=<example dir> -DBIN=<scratch build dir> -DPROGRAM=<name> [-DARGS=<a;b;...>]
+#         -P standalone_build.cmake
+# ARGS: the program's arguments (default --check-only -L 33 -D 16).
 cmake_minimum_required(VERSION 3.24)
+if(NOT DEFINED ARGS)
+  set(ARGS --check-only -L 33 -D 16)
+endif()
 file(REMOVE_RECURSE "${BIN}")
 execute_process(COMMAND ${CMAKE_COMMAND} -S "${SRC}" -B "${BIN}" -DATTN_BACKENDS=sim
                         -DCMAKE_BUILD_TYPE=Release
@@ -14,7 +19,7 @@ execute_process(COMMAND ${CMAKE_COMMAND} --build "${BIN}" -j 2
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "build of ${SRC} failed:\n${out}\n${err}")
 endif()
-execute_process(COMMAND "${BIN}/${PROGRAM}_sim" --check-only -L 33 -D 16
+execute_process(COMMAND "${BIN}/${PROGRAM}_sim" ${ARGS}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("${out}${err}")
 if(NOT rc EQUAL 0 OR NOT out MATCHES "PASS")

@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""sparse_attention.py — DeepSeek Sparse Attention (DSA) in PyTorch, top to bottom.
+
+The three stages of example 05, written for reading (the CUDA kernels are deepseek_sparse.cu):
+
+    1. lightning indexer   I[t, s] = sum_j w[t, j] * relu(q_I[t, j] . k_I[s])
+    2. top-k selection     per query t, the k keys with the largest I[t, s] among those t sees
+    3. sparse attention    softmax(scale * q_t K_sel^T) V_sel for every head, over the selected
+                           keys only (one shared K/V head, as DeepSeek's MLA)
+
+Definitions: DeepSeek-V3.2-Exp technical report, section 1, equations (1) and (2); the reference
+inference code, inference/model.py (class Indexer) and inference/kernel.py (fp8_index).
+
+Run:
+  python sparse_attention.py            a demo: a planted-needle input, the recall of the selection
+                                        (the share of each query's dense softmax mass that falls
+                                        on its selected keys) against a random selection
+  python sparse_attention.py --check    the checks of tests/python/test_deepseek_sparse.py
+Exit status 0, or 1 when a check fails.
+"""
+import math
+import struct
+import sys
+
+import torch
+
+
+# ----------------------------------------------------------------------------------------------
+# 1. The lightning indexer
+# ----------------------------------------------------------------------------------------------
+
+def visible(Lq, Lk, causal):
+    """[Lq, Lk] bool: query t sees key s. Causal is bottom-right aligned: s <= t + Lk - Lq."""
+    if not causal:
+        return torch.ones(Lq, Lk, dtype=torch.bool)
+    t = torch.arange(Lq)[:, None]
+    s = torch.arange(Lk)[None, :]
+    return s <= t + (Lk - Lq)
+
+
+def index_scores(q_index, k_index, weights, causal):
+    """q_index [Lq, H_I, D_I], k_index [Lk, D_I] (ONE key per token, shared by the indexer heads),
+    weights [Lq, H_I]  ->  I [Lq, Lk], -inf where the query may not look."""
+    per_head = torch.einsum("thd,sd->ths", q_index, k_index)   # [Lq, H_I, Lk]
+    scores = (weights[:, :, None] * per_head.relu()).sum(dim=1)  # ReLU, weighted sum over heads
+    ok = visible(q_index.shape[0], k_index.shape[0], causal)
+    return scores.masked_fill(~ok, float("-inf"))
+
+
+# ----------------------------------------------------------------------------------------------
+# 2. Top-k selection
+# ----------------------------------------------------------------------------------------------
+
+def select_topk(scores, k, causal):
+    """scores [Lq, Lk] -> sel [Lq, k] int64: each query's top-k visible keys in ascending order,
+    then -1. A query that sees n <= k keys takes all of them."""
+    Lq, Lk = scores.shape
+    n = visible(Lq, Lk, causal).sum(dim=1)                     # visible keys per query
+    kk = min(k, Lk)
+    top = scores.topk(kk, dim=1).indices                       # largest first
+    sel = torch.full((Lq, k), -1, dtype=torch.long)
+    for t in range(Lq):
+        take = min(k, int(n[t]))
+        # a query that sees fewer than k keys takes exactly the visible ones
+        keys = top[t, :take] if take < int(n[t]) else torch.arange(int(n[t]))
+        sel[t, :take] = keys.sort().values
+    return sel
+
+
+def order_key(x):
+    """The float's bits as an unsigned integer in the same order as the floats: flip the sign bit
+    of a positive number, every bit of a negative one."""
+    u = struct.unpack("<I", struct.pack("<f", x))[0]
+    return (~u & 0xFFFFFFFF) if u & 0x80000000 else u | 0x80000000
+
+
+def radix_select(row, k):
+    """The radix select of the top-k kernel, one byte per pass, written out: returns the selected
+    positions (ascending) and, per pass, (threshold bin, keys still needed inside it)."""
+    keys = [order_key(float(x)) for x in row]
+    prefix, known, need, trace = 0, 0, k, []
+    for shift in (24, 16, 8, 0):
+        hist = [0] * 256
+        for key in keys:
+            if key & known == prefix:
+                hist[(key >> shift) & 255] += 1
+        above = 0
+        for b in range(255, -1, -1):                  # from the top bin down
+            if above + hist[b] >= need:
+                break
+            above += hist[b]
+        prefix |= b << shift
+        known |= 255 << shift
+        need -= above
+        trace.append((b, need))
+    # every key above the k-th largest (prefix), then the first `need` keys equal to it
+    sel, ties = [], 0
+    for pos, key in enumerate(keys):
+        if key > prefix or (key == prefix and ties < need):
+            ties += key == prefix
+            sel.append(pos)
+    return sel, trace
+
+
+def selection_is_right(scores, sel, k, causal, tol=0.0):
+    """The tie rule: min(k, n) distinct visible keys, ascending, each scoring >= the true k-th
+    largest (minus tol), -1 after them. Returns (True, "") or (False, reason)."""
+    n_vis = visible(*scores.shape, causal).sum(dim=1)
+    for t in range(scores.shape[0]):
+        n = int(n_vis[t])
+        want = min(k, n)
+        row = sel[t]
+        if (row[want:] != -1).any():
+            return False, f"query {t}: slots past {want} are not -1"
+        keys = row[:want]
+        if want and ((keys < 0).any() or (keys >= n).any()):
+            return False, f"query {t}: a key outside the {n} visible ones"
+        if want > 1 and (keys[1:] <= keys[:-1]).any():
+            return False, f"query {t}: keys not strictly ascending"
+        if n > k:
+            kth = scores[t, :n].topk(k).values[-1]
+            if (scores[t, keys] < kth - tol).any():
+                return False, f"query {t}: a chosen key scores below the k-th largest"
+    return True, ""
+
+
+# ----------------------------------------------------------------------------------------------
+# 3. Attention over the selected keys
+# ----------------------------------------------------------------------------------------------
+
+def sparse_attention(q, k, v, sel, scale=None):
+    """q [H, Lq, D]; k, v [Lk, D] (one head shared by the H query heads); sel [Lq, topk].
+    Returns O [H, Lq, D] and LSE [H, Lq] (natural log; -inf and O = 0 for a query with no key)."""
+    H, Lq, D = q.shape
+    scale = scale if scale is not None else 1.0 / math.sqrt(D)
+    ok = sel >= 0                                                # [Lq, topk]
+    idx = sel.clamp(min=0)
+    k_sel, v_sel = k[idx], v[idx]                                # gather: [Lq, topk, D]
+    s = torch.einsum("hqd,qkd->hqk", q, k_sel) * scale           # [H, Lq, topk]
+    s = s.masked_fill(~ok[None], float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)                             # [H, Lq]
+    p = torch.exp(s - lse[..., None]).nan_to_num(0.0)            # rows with no key: all 0
+    return torch.einsum("hqk,qkd->hqd", p, v_sel), lse
+
+
+def dense_attention(q, k, v, causal, scale=None):
+    """The same problem, every visible key (PyTorch's SDPA, K/V broadcast to every head)."""
+    H, Lq, D = q.shape
+    mask = visible(Lq, k.shape[0], causal)
+    return torch.nn.functional.scaled_dot_product_attention(
+        q, k.expand(H, -1, -1), v.expand(H, -1, -1), attn_mask=mask, scale=scale)
+
+
+def pipeline(q, k, v, q_index, k_index, weights, topk, causal):
+    """The whole of DSA: indexer, top-k, attention over the selection."""
+    scores = index_scores(q_index, k_index, weights, causal)
+    sel = select_topk(scores, topk, causal)
+    out, lse = sparse_attention(q, k, v, sel)
+    return out, sel, scores
+
+
+def recall(q, k, sel, causal, scale=None):
+    """Per head and query: the share of the DENSE softmax mass that falls on the selected keys
+    (1 = the selection loses nothing). Returns [H, Lq]."""
+    H, Lq, D = q.shape
+    scale = scale if scale is not None else 1.0 / math.sqrt(D)
+    s = torch.einsum("hqd,kd->hqk", q, k) * scale
+    s = s.masked_fill(~visible(Lq, k.shape[0], causal)[None], float("-inf"))
+    p = torch.softmax(s, dim=-1)
+    chosen = torch.zeros(Lq, k.shape[0], dtype=torch.bool)
+    for t in range(Lq):
+        keys = sel[t][sel[t] >= 0]
+        chosen[t, keys] = True
+    return (p * chosen[None]).sum(dim=-1)
+
+
+# ----------------------------------------------------------------------------------------------
+# Inputs
+# ----------------------------------------------------------------------------------------------
+
+def random_inputs(H, L, D, HI, DI, seed=0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    r = lambda *shape: torch.rand(*shape, generator=g, dtype=dtype) * 2 - 1  # noqa: E731
+    q, k, v = r(H, L, D), r(L, D), r(L, D)
+    q_index, k_index = r(L, HI, DI), r(L, DI)
+    weights = r(L, HI) / math.sqrt(HI * DI)   # DeepSeek scales w by H_I^-1/2 (and D_I^-1/2)
+    return q, k, v, q_index, k_index, weights
+
+
+def planted_needles(H, L, D, HI, DI, needles, seed=0, strength=8.0):
+    """Random inputs where query t of each (t, s) in needles is made to match key s, both in the
+    indexer (q_I[t, j] along k_I[s] for every head, positive weights) and in attention
+    (q_t along k_s for every head): a learned indexer that agrees with attention."""
+    q, k, v, q_index, k_index, weights = random_inputs(H, L, D, HI, DI, seed)
+    for t, s in needles:
+        q_index[t] = strength * k_index[s] / k_index[s].norm()
+        weights[t] = weights[t].abs()
+        q[:, t] = strength * math.sqrt(D) * k[s] / k[s].norm()
+    return q, k, v, q_index, k_index, weights
+
+
+# ----------------------------------------------------------------------------------------------
+# Demo
+# ----------------------------------------------------------------------------------------------
+
+def demo():
+    H, L, D, HI, DI, topk = 4, 512, 64, 8, 32, 32
+    g = torch.Generator().manual_seed(1)
+    needles = [(t, int(torch.randint(0, t + 1, (1,), generator=g))) for t in range(64, L, 16)]
+    q, k, v, q_index, k_index, weights = planted_needles(H, L, D, HI, DI, needles)
+    out, sel, scores = pipeline(q, k, v, q_index, k_index, weights, topk, causal=True)
+    dense = dense_attention(q, k, v, causal=True)
+    rows = torch.tensor([t for t, _ in needles])
+    rec = recall(q, k, sel, causal=True)[:, rows].mean().item()
+    rand_sel = torch.stack([torch.randperm(t + 1, generator=g)[:topk].sort().values
+                            if t + 1 > topk else torch.arange(topk).masked_fill(
+                                torch.arange(topk) > t, -1) for t in range(L)])
+    rec_rand = recall(q, k, rand_sel, causal=True)[:, rows].mean().item()
+    err = (out[:, rows] - dense[:, rows]).abs().max().item()
+    print(f"DSA demo: H={H} L={L} D={D}, indexer {HI} heads x {DI}, top-{topk}, causal")
+    print(f"  {len(needles)} planted needles: recall of the indexer's selection {rec:.3f}, "
+          f"of a random selection of the same size {rec_rand:.3f}")
+    print(f"  on the needle rows, max |sparse - dense| = {err:.2e}")
+    print(f"  attention work: {topk} of up to {L} keys per query "
+          f"({100 * topk / ((L + 1) / 2):.1f}% of the causal average)")
+
+
+if __name__ == "__main__":
+    if "--check" in sys.argv[1:]:
+        import runpy
+        import os
+        here = os.path.dirname(os.path.abspath(__file__))
+        test = os.path.join(here, "..", "..", "tests", "python", "test_deepseek_sparse.py")
+        sys.argv = [test] + [a for a in sys.argv[1:] if a != "--check"]
+        runpy.run_path(test, run_name="__main__")
+    else:
+        demo()

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""test_deepseek_sparse.py — checks of example 05's PyTorch pipeline (sparse_attention.py).
+
+  1. with k >= L the selection is every visible key and sparse attention equals dense attention
+     (PyTorch's SDPA), causal and not;
+  2. the tie rule accepts torch.topk's selection and rejects a wrong one (the check can fail);
+  3. on a planted-needle input the indexer's selection keeps the needles' softmax mass (recall
+     near 1) and a random selection of the same size does not;
+  4. given the C program (argument 1, deepseek_sparse_<backend>), its dumped tensors: the C
+     selection is right under the tie rule on the scores PyTorch computes, and PyTorch's
+     attention over that selection equals the C double-precision reference.
+Exit status 0 when every check passes, 1 otherwise.
+"""
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+EXAMPLE = os.path.join(ROOT, "examples", "05_deepseek_sparse")
+SCRIPT = os.path.join(EXAMPLE, "sparse_attention.py")
+_spec = importlib.util.spec_from_file_location("sparse_attention", SCRIPT)
+dsa = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(dsa)
+
+failures = []
+
+
+def check(name, ok, detail=""):
+    print(f"{'PASS' if ok else 'FAIL'}  {name}  {detail}")
+    if not ok:
+        failures.append(name)
+
+
+def load_tensor(path):
+    """A file of attn_tensor_save: 'attn-tensor v1 f32 <dims>\\n' then raw little-endian fp32."""
+    with open(path, "rb") as f:
+        header = f.readline().decode().split()
+        dims = [int(x) for x in header[3:]]
+        return torch.from_numpy(np.fromfile(f, dtype="<f4").reshape(dims).astype(np.float64))
+
+
+def test_dense_when_k_covers_all():
+    for causal in (False, True):
+        q, k, v, qi, ki, w = dsa.random_inputs(H=3, L=50, D=16, HI=4, DI=8, seed=2)
+        out, sel, _ = dsa.pipeline(q, k, v, qi, ki, w, topk=64, causal=causal)
+        dense = dsa.dense_attention(q, k, v, causal)
+        err = (out - dense).abs().max().item()
+        check(f"k >= L equals SDPA (causal={causal})", err < 1e-10, f"max err {err:.2e}")
+
+
+def test_tie_rule():
+    q, k, v, qi, ki, w = dsa.random_inputs(H=1, L=80, D=16, HI=4, DI=8, seed=3)
+    scores = dsa.index_scores(qi, ki, w, causal=True)
+    sel = dsa.select_topk(scores, 10, causal=True)
+    ok, why = dsa.selection_is_right(scores, sel, 10, causal=True)
+    check("torch.topk selection is right", ok, why)
+    bad = sel.clone()
+    t = 60
+    worst = scores[t, : t + 1].argmin()
+    bad[t, 0] = worst                       # swap in the lowest-scoring key
+    bad[t] = torch.cat([bad[t][bad[t] >= 0].unique(), bad[t][bad[t] < 0]])[: bad.shape[1]]
+    ok, why = dsa.selection_is_right(scores, bad, 10, causal=True)
+    check("a wrong selection is rejected", not ok, why)
+    equal = torch.zeros(20, 20)
+    ok, why = dsa.selection_is_right(equal, dsa.select_topk(equal, 5, False), 5, causal=False)
+    check("all-equal scores: any 5 keys are right", ok, why)
+
+
+def test_radix_worked_example():
+    """The README's worked example of radix select, pass by pass."""
+    row = [0.5, 3.0, -1.0, 3.0, 2.0, 2.0, 7.0, 2.0]
+    sel, trace = dsa.radix_select(row, 4)
+    check("radix select worked example", sel == [1, 3, 4, 6] and
+          trace == [(0xC0, 4), (0x00, 1), (0x00, 1), (0x00, 1)], f"{sel} {trace}")
+    g = torch.Generator().manual_seed(5)
+    for trial in range(20):
+        scores = torch.randint(-3, 4, (60,), generator=g).float() * 0.5   # many ties
+        k = 1 + trial * 3 % 59
+        sel, _ = dsa.radix_select(scores.tolist(), k)
+        ok, why = dsa.selection_is_right(scores[None], torch.tensor([sel]), k, causal=False)
+        if not ok:
+            break
+    check("radix select under the tie rule", ok, why)
+
+
+def test_recall():
+    H, L, D, HI, DI, topk = 2, 256, 32, 4, 16, 16
+    needles = [(t, t // 3) for t in range(40, L, 24)]
+    q, k, v, qi, ki, w = dsa.planted_needles(H, L, D, HI, DI, needles, seed=4)
+    _, sel, _ = dsa.pipeline(q, k, v, qi, ki, w, topk, causal=True)
+    rows = [t for t, _ in needles]
+    rec = dsa.recall(q, k, sel, causal=True)[:, rows].mean().item()
+    first = torch.stack([torch.arange(topk)] * L)          # the first k keys: misses the needles
+    rec_first = dsa.recall(q, k, first, causal=True)[:, rows].mean().item()
+    check("needle recall of the indexer's selection", rec > 0.95, f"{rec:.3f}")
+    check("needle recall of the first k keys is low", rec_first < 0.5, f"{rec_first:.3f}")
+
+
+def readme_block(name):
+    """The lines of the README between '<!-- NAME' and '<!-- end NAME -->'."""
+    text = open(os.path.join(EXAMPLE, "README.md")).read()
+    start = text.index("\n", text.index("<!-- " + name)) + 1
+    return text[start:text.index("<!-- end " + name + " -->")].strip()
+
+
+def test_readme_numbers():
+    """The README's tables are the scripts' output, not typed numbers."""
+    out = subprocess.run([sys.executable, os.path.join(EXAMPLE, "cost_model.py")],
+                         capture_output=True, text=True).stdout.strip()
+    check("README cost table = cost_model.py", readme_block("cost-table") == out)
+    results = os.path.join(ROOT, "benchmarks", "results", "cudasim-AMD-EPYC-2-cores",
+                           "deepseek.jsonl")
+    if os.path.exists(results):
+        out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_deepseek.py"),
+                              "--table", results], capture_output=True, text=True).stdout.strip()
+        check("README simulator table = bench_deepseek.py --table",
+              readme_block("sim-table") == out)
+
+
+def test_c_dump(program):
+    with tempfile.TemporaryDirectory() as d:
+        H, L, D, topk = 2, 100, 64, 12
+        args = [program, "--check-only", "--quiet", "-B", "1", "-H", str(H), "-L", str(L),
+                "-D", str(D), "--topk", str(topk), "--causal", "--dump", d]
+        r = subprocess.run(args, capture_output=True, text=True)
+        if r.returncode == 77:
+            print("SKIP  C dump: no GPU for this build")
+            return
+        check("C program runs", r.returncode == 0, r.stdout + r.stderr)
+        if r.returncode:
+            return
+        t = {n: load_tensor(os.path.join(d, n + ".bin"))
+             for n in ("q_index", "k_index", "weights", "q", "k", "v", "o_ref", "sel")}
+        scores = dsa.index_scores(t["q_index"], t["k_index"], t["weights"], causal=True)
+        sel = t["sel"].long()
+        # the C indexer accumulates in fp32: allow its rounding at the k-th place
+        ok, why = dsa.selection_is_right(scores, sel, topk, causal=True, tol=1e-5)
+        check("C selection is right on PyTorch's scores", ok, why)
+        out, _ = dsa.sparse_attention(t["q"].reshape(H, L, D), t["k"], t["v"], sel)
+        err = (out - t["o_ref"].reshape(H, L, D)).abs().max().item()
+        check("PyTorch attention over the C selection = C reference", err < 1e-5,
+              f"max err {err:.2e}")
+
+
+if __name__ == "__main__":
+    torch.set_default_dtype(torch.float64)
+    test_dense_when_k_covers_all()
+    test_tie_rule()
+    test_radix_worked_example()
+    test_recall()
+    test_readme_numbers()
+    if len(sys.argv) > 1:
+        test_c_dump(sys.argv[1])
+    print("FAIL: " + ", ".join(failures) if failures else "all checks passed")
+    sys.exit(1 if failures else 0)
