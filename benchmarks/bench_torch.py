@@ -11,7 +11,7 @@ side by side:
     torch/naive           matmul, softmax, matmul: the L x L scores materialised
 
 Example 04's sparse patterns (--pattern SPEC, or --grid sparse) take the harness's spec syntax
-(attn/patterns.h: window, causal_window, dilated, strided, fixed, global, bigbird, unions with
+(attn/sparse/patterns.h: window, causal_window, dilated, strided, fixed, global, bigbird, unions with
 '+'), parsed and evaluated by examples/04_sparse_patterns/sparse_patterns.py (the PyTorch
 reference checked against the C builders). FlexAttention gets the pattern's predicate as its
 mask_mod and a BlockMask of --flex-block (64) tiles, the tiles of our kernels; the SDPA backends
@@ -95,7 +95,7 @@ def parse_args(argv):
     ap.add_argument("--pattern", action="append",
                     help="sparse pattern in the harness's spec syntax, e.g. window:w=256, "
                     "causal_window:w=4096, bigbird:b=64,r=3,seed=1, window:w=64+global:n=16 "
-                    "(attn/patterns.h), or dense; repeat for several; replaces the grid's "
+                    "(attn/sparse/patterns.h), or dense; repeat for several; replaces the grid's "
                     "(default: dense; causality from --causal)")
     ap.add_argument("--flex-block", type=int, default=64,
                     help="FlexAttention BlockMask tile (default 64: the tiles of our kernels)")

@@ -24,10 +24,10 @@
  *                    block-wide bitonic sort, the first k re-sorted by index.
  *   4 sparse_mma     FA2 over the selected keys: 64 selected K/V rows gathered into shared
  *                    memory per tile by cp.async, S and P V on tensor cores (example 03's warp
- *                    steps, attn/fa2_tile.cuh) with the 64 heads of one token as the rows, online
- *                    softmax, LSE, -1 slots skipped. D = 64 or 128.
- *   5 sparse_gather  one warp per (token, head) walks the selected keys 32 at a time on CUDA
- *                    cores (example 04's gather with a per-token key list).
+ *                    steps, ../03_flash_attention_v2/fa2_tile.cuh) with the 64 heads of one token
+ * as the rows, online softmax, LSE, -1 slots skipped. D = 64 or 128. 5 sparse_gather  one warp per
+ * (token, head) walks the selected keys 32 at a time on CUDA cores (example 04's gather with a
+ * per-token key list).
  *     ./build/sim/examples/05_deepseek_sparse/deepseek_sparse_sim --topk 64 -L 512 --causal
  * On a GPU build use build/gpu/.../deepseek_sparse_gpu. FP8 e4m3 indexer inputs (DeepSeek's, on
  * sm_89/sm_90 tensor cores) are not built here: README, "FP8".
@@ -44,11 +44,11 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "attn/fa2_tile.cuh"
-#include "attn/kernel_common.cuh"
-#include "attn/mma.cuh"
+#include "../03_flash_attention_v2/fa2_tile.cuh"
 #include "attn/problem.h"
 #include "deepseek_sparse.h"
+#include "device/kernel_common.cuh"
+#include "device/mma.cuh"
 
 /* ============================== CPU reference ============================================= */
 /* deepseek_reference.c: the index scores in double precision (ds_index_scores_ref), the top-k
@@ -413,9 +413,10 @@ __global__ void topk_bitonic_kernel(const float *__restrict__ logits, // [B, chu
  *      K (one head):   row 3, 9, 10, 41, ...                S (heads x slots) = Q K_sel^T
  *                                                           online softmax, O += P V_sel
  *
- * The steps between the barriers are example 03's (attn/fa2_tile.cuh); only the rows (heads of
- * one token, not 64 tokens of one head) and the tile source (a gather, not a contiguous tile)
- * differ. Every gathered row is used by the 64 heads: the reason DeepSeek shares the selection. */
+ * The steps between the barriers are example 03's (../03_flash_attention_v2/fa2_tile.cuh); only the
+ * rows (heads of one token, not 64 tokens of one head) and the tile source (a gather, not a
+ * contiguous tile) differ. Every gathered row is used by the 64 heads: the reason DeepSeek shares
+ * the selection. */
 /* What both attention versions read, passed by value. */
 template <typename T> struct sparse_params {
     const T *q;             // [B,H,Lq,D] or [total_q,H,D]

@@ -24,7 +24,8 @@
 #include "attn/tensor.h"
 #include "deepseek_sparse.h"
 
-extern const attn_example flash2_fwd_example; /* example 03 (flash2_fwd.cu): the dense baseline */
+/* Example 03's fa2_mma (flash2_fwd.cu), the dense baseline, reused by symbol. */
+extern const attn_kernel flash2_fa2_mma;
 
 #ifdef ATTN_BACKEND_SIM
 static const bool on_simulator = true;
@@ -419,12 +420,7 @@ static int check_attention(run *r, const char *name, void (*launch)(const ds_arg
 }
 
 /* Dense FA2 (example 03's fa2_mma) on the same problem, K and V copied into every head. */
-static const attn_kernel *dense_kernel(void) {
-    for (int n = 0; n < flash2_fwd_example.num_kernels; ++n)
-        if (!strcmp(flash2_fwd_example.kernels[n].name, "fa2_mma"))
-            return &flash2_fwd_example.kernels[n];
-    return NULL;
-}
+static const attn_kernel *dense_kernel(void) { return &flash2_fa2_mma; }
 
 static attn_buffers dense_buffers(run *r) {
     attn_buffers b;
