@@ -824,7 +824,8 @@ static const attn_kernel deepseek_kernels[] = {
     {1, "deepseek_k512",
      "DSA end to end on the harness's Q, K, V: indexer 16 x 64 (Q's heads, K's head 0), top-512, "
      "sparse_gather over each head's keys; equals dense attention while every query sees <= 512",
-     launch_harness_pipeline, harness_requirements, harness_workspace_bytes},
+     launch_harness_pipeline, harness_requirements, harness_workspace_bytes, 0,
+     NULL /* several launches: no single launch shape */},
 };
 
 /* The pipeline as a harness example, for drivers that take an attn_example (the benchmark's

@@ -437,7 +437,7 @@ static attn_buffers dense_buffers(run *r) {
 
 static void time_one(run *r, const char *name, attn_launch_fn fn, const attn_buffers *buf,
                      double flops, const attn_timing_opts *t, double *ms_out) {
-    attn_kernel k = {0, name, name, fn, {0}, NULL};
+    attn_kernel k = {0, name, name, fn, {0}, NULL, 0, NULL};
     attn_stats st;
     if (attn_time_kernel(&k, &r->p, buf, t, &st)) {
         r->failures++;
