@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """sparse_patterns.py — PyTorch reference for Example 04 (sparse attention patterns).
 
-The patterns of common/device/patterns.cuh (parsed by attn/sparse/patterns.h) rebuilt independently in PyTorch, from the same spec strings:
+The patterns of common/device/patterns.cuh (parsed by attn/sparse/patterns.h) rebuilt
+independently in PyTorch, from the same spec strings:
 
     window:w=W          |j - a| <= w                     (Longformer, Beltagy et al. 2020)
     causal_window:w=W   a - W < j <= a                   (Mistral 7B, Jiang et al. 2023)
