@@ -25,7 +25,8 @@ TOUR=(
 |-B 4 -H 8 -L 2048 -D 64 --dtype f16 --causal"
     "04|04_sparse_patterns|sparse_patterns|-B 1 -H 1 -L 1024 -D 64 --pattern window:w=64\
 |-B 2 -H 8 -L 4096 -D 64 --pattern window:w=256"
-    "05|05_deepseek_sparse|deepseek_sparse||"
+    "05|05_deepseek_sparse|deepseek_sparse|-B 1 -H 4 -L 512 -D 64 --dtype f16 --causal --topk 64\
+|-B 4 -H 8 -L 2048 -D 64 --dtype f16 --topk 512"
 )
 
 usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
