@@ -59,3 +59,10 @@ attn_have_nvcc() {
     [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH" && return 0
     return 1
 }
+
+# The quality toolkit (quality/): SmolLM2's GGUF, gguf and tokenizers into the venv, and the
+# Debian text packages unpacked into quality/.cache (quality/install.sh says how).
+attn_need_quality() {
+    say "quality toolkit: SmolLM2-135M weights and texts"
+    bash "$ROOT/quality/install.sh" "$ATTN_PY" || die "quality/install.sh failed"
+}
