@@ -39,6 +39,7 @@ def main():
     ap.add_argument("--rope-dim", type=int, default=16)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default=indexer.WEIGHTS)
+    ap.add_argument("--init", help="weights file to start from (a run resumed)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -49,6 +50,9 @@ def main():
     ids = [torch.tensor(tok.encode(t).ids) for t in novels]
     ixs = [indexer.LightningIndexer(model.d_model, args.heads, args.dim, args.rope_dim,
                                     model.rope_base) for _ in range(model.n_layers)]
+    if args.init:
+        for ix, old in zip(ixs, indexer.load(args.init)):
+            ix.load_state_dict(old.state_dict())
     opts = [torch.optim.Adam(ix.parameters(), lr=args.lr) for ix in ixs]
     log = [[] for _ in ixs]  # per layer: mean loss of each window
 
