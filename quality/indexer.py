@@ -1,4 +1,5 @@
-"""indexer.py — DeepSeek's lightning indexer for SmolLM2, trained with the dense warm-up objective.
+"""indexer.py — DeepSeek's lightning indexer for SmolLM2, trained with the dense warm-up
+objective.
 
 DeepSeek-V3.2-Exp (DeepSeek-AI, 2025, section 2.1) selects, per query token t, the top-k keys s of
 an index score computed by a small "lightning indexer" from the layer's hidden states:

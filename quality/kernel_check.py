@@ -98,7 +98,8 @@ def main():
                 failures += not ok
                 print(f"{'ok   ' if ok else 'FAIL '} {spec} layer {args.layer} L={len(ids)} "
                       f"{f[:-4]}: max |kernel - PyTorch "
-                      f"{'masked' if kind == 'kernel' else 'dense'} attention| {float(err.max()):.2e}"
+                      f"{'masked' if kind == 'kernel' else 'dense'} attention| "
+                      f"{float(err.max()):.2e}"
                       f" (f16 inputs); vs the model's float32 attention "
                       f"{float((got - model_out[kind]).abs().max()):.2e}")
             if not kernels:

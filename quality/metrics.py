@@ -1,4 +1,5 @@
-"""metrics.py — what sparse-attention work reports, measured on SmolLM2 with a pluggable attention.
+"""metrics.py — what sparse-attention work reports, measured on SmolLM2 with a pluggable
+attention.
 
     windows(ids, length, count)      `count` evenly spaced windows of `length` tokens of a text
     score(model, wins, attend)       per-window token NLL [count, length - 1] (+ the attention's

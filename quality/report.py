@@ -83,7 +83,8 @@ def tables():
 
 def replace_tables(text, found):
     for name, table in found.items():
-        text = re.sub(rf"(<!-- table:{re.escape(name)} -->\n).*?(<!-- /table:{re.escape(name)} -->)",
+        n = re.escape(name)
+        text = re.sub(rf"(<!-- table:{n} -->\n).*?(<!-- /table:{n} -->)",
                       lambda m: m.group(1) + table + "\n" + m.group(2), text, flags=re.S)
     return text
 

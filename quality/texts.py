@@ -37,8 +37,8 @@ def package_root(pkg, probe):
     for root in (os.path.join(CACHE, pkg),) + (("/",) if SYSTEM else ()):
         if os.path.exists(os.path.join(root, probe.lstrip("/"))):
             return root
-    raise TextMissing(f"Debian package {pkg} not found (run quality/install.sh, or: apt-get download "
-                      f"{pkg} && dpkg -x {pkg}_*.deb {os.path.join(CACHE, pkg)})")
+    raise TextMissing(f"Debian package {pkg} not found (run quality/install.sh, or: apt-get "
+                      f"download {pkg} && dpkg -x {pkg}_*.deb {os.path.join(CACHE, pkg)})")
 
 
 # ----------------------------------------------------------------------------------------------

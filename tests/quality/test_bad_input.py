@@ -10,19 +10,14 @@ import sys
 
 import evaluate
 import smollm
-
-failures = []
-
+from checks import check, finish
 
 def expect_error(args, needle, env=None):
     r = subprocess.run([sys.executable, evaluate.__file__] + args, capture_output=True, text=True,
                        env=dict(os.environ, **(env or {})))
     lines = r.stderr.strip().splitlines()
-    ok = r.returncode == 2 and len(lines) == 1 and needle in lines[0]
-    print(("ok    " if ok else "FAIL  ") + f"{' '.join(args)} {env or ''}: exit {r.returncode}, "
-          f"{r.stderr.strip()!r}")
-    if not ok:
-        failures.append(args)
+    check(r.returncode == 2 and len(lines) == 1 and needle in lines[0],
+          f"{' '.join(args)} {env or ''}: exit {r.returncode}, {r.stderr.strip()!r}")
 
 
 def main():
@@ -38,12 +33,10 @@ def main():
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         rc = evaluate.main(["--window", "16"])
-    ok = rc == 2 and err.getvalue().count("\n") == 1 and "pip install --no-deps" in err.getvalue()
-    print(("ok    " if ok else "FAIL  ") + f"missing wheel: exit {rc}, {err.getvalue().strip()!r}")
-    if not ok:
-        failures.append("missing wheel")
-    print(f"{len(failures)} failed")
-    return 1 if failures else 0
+    msg = err.getvalue()
+    check(rc == 2 and msg.count("\n") == 1 and "pip install --no-deps" in msg,
+          f"missing wheel: exit {rc}, {msg.strip()!r}")
+    return finish()
 
 
 if __name__ == "__main__":

@@ -10,14 +10,8 @@ import tempfile
 import torch
 
 import indexer
+from checks import check, finish
 
-failures = []
-
-
-def check(ok, what):
-    print(("ok    " if ok else "FAIL  ") + what)
-    if not ok:
-        failures.append(what)
 
 
 def main():
@@ -51,8 +45,7 @@ def main():
               f"committed weights: {len(w)} indexers, H_I={w[0].heads}, D_I={w[0].dim}")
     else:
         check(False, f"committed weights {indexer.WEIGHTS} missing")
-    print(f"{len(failures)} failed")
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import torch
 import attention
 import smollm
 import texts
+from checks import check, finish
 
 # Recorded on this project's machine (PyTorch 2.x, float32, x86-64): dense perplexity of Pride &
 # Prejudice's tokens 1000..1127. Different BLAS builds round differently: a change of the model
@@ -19,13 +20,6 @@ import texts
 RECORDED_PPL, PPL_TOL = 33.5724, 0.01
 WINDOW = (1000, 1128)
 
-failures = []
-
-
-def check(ok, what):
-    print(("ok    " if ok else "FAIL  ") + what)
-    if not ok:
-        failures.append(what)
 
 
 def main():
@@ -75,8 +69,7 @@ def main():
     check(float(r.max()) < 1 and float(r.min()) > 0 and smollm.perplexity(nll_w) > ppl,
           f"a 16-key window loses mass (recall {float(r.mean()):.3f}) and perplexity "
           f"({smollm.perplexity(nll_w):.2f})")
-    print(f"{len(failures)} failed")
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":
