@@ -19,7 +19,8 @@ Weights file (numpy .npz; float16 arrays, the rest scalars):
     wq{i} [H_I * D_I, d_model]   layer i's query projection (rows: head j's D_I rows in turn)
     wk{i} [D_I, d_model]         key projection
     ww{i} [H_I, d_model]         head weights
-    load(path) -> [LightningIndexer] (one per layer, float32); indexer(h) -> I [L, L]
+    load(path) -> [LightningIndexer] (one per layer, float32); indexer(h) -> I [L, L];
+    indexer.project(h) -> (q_index, k_index, weights) in example 05's index_scores layout
     scorer(indexers) -> attention.TopK's scorer; the committed file is WEIGHTS.
 """
 import math
@@ -42,9 +43,11 @@ class LightningIndexer(torch.nn.Module):
         self.wk = torch.nn.Parameter(torch.randn(dim, d_model) * d_model ** -0.5)
         self.ww = torch.nn.Parameter(torch.randn(heads, d_model) * d_model ** -0.5 / heads)
 
-    def forward(self, h, rows=None):
-        """I [len(rows) or L, L]: index scores of the query rows (all by default) against every
-        key (no causal mask here)."""
+    def project(self, h, rows=None):
+        """(q_index [T, H_I, D_I], k_index [L, D_I], weights [T, H_I]) of the query rows (all by
+        default), RoPE applied and 1/sqrt(D_I) folded into q_index (ReLU(c x) = c ReLU(x) for
+        c > 0): I[t, s] = sum_j weights[t, j] * ReLU(q_index[t, j] . k_index[s]), the layout of
+        example 05's index_scores."""
         n = h.shape[0]
         cos, sin = rope_tables(n, self.rope_dim, self.rope_base)
         r = self.rope_dim
@@ -54,8 +57,13 @@ class LightningIndexer(torch.nn.Module):
         cq, sq = (cos, sin) if rows is None else (cos[rows], sin[rows])
         q = (hq @ self.wq.T).view(-1, self.heads, self.dim)  # [T, H_I, D_I]
         q = torch.cat([rope(q[..., :r].transpose(0, 1), cq, sq).transpose(0, 1), q[..., r:]], -1)
-        dots = torch.relu(torch.einsum("thd,sd->ths", q, k) / math.sqrt(self.dim))
-        return torch.einsum("th,ths->ts", hq @ self.ww.T, dots)
+        return q / math.sqrt(self.dim), k, hq @ self.ww.T
+
+    def forward(self, h, rows=None):
+        """I [len(rows) or L, L]: index scores of the query rows (all by default) against every
+        key (no causal mask here)."""
+        q, k, w = self.project(h, rows)
+        return torch.einsum("th,ths->ts", w, torch.relu(torch.einsum("thd,sd->ths", q, k)))
 
 
 def target(q, k, rows=None):
