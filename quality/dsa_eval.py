@@ -53,9 +53,11 @@ class RecallProbe(attention.Dense):
         s = attention.scores(q, k)
         cm = attention.causal(n)
         p = attention.softmax_rows(s, cm)
+        with torch.no_grad():
+            index = self.ixs[layer](h)
         for kk in self.ks:
             masks = {"oracle": attention.top_k_mask(p.sum(0), kk),
-                     "indexer": attention.top_k_mask(self.ixs[layer](h), kk),
+                     "indexer": attention.top_k_mask(index, kk),
                      "sink+window": attention.Pattern(attention.sink_window(kk, SINKS))
                      .keep(layer, q, k, h) & cm}
             for name, m in masks.items():
