@@ -67,6 +67,16 @@ def quality_table(d):
     lines.append("")
     lines.append(f"{d['windows']} windows of {d['window']} tokens of {d['text']} "
                  f"({d['tokens']} tokens); {d['machine']}.")
+    cells = [(x["length"], x["depth"]) for r in d["results"].values() for x in r.get("passkey", [])]
+    cells = sorted(set(cells))
+    if cells:  # passkey accuracy per (length, depth of the key in the filler)
+        lines += ["", "| passkey: attention | " + " | ".join(f"L={L}, depth {dp:g}"
+                                                          for L, dp in cells) + " |",
+                  "|---|" + "---:|" * len(cells)]
+        for name, r in d["results"].items():
+            acc = {(x["length"], x["depth"]): x["accuracy"] for x in r.get("passkey", [])}
+            lines.append(f"| `{name}` | " + " | ".join(
+                f"{acc[c]:.2f}" if c in acc else "—" for c in cells) + " |")
     return "\n".join(lines)
 
 
