@@ -66,3 +66,10 @@ attn_have_gpu() {
     command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU ' || return 1
     attn_have_nvcc
 }
+
+# The quality toolkit (quality/): SmolLM2's GGUF, gguf and tokenizers into the venv, and the
+# Debian text packages unpacked into quality/.cache (quality/install.sh says how).
+attn_need_quality() {
+    say "quality toolkit: SmolLM2-135M weights and texts"
+    bash "$ROOT/quality/install.sh" "$ATTN_PY" || die "quality/install.sh failed"
+}

@@ -25,6 +25,7 @@ attn_need_build_tools python || exit 1
 py_flag=()
 if [ $python -eq 1 ]; then
     attn_need_venv || exit 1
+    attn_need_quality || exit 1
     py_flag=(-DATTN_PYTHON="$ATTN_PY")
 fi
 

