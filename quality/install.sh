@@ -27,7 +27,14 @@ for entry in r-cran-janeaustenr:usr/lib/R/site-library/janeaustenr/data/Rdata.rd
     [ -e "$cache/$pkg/$file" ] || [ -e "/$file" ] && continue
     tmp="$(mktemp -d)"
     mkdir -p "$cache/$pkg"
-    if ! (cd "$tmp" && apt-get download "$pkg" >/dev/null 2>&1) ||
+    # A fresh machine may have no package lists yet: refresh them once (as root) and retry.
+    if ! (cd "$tmp" && apt-get download "$pkg" >/dev/null 2>&1) && [ "$(id -u)" -eq 0 ] &&
+        [ -z "${refreshed:-}" ]; then
+        refreshed=1
+        apt-get update -qq >/dev/null 2>&1 || true
+    fi
+    if ! ls "$tmp"/"$pkg"_*.deb >/dev/null 2>&1 &&
+        ! (cd "$tmp" && apt-get download "$pkg" >/dev/null 2>&1) ||
         ! dpkg -x "$tmp"/"$pkg"_*.deb "$cache/$pkg"; then
         rm -rf "$tmp"
         echo "error: could not fetch the Debian package $pkg (apt-get download $pkg, dpkg -x)" >&2

@@ -15,10 +15,9 @@
 #include <string.h>
 
 #include "attn/device.h"
-#include "attn/example.h"
 #include "attn/reference.h"
 #include "attn/runner.h"
-#include "attn/sparse_run.h"
+#include "attn/sparse/sparse_run.h"
 #include "attn/tensor.h"
 
 extern const attn_sparse_example sparse_patterns_example; /* sparse_patterns.cu */
@@ -99,12 +98,12 @@ static int run_kernels(attn_sparse_run *st, attn_problem_data *d, const char *ou
     for (int n = 0; n < ex->num_kernels; ++n) {
         const attn_kernel *k = &ex->kernels[n];
         char why[256], name[32];
-        if (attn_sparse_verdict(st, k, n, &d->p, why, sizeof why) != ATTN_KERNEL_RUNS) {
+        if (attn_sparse_verdict(st, k, &d->p, why, sizeof why) != ATTN_KERNEL_RUNS) {
             printf("kernel %d %s SKIP %s\n", k->id, k->name, why);
             continue;
         }
         attn_run_opts opts = {.quiet = true};
-        attn_sparse_kernel_options(st, k, n, &d->p, &opts, why, sizeof why);
+        attn_sparse_kernel_options(st, k, &d->p, &opts, why, sizeof why);
         attn_outcome o;
         attn_outcome_init(&o, ex, k, &d->p, device);
         attn_run_kernel(d, k, &opts, &o);
@@ -171,7 +170,7 @@ int main(int argc, char **argv) {
         } else if (rc == 0) {
             bool csr = false, dense = false;
             for (int n = 0; n < sparse_patterns_example.base->num_kernels; ++n)
-                attn_sparse_needs(&st, n, &csr, &dense);
+                attn_sparse_needs(&st, &sparse_patterns_example.base->kernels[n], &csr, &dense);
             rc = attn_sparse_build(&st, &p, csr, true) != 0 ||
                  attn_problem_data_make(&d, &p, &st.mask, dense, 1, 1.0f, 0, true) != 0 ||
                  use_inputs(&d, &st.mask, x) != 0;
