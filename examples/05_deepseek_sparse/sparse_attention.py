@@ -16,7 +16,13 @@ Run:
                                         (the share of each query's dense softmax mass that falls
                                         on its selected keys) against a random selection
   python sparse_attention.py --check    the checks of tests/python/test_deepseek_sparse.py
-Exit status 0, or 1 when a check fails.
+  PYTHONPATH=quality python sparse_attention.py --trained-indexer [--layer N] [--tokens L]
+                                        [--topk K]
+                                        the pipeline on a real model: one layer of SmolLM2-135M
+                                        on Pride & Prejudice, selected by the lightning indexer
+                                        trained for it (quality/README.md), against the oracle
+                                        top-k and a sink + window selection of the same size
+Exit status 0, 1 when a check fails, 2 on bad usage or a missing toolkit.
 """
 import math
 import struct
@@ -225,6 +231,75 @@ def demo():
           f"({100 * topk / ((L + 1) / 2):.1f}% of the causal average)")
 
 
+
+# ----------------------------------------------------------------------------------------------
+# On a real model: SmolLM2-135M and its trained lightning indexer (quality/)
+# ----------------------------------------------------------------------------------------------
+
+def sink_window_selection(n, topk, sinks=4):
+    """[n, topk]: query t keeps the first `sinks` keys and the most recent ones, topk in all."""
+    sel = torch.full((n, topk), -1, dtype=torch.long)
+    for t in range(n):
+        keys = sorted(set(range(min(sinks, t + 1))) |
+                      set(range(max(0, t - (topk - sinks) + 1), t + 1)))
+        sel[t, :len(keys)] = torch.tensor(keys)
+    return sel
+
+
+def on_smollm2(layer=12, tokens=512, topk=64, start=1000):
+    """Recall of three selections of topk keys on one layer of SmolLM2 (mean over its 9 heads and
+    the queries that see more than topk keys): the trained indexer's, the oracle's (the keys with
+    the most dense attention mass, summed over heads: the best any shared selection can do), and
+    4 sinks + the most recent keys. Returns {name: recall}."""
+    import indexer
+    import smollm
+    import texts
+    model, tok = smollm.load(), smollm.tokenizer()
+    ids = tok.encode(texts.text("austen")).ids[start:start + tokens]
+    seen = {}
+    model.hidden(ids, observe=lambda i, h, q, k, v: seen.update(h=h, q=q, k=k) if i == layer
+                 else None)
+    h, q, k = seen["h"], seen["q"].double(), seen["k"].double()
+    ixs = indexer.load(indexer.WEIGHTS)
+    q_index, k_index, weights = (x.double() for x in ixs[layer].project(h))
+    groups = q.shape[0] // k.shape[0]  # query heads per K/V head (GQA): each group shares a key
+    rec = lambda sel: torch.cat([recall(q[g * groups:(g + 1) * groups], k[g], sel, True)  # noqa
+                                 for g in range(k.shape[0])])
+    n, scale = len(ids), 1.0 / math.sqrt(q.shape[-1])
+    dense = torch.cat([torch.softmax((q[g * groups:(g + 1) * groups] @ k[g].T * scale).masked_fill(
+        ~visible(n, n, True), float("-inf")), -1) for g in range(k.shape[0])])
+    sels = {"trained indexer": select_topk(index_scores(q_index, k_index, weights, True), topk,
+                                           True),
+            "oracle top-k": select_topk(dense.sum(0).masked_fill(
+                ~visible(n, n, True), float("-inf")), topk, True),
+            "4 sinks + window": sink_window_selection(n, topk)}
+    rows = torch.arange(n) >= topk  # queries that see more than topk keys
+    return {name: rec(sel)[:, rows].mean().item() for name, sel in sels.items()}
+
+
+def trained_indexer_main(argv):
+    import argparse
+    ap = argparse.ArgumentParser(prog="sparse_attention.py --trained-indexer")
+    ap.add_argument("--layer", type=int, default=12)
+    ap.add_argument("--tokens", type=int, default=512)
+    ap.add_argument("--topk", type=int, default=64)
+    a = ap.parse_args(argv)
+    if not 0 <= a.layer < 30 or a.topk < 1 or a.tokens <= a.topk:
+        ap.error("need 0 <= --layer < 30, --topk >= 1 and --tokens > --topk")
+    try:
+        result = on_smollm2(a.layer, a.tokens, a.topk)
+    except ImportError as e:
+        sys.exit(f"error: {e.name} not found: run with PYTHONPATH=quality (the quality toolkit, "
+                 f"installed by scripts/test.sh or quality/install.sh)")
+    except RuntimeError as e:  # the model or text package is missing
+        sys.exit(f"error: {e}")
+    print(f"SmolLM2-135M layer {a.layer}, {a.tokens} tokens of Pride & Prejudice, top-{a.topk}: "
+          f"recall (share of the dense attention mass kept), mean over heads and queries")
+    for name, r in result.items():
+        print(f"  {name:18s} {r:.3f}")
+    return result
+
+
 if __name__ == "__main__":
     if "--check" in sys.argv[1:]:
         import runpy
@@ -233,5 +308,7 @@ if __name__ == "__main__":
         test = os.path.join(here, "..", "..", "tests", "python", "test_deepseek_sparse.py")
         sys.argv = [test] + [a for a in sys.argv[1:] if a != "--check"]
         runpy.run_path(test, run_name="__main__")
+    elif "--trained-indexer" in sys.argv[1:]:
+        trained_indexer_main([a for a in sys.argv[1:] if a != "--trained-indexer"])
     else:
         demo()

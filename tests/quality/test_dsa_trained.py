@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+"""Example 05's pipeline with the trained lightning indexer on a real model (CTest
+quality.dsa_trained): sparse_attention.py --trained-indexer's function on layer 12 of SmolLM2,
+256 tokens of Pride & Prejudice, top-32. Every recall is a share of softmax mass (in [0, 1]); the
+oracle selection (the keys with the most attention mass summed over the heads) is the best a
+shared selection can do, so no other selection may beat it; the trained indexer keeps more of the
+mass than the fixed 4 sinks + window selection of the same size. Exit 0 when every check passes."""
+import importlib.util
+import os
+import sys
+
+from checks import check, finish
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SPEC = importlib.util.spec_from_file_location(
+    "sparse_attention",
+    os.path.join(HERE, "..", "..", "examples", "05_deepseek_sparse", "sparse_attention.py"))
+sparse_attention = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(sparse_attention)
+
+
+def main():
+    r = sparse_attention.on_smollm2(layer=12, tokens=256, topk=32)
+    print(r)
+    ix, oracle, window = r["trained indexer"], r["oracle top-k"], r["4 sinks + window"]
+    check(all(0.0 <= x <= 1.0 for x in r.values()), "recalls are shares of the softmax mass")
+    check(oracle >= ix - 1e-12 and oracle >= window - 1e-12,
+          f"the oracle keeps the most mass ({oracle:.3f} >= {ix:.3f}, {window:.3f})")
+    check(ix > window, f"the trained indexer beats 4 sinks + window ({ix:.3f} > {window:.3f})")
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
