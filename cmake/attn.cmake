@@ -193,3 +193,13 @@ macro(attn_standalone_setup)
     add_subdirectory("${ATTN_ROOT}/common" "${CMAKE_BINARY_DIR}/_attn_common")
   endif()
 endmacro()
+
+# attn_use_example(<folder> <library>)
+# An example that reuses another example's kernels (04 and 05 reuse 03's): the other example's
+# library, from examples/<folder>, built here when this example stands alone.
+function(attn_use_example folder library)
+  list(GET ATTN_BACKEND_LIST 0 first_backend)
+  if(NOT TARGET ${library}_${first_backend})
+    add_subdirectory("${ATTN_ROOT}/examples/${folder}" "${CMAKE_BINARY_DIR}/_${folder}")
+  endif()
+endfunction()
