@@ -333,6 +333,12 @@ def tail(text, lines=6, chars=700):
         kept = [all_lines[first].strip("= "), frame, summary]
     else:
         kept = all_lines[-lines:]
+        # the simulator's own report (kernel, block, thread, file:line) stays in the message
+        sim = next((l for l in all_lines if l.startswith("cudasim: error:")), None)
+        if sim is not None and sim not in kept:
+            kept = [sim] + all_lines[-1:]
+        if sim is not None:
+            return " | ".join(kept)[:chars]
     out = " | ".join(kept)
     return out if len(out) <= chars else "..." + out[-chars:]
 
