@@ -445,11 +445,17 @@ def check_cheat(args, name):
     if kind == "no_cache_hit":
         extra = ["--jobs", "1", "--cases", ",".join(c["name"] for c in
                                                     spec_of(args.exercise)["cases"][:2])]
+    if kind == "finishes":  # one case, a 5 s limit: a grader that waits for the process fails
+        extra = ["--cases", first, "--timeout", "5"]
     env = dict(os.environ, ATTN_GRADER_SECRET=SECRET)
+    start = time.monotonic()
     done = subprocess.run([sys.executable, GRADE, args.exercise, path, "--build-dir",
                            args.build_dir, "--out", out] + extra, capture_output=True, text=True,
                           env=env, timeout=300)
+    seconds = time.monotonic() - start
     print(done.stdout[-3000:], done.stderr[-2000:])
+    if kind == "finishes" and seconds > 30:
+        fail(f"one case with a 5 s limit took the grader {seconds:.0f} s")
     if kind == "results_kept":
         time.sleep(4)  # a process left behind would have written by now
     try:
