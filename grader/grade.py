@@ -44,6 +44,9 @@ CHILD_ENV = ("PATH", "LANG", "LC_", "CUDASIM_", "OMP_", "CUDA_", "ASAN_", "TSAN_
 # Resource limits of a case process (prlimit; the CPU time is the case's timeout + 1 s).
 LIMITS = {"--fsize": 256 << 20, "--nproc": 64, "--as": 8 << 30}
 SANDBOX_ID = 65534  # nobody / nogroup: the user a case runs as when the grader is root
+SANDBOX_NAMES = {"namespace": "each case as nobody in its own PID and mount namespace",
+                 "user": "each case as nobody (no namespaces here: /tmp is shared)",
+                 "none": "resource limits only (the grader is not root)"}
 
 
 class UsageError(Exception):
@@ -355,22 +358,50 @@ def with_stderr(message, err, lines=6, chars=700):
     return f"{message}; stderr: {shown}" if shown else message
 
 
+_SANDBOX = []
+
+
+def sandbox_mode():
+    """What this machine allows (probed once): "namespace" (root, unshare works: PID and mount
+    namespaces, private /tmp, user nobody), "user" (root, no namespaces: user nobody only) or
+    "none" (not root: limits only). README: "The sandbox"."""
+    if not _SANDBOX:
+        mode = "none"
+        drop = ["setpriv", f"--reuid={SANDBOX_ID}", f"--regid={SANDBOX_ID}", "--clear-groups",
+                "--no-new-privs", "--", "true"]
+        ns = ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",
+              "--propagation", "private", "--", "/bin/sh", "-c", "mount -t tmpfs tmpfs /tmp"]
+        if os.geteuid() == 0 and shutil.which("setpriv") and shutil.which("prlimit"):
+            if subprocess.run(drop, capture_output=True).returncode == 0:
+                mode = "user"
+                if shutil.which("unshare") and subprocess.run(ns, capture_output=True).returncode \
+                        == 0:
+                    mode = "namespace"
+        _SANDBOX.append(mode)
+    return _SANDBOX[0]
+
+
 def sandboxed(cmd, case_dir, timeout, program):
-    """The command line of one case: resource limits (prlimit); when the grader is root, also a
-    private /tmp and /proc and a PID namespace (unshare: every process of the case dies with it)
-    and the unprivileged user nobody (setpriv). README: "The sandbox"."""
+    """The command line of one case: resource limits (prlimit); when the grader is root, the
+    unprivileged user nobody (setpriv) and, where the kernel allows it, a private /tmp and /proc
+    and a PID namespace (unshare: every process of the case dies with it)."""
     limits = dict(LIMITS, **{"--cpu": int(timeout) + 1})
     with open(program, "rb") as f:
         if re.search(rb"__(asan|tsan)_init", f.read()):
             del limits["--as"]  # the sanitizers reserve terabytes of address space
-    cmd = ["prlimit"] + [f"{k}={v}" for k, v in limits.items()] + ["--"] + cmd
-    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("setpriv"):
+    if shutil.which("prlimit"):
+        cmd = ["prlimit"] + [f"{k}={v}" for k, v in limits.items()] + ["--"] + cmd
+    mode = sandbox_mode()
+    if mode == "none":
         return cmd
     os.chown(case_dir, SANDBOX_ID, SANDBOX_ID)
+    drop = ["setpriv", f"--reuid={SANDBOX_ID}", f"--regid={SANDBOX_ID}", "--clear-groups",
+            "--no-new-privs", "--"]
+    if mode == "user":
+        return drop + cmd
     # sh stays the namespace's first process (the kernel ignores some signals sent to that one,
     # e.g. abort()'s SIGABRT); a signal death comes back as 128 + the signal (see _run_case_in).
-    script = ('mount -t tmpfs -o size=256m,mode=1777 tmpfs /tmp && setpriv '
-              f'--reuid={SANDBOX_ID} --regid={SANDBOX_ID} --clear-groups --no-new-privs -- "$@"')
+    script = 'mount -t tmpfs -o size=256m,mode=1777 tmpfs /tmp && ' + " ".join(drop) + ' "$@"'
     return ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",
             "--propagation", "private", "--", "/bin/sh", "-c", script, "sh"] + cmd
 
@@ -462,6 +493,7 @@ class Results:
         self.secret_given = secret_given
         self.tests = []
         self.start = time.time()
+        self.sandbox = None
 
     def add(self, name, score, max_score, status, output, visibility, case=None):
         self.tests.append({"name": name, "score": round(score, 4), "max_score": max_score,
@@ -502,6 +534,7 @@ class Results:
     def report(self):
         lines = [f"# Grade report: {self.spec.get('title', self.spec['exercise'])}", "",
                  f"- submission: `{self.submission}`", f"- {self.summary()}",
+                 f"- sandbox: {SANDBOX_NAMES.get(self.sandbox, 'not used (no case ran)')}",
                  f"- score: **{self.score:g} / {self.max_score:g}**", "",
                  "| test | score | status | message |", "|---|---:|---|---|"]
         for t in self.tests:
@@ -547,6 +580,7 @@ def grade_submission(spec, build, submission, outdir, args, secret, label=None):
             res.add("compile", 0, 0, "passed", "\n".join(log) or "compiled", "visible")
             say(f"{prefix}compile: ok", args.quiet)
             jobs = max(1, args.jobs)
+            res.sandbox = sandbox_mode()
             with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
                 rename = (build.info["slot"], os.path.basename(submission))
                 futures = {pool.submit(run_case, program, c, timeout, jobs, rename): c
