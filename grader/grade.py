@@ -16,6 +16,7 @@ import concurrent.futures
 import csv
 import fcntl
 import fnmatch
+import glob
 import hashlib
 import hmac
 import json
@@ -35,7 +36,17 @@ COMPILE_LINES = 40
 # Symbols a submission may not use: the harness's oracle and checker (a "kernel" that returns the
 # reference), the example driver, and ways to run other code. grading.json may replace the list.
 DEFAULT_FORBIDDEN = ["attn_reference*", "attn_check_*", "attn_example_main", "attn_host_inputs_*",
-                     "system", "popen", "fork", "execv*", "execl*", "dlopen", "dlsym"]
+                     "system", "popen", "fork", "execv*", "execl*", "dlopen", "dlsym",
+                     "*_solution"]
+# The variables a case process inherits (prefixes): never ATTN_GRADER_* (the secret, its path).
+CHILD_ENV = ("PATH", "LANG", "LC_", "CUDASIM_", "OMP_", "CUDA_", "ASAN_", "TSAN_", "UBSAN_",
+             "LSAN_", "LD_LIBRARY_PATH")
+# Resource limits of a case process (prlimit; the CPU time is the case's timeout + 1 s).
+LIMITS = {"--fsize": 256 << 20, "--nproc": 64, "--as": 8 << 30}
+SANDBOX_ID = 65534  # nobody / nogroup: the user a case runs as when the grader is root
+SANDBOX_NAMES = {"namespace": "each case as nobody in its own PID and mount namespace",
+                 "user": "each case as nobody (no namespaces here: /tmp is shared)",
+                 "none": "resource limits only (the grader is not root)"}
 
 
 class UsageError(Exception):
@@ -97,8 +108,9 @@ class SecretRng:
         return lo + self._u64() % (hi - lo + 1)
 
 
-def hidden_cases(spec, secret):
-    """The hidden cases: shapes and seeds drawn from the secret (README: "Hidden cases")."""
+def hidden_cases(spec, secret, nonce=None):
+    """The hidden cases: shapes drawn from the secret, seeds from the secret and the run's nonce
+    (README: "Hidden cases"); without a nonce, seeds from the secret alone."""
     hid = spec.get("hidden")
     if not hid or secret is None:
         return []
@@ -123,17 +135,21 @@ def hidden_cases(spec, secret):
                 value = prm["choices"][rng.integer(0, len(prm["choices"]) - 1)]
             values[flag] = value
             args += [flag, str(value)]
+        seed = rng.integer(1, 2**31 - 1)
+        if nonce is not None:  # fresh inputs every run: an answer kept from another run is wrong
+            seed = SecretRng(secret, f"{spec['exercise']}/hidden/{n}/{nonce.hex()}").integer(
+                1, 2**31 - 1)
         cases.append(Case(f"hidden_{n:02d}", args + list(hid.get("extra_args", [])),
-                          rng.integer(1, 2**31 - 1), float(hid["points_each"]),
+                          seed, float(hid["points_each"]),
                           hid.get("visibility", "after_due_date"), hid.get("env"), "hidden"))
     return cases
 
 
-def all_cases(spec, secret, backend):
+def all_cases(spec, secret, backend, nonce=None):
     cases = [Case(c["name"], c["args"], c.get("seed", n + 1), float(c["points"]),
                   c.get("visibility", "visible"), c.get("env"), "public")
              for n, c in enumerate(spec["cases"])]
-    cases += hidden_cases(spec, secret)
+    cases += hidden_cases(spec, secret, nonce)
     perf = spec.get("performance")
     if perf:
         cases.append(Case(perf.get("name", "performance"), perf["args"], perf.get("seed", 1),
@@ -216,8 +232,14 @@ class Build:
                 return None, [f"{os.path.basename(submission)} uses {', '.join(bad)}: a submission "
                               "must compute the output in its kernel (the harness's reference, "
                               "checker and process functions are off limits)"]
+            foreign = foreign_includes(self.build_dir, self.spec, self.backend)
+            if foreign:
+                return None, [f"{os.path.basename(submission)} includes {', '.join(foreign)}: a "
+                              "submission may include the exercise folder's headers, the "
+                              "harness's public headers and system headers only"]
             program = os.path.join(workdir, os.path.basename(self.info["program"]))
             shutil.copy2(self.info["program"], program)
+            os.chmod(program, 0o755)
         return program, warnings_of(log, slot, submission)
 
 
@@ -265,6 +287,39 @@ def forbidden_symbols(library, spec):
     return sorted(s for s in used if any(fnmatch.fnmatchcase(s, p) for p in patterns))
 
 
+def source_dir_of(build_dir):
+    """The chapter folder a CMake build was configured from (its CMakeCache.txt)."""
+    try:
+        with open(os.path.join(build_dir, "CMakeCache.txt")) as f:
+            for line in f:
+                if line.startswith("CMAKE_HOME_DIRECTORY:"):
+                    return os.path.realpath(line.split("=", 1)[1].strip())
+    except OSError:
+        pass
+    return ROOT
+
+
+def foreign_includes(build_dir, spec, backend):
+    """The files the submission's compile read (the compiler's dependency file) outside the
+    exercise folder, the public headers and the system: e.g. the solution, or its translation
+    unit generated in the build tree. [] when the dependency file is not found (a GPU build)."""
+    pattern = os.path.join(build_dir, "grader", "CMakeFiles", f"grader_{spec['exercise']}_"
+                           f"submission_{backend}.dir", "**", "*.o.d")
+    roots = {os.path.realpath(ROOT), source_dir_of(build_dir)}  # the build: maybe another copy
+    allowed = ["/usr/"] + [os.path.join(root, d, "") for root in roots for d in (
+        os.path.join("exercises", spec["exercise"]), "common/include", "common/cudasim/include",
+        "common/device")]
+    foreign = []
+    for depfile in glob.glob(pattern, recursive=True):
+        with open(depfile) as f:
+            words = f.read().replace("\\\n", " ").split()
+        for word in words[2:]:  # after "<object>:" comes the submission's own translation unit
+            path = os.path.realpath(os.path.join(build_dir, word))
+            if not path.startswith(tuple(allowed)):
+                foreign.append(os.path.relpath(path, ROOT) if path.startswith(ROOT) else path)
+    return sorted(set(foreign))
+
+
 # ---- running the cases -------------------------------------------------------------------------
 
 SANITIZER = re.compile(r"(ThreadSanitizer|AddressSanitizer|UndefinedBehaviorSanitizer|"
@@ -281,6 +336,12 @@ def tail(text, lines=6, chars=700):
         kept = [all_lines[first].strip("= "), frame, summary]
     else:
         kept = all_lines[-lines:]
+        # the simulator's own report (kernel, block, thread, file:line) stays in the message
+        sim = next((l for l in all_lines if l.startswith("cudasim: error:")), None)
+        if sim is not None and sim not in kept:
+            kept = [sim] + all_lines[-1:]
+        if sim is not None:
+            return " | ".join(kept)[:chars]
     out = " | ".join(kept)
     return out if len(out) <= chars else "..." + out[-chars:]
 
@@ -297,21 +358,91 @@ def with_stderr(message, err, lines=6, chars=700):
     return f"{message}; stderr: {shown}" if shown else message
 
 
+_SANDBOX = []
+
+
+def sandbox_mode():
+    """What this machine allows (probed once): "namespace" (root, unshare works: PID and mount
+    namespaces, private /tmp, user nobody), "user" (root, no namespaces: user nobody only) or
+    "none" (not root: limits only). README: "The sandbox"."""
+    if not _SANDBOX:
+        mode = "none"
+        drop = ["setpriv", f"--reuid={SANDBOX_ID}", f"--regid={SANDBOX_ID}", "--clear-groups",
+                "--no-new-privs", "--", "true"]
+        ns = ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",
+              "--propagation", "private", "--", "/bin/sh", "-c", "mount -t tmpfs tmpfs /tmp"]
+        if os.geteuid() == 0 and shutil.which("setpriv") and shutil.which("prlimit"):
+            if subprocess.run(drop, capture_output=True).returncode == 0:
+                mode = "user"
+                if shutil.which("unshare") and subprocess.run(ns, capture_output=True).returncode \
+                        == 0:
+                    mode = "namespace"
+        _SANDBOX.append(mode)
+    return _SANDBOX[0]
+
+
+def sandboxed(cmd, case_dir, timeout, program):
+    """The command line of one case: resource limits (prlimit); when the grader is root, the
+    unprivileged user nobody (setpriv) and, where the kernel allows it, a private /tmp and /proc
+    and a PID namespace (unshare: every process of the case dies with it)."""
+    limits = dict(LIMITS, **{"--cpu": int(timeout) + 1})
+    with open(program, "rb") as f:
+        if re.search(rb"__(asan|tsan)_init", f.read()):
+            del limits["--as"]  # the sanitizers reserve terabytes of address space
+    if shutil.which("prlimit"):
+        cmd = ["prlimit"] + [f"{k}={v}" for k, v in limits.items()] + ["--"] + cmd
+    mode = sandbox_mode()
+    if mode == "none":
+        return cmd
+    os.chown(case_dir, SANDBOX_ID, SANDBOX_ID)
+    drop = ["setpriv", f"--reuid={SANDBOX_ID}", f"--regid={SANDBOX_ID}", "--clear-groups",
+            "--no-new-privs", "--"]
+    if mode == "user":
+        return drop + cmd
+    # sh stays the namespace's first process (the kernel ignores some signals sent to that one,
+    # e.g. abort()'s SIGABRT); a signal death comes back as 128 + the signal (see _run_case_in).
+    script = 'mount -t tmpfs -o size=256m,mode=1777 tmpfs /tmp && ' + " ".join(drop) + ' "$@"'
+    return ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",
+            "--propagation", "private", "--", "/bin/sh", "-c", script, "sh"] + cmd
+
+
 def _run_case(program, case, timeout, jobs):
+    work = os.path.dirname(program)
+    with tempfile.TemporaryDirectory(prefix=f"case-{case.name}-", dir=work) as case_dir:
+        return _run_case_in(program, case, timeout, jobs, case_dir)
+
+
+def _run_case_in(program, case, timeout, jobs, case_dir):
     cmd = [program, "--case", case.name, "--seed", str(case.seed)] + list(case.args) + ["--json"]
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if k.startswith(CHILD_ENV)}
+    env.update({"HOME": case_dir, "TMPDIR": case_dir})
     env.update({k: str(v) for k, v in case.env.items()})
     if jobs > 1:  # cases run side by side: one OS thread each (the reference, the simulator)
         env.setdefault("OMP_NUM_THREADS", "1")
         env.setdefault("CUDASIM_THREADS", "1")
+    cmd = sandboxed(cmd, case_dir, timeout, program)
+    in_namespace = cmd[0] == "unshare"
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True, errors="replace")
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+    # stdout and stderr go to files of the grader, not pipes: a process the case leaves behind
+    # cannot hold the grader up by keeping a pipe open.
+    with tempfile.TemporaryFile("w+", errors="replace") as out_f, \
+            tempfile.TemporaryFile("w+", errors="replace") as err_f:
+        proc = subprocess.Popen(cmd, stdout=out_f, stderr=err_f, stdin=subprocess.DEVNULL,
+                                env=env, cwd=case_dir, start_new_session=True)
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the whole group, also after a normal exit
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        out_f.seek(0)
+        err_f.seek(0)
+        out, err = out_f.read(1 << 20), err_f.read(1 << 20)
+    if timed_out:
         return 0.0, "failed", (f"timed out after {timeout:g} s (an endless loop, or a "
                                "__syncthreads() that some threads never reach?)"), None
     seconds = time.monotonic() - start
@@ -324,6 +455,8 @@ def _run_case(program, case, timeout, jobs):
             except ValueError:
                 pass
     rc = proc.returncode
+    if in_namespace and 128 < rc < 128 + 65:
+        rc = 128 - rc  # the shell's 128 + N: killed by signal N
     if rc < 0:
         try:
             sig = signal.Signals(-rc).name
@@ -360,6 +493,7 @@ class Results:
         self.secret_given = secret_given
         self.tests = []
         self.start = time.time()
+        self.sandbox = None
 
     def add(self, name, score, max_score, status, output, visibility, case=None):
         self.tests.append({"name": name, "score": round(score, 4), "max_score": max_score,
@@ -400,6 +534,7 @@ class Results:
     def report(self):
         lines = [f"# Grade report: {self.spec.get('title', self.spec['exercise'])}", "",
                  f"- submission: `{self.submission}`", f"- {self.summary()}",
+                 f"- sandbox: {SANDBOX_NAMES.get(self.sandbox, 'not used (no case ran)')}",
                  f"- score: **{self.score:g} / {self.max_score:g}**", "",
                  "| test | score | status | message |", "|---|---:|---|---|"]
         for t in self.tests:
@@ -422,7 +557,7 @@ def grade_submission(spec, build, submission, outdir, args, secret, label=None):
     os.makedirs(outdir, exist_ok=True)
     results_path = args.results or os.path.join(outdir, "results.json")
     res = Results(spec, build.backend, submission, results_path, secret is not None)
-    cases = all_cases(spec, secret, build.backend)
+    cases = all_cases(spec, secret, build.backend, os.urandom(16))
     if args.cases:
         wanted = args.cases.split(",")
         cases = [c for c in cases if any(fnmatch.fnmatchcase(c.name, w) for w in wanted)]
@@ -430,7 +565,10 @@ def grade_submission(spec, build, submission, outdir, args, secret, label=None):
             raise UsageError(f"--cases {args.cases}: no such case")
     timeout = args.timeout or float(spec["timeout_s"])
     prefix = f"{label}: " if label else ""
-    with tempfile.TemporaryDirectory(prefix="grade-") as work:
+    work_root = os.path.join(build.build_dir, "grader", "work")
+    os.makedirs(work_root, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="grade-", dir=work_root) as work:
+        os.chmod(work, 0o711)  # a sandboxed case may run the program, not list or write here
         program, log = build.compile(submission, work)
         if program is None:
             res.add("compile", 0, 0, "failed", "\n".join(log), "visible")
@@ -442,6 +580,7 @@ def grade_submission(spec, build, submission, outdir, args, secret, label=None):
             res.add("compile", 0, 0, "passed", "\n".join(log) or "compiled", "visible")
             say(f"{prefix}compile: ok", args.quiet)
             jobs = max(1, args.jobs)
+            res.sandbox = sandbox_mode()
             with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
                 rename = (build.info["slot"], os.path.basename(submission))
                 futures = {pool.submit(run_case, program, c, timeout, jobs, rename): c

@@ -51,7 +51,9 @@ build="${{ATTN_GRADER_BUILD:-$src/repo/build/sim}}"
 results="$root/results"
 mkdir -p "$results"
 secret=()
-[ -f "$src/grader_secret.txt" ] && secret=(--secret-file "$src/grader_secret.txt")
+# the secret readable by its owner only: a case runs as nobody and knows this path
+[ -f "$src/grader_secret.txt" ] && chmod 600 "$src/grader_secret.txt" &&
+    secret=(--secret-file "$src/grader_secret.txt")
 python3 "$src/repo/grader/grade.py" {ex} "$root/submission" --one --build-dir "$build" \\
     --out "$results/report" --results "$results/results.json" "${{secret[@]}}" "$@" \\
     2>"$results/stderr.txt"

@@ -299,6 +299,12 @@ def check_hidden(args):
     c = [(c.args, c.seed) for c in g.hidden_cases(spec, b"two")]
     if not a or a != b or a == c or g.hidden_cases(spec, None):
         fail("hidden cases must follow the secret (and need one)")
+    # A run's nonce: the same shapes, other seeds (fresh inputs), so no answer can be kept.
+    run1 = [(c.args, c.seed) for c in g.hidden_cases(spec, b"one", b"run1")]
+    run2 = [(c.args, c.seed) for c in g.hidden_cases(spec, b"one", b"run2")]
+    if [x for x, _ in run1] != [x for x, _ in a] or any(
+            s1 == s2 for (_, s1), (_, s2) in zip(run1, run2)):
+        fail("the nonce must keep the hidden shapes and change every seed")
     print("\n".join(f"{args_} seed {seed}" for args_, seed in a))
 
 
@@ -357,6 +363,122 @@ def check_gradescope(args):
     hidden = next(t for t in res["tests"] if t["name"] == "hidden_01")
     if hidden["visibility"] != "after_due_date":
         fail("hidden cases must be after_due_date")
+    if os.stat(os.path.join(root, "source", "grader_secret.txt")).st_mode & 0o077:
+        fail("run_autograder must leave the secret readable by its owner only")
+
+
+# ---- planted cheats (cheats.json) -------------------------------------------------------------
+
+def cheats(exercise):
+    """{name: cheat} of cheats.json that apply to the exercise."""
+    with open(os.path.join(HERE, "cheats.json")) as f:
+        doc = json.load(f)
+    return {n: c for n, c in doc.items() if not n.startswith("_")
+            and c.get("exercise", exercise) == exercise}
+
+
+def list_cheats(exercise):
+    for name in sorted(cheats(exercise)):
+        print(name)
+
+
+def cheat_copy(args, name, folder, **fill):
+    """The cheat `name` written as the submission file in folder (@OUT@, @VICTIM@ filled)."""
+    cheat = cheats(args.exercise)[name]
+    body = ""
+    if cheat["base"] != "empty":
+        base = skeleton_path(args) if cheat["base"] == "skeleton" else solution_path(args)
+        with open(base) as f:
+            body = f.read()
+    for text, replacement in cheat.get("replace", []):
+        if body.count(text) != 1:
+            fail(f"cheat {name}: the text {text!r} is not in the {cheat['base']} exactly once")
+        body = body.replace(text, replacement)
+    extra = cheat.get("append", "")
+    for key, value in fill.items():
+        extra = extra.replace(f"@{key.upper()}@", value)
+    path = os.path.join(folder, spec_of(args.exercise)["submission_file"])
+    os.makedirs(folder, exist_ok=True)
+    with open(path, "w") as f:
+        f.write(body + "\n" + extra)
+    return path, cheat
+
+
+def check_cheat(args, name):
+    """A planted cheat must score 0 and leave every other file alone."""
+    work = tempfile.mkdtemp(prefix=f"cheat-{name}-", dir=WORK)
+    cheat = cheats(args.exercise)[name]
+    kind = cheat["check"]
+    first = spec_of(args.exercise)["cases"][0]["name"]
+    if kind == "victim_kept":
+        folder = os.path.join(work, "class")
+        victim = os.path.join(folder, "alice", spec_of(args.exercise)["submission_file"])
+        os.makedirs(os.path.dirname(victim))
+        shutil.copy(solution_path(args), victim)
+        with open(victim, "rb") as f:
+            before = f.read()
+        cheat_copy(args, name, os.path.join(folder, "aaa_mallory"), victim=victim)
+        out = os.path.join(work, "out")
+        done = subprocess.run([sys.executable, GRADE, args.exercise, folder, "--build-dir",
+                               args.build_dir, "--out", out, "--cases", first],
+                              capture_output=True, text=True)
+        print(done.stdout, done.stderr)
+        with open(os.path.join(out, "class.csv")) as f:
+            rows = {r[0]: r for r in (line.split(",") for line in f.read().splitlines()[1:])}
+        with open(victim, "rb") as f:
+            if f.read() != before:
+                fail("the cheat overwrote another learner's submission")
+        if float(rows["aaa_mallory"][1]) != 0 or rows["alice"][1] != rows["alice"][2]:
+            fail("class: the cheat must score 0 and the learner beside it full marks")
+        return
+    out = os.path.join(work, "out")
+    os.makedirs(out)
+    solution_tu = os.path.join(args.build_dir, "cudasim_gen", "solutions", args.exercise,
+                               spec_of(args.exercise)["submission_file"] + ".cpp")
+    path, _ = cheat_copy(args, name, os.path.join(work, "sub"), out=out, solution_tu=solution_tu)
+    extra = []
+    if kind == "no_secret":  # the secret both ways: a file on the command line and a variable
+        secret_file = os.path.join(work, "secret.txt")
+        with open(secret_file, "w") as f:
+            f.write(SECRET + "-file\n")
+        extra = ["--secret-file", secret_file]
+    if kind == "no_cache_hit":
+        extra = ["--jobs", "1", "--cases", ",".join(c["name"] for c in
+                                                    spec_of(args.exercise)["cases"][:2])]
+    if kind == "finishes":  # one case, a 5 s limit: a grader that waits for the process fails
+        extra = ["--cases", first, "--timeout", "5"]
+    env = dict(os.environ, ATTN_GRADER_SECRET=SECRET)
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, GRADE, args.exercise, path, "--build-dir",
+                           args.build_dir, "--out", out] + extra, capture_output=True, text=True,
+                          env=env, timeout=300)
+    seconds = time.monotonic() - start
+    print(done.stdout[-3000:], done.stderr[-2000:])
+    if kind == "finishes" and seconds > 30:
+        fail(f"one case with a 5 s limit took the grader {seconds:.0f} s")
+    if kind == "results_kept":
+        time.sleep(4)  # a process left behind would have written by now
+    try:
+        with open(os.path.join(out, "results.json")) as f:
+            res = json.load(f)
+    except ValueError:
+        fail("results.json is not the grader's: rewritten by a process of the submission")
+    with open(os.path.join(out, "report.md")) as f:
+        report = f.read()
+    score, top = totals(res)
+    print(f"cheat {name}: {score:g} / {top:g}")
+    if score != 0 or top <= 0 or done.returncode != 1:
+        fail(f"cheat '{name}' ({cheat['why']}) must score 0 (exit {done.returncode})")
+    seen = done.stdout + done.stderr + json.dumps(res) + report
+    if cheat.get("expect") and cheat["expect"] not in seen:
+        fail(f"cheat '{name}': expected the message {cheat['expect']!r}")
+    if kind == "no_secret" and SECRET in seen:
+        fail("the instructor secret reached the learner's output")
+    if kind == "no_cache_hit" and "CACHE-HIT" in seen:
+        fail("a case found a file that an earlier case left in /tmp")
+    if kind == "results_kept" and (os.path.exists(os.path.join(out, "cheat_was_here"))
+                                   or len(os.listdir(out)) != 2):
+        fail(f"a process of the submission outlived the grader and wrote in {out}")
 
 
 def main():
@@ -365,10 +487,14 @@ def main():
     ap.add_argument("--exercise", required=True)
     ap.add_argument("--list-planted", metavar="SANITIZER", nargs="?", const="",
                     help="print the planted bugs to test (under SANITIZER: those marked for it)")
+    ap.add_argument("--list-cheats", action="store_true", help="print the planted cheats")
     ap.add_argument("check", nargs="?")
     args = ap.parse_args()
     if args.list_planted is not None:
         list_planted(args.exercise, args.list_planted)
+        return
+    if args.list_cheats:
+        list_cheats(args.exercise)
         return
     args.build_dir = os.path.abspath(args.build_dir)
     checks = {"solution": check_solution, "skeleton": check_skeleton, "hang": check_hang,
@@ -376,6 +502,8 @@ def main():
               "hidden": check_hidden, "usage": check_usage, "gradescope": check_gradescope}
     if args.check.startswith("planted:"):
         check_planted(args, args.check.split(":", 1)[1])
+    elif args.check.startswith("cheat:"):
+        check_cheat(args, args.check.split(":", 1)[1])
     elif args.check in checks:
         checks[args.check](args)
     else:
