@@ -401,9 +401,15 @@ def sandboxed(cmd, case_dir, timeout, program):
         return drop + cmd
     # sh stays the namespace's first process (the kernel ignores some signals sent to that one,
     # e.g. abort()'s SIGABRT); a signal death comes back as 128 + the signal (see _run_case_in).
-    script = 'mount -t tmpfs -o size=256m,mode=1777 tmpfs /tmp && ' + " ".join(drop) + ' "$@"'
+    # The fresh /tmp would hide the program's folder when the build tree itself lies under /tmp
+    # (a clone in /tmp): that folder is then carried over the new /tmp by a bind mount via /mnt.
+    tmpfs = "mount -t tmpfs -o size=256m,mode=1777 tmpfs /tmp"
+    script = ('w="$1"; shift; case "$w" in /tmp/*) mkdir -p /mnt && mount --bind "$w" /mnt && '
+              + tmpfs + ' && mkdir -p "$w" && mount --bind /mnt "$w" && umount /mnt ;; *) '
+              + tmpfs + ' ;; esac && ' + " ".join(drop) + ' "$@"')
+    work = os.path.dirname(os.path.realpath(program))
     return ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",
-            "--propagation", "private", "--", "/bin/sh", "-c", script, "sh"] + cmd
+            "--propagation", "private", "--", "/bin/sh", "-c", script, "sh", work] + cmd
 
 
 def _run_case(program, case, timeout, jobs):
