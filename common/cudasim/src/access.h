@@ -1,0 +1,77 @@
+// access.h — the stream of memory accesses of an instrumented kernel, and who listens to it.
+//
+// In an instrumented build (the sim-check preset) every global and shared load and store of
+// kernel code reaches the simulator with its address, size and code address; the simulator
+// classifies it (global, shared, local, ...) and hands it to every registered observer. The
+// checkers (memcheck, racecheck, initcheck) and the profile are observers of this one stream.
+//
+// Concurrency: blocks of one launch run on several OS threads at once, so `access` may be called
+// concurrently from different OS threads (never concurrently for the same block). An observer
+// keeps per-OS-thread or per-block state, or locks. launch_begin/launch_end are called on the
+// launching thread with no block running.
+#ifndef CUDASIM_ACCESS_H
+#define CUDASIM_ACCESS_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace cudasim {
+namespace detail {
+
+enum class mem_space : uint8_t {
+    global, // inside a live cudaMalloc'd block (or a __device__/__managed__ variable)
+    shared, // inside the block's static or dynamic shared memory
+    local,  // the simulated thread's own stack (registers and local arrays on a GPU)
+    other   // none of these: host memory, a freed block, a redzone (memcheck reports it)
+};
+
+enum class access_op : uint8_t {
+    load,
+    store,
+    atomic,       // read-modify-write
+    ldmatrix_row, // one 16-byte row read by ldmatrix (a phase of 8 rows is one shared wavefront)
+    cp_async_src, // the global side of a cp.async
+    cp_async_dst  // the shared side of a cp.async
+};
+
+struct access_event {
+    uintptr_t addr;
+    uint32_t size; // bytes
+    access_op op;
+    mem_space space;
+    const void *pc;  // code address of the access (symbolise with symbolize_pc)
+    uint64_t block;  // linear block index: x + y*gx + z*gx*gy
+    uint32_t thread; // linear thread index in the block; warp = thread / 32, lane = thread % 32
+};
+
+struct launch_info {
+    const char *kernel; // as reports name it
+    uint64_t launch_id;
+    uint64_t nblocks;
+    unsigned nthreads; // per block
+    size_t dyn_smem;   // bytes of dynamic shared memory
+};
+
+class access_observer {
+  public:
+    virtual ~access_observer() = default;
+    virtual void launch_begin(const launch_info &) {}
+    virtual void access(const access_event &e) = 0;
+    // A tensor-core instruction issued by one warp (m16n8k16: 2*16*8*16 = 4096 FLOPs).
+    virtual void mma(uint64_t /*block*/, uint32_t /*warp*/, uint64_t /*flops*/, const void * /*pc*/) {}
+    virtual void launch_end(const launch_info &, bool /*failed*/) {}
+};
+
+// Registration (not thread-safe against running launches: register between launches).
+void add_access_observer(access_observer *o);
+void remove_access_observer(access_observer *o);
+// True when kernels of this program were compiled instrumented (accesses do reach observers).
+bool access_stream_available();
+// "file:line" of a code address in instrumented code (cached), or "?" when unknown.
+std::string symbolize_pc(const void *pc);
+
+} // namespace detail
+} // namespace cudasim
+
+#endif // CUDASIM_ACCESS_H
