@@ -59,7 +59,8 @@ class access_observer {
     virtual void launch_begin(const launch_info &) {}
     virtual void access(const access_event &e) = 0;
     // A tensor-core instruction issued by one warp (m16n8k16: 2*16*8*16 = 4096 FLOPs).
-    virtual void mma(uint64_t /*block*/, uint32_t /*warp*/, uint64_t /*flops*/, const void * /*pc*/) {}
+    virtual void mma(uint64_t /*block*/, uint32_t /*warp*/, uint64_t /*flops*/,
+                     const void * /*pc*/) {}
     virtual void launch_end(const launch_info &, bool /*failed*/) {}
 };
 
@@ -70,6 +71,14 @@ void remove_access_observer(access_observer *o);
 bool access_stream_available();
 // "file:line" of a code address in instrumented code (cached), or "?" when unknown.
 std::string symbolize_pc(const void *pc);
+
+// Delivery, called by the simulator (the instrumentation hooks, the PTX emulation, the launch).
+// Each is one relaxed load when no observer is registered.
+bool have_access_observers();
+void deliver_access(const access_event &e);
+void deliver_mma(uint64_t block, uint32_t warp, uint64_t flops, const void *pc);
+void deliver_launch_begin(const launch_info &li);
+void deliver_launch_end(const launch_info &li, bool failed);
 
 } // namespace detail
 } // namespace cudasim
