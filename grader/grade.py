@@ -220,7 +220,8 @@ class Build:
                 with open(slot, "wb") as f:
                     f.write(body)
             done = subprocess.run(["cmake", "--build", self.build_dir, "--target",
-                                   self.info["target"]], capture_output=True, text=True)
+                                   self.info["runner_target"], self.info["target"]],
+                                  capture_output=True, text=True)
             log = done.stdout + done.stderr
             if done.returncode != 0:
                 if old is not None:  # the slot's last good file: the build tree stays buildable
@@ -237,10 +238,12 @@ class Build:
                 return None, [f"{os.path.basename(submission)} includes {', '.join(foreign)}: a "
                               "submission may include the exercise folder's headers, the "
                               "harness's public headers and system headers only"]
-            program = os.path.join(workdir, os.path.basename(self.info["program"]))
-            shutil.copy2(self.info["program"], program)
-            os.chmod(program, 0o755)
-        return program, warnings_of(log, slot, submission)
+            programs = []
+            for key in ("program", "runner"):  # the checker, the submission's program
+                programs.append(os.path.join(workdir, os.path.basename(self.info[key])))
+                shutil.copy2(self.info[key], programs[-1])
+                os.chmod(programs[-1], 0o755)
+        return tuple(programs), warnings_of(log, slot, submission)
 
 
 NOISE = re.compile(r"^(\[\s*\d+%\]|g?make(\[\d+\])?:|ninja:|FAILED:|Consolidate compiler|"
@@ -322,6 +325,9 @@ def foreign_includes(build_dir, spec, backend):
 
 # ---- running the cases -------------------------------------------------------------------------
 
+# Lines kept in a failure message wherever they are in stderr: the simulator's report (kernel,
+# block, thread, file:line) and the runner's guard-page report (grader_runner.c).
+OWN_REPORTS = ("cudasim: error:", "grader: out-of-bounds read")
 SANITIZER = re.compile(r"(ThreadSanitizer|AddressSanitizer|UndefinedBehaviorSanitizer|"
                        r"LeakSanitizer|runtime error:)")
 
@@ -337,7 +343,7 @@ def tail(text, lines=6, chars=700):
     else:
         kept = all_lines[-lines:]
         # the simulator's own report (kernel, block, thread, file:line) stays in the message
-        sim = next((l for l in all_lines if l.startswith("cudasim: error:")), None)
+        sim = next((l for l in all_lines if l.startswith(OWN_REPORTS)), None)
         if sim is not None and sim not in kept:
             kept = [sim] + all_lines[-1:]
         if sim is not None:
@@ -346,10 +352,11 @@ def tail(text, lines=6, chars=700):
     return out if len(out) <= chars else "..." + out[-chars:]
 
 
-def run_case(program, case, timeout, jobs, rename):
-    """One case in its own process. Returns (score fraction, status, message, details).
-    rename: (slot path, learner's file name) for the paths in the simulator's reports."""
-    fraction, status, message, result = _run_case(program, case, timeout, jobs)
+def run_case(programs, case, timeout, jobs, rename):
+    """One case in its own processes. Returns (score fraction, status, message, details).
+    programs: (checker, submission's program); rename: (slot path, learner's file name) for the
+    paths in the simulator's reports."""
+    fraction, status, message, result = _run_case(programs, case, timeout, jobs)
     return fraction, status, message.replace(rename[0], rename[1]), result
 
 
@@ -412,77 +419,120 @@ def sandboxed(cmd, case_dir, timeout, program):
             "--propagation", "private", "--", "/bin/sh", "-c", script, "sh", work] + cmd
 
 
-def _run_case(program, case, timeout, jobs):
-    work = os.path.dirname(program)
+def _run_case(programs, case, timeout, jobs):
+    work = os.path.dirname(programs[1])
     with tempfile.TemporaryDirectory(prefix=f"case-{case.name}-", dir=work) as case_dir:
-        return _run_case_in(program, case, timeout, jobs, case_dir)
+        return _run_case_in(programs, case, timeout, jobs, case_dir)
 
 
-def _run_case_in(program, case, timeout, jobs, case_dir):
-    cmd = [program, "--case", case.name, "--seed", str(case.seed)] + list(case.args) + ["--json"]
+def _run_case_in(programs, case, timeout, jobs, case_dir):
+    """The case as two processes joined by two pipes (grader/README.md, "Case programs"): the
+    checker (trusted: the reference, the solution, the comparison; its JSON line is the verdict)
+    and the submission's program (sandboxed; it only answers the checker's requests). Nothing the
+    submission's program prints is read as a result."""
+    checker, runner = programs
     env = {k: v for k, v in os.environ.items() if k.startswith(CHILD_ENV)}
     env.update({"HOME": case_dir, "TMPDIR": case_dir})
     env.update({k: str(v) for k, v in case.env.items()})
     if jobs > 1:  # cases run side by side: one OS thread each (the reference, the simulator)
         env.setdefault("OMP_NUM_THREADS", "1")
         env.setdefault("CUDASIM_THREADS", "1")
-    cmd = sandboxed(cmd, case_dir, timeout, program)
-    in_namespace = cmd[0] == "unshare"
+    to_runner = os.pipe()    # checker -> runner
+    from_runner = os.pipe()  # runner -> checker
+    run_cmd = sandboxed([runner, "--rpc", f"{to_runner[0]},{from_runner[1]}"], case_dir, timeout,
+                        runner)
+    chk_cmd = [checker, "--case", case.name, "--seed", str(case.seed)] + list(case.args) + [
+        "--json", "--rpc", f"{to_runner[1]},{from_runner[0]}"]
+    in_namespace = run_cmd[0] == "unshare"
     start = time.monotonic()
     # stdout and stderr go to files of the grader, not pipes: a process the case leaves behind
     # cannot hold the grader up by keeping a pipe open.
-    with tempfile.TemporaryFile("w+", errors="replace") as out_f, \
-            tempfile.TemporaryFile("w+", errors="replace") as err_f:
-        proc = subprocess.Popen(cmd, stdout=out_f, stderr=err_f, stdin=subprocess.DEVNULL,
-                                env=env, cwd=case_dir, start_new_session=True)
-        timed_out = False
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+    files = [tempfile.TemporaryFile("w+", errors="replace") for _ in range(4)]
+    procs = []
+    try:
+        procs.append(subprocess.Popen(run_cmd, stdout=files[0], stderr=files[1],
+                                      stdin=subprocess.DEVNULL, env=env, cwd=case_dir,
+                                      start_new_session=True,
+                                      pass_fds=(to_runner[0], from_runner[1])))
+        procs.append(subprocess.Popen(chk_cmd, stdout=files[2], stderr=files[3],
+                                      stdin=subprocess.DEVNULL, env=env, cwd=case_dir,
+                                      start_new_session=True,
+                                      pass_fds=(to_runner[1], from_runner[0])))
+    finally:
+        for fd in to_runner + from_runner:
+            os.close(fd)
+    run_proc, chk_proc = procs
+    timed_out = False
+    try:
+        chk_proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    try:  # the runner ends when the checker closes the channel (or now, if it holds on)
+        run_proc.wait(timeout=max(0.5, min(5.0, timeout - (time.monotonic() - start))))
+    except subprocess.TimeoutExpired:
+        pass
+    for proc in procs:
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # the whole group, also after a normal exit
         except ProcessLookupError:
             pass
         proc.wait()
-        out_f.seek(0)
-        err_f.seek(0)
-        out, err = out_f.read(1 << 20), err_f.read(1 << 20)
+    texts = []
+    for f in files:
+        f.seek(0)
+        texts.append(f.read(1 << 20))
+        f.close()
+    err = texts[1] or texts[3]  # the submission's program's stderr (the simulator's reports)
     if timed_out:
         return 0.0, "failed", (f"timed out after {timeout:g} s (an endless loop, or a "
                                "__syncthreads() that some threads never reach?)"), None
     seconds = time.monotonic() - start
     result = None
-    for line in reversed(out.splitlines()):
+    for line in reversed(texts[2].splitlines()):  # the checker's verdict, never the runner's
         if line.startswith("{"):
             try:
                 result = json.loads(line)
                 break
             except ValueError:
                 pass
-    rc = proc.returncode
-    if in_namespace and 128 < rc < 128 + 65:
-        rc = 128 - rc  # the shell's 128 + N: killed by signal N
+    run_rc = run_proc.returncode
+    if in_namespace and 128 < run_rc < 128 + 65:
+        run_rc = 128 - run_rc  # the shell's 128 + N: killed by signal N
+    rc = chk_proc.returncode
+    if result is not None and result.get("runner_gone"):
+        if run_rc < 0 and run_rc != -signal.SIGKILL:
+            try:
+                sig = signal.Signals(-run_rc).name
+            except ValueError:
+                sig = f"signal {-run_rc}"
+            hint = {"SIGSEGV": ": an out-of-bounds access?", "SIGABRT": ": the simulator or the "
+                    "C library stopped the program", "SIGFPE": ": an integer division by zero?"}
+            return 0.0, "failed", with_stderr(f"crashed ({sig}{hint.get(sig, '')})", err), None
+        if "grader: out-of-bounds read" in err:
+            return 0.0, "failed", with_stderr("read past the end of an input", err), None
+        return 0.0, "failed", with_stderr(
+            f"{result.get('message', 'the submission stopped')} (exit status {run_rc}; "
+            "exit() in a constructor?)", err), None
     if rc < 0:
-        try:
-            sig = signal.Signals(-rc).name
-        except ValueError:
-            sig = f"signal {-rc}"
-        hint = {"SIGSEGV": ": an out-of-bounds access?", "SIGABRT": ": the simulator or the C "
-                "library stopped the program", "SIGFPE": ": an integer division by zero?"}
-        return 0.0, "failed", with_stderr(f"crashed ({sig}{hint.get(sig, '')})", err), None
+        return 0.0, "failed", with_stderr(f"grader error (please report): the checker ended by "
+                                          f"signal {-rc}", texts[3] + texts[1]), None
     if rc == EXIT_NO_GPU:
-        msg = result["message"] if result else tail(err)
+        msg = result["message"] if result else tail(texts[3])
         return 0.0, "skipped", msg, result
     if result is None:
-        return 0.0, "failed", with_stderr(f"printed no result (exit status {rc})", err), None
+        return 0.0, "failed", with_stderr(f"grader error (please report): the checker printed "
+                                          f"no result (exit status {rc})", texts[3]), None
     message = str(result.get("message", ""))
-    if rc not in (0, 1, EXIT_USAGE):
-        return 0.0, "failed", with_stderr(f"exited with status {rc} after its result (a "
-                                          "sanitizer or simulator report?)", err), result
     if rc == EXIT_USAGE:
-        return 0.0, "failed", with_stderr(f"grader error (please report): {message}", err), result
-    fraction = float(result.get("fraction", 0.0)) if rc in (0, 1) else 0.0
+        return 0.0, "failed", with_stderr(f"grader error (please report): {message}",
+                                          texts[3]), result
+    if rc not in (0, 1):
+        return 0.0, "failed", with_stderr(f"grader error (please report): the checker exited "
+                                          f"with status {rc}", texts[3]), result
+    if rc == 0 and run_rc not in (0, -signal.SIGKILL) and SANITIZER.search(err):
+        return 0.0, "failed", with_stderr(f"the submission's program exited with status {run_rc} "
+                                          "(a sanitizer report)", err), result
+    fraction = float(result.get("fraction", 0.0))
     fraction = min(1.0, max(0.0, fraction))
     status = "passed" if rc == 0 and result.get("passed") else "failed"
     if status == "failed":

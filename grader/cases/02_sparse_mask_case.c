@@ -30,6 +30,15 @@
 #include "grader_case.h"
 #include "sparse_mask.h"
 
+/* The submission's pattern and builder run in its own program (02_sparse_mask_runner.c): here
+ * they are proxies that ask it over the channel (grader_remote.c). */
+int sparse_mask_keep(int Lq, int Lk, int i, int j) { return grader_remote_keep(Lq, Lk, i, j); }
+
+int sparse_mask_build_block_mask(attn_block_mask *m, const attn_problem *p, int block_q,
+                                 int block_k) {
+    return grader_remote_build(m, p, block_q, block_k);
+}
+
 /* The solution, compiled with every exported symbol renamed <sym>_solution. */
 extern const attn_example sparse_mask_example_solution;
 int sparse_mask_keep_solution(int Lq, int Lk, int i, int j);
@@ -201,8 +210,9 @@ static int run_on_mask(const grader_case *c, mask_pair *mp, const attn_mask *exp
         snprintf(r->message, sizeof r->message, "grader error: device copy of the block mask");
         return ATTN_EXIT_USAGE;
     }
-    int status = grader_run_case(c, &sparse_mask_example, comparable_solution(expect, sol_expect),
-                                 expect, &mp->dev, r);
+    int status =
+        grader_run_case(c, grader_remote_example(), comparable_solution(expect, sol_expect), expect,
+                        &mp->dev, &mp->host, r);
     if (status == 0 && !c->perf) {
         size_t n = strlen(r->message);
         snprintf(r->message + n, sizeof r->message - n,

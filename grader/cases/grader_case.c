@@ -30,11 +30,13 @@ int grader_case_parse(grader_case *c, int argc, char **argv, const attn_example 
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
     if (rest == NULL)
         return ATTN_EXIT_USAGE;
-    int n = 0;
+    int n = 0, to_runner = -1, from_runner = -1;
     rest[n++] = argv[0];
     for (int a = 1; a < argc; ++a) {
         if (strcmp(argv[a], "--case") == 0 && a + 1 < argc)
             c->name = argv[++a];
+        else if (strcmp(argv[a], "--rpc") == 0 && a + 1 < argc)
+            sscanf(argv[++a], "%d,%d", &to_runner, &from_runner);
         else if (strcmp(argv[a], "--perf") == 0)
             c->perf = true;
         else if (strcmp(argv[a], "--json") != 0)
@@ -51,6 +53,7 @@ int grader_case_parse(grader_case *c, int argc, char **argv, const attn_example 
         fprintf(stderr, "error: --case NAME is required\n");
         return ATTN_EXIT_USAGE;
     }
+    grader_remote_connect(to_runner, from_runner, c->name);
     const int *def = ex->default_sim;
     const attn_cli *o = &c->cli;
     attn_problem_init(&c->p, o->B ? o->B : def[0], o->H ? o->H : def[1], o->Lq ? o->Lq : def[2],
@@ -106,9 +109,12 @@ typedef struct run_state {
     size_t in_bytes[3];  /* bytes of Q, K, V */
     guarded dq, dk, dv, dout, dlse;
     attn_buffers buf;
-    attn_sparse_inputs sparse; /* buf.sparse: the block mask handed to both kernels */
-    void *staging;             /* download area, max(in_bytes, out) + 2 * guard */
-    float *out, *lse;          /* a kernel's output, unpacked */
+    attn_sparse_inputs sparse;        /* buf.sparse: the block mask handed to both kernels */
+    const attn_block_mask *host_mask; /* the same on the host, sent to the submission */
+    size_t guard;                     /* guard bytes on each side of a buffer */
+    grader_remote_answer answer;      /* the submission's last launch */
+    void *staging;                    /* download area, max(in_bytes, out) + 2 * guard */
+    float *out, *lse;                 /* a kernel's output, unpacked */
 } run_state;
 
 static void set_message(grader_result *r, const char *fmt, const char *a, const char *b) {
@@ -119,6 +125,18 @@ static void set_message(grader_result *r, const char *fmt, const char *a, const 
  * downloads O and LSE. 0, or 1 with the CUDA error in r->message. */
 static int launch_and_fetch(run_state *s, const attn_kernel *k, grader_result *r) {
     const attn_problem *p = s->p;
+    if (grader_remote_is(k)) { /* the submission, in its own program */
+        grader_remote_answer *a = &s->answer;
+        grader_remote_launch(p, s->host_mask, s->packed, s->in_bytes, s->dout.bytes, s->dlse.bytes,
+                             s->guard, a);
+        if (a->error != 0) {
+            set_message(r, "CUDA error at the launch: %s (%s)", a->error_name, a->error_text);
+            return 1;
+        }
+        memcpy(s->lse, a->data[4], s->dlse.bytes);
+        attn_unpack(s->out, a->data[3], attn_problem_q_elems(p), p->dtype);
+        return 0;
+    }
     if (attn_device_fill_nan(s->dout.base, s->dout.bytes + 2 * s->dout.guard) ||
         attn_device_fill_nan(s->dlse.base, s->dlse.bytes + 2 * s->dlse.guard))
         return 1;
@@ -169,8 +187,36 @@ static void mismatch_message(grader_result *r, const char *what, const char *aga
 }
 
 /* Inputs on the device equal to the checker's copy, guard zones intact? 0, or 1 with a message. */
+static bool all_ff(const unsigned char *x, size_t n) {
+    for (size_t e = 0; e < n; ++e)
+        if (x[e] != 0xFF)
+            return false;
+    return true;
+}
+
 static int inputs_intact(run_state *s, grader_result *r) {
     static const char *names[3] = {"Q", "K", "V"};
+    if (s->answer.data[0] != NULL) { /* the buffers as the submission's program left them */
+        const grader_remote_answer *a = &s->answer;
+        for (int t = 0; t < 5; ++t) {
+            bool guards =
+                all_ff(a->lead[t], a->lead_bytes[t]) && all_ff(a->trail[t], a->trail_bytes[t]);
+            if (t < 3 && memcmp(a->data[t], s->packed[t], s->in_bytes[t]) != 0) {
+                set_message(r, "the kernel wrote into its input %s (inputs are read-only: %s)",
+                            names[t], "outputs go to O and LSE only");
+                return 1;
+            }
+            if (!guards) {
+                set_message(r,
+                            t < 3 ? "the kernel wrote outside its buffers (next to input %s)%s"
+                                  : "the kernel wrote past the start or end of %s%s",
+                            t < 3 ? names[t] : "O or LSE",
+                            t < 3 ? "" : " (check the row and tail-tile bounds)");
+                return 1;
+            }
+        }
+        return 0;
+    }
     const guarded *g[3] = {&s->dq, &s->dk, &s->dv};
     for (int t = 0; t < 3; ++t) {
         if (attn_to_host(s->staging, g[t]->data, s->in_bytes[t]))
@@ -203,6 +249,8 @@ static bool all_nan(const float *x, size_t n) {
 
 /* Times kernel k (GPU only). */
 static int time_kernel(run_state *s, const attn_kernel *k, double *ms) {
+    if (grader_remote_is(k))
+        return grader_remote_time(ms);
     attn_timing_opts opts = {.warmup = 5, .reps = 20, .flush_l2 = 1};
     attn_stats st;
     if (attn_time_kernel(k, s->p, &s->buf, &opts, &st))
@@ -300,7 +348,8 @@ done:
 
 int grader_run_case(const grader_case *c, const attn_example *submission,
                     const attn_example *solution, const attn_mask *mask,
-                    const struct attn_block_mask *block_mask, grader_result *r) {
+                    const struct attn_block_mask *block_mask,
+                    const struct attn_block_mask *host_block_mask, grader_result *r) {
     memset(r, 0, sizeof *r);
     r->max_err = r->time_ms = r->solution_ms = -1.0;
     const attn_problem *p = &c->p;
@@ -335,6 +384,8 @@ int grader_run_case(const grader_case *c, const attn_example *submission,
     const size_t lse_elems = attn_problem_lse_elems(p);
     /* Guard zones: at least a full K/V tile of rows past the end (64 rows of D). */
     const size_t guard = (size_t)64 * (size_t)p->D * esize + 4096;
+    s.guard = guard;
+    s.host_mask = host_block_mask;
     int status = 1;
     if (attn_host_inputs_make(&s.in, p, c->cli.seed, c->cli.amplitude) != 0)
         goto cleanup;

@@ -46,15 +46,45 @@ typedef struct grader_result {
  * On a usage error prints one line to stderr and returns ATTN_EXIT_USAGE; else 0. */
 int grader_case_parse(grader_case *c, int argc, char **argv, const attn_example *ex);
 
-/* Runs the check above for kernel id 1 of the submission against kernel id 1 of the solution.
- * mask: the reference's mask on top of causality (NULL: none); block_mask: handed to both kernels
- * in attn_buffers.sparse (device arrays; NULL for dense kernels; attn/sparse/block_mask.h). Fills
- * r; returns the exit status (0, 1, or 77 for a --perf case without a GPU, ATTN_EXIT_USAGE when the
- * solution refuses). */
+/* Runs the check above for kernel id 1 of the submission (grader_remote_example(): the kernel
+ * runs in the submission's own program) against kernel id 1 of the solution. mask: the
+ * reference's mask on top of causality (NULL: none); block_mask: handed to both kernels in
+ * attn_buffers.sparse (device arrays for the solution, and host_block_mask, the same on the host,
+ * sent to the submission; both NULL for dense kernels; attn/sparse/block_mask.h). Fills r; returns
+ * the exit status (0, 1, or 77 for a --perf case without a GPU, ATTN_EXIT_USAGE when the solution
+ * refuses). */
 struct attn_block_mask;
 int grader_run_case(const grader_case *c, const attn_example *submission,
                     const attn_example *solution, const attn_mask *mask,
-                    const struct attn_block_mask *block_mask, grader_result *r);
+                    const struct attn_block_mask *block_mask,
+                    const struct attn_block_mask *host_block_mask, grader_result *r);
+
+/* ---- the submission, in its own program (grader_remote.c; channel: grader_rpc.h) ------------ */
+
+/* What the submission's program answered to a launch: its CUDA error, and each buffer (Q, K, V,
+ * O, LSE) after the launch: the guard bytes before it, its data, the guard bytes after it. */
+typedef struct grader_remote_answer {
+    int error;
+    char error_name[64], error_text[192];
+    const unsigned char *lead[5], *data[5], *trail[5];
+    size_t lead_bytes[5], trail_bytes[5];
+} grader_remote_answer;
+
+/* --rpc IN,OUT (grader_case_parse) connects the channel. */
+void grader_remote_connect(int to_runner, int from_runner, const char *case_name);
+/* The submission's registry as its program reports it: kernel 1, no launcher here. */
+const attn_example *grader_remote_example(void);
+bool grader_remote_is(const attn_kernel *k);
+/* One launch of the submission's kernel 1 on these inputs (packed, the problem's dtype); the
+ * answer stays valid until the next request. */
+int grader_remote_launch(const attn_problem *p, const struct attn_block_mask *host_mask,
+                         void *const packed[3], const size_t in_bytes[3], size_t o_bytes,
+                         size_t lse_bytes, size_t guard, grader_remote_answer *a);
+/* The median time of the last launch's configuration (GPU): 0, or 1. */
+int grader_remote_time(double *ms);
+/* The submission's pattern predicate and block-mask builder (exercise 02), through the channel. */
+int grader_remote_keep(int Lq, int Lk, int i, int j);
+int grader_remote_build(struct attn_block_mask *m, const attn_problem *p, int block_q, int block_k);
 
 /* Prints r as the JSON line and returns status (pass-through, for `return grader_emit(...)`). */
 int grader_emit(const grader_case *c, const grader_result *r, int status);

@@ -1,0 +1,74 @@
+/* grader/cases/grader_rpc.h — the channel between the trusted checker (the case program, which
+ * holds the reference and the solution) and the submission's program (grader_runner.c, which
+ * holds the learner's code and nothing that judges it). grader/README.md, "Case programs".
+ *
+ * The grader makes two pipes per case and hands one end of each to both programs (inherited file
+ * descriptors, --rpc IN,OUT). The checker asks, the runner answers; every message is
+ *
+ *   grader_rpc_header {magic, type, bytes}  then `bytes` bytes of payload
+ *
+ * Requests (checker -> runner) and their answers (runner -> checker):
+ *   HELLO   -                                  int32 has_kernel_1, attn_requirements, uint32 serves
+ *   LAUNCH  problem, block mask?, Q, K, V,     int32 CUDA error, char[64] name, char[192] text,
+ *           O and LSE sizes, guard bytes       then per buffer Q, K, V, O, LSE: uint64 lead, data,
+ *                                              trail lengths and the bytes (post-launch contents)
+ *   TIME    -                                  int32 ok, double median ms (GPU performance case)
+ *   KEEP    int32 Lq, Lk                       Lq * Lk int8: keep(Lq, Lk, i, j), row-major
+ *   BUILD   problem, int32 block_q, block_k    int32 rc, then (rc == 0) a block mask
+ * An answer is data, never a verdict: the checker compares it with its own oracles. */
+#ifndef GRADER_RPC_H
+#define GRADER_RPC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn/problem.h"
+#include "attn/sparse/block_mask.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GRADER_RPC_MAGIC 0x47525043u /* "GRPC" */
+enum {
+    GRADER_RPC_HELLO = 1,
+    GRADER_RPC_LAUNCH,
+    GRADER_RPC_TIME,
+    GRADER_RPC_KEEP,
+    GRADER_RPC_BUILD
+};
+
+typedef struct grader_rpc_header {
+    uint32_t magic, type;
+    uint64_t bytes;
+} grader_rpc_header;
+
+/* A message being built (put) or read (get). get past the end sets bad and returns NULL. */
+typedef struct grader_rpc_buf {
+    unsigned char *data;
+    size_t len, cap, pos;
+    bool bad;
+} grader_rpc_buf;
+
+void grader_rpc_put(grader_rpc_buf *b, const void *x, size_t n);
+const void *grader_rpc_get(grader_rpc_buf *b, size_t n);
+void grader_rpc_free(grader_rpc_buf *b);
+/* Sends b as one message of `type` and empties it: 0, or -1 (the other side is gone). */
+int grader_rpc_send(int fd, uint32_t type, grader_rpc_buf *b);
+/* Receives one message of at most max_bytes into b (replacing its contents): 0, or -1 (end of
+ * the channel, a bad header, a message too large). */
+int grader_rpc_recv(int fd, uint32_t *type, grader_rpc_buf *b, size_t max_bytes);
+
+/* The problem as sent: the dense fields (no varlen pointers). */
+void grader_rpc_put_problem(grader_rpc_buf *b, const attn_problem *p);
+int grader_rpc_get_problem(grader_rpc_buf *b, attn_problem *p);
+/* A host block mask: its shape, then the four arrays. get allocates (attn_block_mask_alloc) and
+ * returns -1 when the shape is not one that attn_block_mask_alloc makes. */
+void grader_rpc_put_mask(grader_rpc_buf *b, const attn_block_mask *m);
+int grader_rpc_get_mask(grader_rpc_buf *b, attn_block_mask *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GRADER_RPC_H */
