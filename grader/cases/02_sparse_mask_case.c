@@ -8,15 +8,21 @@
  *                    with your pattern as the mask, and against the solution kernel run on the
  *                    same block mask (rows where its pattern gives the same keys as yours)
  *   blocks_skipped*  the kernel follows the block mask it is handed: (a) your mask with one listed
- *                    tile removed per query block, (b) the solution's block mask; expected: the
+ *                    tile removed per query block (the last in even batch slices, the first in
+ *                    odd ones: the slices differ), (b) the solution's block mask; expected: the
  *                    reference over exactly the listed tiles (full: every entry, partial: yours)
  *   performance      (--perf, GPU only) your kernel against the solution kernel, same block mask
- *   mask_valid       your builder's block masks are exact (attn_block_mask_validate) over shapes
- *                    with tails, Lq != Lk, L = 1, B = 2 and other tile sizes
+ *   mask_valid       your builder's block masks are valid (attn_block_mask_validate) and exact
+ *                    (the lists of attn_block_mask_from_mask) over 19 shapes: tails, Lq != Lk,
+ *                    L = 1, B = 2, tiles from 1x1 to 300x300 (16x64, 48x80, 100x7, ...)
  *   mask_tight       your builder lists no empty tile and calls full tiles full (L = 4096)
  *   diagonal         every query sees its diagonal key j = i + Lk - Lq
  *   density          at L = 4096, causal: token density <= 10 %, 32x32 tile density <= 40 %
- *   reach            at L = 4096, causal: every earlier key within two hops (i -> t -> j)
+ *   reach            causal: every earlier key within two hops (i -> t -> j) at L = 100, 1000,
+ *                    4096, 5000 and Lq = 1500 > Lk = 1000
+ * A kernel case whose output matches the reference with every listed tile computed whole says
+ * that a partial tile was treated as full. The submission's functions run in its own program
+ * (02_sparse_mask_runner.c) and are reached through the channel (grader_remote.c).
  * Shape flags apply to the kernel cases; the pattern cases use the spec's sizes. */
 #include <stdint.h>
 #include <stdio.h>
@@ -83,13 +89,15 @@ typedef struct listed_ctx {
     const attn_block_mask *m;
     uint8_t *state; /* [batches][NQ][NK]: 0 skipped, 1 partial, 2 full */
     pattern_ctx pattern;
+    bool partial_as_full; /* a wrong kernel's view: every listed tile computed whole */
 } listed_ctx;
 
 static int listed_keep(const void *ctx, int b, int h, int i, int j) {
     const listed_ctx *c = ctx;
     const attn_block_mask *m = c->m;
     size_t tile = ((size_t)b * m->num_q_blocks + i / m->block_q) * m->num_k_blocks + j / m->block_k;
-    return c->state[tile] == 2 || (c->state[tile] == 1 && pattern_keep(&c->pattern, b, h, i, j));
+    return c->state[tile] == 2 ||
+           (c->state[tile] == 1 && (c->partial_as_full || pattern_keep(&c->pattern, b, h, i, j)));
 }
 
 /* Fills ctx for block mask m (host arrays) and pattern keep; 0, or -1 without memory. */
@@ -196,10 +204,8 @@ static void mask_pair_free(mask_pair *mp) {
     attn_block_mask_free_device(&mp->dev);
 }
 
-/* Runs the submission and the (comparable) solution on block mask mp->host; expected: `expect`
- * for the submission, `sol_expect` for the solution. */
-static int run_on_mask(const grader_case *c, mask_pair *mp, const attn_mask *expect,
-                       const attn_mask *sol_expect, grader_result *r) {
+static int run_on_mask_checked(const grader_case *c, mask_pair *mp, const attn_mask *expect,
+                               const attn_mask *sol_expect, grader_result *r) {
     attn_device_info info;
     char why[256];
     if (attn_device_init(&info, why, sizeof why) != 0) { /* a gpu build without a GPU */
@@ -222,6 +228,26 @@ static int run_on_mask(const grader_case *c, mask_pair *mp, const attn_mask *exp
     return status;
 }
 
+/* Runs the submission and the (comparable) solution on block mask mp->host; expected: `expect`
+ * for the submission, `sol_expect` for the solution. A wrong output that matches the reference
+ * with every listed tile computed whole gets a message saying a partial tile was treated as
+ * full. */
+static int run_on_mask(const grader_case *c, mask_pair *mp, const attn_mask *expect,
+                       const attn_mask *sol_expect, grader_result *r) {
+    listed_ctx whole_ctx = {0};
+    attn_mask whole;
+    grader_hint hint = {&whole, "a partial tile was computed as full (every entry of a listed "
+                                "partial tile counted, keep not applied inside it)"};
+    if (listed_mask(&whole_ctx, &whole, &mp->host, sparse_mask_keep, &c->p) == 0) {
+        whole_ctx.partial_as_full = true;
+        grader_set_hints(&hint, 1);
+    }
+    int status = run_on_mask_checked(c, mp, expect, sol_expect, r);
+    grader_set_hints(NULL, 0);
+    free(whole_ctx.state);
+    return status;
+}
+
 static int case_correct(const grader_case *c, grader_result *r) {
     if (keep_not_implemented(r))
         return 1;
@@ -240,16 +266,35 @@ static int case_correct(const grader_case *c, grader_result *r) {
     return status;
 }
 
-/* Removes the highest listed tile (full or partial) of every query block that lists one. */
-static void drop_last_tile(attn_block_mask *m) {
+/* Removes entry t of a list of n (ascending) tiles. */
+static void list_remove(int32_t *list, int32_t *n, int t) {
+    memmove(list + t, list + t + 1, (size_t)(*n - t - 1) * sizeof(int32_t));
+    (*n)--;
+}
+
+/* Removes one listed tile (full or partial) of every query block that lists one: the highest in
+ * even batch slices, the lowest in odd ones, so that the slices differ (a kernel must read the
+ * lists of its own slice). */
+static void drop_one_tile(attn_block_mask *m) {
     for (size_t r = 0; r < (size_t)m->batches * m->num_q_blocks; ++r) {
-        int nf = m->full_kv_num_blocks[r], np = m->kv_num_blocks[r];
-        int last_f = nf > 0 ? m->full_kv_indices[r * m->num_k_blocks + nf - 1] : -1;
-        int last_p = np > 0 ? m->kv_indices[r * m->num_k_blocks + np - 1] : -1;
-        if (last_f > last_p)
-            m->full_kv_num_blocks[r]--;
-        else if (last_p >= 0)
-            m->kv_num_blocks[r]--;
+        int32_t *nf = &m->full_kv_num_blocks[r], *np = &m->kv_num_blocks[r];
+        int32_t *f = m->full_kv_indices + r * m->num_k_blocks,
+                *pl = m->kv_indices + r * m->num_k_blocks;
+        if (*nf + *np == 0)
+            continue;
+        if ((r / (size_t)m->num_q_blocks) % 2 == 0) { /* the highest */
+            int last_f = *nf > 0 ? f[*nf - 1] : -1, last_p = *np > 0 ? pl[*np - 1] : -1;
+            if (last_f > last_p)
+                list_remove(f, nf, *nf - 1);
+            else
+                list_remove(pl, np, *np - 1);
+        } else { /* the lowest */
+            int first_f = *nf > 0 ? f[0] : INT32_MAX, first_p = *np > 0 ? pl[0] : INT32_MAX;
+            if (first_f < first_p)
+                list_remove(f, nf, 0);
+            else
+                list_remove(pl, np, 0);
+        }
     }
 }
 
@@ -260,7 +305,8 @@ static int case_blocks_skipped(const grader_case *c, grader_result *r) {
     pattern_ctx sub_ctx, sol_ctx;
     attn_mask sub = pattern_mask(&sub_ctx, sparse_mask_keep, p);
     attn_mask sol = pattern_mask(&sol_ctx, sparse_mask_keep_solution, p);
-    static const char *what[2] = {"your block mask minus its last tile per query block",
+    static const char *what[2] = {"your block mask minus one tile per query block (the last in "
+                                  "even batch slices, the first in odd ones)",
                                   "the solution's block mask"};
     int status = 0;
     for (int part = 0; part < 2 && status == 0; ++part) {
@@ -270,7 +316,7 @@ static int case_blocks_skipped(const grader_case *c, grader_result *r) {
         status = ATTN_EXIT_USAGE;
         if (exact_mask(&mp, p, part == 0 ? &sub : &sol) == 0) {
             if (part == 0)
-                drop_last_tile(&mp.host);
+                drop_one_tile(&mp.host);
             if (listed_mask(&sub_listed, &sub_expect, &mp.host, sparse_mask_keep, p) == 0 &&
                 listed_mask(&sol_listed, &sol_expect, &mp.host, sparse_mask_keep_solution, p) == 0)
                 status = run_on_mask(c, &mp, &sub_expect, &sol_expect, r);
@@ -356,31 +402,33 @@ static int case_density(grader_result *r) {
     return ok ? 0 : 1;
 }
 
-/* Two hops, causal, L = SPEC_L: row i's visible keys as a bitset; reach(i) = row(i) united with
- * row(t) for every visible t; every j <= i must be in it. */
-static int case_reach(grader_result *r) {
-    const int L = SPEC_L, words = (L + 63) / 64;
-    uint64_t *rows = calloc((size_t)L * words, sizeof(uint64_t));
+/* Two hops, causal, Lq x Lk: row u's visible keys as a bitset; query i (at key position
+ * i' = i + Lk - Lq) reaches key j <= i' if V(i, j), or V(i, t) and V(u, j) for the query u at key
+ * position t (u = t - Lk + Lq, when there is one). 0 (holds), 1 (with a message), -1 (memory). */
+static int reach_at(int Lq, int Lk, grader_result *r) {
+    const int words = (Lk + 63) / 64, shift = Lk - Lq;
+    uint64_t *rows = calloc((size_t)Lq * words, sizeof(uint64_t));
     uint64_t *reach = malloc((size_t)words * sizeof(uint64_t));
     if (rows == NULL || reach == NULL) {
         free(rows);
         free(reach);
-        snprintf(r->message, sizeof r->message, "grader error: out of memory");
-        return ATTN_EXIT_USAGE;
+        return -1;
     }
-    for (int i = 0; i < L; ++i)
-        for (int j = 0; j <= i; ++j)
-            if (sparse_mask_keep(L, L, i, j) != 0)
+    for (int i = 0; i < Lq; ++i)
+        for (int j = 0; j <= i + shift && j < Lk; ++j)
+            if (sparse_mask_keep(Lq, Lk, i, j) != 0)
                 rows[(size_t)i * words + j / 64] |= 1ull << (j % 64);
     int bad_i = -1, bad_j = -1;
-    for (int i = 0; i < L && bad_i < 0; ++i) {
+    for (int i = 0; i < Lq && bad_i < 0; ++i) {
         const uint64_t *row = rows + (size_t)i * words;
         memcpy(reach, row, (size_t)words * sizeof(uint64_t));
-        for (int t = 0; t <= i; ++t)
-            if (row[t / 64] >> (t % 64) & 1)
+        for (int t = 0; t <= i + shift && t < Lk; ++t) {
+            int u = t - shift;
+            if (u >= 0 && u < Lq && (row[t / 64] >> (t % 64) & 1))
                 for (int w = 0; w <= t / 64; ++w)
-                    reach[w] |= rows[(size_t)t * words + w];
-        for (int j = 0; j <= i && bad_i < 0; ++j)
+                    reach[w] |= rows[(size_t)u * words + w];
+        }
+        for (int j = 0; j <= i + shift && j < Lk && bad_i < 0; ++j)
             if (!(reach[j / 64] >> (j % 64) & 1)) {
                 bad_i = i;
                 bad_j = j;
@@ -388,16 +436,34 @@ static int case_reach(grader_result *r) {
     }
     free(rows);
     free(reach);
-    set_outcome(r, bad_i < 0, bad_i < 0 ? 1.0 : 0.0);
-    if (bad_i < 0)
+    if (bad_i >= 0)
         snprintf(r->message, sizeof r->message,
-                 "L=%d causal: every query reaches every earlier key in at most two hops", L);
-    else
-        snprintf(r->message, sizeof r->message,
-                 "L=%d causal: query %d cannot reach key %d in two hops (no t with keep(%d,t) and "
-                 "keep(t,%d))",
-                 L, bad_i, bad_j, bad_i, bad_j);
-    return bad_i < 0 ? 0 : 1;
+                 "Lq=%d Lk=%d causal: query %d cannot reach key %d in two hops (no t with "
+                 "keep(%d,t) and keep(t,%d))",
+                 Lq, Lk, bad_i, bad_j, bad_i, bad_j);
+    return bad_i >= 0;
+}
+
+/* R2 at the spec's L, at other L (below and above it) and with Lq > Lk. */
+static int case_reach(grader_result *r) {
+    static const int shapes[][2] = {
+        {SPEC_L, SPEC_L}, {100, 100}, {1000, 1000}, {5000, 5000}, {1500, 1000}};
+    const int n = (int)(sizeof shapes / sizeof shapes[0]);
+    for (int s = 0; s < n; ++s) {
+        int rc = reach_at(shapes[s][0], shapes[s][1], r);
+        if (rc < 0) {
+            snprintf(r->message, sizeof r->message, "grader error: out of memory");
+            return ATTN_EXIT_USAGE;
+        }
+        if (rc > 0)
+            return 1;
+    }
+    set_outcome(r, true, 1.0);
+    snprintf(r->message, sizeof r->message,
+             "causal: every query reaches every earlier key in at most two hops (L = 100, 1000, "
+             "%d, 5000; Lq=1500 Lk=1000)",
+             SPEC_L);
+    return 0;
 }
 
 /* The learner's builder on p in bq x bk tiles; 0, or 1 with a message. */
@@ -417,6 +483,38 @@ static int build_mask(attn_block_mask *m, const attn_problem *p, int bq, int bk,
     return 1;
 }
 
+/* 0 if m lists exactly the tiles of the exact block mask (full as full, partial as partial);
+ * else 1 with the first difference in why (-1: no memory). */
+static int not_exact(const attn_block_mask *m, const attn_problem *p, const attn_mask *mask,
+                     char *why, size_t len) {
+    attn_block_mask e;
+    if (attn_block_mask_from_mask(&e, p, mask, m->block_q, m->block_k) != 0) {
+        snprintf(why, len, "grader error: out of memory");
+        return -1;
+    }
+    int status = 0;
+    const size_t rows = (size_t)e.batches * e.num_q_blocks, nk = (size_t)e.num_k_blocks;
+    for (size_t r = 0; r < rows && status == 0; ++r) {
+        const int32_t *lists[2][2] = {{m->full_kv_indices + r * nk, e.full_kv_indices + r * nk},
+                                      {m->kv_indices + r * nk, e.kv_indices + r * nk}};
+        const int n[2][2] = {{m->full_kv_num_blocks[r], e.full_kv_num_blocks[r]},
+                             {m->kv_num_blocks[r], e.kv_num_blocks[r]}};
+        for (int f = 0; f < 2 && status == 0; ++f) {
+            if (n[f][0] == n[f][1] &&
+                memcmp(lists[f][0], lists[f][1], (size_t)n[f][0] * sizeof(int32_t)) == 0)
+                continue;
+            snprintf(why, len,
+                     "slice %d, query block %d: %d %s tiles listed, the exact mask has %d (a tile "
+                     "is full iff every in-range entry is visible, partial iff some are)",
+                     (int)(r / (size_t)e.num_q_blocks), (int)(r % (size_t)e.num_q_blocks), n[f][0],
+                     f == 0 ? "full" : "partial", n[f][1]);
+            status = 1;
+        }
+    }
+    attn_block_mask_free(&e);
+    return status;
+}
+
 static int case_mask_valid(const grader_case *c, grader_result *r) {
     if (keep_not_implemented(r))
         return 1;
@@ -425,7 +523,10 @@ static int case_mask_valid(const grader_case *c, grader_result *r) {
         {1, 1, 1, 1, 32, 32},       {2, 17, 17, 0, 32, 32},         {1, 100, 100, 1, 32, 32},
         {1, 64, 129, 1, 32, 32},    {1, 129, 64, 1, 32, 32},        {1, 300, 1000, 0, 32, 32},
         {2, 1000, 1000, 1, 32, 32}, {1, SPEC_L, SPEC_L, 1, 32, 32}, {1, 1000, 1000, 1, 16, 64},
-        {1, 777, 777, 1, 64, 16},   {1, 513, 513, 0, 128, 128},     {0, 0, 0, 0, 32, 32}};
+        {1, 777, 777, 1, 64, 16},   {1, 513, 513, 0, 128, 128},     {1, 500, 500, 1, 48, 80},
+        {2, 333, 333, 1, 24, 40},   {1, 250, 700, 1, 80, 48},       {1, 700, 250, 1, 40, 24},
+        {1, 450, 200, 0, 100, 7},   {1, 97, 97, 1, 1, 1},           {1, 300, 300, 1, 300, 300},
+        {0, 0, 0, 0, 32, 32}};
     const int n = (int)(sizeof shapes / sizeof shapes[0]);
     int ok = 0;
     char first[sizeof r->message] = "";
@@ -441,7 +542,8 @@ static int case_mask_valid(const grader_case *c, grader_result *r) {
                 snprintf(first, sizeof first, "%s", r->message);
             continue;
         }
-        if (attn_block_mask_validate(&m, &p, &sub, why, sizeof why) == 0)
+        if (attn_block_mask_validate(&m, &p, &sub, why, sizeof why) == 0 &&
+            not_exact(&m, &p, &sub, why, sizeof why) == 0)
             ok++;
         else if (first[0] == '\0')
             snprintf(first, sizeof first, "B=%d Lq=%d Lk=%d%s, tiles %dx%d: %s", p.B, p.Lq, p.Lk,

@@ -86,6 +86,15 @@ int grader_remote_time(double *ms);
 int grader_remote_keep(int Lq, int Lk, int i, int j);
 int grader_remote_build(struct attn_block_mask *m, const attn_problem *p, int block_q, int block_k);
 
+/* A diagnosis for a wrong output: if it matches the reference under `mask` (instead of the
+ * expected one), the failure message starts with `says`. Set before grader_run_case; (NULL, 0)
+ * clears. The pointers must stay valid until then. */
+typedef struct grader_hint {
+    const attn_mask *mask;
+    const char *says;
+} grader_hint;
+void grader_set_hints(const grader_hint *hints, int n);
+
 /* Prints r as the JSON line and returns status (pass-through, for `return grader_emit(...)`). */
 int grader_emit(const grader_case *c, const grader_result *r, int status);
 
