@@ -36,14 +36,12 @@
 #include "grader_case.h"
 #include "sparse_mask.h"
 
-/* The submission's pattern and builder run in its own program (02_sparse_mask_runner.c): here
- * they are proxies that ask it over the channel (grader_remote.c). */
-int sparse_mask_keep(int Lq, int Lk, int i, int j) { return grader_remote_keep(Lq, Lk, i, j); }
-
-int sparse_mask_build_block_mask(attn_block_mask *m, const attn_problem *p, int block_q,
-                                 int block_k) {
-    return grader_remote_build(m, p, block_q, block_k);
-}
+/* The submission's pattern and builder: in the grader they run in the submission's own program
+ * (02_sparse_mask_runner.c) and are reached through the channel (grader_remote.c); in the
+ * exercise's own check program (sparse_mask_check) they are called in process
+ * (02_sparse_mask_local.c). */
+#define sub_keep grader_remote_keep
+#define sub_build grader_remote_build
 
 /* The solution, compiled with every exported symbol renamed <sym>_solution. */
 extern const attn_example sparse_mask_example_solution;
@@ -182,7 +180,7 @@ static const attn_example *comparable_solution(const attn_mask *sub, const attn_
 /* ---- kernel cases --------------------------------------------------------------------------- */
 
 static int keep_not_implemented(grader_result *r) {
-    if (sparse_mask_keep(1, 1, 0, 0) != SPARSE_MASK_NOT_IMPLEMENTED)
+    if (sub_keep(1, 1, 0, 0) != SPARSE_MASK_NOT_IMPLEMENTED)
         return 0;
     snprintf(r->message, sizeof r->message,
              "sparse_mask_keep: TODO not implemented (README step 1)");
@@ -238,7 +236,7 @@ static int run_on_mask(const grader_case *c, mask_pair *mp, const attn_mask *exp
     attn_mask whole;
     grader_hint hint = {&whole, "a partial tile was computed as full (every entry of a listed "
                                 "partial tile counted, keep not applied inside it)"};
-    if (listed_mask(&whole_ctx, &whole, &mp->host, sparse_mask_keep, &c->p) == 0) {
+    if (listed_mask(&whole_ctx, &whole, &mp->host, sub_keep, &c->p) == 0) {
         whole_ctx.partial_as_full = true;
         grader_set_hints(&hint, 1);
     }
@@ -253,7 +251,7 @@ static int case_correct(const grader_case *c, grader_result *r) {
         return 1;
     const attn_problem *p = &c->p;
     pattern_ctx sub_ctx;
-    attn_mask sub = pattern_mask(&sub_ctx, sparse_mask_keep, p);
+    attn_mask sub = pattern_mask(&sub_ctx, sub_keep, p);
     mask_pair mp;
     listed_ctx sol_listed = {0};
     attn_mask sol;
@@ -303,7 +301,7 @@ static int case_blocks_skipped(const grader_case *c, grader_result *r) {
         return 1;
     const attn_problem *p = &c->p;
     pattern_ctx sub_ctx, sol_ctx;
-    attn_mask sub = pattern_mask(&sub_ctx, sparse_mask_keep, p);
+    attn_mask sub = pattern_mask(&sub_ctx, sub_keep, p);
     attn_mask sol = pattern_mask(&sol_ctx, sparse_mask_keep_solution, p);
     static const char *what[2] = {"your block mask minus one tile per query block (the last in "
                                   "even batch slices, the first in odd ones)",
@@ -317,7 +315,7 @@ static int case_blocks_skipped(const grader_case *c, grader_result *r) {
         if (exact_mask(&mp, p, part == 0 ? &sub : &sol) == 0) {
             if (part == 0)
                 drop_one_tile(&mp.host);
-            if (listed_mask(&sub_listed, &sub_expect, &mp.host, sparse_mask_keep, p) == 0 &&
+            if (listed_mask(&sub_listed, &sub_expect, &mp.host, sub_keep, p) == 0 &&
                 listed_mask(&sol_listed, &sol_expect, &mp.host, sparse_mask_keep_solution, p) == 0)
                 status = run_on_mask(c, &mp, &sub_expect, &sol_expect, r);
         }
@@ -351,10 +349,10 @@ static int case_diagonal(grader_result *r) {
         int Lq = shapes[s][0], Lk = shapes[s][1];
         for (int i = 0; i < Lq; ++i) {
             int j = i + Lk - Lq;
-            if (j >= 0 && j < Lk && sparse_mask_keep(Lq, Lk, i, j) != 1) {
+            if (j >= 0 && j < Lk && sub_keep(Lq, Lk, i, j) != 1) {
                 snprintf(r->message, sizeof r->message,
                          "Lq=%d, Lk=%d: query %d does not keep its diagonal key %d (keep = %d)", Lq,
-                         Lk, i, j, sparse_mask_keep(Lq, Lk, i, j));
+                         Lk, i, j, sub_keep(Lq, Lk, i, j));
                 return 1;
             }
         }
@@ -374,11 +372,11 @@ static attn_problem spec_problem(int B, int Lq, int Lk, bool causal) {
 static int case_density(grader_result *r) {
     attn_problem p = spec_problem(1, SPEC_L, SPEC_L, true);
     pattern_ctx ctx;
-    attn_mask sub = pattern_mask(&ctx, sparse_mask_keep, &p);
+    attn_mask sub = pattern_mask(&ctx, sub_keep, &p);
     double visible = 0.0;
     for (int i = 0; i < SPEC_L; ++i)
         for (int j = 0; j <= i; ++j)
-            visible += sparse_mask_keep(SPEC_L, SPEC_L, i, j) != 0;
+            visible += sub_keep(SPEC_L, SPEC_L, i, j) != 0;
     double tokens = visible / attn_problem_entries(&p);
     attn_block_mask mine, causal;
     if (attn_block_mask_from_mask(&mine, &p, &sub, SPARSE_MASK_BLOCK_Q, SPARSE_MASK_BLOCK_K) ||
@@ -416,7 +414,7 @@ static int reach_at(int Lq, int Lk, grader_result *r) {
     }
     for (int i = 0; i < Lq; ++i)
         for (int j = 0; j <= i + shift && j < Lk; ++j)
-            if (sparse_mask_keep(Lq, Lk, i, j) != 0)
+            if (sub_keep(Lq, Lk, i, j) != 0)
                 rows[(size_t)i * words + j / 64] |= 1ull << (j % 64);
     int bad_i = -1, bad_j = -1;
     for (int i = 0; i < Lq && bad_i < 0; ++i) {
@@ -469,7 +467,7 @@ static int case_reach(grader_result *r) {
 /* The learner's builder on p in bq x bk tiles; 0, or 1 with a message. */
 static int build_mask(attn_block_mask *m, const attn_problem *p, int bq, int bk, grader_result *r) {
     memset(m, 0, sizeof *m);
-    int rc = sparse_mask_build_block_mask(m, p, bq, bk);
+    int rc = sub_build(m, p, bq, bk);
     if (rc == 0)
         return 0;
     if (rc == SPARSE_MASK_NOT_IMPLEMENTED)
@@ -534,7 +532,7 @@ static int case_mask_valid(const grader_case *c, grader_result *r) {
         const int *sh = shapes[s];
         attn_problem p = sh[0] ? spec_problem(sh[0], sh[1], sh[2], sh[3]) : c->p; /* last: yours */
         pattern_ctx ctx;
-        attn_mask sub = pattern_mask(&ctx, sparse_mask_keep, &p);
+        attn_mask sub = pattern_mask(&ctx, sub_keep, &p);
         attn_block_mask m;
         char why[300];
         if (build_mask(&m, &p, sh[4], sh[5], r) != 0) {
@@ -564,7 +562,7 @@ static int case_mask_tight(grader_result *r) {
         return 1;
     attn_problem p = spec_problem(1, SPEC_L, SPEC_L, true);
     pattern_ctx ctx;
-    attn_mask sub = pattern_mask(&ctx, sparse_mask_keep, &p);
+    attn_mask sub = pattern_mask(&ctx, sub_keep, &p);
     attn_block_mask mine, exact;
     char why[300];
     if (build_mask(&mine, &p, SPARSE_MASK_BLOCK_Q, SPARSE_MASK_BLOCK_K, r) != 0)
