@@ -302,21 +302,42 @@ def source_dir_of(build_dir):
     return ROOT
 
 
+def cuda_root(build_dir):
+    """The CUDA toolkit a GPU build compiles with (CMakeCache.txt: nvcc's folder's parent)."""
+    try:
+        with open(os.path.join(build_dir, "CMakeCache.txt")) as f:
+            for line in f:
+                if line.startswith("CMAKE_CUDA_COMPILER:"):
+                    nvcc = os.path.realpath(line.split("=", 1)[1].strip())
+                    return os.path.join(os.path.dirname(os.path.dirname(nvcc)), "")
+    except OSError:
+        pass
+    return None
+
+
 def foreign_includes(build_dir, spec, backend):
-    """The files the submission's compile read (the compiler's dependency file) outside the
-    exercise folder, the public headers and the system: e.g. the solution, or its translation
-    unit generated in the build tree. [] when the dependency file is not found (a GPU build)."""
+    """The files the submission's compile read (the compiler's dependency file: g++ on the
+    simulator, nvcc on a GPU) outside the exercise folder, the public headers, the CUDA toolkit
+    and the system: e.g. the solution, or its translation unit generated in the build tree. A
+    missing dependency file refuses the submission (the check cannot be made)."""
     pattern = os.path.join(build_dir, "grader", "CMakeFiles", f"grader_{spec['exercise']}_"
                            f"submission_{backend}.dir", "**", "*.o.d")
     roots = {os.path.realpath(ROOT), source_dir_of(build_dir)}  # the build: maybe another copy
     allowed = ["/usr/"] + [os.path.join(root, d, "") for root in roots for d in (
         os.path.join("exercises", spec["exercise"]), "common/include", "common/cudasim/include",
         "common/device")]
+    if cuda_root(build_dir):
+        allowed.append(cuda_root(build_dir))
+    depfiles = glob.glob(pattern, recursive=True)
+    if not depfiles:
+        return ["(no dependency file of the compile: the include check cannot be made)"]
     foreign = []
-    for depfile in glob.glob(pattern, recursive=True):
+    for depfile in depfiles:
         with open(depfile) as f:
             words = f.read().replace("\\\n", " ").split()
-        for word in words[2:]:  # after "<object>:" comes the submission's own translation unit
+        # "<object>:" or "<object> :" (nvcc), then the submission's own translation unit
+        colon = next((n for n, w in enumerate(words) if w.endswith(":")), len(words))
+        for word in words[colon + 2:]:
             path = os.path.realpath(os.path.join(build_dir, word))
             if not path.startswith(tuple(allowed)):
                 foreign.append(os.path.relpath(path, ROOT) if path.startswith(ROOT) else path)
