@@ -1,16 +1,21 @@
-/* grader/cases/grader_case.h — what the exercises' case programs share (grader/README.md, "Case
- * programs"). A case program runs ONE test case of a submission and prints ONE JSON line:
+/* grader/cases/grader_case.h — what the exercises' case programs (the checkers) share
+ * (grader/README.md, "Case programs"). A case program runs ONE test case of a submission and
+ * prints ONE JSON line, the verdict:
  *
  *   {"case": NAME, "passed": true|false, "fraction": 0..1, "message": "...", "max_err": x,
  *    "time_ms": t|null, "solution_ms": t|null}
  *
  * and exits 0 (passed), 1 (failed), 2 (usage: a bug in grading.json) or 77 (needs a GPU).
- * The checks it makes, in order: fresh inputs from --seed; device inputs surrounded by NaN guard
- * zones (a kernel reading past the end of K or V reads NaN); the solution kernel runs first on the
- * same inputs; outputs NaN-filled before each launch; after the submission's launch the device
- * inputs and the guard zones must be unchanged (compared with the checker's own host copy); the
- * output must match BOTH the C reference (attn_reference, attn/check.h tolerance) and the
- * solution's output; the log-sum-exp likewise. Any NaN/inf fails, with a message saying where.
+ * The submission is not in this program: its kernel runs in the submission's own program
+ * (grader_runner.h), reached through the channel (grader_rpc.h, grader_remote.c).
+ * The checks it makes, in order: fresh inputs from --seed; the solution kernel runs first on the
+ * same inputs, here, between NaN guard zones; the inputs are sent to the submission's program,
+ * which surrounds them with NaN guard zones (on the simulator each input ends at an inaccessible
+ * page: a read past its end stops that program with a line saying so), NaN-fills the outputs,
+ * launches and sends back every buffer; the inputs and the guard zones must be unchanged
+ * (compared with this program's own host copy); the output must match BOTH the C reference
+ * (attn_reference, attn/check.h tolerance) and the solution's output; the log-sum-exp likewise.
+ * Any NaN/inf fails, with a message saying where.
  */
 #ifndef GRADER_CASE_H
 #define GRADER_CASE_H

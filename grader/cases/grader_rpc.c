@@ -41,33 +41,26 @@ void grader_rpc_free(grader_rpc_buf *b) {
     memset(b, 0, sizeof *b);
 }
 
-static int write_all(int fd, const void *x, size_t n) {
-    const unsigned char *p = x;
+/* Writes (or reads) all n bytes, through short transfers and signals: 0, or -1. */
+static int transfer_all(int fd, void *x, size_t n, bool writing) {
+    unsigned char *p = x;
     while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
+        ssize_t done = writing ? write(fd, p, n) : read(fd, p, n);
+        if (done < 0 && errno == EINTR)
             continue;
-        if (w <= 0)
+        if (done <= 0)
             return -1;
-        p += w;
-        n -= (size_t)w;
+        p += done;
+        n -= (size_t)done;
     }
     return 0;
 }
 
-static int read_all(int fd, void *x, size_t n) {
-    unsigned char *p = x;
-    while (n > 0) {
-        ssize_t r = read(fd, p, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
+static int write_all(int fd, const void *x, size_t n) {
+    return transfer_all(fd, (void *)x, n, true);
 }
+
+static int read_all(int fd, void *x, size_t n) { return transfer_all(fd, x, n, false); }
 
 int grader_rpc_send(int fd, uint32_t type, grader_rpc_buf *b) {
     grader_rpc_header h = {GRADER_RPC_MAGIC, type, b->len};
