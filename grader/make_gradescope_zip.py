@@ -37,7 +37,7 @@ if ! printf '3.24\\n%s\\n' "$(cmake --version | awk 'NR==1{{print $3}}')" | sort
 fi
 cd /autograder/source/repo
 cmake --preset sim >/dev/null
-cmake --build --preset sim -j "$(nproc)" --target grader_{ex}_sim
+cmake --build --preset sim -j "$(nproc)" --target grader_{ex}_sim grader_{ex}_runner_sim
 """
 
 RUN = """#!/usr/bin/env bash
