@@ -12,6 +12,7 @@ Two kinds of figures:
     python3 tests/docs/readme_numbers.py --check    exit 1 if a table or a claim disagrees (CTest)
 Standard library only. Each formula is the one the README states next to the figure.
 """
+import json
 import os
 import re
 import sys
@@ -143,9 +144,21 @@ def claims_ex02():
     return [f"the solution's is {len(code)} lines of code"]
 
 
+# ---- the grader: its own wall time for a class (benchmarks/grader_class.py) -----------------
+
+def claims_grader():
+    """The class benchmark as its result file records it (a measurement, quoted, not typed)."""
+    with open(os.path.join(ROOT, "benchmarks/results/grader/class_01_mini_flash.json")) as f:
+        r = json.load(f)
+    return [f"a class of {r['learners']} copies of exercise 01's solution "
+            f"({r['cases_per_learner']} cases each, `--jobs {r['jobs']}`) took {r['seconds']:g} s, "
+            f"{r['seconds_per_learner']:g} s per learner ({r['machine']}, load average "
+            f"{r['load_average']:g} at the start, {r['date']}; sandbox: {r['sandbox']})"]
+
+
 TABLES = {EX01: {"01-memory": table_01_memory}}
 CLAIMS = {EX01: claims_01, EX02: claims_02, EX03: claims_03, EX04: claims_04,
-          "exercises/02_sparse_mask/README.md": claims_ex02}
+          "exercises/02_sparse_mask/README.md": claims_ex02, "grader/README.md": claims_grader}
 
 
 def main(argv):
