@@ -46,10 +46,11 @@ static void on_segv(int sig, siginfo_t *info, void *uctx) {
         if (guards[t].page != NULL && a >= guards[t].page && a < guards[t].page + page) {
             char where[96], line[400];
             grader_runner_where(where, sizeof where);
-            int n = snprintf(line, sizeof line,
-                             "grader: out-of-bounds read: %s%sread input %s %ld bytes past its "
-                             "last element (a row past Lq or Lk? check the tail tile's bounds)\n",
-                             where, where[0] ? " " : "", guards[t].name, (long)(a - guards[t].end));
+            int n =
+                snprintf(line, sizeof line,
+                         "grader: out-of-bounds read: %s%sread past the end of input %s (byte +%ld "
+                         "after it; a row past Lq or Lk? check the tail tile's bounds)\n",
+                         where, where[0] ? " " : "", guards[t].name, (long)(a - guards[t].end));
             ssize_t ignored = write(STDERR_FILENO, line, n > 0 ? (size_t)n : 0);
             (void)ignored;
             _exit(3);
