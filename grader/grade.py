@@ -531,9 +531,9 @@ def _run_case_in(programs, case, timeout, jobs, case_dir):
             return 0.0, "failed", with_stderr(f"crashed ({sig}{hint.get(sig, '')})", err), None
         if "grader: out-of-bounds read" in err:
             return 0.0, "failed", with_stderr("read past the end of an input", err), None
+        how = (f" (exit status {run_rc}; exit() in a constructor?)" if run_rc >= 0 else "")
         return 0.0, "failed", with_stderr(
-            f"{result.get('message', 'the submission stopped')} (exit status {run_rc}; "
-            "exit() in a constructor?)", err), None
+            f"{result.get('message', 'the submission stopped')}{how}", err), None
     if rc < 0:
         return 0.0, "failed", with_stderr(f"grader error (please report): the checker ended by "
                                           f"signal {-rc}", texts[3] + texts[1]), None
