@@ -65,3 +65,17 @@ if(ATTN_SANITIZER STREQUAL "tsan")
                 --pattern ladder:b=64,s=1,w=1 LABELS examples BACKENDS sim
                 PASS_REGEX "ThreadSanitizer: data race.*custom_pattern_planted\\.cu:[0-9]+")
 endif()
+
+# ladder.py (the rule, exact density, the GPU grid's parameters) against example 04's PyTorch
+# predicate and the C harness's count of computed entries. Needs torch: the python suite's
+# interpreter (ATTN_PYTHON, or .venv).
+set(_py06 "${ATTN_PYTHON}")
+if(NOT _py06 AND EXISTS "${ATTN_ROOT}/.venv/bin/python")
+  set(_py06 "${ATTN_ROOT}/.venv/bin/python")
+endif()
+if(_py06 AND "sim" IN_LIST ATTN_BACKEND_LIST AND NOT ATTN_SANITIZER)
+  add_test(NAME example06.ladder_py
+           COMMAND "${_py06}" "${CMAKE_CURRENT_SOURCE_DIR}/test_ladder.py"
+                   $<TARGET_FILE:custom_pattern_sim>)
+  set_tests_properties(example06.ladder_py PROPERTIES LABELS "examples;python" TIMEOUT 300)
+endif()
