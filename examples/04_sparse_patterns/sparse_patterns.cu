@@ -438,8 +438,8 @@ static const attn_kernel sparse_kernels[] = {
      gather_shape},
 };
 
-/* Version 2 by symbol: example 06 runs its ladder pattern (and its baselines) on it. */
-extern "C" const attn_kernel *const sparse_patterns_block_sparse = &sparse_kernels[1];
+/* Versions 1 and 2 by symbol: example 06 runs its ladder pattern (and its baselines) on them. */
+extern "C" const attn_kernel *const sparse_patterns_kernels = sparse_kernels;
 
 static const attn_example sparse_example_base = {
     "04_sparse_patterns",

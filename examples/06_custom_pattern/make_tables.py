@@ -83,7 +83,8 @@ def passkey_table():
                     + " | ".join(f"{a:.2f}" for a in acc) + f" | {sum(acc) / len(acc):.2f} |")
     keys = len(r["passkey"]) and run.get("passkey_keys")
     rows.append("")
-    rows.append(f"Teacher-forced passkey retrieval (quality/metrics.py) in a filler of {run['text']}"
+    rows.append("Teacher-forced passkey retrieval (quality/metrics.py) in a filler of "
+                f"{run['text']}"
                 f"; accuracy over the keys of quality_runs.sh; {run['machine']}.")
     del keys
     return "\n".join(rows)
@@ -93,7 +94,8 @@ def bench_sim_table():
     with open(os.path.join(HERE, "results", "bench_sim.txt")) as f:
         text = f.read()
     rows = ["| brief: density @ L | simulator: L | pattern | density (causal) | theoretical "
-            "| dense_fa2 ms | ladder_fa2 ms | measured |", "|---|---:|---|---:|---:|---:|---:|---:|"]
+            "| dense_fa2 ms | block_sparse ms | measured |",
+            "|---|---:|---|---:|---:|---:|---:|---:|"]
     brief = {"0.50": "50 % @ 4K", "0.25": "25 % @ 8K", "0.10": "10 % @ 16K"}
     for sec in text.split("## ")[1:]:
         m = re.match(r"L=(\d+) target=([\d.]+) pattern=(\S+)", sec)
@@ -102,8 +104,9 @@ def bench_sim_table():
         dens = ladder.density(L, int(p["b"]), int(p["s"]), int(p["w"]))
         theo = re.search(r"theoretical ([\d.]+)x", sec).group(1)
         dense = re.search(r"^\s+1 dense_fa2 .*?PASS\s+\S+\s+([\d.]+)", sec, re.M).group(1)
-        lad = re.search(r"^\s+2 ladder_fa2 .*?PASS\s+\S+\s+([\d.]+)", sec, re.M).group(1)
-        meas = re.search(r"ladder_fa2\s+[\d.]+ ms\s+measured ([\d.]+)x", sec).group(1)
+        sparse = r"(?:ladder_fa2|block_sparse)"  # version 2's name, before and after its reuse
+        lad = re.search(rf"^\s+2 {sparse} .*?PASS\s+\S+\s+([\d.]+)", sec, re.M).group(1)
+        meas = re.search(rf"{sparse}\s+[\d.]+ ms\s+measured ([\d.]+)x", sec).group(1)
         rows.append(f"| {brief.get(target, target)} | {L} | `{spec}` | {dens:.3f} | {theo}x "
                     f"| {float(dense):.0f} | {float(lad):.0f} | {meas}x |")
     return "\n".join(rows)
@@ -121,7 +124,8 @@ def gpu_table():
 
 
 def params_table():
-    rows = ["| L | target density | w (b = 64, s = 1) | density | key tiles of the last query tile |",
+    rows = ["| L | target density | w (b = 64, s = 1) | density "
+            "| key tiles of the last query tile |",
             "|---:|---:|---:|---:|---:|"]
     for L, target in [(4096, 0.50), (8192, 0.25), (16384, 0.10), (32768, 0.05)]:
         w = ladder.params_for(L, target)

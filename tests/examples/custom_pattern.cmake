@@ -1,7 +1,8 @@
 # ---- 06 a pattern of our own: the ladder ---------------------------------------------------------
 # Included by tests/examples/CMakeLists.txt (example_case, example_rejects, example_common,
-# planted_copy come from there). Every case runs dense FA2 and ladder_fa2 with --check-only
-# against the reference under the pattern (the ladder's predicate, FlashAttention's 2x rule).
+# planted_copy come from there). Every case runs dense FA2 and block_sparse (example 04's
+# versions 1 and 2, reused) with --check-only against the reference under the pattern (the
+# ladder's predicate, FlashAttention's 2x rule).
 # Tiles are 64 x 64: L = 1 and 17 fit in one, 129 and 300 end in a partial one. Pattern blocks
 # b = 64 line up with the tiles (only the diagonal is partial), b = 24 and 100 do not (partial
 # tiles apply the predicate inside), and Lq != Lk shifts the blocks off the tiles. The ladder's
@@ -13,7 +14,8 @@ example_case(06 custom_pattern L300_causal    -B 1 -H 1 -L 300 -D 64 --causal
              --pattern ladder:b=64,s=1,w=1)
 example_case(06 custom_pattern L300_b24_causal_bf16 -B 1 -H 1 -L 300 -D 64 --causal --dtype bf16
              --pattern ladder:b=24,s=2,w=2)
-example_case(06 custom_pattern L129_D128_b100 -B 1 -H 2 -L 129 -D 128 --pattern ladder:b=100,s=0,w=1)
+example_case(06 custom_pattern L129_D128_b100 -B 1 -H 2 -L 129 -D 128
+             --pattern ladder:b=100,s=0,w=1)
 # Lq != Lk (bottom-right alignment: the blocks are counted on aligned positions a = i + Lk - Lq)
 example_case(06 custom_pattern lq64_lk300_causal -B 1 -H 1 --lq 64 --lk 300 -D 64 --causal
              --pattern ladder:b=32,s=1,w=1)
@@ -47,7 +49,7 @@ example_rejects(06 custom_pattern f32        "error: .*f32" --dtype f32 -L 16 --
 
 example_common(06 06_custom_pattern custom_pattern --check-only -L 65 -D 64 --causal)
 
-# Example 04's block-sparse loop, the one ladder_fa2 runs, without the __syncthreads() at the end
+# Example 04's block-sparse loop, the one example 06 runs, without the __syncthreads() at the end
 # of each listed key tile, linked into example 06's program: the next listed tile's cp.async
 # copies overwrite k_s and v_s while other warps still read the current one. ThreadSanitizer must
 # report that race on the ladder's tiles (sim-tsan protects example 06).
@@ -58,7 +60,8 @@ if(ATTN_SANITIZER STREQUAL "tsan")
                custom_pattern_planted)
   attn_cuda_executable(custom_pattern_no_sync SOURCES
                        "${ATTN_ROOT}/examples/06_custom_pattern/main.c"
-                       "${ATTN_ROOT}/examples/06_custom_pattern/custom_pattern.cu" "${ladder_no_sync}"
+                       "${ATTN_ROOT}/examples/06_custom_pattern/custom_pattern.cu"
+                       "${ladder_no_sync}"
                        LIBRARIES flash2_fwd_kernels attn_sparse)
   attn_add_test(example06.planted_race COMMAND custom_pattern_no_sync
                 ARGS --check-only --quiet --kernel 2 -B 1 -H 1 -L 200 -D 64 --causal

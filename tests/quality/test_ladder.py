@@ -49,7 +49,8 @@ def main():
             (["--attention", "ladder:b=4,w=0"], "w must be", {}),
             (["--attention", "ladder:w=4"], "missing parameter b", {}),
             (["--window", "16", "--attention", "ladder:b=4,w=1"],
-             "Debian package r-cran-janeaustenr not found", {"ATTN_QUALITY_TEXTS": "/nonexistent"})]:
+             "Debian package r-cran-janeaustenr not found",
+             {"ATTN_QUALITY_TEXTS": "/nonexistent"})]:
         r = subprocess.run([sys.executable, evaluate.__file__] + args, capture_output=True,
                            text=True, env=dict(os.environ, **env))
         lines = r.stderr.strip().splitlines()
