@@ -134,10 +134,42 @@ def params_table():
     return "\n".join(rows)
 
 
+def verdict(name, spec):
+    """The paired test of the ladder against spec on the windows of a run: a word and the mean."""
+    res = load(name)["results"]
+    if spec not in res:
+        return "not run"
+    m, lo, hi = paired(res[spec]["window_nll"], res[LADDER]["window_nll"])
+    word = "ladder better" if lo > 0 else "ladder worse" if hi < 0 else "no significant difference"
+    return f"{word} ({m:+.3f})"
+
+
+def summary_table():
+    rows = ["| contender | Austen: contender - ladder NLL | KJV: contender - ladder NLL "
+            "| passkey accuracy (ladder: {}) |", "|---|---|---|---:|"]
+    try:
+        pk = load("passkey.json")["results"]
+    except FileNotFoundError:
+        pk = {}
+
+    def acc(spec):
+        if spec not in pk:
+            return "not run"
+        a = [p["accuracy"] for p in pk[spec]["passkey"]]
+        return f"{sum(a) / len(a):.2f}"
+    rows[0] = rows[0].format(acc(LADDER))
+    for spec in ROLES:
+        if spec in ("dense", LADDER):
+            continue
+        rows.append(f"| {ROLES[spec]} | {verdict('austen_512.json', spec)} "
+                    f"| {verdict('kjv_512.json', spec)} | {acc(spec)} |")
+    return "\n".join(rows)
+
+
 TABLES = {"quality_austen": lambda: quality_table("austen_512.json"),
           "quality_kjv": lambda: quality_table("kjv_512.json"),
           "passkey": passkey_table, "bench_sim": bench_sim_table, "gpu": gpu_table,
-          "params": params_table}
+          "params": params_table, "summary": summary_table}
 
 
 def rewrite(path, check):
