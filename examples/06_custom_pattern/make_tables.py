@@ -16,6 +16,7 @@ import json
 import os
 import re
 import sys
+import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "quality"))
@@ -65,8 +66,8 @@ def quality_table(name):
                     f"| {r['ppl']:.2f} [{r['ppl_ci95'][0]:.2f}, {r['ppl_ci95'][1]:.2f}] | {dn} "
                     f"| {vs} | {r.get('recall_mean', 1.0):.3f} |")
     rows.append("")
-    rows.append(f"{run['windows']} windows of {run['window']} tokens of {run['text']} "
-                f"({run['tokens']} tokens); {run['machine']}.")
+    rows.append(textwrap.fill(f"{run['windows']} windows of {run['window']} tokens of "
+                              f"{run['text']} ({run['tokens']} tokens); {run['machine']}.", 100))
     return "\n".join(rows)
 
 
@@ -81,12 +82,10 @@ def passkey_table():
         acc = [p["accuracy"] for p in r["passkey"]]
         rows.append(f"| {ROLES.get(spec, spec)} | {r.get('density', 1.0):.3f} | "
                     + " | ".join(f"{a:.2f}" for a in acc) + f" | {sum(acc) / len(acc):.2f} |")
-    keys = len(r["passkey"]) and run.get("passkey_keys")
     rows.append("")
-    rows.append("Teacher-forced passkey retrieval (quality/metrics.py) in a filler of "
-                f"{run['text']}"
-                f"; accuracy over the keys of quality_runs.sh; {run['machine']}.")
-    del keys
+    rows.append(textwrap.fill("Teacher-forced passkey retrieval (quality/metrics.py) in a filler "
+                              f"of {run['text']}, one key (quality_runs.sh); density on the "
+                              f"{run['window']}-token window; {run['machine']}.", 100))
     return "\n".join(rows)
 
 
