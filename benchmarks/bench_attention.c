@@ -93,6 +93,15 @@ typedef struct grid_preset {
             {"window:w=" #w, "bigbird:b=128,r=" #r ",seed=1"}, NULL, NULL                          \
     }
 
+/* Example 06's ladder (ladder:b=64,s=1,w=W) on example 04's block_sparse kernel against dense
+ * causal FA2, 16 heads of D=128, f16/bf16: w from examples/06_custom_pattern/ladder.py --table,
+ * densities 51.0/26.0/10.4 % of the causal entries at L=4k/8k/16k (the brief's 50/25/10 %). */
+#define LADDER_BLOCK(L, w)                                                                         \
+    {                                                                                              \
+        LIST(1), LIST(16), LIST(L), LIST(128), LIST(F16, BF16), LIST(1), 1,                        \
+            {"ladder:b=64,s=1,w=" #w}, NULL, NULL                                                  \
+    }
+
 /* The course's comparison table: naive (example 01), flash (02), flash-v2 (03's fa2_mma, f16) and
  * a sliding window of 512 keys (04's window kernel, window:w=256: 2w+1 = 513 keys per query),
  * non-causal, D=64; --table prints it. One block per row: its kernel, dtype and pattern. */
@@ -153,6 +162,11 @@ static const grid_preset presets[] = {
        {"causal_window:w=4096"},
        NULL,
        NULL}}},
+    {"ladder",
+     "example 06's ladder on example 04's block_sparse vs dense_fa2, causal, B=1 H=16 D=128 "
+     "f16/bf16: density 51/26/10 % of the causal entries at L 4k/8k/16k",
+     3,
+     {LADDER_BLOCK(4096, 18), LADDER_BLOCK(8192, 15), LADDER_BLOCK(16384, 10)}},
     {"sim-sparse",
      "example 04 on the simulator: B=1 H=1 D=64 f16, L 512/1024: window, BigBird, dilated; "
      "causal window at L=1024",

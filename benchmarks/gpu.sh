@@ -10,13 +10,14 @@
 #
 # Usage: benchmarks/gpu.sh [--steps LIST] [--quick]
 #   --steps   comma-separated, in this order (default all):
-#             build,c,torch,fp32,flex,sparse,flexsparse,deepseek,plots
+#             build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,plots
 #             c: bench_attention --grid dense; torch: the SDPA backends and naive PyTorch on the
 #             same grid; fp32: examples 01/02 and FA2 v1 (fp32) at B=1 H=16 D=64; flex:
 #             FlexAttention (compiled once per shape: the slowest step); sparse: example 04's
 #             kernels and their dense baseline, bench_attention --grid sparse; flexsparse: the
 #             peers on the same patterns (FlexAttention, SDPA with a mask where it fits) and
-#             sdpa_flash on the dense problems, bench_torch.py --grid sparse; deepseek: example
+#             sdpa_flash on the dense problems, bench_torch.py --grid sparse; ladder: example
+#             06's pattern at 50/25/10 % density, bench_attention --grid ladder; deepseek: example
 #             05's pipeline on DeepSeek-like shapes and torch.topk (benchmarks/bench_deepseek.py);
 #             plots: figures + tables
 #   --quick   L up to 4k only (a first look in about three minutes)
@@ -28,13 +29,13 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
-steps="build,c,torch,fp32,flex,sparse,flexsparse,deepseek,plots"
+steps="build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,plots"
 quick=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --steps) steps="${2:?--steps needs a list}"; shift 2 ;;
     --quick) quick=1; shift ;;
-    -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "error: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -106,6 +107,12 @@ if has sparse; then
     "$bench" "${sparse[@]}" --quiet --budget-s 150 --max-seconds 1 --commit "$commit" --append \
         --out "$out/bench_attention.jsonl" || echo "warning: bench_attention reported failures" >&2
     ran+=(sparse)
+fi
+if has ladder; then
+    say "bench_attention: example 06's ladder at 50/25/10 % density (L 4k/8k/16k; budget 60 s)"
+    "$bench" --grid ladder --quiet --budget-s 60 --max-seconds 1 --commit "$commit" --append \
+        --out "$out/bench_attention.jsonl" || echo "warning: bench_attention reported failures" >&2
+    ran+=(ladder)
 fi
 if has flexsparse; then
     say "bench_torch: FlexAttention, SDPA on the sparse grid's patterns, sdpa_flash dense (budget 150 s)"

@@ -12,7 +12,8 @@ Dense is always run first: every other attention is compared with it on the same
 
 Per attention the JSON has: perplexity with its bootstrap 95% interval over windows, the paired
 NLL change against dense with its interval, perplexity by token position, recall per layer and
-head, relative error of each layer's attention output, density (kept / causal entries), run time;
+head, relative error of each layer's attention output, density (kept / causal entries), run time,
+the mean NLL of each window (window_nll: paired comparisons of two attentions);
 with --passkey, passkey retrieval accuracy per (length, depth).
 Bad input (unknown attention or text, window longer than the model's context, missing wheel or
 text package): one line on stderr, exit 2.
@@ -68,6 +69,7 @@ def run(args):
         nll = metrics.score(model, wins, att, s)
         r = metrics.summary(nll, dense_nll)
         r.update(by_position=metrics.by_position(nll), seconds=round(time.time() - t0, 1))
+        r["window_nll"] = nll.double().mean(dim=1).tolist()  # per window: paired tests later
         r.update(metrics.attention_stats(att))
         if args.passkey:
             filler = ids[args.start:args.start + max(args.passkey_lengths)]

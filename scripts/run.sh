@@ -27,6 +27,8 @@ TOUR=(
 |-B 2 -H 8 -L 4096 -D 64 --pattern window:w=256"
     "05|05_deepseek_sparse|deepseek_sparse|-B 1 -H 4 -L 512 -D 64 --dtype f16 --causal --topk 64\
 |-B 4 -H 8 -L 2048 -D 64 --dtype f16 --topk 512"
+    "06|06_custom_pattern|custom_pattern|-B 1 -H 1 -L 1024 -D 64 --causal --pattern ladder:b=64,w=2\
+|-B 2 -H 8 -L 8192 -D 64 --causal --pattern ladder:b=64,w=15"
 )
 
 usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }

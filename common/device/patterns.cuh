@@ -17,6 +17,9 @@
  *   global        g     a in G or j in G (rows and columns of G dense) Longformer, BigBird
  *   bigbird       b, r, block size b, NB = ceil(Lk/b), I = floor(a/b), J = floor(j/b):
  *                 seed  |I - J| <= 1, or I or J in {0, NB-1}, or J in rand(I)   BigBird (ITC)
+ *   ladder        b, s, block size b, I = floor(a/b), J = floor(j/b), D = |I - J|:
+ *                 w     J < s (sink blocks), or D < w (local blocks), or D a power of two
+ *                       (the ladder: blocks 1, 2, 4, 8, ... back)   example 06 (the chapter's own)
  *
  * A pattern is the union of up to ATTN_PATTERN_MAX_PARTS parts ("window:w=64+global:g=0").
  * Causality is not part of a pattern: the problem's causal flag is applied on top (an entry is
@@ -50,7 +53,8 @@ typedef enum attn_pattern_kind {
     ATTN_PATTERN_FIXED = 4,
     ATTN_PATTERN_GLOBAL = 5,
     ATTN_PATTERN_BIGBIRD = 6,
-    ATTN_PATTERN_KINDS = 7
+    ATTN_PATTERN_LADDER = 7,
+    ATTN_PATTERN_KINDS = 8
 } attn_pattern_kind;
 
 #define ATTN_PATTERN_BIT(kind) (1u << (unsigned)(kind))
@@ -58,10 +62,11 @@ typedef enum attn_pattern_kind {
 /* One part. Only the fields of its kind are used; plain data, passed to kernels by value. */
 typedef struct attn_pattern_part {
     int kind;      /* attn_pattern_kind */
-    int w;         /* window, causal_window (W), dilated: width */
+    int w;         /* window, causal_window (W), dilated: width; ladder: local blocks */
     int d;         /* dilated: dilation */
     int l, c;      /* strided, fixed: stride l; fixed: summary columns c */
-    int b, r;      /* bigbird: block size, random blocks per query block */
+    int b, r;      /* bigbird, ladder: block size; bigbird: random blocks per query block */
+    int s;         /* ladder: sink blocks */
     uint64_t seed; /* bigbird */
     int n_ranges;  /* global: G = union of [lo[k], hi[k]) */
     int lo[ATTN_PATTERN_MAX_RANGES];
@@ -120,6 +125,13 @@ ATTN_HD int attn_bigbird_random(const attn_pattern_part *pt, int I, int NB, int 
     return n;
 }
 
+/* The ladder's rule on blocks: query block I keeps key block J (J >= 0; I < 0 when Lq > Lk).
+ * D = 0 counts as a power of two: a block always sees itself. */
+ATTN_HD int attn_ladder_block_keep(const attn_pattern_part *pt, int I, int J) {
+    int D = I > J ? I - J : J - I;
+    return J < pt->s || D < pt->w || (D & (D - 1)) == 0;
+}
+
 /* Does part pt keep key j for the query at aligned position a (sequence of Lk keys)? */
 ATTN_HD int attn_pattern_part_keep(const attn_pattern_part *pt, int a, int j, int Lk) {
     int delta = j - a;
@@ -150,6 +162,8 @@ ATTN_HD int attn_pattern_part_keep(const attn_pattern_part *pt, int a, int j, in
                 return 1;
         return 0;
     }
+    case ATTN_PATTERN_LADDER:
+        return attn_ladder_block_keep(pt, attn_floor_div(a, pt->b), j / pt->b);
     default:
         return 0;
     }

@@ -438,6 +438,9 @@ static const attn_kernel sparse_kernels[] = {
      gather_shape},
 };
 
+/* Versions 1 and 2 by symbol: example 06 runs its ladder pattern (and its baselines) on them. */
+extern "C" const attn_kernel *const sparse_patterns_kernels = sparse_kernels;
+
 static const attn_example sparse_example_base = {
     "04_sparse_patterns",
     "sparse attention patterns: block-sparse, sliding-window and token-gather kernels vs dense",

@@ -12,6 +12,8 @@ independently in PyTorch, from the same spec strings:
     global:g=0,5-7      rows and columns of G dense
     bigbird:b=B,r=R,seed=S   ITC blocks: |I - J| <= 1, first/last block global, R seeded random
                              blocks per query block    (BigBird, Zaheer et al. 2020)
+    ladder:b=B,s=S,w=W  blocks of b: J < s, or |I - J| < w, or |I - J| a power of two
+                             (sink + local + ladder blocks: example 06)
     parts joined by '+' are a union; a = i + Lk - Lq (bottom-right alignment, as causality)
 
 and, as FlexAttention's BlockMask, the block mask (per query tile the sorted full and partial key
@@ -52,7 +54,8 @@ MASK64 = (1 << 64) - 1
 # The parameters of each kind, in the order attn_pattern_format writes them; global's "n=K" is
 # read as g=0-(K-1).
 PARAMS = {"window": ("w",), "causal_window": ("w",), "dilated": ("w", "d"), "strided": ("l",),
-          "fixed": ("l", "c"), "global": ("g",), "bigbird": ("b", "r", "seed")}
+          "fixed": ("l", "c"), "global": ("g",), "bigbird": ("b", "r", "seed"),
+          "ladder": ("b", "s", "w")}
 MIN = {"d": 1, "l": 1, "b": 1}  # smallest value of a parameter (others: 0)
 MAX_RANDOM = 16  # ATTN_PATTERN_MAX_RANDOM: bigbird's r
 
@@ -82,7 +85,7 @@ def parse_pattern(spec):
         if kind not in PARAMS:
             raise ValueError(f"unknown pattern '{text}' (kinds: {', '.join(PARAMS)}, none)")
         part = {"kind": kind, "g": [], "seed": 0} if kind in ("global", "bigbird") else \
-            {"kind": kind}
+            {"kind": kind, "s": 1} if kind == "ladder" else {"kind": kind}
         name = None
         for tok in params.split(",") if params else []:
             if "=" in tok:
@@ -112,6 +115,8 @@ def parse_pattern(spec):
         if missing:
             raise ValueError(f"pattern part '{text}': missing parameter {missing[0]} "
                              f"({kind} takes {', '.join(PARAMS[kind])})")
+        if kind == "ladder" and part["w"] < 1:
+            raise ValueError(f"pattern part '{text}': w must be at least 1")
         if kind == "fixed" and part["c"] > part["l"]:
             raise ValueError(f"pattern part '{text}': c must be at most l")
         parts.append(part)
@@ -212,6 +217,14 @@ def part_predicate(part, lq, lk, device=None):
         def keep(a, j):  # clamped: FlexAttention also asks about the padding of a tail tile
             I = (torch.div(a, b, rounding_mode="floor") - first).clamp(0, nq - 1)
             return table[I, torch.div(j, b, rounding_mode="floor").clamp(0, nb - 1)]
+        return keep
+    if kind == "ladder":
+        b, s, w = part["b"], part["s"], part["w"]
+
+        def keep(a, j):
+            D = (torch.div(a, b, rounding_mode="floor") - torch.div(j, b, rounding_mode="floor"))
+            D = D.abs()
+            return (torch.div(j, b, rounding_mode="floor") < s) | (D < w) | ((D & (D - 1)) == 0)
         return keep
     raise ValueError(f"unknown pattern kind {kind}")
 

@@ -25,6 +25,7 @@ static void test_parse(void) {
                                 "fixed:l=64,c=8",
                                 "global:g=0-2,7",
                                 "bigbird:b=64,r=3,seed=1",
+                                "ladder:b=64,s=1,w=4",
                                 "window:w=3+global:g=0-1",
                                 "none"};
     for (size_t n = 0; n < sizeof round_trip / sizeof round_trip[0]; ++n) {
@@ -56,6 +57,8 @@ static void test_parse_errors(void) {
         {"fixed:l=8,c=9", "c must be at most l"},
         {"bigbird:b=64,r=17", "r must be an integer in [0, 16]"},
         {"bigbird:b=64", "missing parameter r"},
+        {"ladder:b=64,w=0", "w must be an integer in [1,"},
+        {"ladder:w=2", "missing parameter b"},
         {"global:g=5-2", "N or N-M"},
         {"global:g=0,2,4,6,8,10,12,14,16", "more than 8 separate global ranges"},
         {"window:w=1+", "empty part"},
@@ -177,7 +180,10 @@ static const char *const specs[] = {
     /* ranges across tile edges (tiles of 8 and 16) */
     "global:g=6-9", "global:g=12-20,30-33", "global:g=15-16,23-25", "bigbird:b=8,r=2,seed=3",
     "bigbird:b=5,r=1", "bigbird:b=16,r=16,seed=9", "window:w=3+global:g=0-1",
-    "causal_window:w=4+strided:l=5", "dilated:w=2,d=3+window:w=1+fixed:l=9,c=1"};
+    "causal_window:w=4+strided:l=5", "dilated:w=2,d=3+window:w=1+fixed:l=9,c=1",
+    /* example 06's ladder: blocks smaller than, equal to and larger than the tiles */
+    "ladder:b=3,s=1,w=1", "ladder:b=8,s=0,w=2", "ladder:b=16,s=2,w=1", "ladder:b=1,s=4,w=3",
+    "ladder:b=5,w=2+causal_window:w=2"};
 
 static void test_builders(void) {
     /* {B, Lq, Lk, causal} dense problems, tiles of 8 x 16 and 16 x 8 */

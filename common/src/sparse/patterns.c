@@ -19,11 +19,11 @@
 #define MAX_PARAM (1 << 28)
 
 static const char *const kind_names[ATTN_PATTERN_KINDS] = {
-    "window", "causal_window", "dilated", "strided", "fixed", "global", "bigbird"};
+    "window", "causal_window", "dilated", "strided", "fixed", "global", "bigbird", "ladder"};
 
 /* Parameters each kind takes, required ones first; the rest are optional. */
-static const char *const kind_params[ATTN_PATTERN_KINDS] = {"w",   "w",   "w,d",     "l",
-                                                            "l,c", "g|n", "b,r;seed"};
+static const char *const kind_params[ATTN_PATTERN_KINDS] = {"w",   "w",   "w,d",      "l",
+                                                            "l,c", "g|n", "b,r;seed", "b,w;s"};
 
 static int imin(int a, int b) { return a < b ? a : b; }
 static int imax(int a, int b) { return a > b ? a : b; }
@@ -155,6 +155,10 @@ static int set_param(attn_pattern_part *pt, const char *name, size_t name_len, c
         min = IS("b") ? 1 : 0;
         max = IS("r") ? ATTN_PATTERN_MAX_RANDOM : MAX_PARAM;
         break;
+    case ATTN_PATTERN_LADDER:
+        field = IS("b") ? &pt->b : IS("w") ? &pt->w : IS("s") ? &pt->s : NULL;
+        min = IS("s") ? 0 : 1;
+        break;
     }
 #undef IS
     if (field == NULL)
@@ -185,9 +189,9 @@ static int parse_part(const char *text, size_t n, attn_pattern_part *pt, char *e
     if (pt->kind < 0)
         return parse_error(err, len,
                            "unknown pattern '%s' (kinds: window, causal_window, dilated, strided, "
-                           "fixed, global, bigbird, none)",
+                           "fixed, global, bigbird, ladder, none)",
                            part);
-    pt->w = pt->d = pt->l = pt->c = pt->b = pt->r = -1; /* -1: not given */
+    pt->w = pt->d = pt->l = pt->c = pt->b = pt->r = pt->s = -1; /* -1: not given */
     int given_g = 0;
     const char *cur = colon ? colon + 1 : text + n, *end = text + n;
     const char *name = NULL;
@@ -236,6 +240,10 @@ static int parse_part(const char *text, size_t n, attn_pattern_part *pt, char *e
         break;
     case ATTN_PATTERN_BIGBIRD:
         missing = pt->b < 0 ? "b" : pt->r < 0 ? "r" : NULL;
+        break;
+    case ATTN_PATTERN_LADDER:
+        missing = pt->b < 0 ? "b" : pt->w < 0 ? "w" : NULL;
+        pt->s = pt->s < 0 ? 1 : pt->s; /* one sink block unless s is given */
         break;
     }
     if (missing != NULL)
@@ -316,6 +324,9 @@ void attn_pattern_format(const attn_pattern *pat, char *buf, size_t len) {
             break;
         case ATTN_PATTERN_BIGBIRD:
             PUT("b=%d,r=%d,seed=%llu", pt->b, pt->r, (unsigned long long)pt->seed);
+            break;
+        case ATTN_PATTERN_LADDER:
+            PUT("b=%d,s=%d,w=%d", pt->b, pt->s, pt->w);
             break;
         }
     }
@@ -443,16 +454,19 @@ static tile_class classify_fixed(const attn_pattern_part *pt, const tile *t) {
     return visible == 0 ? TILE_NONE : visible == entries ? TILE_FULL : TILE_PARTIAL;
 }
 
-static tile_class classify_bigbird(const attn_pattern_part *pt, const tile *t) {
+/* The patterns defined on blocks of b tokens (bigbird, ladder): every (query block, key block)
+ * pair the tile touches. */
+static tile_class classify_blocks(const attn_pattern_part *pt, const tile *t) {
     int b = pt->b, nb = (t->Lk + b - 1) / b;
     bool any = false, all = true;
     for (int I = attn_floor_div(t->a0, b); I <= attn_floor_div(t->a1, b); ++I) {
         int rnd[ATTN_PATTERN_MAX_RANDOM];
-        int n = attn_bigbird_random(pt, I, nb, rnd);
+        int n = pt->kind == ATTN_PATTERN_BIGBIRD ? attn_bigbird_random(pt, I, nb, rnd) : 0;
         int ahi = imin(t->a1, I * b + b - 1);
         for (int J = t->j0 / b; J <= t->j1 / b; ++J) {
-            bool keep =
-                (I - J <= 1 && J - I <= 1) || I == 0 || I == nb - 1 || J == 0 || J == nb - 1;
+            bool keep = pt->kind == ATTN_PATTERN_LADDER ? attn_ladder_block_keep(pt, I, J)
+                                                        : (I - J <= 1 && J - I <= 1) || I == 0 ||
+                                                              I == nb - 1 || J == 0 || J == nb - 1;
             for (int e = 0; e < n && !keep; ++e)
                 keep = rnd[e] == J;
             all = all && keep;
@@ -484,7 +498,8 @@ static tile_class classify_part(const attn_pattern_part *pt, const tile *t) {
     case ATTN_PATTERN_GLOBAL:
         return classify_global(pt, t);
     case ATTN_PATTERN_BIGBIRD:
-        return classify_bigbird(pt, t);
+    case ATTN_PATTERN_LADDER:
+        return classify_blocks(pt, t);
     }
     return TILE_NONE;
 }
