@@ -141,7 +141,17 @@ void memcheck(const access_event &e) {
 void initcheck_global(const access_event &e) {
     if (e.object != mem_object::allocation)
         return;
-    uint8_t *w = written_shadow(e.object_base);
+    // The last block's shadow, per OS thread: the block map is not searched again.
+    static thread_local uintptr_t last_base = 0;
+    static thread_local uint64_t last_generation = 0;
+    static thread_local uint8_t *last_shadow = nullptr;
+    uint64_t generation = device_blocks_generation();
+    if (e.object_base != last_base || generation != last_generation) {
+        last_shadow = written_shadow(e.object_base);
+        last_base = e.object_base;
+        last_generation = generation;
+    }
+    uint8_t *w = last_shadow;
     if (!w)
         return;
     size_t off = e.addr - e.object_base;
@@ -162,22 +172,31 @@ void initcheck_global(const access_event &e) {
 
 // ---- shared memory: initcheck and racecheck --------------------------------------------------
 
+// Code addresses are kept as 32-bit offsets from a function of this program (kernels and the
+// simulator are linked into one executable), so that a cell stays small.
+inline int32_t pc_code(const void *pc) {
+    return static_cast<int32_t>(reinterpret_cast<intptr_t>(pc) -
+                                reinterpret_cast<intptr_t>(&checks_block_start));
+}
+inline const void *pc_of(int32_t code) {
+    return reinterpret_cast<const void *>(reinterpret_cast<intptr_t>(&checks_block_start) + code);
+}
+
 struct access_rec {
-    const void *pc = nullptr;
-    uint32_t epoch = 0, wgen = 0;
+    uint32_t epoch = 0; // 0: none (epochs start at 1)
+    uint32_t wgen = 0;
+    int32_t pc = 0;
     uint16_t thread = 0;
-    bool valid = false;
 };
 
 struct cell {
     access_rec w, r1, r2;
-    const void *pending_pc = nullptr; // a cp.async to this byte not yet waited for
+    int32_t pending_pc = 0; // a cp.async to this byte not yet waited for (0: none)
     uint16_t pending_thread = 0;
 };
 
 struct shared_shadow {
     std::vector<cell> dyn, stat;
-    uintptr_t stat_base = 0;
 };
 thread_local shared_shadow tl_shadow;
 
@@ -191,7 +210,8 @@ struct uninit_read {
 };
 thread_local std::vector<uninit_read> tl_uninit;
 
-cell *shadow_cell(uintptr_t a, mem_object obj, uintptr_t base, size_t size) {
+// The cells of [a, a + n) (clipped to the object), or nullptr.
+cell *shadow_cells(uintptr_t a, mem_object obj, uintptr_t base, size_t size) {
     shared_shadow &s = tl_shadow;
     std::vector<cell> &v = obj == mem_object::dynamic_shared ? s.dyn : s.stat;
     if (v.size() < size)
@@ -201,11 +221,10 @@ cell *shadow_cell(uintptr_t a, mem_object obj, uintptr_t base, size_t size) {
 }
 
 // Whether the earlier access p and an access by thread t now are ordered by a synchronisation.
-bool ordered(const access_rec &p, uint32_t t) {
-    const sim_context &c = tl_sim;
-    if (!p.valid || p.epoch != c.epoch || p.thread == t)
+inline bool ordered(const access_rec &p, uint32_t t, uint32_t epoch, uint32_t wgen) {
+    if (p.epoch != epoch || p.thread == t)
         return true;
-    return p.thread / 32 == t / 32 && p.wgen != c.warp_gen[t / 32];
+    return p.thread / 32 == t / 32 && p.wgen != wgen;
 }
 
 std::string shared_name(const access_event &e) {
@@ -224,7 +243,7 @@ std::string shared_name(const access_event &e) {
         uint32_t thread;
         const void *pc;
     } x{e_writes ? "write" : "read", c.thread, e.pc},
-        y{p_writes ? "write" : "read", p.thread, p.pc};
+        y{p_writes ? "write" : "read", p.thread, pc_of(p.pc)};
     if ((!e_writes && p_writes) || (e_writes == p_writes && p.thread < c.thread))
         std::swap(x, y);
     bool same_warp = p.thread / 32 == c.thread / 32;
@@ -238,54 +257,53 @@ std::string shared_name(const access_event &e) {
 }
 
 void check_shared(const access_event &e) {
-    if (e.space != mem_space::shared)
-        return;
     const sim_context &c = tl_sim;
-    uint32_t t = c.thread;
+    uint32_t t = c.thread, epoch = c.epoch, wgen = c.warp_gen[t / 32];
+    cell *k = shadow_cells(e.addr, e.object, e.object_base, e.object_size);
+    if (!k)
+        return;
+    uint32_t n =
+        static_cast<uint32_t>(std::min<size_t>(e.size, e.object_base + e.object_size - e.addr));
     access_rec now;
-    now.pc = e.pc;
-    now.epoch = c.epoch;
-    now.wgen = c.warp_gen[t / 32];
+    now.epoch = epoch;
+    now.wgen = wgen;
+    now.pc = pc_code(e.pc);
     now.thread = static_cast<uint16_t>(t);
-    now.valid = true;
-    bool uninit_noted = false;
-    for (uint32_t i = 0; i < e.size; ++i) {
-        cell *k = shadow_cell(e.addr + i, e.object, e.object_base, e.object_size);
-        if (!k)
-            break;
-        if (reads(e.op)) {
+    bool rd = reads(e.op), wr = writes(e.op), uninit_noted = false;
+    for (cell *end = k + n; k != end; ++k) {
+        if (rd) {
             if (k->pending_pc)
                 report(e, format("initcheck: %s reads %s, which the cp.async issued by thread %s "
                                  "at %s has not finished writing: wait for its group "
                                  "(cp_async_wait) and __syncthreads() before reading it",
                                  access_text(e).c_str(), shared_name(e).c_str(),
                                  thread_coords(k->pending_thread).c_str(),
-                                 symbolize_pc(k->pending_pc).c_str()));
-            if ((!k->w.valid || k->w.epoch < c.block_epoch) && !uninit_noted) {
+                                 symbolize_pc(pc_of(k->pending_pc)).c_str()));
+            if (k->w.epoch < c.block_epoch && !uninit_noted) {
                 // Reported when the epoch ends, unless another thread writes it before then:
                 // that is a race, whichever order the two ran in.
                 tl_uninit.push_back(uninit_read{t, e.pc, e.size, e.addr, shared_name(e)});
                 uninit_noted = true;
             }
-            if (!ordered(k->w, t))
+            if (!ordered(k->w, t, epoch, wgen))
                 race(e, k->w, true);
-            if (!k->r1.valid || k->r1.epoch != c.epoch || k->r1.thread == t)
+            // Keep up to two readers of this epoch, of different threads.
+            if (k->r1.epoch != epoch || k->r1.thread == t)
                 k->r1 = now;
-            else if (!k->r2.valid || k->r2.epoch != c.epoch || k->r2.thread == t ||
-                     k->r2.thread == k->r1.thread)
+            else if (k->r2.epoch != epoch || k->r2.thread == t)
                 k->r2 = now;
         }
-        if (writes(e.op)) {
-            if (!ordered(k->w, t))
+        if (wr) {
+            if (!ordered(k->w, t, epoch, wgen))
                 race(e, k->w, true);
-            if (!ordered(k->r1, t))
+            if (!ordered(k->r1, t, epoch, wgen))
                 race(e, k->r1, false);
-            if (!ordered(k->r2, t))
+            if (!ordered(k->r2, t, epoch, wgen))
                 race(e, k->r2, false);
             k->w = now;
-            k->r1.valid = k->r2.valid = false;
+            k->r1.epoch = k->r2.epoch = 0;
             if (e.op == access_op::cp_async_dst) {
-                k->pending_pc = e.pc;
+                k->pending_pc = now.pc ? now.pc : 1;
                 k->pending_thread = now.thread;
             }
         }
@@ -298,7 +316,7 @@ class checker : public access_observer {
         memcheck(e);
         if (e.space == mem_space::global)
             initcheck_global(e);
-        else
+        else if (e.space == mem_space::shared)
             check_shared(e);
     }
 };
@@ -326,9 +344,9 @@ void complete(const pending_copy &p) {
     classify_address(e);
     if (e.space != mem_space::shared)
         return;
-    for (uint32_t i = 0; i < 16; ++i)
-        if (cell *k = shadow_cell(e.addr + i, e.object, e.object_base, e.object_size))
-            k->pending_pc = nullptr;
+    if (cell *k = shadow_cells(e.addr, e.object, e.object_base, e.object_size))
+        for (size_t i = 0; i < 16 && e.addr + i < e.object_base + e.object_size; ++i)
+            k[i].pending_pc = 0;
 }
 
 } // namespace
