@@ -98,7 +98,7 @@ int main() {
         CHECK(rec.kernel == "'copy_through_shared'");
         CHECK(li.nblocks == blocks && li.nthreads == n && li.dyn_smem == n * sizeof(float));
     }
-    uintptr_t tile_base = 0;
+    uintptr_t tile_base = 0; // per block: blocks on different OS threads have their own tile
     for (uint64_t b = 0; b < blocks; ++b)
         for (uint32_t t = 0; t < n; ++t) {
             uintptr_t g = b * n + t;
@@ -109,7 +109,7 @@ int main() {
                   e->object_base == reinterpret_cast<uintptr_t>(in));
             e = find(rec, b, t, access_op::store, mem_space::shared, line_shared_store);
             CHECK(e && e->size == 4 && e->object == mem_object::static_shared);
-            if (e && t == 0 && b == 0)
+            if (e && t == 0)
                 tile_base = e->addr;
             CHECK(e && e->addr == tile_base + 4 * t);
             e = find(rec, b, t, access_op::load, mem_space::shared, line_dyn_store);

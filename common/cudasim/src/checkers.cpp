@@ -79,19 +79,19 @@ void memcheck(const access_event &e) {
     case mem_object::static_shared:
         break;
     case mem_object::allocation:
-        if (a + e.size > base + size)
-            report(e, "memcheck: " + access_text(e) +
-                          format(" runs %zu bytes past the end of a %zu-byte cudaMalloc block "
-                                 "(offset %zu)",
-                                 static_cast<size_t>(a + e.size - base - size), size,
-                                 static_cast<size_t>(a - base)));
-        break;
     case mem_object::dynamic_shared:
-        if (a + e.size > base + size)
+        if (a + e.size > base + size) {
+            bool global = e.object == mem_object::allocation;
             report(e, "memcheck: " + access_text(e) +
-                          format(" runs past the end of the launch's %zu bytes of dynamic shared "
-                                 "memory (offset %zu)",
-                                 size, static_cast<size_t>(a - base)));
+                          format(" runs %zu bytes past the end of %s (offset %zu)",
+                                 static_cast<size_t>(a + e.size - base - size),
+                                 global ? format("a %zu-byte cudaMalloc block", size).c_str()
+                                        : format("the launch's %zu bytes of dynamic shared "
+                                                 "memory",
+                                                 size)
+                                              .c_str(),
+                                 static_cast<size_t>(a - base)));
+        }
         break;
     case mem_object::redzone:
         if (a < base)
