@@ -8,6 +8,14 @@ JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
+# Installs Debian packages when root (apt-get); returns 1 where it cannot (not root, no apt).
+attn_apt_install() {
+    [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null || return 1
+    say "installing Debian packages: $*"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" \
+        >/dev/null || die "apt-get install $* failed"
+}
+
 # The tools the C/C++ build needs: command -> Debian package.
 attn_need_build_tools() {
     local missing=()
@@ -21,17 +29,24 @@ attn_need_build_tools() {
         python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
     fi
     [ ${#missing[@]} -eq 0 ] && return 0
-    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
-        say "installing Debian packages: ${missing[*]}"
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" \
-            >/dev/null || die "apt-get install ${missing[*]} failed"
-    else
+    attn_apt_install "${missing[@]}" ||
         die "missing packages: ${missing[*]} (install them: sudo apt-get install ${missing[*]})"
-    fi
     local v
     v=$(cmake --version | awk 'NR==1{print $3}')
     printf '%s\n3.24\n' "$v" | sort -V -C && die "cmake $v is too old (3.24 or newer is needed)"
     return 0
+}
+
+# The sim-check preset's compilers: clang 14 (-fsanitize-coverage=trace-loads,trace-stores) and
+# llvm-symbolizer-14 (source lines in its reports).
+attn_need_check_tools() {
+    local missing=()
+    command -v clang++-14 >/dev/null || missing+=(clang-14)
+    command -v llvm-symbolizer-14 >/dev/null || missing+=(llvm-14)
+    [ ${#missing[@]} -eq 0 ] && return 0
+    attn_apt_install "${missing[@]}" && return 0
+    say "the sim-check preset needs: sudo apt-get install ${missing[*]}"
+    return 1
 }
 
 # .venv with requirements.txt (PyTorch, NumPy, Matplotlib); ATTN_PY points at its python.
