@@ -31,6 +31,9 @@
 #define CUDASIM_PTX_CALL_SITE , const char *file = __builtin_FILE(), int line = __builtin_LINE()
 
 namespace cudasim {
+namespace detail { // src/access.h: hands one warp's tensor instruction to the profile
+void deliver_mma(uint64_t block, uint32_t warp, uint64_t flops, const void *pc);
+}
 namespace ptx {
 
 inline unsigned lane_id() {
@@ -90,6 +93,11 @@ inline void mma_m16n8k16(float *d, const uint32_t *a, const uint32_t *b, const f
         out[i] = acc;
     }
     memcpy(d, out, sizeof out);
+    if (lane == 0) { // one warp instruction: 2 * 16 * 8 * 16 = 4096 FLOPs
+        uint64_t block = blockIdx.x + gridDim.x * (blockIdx.y + (uint64_t)gridDim.y * blockIdx.z);
+        unsigned thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+        detail::deliver_mma(block, thread / 32, 4096, nullptr);
+    }
 }
 
 // cp.async.cg.shared.global [dst], [src], 16, src_size: 16 bytes, or 16 zeros when !pred (the
