@@ -37,6 +37,7 @@ int attn_profile_collect(FILE *f, attn_profile *out) {
     memset(out, 0, sizeof *out);
     out->valid = n > 0;
     out->launches = s.launches;
+    out->smem_bytes = s.dyn_smem_bytes;
     out->global_requests = s.global_load_requests + s.global_store_requests;
     out->global_sectors = s.global_load_sectors + s.global_store_sectors;
     out->shared_requests = s.shared_requests;
@@ -79,13 +80,14 @@ void attn_profile_json(const attn_profile *p, char *buf, size_t len) {
         snprintf(buf, len, "%s", "");
         return;
     }
-    snprintf(buf, len,
-             "\"profile\":{\"model\":\"cudasim profile: LRU L2 of 50 MiB, 32 B sectors\","
-             "\"launches\":%llu,\"global_requests\":%llu,\"global_sectors\":%llu,"
-             "\"shared_requests\":%llu,\"shared_wavefronts\":%llu,\"shared_conflicts\":%llu,"
-             "\"mma\":%llu,\"dram_bytes\":%.0f,\"footprint_bytes\":%.0f,\"flops\":%.6g,"
-             "\"intensity\":%.6g,\"bound_h100_s\":%.6g,\"bound_a100_s\":%.6g}",
-             p->launches, p->global_requests, p->global_sectors, p->shared_requests,
-             p->shared_wavefronts, p->shared_conflicts, p->mma, p->dram_bytes, p->footprint_bytes,
-             p->flops, p->intensity, p->bound_h100_s, p->bound_a100_s);
+    snprintf(
+        buf, len,
+        "\"profile\":{\"model\":\"cudasim profile: LRU L2 of 50 MiB, 32 B sectors\","
+        "\"launches\":%llu,\"smem_bytes\":%llu,\"global_requests\":%llu,\"global_sectors\":%llu,"
+        "\"shared_requests\":%llu,\"shared_wavefronts\":%llu,\"shared_conflicts\":%llu,"
+        "\"mma\":%llu,\"dram_bytes\":%.0f,\"footprint_bytes\":%.0f,\"flops\":%.6g,"
+        "\"intensity\":%.6g,\"bound_h100_s\":%.6g,\"bound_a100_s\":%.6g}",
+        p->launches, p->smem_bytes, p->global_requests, p->global_sectors, p->shared_requests,
+        p->shared_wavefronts, p->shared_conflicts, p->mma, p->dram_bytes, p->footprint_bytes,
+        p->flops, p->intensity, p->bound_h100_s, p->bound_a100_s);
 }

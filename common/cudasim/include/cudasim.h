@@ -42,6 +42,7 @@ double cudasim_measure_switch_ns(long iterations);
  * instrumented build (the sim-check preset). */
 typedef struct cudasim_profile_summary {
     unsigned long long launches;
+    unsigned long long dyn_smem_bytes; /* dynamic shared memory per block (largest launch) */
     unsigned long long global_load_requests, global_load_sectors;
     unsigned long long global_store_requests, global_store_sectors; /* stores and atomics */
     unsigned long long shared_requests, shared_wavefronts, shared_conflicts;

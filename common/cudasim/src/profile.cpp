@@ -26,6 +26,7 @@ void launch_profile::add(const launch_profile &o) {
     launches += o.launches;
     nblocks += o.nblocks;
     nthreads = std::max(nthreads, o.nthreads);
+    dyn_smem = std::max(dyn_smem, o.dyn_smem);
     std::map<std::string, profile_line> merged;
     const std::vector<profile_line> *both[] = {&lines, &o.lines};
     for (const std::vector<profile_line> *v : both)
@@ -253,6 +254,7 @@ void profile_observer::launch_end(const launch_info &li, bool /*failed*/) {
     p.launches = 1;
     p.nblocks = li.nblocks;
     p.nthreads = li.nthreads;
+    p.dyn_smem = li.dyn_smem;
     std::map<std::string, profile_line> lines;
     for (auto &kv : by_pc_) {
         std::string where = kv.first ? symbolize_pc(kv.first) : "?";
@@ -328,8 +330,11 @@ static void print_table(FILE *f, const launch_profile &p, bool shared) {
 }
 
 void print_profile(FILE *f, const launch_profile &p) {
-    fprintf(f, "profile of %s (%" PRIu64 " launch%s, %" PRIu64 " blocks of %u threads)\n",
-            p.kernel.c_str(), p.launches, p.launches == 1 ? "" : "es", p.nblocks, p.nthreads);
+    fprintf(f,
+            "profile of %s (%" PRIu64 " launch%s, %" PRIu64 " blocks of %u threads, %" PRIu64
+            " B dynamic shared memory)\n",
+            p.kernel.c_str(), p.launches, p.launches == 1 ? "" : "es", p.nblocks, p.nthreads,
+            p.dyn_smem);
     print_table(f, p, false);
     print_table(f, p, true);
     fprintf(f,
@@ -375,6 +380,7 @@ void fill_summary(const launch_profile &p, cudasim_profile_summary *s) {
     using namespace cudasim::detail;
     *s = cudasim_profile_summary{};
     s->launches = p.launches;
+    s->dyn_smem_bytes = p.dyn_smem;
     s->global_load_requests = p.total[global_load].requests;
     s->global_load_sectors = p.total[global_load].units;
     s->global_store_requests = p.total[global_store].requests + p.total[global_atomic].requests;

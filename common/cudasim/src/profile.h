@@ -70,6 +70,7 @@ struct launch_profile {
     std::string kernel;
     uint64_t launches = 0, nblocks = 0;
     unsigned nthreads = 0;
+    uint64_t dyn_smem = 0; // bytes of dynamic shared memory per block (the largest launch)
     std::vector<profile_line> lines; // sorted by where
     profile_counts total[profile_kinds];
     uint64_t mma = 0, tensor_flops = 0;

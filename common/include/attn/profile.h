@@ -18,6 +18,7 @@ extern "C" {
 typedef struct attn_profile {
     bool valid; /* false: nothing was profiled */
     unsigned long long launches;
+    unsigned long long smem_bytes; /* dynamic shared memory per block (largest launch) */
     unsigned long long global_requests, global_sectors; /* loads, stores and atomics */
     unsigned long long shared_requests, shared_wavefronts, shared_conflicts;
     unsigned long long mma; /* warp-wide mma.m16n8k16, 4096 FLOPs each */
