@@ -1,0 +1,289 @@
+#!/usr/bin/env python3
+"""io_complexity.py — the chapter's memory claims measured with the simulator's profile
+(common/cudasim/README.md, "The profile"), without a GPU.
+
+1. The IO complexity of the FlashAttention paper (Dao et al., NeurIPS 2022, Theorem 2): standard
+   attention makes Theta(N d + N^2) HBM accesses, FlashAttention Theta(N^2 d^2 / M) for an SRAM
+   of M elements (d <= M <= N d). Examples 01 (standard), 02 and 03 (flash) are profiled over L
+   and D; the traffic is fitted against each formula (least squares on relative error) and the
+   fit's largest error is reported.
+2. Shared-memory bank conflicts of example 03's versions 2 (padded rows) and 3 (XOR swizzle), and
+   the coalescing (sectors per request) of the sparse kernels of examples 04 and 05.
+
+Measured quantities (per launch, summed over a kernel's launches, B = H = 1):
+    global bytes  32-byte sectors of every global request x 32: what the paper's model counts,
+                  in which every load and store of global memory goes to HBM (no cache)
+    DRAM bytes    what reaches DRAM under the profile's L2 model (LRU, 50 MiB, cold per launch)
+    M             the kernel's dynamic shared memory per block, in elements of its dtype
+
+    python3 benchmarks/io_complexity.py --run build/sim-check   profile the programs; writes
+                                                                 benchmarks/results/profile/*.jsonl
+    python3 benchmarks/io_complexity.py          rewrite the README tables from the records
+    python3 benchmarks/io_complexity.py --check  exit 1 if a README table is out of date (CTest
+                                                 docs.profile_tables_up_to_date)
+    python3 benchmarks/io_complexity.py --plot   the figures (matplotlib), examples/*/images/
+    --lengths 256,512,...  --dims 64,128        the grid of --run (default below)
+The tables and the fit use the standard library only.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "benchmarks", "results", "profile")
+IO_FILE = os.path.join(RESULTS, "io_complexity.jsonl")
+MEMORY_FILE = os.path.join(RESULTS, "memory_claims.jsonl")
+
+# (example folder, program, kernel id, dtype, formula)
+IO_KERNELS = [
+    ("01_attention_basics", "naive_attention", 1, "f32", "standard"),
+    ("01_attention_basics", "naive_attention", 2, "f32", "standard"),
+    ("02_flash_attention_minimal", "flash_fwd", 1, "f32", "flash"),
+    ("03_flash_attention_v2", "flash2_fwd", 1, "f32", "flash"),
+    ("03_flash_attention_v2", "flash2_fwd", 2, "f16", "flash"),
+    ("03_flash_attention_v2", "flash2_fwd", 3, "f16", "flash"),
+]
+LENGTHS = [256, 512, 1024, 2048]
+DIMS = [64, 128]
+# The other claims, one problem each: (example, program, extra arguments).
+MEMORY_RUNS = [
+    ("03_flash_attention_v2", "flash2_fwd", ["--kernel", "2", "--dtype", "f16", "-L", "512",
+                                             "-D", "64"]),
+    ("03_flash_attention_v2", "flash2_fwd", ["--kernel", "3", "--dtype", "f16", "-L", "512",
+                                             "-D", "64"]),
+    ("04_sparse_patterns", "sparse_patterns", ["-L", "1024", "-D", "64", "--dtype", "f16",
+                                               "--pattern", "bigbird:b=64,r=3,seed=1"]),
+    ("05_deepseek_sparse", "deepseek_sparse", []),
+]
+ELT = {"f32": 4, "f16": 2, "bf16": 2}
+
+
+# ---- running ----------------------------------------------------------------------------------
+
+def run_program(build, example, program, args):
+    """The JSON records of one run of a program with --profile (B = H = 1 unless args say)."""
+    exe = os.path.join(build, "examples", example, program + "_sim")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.jsonl")
+        cmd = [exe, "--profile", "--quiet", "--json", out] + args
+        start = time.time()
+        proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if proc.returncode != 0:
+            sys.exit(f"error: {' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip()}")
+        print(f"{time.time() - start:7.1f} s  {' '.join(cmd[:1] + args)}", flush=True)
+        with open(out) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+
+def slim(r):
+    keys = ("example", "kernel", "kernel_id", "dtype", "Lq", "Lk", "D", "B", "H", "causal",
+            "status", "profile")
+    return {k: r.get(k) for k in keys}
+
+
+def run_all(build, lengths, dims):
+    os.makedirs(RESULTS, exist_ok=True)
+    records = []
+    for example, program, kid, dtype, _ in IO_KERNELS:
+        for d in dims:
+            for n in lengths:
+                args = ["--kernel", str(kid), "--dtype", dtype, "-B", "1", "-H", "1", "-L", str(n),
+                        "-D", str(d)]
+                records += [slim(r) for r in run_program(build, example, program, args)]
+    write_jsonl(IO_FILE, records)
+    records = []
+    for example, program, args in MEMORY_RUNS:
+        records += [slim(r) for r in run_program(build, example, program, args)]
+    write_jsonl(MEMORY_FILE, records)
+
+
+def write_jsonl(path, records):
+    with open(path, "w") as f:
+        for r in records:
+            f.write(json.dumps(r, sort_keys=True) + "\n")
+
+
+def read_jsonl(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+# ---- the fit ----------------------------------------------------------------------------------
+
+def global_bytes(r):
+    return 32 * r["profile"]["global_sectors"]
+
+
+def basis(formula, r):
+    """The formula's two terms for record r (N = L, d = D, M = SRAM elements per block)."""
+    n, d = r["Lq"], r["D"]
+    if formula == "standard":
+        return [n * d, n * n]
+    m = r["profile"]["smem_bytes"] / ELT[r["dtype"]]
+    return [n * d, n * n * d * d / m]
+
+
+def fit(formula, records):
+    """Least squares of y = a x0 + b x1 on relative error: (a, b, largest |error| in %)."""
+    rows = [([x / global_bytes(r) for x in basis(formula, r)], 1.0) for r in records]
+    s00 = sum(x[0] * x[0] for x, _ in rows)
+    s01 = sum(x[0] * x[1] for x, _ in rows)
+    s11 = sum(x[1] * x[1] for x, _ in rows)
+    t0 = sum(x[0] * y for x, y in rows)
+    t1 = sum(x[1] * y for x, y in rows)
+    det = s00 * s11 - s01 * s01
+    a, b = (t0 * s11 - t1 * s01) / det, (s00 * t1 - s01 * t0) / det
+    worst = max(abs(a * basis(formula, r)[0] + b * basis(formula, r)[1] - global_bytes(r))
+                / global_bytes(r) for r in records)
+    return a, b, 100.0 * worst
+
+
+# ---- the tables -------------------------------------------------------------------------------
+
+def mb(x):
+    return f"{x / 1e6:.3g}"
+
+
+def io_table(example):
+    recs = [r for r in read_jsonl(IO_FILE) if r["example"] == example and r.get("profile")]
+    if not recs:
+        return "(no records: run `python3 benchmarks/io_complexity.py --run build/sim-check`)\n"
+    lengths = sorted({r["Lq"] for r in recs})
+    out = ["| kernel | D | formula | " + " | ".join(f"L={n}" for n in lengths) + " | fit: largest error |",
+           "|---|---|---|" + "---|" * len(lengths) + "---|"]
+    fits = []
+    for _, _, kid, dtype, formula in [k for k in IO_KERNELS if k[0] == example]:
+        mine = [r for r in recs if r["kernel_id"] == kid]
+        if not mine:
+            continue
+        a, b, err = fit(formula, mine)
+        name = mine[0]["kernel"]
+        term = "N·d + N²" if formula == "standard" else "N·d + N²·d²/M"
+        fits.append(f"{name} ({dtype}): global bytes ≈ {a:.3g}·N·d + {b:.3g}·"
+                    + ("N²" if formula == "standard" else "N²·d²/M") + f", largest error {err:.1f}%")
+        for d in sorted({r["D"] for r in mine}):
+            by_n = {r["Lq"]: r for r in mine if r["D"] == d}
+            cells = []
+            for n in lengths:
+                r = by_n.get(n)
+                cells.append("–" if r is None else
+                             f"{mb(global_bytes(r))} / {mb(r['profile']['dram_bytes'])}")
+            out.append(f"| {name} ({dtype}) | {d} | {term} | " + " | ".join(cells)
+                       + f" | {err:.1f}% |")
+    out.append("")
+    out.append("Cells: MB of global-memory sectors requested (the paper's HBM accesses: no cache) /"
+               " MB reaching DRAM under the profile's 50 MiB L2 model. M = the kernel's shared"
+               " memory per block in elements. Fits, over every (L, D) of the kernel:")
+    out.append("")
+    out += [f"- {f}" for f in fits]
+    return "\n".join(out) + "\n"
+
+
+def memory_table(example):
+    recs = [r for r in read_jsonl(MEMORY_FILE) if r["example"] == example and r.get("profile")]
+    if not recs:
+        return "(no records: run `python3 benchmarks/io_complexity.py --run build/sim-check`)\n"
+    out = ["| kernel | L | D | dtype | global requests | sectors/request | shared requests | "
+           "wavefronts | bank conflicts | DRAM MB | H100 bound µs |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in recs:
+        p = r["profile"]
+        spr = p["global_sectors"] / p["global_requests"] if p["global_requests"] else 0.0
+        out.append(f"| {r['kernel']} | {r['Lq']} | {r['D']} | {r['dtype']} | "
+                   f"{p['global_requests']} | {spr:.2f} | {p['shared_requests']} | "
+                   f"{p['shared_wavefronts']} | {p['shared_conflicts']} | "
+                   f"{mb(p['dram_bytes'])} | {p['bound_h100_s'] * 1e6:.3g} |")
+    return "\n".join(out) + "\n"
+
+
+BLOCKS = {"io_complexity": io_table, "memory": memory_table}
+READMES = ["examples/01_attention_basics/README.md", "examples/02_flash_attention_minimal/README.md",
+           "examples/03_flash_attention_v2/README.md", "examples/04_sparse_patterns/README.md",
+           "examples/05_deepseek_sparse/README.md"]
+
+
+def update(check):
+    stale = []
+    for rel in READMES:
+        path = os.path.join(ROOT, rel)
+        with open(path) as f:
+            text = f.read()
+        example = rel.split("/")[1]
+
+        def repl(m):
+            return f"{m.group(1)}\n{BLOCKS[m.group(2)](example)}{m.group(3)}"
+        new = re.sub(r"(<!-- profile:(\w+) -->)\n.*?(<!-- /profile:\2 -->)", repl, text,
+                     flags=re.S)
+        if new != text:
+            stale.append(rel)
+            if not check:
+                with open(path, "w") as f:
+                    f.write(new)
+    if check and stale:
+        print("out of date (python3 benchmarks/io_complexity.py): " + ", ".join(stale))
+        return 1
+    return 0
+
+
+# ---- the figures ------------------------------------------------------------------------------
+
+def plot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    recs = [r for r in read_jsonl(IO_FILE) if r.get("profile")]
+    for example in sorted({r["example"] for r in recs}):
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for _, _, kid, dtype, formula in [k for k in IO_KERNELS if k[0] == example]:
+            mine = [r for r in recs if r["example"] == example and r["kernel_id"] == kid]
+            if not mine:
+                continue
+            a, b, err = fit(formula, mine)
+            for d in sorted({r["D"] for r in mine}):
+                pts = sorted((r["Lq"], r) for r in mine if r["D"] == d)
+                xs = [n for n, _ in pts]
+                line, = ax.plot(xs, [global_bytes(r) / 1e6 for _, r in pts], "o",
+                                label=f"{mine[0]['kernel']} D={d} (measured)")
+                ax.plot(xs, [(a * basis(formula, r)[0] + b * basis(formula, r)[1]) / 1e6
+                             for _, r in pts], "-", color=line.get_color(),
+                        label=f"fit {'N·d + N²' if formula == 'standard' else 'N·d + N²d²/M'}"
+                              f" (max err {err:.1f}%)")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length N (B = H = 1)")
+        ax.set_ylabel("global memory traffic, MB (sectors x 32 B)")
+        ax.set_title(f"{example}: measured on the simulator's profile vs the IO-complexity formula",
+                     fontsize=9)
+        ax.legend(fontsize=7)
+        ax.grid(True, which="both", alpha=0.3)
+        out = os.path.join(ROOT, "examples", example, "images", "io_complexity.png")
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        fig.tight_layout()
+        fig.savefig(out, dpi=110)
+        print("wrote", os.path.relpath(out, ROOT))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--run", metavar="BUILD", help="profile the programs of this build tree")
+    ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)))
+    ap.add_argument("--dims", default=",".join(map(str, DIMS)))
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--plot", action="store_true")
+    a = ap.parse_args()
+    if a.run:
+        run_all(a.run, [int(x) for x in a.lengths.split(",")], [int(x) for x in a.dims.split(",")])
+    if a.plot:
+        plot()
+    return update(a.check)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
