@@ -135,19 +135,18 @@ void profile_observer::access(const access_event &e) {
     }
     uint32_t n = b.occurrences[lane_pc{e.thread, e.pc, e.op}]++;
     instance_key key{e.thread / 32, n, e.pc, e.op, e.space};
-    auto it = b.open.find(key);
-    if (it == b.open.end())
-        it = b.open.emplace(key, std::vector<lane_access>()).first;
-    it->second.push_back(lane_access{e.addr, e.size, e.thread % 32});
-    if (it->second.size() >= lanes_in_warp(key.warp)) {
-        close_instance(key, it->second);
+    auto it = b.open.try_emplace(key).first;
+    warp_accesses &w = it->second;
+    w.lane[w.n++] = lane_access{e.addr, e.size, e.thread % 32};
+    if (w.n >= lanes_in_warp(key.warp)) { // every lane of the warp is in: the request is whole
+        close_instance(key, w);
         b.open.erase(it);
     }
 }
 
 void profile_observer::close_block(block_state &b) {
     // Deterministic order: by warp, code address order does not matter for the counts.
-    std::vector<std::pair<instance_key, std::vector<lane_access> *>> rest;
+    std::vector<std::pair<instance_key, warp_accesses *>> rest;
     for (auto &kv : b.open)
         rest.emplace_back(kv.first, &kv.second);
     std::sort(rest.begin(), rest.end(), [](const auto &x, const auto &y) {
@@ -161,34 +160,43 @@ void profile_observer::close_block(block_state &b) {
     b.block = ~0ull;
 }
 
+// Sorts x[0..n) and drops repeats; returns the new n.
+static unsigned sort_unique(uint64_t *x, unsigned n) {
+    std::sort(x, x + n);
+    return (unsigned)(std::unique(x, x + n) - x);
+}
+
 // The wavefronts of one shared-memory request: see profile.h. *phases = the ideal.
-static uint64_t shared_wavefronts(const std::vector<profile_observer::lane_access> &lanes,
-                                  uint64_t *phases) {
-    uint32_t size = lanes.empty() ? 4 : std::max(4u, lanes[0].size);
-    uint32_t per_phase = std::max(1u, 128u / std::min(size, 128u));
-    std::map<uint32_t, std::vector<uint64_t>> words_of_phase; // phase -> 4-byte words
-    for (const profile_observer::lane_access &a : lanes) {
-        std::vector<uint64_t> &w = words_of_phase[a.lane / per_phase];
-        for (uintptr_t x = a.addr / 4; x <= (a.addr + std::max(a.size, 1u) - 1) / 4; ++x)
-            w.push_back(x);
-    }
+static uint64_t shared_wavefronts(const profile_observer::warp_accesses &w, uint64_t *phases) {
+    uint32_t size = std::min(std::max(4u, w.lane[0].size), 16u);
+    uint32_t per_phase = size <= 4 ? 32 : size <= 8 ? 16 : 8; // lanes per 128-byte phase
     uint64_t waves = 0;
-    for (auto &kv : words_of_phase) {
-        std::vector<uint64_t> &w = kv.second;
-        std::sort(w.begin(), w.end());
-        w.erase(std::unique(w.begin(), w.end()), w.end());
-        unsigned per_bank[32] = {};
-        unsigned most = 0;
-        for (uint64_t x : w)
-            most = std::max(most, ++per_bank[x % 32]);
+    *phases = 0;
+    for (uint32_t first = 0; first < 32; first += per_phase) {
+        uint64_t words[32 * 4 + 4];
+        unsigned n = 0;
+        for (uint32_t i = 0; i < w.n; ++i) {
+            const profile_observer::lane_access &a = w.lane[i];
+            if (a.lane < first || a.lane >= first + per_phase)
+                continue;
+            uintptr_t last = (a.addr + std::max(a.size, 1u) - 1) / 4;
+            for (uintptr_t x = a.addr / 4; x <= last && n < sizeof words / sizeof words[0]; ++x)
+                words[n++] = x;
+        }
+        if (n == 0)
+            continue;
+        n = sort_unique(words, n);
+        unsigned per_bank[32] = {}, most = 0;
+        for (unsigned i = 0; i < n; ++i)
+            most = std::max(most, ++per_bank[words[i] % 32]);
         waves += most;
+        ++*phases;
     }
-    *phases = words_of_phase.size();
     return waves;
 }
 
-void profile_observer::close_instance(const instance_key &k, std::vector<lane_access> &lanes) {
-    if (lanes.empty())
+void profile_observer::close_instance(const instance_key &k, const warp_accesses &w) {
+    if (w.n == 0)
         return;
     access_event e{};
     e.op = k.op;
@@ -196,26 +204,29 @@ void profile_observer::close_instance(const instance_key &k, std::vector<lane_ac
     profile_kind kind = kind_of(e);
     profile_counts c;
     c.requests = 1;
-    for (const lane_access &a : lanes)
-        c.bytes += a.size;
-    std::vector<uint64_t> sectors;
+    for (uint32_t i = 0; i < w.n; ++i)
+        c.bytes += w.lane[i].size;
+    uint64_t sectors[32 * 4];
+    unsigned ns = 0;
     if (k.space == mem_space::shared) {
-        c.units = shared_wavefronts(lanes, &c.ideal);
+        c.units = shared_wavefronts(w, &c.ideal);
     } else {
-        for (const lane_access &a : lanes)
-            for (uint64_t s = a.addr / 32; s <= (a.addr + std::max(a.size, 1u) - 1) / 32; ++s)
-                sectors.push_back(s);
-        std::sort(sectors.begin(), sectors.end());
-        sectors.erase(std::unique(sectors.begin(), sectors.end()), sectors.end());
-        c.units = sectors.size();
+        for (uint32_t i = 0; i < w.n; ++i) {
+            const lane_access &a = w.lane[i];
+            uint64_t last = (a.addr + std::max(a.size, 1u) - 1) / 32;
+            for (uint64_t s = a.addr / 32; s <= last && ns < 32 * 4; ++s)
+                sectors[ns++] = s;
+        }
+        ns = sort_unique(sectors, ns);
+        c.units = ns;
     }
     std::lock_guard<std::mutex> lock(m_);
     by_pc_[k.pc][kind].add(c);
-    for (uint64_t s : sectors) {
+    for (unsigned i = 0; i < ns; ++i) {
         if (kind != global_store)
-            l2_touch(s, false);
+            l2_touch(sectors[i], false);
         if (kind != global_load)
-            l2_touch(s, true);
+            l2_touch(sectors[i], true);
     }
 }
 

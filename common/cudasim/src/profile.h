@@ -109,6 +109,10 @@ class profile_observer : public access_observer {
         uint32_t size;
         uint32_t lane;
     };
+    struct warp_accesses { // the lanes of one warp instruction instance so far
+        uint32_t n = 0;
+        lane_access lane[32];
+    };
 
   private:
     struct instance_key {
@@ -139,7 +143,7 @@ class profile_observer : public access_observer {
     struct block_state {
         uint64_t block = ~0ull;
         std::unordered_map<lane_pc, uint32_t, lane_pc_hash> occurrences;
-        std::unordered_map<instance_key, std::vector<lane_access>, instance_hash> open;
+        std::unordered_map<instance_key, warp_accesses, instance_hash> open;
     };
     struct worker {
         block_state b;
@@ -147,7 +151,7 @@ class profile_observer : public access_observer {
 
     worker &my_worker();
     void close_block(block_state &b);
-    void close_instance(const instance_key &k, std::vector<lane_access> &lanes);
+    void close_instance(const instance_key &k, const warp_accesses &w);
     void l2_touch(uint64_t sector, bool write);
     unsigned lanes_in_warp(uint32_t warp) const;
 
