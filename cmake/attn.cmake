@@ -11,6 +11,8 @@ set(ATTN_BACKENDS "auto" CACHE STRING
     "Backends to build: sim, gpu, 'sim;gpu', or auto (sim, plus gpu where nvcc is found)")
 set(ATTN_SANITIZER "" CACHE STRING "Sanitizer for the sim backend: '', asan (ASan+UBSan) or tsan")
 set_property(CACHE ATTN_SANITIZER PROPERTY STRINGS "" asan tsan)
+option(ATTN_SIM_CHECK "Simulator's checked mode: kernel sources instrumented (clang), memcheck, \
+racecheck and initcheck on (the sim-check preset)" OFF)
 # A fixed list, never 'native': configuring must work on machines without a GPU.
 set(ATTN_CUDA_ARCHITECTURES "80;86;89;90" CACHE STRING "GPU architectures for the gpu backend")
 
@@ -76,6 +78,21 @@ elseif(ATTN_SANITIZER)
   message(FATAL_ERROR "attn: ATTN_SANITIZER must be '', asan or tsan (got '${ATTN_SANITIZER}')")
 endif()
 
+if(ATTN_SIM_CHECK)
+  if(ATTN_SANITIZER)
+    message(FATAL_ERROR "attn: ATTN_SIM_CHECK and ATTN_SANITIZER cannot be combined")
+  endif()
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "attn: ATTN_SIM_CHECK needs clang (-fsanitize-coverage=trace-loads); "
+                        "configure with the sim-check preset (clang-14)")
+  endif()
+  # Every load and store of a rewritten kernel source calls __sanitizer_cov_load<n>/store<n>
+  # (common/cudasim/src/stream.cpp). Vectorisers would merge accesses into wider ones a GPU
+  # does not make; device asserts stay on.
+  set(ATTN_SIM_CHECK_FLAGS -fsanitize-coverage=func,trace-loads,trace-stores -fno-vectorize
+      -fno-slp-vectorize -UNDEBUG CACHE INTERNAL "")
+endif()
+
 # ---- CUDA sources for a backend -------------------------------------------------------------
 # attn_cuda_sources(<out-var> <backend> <sources...>)
 # sim: each .cu is rewritten by cudasim_rewrite into <build>/cudasim/<dir>/<name>.cu.cpp (the
@@ -99,6 +116,9 @@ function(attn_cuda_sources out backend)
         DEPENDS "${abs}" cudasim_rewrite
         COMMENT "cudasim: rewriting ${rel}"
         VERBATIM)
+      if(ATTN_SIM_CHECK)
+        set_source_files_properties("${gen}" PROPERTIES COMPILE_OPTIONS "${ATTN_SIM_CHECK_FLAGS}")
+      endif()
       list(APPEND result "${gen}")
     else()
       list(APPEND result "${abs}")

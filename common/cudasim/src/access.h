@@ -35,6 +35,20 @@ enum class access_op : uint8_t {
     cp_async_dst  // the shared side of a cp.async
 };
 
+// What an address lies in, in more detail than mem_space (memcheck names it in its reports).
+enum class mem_object : uint8_t {
+    allocation,     // a live cudaMalloc/cudaMallocHost block: base, size
+    static_image,   // the program's static data (__device__, __constant__ variables, literals)
+    dynamic_shared, // the launch's dynamic shared memory: base, size
+    static_shared,  // a __shared__ variable: base and size of all static shared memory
+    stack,          // the simulated thread's stack
+    builtin,        // threadIdx, blockIdx, blockDim, gridDim
+    redzone,        // just before or after a cudaMalloc block (base, size: that block)
+    shared_redzone, // just before or after the dynamic shared memory (base, size: it)
+    freed,          // a cudaFree'd block (base, size: that block)
+    unknown         // anything else (host memory)
+};
+
 struct access_event {
     uintptr_t addr;
     uint32_t size; // bytes
@@ -43,6 +57,9 @@ struct access_event {
     const void *pc;  // code address of the access (symbolise with symbolize_pc)
     uint64_t block;  // linear block index: x + y*gx + z*gx*gy
     uint32_t thread; // linear thread index in the block; warp = thread / 32, lane = thread % 32
+    mem_object object = mem_object::unknown;
+    uintptr_t object_base = 0; // the object the address lies in (or next to), where known
+    size_t object_size = 0;
 };
 
 struct launch_info {

@@ -1,6 +1,8 @@
 // launch.cpp — a kernel launch: the checks a GPU makes on the configuration, then the grid's
 // blocks spread over a pool of OS threads (the caller's thread is one of them). Synchronous:
 // the launch returns when every block has finished or one has failed.
+#include "access.h"
+#include "check.h"
 #include "internal.h"
 
 #include <condition_variable>
@@ -132,7 +134,12 @@ cudaError_t launch_kernel(const launch_desc &d) {
     uint64_t workers = std::min<uint64_t>(static_cast<uint64_t>(settings().threads), ls.nblocks);
     // The host's writes (inputs, parameters) happen before every simulated thread.
     tsan_release(&ls.tsan_start);
+    install_checkers();
+    std::string label = have_access_observers() ? kernel_label(d) : std::string();
+    launch_info li{label.c_str(), ls.id, ls.nblocks, ls.nthreads, d.smem};
+    deliver_launch_begin(li);
     pool().run(ls, static_cast<unsigned>(workers));
+    deliver_launch_end(li, ls.failed);
     if (ls.failed) {
         report_error(ls.error);
         set_sticky(cudaErrorLaunchFailure);

@@ -1,5 +1,6 @@
 // runtime.cpp — the CUDA runtime API of cuda_runtime_api.h on the CPU (memory, errors, the
 // virtual device, streams, events, function attributes) and the controls of cudasim.h.
+#include "check.h"
 #include "internal.h"
 
 #include <chrono>
@@ -432,7 +433,7 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes) {
         return cudaSuccess;
     std::lock_guard<std::mutex> lock(dev().m);
     void *p = bytes <= total_memory() - std::min(total_memory(), dev().allocated)
-                  ? std::malloc(bytes)
+                  ? device_alloc(bytes)
                   : nullptr;
     if (!p) {
         dev().last_message = format("cudaMalloc: cannot allocate %zu bytes", bytes);
@@ -456,7 +457,7 @@ cudaError_t cudaFree(void *ptr) {
     }
     dev().allocated -= it->second;
     dev().allocations.erase(it);
-    std::free(ptr);
+    device_release(ptr);
     return cudaSuccess;
 }
 
@@ -491,6 +492,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
         if (cudaError_t e = check_range(src, bytes, "cudaMemcpy", "source"))
             return e;
     std::memcpy(dst, src, bytes);
+    note_device_written(dst, bytes);
     return cudaSuccess;
 }
 
@@ -506,6 +508,7 @@ cudaError_t cudaMemset(void *ptr, int value, size_t bytes) {
     if (cudaError_t e = check_range(ptr, bytes, "cudaMemset", "destination"))
         return e;
     std::memset(ptr, value, bytes);
+    note_device_written(ptr, bytes);
     return cudaSuccess;
 }
 

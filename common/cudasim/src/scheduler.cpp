@@ -6,6 +6,8 @@
 // in the run queue runs. Releases push the waiting fibers onto the queue in the configured order
 // (forward, reverse, shuffled), so that order is the order in which they resume. If the queue
 // runs dry while threads still wait, nothing can ever wake them: a deadlock.
+#include "access.h"
+#include "check.h"
 #include "fiber.h"
 #include "internal.h"
 
@@ -180,6 +182,8 @@ class block_runner {
     }
     [[noreturn]] void fail(const std::string &what);
     bool running() const { return cur_ != nullptr; }
+    std::string where_current() const { return where(*cur_); }
+    std::string coords(uint32_t linear) const { return fmt3(threads_[linear].tid); }
     bool fault_report(const void *addr, char *buf, size_t len) const;
 
   private:
@@ -211,8 +215,15 @@ class block_runner {
     }
     void switch_to(fiber_base &from, sim_thread *to, bool from_finished) {
         cur_ = to;
-        if (to)
+        sim_context &c = tl_sim;
+        c.active = to != nullptr;
+        c.delivering = false; // a checker that failed the thread left mid-delivery
+        if (to) {
             threadIdx = to->tid;
+            c.thread = to->linear;
+            c.stack_lo = reinterpret_cast<uintptr_t>(to->stack_lo);
+            c.stack_hi = c.stack_lo + to->stack_size;
+        }
         fiber_switch(from, to ? static_cast<fiber_base &>(*to) : main_, from_finished);
     }
     // The current thread has stopped running (its wait is set): run the next one.
@@ -234,14 +245,16 @@ class block_runner {
     uint64_t launch_id_ = 0;
     unsigned n_ = 0; // threads per block
     std::vector<warp_state> warps_;
+    std::vector<uint32_t> warp_gen_; // completed collectives per warp (the checkers' sync epochs)
     std::vector<unsigned> order_;
     std::vector<sim_thread *> queue_;
     unsigned q_head_ = 0, q_size_ = 0;
     std::mt19937_64 rng_;
     sim_thread *cur_ = nullptr;
     bool failed_ = false;
-    void *smem_ = nullptr;
+    void *smem_ = nullptr; // the allocation (with redzones in the sim-check build)
     size_t smem_size_ = 0;
+    size_t smem_redzone_ = 0;
 
     unsigned live_ = 0;
     sim_thread *first_exited_ = nullptr;
@@ -266,12 +279,17 @@ void block_runner::begin_launch(launch_state &ls) {
     blockDim = d.block;
     gridDim = d.grid;
     // Exactly the launch's size, from malloc: ASan's redzones then catch an access past its end.
+    // The sim-check build adds redzones of its own, which memcheck knows.
     std::free(smem_);
     smem_ = nullptr;
     smem_size_ = d.smem;
-    if (posix_memalign(&smem_, 128, smem_size_) != 0)
+    smem_redzone_ = access_stream_available() ? 256 : 0;
+    if (posix_memalign(&smem_, 128, smem_size_ + 2 * smem_redzone_) != 0)
         smem_ = nullptr;
-    dynamic_smem = smem_;
+    dynamic_smem = smem_ ? static_cast<char *>(smem_) + smem_redzone_ : nullptr;
+    tl_sim.smem_lo = reinterpret_cast<uintptr_t>(dynamic_smem);
+    tl_sim.smem_hi = tl_sim.smem_lo + (smem_ ? smem_size_ : 0);
+    tl_sim.nthreads = n_;
     for (unsigned i = 0; i < n_; ++i) {
         sim_thread &t = threads_[i];
         t.linear = i;
@@ -283,6 +301,8 @@ void block_runner::begin_launch(launch_state &ls) {
         }
     }
     warps_.assign((n_ + 31) / 32, warp_state{});
+    warp_gen_.resize(warps_.size());
+    tl_sim.warp_gen = warp_gen_.data();
     for (unsigned w = 0; w < warps_.size(); ++w) {
         unsigned lanes = std::min(32u, n_ - w * 32);
         warps_[w].present = lanes == 32 ? full_mask : (1u << lanes) - 1u;
@@ -316,7 +336,10 @@ void block_runner::run_block(uint64_t b) {
     // a thread that exits early does not order itself before threads of its own block.
     tsan_acquire(&block_end_sync_);
     if (smem_)
-        std::memset(smem_, 0xff, smem_size_); // NaN in fp32/fp16/bf16: uninitialised reads show
+        std::memset(dynamic_smem, 0xff, smem_size_); // NaN in fp32/fp16/bf16: uninitialised reads
+    tl_sim.block = b;
+    tl_sim.block_epoch = ++tl_sim.epoch;
+    cp_async_reset_block(n_);
     tsan_release(&block_start_sync_);
     fill_order(b);
     q_head_ = q_size_ = 0;
@@ -417,6 +440,7 @@ int block_runner::barrier(const char *file, int line, bar_reduce op, int predica
         bar_participants_[phase & 1] = live_;
         bar_arrived_ = 0;
         ++bar_phase_;
+        ++tl_sim.epoch; // what threads did before this barrier is ordered before what follows
         if (ls_->order == CUDASIM_ORDER_SHUFFLE)
             std::shuffle(order_.begin(), order_.end(), rng_);
         for (unsigned i : order_)
@@ -513,6 +537,7 @@ void block_runner::complete_collective(warp_state &w, unsigned mask) {
         }
     }
     unsigned phase = w.completions++;
+    ++warp_gen_[static_cast<size_t>(&w - warps_.data())]; // the lanes of the mask are synchronised
     tsan_release(&w.tsan_done[phase & 1]);
     for (unsigned m = mask; m; m &= m - 1) {
         unsigned l = static_cast<unsigned>(__builtin_ctz(m));
@@ -705,6 +730,12 @@ void run_blocks(launch_state &ls) {
 }
 
 bool in_kernel() { return tl_runner && tl_runner->running(); }
+
+std::string current_where() { return in_kernel() ? tl_runner->where_current() : "host"; }
+
+std::string thread_coords(uint32_t linear) {
+    return in_kernel() ? tl_runner->coords(linear) : format("%u", linear);
+}
 
 void fail_in_kernel(const std::string &what) {
     if (in_kernel())

@@ -1,0 +1,67 @@
+// check.h — what the runtime and the scheduler share with the instrumented access stream
+// (stream.cpp) and the checkers (checkers.cpp): the context of the simulated thread that runs on
+// this OS thread, device allocations with redzones, and the calls that mark memory written.
+#ifndef CUDASIM_CHECK_H
+#define CUDASIM_CHECK_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace cudasim {
+namespace detail {
+
+// The simulated thread running on this OS thread, kept by the scheduler at every switch. The
+// instrumentation hooks read it to classify an access and to name its block and thread.
+struct sim_context {
+    bool active = false;     // a simulated thread runs on this OS thread now
+    bool delivering = false; // an access is being delivered (observers' own accesses are not)
+    uint32_t thread = 0;     // its linear index in the block
+    uint64_t block = 0;      // the linear index of the block
+    uintptr_t stack_lo = 0, stack_hi = 0; // the fiber's stack
+    uintptr_t smem_lo = 0, smem_hi = 0;   // the launch's dynamic shared memory
+    // Synchronisation epochs: `epoch` grows at every block start and every completed
+    // __syncthreads of this OS thread's blocks; `block_epoch` is its value at this block's start;
+    // warp_gen[w] grows at every completed collective of warp w (__syncwarp, shuffles, ...).
+    uint32_t epoch = 0, block_epoch = 0;
+    const uint32_t *warp_gen = nullptr;
+    uint32_t nthreads = 0;
+};
+extern thread_local sim_context tl_sim;
+
+// "kernel 'k' block (x,y,z) thread (x,y,z)" of the running simulated thread; "(x,y,z)" of thread
+// `linear` of the running block (scheduler.cpp).
+std::string current_where();
+std::string thread_coords(uint32_t linear);
+
+// Classifies and delivers one access of the running simulated thread (no-op outside kernels or
+// without observers); the hooks, the PTX emulation and the atomics call it.
+enum class access_op : uint8_t;
+void deliver_explicit(const void *p, uint32_t size, access_op op, const void *pc);
+// initcheck's shadow of the device block starting at base: one byte per byte, 1 once written.
+uint8_t *written_shadow(uintptr_t base);
+
+// True in the sim-check build (kernels instrumented, checkers on unless CUDASIM_CHECK=0).
+bool checks_enabled();
+// Registers the checkers once (launch.cpp calls it before every launch).
+void install_checkers();
+
+// Device memory (cudaMalloc): in the sim-check build each block has a redzone on both sides and
+// the checkers know it; otherwise plain malloc/free of exactly the size asked (ASan's redzones).
+void *device_alloc(size_t bytes);
+void device_release(void *p);
+// cudaMemcpy/cudaMemset wrote [p, p + bytes) of device memory (initcheck).
+void note_device_written(const void *p, size_t bytes);
+
+// cp.async as the hardware does it (checkers.cpp): per simulated thread, pending copies by
+// commit group; the destination holds poison until the matching wait.
+void cp_async_issue(void *dst, const void *src, bool pred, const void *pc);
+void cp_async_commit_group();
+void cp_async_wait_group(int pending_allowed, const void *pc);
+// The block on this OS thread ended or was abandoned: forget its pending copies.
+void cp_async_reset_block(uint32_t nthreads);
+
+} // namespace detail
+} // namespace cudasim
+
+#endif // CUDASIM_CHECK_H

@@ -1,0 +1,326 @@
+// stream.cpp — the instrumented access stream: the hooks that clang's
+// -fsanitize-coverage=trace-loads,trace-stores inserts before every load and store of a kernel
+// source (sim-check build), the classification of each address (shared, global, local, ...), the
+// device allocations with redzones that make "outside every allocation" visible, and the
+// symbolisation of code addresses for reports.
+//
+// A hook returns at once unless the calling OS thread runs a simulated thread (host code of the
+// same source is instrumented too) and an observer listens.
+#include "access.h"
+#include "check.h"
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace cudasim {
+namespace detail {
+
+thread_local sim_context tl_sim;
+
+namespace {
+
+// Bytes of redzone on both sides of every device block in the sim-check build (a GPU allocates
+// in 256-byte granules; an off-by-one or off-by-a-row access lands here).
+constexpr size_t redzone = 256;
+
+struct device_block {
+    size_t size;
+    uint8_t *written; // initcheck: one byte per byte of the block, 1 once written
+};
+
+// Device blocks by address. Changed by cudaMalloc/cudaFree between launches, read by the hooks
+// during launches (launches are synchronous, so never both at once).
+std::map<uintptr_t, device_block> &blocks() {
+    static auto *m = new std::map<uintptr_t, device_block>();
+    return *m;
+}
+std::map<uintptr_t, size_t> &freed_blocks() {
+    static auto *m = new std::map<uintptr_t, size_t>();
+    return *m;
+}
+std::mutex blocks_mutex; // between host threads calling cudaMalloc/cudaFree
+
+struct range {
+    uintptr_t lo, hi;
+};
+std::vector<range> image_ranges; // PT_LOAD segments of every loaded module
+std::once_flag image_once;
+
+int collect_image(struct dl_phdr_info *info, size_t, void *) {
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr) &ph = info->dlpi_phdr[i];
+        if (ph.p_type == PT_LOAD)
+            image_ranges.push_back(
+                {info->dlpi_addr + ph.p_vaddr, info->dlpi_addr + ph.p_vaddr + ph.p_memsz});
+    }
+    return 0;
+}
+
+// This OS thread's static TLS of the main program: static __shared__ variables live there
+// (`static thread_local`), next to the built-in variables.
+struct tls_info {
+    bool known = false;
+    uintptr_t lo = 0, hi = 0;
+    uintptr_t builtin[5];
+};
+thread_local tls_info tl_tls;
+
+int find_tls(struct dl_phdr_info *info, size_t, void *data) {
+    auto *t = static_cast<tls_info *>(data);
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr) &ph = info->dlpi_phdr[i];
+        uintptr_t at = reinterpret_cast<uintptr_t>(info->dlpi_tls_data);
+        uintptr_t b = t->builtin[0];
+        if (ph.p_type == PT_TLS && at && b >= at && b < at + ph.p_memsz) {
+            t->lo = at;
+            t->hi = at + ph.p_memsz;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+const tls_info &tls() {
+    tls_info &t = tl_tls;
+    if (!t.known) {
+        t.builtin[0] = reinterpret_cast<uintptr_t>(&threadIdx);
+        t.builtin[1] = reinterpret_cast<uintptr_t>(&blockIdx);
+        t.builtin[2] = reinterpret_cast<uintptr_t>(&blockDim);
+        t.builtin[3] = reinterpret_cast<uintptr_t>(&gridDim);
+        t.builtin[4] = reinterpret_cast<uintptr_t>(&dynamic_smem);
+        dl_iterate_phdr(find_tls, &t);
+        t.known = true;
+    }
+    return t;
+}
+
+bool is_builtin(const tls_info &t, uintptr_t a) {
+    static const size_t sizes[5] = {sizeof(uint3), sizeof(uint3), sizeof(dim3), sizeof(dim3),
+                                    sizeof(void *)};
+    for (int i = 0; i < 5; ++i)
+        if (a >= t.builtin[i] && a < t.builtin[i] + sizes[i])
+            return true;
+    return false;
+}
+
+void set(access_event &e, mem_space s, mem_object o, uintptr_t base, size_t size) {
+    e.space = s;
+    e.object = o;
+    e.object_base = base;
+    e.object_size = size;
+}
+
+// Fills space and object of e from e.addr.
+void classify(access_event &e) {
+    const sim_context &c = tl_sim;
+    uintptr_t a = e.addr;
+    if (a >= c.stack_lo && a < c.stack_hi)
+        return set(e, mem_space::local, mem_object::stack, c.stack_lo, c.stack_hi - c.stack_lo);
+    size_t smem = c.smem_hi - c.smem_lo;
+    if (a >= c.smem_lo && a < c.smem_hi)
+        return set(e, mem_space::shared, mem_object::dynamic_shared, c.smem_lo, smem);
+    if (c.smem_lo && a + redzone >= c.smem_lo && a < c.smem_hi + redzone)
+        return set(e, mem_space::other, mem_object::shared_redzone, c.smem_lo, smem);
+    const tls_info &t = tls();
+    if (a >= t.lo && a < t.hi) {
+        if (is_builtin(t, a))
+            return set(e, mem_space::local, mem_object::builtin, 0, 0);
+        return set(e, mem_space::shared, mem_object::static_shared, t.lo, t.hi - t.lo);
+    }
+    auto &m = blocks();
+    auto it = m.upper_bound(a);
+    if (it != m.begin()) {
+        --it;
+        if (a < it->first + it->second.size)
+            return set(e, mem_space::global, mem_object::allocation, it->first, it->second.size);
+        if (a < it->first + it->second.size + redzone)
+            return set(e, mem_space::other, mem_object::redzone, it->first, it->second.size);
+        ++it;
+    }
+    if (it != m.end() && a + redzone >= it->first)
+        return set(e, mem_space::other, mem_object::redzone, it->first, it->second.size);
+    auto &f = freed_blocks();
+    auto fit = f.upper_bound(a);
+    if (fit != f.begin() && a < (--fit)->first + fit->second)
+        return set(e, mem_space::other, mem_object::freed, fit->first, fit->second);
+    std::call_once(image_once, [] { dl_iterate_phdr(collect_image, nullptr); });
+    for (const range &r : image_ranges)
+        if (a >= r.lo && a < r.hi)
+            return set(e, mem_space::global, mem_object::static_image, r.lo, r.hi - r.lo);
+    set(e, mem_space::other, mem_object::unknown, 0, 0);
+}
+
+inline void hook(const void *p, uint32_t size, access_op op, const void *pc) {
+    sim_context &c = tl_sim;
+    if (!c.active || c.delivering || !have_access_observers())
+        return;
+    // Observers may themselves be instrumented code (a test's): their accesses are not the
+    // kernel's.
+    c.delivering = true;
+    access_event e{};
+    e.addr = reinterpret_cast<uintptr_t>(p);
+    e.size = size;
+    e.op = op;
+    e.pc = pc;
+    e.block = c.block;
+    e.thread = c.thread;
+    classify(e);
+    deliver_access(e);
+    c.delivering = false;
+}
+
+} // namespace
+
+// Called by the PTX emulation (ldmatrix rows, cp.async) and the atomics, which the compiler's
+// instrumentation does not see as plain loads and stores.
+void deliver_explicit(const void *p, uint32_t size, access_op op, const void *pc) {
+    hook(p, size, op, pc);
+}
+
+bool access_stream_available() {
+#if CUDASIM_CHECK
+    return true;
+#else
+    return false;
+#endif
+}
+
+bool checks_enabled() {
+#if CUDASIM_CHECK
+    static const bool on = [] {
+        const char *v = std::getenv("CUDASIM_CHECK");
+        return !(v && !std::strcmp(v, "0"));
+    }();
+    return on;
+#else
+    return false;
+#endif
+}
+
+std::string symbolize_pc(const void *pc) {
+    static std::mutex m;
+    static auto *cache = new std::unordered_map<const void *, std::string>();
+    std::lock_guard<std::mutex> lock(m);
+    auto it = cache->find(pc);
+    if (it != cache->end())
+        return it->second;
+    std::string where = "?";
+    Dl_info info;
+    if (pc && dladdr(pc, &info) && info.dli_fname) {
+        // pc is a return address: the call is the instruction before it.
+        uintptr_t off =
+            reinterpret_cast<uintptr_t>(pc) - 1 - reinterpret_cast<uintptr_t>(info.dli_fbase);
+        std::string path = info.dli_fname;
+        if (path.empty() || path.find('\'') != std::string::npos) {
+            char exe[4096];
+            ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+            path = n > 0 ? std::string(exe, static_cast<size_t>(n)) : "";
+        }
+        std::string cmd = format("addr2line -e '%s' 0x%llx 2>/dev/null", path.c_str(),
+                                 static_cast<unsigned long long>(off));
+        if (FILE *f = popen(cmd.c_str(), "r")) {
+            char line[4096];
+            if (std::fgets(line, sizeof line, f)) {
+                std::string s = line;
+                size_t cut = s.find_first_of(" \n");
+                s = s.substr(0, cut);
+                if (!s.empty() && s[0] != '?')
+                    where = s;
+            }
+            pclose(f);
+        }
+    }
+    (*cache)[pc] = where;
+    return where;
+}
+
+// ---- device memory ------------------------------------------------------------------------------
+
+void *device_alloc(size_t bytes) {
+    if (!access_stream_available())
+        return std::malloc(bytes);
+    size_t rounded = (bytes + 255) / 256 * 256;
+    char *base = static_cast<char *>(std::aligned_alloc(256, redzone + rounded + redzone));
+    if (!base)
+        return nullptr;
+    uintptr_t p = reinterpret_cast<uintptr_t>(base + redzone);
+    std::lock_guard<std::mutex> lock(blocks_mutex);
+    auto &f = freed_blocks();
+    // The new block (and its redzones) may reuse freed memory: forget what it overlaps.
+    for (auto it = f.lower_bound(p - redzone); it != f.end();) {
+        if (it->first >= p + rounded + redzone)
+            break;
+        it = f.erase(it);
+    }
+    auto it = f.upper_bound(p);
+    if (it != f.begin() && (--it)->first + it->second > p - redzone)
+        f.erase(it);
+    blocks()[p] = device_block{bytes, static_cast<uint8_t *>(std::calloc(bytes, 1))};
+    return base + redzone;
+}
+
+void device_release(void *ptr) {
+    if (!access_stream_available())
+        return std::free(ptr);
+    uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+    std::lock_guard<std::mutex> lock(blocks_mutex);
+    auto it = blocks().find(p);
+    if (it == blocks().end())
+        return;
+    std::free(it->second.written);
+    freed_blocks()[p] = it->second.size;
+    blocks().erase(it);
+    std::free(static_cast<char *>(ptr) - redzone);
+}
+
+uint8_t *written_shadow(uintptr_t base) {
+    auto it = blocks().find(base);
+    return it == blocks().end() ? nullptr : it->second.written;
+}
+
+void note_device_written(const void *p, size_t bytes) {
+    if (!access_stream_available())
+        return;
+    uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    std::lock_guard<std::mutex> lock(blocks_mutex);
+    auto &m = blocks();
+    auto it = m.upper_bound(a);
+    if (it == m.begin())
+        return;
+    --it;
+    if (a + bytes > it->first + it->second.size)
+        return;
+    std::memset(it->second.written + (a - it->first), 1, bytes);
+}
+
+} // namespace detail
+} // namespace cudasim
+
+// ---- the hooks
+// ------------------------------------------------------------------------------------ Called by
+// code compiled with -fsanitize-coverage=func,trace-loads,trace-stores before each load and store
+// (the sim-check build compiles only the rewritten kernel sources so).
+#define CUDASIM_HOOKS(n, T)                                                                        \
+    extern "C" void __sanitizer_cov_load##n(T *p) {                                                \
+        cudasim::detail::deliver_explicit(p, n, cudasim::detail::access_op::load,                  \
+                                          __builtin_return_address(0));                            \
+    }                                                                                              \
+    extern "C" void __sanitizer_cov_store##n(T *p) {                                               \
+        cudasim::detail::deliver_explicit(p, n, cudasim::detail::access_op::store,                 \
+                                          __builtin_return_address(0));                            \
+    }
+CUDASIM_HOOKS(1, uint8_t)
+CUDASIM_HOOKS(2, uint16_t)
+CUDASIM_HOOKS(4, uint32_t)
+CUDASIM_HOOKS(8, uint64_t)
+CUDASIM_HOOKS(16, __int128)
