@@ -367,11 +367,6 @@ void print_profile(FILE *f, const launch_profile &p) {
     }
 }
 
-// ---- fallbacks before the instrumented build delivers the stream -------------------------------
-
-__attribute__((weak)) bool access_stream_available() { return false; }
-__attribute__((weak)) std::string symbolize_pc(const void *) { return "?"; }
-
 } // namespace detail
 } // namespace cudasim
 
