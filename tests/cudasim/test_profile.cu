@@ -56,8 +56,8 @@ void coalesced_copy() {
     launch_profile p = run(128, [](profile_observer &o) {
         for (uint32_t t = 0; t < 128; ++t) {
             o.access(ev(gbase + 4 * t, 4, access_op::load, mem_space::global, &line_a, t));
-            o.access(ev(gbase + 0x100000 + 4 * t, 4, access_op::store, mem_space::global, &line_b,
-                        t));
+            o.access(
+                ev(gbase + 0x100000 + 4 * t, 4, access_op::store, mem_space::global, &line_b, t));
         }
     });
     CHECK(p.total[global_load].requests == 4);
@@ -76,6 +76,11 @@ void strided() {
     CHECK(p.total[global_load].requests == 1);
     CHECK(p.total[global_load].units == 32);
     CHECK(p.total[global_load].bytes == 128);
+    p = run(32, [](profile_observer &o) { // every lane reads the same float: one sector, 4 bytes
+        for (uint32_t t = 0; t < 32; ++t)
+            o.access(ev(gbase + 8, 4, access_op::load, mem_space::global, &line_a, t));
+    });
+    CHECK(p.total[global_load].units == 1 && p.total[global_load].bytes == 4);
 }
 
 void bank_conflict_and_broadcast() {
@@ -100,12 +105,12 @@ launch_profile transpose(unsigned row_words) {
     return run(32, [row_words](profile_observer &o) {
         for (uint32_t c = 0; c < 32; ++c)
             for (uint32_t t = 0; t < 32; ++t)
-                o.access(ev(sbase + 4 * (c * row_words + t), 4, access_op::store,
-                            mem_space::shared, &line_a, t));
+                o.access(ev(sbase + 4 * (c * row_words + t), 4, access_op::store, mem_space::shared,
+                            &line_a, t));
         for (uint32_t c = 0; c < 32; ++c)
             for (uint32_t t = 0; t < 32; ++t)
-                o.access(ev(sbase + 4 * (t * row_words + c), 4, access_op::load,
-                            mem_space::shared, &line_b, t));
+                o.access(ev(sbase + 4 * (t * row_words + c), 4, access_op::load, mem_space::shared,
+                            &line_b, t));
     });
 }
 

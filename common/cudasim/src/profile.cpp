@@ -195,6 +195,23 @@ static uint64_t shared_wavefronts(const profile_observer::warp_accesses &w, uint
     return waves;
 }
 
+// Bytes the lanes of a request ask for, counting a byte that several lanes read once.
+static uint64_t distinct_bytes(const profile_observer::warp_accesses &w) {
+    std::pair<uintptr_t, uintptr_t> span[32]; // [begin, end) of each lane
+    for (uint32_t i = 0; i < w.n; ++i)
+        span[i] = {w.lane[i].addr, w.lane[i].addr + w.lane[i].size};
+    std::sort(span, span + w.n);
+    uint64_t bytes = 0;
+    uintptr_t covered = 0; // end of the union so far
+    for (uint32_t i = 0; i < w.n; ++i) {
+        uintptr_t from = std::max(span[i].first, covered);
+        if (span[i].second > from)
+            bytes += span[i].second - from;
+        covered = std::max(covered, span[i].second);
+    }
+    return bytes;
+}
+
 void profile_observer::close_instance(const instance_key &k, const warp_accesses &w) {
     if (w.n == 0)
         return;
@@ -204,8 +221,7 @@ void profile_observer::close_instance(const instance_key &k, const warp_accesses
     profile_kind kind = kind_of(e);
     profile_counts c;
     c.requests = 1;
-    for (uint32_t i = 0; i < w.n; ++i)
-        c.bytes += w.lane[i].size;
+    c.bytes = distinct_bytes(w);
     uint64_t sectors[32 * 4];
     unsigned ns = 0;
     if (k.space == mem_space::shared) {
