@@ -48,7 +48,7 @@ IO_KERNELS = [
     ("03_flash_attention_v2", "flash2_fwd", 2, "f16", "flash"),
     ("03_flash_attention_v2", "flash2_fwd", 3, "f16", "flash"),
 ]
-LENGTHS = [256, 512, 1024, 2048]
+LENGTHS = [128, 256, 512]
 DIMS = [64, 128]
 # The other claims, one problem each: (example, program, extra arguments).
 MEMORY_RUNS = [
@@ -86,20 +86,32 @@ def slim(r):
     return {k: r.get(k) for k in keys}
 
 
-def run_all(build, lengths, dims):
+def record_key(r):
+    return (r["example"], r["kernel"], r["dtype"], r["Lq"], r["D"])
+
+
+def merge_into(path, new):
+    """Replaces the records of path that new measures again (same kernel and problem)."""
+    keys = {record_key(r) for r in new}
+    old = [r for r in read_jsonl(path) if record_key(r) not in keys]
+    write_jsonl(path, sorted(old + new, key=record_key))
+
+
+def run_all(build, lengths, dims, only):
+    """Profiles the IO-complexity grid (kernels named by only, "01:2,03:1"; None: all) and the
+    one-problem runs of MEMORY_RUNS (when only is None or names "memory"), record by record."""
     os.makedirs(RESULTS, exist_ok=True)
-    records = []
     for example, program, kid, dtype, _ in IO_KERNELS:
+        if only is not None and f"{example[:2]}:{kid}" not in only:
+            continue
         for d in dims:
             for n in lengths:
                 args = ["--kernel", str(kid), "--dtype", dtype, "-B", "1", "-H", "1", "-L", str(n),
                         "-D", str(d)]
-                records += [slim(r) for r in run_program(build, example, program, args)]
-    write_jsonl(IO_FILE, records)
-    records = []
-    for example, program, args in MEMORY_RUNS:
-        records += [slim(r) for r in run_program(build, example, program, args)]
-    write_jsonl(MEMORY_FILE, records)
+                merge_into(IO_FILE, [slim(r) for r in run_program(build, example, program, args)])
+    if only is None or "memory" in only:
+        for example, program, args in MEMORY_RUNS:
+            merge_into(MEMORY_FILE, [slim(r) for r in run_program(build, example, program, args)])
 
 
 def write_jsonl(path, records):
@@ -275,11 +287,13 @@ def main():
     ap.add_argument("--run", metavar="BUILD", help="profile the programs of this build tree")
     ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)))
     ap.add_argument("--dims", default=",".join(map(str, DIMS)))
+    ap.add_argument("--only", help="with --run: these kernels (e.g. 01:1,03:2) and/or 'memory'")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--plot", action="store_true")
     a = ap.parse_args()
     if a.run:
-        run_all(a.run, [int(x) for x in a.lengths.split(",")], [int(x) for x in a.dims.split(",")])
+        run_all(a.run, [int(x) for x in a.lengths.split(",")], [int(x) for x in a.dims.split(",")],
+                a.only.split(",") if a.only else None)
     if a.plot:
         plot()
     return update(a.check)
