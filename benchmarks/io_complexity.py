@@ -52,6 +52,8 @@ LENGTHS = [128, 256, 512]
 DIMS = [64, 128]
 # The other claims, one problem each: (example, program, extra arguments).
 MEMORY_RUNS = [
+    ("01_attention_basics", "naive_attention", ["-L", "256", "-D", "64"]),
+    ("02_flash_attention_minimal", "flash_fwd", ["-L", "256", "-D", "64"]),
     ("03_flash_attention_v2", "flash2_fwd", ["--kernel", "2", "--dtype", "f16", "-L", "512",
                                              "-D", "64"]),
     ("03_flash_attention_v2", "flash2_fwd", ["--kernel", "3", "--dtype", "f16", "-L", "512",
