@@ -86,8 +86,8 @@
 // cp_async_16 copies 16 bytes (both addresses 16-byte aligned) from global to shared memory, or
 // writes 16 zero bytes when !pred (the source is then not read). On a GPU the copy completes
 // asynchronously: wait for its group, then __syncthreads() before other threads read it. The
-// simulator copies at once and its waits do nothing; the barrier is still needed (TSan reports
-// its absence).
+// simulator does the same: the destination holds poison (NaN) until the issuing thread's wait
+// for its group, and the barrier is still needed (TSan and the sim-check build report it).
 #ifndef ATTN_MMA_CUH
 #define ATTN_MMA_CUH
 
@@ -199,7 +199,9 @@ __device__ __forceinline__ void cp_async_16(void *smem_dst, const void *gmem_src
 
 // Closes the group of this thread's cp.async copies issued since the last commit.
 __device__ __forceinline__ void cp_async_commit() {
-#ifndef CUDASIM
+#ifdef CUDASIM
+    cudasim::ptx::cp_async_commit();
+#else
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 #endif
 }
@@ -207,14 +209,18 @@ __device__ __forceinline__ void cp_async_commit() {
 // Waits until at most N of this thread's committed groups are still in flight.
 template <int N> __device__ __forceinline__ void cp_async_wait() {
     static_assert(N >= 0, "cp_async_wait<N>: N counts pending groups");
-#ifndef CUDASIM
+#ifdef CUDASIM
+    cudasim::ptx::cp_async_wait(N);
+#else
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 #endif
 }
 
 // Waits for all of this thread's cp.async copies, committed or not.
 __device__ __forceinline__ void cp_async_wait_all() {
-#ifndef CUDASIM
+#ifdef CUDASIM
+    cudasim::ptx::cp_async_wait_all();
+#else
     asm volatile("cp.async.wait_all;\n" ::: "memory");
 #endif
 }

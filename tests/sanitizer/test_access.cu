@@ -40,17 +40,17 @@ __global__ void copy_through_shared(const float *in, double *out) {
     extern __shared__ float dyn[];
     unsigned t = threadIdx.x, g = blockIdx.x * n + t;
     float v = in[g];
-    line_global_load = __LINE__;
+    line_global_load = __LINE__ - 1; // the line above
     tile[t] = v;
-    line_shared_store = __LINE__;
+    line_shared_store = __LINE__ - 1; // the line above
     __syncthreads();
     dyn[t] = tile[n - 1 - t];
-    line_dyn_store = __LINE__;
+    line_dyn_store = __LINE__ - 1; // the line above
     __syncthreads();
     double r = dyn[n - 1 - t];
-    line_dyn_load = __LINE__;
+    line_dyn_load = __LINE__ - 1; // the line above
     out[g] = r;
-    line_global_store = __LINE__;
+    line_global_store = __LINE__ - 1; // the line above
 }
 
 // The one event of thread `thread` of block `block` with this operation and space at this line

@@ -31,13 +31,16 @@ extern thread_local sim_context tl_sim;
 
 // "kernel 'k' block (x,y,z) thread (x,y,z)" of the running simulated thread; "(x,y,z)" of thread
 // `linear` of the running block (scheduler.cpp).
-std::string current_where();
+std::string current_where(bool with_thread = true);
 std::string thread_coords(uint32_t linear);
 
 // Classifies and delivers one access of the running simulated thread (no-op outside kernels or
 // without observers); the hooks, the PTX emulation and the atomics call it.
 enum class access_op : uint8_t;
+struct access_event;
 void deliver_explicit(const void *p, uint32_t size, access_op op, const void *pc);
+// Fills space, object, object_base and object_size of e from e.addr (the running thread's view).
+void classify_address(access_event &e);
 // initcheck's shadow of the device block starting at base: one byte per byte, 1 once written.
 uint8_t *written_shadow(uintptr_t base);
 
@@ -55,9 +58,10 @@ void note_device_written(const void *p, size_t bytes);
 
 // cp.async as the hardware does it (checkers.cpp): per simulated thread, pending copies by
 // commit group; the destination holds poison until the matching wait.
-void cp_async_issue(void *dst, const void *src, bool pred, const void *pc);
+// The declarations the kernels' side uses are in cudasim/ptx.h.
+void cp_async_issue(void *dst, const void *src, bool pred);
 void cp_async_commit_group();
-void cp_async_wait_group(int pending_allowed, const void *pc);
+void cp_async_wait_group(int pending_allowed);
 // The block on this OS thread ended or was abandoned: forget its pending copies.
 void cp_async_reset_block(uint32_t nthreads);
 

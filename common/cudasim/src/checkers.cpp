@@ -1,25 +1,397 @@
-// checkers.cpp — the sim-check build's checkers (memcheck, racecheck, initcheck), observers of
-// the access stream, and cp.async as the hardware does it.
+// checkers.cpp — the sim-check build's checkers, observers of the access stream (stream.cpp),
+// and cp.async as the hardware does it.
+//
+//   memcheck   an access outside every live allocation (in a redzone, a freed block, host
+//              memory), outside the launch's dynamic shared memory, misaligned for its size; an
+//              ldmatrix row or cp.async address that is not 16-byte aligned or not where the
+//              instruction needs it (shared; global for a cp.async source).
+//   initcheck  a read of cudaMalloc'd memory that no cudaMemcpy, cudaMemset or kernel store
+//              wrote since cudaMalloc; a read of shared memory that no thread of this block
+//              wrote (or whose cp.async has not been waited for).
+//   racecheck  two accesses to the same shared byte by different threads, at least one a
+//              write, with no __syncthreads() between them (or, within a warp, no __syncwarp()
+//              or other warp collective).
+//
+// Shared-memory shadow, one cell per byte and per OS thread (a block runs on one OS thread):
+// the last write and up to two reads since, each with its thread, code address and the sync
+// epochs at the time (tl_sim.epoch: block barriers; tl_sim.warp_gen[w]: warp collectives). Two
+// accesses are ordered when their epochs differ, or when they are in one warp and its collective
+// count differs; otherwise they race, whichever ran first. So a report does not depend on the
+// order in which the simulator ran the threads, and names both accesses the same way in every
+// order: the write first (for two writes, the lower thread first).
 #include "access.h"
 #include "check.h"
 #include "internal.h"
 
 #include <cstring>
+#include <vector>
 
 namespace cudasim {
 namespace detail {
 
-void install_checkers() {}
+namespace {
 
-void cp_async_issue(void *dst, const void *src, bool pred, const void *) {
-    if (pred)
-        std::memcpy(dst, src, 16);
-    else
-        std::memset(dst, 0, 16);
+bool reads(access_op op) {
+    return op == access_op::load || op == access_op::atomic || op == access_op::ldmatrix_row ||
+           op == access_op::cp_async_src;
 }
-void cp_async_commit_group() {}
-void cp_async_wait_group(int, const void *) {}
-void cp_async_reset_block(uint32_t) {}
+bool writes(access_op op) {
+    return op == access_op::store || op == access_op::atomic || op == access_op::cp_async_dst;
+}
+
+const char *op_name(access_op op) {
+    switch (op) {
+    case access_op::load:
+        return "read";
+    case access_op::store:
+        return "write";
+    case access_op::atomic:
+        return "atomic";
+    case access_op::ldmatrix_row:
+        return "ldmatrix row read";
+    case access_op::cp_async_src:
+        return "cp.async source read";
+    case access_op::cp_async_dst:
+        return "cp.async destination write";
+    }
+    return "access";
+}
+
+[[noreturn]] void report(const access_event &e, const std::string &what) {
+    fail_in_kernel(current_where() + " at " + symbolize_pc(e.pc) + ": " + what);
+}
+
+std::string access_text(const access_event &e) {
+    return format("%s of %u byte%s at %p", op_name(e.op), e.size, e.size == 1 ? "" : "s",
+                  reinterpret_cast<void *>(e.addr));
+}
+
+// ---- memcheck ---------------------------------------------------------------------------------
+
+void memcheck(const access_event &e) {
+    uintptr_t a = e.addr, base = e.object_base;
+    size_t size = e.object_size;
+    switch (e.object) {
+    case mem_object::stack:
+    case mem_object::builtin:
+    case mem_object::static_image:
+    case mem_object::static_shared:
+        break;
+    case mem_object::allocation:
+        if (a + e.size > base + size)
+            report(e, "memcheck: " + access_text(e) +
+                          format(" runs %zu bytes past the end of a %zu-byte cudaMalloc block "
+                                 "(offset %zu)",
+                                 static_cast<size_t>(a + e.size - base - size), size,
+                                 static_cast<size_t>(a - base)));
+        break;
+    case mem_object::dynamic_shared:
+        if (a + e.size > base + size)
+            report(e, "memcheck: " + access_text(e) +
+                          format(" runs past the end of the launch's %zu bytes of dynamic shared "
+                                 "memory (offset %zu)",
+                                 size, static_cast<size_t>(a - base)));
+        break;
+    case mem_object::redzone:
+        if (a < base)
+            report(e, "memcheck: " + access_text(e) +
+                          format(" is %zu bytes before a %zu-byte cudaMalloc block, outside "
+                                 "every live allocation",
+                                 static_cast<size_t>(base - a), size));
+        report(e, "memcheck: " + access_text(e) +
+                      format(" is outside every live allocation: offset %zu of a %zu-byte "
+                             "cudaMalloc block (%zu bytes past its end)",
+                             static_cast<size_t>(a - base), size,
+                             static_cast<size_t>(a - base - size)));
+    case mem_object::shared_redzone:
+        report(e, "memcheck: " + access_text(e) +
+                      format(" is outside the launch's %zu bytes of dynamic shared memory "
+                             "(offset %lld)",
+                             size, static_cast<long long>(a) - static_cast<long long>(base)));
+    case mem_object::freed:
+        report(e, "memcheck: " + access_text(e) +
+                      format(" is in a freed block: offset %zu of a %zu-byte block given to "
+                             "cudaFree",
+                             static_cast<size_t>(a - base), size));
+    case mem_object::unknown:
+        report(e, "memcheck: " + access_text(e) +
+                      " is outside every live allocation, shared memory and the thread's stack");
+    }
+    bool ptx = e.op == access_op::ldmatrix_row || e.op == access_op::cp_async_src ||
+               e.op == access_op::cp_async_dst;
+    if (ptx) {
+        const char *inst = e.op == access_op::ldmatrix_row ? "ldmatrix" : "cp.async";
+        bool want_shared = e.op != access_op::cp_async_src;
+        if (a % 16)
+            report(e, format("memcheck: %s address %p is not 16-byte aligned", inst,
+                             reinterpret_cast<void *>(a)));
+        if ((e.space == mem_space::shared) != want_shared)
+            report(e, format("memcheck: %s %s address %p is not in %s memory", inst,
+                             want_shared ? "shared" : "global", reinterpret_cast<void *>(a),
+                             want_shared ? "shared" : "global"));
+    } else if (e.space != mem_space::local && (e.size & (e.size - 1)) == 0 && a % e.size) {
+        report(e, "memcheck: misaligned " + access_text(e) +
+                      format(": an access of %u bytes needs a %u-byte aligned address", e.size,
+                             e.size));
+    }
+}
+
+// ---- initcheck (global) ---------------------------------------------------------------------
+
+void initcheck_global(const access_event &e) {
+    if (e.object != mem_object::allocation)
+        return;
+    uint8_t *w = written_shadow(e.object_base);
+    if (!w)
+        return;
+    size_t off = e.addr - e.object_base;
+    size_t n = std::min<size_t>(e.size, e.object_size - off);
+    if (writes(e.op)) {
+        for (size_t i = 0; i < n; ++i)
+            __atomic_store_n(&w[off + i], uint8_t(1), __ATOMIC_RELAXED);
+        return;
+    }
+    for (size_t i = 0; i < n; ++i)
+        if (!__atomic_load_n(&w[off + i], __ATOMIC_RELAXED))
+            report(e, "initcheck: " + access_text(e) +
+                          format(" reads byte %zu of a %zu-byte cudaMalloc block that nothing "
+                                 "wrote since cudaMalloc (no cudaMemcpy, cudaMemset or kernel "
+                                 "store)",
+                                 off + i, e.object_size));
+}
+
+// ---- shared memory: initcheck and racecheck --------------------------------------------------
+
+struct access_rec {
+    const void *pc = nullptr;
+    uint32_t epoch = 0, wgen = 0;
+    uint16_t thread = 0;
+    bool valid = false;
+};
+
+struct cell {
+    access_rec w, r1, r2;
+    const void *pending_pc = nullptr; // a cp.async to this byte not yet waited for
+    uint16_t pending_thread = 0;
+};
+
+struct shared_shadow {
+    std::vector<cell> dyn, stat;
+    uintptr_t stat_base = 0;
+};
+thread_local shared_shadow tl_shadow;
+
+cell *shadow_cell(uintptr_t a, mem_object obj, uintptr_t base, size_t size) {
+    shared_shadow &s = tl_shadow;
+    std::vector<cell> &v = obj == mem_object::dynamic_shared ? s.dyn : s.stat;
+    if (v.size() < size)
+        v.resize(size);
+    size_t off = a - base;
+    return off < size ? &v[off] : nullptr;
+}
+
+// Whether the earlier access p and an access by thread t now are ordered by a synchronisation.
+bool ordered(const access_rec &p, uint32_t t) {
+    const sim_context &c = tl_sim;
+    if (!p.valid || p.epoch != c.epoch || p.thread == t)
+        return true;
+    return p.thread / 32 == t / 32 && p.wgen != c.warp_gen[t / 32];
+}
+
+std::string shared_name(const access_event &e) {
+    return e.object == mem_object::dynamic_shared
+               ? format("dynamic shared memory offset %zu", e.addr - e.object_base)
+               : format("a __shared__ variable (byte %zu of the static shared memory)",
+                        e.addr - e.object_base);
+}
+
+[[noreturn]] void race(const access_event &e, const access_rec &p, bool p_writes) {
+    const sim_context &c = tl_sim;
+    bool e_writes = writes(e.op);
+    // Canonical order: the write first; two writes: the lower thread first.
+    struct side {
+        const char *what;
+        uint32_t thread;
+        const void *pc;
+    } x{e_writes ? "write" : "read", c.thread, e.pc},
+        y{p_writes ? "write" : "read", p.thread, p.pc};
+    if ((!e_writes && p_writes) || (e_writes == p_writes && p.thread < c.thread))
+        std::swap(x, y);
+    bool same_warp = p.thread / 32 == c.thread / 32;
+    std::string msg = format("racecheck: %s-%s hazard on %s: %s by thread %s at %s and %s by "
+                             "thread %s at %s with no %s between them",
+                             x.what, y.what, shared_name(e).c_str(), x.what,
+                             thread_coords(x.thread).c_str(), symbolize_pc(x.pc).c_str(), y.what,
+                             thread_coords(y.thread).c_str(), symbolize_pc(y.pc).c_str(),
+                             same_warp ? "__syncwarp() (they are in one warp)" : "__syncthreads()");
+    fail_in_kernel(current_where(false) + ": " + msg);
+}
+
+void check_shared(const access_event &e) {
+    if (e.space != mem_space::shared)
+        return;
+    const sim_context &c = tl_sim;
+    uint32_t t = c.thread;
+    access_rec now;
+    now.pc = e.pc;
+    now.epoch = c.epoch;
+    now.wgen = c.warp_gen[t / 32];
+    now.thread = static_cast<uint16_t>(t);
+    now.valid = true;
+    for (uint32_t i = 0; i < e.size; ++i) {
+        cell *k = shadow_cell(e.addr + i, e.object, e.object_base, e.object_size);
+        if (!k)
+            break;
+        if (reads(e.op)) {
+            if (k->pending_pc)
+                report(e, format("initcheck: %s reads %s, which the cp.async issued by thread %s "
+                                 "at %s has not finished writing: wait for its group "
+                                 "(cp_async_wait) and __syncthreads() before reading it",
+                                 access_text(e).c_str(), shared_name(e).c_str(),
+                                 thread_coords(k->pending_thread).c_str(),
+                                 symbolize_pc(k->pending_pc).c_str()));
+            if (!k->w.valid || k->w.epoch < c.block_epoch)
+                report(e, "initcheck: " + access_text(e) + " reads " + shared_name(e) +
+                              ", which no thread of this block has written");
+            if (!ordered(k->w, t))
+                race(e, k->w, true);
+            if (!k->r1.valid || k->r1.epoch != c.epoch || k->r1.thread == t)
+                k->r1 = now;
+            else if (!k->r2.valid || k->r2.epoch != c.epoch || k->r2.thread == t ||
+                     k->r2.thread == k->r1.thread)
+                k->r2 = now;
+        }
+        if (writes(e.op)) {
+            if (!ordered(k->w, t))
+                race(e, k->w, true);
+            if (!ordered(k->r1, t))
+                race(e, k->r1, false);
+            if (!ordered(k->r2, t))
+                race(e, k->r2, false);
+            k->w = now;
+            k->r1.valid = k->r2.valid = false;
+            if (e.op == access_op::cp_async_dst) {
+                k->pending_pc = e.pc;
+                k->pending_thread = now.thread;
+            }
+        }
+    }
+}
+
+class checker : public access_observer {
+  public:
+    void access(const access_event &e) override {
+        memcheck(e);
+        if (e.space == mem_space::global)
+            initcheck_global(e);
+        else
+            check_shared(e);
+    }
+};
+
+// ---- cp.async ---------------------------------------------------------------------------------
+
+struct pending_copy {
+    char *dst;
+    unsigned char data[16];
+    uint64_t group;
+};
+struct thread_copies {
+    std::vector<pending_copy> pending;
+    uint64_t open_group = 0; // the group that cp_async_commit will close
+};
+thread_local std::vector<thread_copies> tl_copies;
+
+// The copy has landed: its bytes replace the poison, and the shadow forgets it is pending.
+void complete(const pending_copy &p) {
+    std::memcpy(p.dst, p.data, 16);
+    if (!checks_enabled())
+        return;
+    access_event e{};
+    e.addr = reinterpret_cast<uintptr_t>(p.dst);
+    classify_address(e);
+    if (e.space != mem_space::shared)
+        return;
+    for (uint32_t i = 0; i < 16; ++i)
+        if (cell *k = shadow_cell(e.addr + i, e.object, e.object_base, e.object_size))
+            k->pending_pc = nullptr;
+}
+
+} // namespace
+
+void ptx_row_read(void *dst, const void *row) {
+    deliver_explicit(row, 16, access_op::ldmatrix_row, __builtin_return_address(0));
+    std::memcpy(dst, row, 16);
+}
+
+void install_checkers() {
+    static bool done = false;
+    if (done || !checks_enabled())
+        return;
+    done = true;
+    static checker c;
+    add_access_observer(&c);
+}
+
+void cp_async_issue(void *dst, const void *src, bool pred) {
+    const void *pc = __builtin_return_address(0);
+    if (pred)
+        deliver_explicit(src, 16, access_op::cp_async_src, pc);
+    deliver_explicit(dst, 16, access_op::cp_async_dst, pc);
+    std::vector<thread_copies> &all = tl_copies;
+    if (!in_kernel() || tl_sim.thread >= all.size()) { // not in a kernel: at once
+        if (pred)
+            std::memcpy(dst, src, 16);
+        else
+            std::memset(dst, 0, 16);
+        return;
+    }
+    thread_copies &mine = all[tl_sim.thread];
+    pending_copy p;
+    p.dst = static_cast<char *>(dst);
+    p.group = mine.open_group;
+    if (pred)
+        std::memcpy(p.data, src, 16);
+    else
+        std::memset(p.data, 0, 16);
+    // Until its wait the destination holds poison: NaN in fp32/fp16/bf16, -1 in integers.
+    std::memset(dst, 0xff, 16);
+    mine.pending.push_back(p);
+}
+
+void cp_async_commit_group() {
+    std::vector<thread_copies> &all = tl_copies;
+    if (in_kernel() && tl_sim.thread < all.size())
+        ++all[tl_sim.thread].open_group;
+}
+
+void cp_async_wait_group(int pending_allowed) {
+    std::vector<thread_copies> &all = tl_copies;
+    if (!in_kernel() || tl_sim.thread >= all.size())
+        return;
+    thread_copies &mine = all[tl_sim.thread];
+    // wait_group N: every committed group but the newest N has landed; wait_all (N < 0): all.
+    std::vector<pending_copy> keep;
+    for (const pending_copy &p : mine.pending) {
+        bool done = pending_allowed < 0 ||
+                    p.group + static_cast<uint64_t>(pending_allowed) < mine.open_group;
+        if (done)
+            complete(p);
+        else
+            keep.push_back(p);
+    }
+    mine.pending.swap(keep);
+}
+
+void cp_async_reset_block(uint32_t nthreads) {
+    std::vector<thread_copies> &all = tl_copies;
+    if (all.size() < nthreads)
+        all.resize(nthreads);
+    for (thread_copies &t : all) {
+        t.pending.clear();
+        t.open_group = 0;
+    }
+}
 
 } // namespace detail
 } // namespace cudasim

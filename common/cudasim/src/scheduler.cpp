@@ -183,6 +183,10 @@ class block_runner {
     [[noreturn]] void fail(const std::string &what);
     bool running() const { return cur_ != nullptr; }
     std::string where_current() const { return where(*cur_); }
+    std::string where_block() const {
+        return format("kernel %s block %s", kernel_label(*ls_->desc).c_str(),
+                      fmt3(blockIdx).c_str());
+    }
     std::string coords(uint32_t linear) const { return fmt3(threads_[linear].tid); }
     bool fault_report(const void *addr, char *buf, size_t len) const;
 
@@ -731,7 +735,11 @@ void run_blocks(launch_state &ls) {
 
 bool in_kernel() { return tl_runner && tl_runner->running(); }
 
-std::string current_where() { return in_kernel() ? tl_runner->where_current() : "host"; }
+std::string current_where(bool with_thread) {
+    if (!in_kernel())
+        return "host";
+    return with_thread ? tl_runner->where_current() : tl_runner->where_block();
+}
 
 std::string thread_coords(uint32_t linear) {
     return in_kernel() ? tl_runner->coords(linear) : format("%u", linear);

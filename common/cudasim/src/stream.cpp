@@ -120,8 +120,9 @@ void set(access_event &e, mem_space s, mem_object o, uintptr_t base, size_t size
     e.object_size = size;
 }
 
-// Fills space and object of e from e.addr.
-void classify(access_event &e) {
+} // namespace
+
+void classify_address(access_event &e) {
     const sim_context &c = tl_sim;
     uintptr_t a = e.addr;
     if (a >= c.stack_lo && a < c.stack_hi)
@@ -160,6 +161,8 @@ void classify(access_event &e) {
     set(e, mem_space::other, mem_object::unknown, 0, 0);
 }
 
+namespace {
+
 inline void hook(const void *p, uint32_t size, access_op op, const void *pc) {
     sim_context &c = tl_sim;
     if (!c.active || c.delivering || !have_access_observers())
@@ -174,7 +177,7 @@ inline void hook(const void *p, uint32_t size, access_op op, const void *pc) {
     e.pc = pc;
     e.block = c.block;
     e.thread = c.thread;
-    classify(e);
+    classify_address(e);
     deliver_access(e);
     c.delivering = false;
 }
@@ -226,16 +229,25 @@ std::string symbolize_pc(const void *pc) {
             ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
             path = n > 0 ? std::string(exe, static_cast<size_t>(n)) : "";
         }
-        std::string cmd = format("addr2line -e '%s' 0x%llx 2>/dev/null", path.c_str(),
+        // -i: the chain of inlined calls, innermost first. The first frame outside the
+        // simulator's headers and the PTX wrappers is the kernel's line.
+        std::string cmd = format("addr2line -i -e '%s' 0x%llx 2>/dev/null", path.c_str(),
                                  static_cast<unsigned long long>(off));
         if (FILE *f = popen(cmd.c_str(), "r")) {
             char line[4096];
-            if (std::fgets(line, sizeof line, f)) {
+            bool first = true;
+            while (std::fgets(line, sizeof line, f)) {
                 std::string s = line;
-                size_t cut = s.find_first_of(" \n");
-                s = s.substr(0, cut);
-                if (!s.empty() && s[0] != '?')
+                s = s.substr(0, s.find_first_of(" \n"));
+                if (s.empty() || s[0] == '?')
+                    continue;
+                bool wrapper = s.find("/cudasim/include/") != std::string::npos ||
+                               s.find("/device/mma.cuh:") != std::string::npos;
+                if (first || !wrapper)
                     where = s;
+                first = false;
+                if (!wrapper)
+                    break;
             }
             pclose(f);
         }

@@ -14,9 +14,11 @@
 //                        differ in the last bits.
 //   ldmatrix<num, trans> each lane reads its own row (so ASan and TSan see the access where the
 //                        GPU makes it), then the rows are exchanged with one warp collective.
-//   cp_async_16          copies at once; the waits (commit_group, wait_group) have nothing to
-//                        wait for. The kernel's barrier after them is still needed: TSan reports
-//                        its absence.
+//   cp_async_16          as the hardware: the destination holds poison (0xFF bytes: NaN) from
+//                        the issue until the issuing thread's cp_async_wait for its commit group
+//                        (or wait_all), so a missing wait or a wrong group count shows in the
+//                        results (and the sim-check build names the read). The kernel's barrier
+//                        after the wait is still needed: TSan and racecheck report its absence.
 #ifndef CUDASIM_PTX_H
 #define CUDASIM_PTX_H
 
@@ -31,9 +33,17 @@
 #define CUDASIM_PTX_CALL_SITE , const char *file = __builtin_FILE(), int line = __builtin_LINE()
 
 namespace cudasim {
-namespace detail { // src/access.h: hands one warp's tensor instruction to the profile
+namespace detail {
+// The runtime's side (common/cudasim/src/checkers.cpp): per simulated thread, pending copies by
+// commit group; and, in the sim-check build, the ldmatrix row read as an access the checkers see.
+void cp_async_issue(void *dst, const void *src, bool pred);
+void cp_async_commit_group();
+void cp_async_wait_group(int pending_allowed); // < 0: wait_all
+void ptx_row_read(void *dst, const void *row);
+// src/access.h: hands one warp's tensor instruction to the profile
 void deliver_mma(uint64_t block, uint32_t warp, uint64_t flops, const void *pc);
-}
+} // namespace detail
+
 namespace ptx {
 
 inline unsigned lane_id() {
@@ -50,8 +60,13 @@ template <int num, bool trans>
 inline void ldmatrix(uint32_t *r, const void *row, const char *what, const char *file, int line) {
     unsigned lane = lane_id(), g = lane / 4, t = lane % 4;
     uint16_t mine[8] = {};
-    if (lane < 8 * num)
+    if (lane < 8 * num) {
+#if CUDASIM_CHECK
+        detail::ptx_row_read(mine, row); // checked: 16-byte aligned, in shared memory
+#else
         memcpy(mine, row, sizeof mine);
+#endif
+    }
     uint16_t rows[32][8];
     warp_allgather(mine, rows, sizeof mine, what, file, line);
     for (int i = 0; i < num; ++i) {
@@ -101,13 +116,16 @@ inline void mma_m16n8k16(float *d, const uint32_t *a, const uint32_t *b, const f
 }
 
 // cp.async.cg.shared.global [dst], [src], 16, src_size: 16 bytes, or 16 zeros when !pred (the
-// source is then not read).
+// source is then not read); they land at the issuing thread's wait for their group.
 inline void cp_async_16(void *smem_dst, const void *gmem_src, bool pred) {
-    if (pred)
-        memcpy(smem_dst, gmem_src, 16);
-    else
-        memset(smem_dst, 0, 16);
+    detail::cp_async_issue(smem_dst, gmem_src, pred);
 }
+// cp.async.commit_group: closes this thread's group of copies issued since the last commit.
+inline void cp_async_commit() { detail::cp_async_commit_group(); }
+// cp.async.wait_group n: all but this thread's newest n committed groups have landed.
+inline void cp_async_wait(int n) { detail::cp_async_wait_group(n); }
+// cp.async.wait_all: every copy of this thread has landed, committed or not.
+inline void cp_async_wait_all() { detail::cp_async_wait_group(-1); }
 
 } // namespace ptx
 } // namespace cudasim
