@@ -74,7 +74,10 @@ def run_program(build, example, program, args):
         out = os.path.join(tmp, "r.jsonl")
         cmd = [exe, "--profile", "--quiet", "--json", out] + args
         start = time.time()
-        proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # the checkers off (CUDASIM_CHECK=0): the profile alone observes the stream
+        env = dict(os.environ, CUDASIM_CHECK="0")
+        proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              env=env)
         if proc.returncode != 0:
             sys.exit(f"error: {' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip()}")
         print(f"{time.time() - start:7.1f} s  {' '.join(cmd[:1] + args)}", flush=True)
