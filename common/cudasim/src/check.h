@@ -49,6 +49,11 @@ bool checks_enabled();
 // Registers the checkers once (launch.cpp calls it before every launch).
 void install_checkers();
 
+// The scheduler ends a sync epoch (a __syncthreads completes, or the block's threads all
+// exited): the report of a deferred finding (a read of shared memory no thread wrote), or "".
+std::string checks_epoch_end();
+void checks_block_start();
+
 // Device memory (cudaMalloc): in the sim-check build each block has a redzone on both sides and
 // the checkers know it; otherwise plain malloc/free of exactly the size asked (ASan's redzones).
 void *device_alloc(size_t bytes);

@@ -181,6 +181,16 @@ struct shared_shadow {
 };
 thread_local shared_shadow tl_shadow;
 
+// Reads of shared memory that no thread of the block had written, in the current epoch.
+struct uninit_read {
+    uint32_t thread;
+    const void *pc;
+    uint32_t size;
+    uintptr_t addr;
+    std::string object;
+};
+thread_local std::vector<uninit_read> tl_uninit;
+
 cell *shadow_cell(uintptr_t a, mem_object obj, uintptr_t base, size_t size) {
     shared_shadow &s = tl_shadow;
     std::vector<cell> &v = obj == mem_object::dynamic_shared ? s.dyn : s.stat;
@@ -238,6 +248,7 @@ void check_shared(const access_event &e) {
     now.wgen = c.warp_gen[t / 32];
     now.thread = static_cast<uint16_t>(t);
     now.valid = true;
+    bool uninit_noted = false;
     for (uint32_t i = 0; i < e.size; ++i) {
         cell *k = shadow_cell(e.addr + i, e.object, e.object_base, e.object_size);
         if (!k)
@@ -250,9 +261,12 @@ void check_shared(const access_event &e) {
                                  access_text(e).c_str(), shared_name(e).c_str(),
                                  thread_coords(k->pending_thread).c_str(),
                                  symbolize_pc(k->pending_pc).c_str()));
-            if (!k->w.valid || k->w.epoch < c.block_epoch)
-                report(e, "initcheck: " + access_text(e) + " reads " + shared_name(e) +
-                              ", which no thread of this block has written");
+            if ((!k->w.valid || k->w.epoch < c.block_epoch) && !uninit_noted) {
+                // Reported when the epoch ends, unless another thread writes it before then:
+                // that is a race, whichever order the two ran in.
+                tl_uninit.push_back(uninit_read{t, e.pc, e.size, e.addr, shared_name(e)});
+                uninit_noted = true;
+            }
             if (!ordered(k->w, t))
                 race(e, k->w, true);
             if (!k->r1.valid || k->r1.epoch != c.epoch || k->r1.thread == t)
@@ -318,6 +332,27 @@ void complete(const pending_copy &p) {
 }
 
 } // namespace
+
+std::string checks_epoch_end() {
+    std::vector<uninit_read> &u = tl_uninit;
+    if (u.empty())
+        return "";
+    // No other thread wrote these bytes in the epoch (that would have been a race): each read
+    // saw memory no thread of the block wrote. Name the lowest thread's, in every order.
+    const uninit_read *r = &u[0];
+    for (const uninit_read &x : u)
+        if (x.thread < r->thread)
+            r = &x;
+    std::string msg = format("%s thread %s at %s: initcheck: read of %u byte%s at %p reads %s, "
+                             "which no thread of this block has written",
+                             current_where(false).c_str(), thread_coords(r->thread).c_str(),
+                             symbolize_pc(r->pc).c_str(), r->size, r->size == 1 ? "" : "s",
+                             reinterpret_cast<void *>(r->addr), r->object.c_str());
+    u.clear();
+    return msg;
+}
+
+void checks_block_start() { tl_uninit.clear(); }
 
 void ptx_row_read(void *dst, const void *row) {
     deliver_explicit(row, 16, access_op::ldmatrix_row, __builtin_return_address(0));

@@ -343,6 +343,8 @@ void block_runner::run_block(uint64_t b) {
         std::memset(dynamic_smem, 0xff, smem_size_); // NaN in fp32/fp16/bf16: uninitialised reads
     tl_sim.block = b;
     tl_sim.block_epoch = ++tl_sim.epoch;
+    if (checks_enabled())
+        checks_block_start();
     cp_async_reset_block(n_);
     tsan_release(&block_start_sync_);
     fill_order(b);
@@ -358,6 +360,13 @@ void block_runner::run_block(uint64_t b) {
     if (!failed_ && live_ > 0) {
         ls_->fail(deadlock_report());
         failed_ = true;
+    }
+    if (!failed_ && checks_enabled()) {
+        std::string late = checks_epoch_end();
+        if (!late.empty()) {
+            ls_->fail(late);
+            failed_ = true;
+        }
     }
     if (failed_) {
         for (unsigned i = 0; i < n_; ++i)
@@ -444,6 +453,11 @@ int block_runner::barrier(const char *file, int line, bar_reduce op, int predica
         bar_participants_[phase & 1] = live_;
         bar_arrived_ = 0;
         ++bar_phase_;
+        if (checks_enabled()) {
+            std::string late = checks_epoch_end();
+            if (!late.empty())
+                fail(late);
+        }
         ++tl_sim.epoch; // what threads did before this barrier is ordered before what follows
         if (ls_->order == CUDASIM_ORDER_SHUFFLE)
             std::shuffle(order_.begin(), order_.end(), rng_);
@@ -736,13 +750,13 @@ void run_blocks(launch_state &ls) {
 bool in_kernel() { return tl_runner && tl_runner->running(); }
 
 std::string current_where(bool with_thread) {
-    if (!in_kernel())
+    if (!tl_runner)
         return "host";
-    return with_thread ? tl_runner->where_current() : tl_runner->where_block();
+    return with_thread && in_kernel() ? tl_runner->where_current() : tl_runner->where_block();
 }
 
 std::string thread_coords(uint32_t linear) {
-    return in_kernel() ? tl_runner->coords(linear) : format("%u", linear);
+    return tl_runner ? tl_runner->coords(linear) : format("%u", linear);
 }
 
 void fail_in_kernel(const std::string &what) {

@@ -229,25 +229,33 @@ std::string symbolize_pc(const void *pc) {
             ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
             path = n > 0 ? std::string(exe, static_cast<size_t>(n)) : "";
         }
-        // -i: the chain of inlined calls, innermost first. The first frame outside the
+        // The chain of inlined calls, innermost first (llvm-symbolizer reads clang's DWARF 5
+        // line tables right; addr2line is the fallback). The first frame outside the
         // simulator's headers and the PTX wrappers is the kernel's line.
-        std::string cmd = format("addr2line -i -e '%s' 0x%llx 2>/dev/null", path.c_str(),
+        std::string cmd = format("llvm-symbolizer-14 --functions=none --obj='%s' 0x%llx 2>/dev/null"
+                                 " || addr2line -i -e '%s' 0x%llx 2>/dev/null",
+                                 path.c_str(), static_cast<unsigned long long>(off), path.c_str(),
                                  static_cast<unsigned long long>(off));
         if (FILE *f = popen(cmd.c_str(), "r")) {
             char line[4096];
-            bool first = true;
+            bool first = true, found = false;
             while (std::fgets(line, sizeof line, f)) {
                 std::string s = line;
                 s = s.substr(0, s.find_first_of(" \n"));
-                if (s.empty() || s[0] == '?')
+                // file:line:column -> file:line
+                size_t c2 = s.rfind(':');
+                size_t c1 = c2 == std::string::npos || c2 == 0 ? c2 : s.rfind(':', c2 - 1);
+                if (c1 != std::string::npos && c1 != c2 &&
+                    s.find_first_not_of("0123456789", c1 + 1) == c2)
+                    s = s.substr(0, c2);
+                if (found || s.empty() || s[0] == '?')
                     continue;
                 bool wrapper = s.find("/cudasim/include/") != std::string::npos ||
                                s.find("/device/mma.cuh:") != std::string::npos;
                 if (first || !wrapper)
                     where = s;
                 first = false;
-                if (!wrapper)
-                    break;
+                found = !wrapper;
             }
             pclose(f);
         }
@@ -336,3 +344,55 @@ CUDASIM_HOOKS(2, uint16_t)
 CUDASIM_HOOKS(4, uint32_t)
 CUDASIM_HOOKS(8, uint64_t)
 CUDASIM_HOOKS(16, __int128)
+
+// ---- typed alignment --------------------------------------------------------------------------
+// The kernel sources are also compiled with -fsanitize=alignment, whose checks call this handler
+// (the UBSan runtime is not linked: this is the only definition) when a pointer to T is
+// dereferenced at an address not aligned for T: a float4 load a GPU makes in one 16-byte access
+// may be split into four 4-byte ones on the host, so the hooks alone cannot see it.
+namespace {
+struct ubsan_location {
+    const char *file;
+    uint32_t line, column;
+};
+struct ubsan_type {
+    uint16_t kind, info;
+    char name[1];
+};
+struct ubsan_mismatch {
+    ubsan_location loc;
+    const ubsan_type *type;
+    unsigned char log_alignment;
+    unsigned char check_kind;
+};
+void misaligned(const ubsan_mismatch *d, uintptr_t ptr) {
+    using namespace cudasim::detail;
+    if (!tl_sim.active || !checks_enabled() || !ptr)
+        return;
+    static const char *const kinds[] = {"read",
+                                        "write",
+                                        "reference binding",
+                                        "member access",
+                                        "member call",
+                                        "constructor call",
+                                        "downcast",
+                                        "downcast",
+                                        "upcast",
+                                        "cast to virtual base",
+                                        "nonnull binding",
+                                        "dynamic operation"};
+    const char *kind = d->check_kind < 12 ? kinds[d->check_kind] : "access";
+    fail_in_kernel(current_where() +
+                   format(" at %s:%u: memcheck: misaligned %s of type %s at %p: it needs a "
+                          "%u-byte aligned address",
+                          d->loc.file, d->loc.line, kind, d->type->name,
+                          reinterpret_cast<void *>(ptr), 1u << d->log_alignment));
+}
+} // namespace
+
+extern "C" void __ubsan_handle_type_mismatch_v1(const ubsan_mismatch *d, uintptr_t ptr) {
+    misaligned(d, ptr);
+}
+extern "C" void __ubsan_handle_type_mismatch_v1_abort(const ubsan_mismatch *d, uintptr_t ptr) {
+    misaligned(d, ptr);
+}

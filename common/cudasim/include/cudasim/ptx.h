@@ -57,7 +57,8 @@ inline uint16_t element(uint32_t reg, unsigned which) {
 // ldmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16: each of the first 8 * num lanes reads its
 // row; every lane then picks its elements from all rows.
 template <int num, bool trans>
-inline void ldmatrix(uint32_t *r, const void *row, const char *what, const char *file, int line) {
+inline __attribute__((always_inline)) void ldmatrix(uint32_t *r, const void *row, const char *what,
+                                                    const char *file, int line) {
     unsigned lane = lane_id(), g = lane / 4, t = lane % 4;
     uint16_t mine[8] = {};
     if (lane < 8 * num) {
@@ -117,7 +118,8 @@ inline void mma_m16n8k16(float *d, const uint32_t *a, const uint32_t *b, const f
 
 // cp.async.cg.shared.global [dst], [src], 16, src_size: 16 bytes, or 16 zeros when !pred (the
 // source is then not read); they land at the issuing thread's wait for their group.
-inline void cp_async_16(void *smem_dst, const void *gmem_src, bool pred) {
+inline __attribute__((always_inline)) void cp_async_16(void *smem_dst, const void *gmem_src,
+                                                       bool pred) {
     detail::cp_async_issue(smem_dst, gmem_src, pred);
 }
 // cp.async.commit_group: closes this thread's group of copies issued since the last commit.
