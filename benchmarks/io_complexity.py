@@ -41,19 +41,17 @@ MEMORY_FILE = os.path.join(RESULTS, "memory_claims.jsonl")
 
 # (example folder, program, kernel id, dtype, formula)
 IO_KERNELS = [
-    ("01_attention_basics", "naive_attention", 1, "f32", "standard"),
-    ("01_attention_basics", "naive_attention", 2, "f32", "standard"),
-    ("02_flash_attention_minimal", "flash_fwd", 1, "f32", "flash"),
-    ("03_flash_attention_v2", "flash2_fwd", 1, "f32", "flash"),
     ("03_flash_attention_v2", "flash2_fwd", 2, "f16", "flash"),
     ("03_flash_attention_v2", "flash2_fwd", 3, "f16", "flash"),
+    ("02_flash_attention_minimal", "flash_fwd", 1, "f32", "flash"),
+    ("03_flash_attention_v2", "flash2_fwd", 1, "f32", "flash"),
+    ("01_attention_basics", "naive_attention", 1, "f32", "standard"),
+    ("01_attention_basics", "naive_attention", 2, "f32", "standard"),
 ]
 LENGTHS = [128, 256, 512]
 DIMS = [64, 128]
 # The other claims, one problem each: (example, program, extra arguments).
 MEMORY_RUNS = [
-    ("01_attention_basics", "naive_attention", ["-L", "256", "-D", "64"]),
-    ("02_flash_attention_minimal", "flash_fwd", ["-L", "256", "-D", "64"]),
     ("03_flash_attention_v2", "flash2_fwd", ["--kernel", "2", "--dtype", "f16", "-L", "512",
                                              "-D", "64"]),
     ("03_flash_attention_v2", "flash2_fwd", ["--kernel", "3", "--dtype", "f16", "-L", "512",
@@ -61,6 +59,8 @@ MEMORY_RUNS = [
     ("04_sparse_patterns", "sparse_patterns", ["-L", "1024", "-D", "64", "--dtype", "f16",
                                                "--pattern", "bigbird:b=64,r=3,seed=1"]),
     ("05_deepseek_sparse", "deepseek_sparse", []),
+    ("01_attention_basics", "naive_attention", ["-L", "128", "-D", "64"]),
+    ("02_flash_attention_minimal", "flash_fwd", ["-L", "128", "-D", "64"]),
 ]
 ELT = {"f32": 4, "f16": 2, "bf16": 2}
 
