@@ -138,28 +138,64 @@ def global_bytes(r):
     return 32 * r["profile"]["global_sectors"]
 
 
-def basis(formula, r):
-    """The formula's two terms for record r (N = L, d = D, M = SRAM elements per block)."""
+def dram_bytes(r):
+    return r["profile"]["dram_bytes"]
+
+
+# The terms of the formulas (N = L, d = D, M = SRAM elements per block).
+TERMS = {
+    "N·d": lambda n, d, m: n * d,
+    "N²": lambda n, d, m: n * n,
+    "N²·d": lambda n, d, m: n * n * d,
+    "N²·d²/M": lambda n, d, m: n * n * d * d / m,
+}
+# What is fitted, per family: (measured quantity, its name, terms). Standard attention: the
+# paper's Theta(N d + N^2) is the DRAM traffic once a cache holds the operands a matrix product
+# re-reads; the global requests of kernels whose products do not reuse data on chip add N^2 d.
+# FlashAttention: the paper's Theta(N^2 d^2 / M) is the global traffic (tiles through shared
+# memory); the DRAM traffic under a 50 MiB L2 is the compulsory N d.
+FITS = {
+    "standard": [(global_bytes, "global", ["N·d", "N²", "N²·d"]),
+                 (dram_bytes, "DRAM", ["N·d", "N²"])],
+    "flash": [(global_bytes, "global", ["N·d", "N²·d²/M"]), (dram_bytes, "DRAM", ["N·d"])],
+}
+
+
+def terms_of(r, names):
     n, d = r["Lq"], r["D"]
-    if formula == "standard":
-        return [n * d, n * n]
-    m = r["profile"]["smem_bytes"] / ELT[r["dtype"]]
-    return [n * d, n * n * d * d / m]
+    m = r["profile"]["smem_bytes"] / ELT[r["dtype"]] if r["profile"]["smem_bytes"] else 1.0
+    return [TERMS[t](n, d, m) for t in names]
 
 
-def fit(formula, records):
-    """Least squares of y = a x0 + b x1 on relative error: (a, b, largest |error| in %)."""
-    rows = [([x / global_bytes(r) for x in basis(formula, r)], 1.0) for r in records]
-    s00 = sum(x[0] * x[0] for x, _ in rows)
-    s01 = sum(x[0] * x[1] for x, _ in rows)
-    s11 = sum(x[1] * x[1] for x, _ in rows)
-    t0 = sum(x[0] * y for x, y in rows)
-    t1 = sum(x[1] * y for x, y in rows)
-    det = s00 * s11 - s01 * s01
-    a, b = (t0 * s11 - t1 * s01) / det, (s00 * t1 - s01 * t0) / det
-    worst = max(abs(a * basis(formula, r)[0] + b * basis(formula, r)[1] - global_bytes(r))
-                / global_bytes(r) for r in records)
-    return a, b, 100.0 * worst
+def solve(a, b):
+    """Gaussian elimination with partial pivoting: x with a x = b (a small and regular)."""
+    n = len(b)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for c in range(n):
+        p = max(range(c, n), key=lambda r: abs(m[r][c]))
+        m[c], m[p] = m[p], m[c]
+        for r in range(n):
+            if r != c and m[c][c] != 0:
+                f = m[r][c] / m[c][c]
+                m[r] = [x - f * y for x, y in zip(m[r], m[c])]
+    return [m[i][n] / m[i][i] for i in range(n)]
+
+
+def fit(measure, names, records):
+    """Least squares of measure ≈ sum(c_i term_i) on relative error: (coefficients, largest
+    |error| in %)."""
+    rows = [[t / measure(r) for t in terms_of(r, names)] for r in records]
+    k = len(names)
+    a = [[sum(x[i] * x[j] for x in rows) for j in range(k)] for i in range(k)]
+    b = [sum(x[i] for x in rows) for i in range(k)]
+    c = solve(a, b)
+    worst = max(abs(sum(ci * ti for ci, ti in zip(c, terms_of(r, names))) - measure(r))
+                / measure(r) for r in records)
+    return c, 100.0 * worst
+
+
+def formula_text(coef, names):
+    return " + ".join(f"{c:.3g}·{t}" for c, t in zip(coef, names))
 
 
 # ---- the tables -------------------------------------------------------------------------------
@@ -173,31 +209,30 @@ def io_table(example):
     if not recs:
         return "(no records: run `python3 benchmarks/io_complexity.py --run build/sim-check`)\n"
     lengths = sorted({r["Lq"] for r in recs})
-    out = ["| kernel | D | formula | " + " | ".join(f"L={n}" for n in lengths) + " | fit: largest error |",
-           "|---|---|---|" + "---|" * len(lengths) + "---|"]
+    out = ["| kernel | D | M (elements) | " + " | ".join(f"L={n}" for n in lengths) + " |",
+           "|---|---|---|" + "---|" * len(lengths)]
     fits = []
-    for _, _, kid, dtype, formula in [k for k in IO_KERNELS if k[0] == example]:
+    for _, _, kid, dtype, family in [k for k in IO_KERNELS if k[0] == example]:
         mine = [r for r in recs if r["kernel_id"] == kid]
         if not mine:
             continue
-        a, b, err = fit(formula, mine)
         name = mine[0]["kernel"]
-        term = "N·d + N²" if formula == "standard" else "N·d + N²·d²/M"
-        fits.append(f"{name} ({dtype}): global bytes ≈ {a:.3g}·N·d + {b:.3g}·"
-                    + ("N²" if formula == "standard" else "N²·d²/M") + f", largest error {err:.1f}%")
+        for measure, what, names in FITS[family]:
+            coef, err = fit(measure, names, mine)
+            fits.append(f"{name} ({dtype}), {what} bytes ≈ {formula_text(coef, names)}: largest "
+                        f"error {err:.2f}% over {len(mine)} problems")
         for d in sorted({r["D"] for r in mine}):
             by_n = {r["Lq"]: r for r in mine if r["D"] == d}
-            cells = []
-            for n in lengths:
-                r = by_n.get(n)
-                cells.append("–" if r is None else
-                             f"{mb(global_bytes(r))} / {mb(r['profile']['dram_bytes'])}")
-            out.append(f"| {name} ({dtype}) | {d} | {term} | " + " | ".join(cells)
-                       + f" | {err:.1f}% |")
+            smem = {r["profile"]["smem_bytes"] // ELT[dtype] for r in by_n.values()}
+            cells = ["–" if by_n.get(n) is None else
+                     f"{mb(global_bytes(by_n[n]))} / {mb(dram_bytes(by_n[n]))}" for n in lengths]
+            m_text = ", ".join(str(x) for x in sorted(smem)) if any(smem) else "static"
+            out.append(f"| {name} ({dtype}) | {d} | {m_text} | " + " | ".join(cells) + " |")
     out.append("")
-    out.append("Cells: MB of global-memory sectors requested (the paper's HBM accesses: no cache) /"
-               " MB reaching DRAM under the profile's 50 MiB L2 model. M = the kernel's shared"
-               " memory per block in elements. Fits, over every (L, D) of the kernel:")
+    out.append("Cells: MB of global-memory sectors requested (every load and store of global "
+               "memory, as the paper's model counts HBM accesses, with no cache) / MB reaching "
+               "DRAM under the profile's 50 MiB L2 model. M: the kernel's dynamic shared memory "
+               "per block in elements. Least-squares fits on relative error:")
     out.append("")
     out += [f"- {f}" for f in fits]
     return "\n".join(out) + "\n"
@@ -262,16 +297,16 @@ def plot():
             mine = [r for r in recs if r["example"] == example and r["kernel_id"] == kid]
             if not mine:
                 continue
-            a, b, err = fit(formula, mine)
+            measure, what, names = FITS[formula][0]
+            coef, err = fit(measure, names, mine)
             for d in sorted({r["D"] for r in mine}):
-                pts = sorted((r["Lq"], r) for r in mine if r["D"] == d)
+                pts = sorted(((r["Lq"], r) for r in mine if r["D"] == d), key=lambda x: x[0])
                 xs = [n for n, _ in pts]
-                line, = ax.plot(xs, [global_bytes(r) / 1e6 for _, r in pts], "o",
+                line, = ax.plot(xs, [measure(r) / 1e6 for _, r in pts], "o",
                                 label=f"{mine[0]['kernel']} D={d} (measured)")
-                ax.plot(xs, [(a * basis(formula, r)[0] + b * basis(formula, r)[1]) / 1e6
+                ax.plot(xs, [sum(c * t for c, t in zip(coef, terms_of(r, names))) / 1e6
                              for _, r in pts], "-", color=line.get_color(),
-                        label=f"fit {'N·d + N²' if formula == 'standard' else 'N·d + N²d²/M'}"
-                              f" (max err {err:.1f}%)")
+                        label=f"fit {' + '.join(names)} (max err {err:.2f}%)")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("sequence length N (B = H = 1)")
