@@ -256,9 +256,9 @@ def memory_table(example):
 
 
 BLOCKS = {"io_complexity": io_table, "memory": memory_table}
-READMES = ["examples/01_attention_basics/README.md", "examples/02_flash_attention_minimal/README.md",
-           "examples/03_flash_attention_v2/README.md", "examples/04_sparse_patterns/README.md",
-           "examples/05_deepseek_sparse/README.md"]
+READMES = [f"examples/{e}/README.md" for e in
+           ["01_attention_basics", "02_flash_attention_minimal", "03_flash_attention_v2",
+            "04_sparse_patterns", "05_deepseek_sparse"]]
 
 
 def update(check):

@@ -1,5 +1,5 @@
-// test_profile.cu — the profile's counts (common/cudasim/src/profile.h) against counts computed by
-// hand, on streams of accesses built here as an instrumented kernel would deliver them (any sim
+// test_profile.cu — the profile's counts (common/cudasim/src/profile.h) against counts computed
+// by hand, on streams of accesses built here as an instrumented kernel would deliver them (any sim
 // build), and one mma.m16n8k16 of a real kernel (the delivery of cudasim/ptx.h).
 //
 //   coalesced copy          32 lanes x 4 B, consecutive: 1 request, 128 B = 4 sectors each way
