@@ -218,6 +218,9 @@ def io_table(example):
             continue
         name = mine[0]["kernel"]
         for measure, what, names in FITS[family]:
+            if len({(r["Lq"], r["D"]) for r in mine}) <= len(names):
+                fits.append(f"{name} ({dtype}), {what} bytes: too few problems to fit")
+                continue
             coef, err = fit(measure, names, mine)
             fits.append(f"{name} ({dtype}), {what} bytes ≈ {formula_text(coef, names)}: largest "
                         f"error {err:.2f}% over {len(mine)} problems")
@@ -298,6 +301,8 @@ def plot():
             if not mine:
                 continue
             measure, what, names = FITS[formula][0]
+            if len(mine) <= len(names):
+                continue
             coef, err = fit(measure, names, mine)
             for d in sorted({r["D"] for r in mine}):
                 pts = sorted(((r["Lq"], r) for r in mine if r["D"] == d), key=lambda x: x[0])
