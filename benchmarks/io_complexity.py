@@ -48,7 +48,7 @@ IO_KERNELS = [
     ("01_attention_basics", "naive_attention", 1, "f32", "standard"),
     ("01_attention_basics", "naive_attention", 2, "f32", "standard"),
 ]
-LENGTHS = [128, 256, 512]
+LENGTHS = [128, 256, 512, 1024]
 DIMS = [64, 128]
 # The other claims, one problem each: (example, program, extra arguments).
 MEMORY_RUNS = [
