@@ -34,6 +34,23 @@ attn_need_build_tools() {
     return 0
 }
 
+# The sim-check preset's compilers: clang 14 (-fsanitize-coverage=trace-loads,trace-stores) and
+# llvm-symbolizer-14 (source lines in its reports).
+attn_need_check_tools() {
+    local missing=()
+    command -v clang++-14 >/dev/null || missing+=(clang-14)
+    command -v llvm-symbolizer-14 >/dev/null || missing+=(llvm-14)
+    [ ${#missing[@]} -eq 0 ] && return 0
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+        say "installing Debian packages: ${missing[*]}"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" \
+            >/dev/null || die "apt-get install ${missing[*]} failed"
+    else
+        say "the sim-check preset needs: sudo apt-get install ${missing[*]}"
+        return 1
+    fi
+}
+
 # .venv with requirements.txt (PyTorch, NumPy, Matplotlib); ATTN_PY points at its python.
 attn_need_venv() {
     ATTN_PY="$ROOT/.venv/bin/python"

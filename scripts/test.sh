@@ -4,6 +4,7 @@
 #   gpu        compiled wherever nvcc is; its tests run on a GPU and skip (exit 77) without one
 #   sim-asan   cudasim + example tests under AddressSanitizer/UBSan
 #   sim-tsan   cudasim + example tests under ThreadSanitizer
+#   sim-check  example tests with the simulator's memcheck, racecheck and initcheck (clang-14)
 # Options: --fast (sim suite only), --no-python (skip the PyTorch set-up and the python suite).
 # Ends with one line "N passed, M failed, K skipped"; exit status 0 only if nothing failed.
 set -uo pipefail
@@ -16,7 +17,7 @@ for arg in "$@"; do
     case "$arg" in
     --fast) fast=1 ;;
     --no-python) python=0 ;;
-    -h | --help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,10p' "$0"; exit 0 ;;
     *) die "unknown option '$arg' (see --help)" ;;
     esac
 done
@@ -33,6 +34,7 @@ presets=(sim)
 if [ $fast -eq 0 ]; then
     attn_have_nvcc && presets+=(gpu) || say "nvcc not found: skipping the gpu preset"
     presets+=(sim-asan sim-tsan)
+    attn_need_check_tools && presets+=(sim-check) || say "clang-14 not found: skipping sim-check"
 fi
 
 results="$ROOT/build/test-results"

@@ -43,6 +43,8 @@ void deliver_explicit(const void *p, uint32_t size, access_op op, const void *pc
 void classify_address(access_event &e);
 // initcheck's shadow of the device block starting at base: one byte per byte, 1 once written.
 uint8_t *written_shadow(uintptr_t base);
+// Grows at every cudaMalloc and cudaFree (a cached written_shadow is stale when it changed).
+uint64_t device_blocks_generation();
 
 // True in the sim-check build (kernels instrumented, checkers on unless CUDASIM_CHECK=0).
 bool checks_enabled();

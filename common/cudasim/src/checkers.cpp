@@ -12,8 +12,9 @@
 //              write, with no __syncthreads() between them (or, within a warp, no __syncwarp()
 //              or other warp collective).
 //
-// Shared-memory shadow, one cell per byte and per OS thread (a block runs on one OS thread):
-// the last write and up to two reads since, each with its thread, code address and the sync
+// Shared-memory shadow, one cell per 4-byte word and per OS thread (a block runs on one OS
+// thread): the last write and up to two reads since, each with its thread, the bytes of the
+// word it touched, its code address and the sync
 // epochs at the time (tl_sim.epoch: block barriers; tl_sim.warp_gen[w]: warp collectives). Two
 // accesses are ordered when their epochs differ, or when they are in one warp and its collective
 // count differs; otherwise they race, whichever ran first. So a report does not depend on the
@@ -141,7 +142,17 @@ void memcheck(const access_event &e) {
 void initcheck_global(const access_event &e) {
     if (e.object != mem_object::allocation)
         return;
-    uint8_t *w = written_shadow(e.object_base);
+    // The last block's shadow, per OS thread: the block map is not searched again.
+    static thread_local uintptr_t last_base = 0;
+    static thread_local uint64_t last_generation = 0;
+    static thread_local uint8_t *last_shadow = nullptr;
+    uint64_t generation = device_blocks_generation();
+    if (e.object_base != last_base || generation != last_generation) {
+        last_shadow = written_shadow(e.object_base);
+        last_base = e.object_base;
+        last_generation = generation;
+    }
+    uint8_t *w = last_shadow;
     if (!w)
         return;
     size_t off = e.addr - e.object_base;
@@ -162,22 +173,36 @@ void initcheck_global(const access_event &e) {
 
 // ---- shared memory: initcheck and racecheck --------------------------------------------------
 
+// Code addresses are kept as 32-bit offsets from a function of this program (kernels and the
+// simulator are linked into one executable), so that a cell stays small.
+inline int32_t pc_code(const void *pc) {
+    return static_cast<int32_t>(reinterpret_cast<intptr_t>(pc) -
+                                reinterpret_cast<intptr_t>(&checks_block_start));
+}
+inline const void *pc_of(int32_t code) {
+    return reinterpret_cast<const void *>(reinterpret_cast<intptr_t>(&checks_block_start) + code);
+}
+
 struct access_rec {
-    const void *pc = nullptr;
-    uint32_t epoch = 0, wgen = 0;
+    uint32_t epoch = 0; // 0: none (epochs start at 1)
+    uint32_t wgen = 0;
+    int32_t pc = 0;
     uint16_t thread = 0;
-    bool valid = false;
+    uint8_t mask = 0; // the bytes of the word it touched
 };
 
+// One cell per 4-byte word of shared memory (a byte mask in each record keeps accesses to
+// different bytes of a word, e.g. two threads' __half stores, apart).
 struct cell {
     access_rec w, r1, r2;
-    const void *pending_pc = nullptr; // a cp.async to this byte not yet waited for
+    int32_t pending_pc = 0; // a cp.async to this word not yet waited for (0: none)
     uint16_t pending_thread = 0;
+    uint8_t written = 0;        // bytes written in the block of written_epoch (initcheck)
+    uint32_t written_epoch = 0; // tl_sim.block_epoch of that block
 };
 
 struct shared_shadow {
     std::vector<cell> dyn, stat;
-    uintptr_t stat_base = 0;
 };
 thread_local shared_shadow tl_shadow;
 
@@ -191,21 +216,23 @@ struct uninit_read {
 };
 thread_local std::vector<uninit_read> tl_uninit;
 
-cell *shadow_cell(uintptr_t a, mem_object obj, uintptr_t base, size_t size) {
+// The cell of the word holding byte `a` of the object (base is 4-byte aligned), or nullptr.
+cell *shadow_cells(uintptr_t a, mem_object obj, uintptr_t base, size_t size) {
     shared_shadow &s = tl_shadow;
     std::vector<cell> &v = obj == mem_object::dynamic_shared ? s.dyn : s.stat;
-    if (v.size() < size)
-        v.resize(size);
+    size_t words = (size + 3) / 4;
+    if (v.size() < words)
+        v.resize(words);
     size_t off = a - base;
-    return off < size ? &v[off] : nullptr;
+    return off < size ? &v[off / 4] : nullptr;
 }
 
-// Whether the earlier access p and an access by thread t now are ordered by a synchronisation.
-bool ordered(const access_rec &p, uint32_t t) {
-    const sim_context &c = tl_sim;
-    if (!p.valid || p.epoch != c.epoch || p.thread == t)
+// Whether the earlier access p and an access by thread t now (bytes `mask` of the word) are
+// ordered by a synchronisation, or touch different bytes.
+inline bool ordered(const access_rec &p, uint32_t t, uint32_t epoch, uint32_t wgen, uint8_t mask) {
+    if (p.epoch != epoch || p.thread == t || !(p.mask & mask))
         return true;
-    return p.thread / 32 == t / 32 && p.wgen != c.warp_gen[t / 32];
+    return p.thread / 32 == t / 32 && p.wgen != wgen;
 }
 
 std::string shared_name(const access_event &e) {
@@ -224,7 +251,7 @@ std::string shared_name(const access_event &e) {
         uint32_t thread;
         const void *pc;
     } x{e_writes ? "write" : "read", c.thread, e.pc},
-        y{p_writes ? "write" : "read", p.thread, p.pc};
+        y{p_writes ? "write" : "read", p.thread, pc_of(p.pc)};
     if ((!e_writes && p_writes) || (e_writes == p_writes && p.thread < c.thread))
         std::swap(x, y);
     bool same_warp = p.thread / 32 == c.thread / 32;
@@ -238,54 +265,72 @@ std::string shared_name(const access_event &e) {
 }
 
 void check_shared(const access_event &e) {
-    if (e.space != mem_space::shared)
-        return;
     const sim_context &c = tl_sim;
-    uint32_t t = c.thread;
+    uint32_t t = c.thread, epoch = c.epoch, wgen = c.warp_gen[t / 32];
     access_rec now;
-    now.pc = e.pc;
-    now.epoch = c.epoch;
-    now.wgen = c.warp_gen[t / 32];
+    now.epoch = epoch;
+    now.wgen = wgen;
+    now.pc = pc_code(e.pc);
     now.thread = static_cast<uint16_t>(t);
-    now.valid = true;
-    bool uninit_noted = false;
-    for (uint32_t i = 0; i < e.size; ++i) {
-        cell *k = shadow_cell(e.addr + i, e.object, e.object_base, e.object_size);
+    bool rd = reads(e.op), wr = writes(e.op), uninit_noted = false;
+    uintptr_t end = std::min<uintptr_t>(e.addr + e.size, e.object_base + e.object_size);
+    for (uintptr_t a = e.addr; a < end;) {
+        cell *k = shadow_cells(a, e.object, e.object_base, e.object_size);
         if (!k)
-            break;
-        if (reads(e.op)) {
+            return;
+        // The bytes of this word the access touches.
+        uintptr_t word = e.object_base + (a - e.object_base) / 4 * 4;
+        uintptr_t last = std::min<uintptr_t>(end, word + 4);
+        uint8_t mask = static_cast<uint8_t>(((1u << (last - a)) - 1u) << (a - word));
+        a = last;
+        now.mask = mask;
+        if (rd) {
             if (k->pending_pc)
                 report(e, format("initcheck: %s reads %s, which the cp.async issued by thread %s "
                                  "at %s has not finished writing: wait for its group "
                                  "(cp_async_wait) and __syncthreads() before reading it",
                                  access_text(e).c_str(), shared_name(e).c_str(),
                                  thread_coords(k->pending_thread).c_str(),
-                                 symbolize_pc(k->pending_pc).c_str()));
-            if ((!k->w.valid || k->w.epoch < c.block_epoch) && !uninit_noted) {
+                                 symbolize_pc(pc_of(k->pending_pc)).c_str()));
+            bool written = k->written_epoch == c.block_epoch && (k->written & mask) == mask;
+            if (!written && !uninit_noted) {
                 // Reported when the epoch ends, unless another thread writes it before then:
                 // that is a race, whichever order the two ran in.
                 tl_uninit.push_back(uninit_read{t, e.pc, e.size, e.addr, shared_name(e)});
                 uninit_noted = true;
             }
-            if (!ordered(k->w, t))
+            if (!ordered(k->w, t, epoch, wgen, mask))
                 race(e, k->w, true);
-            if (!k->r1.valid || k->r1.epoch != c.epoch || k->r1.thread == t)
+            // Keep up to two readers of this epoch, of different threads.
+            if (k->r1.epoch != epoch || k->r1.thread == t) {
+                uint8_t m = k->r1.epoch == epoch ? k->r1.mask : 0;
                 k->r1 = now;
-            else if (!k->r2.valid || k->r2.epoch != c.epoch || k->r2.thread == t ||
-                     k->r2.thread == k->r1.thread)
+                k->r1.mask |= m;
+            } else if (k->r2.epoch != epoch || k->r2.thread == t) {
+                uint8_t m = k->r2.epoch == epoch ? k->r2.mask : 0;
                 k->r2 = now;
+                k->r2.mask |= m;
+            }
         }
-        if (writes(e.op)) {
-            if (!ordered(k->w, t))
+        if (wr) {
+            if (!ordered(k->w, t, epoch, wgen, mask))
                 race(e, k->w, true);
-            if (!ordered(k->r1, t))
+            if (!ordered(k->r1, t, epoch, wgen, mask))
                 race(e, k->r1, false);
-            if (!ordered(k->r2, t))
+            if (!ordered(k->r2, t, epoch, wgen, mask))
                 race(e, k->r2, false);
+            // Another thread's write of other bytes of the word in this epoch is forgotten
+            // (a later race on those bytes may go unreported; never a false one).
+            uint8_t m = k->w.epoch == epoch && k->w.thread == t ? k->w.mask : 0;
             k->w = now;
-            k->r1.valid = k->r2.valid = false;
+            k->w.mask |= m;
+            if (k->written_epoch != c.block_epoch) {
+                k->written_epoch = c.block_epoch;
+                k->written = 0;
+            }
+            k->written |= mask;
             if (e.op == access_op::cp_async_dst) {
-                k->pending_pc = e.pc;
+                k->pending_pc = now.pc ? now.pc : 1;
                 k->pending_thread = now.thread;
             }
         }
@@ -298,7 +343,7 @@ class checker : public access_observer {
         memcheck(e);
         if (e.space == mem_space::global)
             initcheck_global(e);
-        else
+        else if (e.space == mem_space::shared)
             check_shared(e);
     }
 };
@@ -326,9 +371,9 @@ void complete(const pending_copy &p) {
     classify_address(e);
     if (e.space != mem_space::shared)
         return;
-    for (uint32_t i = 0; i < 16; ++i)
-        if (cell *k = shadow_cell(e.addr + i, e.object, e.object_base, e.object_size))
-            k->pending_pc = nullptr;
+    for (uintptr_t a = e.addr; a < e.addr + 16; a += 4)
+        if (cell *k = shadow_cells(a, e.object, e.object_base, e.object_size))
+            k->pending_pc = 0;
 }
 
 } // namespace

@@ -14,6 +14,7 @@
 #include <link.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -49,6 +50,7 @@ std::map<uintptr_t, size_t> &freed_blocks() {
     return *m;
 }
 std::mutex blocks_mutex; // between host threads calling cudaMalloc/cudaFree
+std::atomic<uint64_t> blocks_generation{1};
 
 struct range {
     uintptr_t lo, hi;
@@ -286,6 +288,7 @@ void *device_alloc(size_t bytes) {
     if (it != f.begin() && (--it)->first + it->second > p - redzone)
         f.erase(it);
     blocks()[p] = device_block{bytes, static_cast<uint8_t *>(std::calloc(bytes, 1))};
+    ++blocks_generation;
     return base + redzone;
 }
 
@@ -300,8 +303,11 @@ void device_release(void *ptr) {
     std::free(it->second.written);
     freed_blocks()[p] = it->second.size;
     blocks().erase(it);
+    ++blocks_generation;
     std::free(static_cast<char *>(ptr) - redzone);
 }
+
+uint64_t device_blocks_generation() { return blocks_generation.load(std::memory_order_relaxed); }
 
 uint8_t *written_shadow(uintptr_t base) {
     auto it = blocks().find(base);
