@@ -33,6 +33,7 @@
 #include "attn/bench.h"
 #include "attn/cli.h"
 #include "attn/device.h"
+#include "attn/profile.h"
 #include "attn/report.h"
 #include "attn/runner.h"
 #include "attn/sparse/sparse_run.h"
@@ -217,7 +218,7 @@ static const grid_preset presets[] = {
  */
 
 typedef struct options {
-    bool help, list, grids, dry_run, quiet, append, table, launch_shapes;
+    bool help, list, grids, dry_run, quiet, append, table, launch_shapes, profile;
     const grid_preset *grid[NUM_PRESETS]; /* --grid (several allowed); none: sim or dense */
     int num_grids;
     grid_block override;  /* lists given on the command line replace the grid's (n = 0: not);
@@ -267,6 +268,9 @@ static void print_help(const char *prog) {
         "  --launch-shapes      each kernel's launch shape from its registry (threads per block, "
         "dynamic shared memory) for D = 64 and 128 and each dtype, one JSON line each; no device "
         "needed\n"
+        "  --profile            profile each run's checked launch on the simulator (an "
+        "instrumented build: the sim-check preset) and carry it in the record; --table on such "
+        "a build adds the modelled columns\n"
         "  --seed N --commit SHA --quiet --list --grids --dry-run --help\n",
         prog);
 }
@@ -397,7 +401,8 @@ static int parse_args(options *o, int argc, char **argv) {
                           {"--quiet", &o->quiet},
                           {"--append", &o->append},
                           {"--table", &o->table},
-                          {"--launch-shapes", &o->launch_shapes}};
+                          {"--launch-shapes", &o->launch_shapes},
+                          {"--profile", &o->profile}};
     for (int a = 1; a < argc; ++a) {
         const char *arg = argv[a];
         bool done = false;
@@ -701,8 +706,9 @@ static void extra_members(const provenance *pv, const attn_device_info *dev, con
 typedef struct table_cell {
     bool set, timed, oom;
     const char *status;
-    double ms;  /* median */
-    size_t mem; /* device bytes in use while it ran (0: not measured) */
+    double ms;         /* median */
+    size_t mem;        /* device bytes in use while it ran (0: not measured) */
+    attn_profile prof; /* the simulator's profile of its checked launch (valid: profiled) */
 } table_cell;
 typedef struct table {
     int rows, ls;
@@ -720,8 +726,9 @@ typedef struct bench {
     provenance pv;
     attn_run_opts run;
     int check_rows;
-    FILE *out;  /* NULL: no JSON */
-    bool table; /* the human table on stdout */
+    FILE *out;      /* NULL: no JSON */
+    bool table;     /* the human table on stdout */
+    bool profiling; /* each run's checked launch is profiled first (attn/profile.h) */
     int failures, done, total;
     double t0;
 } bench;
@@ -756,7 +763,8 @@ static int table_slot(int *list, int *n, int max, int v) {
 }
 
 /* Records one run in the --table. */
-static void table_add(table *t, const bench_problem *bp, const impl *m, const attn_outcome *o) {
+static void table_add(table *t, const bench_problem *bp, const impl *m, const attn_outcome *o,
+                      const attn_profile *prof) {
     const attn_problem *p = &bp->p;
     char name[160];
     if (bp->label != NULL)
@@ -789,7 +797,8 @@ static void table_add(table *t, const bench_problem *bp, const impl *m, const at
     t->mixed_causal |= !first && t->causal != p->causal;
     t->causal = p->causal;
     t->cell[r][c] = (table_cell){true,          o->rec.timed,          o->out_of_memory,
-                                 o->rec.status, o->rec.time.median_ms, o->mem_used};
+                                 o->rec.status, o->rec.time.median_ms, o->mem_used,
+                                 *prof};
 }
 
 /* The Markdown table of --table, with a line naming the device and the sizes. */
@@ -813,8 +822,12 @@ static void table_print(const table *t, const bench *b) {
         printf(" time (ms), L=%d |", t->L[c]);
     for (int c = 0; c < t->ls; ++c)
         printf(" memory (MiB), L=%d |", t->L[c]);
+    /* The simulator's modelled columns (attn/profile.h): a model, not a measurement of a GPU. */
+    bool model = b->dev.simulated;
+    for (int c = 0; model && c < t->ls; ++c)
+        printf(" model: DRAM MB, FLOP/B, H100 bound us, L=%d |", t->L[c]);
     printf("\n|---|");
-    for (int c = 0; c < 2 * t->ls; ++c)
+    for (int c = 0; c < (model ? 3 : 2) * t->ls; ++c)
         printf("---:|");
     putchar('\n');
     for (int r = 0; r < t->rows; ++r) {
@@ -833,15 +846,39 @@ static void table_print(const table *t, const bench *b) {
             else
                 printf(" - |");
         }
+        for (int c = 0; model && c < t->ls; ++c) {
+            const attn_profile *q = &t->cell[r][c].prof;
+            if (q->valid)
+                printf(" %.3g, %.3g, %.3g |", q->dram_bytes * 1e-6, q->intensity,
+                       q->bound_h100_s * 1e6);
+            else
+                printf(" %s |", b->profiling ? "-" : "needs sim-check");
+        }
         putchar('\n');
     }
+    if (model && b->profiling)
+        printf("\nModel columns: the simulator's profile of one checked launch (common/cudasim/"
+               "README.md, \"The profile\"): bytes reaching DRAM under an LRU L2 of 50 MiB, "
+               "FLOPs per DRAM byte, the roofline lower bound on an H100 SXM from its published "
+               "peaks. A model, not a measurement of a GPU. Timings: the instrumented (sim-check) "
+               "build's, without its checkers.\n");
+    else if (model)
+        printf("\nModel columns (DRAM bytes, arithmetic intensity, roofline bound on an H100): "
+               "%s.\n",
+               attn_profile_how());
 }
 
 /* Writes the record (JSON line, table row, progress line) and counts failures. */
 static void emit(bench *b, const bench_problem *bp, const impl *m, attn_outcome *o,
-                 const attn_run_opts *ro, const attn_sparse_run *st) {
-    char extra[1536], what[160];
+                 const attn_run_opts *ro, const attn_sparse_run *st, const attn_profile *prof) {
+    char extra[2560], what[160];
     extra_members(&b->pv, &b->dev, m, o, ro, st, b->check_rows, extra, sizeof extra);
+    if (prof->valid) { /* the record carries the profile */
+        size_t used = strlen(extra);
+        snprintf(extra + used, sizeof extra - used, "%s", used ? "," : "");
+        used = strlen(extra);
+        attn_profile_json(prof, extra + used, sizeof extra - used);
+    }
     o->rec.extra_json = extra;
     if (b->out != NULL) {
         attn_report_json(b->out, &o->rec);
@@ -850,7 +887,7 @@ static void emit(bench *b, const bench_problem *bp, const impl *m, attn_outcome 
     if (b->table)
         attn_report_row(stdout, &o->rec);
     if (b->opt.table)
-        table_add(&b->tab, bp, m, o);
+        table_add(&b->tab, bp, m, o, prof);
     bool failed = (strcmp(o->rec.status, "FAIL") == 0 || strcmp(o->rec.status, "ERROR") == 0) &&
                   !o->out_of_memory;
     b->failures += failed;
@@ -890,6 +927,24 @@ static void kernel_refusal(const bench *b, const bench_problem *bp, const impl *
         why[0] = '\0';
 }
 
+/* With profiling: a first, untimed run of the kernel under the simulator's profile (its checked
+ * launch; the timed run after it is not slowed by the profile). */
+static void profile_checked_launch(attn_problem_data *data, const attn_kernel *k,
+                                   const attn_run_opts *ro, const attn_outcome *o,
+                                   attn_profile *prof) {
+    attn_outcome scratch = *o;
+    attn_run_opts once = *ro;
+    char why[512];
+    once.time = false;
+    once.quiet = true;
+    attn_profile_set_flops(ro->flops > 0.0 ? ro->flops : attn_problem_flops(&data->p));
+    if (attn_profile_start(why, sizeof why) == 0) {
+        attn_run_kernel(data, k, &once, &scratch);
+        attn_profile_collect(NULL, prof);
+        attn_profile_stop();
+    }
+}
+
 /* The kernels of one example on one problem: a sparse example's pattern and masks (the sparse
  * module; a dense example's group does no sparse work), the data (inputs, reference under the
  * pattern, the baseline's dense one) made once, and only when some kernel can run. */
@@ -921,6 +976,7 @@ static void run_group(bench *b, const bench_problem *bp, const impl *impls, int 
     }
     for (int m = 0; m < n; ++m) {
         attn_outcome o;
+        attn_profile prof = {0};
         attn_run_opts ro = b->run;
         attn_outcome_init(&o, impls[m].ex, impls[m].k, &bp->p, b->dev.name);
         if (sparse)
@@ -936,9 +992,11 @@ static void run_group(bench *b, const bench_problem *bp, const impl *impls, int 
                      "the problem's inputs, reference or block mask could not be allocated (see "
                      "above)");
         } else {
+            if (b->profiling)
+                profile_checked_launch(&data, impls[m].k, &ro, &o, &prof);
             attn_run_kernel(&data, impls[m].k, &ro, &o);
         }
-        emit(b, bp, &impls[m], &o, &ro, &st);
+        emit(b, bp, &impls[m], &o, &ro, &st, &prof);
     }
     if (have_data)
         attn_problem_data_free(&data);
@@ -1071,6 +1129,18 @@ int main(int argc, char **argv) {
         return rc;
     if (b.opt.table)
         b.table = false; /* the Markdown table after the run replaces the per-run rows */
+    /* --profile, or --table on an instrumented simulator build (its modelled columns) */
+    b.profiling = b.opt.profile || (b.opt.table && b.dev.simulated && attn_profile_available());
+    /* The benchmark measures, it does not hunt bugs: in the instrumented build its runs go without
+     * the checkers (several times slower) unless CUDASIM_CHECK is set. Read at the first launch. */
+    if (b.profiling)
+        setenv("CUDASIM_CHECK", "0", 0);
+    if (b.opt.profile && !attn_profile_available()) {
+        char why[512];
+        attn_profile_start(why, sizeof why);
+        fprintf(stderr, "error: %s\n", why);
+        return ATTN_EXIT_USAGE;
+    }
     set_defaults(&b);
     make_provenance(&b.opt, &b.dev, &b.pv);
     if (attn_bench_flush_init() != 0)

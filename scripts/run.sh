@@ -112,6 +112,11 @@ done
 
 if [ -z "$only" ]; then
     bench="build/$preset/benchmarks/bench_attention_$backend"
+    # The instrumented build's benchmark adds the modelled columns (DRAM bytes, FLOP/B, roofline
+    # bound on an H100: the simulator's profile, common/cudasim/README.md) beside the timings.
+    if [ "$backend" = sim ] && [ -x build/sim-check/benchmarks/bench_attention_sim ]; then
+        bench=build/sim-check/benchmarks/bench_attention_sim
+    fi
     say "[$((++step))/$steps] the comparison table on this machine" \
         "($bench --grid seed-table --table)"
     if "$bench" --grids 2>/dev/null | grep -q 'seed-table'; then

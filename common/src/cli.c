@@ -41,7 +41,8 @@ typedef enum opt_id {
     OPT_CHECK_ALL,
     OPT_JSON,
     OPT_CSV,
-    OPT_QUIET
+    OPT_QUIET,
+    OPT_PROFILE
 } opt_id;
 
 typedef struct opt {
@@ -94,6 +95,9 @@ static const opt options[] = {
     {OPT_JSON, NULL, "--json", "FILE", "append one JSON line per kernel ('-' = stdout)"},
     {OPT_CSV, NULL, "--csv", "FILE", "append one CSV row per kernel ('-' = stdout)"},
     {OPT_QUIET, NULL, "--quiet", NULL, "only the result lines"},
+    {OPT_PROFILE, NULL, "--profile", NULL,
+     "the simulator's profile of each kernel's checked launch (requests, sectors, DRAM bytes, "
+     "bank conflicts, roofline bound); no timing; needs the sim-check preset"},
 };
 
 #define NUM_OPTIONS (sizeof options / sizeof options[0])
@@ -283,6 +287,9 @@ static int apply(attn_cli *cli, lengths *len, const opt *o, const char *v, char 
         return 0;
     case OPT_QUIET:
         cli->quiet = true;
+        return 0;
+    case OPT_PROFILE:
+        cli->profile = true;
         return 0;
     case OPT_KERNEL:
         if (strcmp(v, "all") == 0) {

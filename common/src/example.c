@@ -25,6 +25,7 @@
 
 #include "attn/cli.h"
 #include "attn/device.h"
+#include "attn/profile.h"
 #include "attn/report.h"
 #include "attn/runner.h"
 
@@ -182,6 +183,10 @@ static int prepare(session *s, int argc, char **argv) {
         return ATTN_EXIT_USAGE;
     }
     int rc = check_selection(s, msg, sizeof msg);
+    if (rc == 0 && s->cli.profile && attn_profile_start(msg, sizeof msg) != 0) {
+        fprintf(stderr, "error: %s\n", msg);
+        return ATTN_EXIT_USAGE;
+    }
     if (rc != 0)
         fprintf(stderr, "%s%s\n", rc == ATTN_EXIT_NO_GPU ? "SKIP: " : "error: ", msg);
     return rc != 0 ? rc : -1;
@@ -282,12 +287,24 @@ static int run_all(session *s, attn_outcome *outcomes) {
         }
         char why[256];
         kernel_options(s, k, &opts, why, sizeof why);
+        char profile_json[1024] = "";
+        if (s->cli.profile) { /* the checked launch only, profiled (attn/profile.h) */
+            opts.time = false;
+            attn_profile_set_flops(opts.flops > 0.0 ? opts.flops : attn_problem_flops(&s->p));
+        }
         attn_run_kernel(&s->data, k, &opts, o);
+        if (s->cli.profile) {
+            attn_profile prof;
+            attn_profile_collect(stdout, &prof);
+            attn_profile_json(&prof, profile_json, sizeof profile_json);
+            o->rec.extra_json = profile_json;
+        }
         if (strcmp(o->rec.status, "FAIL") == 0 || strcmp(o->rec.status, "ERROR") == 0)
             rc = 1;
         if ((s->cli.json_path && attn_report_append(s->cli.json_path, false, &o->rec)) ||
             (s->cli.csv_path && attn_report_append(s->cli.csv_path, true, &o->rec)))
             rc = 1;
+        o->rec.extra_json = NULL; /* profile_json ends here */
     }
     if (!s->cli.quiet)
         putchar('\n');

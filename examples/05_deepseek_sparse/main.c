@@ -19,6 +19,7 @@
 #include "attn/check.h"
 #include "attn/cli.h"
 #include "attn/device.h"
+#include "attn/profile.h"
 #include "attn/reference.h"
 #include "attn/report.h"
 #include "attn/tensor.h"
@@ -439,10 +440,20 @@ static void time_one(run *r, const char *name, attn_launch_fn fn, const attn_buf
                      double flops, const attn_timing_opts *t, double *ms_out) {
     attn_kernel k = {0, name, name, fn, {0}, NULL, 0, NULL};
     attn_stats st;
-    if (attn_time_kernel(&k, &r->p, buf, t, &st)) {
+    attn_timing_opts once = *t;
+    attn_profile prof = {0};
+    if (r->cli.profile) { /* --profile: one launch of the stage, profiled (attn/profile.h) */
+        once.reps = 1;
+        once.warmup = 0;
+        once.flush_l2 = 0;
+        attn_profile_set_flops(flops);
+    }
+    if (attn_time_kernel(&k, &r->p, buf, &once, &st)) {
         r->failures++;
         return;
     }
+    if (r->cli.profile)
+        attn_profile_collect(stdout, &prof);
     const double tflops = flops > 0 ? flops / (st.median_ms * 1e-3) / 1e12 : 0.0;
     printf("%-16s %10.3f ms", name, st.median_ms);
     if (flops > 0 && !on_simulator)
@@ -451,12 +462,13 @@ static void time_one(run *r, const char *name, attn_launch_fn fn, const attn_buf
     if (ms_out)
         *ms_out = st.median_ms;
     if (r->cli.json_path || r->cli.csv_path) { /* one line per stage (attn/report.h) */
-        char extra[256];
+        char extra[1280], profile_json[1024];
+        attn_profile_json(&prof, profile_json, sizeof profile_json);
         snprintf(extra, sizeof extra,
                  "\"topk\":%d,\"index_heads\":%d,\"index_dim\":%d,\"chunk\":%d,"
-                 "\"device_mem_bytes\":%.0f",
+                 "\"device_mem_bytes\":%.0f%s%s",
                  r->opt.topk, r->opt.index_heads, r->opt.index_dim, r->opt.chunk,
-                 (double)attn_device_mem_used());
+                 (double)attn_device_mem_used(), prof.valid ? "," : "", profile_json);
         attn_run_record rec;
         memset(&rec, 0, sizeof rec);
         rec.example = "05_deepseek_sparse";
@@ -530,6 +542,11 @@ static int run_program(run *r, int argc, char **argv) {
         attn_cli_usage(stdout, "deepseek_sparse", &usage_ex);
         fputs(usage_extra, stdout);
         return 0;
+    }
+    if (r->cli.profile && !attn_profile_available()) {
+        attn_profile_start(err, sizeof err); /* the one line saying how to get a profile */
+        fprintf(stderr, "error: %s\n", err);
+        return ATTN_EXIT_USAGE;
     }
     if (r->cli.pattern || r->cli.kernel) {
         fprintf(stderr, "error: %s: example 05 runs every stage; its selection is the indexer's\n",
@@ -718,6 +735,10 @@ static int run_program(run *r, int argc, char **argv) {
             }
         const double sparse_flops = 2.0 * sparse_entries * p->H * (2.0 * p->D);
         double e2e = 0.0, dense_ms = 0.0;
+        char why[512];
+        if (r->cli.profile && attn_profile_start(why, sizeof why) == 0)
+            printf("--profile: each stage launched once, profiled; its time includes the "
+                   "profile's cost\n");
         printf("%s timings (median of %d%s):\n", on_simulator ? "CPU simulator" : "GPU", t.reps,
                on_simulator ? "; CPU time, not GPU performance" : "");
         printf("device memory in use: %.1f MiB (inputs, dense K/V copies, logits chunk, "

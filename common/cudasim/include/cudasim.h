@@ -6,6 +6,8 @@
 #ifndef CUDASIM_H
 #define CUDASIM_H
 
+#include <stdio.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -34,6 +36,35 @@ const char *cudasim_last_error_message(void);
 
 /* Measures one fiber switch (two fibers switching back and forth): nanoseconds per switch. */
 double cudasim_measure_switch_ns(long iterations);
+
+/* The profile (src/profile.h): memory requests, sectors, a DRAM model, shared-memory wavefronts
+ * and bank conflicts, mma FLOPs and a roofline bound, per launch, from the access stream of an
+ * instrumented build (the sim-check preset). */
+typedef struct cudasim_profile_summary {
+    unsigned long long launches;
+    unsigned long long dyn_smem_bytes; /* dynamic shared memory per block (largest launch) */
+    unsigned long long global_load_requests, global_load_sectors;
+    unsigned long long global_store_requests, global_store_sectors; /* stores and atomics */
+    unsigned long long shared_requests, shared_wavefronts, shared_conflicts;
+    unsigned long long dram_bytes;      /* read + written, under the L2 model */
+    unsigned long long footprint_bytes; /* distinct 32-byte sectors touched (compulsory) */
+    unsigned long long mma;             /* warp-wide mma.m16n8k16 */
+    double flops;        /* tensor FLOPs, or those given to cudasim_profile_set_flops */
+    double intensity;    /* flops / dram_bytes */
+    double bound_h100_s; /* roofline lower bound on an H100 SXM, seconds */
+    double bound_a100_s; /* and on an A100 SXM */
+} cudasim_profile_summary;
+
+/* 1 when this program's kernels were compiled instrumented (the profile can see them). */
+int cudasim_profile_available(void);
+/* Starts (on != 0) or stops profiling every launch. While on, blocks run on one OS thread (the
+ * stream's order, hence the L2 model, is reproducible). Returns -1 when not available. */
+int cudasim_profile_enable(int on);
+/* FLOPs attributed to each following launch that runs no mma (e.g. 4*entries*D for attention). */
+void cudasim_profile_set_flops(double flops);
+/* Prints the tables of the launches profiled since the last report, summed, to f (NULL: no
+ * print), fills *summary (may be NULL) and forgets them. Returns how many launches. */
+int cudasim_profile_report(FILE *f, cudasim_profile_summary *summary);
 
 #ifdef __cplusplus
 }

@@ -27,6 +27,10 @@
  *   --check-all            every row, however long the reference takes (= --check-rows 0)
  *   --json FILE --csv FILE append one machine-readable line per run ("-" = stdout)
  *   --quiet                only the result lines
+ *   --profile              the simulator's profile of each kernel's checked launch (memory
+ *                          requests, sectors, DRAM bytes under an L2 model, bank conflicts, a
+ *                          roofline bound: attn/profile.h); no timing. Needs an instrumented
+ *                          build (the sim-check preset): elsewhere one line saying so, exit 2
  * Bad values give a one-line error naming the flag and exit status 2 (ATTN_EXIT_USAGE).
  */
 #ifndef ATTN_CLI_H
@@ -61,6 +65,7 @@ typedef struct attn_cli {
     int check_rows;        /* -1 = default (see above), 0 = every row */
     const char *json_path; /* NULL = none */
     const char *csv_path;
+    bool profile; /* --profile */
 } attn_cli;
 
 /* Parses argv. Returns 0 on success; on a bad argument writes a one-line message (naming the

@@ -40,6 +40,8 @@ void cp_async_issue(void *dst, const void *src, bool pred);
 void cp_async_commit_group();
 void cp_async_wait_group(int pending_allowed); // < 0: wait_all
 void ptx_row_read(void *dst, const void *row);
+// src/access.h: hands one warp's tensor instruction to the profile
+void deliver_mma(uint64_t block, uint32_t warp, uint64_t flops, const void *pc);
 } // namespace detail
 
 namespace ptx {
@@ -107,6 +109,11 @@ inline void mma_m16n8k16(float *d, const uint32_t *a, const uint32_t *b, const f
         out[i] = acc;
     }
     memcpy(d, out, sizeof out);
+    if (lane == 0) { // one warp instruction: 2 * 16 * 8 * 16 = 4096 FLOPs
+        uint64_t block = blockIdx.x + gridDim.x * (blockIdx.y + (uint64_t)gridDim.y * blockIdx.z);
+        unsigned thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+        detail::deliver_mma(block, thread / 32, 4096, nullptr);
+    }
 }
 
 // cp.async.cg.shared.global [dst], [src], 16, src_size: 16 bytes, or 16 zeros when !pred (the
