@@ -2,6 +2,7 @@
 // virtual device, streams, events, function attributes) and the controls of cudasim.h.
 #include "internal.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdarg>
 #include <cstdlib>
@@ -440,8 +441,29 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes) {
     }
     dev().allocations[static_cast<char *>(p)] = bytes;
     dev().allocated += bytes;
+    // NaN in fp32/fp16/bf16, -1 in integers: a read of memory never written shows (a GPU's
+    // fresh allocation holds whatever was there).
+    std::memset(p, 0xff, bytes);
     *ptr = p;
     return cudaSuccess;
+}
+
+// Managed memory is device memory that the host may also touch: here all memory is both.
+cudaError_t cudaMallocManaged(void **ptr, size_t bytes, unsigned int flags) {
+    if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost)
+        return fail_call(cudaErrorInvalidValue,
+                         format("cudaMallocManaged: flags 0x%x are not cudaMemAttachGlobal or "
+                                "cudaMemAttachHost",
+                                flags));
+    return cudaMalloc(ptr, bytes);
+}
+
+// Rows of `width` bytes padded to a multiple of 512 bytes (the toolkit's usual pitch).
+cudaError_t cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t height) {
+    if (!pitch)
+        return set_last_error(cudaErrorInvalidValue);
+    *pitch = (width + 511) / 512 * 512;
+    return cudaMalloc(ptr, *pitch * height);
 }
 
 cudaError_t cudaFree(void *ptr) {
@@ -494,6 +516,27 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
     return cudaSuccess;
 }
 
+// `height` rows of `width` bytes; each row must lie inside one cudaMalloc'd block.
+cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                         size_t height, cudaMemcpyKind kind) {
+    CUDASIM_RETURN_IF_STICKY();
+    if (width > dpitch || width > spitch)
+        return fail_call(cudaErrorInvalidValue,
+                         format("cudaMemcpy2D: width %zu exceeds the pitch (dpitch %zu, spitch "
+                                "%zu)",
+                                width, dpitch, spitch));
+    for (size_t r = 0; r < height; ++r)
+        if (cudaError_t e = cudaMemcpy(static_cast<char *>(dst) + r * dpitch,
+                                       static_cast<const char *>(src) + r * spitch, width, kind))
+            return e;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+                              size_t width, size_t height, cudaMemcpyKind kind, cudaStream_t) {
+    return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
+}
+
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t) {
     return cudaMemcpy(dst, src, bytes, kind);
@@ -520,6 +563,16 @@ cudaError_t cudaStreamCreate(cudaStream_t *stream) {
         return set_last_error(cudaErrorInvalidValue);
     *stream = new CUstream_st{0};
     return cudaSuccess;
+}
+
+// Every launch is synchronous, so a non-blocking stream behaves as any other.
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
+    if (flags != cudaStreamDefault && flags != cudaStreamNonBlocking)
+        return fail_call(cudaErrorInvalidValue,
+                         format("cudaStreamCreateWithFlags: flags 0x%x are not "
+                                "cudaStreamDefault or cudaStreamNonBlocking",
+                                flags));
+    return cudaStreamCreate(stream);
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
@@ -588,6 +641,27 @@ cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int v
                                 value, smem_optin));
     std::lock_guard<std::mutex> lock(dev().m);
     dev().max_smem[func] = static_cast<size_t>(value);
+    return cudaSuccess;
+}
+
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, const void *func,
+                                                          int block_size, size_t dynamic_smem) {
+    CUDASIM_RETURN_IF_STICKY();
+    if (!blocks || block_size <= 0)
+        return set_last_error(cudaErrorInvalidValue);
+    if (!func)
+        return set_last_error(cudaErrorInvalidDeviceFunction);
+    // The virtual device's SM: 2048 threads in whole warps, 32 blocks, 228 KiB of shared memory
+    // of which each block also takes 1 KiB reserved by the system.
+    if (block_size > static_cast<int>(max_threads_per_block) ||
+        dynamic_smem > max_dynamic_smem(func)) {
+        *blocks = 0;
+        return cudaSuccess;
+    }
+    size_t warps = (static_cast<size_t>(block_size) + 31) / 32;
+    size_t by_threads = 2048 / (warps * 32);
+    size_t by_smem = (228 * 1024) / (dynamic_smem + 1024);
+    *blocks = static_cast<int>(std::min({by_threads, by_smem, size_t(32)}));
     return cudaSuccess;
 }
 

@@ -181,6 +181,14 @@ cudaError_t cudaLaunchKernel(void (*fn)(P...), dim3 grid, dim3 block, void **arg
 template <typename T> cudaError_t cudaMalloc(T **ptr, size_t bytes) {
     return cudaMalloc(reinterpret_cast<void **>(ptr), bytes);
 }
+template <typename T>
+cudaError_t cudaMallocManaged(T **ptr, size_t bytes, unsigned int flags = cudaMemAttachGlobal) {
+    return cudaMallocManaged(reinterpret_cast<void **>(ptr), bytes, flags);
+}
+template <typename T>
+cudaError_t cudaMallocPitch(T **ptr, size_t *pitch, size_t width, size_t height) {
+    return cudaMallocPitch(reinterpret_cast<void **>(ptr), pitch, width, height);
+}
 template <typename T> cudaError_t cudaMallocHost(T **ptr, size_t bytes) {
     return cudaMallocHost(reinterpret_cast<void **>(ptr), bytes);
 }
@@ -188,6 +196,38 @@ template <typename T> cudaError_t cudaMallocHost(T **ptr, size_t bytes) {
 template <typename T>
 cudaError_t cudaFuncSetAttribute(T *entry, cudaFuncAttribute attr, int value) {
     return cudaFuncSetAttribute(reinterpret_cast<const void *>(entry), attr, value);
+}
+
+template <typename T>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, T *func, int block_size,
+                                                          size_t dynamic_smem) {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        blocks, reinterpret_cast<const void *>(func), block_size, dynamic_smem);
+}
+// The block size (a multiple of 32, at most block_size_limit or 1024) with the most resident
+// threads per SM, the largest such; min_grid_size: the grid that fills all 132 SMs with it.
+template <typename T>
+cudaError_t cudaOccupancyMaxPotentialBlockSize(int *min_grid_size, int *block_size, T *func,
+                                               size_t dynamic_smem = 0, int block_size_limit = 0) {
+    if (!min_grid_size || !block_size)
+        return cudaErrorInvalidValue;
+    int limit = block_size_limit > 0 && block_size_limit < 1024 ? block_size_limit : 1024;
+    int best = 0, best_blocks = 0;
+    for (int b = limit < 32 ? limit : 32; b <= limit; b += 32) {
+        int n = 0;
+        if (cudaError_t e =
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, func, b, dynamic_smem))
+            return e;
+        if (n * b >= best * best_blocks) {
+            best = b;
+            best_blocks = n;
+        }
+    }
+    cudaDeviceProp prop;
+    cudaGetDeviceProperties(&prop, 0);
+    *block_size = best;
+    *min_grid_size = best_blocks * prop.multiProcessorCount;
+    return cudaSuccess;
 }
 
 // __constant__ and __device__ variables are ordinary globals here.
