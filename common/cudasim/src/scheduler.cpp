@@ -82,6 +82,8 @@ const char *collective_name(collective k) {
         return "__all_sync()";
     case collective::allgather:
         return "cudasim::warp_allgather()";
+    case collective::reduce:
+        return "__reduce_*_sync()";
     }
     return "warp collective";
 }
@@ -174,6 +176,13 @@ class block_runner {
                                      const char *name);
     void allgather(const void *mine, void *all, size_t bytes, const char *what, const char *file,
                    int line);
+    // __nanosleep: the thread goes to the back of the run queue.
+    void pause(const char *file, int line) {
+        cur_->file = file;
+        cur_->line = line;
+        push(*cur_);
+        yield();
+    }
     unsigned active_mask() const {
         const warp_state &w = warps_[cur_->linear / 32];
         return w.present & ~w.exited;
@@ -225,6 +234,7 @@ class block_runner {
     void fill_order(uint64_t block);
     void release_lanes(warp_state &w, unsigned mask);
     void complete_collective(warp_state &w, unsigned mask);
+    unsigned long long reduce_lanes(const warp_state &w, unsigned mask) const;
     std::string deadlock_report() const;
 
     fiber_base main_;
@@ -482,6 +492,11 @@ unsigned long long block_runner::collective_op(collective kind, unsigned mask,
                         "the lanes of a warp collective must call the same intrinsic with the "
                         "same mask",
                         name, mask, o.name, o.mask, fmt3(ot.tid).c_str(), ot.file, ot.line));
+        if (o.param != param && kind == collective::reduce)
+            fail(where_at(t, file, line) +
+                 format(": %s meets %s of thread %s at %s:%d; the lanes of a warp collective "
+                        "must call the same intrinsic with the same mask",
+                        name, o.name, fmt3(ot.tid).c_str(), ot.file, ot.line));
         if (o.param != param && kind == collective::allgather)
             fail(where_at(t, file, line) +
                  format(": %s of %d bytes meets %s of %d bytes of thread %s at %s:%d; every lane "
@@ -512,6 +527,7 @@ void block_runner::complete_collective(warp_state &w, unsigned mask) {
             ballot |= 1u << l;
         }
     }
+    unsigned long long reduced = reduce_lanes(w, mask);
     unsigned phase = w.completions++;
     tsan_release(&w.tsan_done[phase & 1]);
     for (unsigned m = mask; m; m &= m - 1) {
@@ -550,6 +566,9 @@ void block_runner::complete_collective(warp_state &w, unsigned mask) {
         case collective::all:
             s.result = ballot == mask;
             break;
+        case collective::reduce:
+            s.result = reduced;
+            break;
         case collective::syncwarp:
         case collective::allgather:
             s.result = 0;
@@ -564,6 +583,46 @@ void block_runner::complete_collective(warp_state &w, unsigned mask) {
     w.arrived &= ~mask;
     release_lanes(w, mask);
     yield();
+}
+
+// The result of a __reduce_*_sync over the lanes of `mask` (0 for other collectives).
+unsigned long long block_runner::reduce_lanes(const warp_state &w, unsigned mask) const {
+    unsigned first = static_cast<unsigned>(__builtin_ctz(mask));
+    if (w.lane[first].kind != collective::reduce)
+        return 0;
+    auto op = static_cast<reduce_op>(w.lane[first].param);
+    unsigned r = static_cast<unsigned>(w.lane[first].value);
+    for (unsigned m = mask & (mask - 1); m; m &= m - 1) {
+        unsigned v = static_cast<unsigned>(w.lane[__builtin_ctz(m)].value);
+        int sr = static_cast<int>(r), sv = static_cast<int>(v);
+        switch (op) {
+        case reduce_op::add:
+            r += v;
+            break;
+        case reduce_op::min:
+            r = std::min(r, v);
+            break;
+        case reduce_op::max:
+            r = std::max(r, v);
+            break;
+        case reduce_op::min_signed:
+            r = static_cast<unsigned>(std::min(sr, sv));
+            break;
+        case reduce_op::max_signed:
+            r = static_cast<unsigned>(std::max(sr, sv));
+            break;
+        case reduce_op::and_:
+            r &= v;
+            break;
+        case reduce_op::or_:
+            r |= v;
+            break;
+        case reduce_op::xor_:
+            r ^= v;
+            break;
+        }
+    }
+    return r;
 }
 
 void block_runner::allgather(const void *mine, void *all, size_t bytes, const char *what,
@@ -732,6 +791,21 @@ unsigned long long warp_collective(collective kind, unsigned mask, unsigned long
 void warp_allgather(const void *mine, void *all, size_t bytes, const char *what, const char *file,
                     int line) {
     current_runner(what, file, line)->allgather(mine, all, bytes, what, file, line);
+}
+
+unsigned warp_reduce(reduce_op op, unsigned mask, unsigned value, const char *file, int line) {
+    static const char *const names[] = {
+        "__reduce_add_sync()", "__reduce_min_sync()", "__reduce_max_sync()", "__reduce_min_sync()",
+        "__reduce_max_sync()", "__reduce_and_sync()", "__reduce_or_sync()",  "__reduce_xor_sync()"};
+    const char *name = names[static_cast<unsigned>(op)];
+    return static_cast<unsigned>(current_runner(name, file, line)
+                                     ->collective_op(collective::reduce, mask, value,
+                                                     static_cast<int>(op), warpSize, file, line,
+                                                     name));
+}
+
+void nanosleep_yield(const char *file, int line) {
+    current_runner("__nanosleep()", file, line)->pause(file, line);
 }
 
 unsigned active_mask() { return current_runner("__activemask()", "?", 0)->active_mask(); }

@@ -105,6 +105,30 @@ inline long long clock64() {
 }
 
 template <typename T> inline T __ldg(const T *p) { return *p; }
+// Loads and stores with cache hints (streaming, global-only, all levels, last use, volatile;
+// write-back, write-through): the hint changes caching only, so each is a plain access here.
+template <typename T> inline T __ldcs(const T *p) { return *p; }
+template <typename T> inline T __ldcg(const T *p) { return *p; }
+template <typename T> inline T __ldca(const T *p) { return *p; }
+template <typename T> inline T __ldlu(const T *p) { return *p; }
+template <typename T> inline T __ldcv(const T *p) { return *p; }
+template <typename T> inline void __stcs(T *p, T v) { *p = v; }
+template <typename T> inline void __stcg(T *p, T v) { *p = v; }
+template <typename T> inline void __stwb(T *p, T v) { *p = v; }
+template <typename T> inline void __stwt(T *p, T v) { *p = v; }
+
+namespace cudasim {
+namespace detail {
+void nanosleep_yield(const char *file, int line);
+} // namespace detail
+} // namespace cudasim
+// A thread that sleeps lets the other threads of its block run (the simulator runs them one at
+// a time): a spin-wait on a flag set by another warp of the block ends, as on a GPU.
+inline void __nanosleep(unsigned ns, const char *file = __builtin_FILE(),
+                        int line = __builtin_LINE()) {
+    (void)ns;
+    cudasim::detail::nanosleep_yield(file, line);
+}
 
 // ---- float intrinsics: the host's correctly rounded functions stand in for the fast ones --------
 inline float __expf(float x) { return expf(x); }

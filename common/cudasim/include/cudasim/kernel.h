@@ -64,8 +64,10 @@ enum class collective : unsigned char {
     ballot,
     any,
     all,
-    allgather
+    allgather,
+    reduce // __reduce_*_sync: param is a reduce_op
 };
+enum class reduce_op : unsigned char { add, min, max, min_signed, max_signed, and_, or_, xor_ };
 enum class bar_reduce : unsigned char { count, all, any };
 
 void syncthreads(const char *file, int line);
@@ -73,6 +75,7 @@ int syncthreads_reduce(bar_reduce op, int predicate, const char *file, int line)
 unsigned long long warp_collective(collective kind, unsigned mask, unsigned long long value,
                                    int param, int width, const char *file, int line);
 unsigned active_mask();
+unsigned warp_reduce(reduce_op op, unsigned mask, unsigned value, const char *file, int line);
 void warp_allgather(const void *mine, void *all, size_t bytes, const char *what, const char *file,
                     int line);
 
@@ -324,5 +327,25 @@ inline int __all_sync(unsigned mask, int predicate, const char *file = __builtin
     return static_cast<int>(
         warp_collective(collective::all, mask, predicate != 0, 0, warpSize, file, line));
 }
+
+// __reduce_*_sync (sm_80 and later): every lane named in the mask gets the reduction of their
+// values. A warp collective like the shuffles, with the same checks.
+#define CUDASIM_REDUCE(name, T, op)                                                                \
+    inline T name(unsigned mask, T value, const char *file = __builtin_FILE(),                     \
+                  int line = __builtin_LINE()) {                                                   \
+        using namespace cudasim::detail;                                                           \
+        return static_cast<T>(                                                                     \
+            warp_reduce(reduce_op::op, mask, static_cast<unsigned>(value), file, line));           \
+    }
+CUDASIM_REDUCE(__reduce_add_sync, unsigned, add)
+CUDASIM_REDUCE(__reduce_add_sync, int, add)
+CUDASIM_REDUCE(__reduce_min_sync, unsigned, min)
+CUDASIM_REDUCE(__reduce_min_sync, int, min_signed)
+CUDASIM_REDUCE(__reduce_max_sync, unsigned, max)
+CUDASIM_REDUCE(__reduce_max_sync, int, max_signed)
+CUDASIM_REDUCE(__reduce_and_sync, unsigned, and_)
+CUDASIM_REDUCE(__reduce_or_sync, unsigned, or_)
+CUDASIM_REDUCE(__reduce_xor_sync, unsigned, xor_)
+#undef CUDASIM_REDUCE
 
 #endif // CUDASIM_KERNEL_H
