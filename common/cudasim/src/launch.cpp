@@ -132,11 +132,12 @@ cudaError_t launch_kernel(const launch_desc &d) {
     uint64_t workers = std::min<uint64_t>(static_cast<uint64_t>(settings().threads), ls.nblocks);
     // The host's writes (inputs, parameters) happen before every simulated thread.
     tsan_release(&ls.tsan_start);
+    start_watchdog();
     pool().run(ls, static_cast<unsigned>(workers));
     if (ls.failed) {
         report_error(ls.error);
-        set_sticky(cudaErrorLaunchFailure);
-        return set_last_error(cudaErrorLaunchFailure);
+        set_sticky(ls.code);
+        return set_last_error(ls.code);
     }
     return cudaSuccess;
 }

@@ -104,6 +104,8 @@ settings_t &settings() {
 #if CUDASIM_ASAN
         st->threads = 1; // __shared__ is a plain static under ASan: one block at a time
 #endif
+        if (const char *w = std::getenv("CUDASIM_WATCHDOG"); w && *w)
+            st->watchdog_s = std::max(0.0, std::strtod(w, nullptr));
         int kb = env_int("CUDASIM_STACK_KB", 256);
         st->stack_bytes = static_cast<size_t>(std::max(kb, 16)) * 1024;
         return st;
@@ -133,9 +135,10 @@ void report_error(const std::string &message) {
     std::fflush(stderr);
 }
 
-// The name of the function at `fn` from the ELF symbol table of the file that holds it (static
-// functions are not in the dynamic table, so dladdr alone cannot name them); "" if not found.
-static std::string function_name(const void *fn) {
+// The name of the function at `fn` (or, with `containing`, whose code contains fn) from the ELF
+// symbol table of the file that holds it (static functions are not in the dynamic table, so
+// dladdr alone cannot name them); "" if not found.
+static std::string function_name(const void *fn, bool containing = false) {
     Dl_info info;
     if (!dladdr(fn, &info) || !info.dli_fname)
         return "";
@@ -156,7 +159,9 @@ static std::string function_name(const void *fn) {
         const Elf64_Shdr &strtab = sh[sh[s].sh_link];
         auto sym = reinterpret_cast<const Elf64_Sym *>(elf.data() + sh[s].sh_offset);
         for (size_t n = 0; n < sh[s].sh_size / sizeof(Elf64_Sym); ++n) {
-            if (ELF64_ST_TYPE(sym[n].st_info) != STT_FUNC || sym[n].st_value != target ||
+            bool hit =
+                containing ? target - sym[n].st_value < sym[n].st_size : sym[n].st_value == target;
+            if (ELF64_ST_TYPE(sym[n].st_info) != STT_FUNC || !hit ||
                 strtab.sh_offset + sym[n].st_name >= elf.size())
                 continue;
             const char *mangled = elf.data() + strtab.sh_offset + sym[n].st_name;
@@ -171,6 +176,8 @@ static std::string function_name(const void *fn) {
     }
     return "";
 }
+
+std::string function_at(const void *pc) { return pc ? function_name(pc, true) : ""; }
 
 std::string kernel_label(const launch_desc &d) {
     static std::mutex m;
@@ -686,6 +693,11 @@ int cudasim_set_threads(int threads) {
 }
 
 int cudasim_get_threads(void) { return settings().threads; }
+
+double cudasim_set_watchdog(double seconds) {
+    settings().watchdog_s = std::max(0.0, seconds);
+    return settings().watchdog_s;
+}
 
 const char *cudasim_last_error_message(void) {
     static thread_local std::string copy;

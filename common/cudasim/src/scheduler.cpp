@@ -1,6 +1,7 @@
 // scheduler.cpp — runs the blocks of a launch: the threads of a block as fibers on one OS thread,
 // barriers, warp collectives, and the reports of the bugs they expose (barrier divergence, exit
-// before a barrier, deadlock, bad warp masks, fiber stack overflow).
+// before a barrier, deadlock, bad warp masks, fiber stack overflow, device assert) and the
+// watchdog that ends a block making no progress (a spin-wait that nothing ends).
 //
 // A fiber runs until it waits (barrier, warp collective) or exits; then the next runnable fiber
 // in the run queue runs. Releases push the waiting fibers onto the queue in the configured order
@@ -10,10 +11,13 @@
 #include "internal.h"
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <memory>
+#include <pthread.h>
 #include <random>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -120,7 +124,10 @@ class block_runner;
 thread_local block_runner *tl_runner; // set while this OS thread runs blocks
 
 void on_fault(int sig, siginfo_t *info, void *uctx);
+void on_watchdog(int sig, siginfo_t *info, void *uctx);
 struct sigaction previous_segv;
+// The watchdog interrupts a worker with this signal (ignored by default, unused by sanitizers).
+constexpr int watchdog_signal = SIGURG;
 
 void install_fault_handler() {
     static std::once_flag once;
@@ -131,13 +138,36 @@ void install_fault_handler() {
         sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
         sigemptyset(&sa.sa_mask);
         sigaction(SIGSEGV, &sa, &previous_segv);
+        // Runs on the interrupted fiber's stack and never returns there (the fiber is abandoned):
+        // no alternate stack, and the signal stays unblocked for the next time.
+        sa.sa_sigaction = on_watchdog;
+        sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
+        sigaction(watchdog_signal, &sa, nullptr);
     });
+}
+
+// What the watchdog thread knows of each OS thread that runs blocks.
+struct watch_entry {
+    pthread_t thread;
+    std::atomic<launch_state *> launch{nullptr}; // while it runs blocks of a launch
+    std::atomic<uint64_t> progress{0};           // bumped whenever its block makes progress
+    std::atomic<bool> expired{false};            // set by the watchdog before it signals
+};
+std::mutex watch_mutex;
+std::vector<watch_entry *> &watch_list() {
+    static auto *v = new std::vector<watch_entry *>(); // never destroyed: usable during exit
+    return *v;
 }
 
 class block_runner {
   public:
     block_runner() : threads_(new sim_thread[max_threads_per_block]) {
         fiber_init_main(main_);
+        watch_.thread = pthread_self();
+        {
+            std::lock_guard<std::mutex> lock(watch_mutex);
+            watch_list().push_back(&watch_);
+        }
         queue_.resize(max_threads_per_block);
         // The overflow handler needs a stack of its own: the faulting one is exhausted. Keep an
         // alternate stack someone (a sanitizer) already installed.
@@ -156,6 +186,11 @@ class block_runner {
         // exit() called from a kernel runs this on a fiber stack: leave everything mapped then.
         if (cur_)
             return;
+        {
+            std::lock_guard<std::mutex> lock(watch_mutex);
+            auto &v = watch_list();
+            v.erase(std::remove(v.begin(), v.end(), &watch_), v.end());
+        }
         if (!altstack_.empty()) {
             stack_t ss{};
             ss.ss_flags = SS_DISABLE;
@@ -187,8 +222,14 @@ class block_runner {
         const warp_state &w = warps_[cur_->linear / 32];
         return w.present & ~w.exited;
     }
-    [[noreturn]] void fail(const std::string &what);
+    [[noreturn]] void fail(const std::string &what, cudaError_t code = cudaErrorLaunchFailure);
     bool running() const { return cur_ != nullptr; }
+    [[noreturn]] void assert_failed(const char *expr, const char *file, unsigned line,
+                                    const char *function);
+    // In the watchdog's signal handler, on the worker: ends the block if the watchdog expired it
+    // or another block already failed the launch. `pc`: where the running thread was.
+    void interrupted(const void *pc);
+    watch_entry watch_;
     bool fault_report(const void *addr, char *buf, size_t len) const;
 
   private:
@@ -235,7 +276,16 @@ class block_runner {
     void release_lanes(warp_state &w, unsigned mask);
     void complete_collective(warp_state &w, unsigned mask);
     unsigned long long reduce_lanes(const warp_state &w, unsigned mask) const;
+    struct thread_group {
+        const char *what; // the barrier or collective they wait at; null: running or runnable
+        const char *file;
+        int line;
+        std::vector<unsigned> ids;
+    };
+    std::vector<thread_group> group_threads() const;
+    std::string describe(const std::vector<thread_group> &groups) const;
     std::string deadlock_report() const;
+    void progress() { watch_.progress.fetch_add(1, std::memory_order_relaxed); }
 
     fiber_base main_;
     std::unique_ptr<sim_thread[]> threads_;
@@ -329,11 +379,14 @@ void block_runner::run_block(uint64_t b) {
         std::memset(smem_, 0xff, smem_size_); // NaN in fp32/fp16/bf16: uninitialised reads show
     tsan_release(&block_start_sync_);
     fill_order(b);
+    progress();
     q_head_ = q_size_ = 0;
     for (unsigned i : order_) {
         sim_thread &t = threads_[i];
         fiber_prepare(t, fiber_main, t.abandoned);
         t.started = t.abandoned = false;
+        t.file = "";
+        t.line = 0;
         push(t);
     }
     switch_to(main_, pop(), false);
@@ -363,6 +416,7 @@ void block_runner::thread_exit() {
     sim_thread &t = *cur_;
     t.wait = wait_kind::exited;
     --live_;
+    progress();
     if (!first_exited_)
         first_exited_ = &t;
     warp_state &w = warps_[t.linear / 32];
@@ -392,8 +446,8 @@ void block_runner::thread_exit() {
     __builtin_unreachable();
 }
 
-void block_runner::fail(const std::string &what) {
-    ls_->fail(what);
+void block_runner::fail(const std::string &what, cudaError_t code) {
+    ls_->fail(what, code);
     failed_ = true;
     switch_to(*cur_, nullptr, true);
     __builtin_unreachable();
@@ -423,6 +477,7 @@ int block_runner::barrier(const char *file, int line, bar_reduce op, int predica
     bar_count_ += predicate != 0;
     tsan_release(&bar_sync_[phase & 1]);
     if (++bar_arrived_ == live_) {
+        progress();
         bar_result_[phase & 1] = bar_count_;
         bar_participants_[phase & 1] = live_;
         bar_arrived_ = 0;
@@ -527,6 +582,7 @@ void block_runner::complete_collective(warp_state &w, unsigned mask) {
             ballot |= 1u << l;
         }
     }
+    progress();
     unsigned long long reduced = reduce_lanes(w, mask);
     unsigned phase = w.completions++;
     tsan_release(&w.tsan_done[phase & 1]);
@@ -647,39 +703,43 @@ void block_runner::release_lanes(warp_state &w, unsigned mask) {
     }
 }
 
-std::string block_runner::deadlock_report() const {
-    struct group {
-        const char *what, *file;
-        int line;
-        std::vector<unsigned> ids;
-    };
-    std::vector<group> groups;
+std::vector<block_runner::thread_group> block_runner::group_threads() const {
+    std::vector<thread_group> groups;
     for (unsigned i = 0; i < n_; ++i) {
         const sim_thread &t = threads_[i];
         if (t.wait == wait_kind::exited)
             continue;
-        const char *what =
-            t.wait == wait_kind::barrier ? "__syncthreads()" : warps_[i / 32].lane[i % 32].name;
-        auto g = std::find_if(groups.begin(), groups.end(), [&](const group &x) {
-            return std::strcmp(x.what, what) == 0 && same_site(x.file, x.line, t.file, t.line);
+        const char *what = t.wait == wait_kind::barrier ? "__syncthreads()"
+                           : t.wait == wait_kind::warp  ? warps_[i / 32].lane[i % 32].name
+                                                        : nullptr;
+        auto g = std::find_if(groups.begin(), groups.end(), [&](const thread_group &x) {
+            return (x.what == what || (x.what && what && std::strcmp(x.what, what) == 0)) &&
+                   same_site(x.file, x.line, t.file, t.line);
         });
         if (g == groups.end()) {
-            groups.push_back(group{what, t.file, t.line, {}});
+            groups.push_back(thread_group{what, t.file, t.line, {}});
             g = groups.end() - 1;
         }
         g->ids.push_back(i);
     }
-    // The smallest group is the likeliest culprit: name its first thread.
-    const group &culprit =
-        *std::min_element(groups.begin(), groups.end(), [](const group &a, const group &b) {
-            return a.ids.size() < b.ids.size();
-        });
-    std::string r = where_at(threads_[culprit.ids[0]], culprit.file, culprit.line) +
-                    ": deadlock: no thread of the block can proceed";
-    for (const group &g : groups) {
-        r += format("\ncudasim:   %zu thread%s wait%s at %s at %s:%d:", g.ids.size(),
-                    g.ids.size() == 1 ? "" : "s", g.ids.size() == 1 ? "s" : "", g.what, g.file,
-                    g.line);
+    return groups;
+}
+
+// One line per group: "\ncudasim:   63 threads wait at __syncthreads() at k.cu:36: (0,0,0)-..."
+// (`what` null: threads that run or may run, with the last place they waited or paused).
+std::string block_runner::describe(const std::vector<thread_group> &groups) const {
+    std::string r;
+    for (const thread_group &g : groups) {
+        bool one = g.ids.size() == 1;
+        if (g.what)
+            r += format("\ncudasim:   %zu thread%s wait%s at %s at %s:%d:", g.ids.size(),
+                        one ? "" : "s", one ? "s" : "", g.what, g.file, g.line);
+        else if (*g.file)
+            r += format("\ncudasim:   %zu thread%s run%s (last seen at %s:%d):", g.ids.size(),
+                        one ? "" : "s", one ? "s" : "", g.file, g.line);
+        else
+            r += format("\ncudasim:   %zu thread%s run%s:", g.ids.size(), one ? "" : "s",
+                        one ? "s" : "");
         size_t ranges = 0;
         for (size_t k = 0; k < g.ids.size(); ++k) {
             size_t e = k;
@@ -696,6 +756,48 @@ std::string block_runner::deadlock_report() const {
         }
     }
     return r;
+}
+
+std::string block_runner::deadlock_report() const {
+    std::vector<thread_group> groups = group_threads();
+    // The smallest group is the likeliest culprit: name its first thread.
+    const thread_group &culprit = *std::min_element(
+        groups.begin(), groups.end(),
+        [](const thread_group &a, const thread_group &b) { return a.ids.size() < b.ids.size(); });
+    return where_at(threads_[culprit.ids[0]], culprit.file, culprit.line) +
+           ": deadlock: no thread of the block can proceed" + describe(groups);
+}
+
+void block_runner::assert_failed(const char *expr, const char *file, unsigned line,
+                                 const char *function) {
+    fail(where_at(*cur_, file, static_cast<int>(line)) +
+             format(": device-side assertion failed: %s (in %s)", expr, function),
+         cudaErrorAssert);
+}
+
+void block_runner::interrupted(const void *pc) {
+    if (!cur_)
+        return; // between blocks: the worker sees a failed launch by itself
+    bool expired = watch_.expired.exchange(false);
+    if (!expired && !ls_->failed)
+        return;
+    if (!expired)
+        fail(""); // another block's failure ended the launch; this block stops too
+    const sim_thread &t = *cur_;
+    std::string fn = function_at(pc);
+    if (fn.compare(0, 9, "cudasim::") == 0)
+        fn.clear(); // inside the simulator (a __nanosleep): the kernel's line is the last seen
+    std::string last = *t.file ? format(", last seen at %s:%d", t.file, t.line) : "";
+    fail(where(t) +
+             format(": no progress for %g s: no barrier or warp collective completed and no "
+                    "thread exited in the block; this thread was running%s%s. A spin-wait for a "
+                    "value that no running thread will write? (Blocks run in no guaranteed "
+                    "order, and not all at once.) Watchdog: CUDASIM_WATCHDOG=seconds, 0 turns it "
+                    "off",
+                    settings().watchdog_s.load(), fn.empty() ? "" : (" in " + fn).c_str(),
+                    last.c_str()) +
+             describe(group_threads()),
+         cudaErrorLaunchTimeout);
 }
 
 bool block_runner::fault_report(const void *addr, char *buf, size_t len) const {
@@ -736,6 +838,66 @@ void on_fault(int sig, siginfo_t *info, void *uctx) {
     sigaction(SIGSEGV, &previous_segv, nullptr);
 }
 
+// The watchdog's signal: handled on the worker that runs the stalled block, on the stack of the
+// interrupted simulated thread, which the handler abandons (it never returns there).
+void on_watchdog(int, siginfo_t *, void *uctx) {
+    int saved_errno = errno;
+    const void *pc = nullptr;
+#if defined(__x86_64__)
+    pc =
+        reinterpret_cast<const void *>(static_cast<ucontext_t *>(uctx)->uc_mcontext.gregs[REG_RIP]);
+#elif defined(__aarch64__)
+    pc = reinterpret_cast<const void *>(static_cast<ucontext_t *>(uctx)->uc_mcontext.pc);
+#else
+    (void)uctx;
+#endif
+    if (block_runner *r = tl_runner)
+        r->interrupted(pc);
+    errno = saved_errno;
+}
+
+// Checks every few milliseconds that each worker's block progresses. A worker whose block made
+// no progress for the watchdog's time is signalled (its running thread then reports); once a
+// launch has failed, the workers still stalled in its blocks are signalled at once.
+void watchdog_main() {
+    struct seen {
+        launch_state *launch;
+        uint64_t progress;
+        std::chrono::steady_clock::time_point since;
+    };
+    std::vector<std::pair<watch_entry *, seen>> last;
+    for (;;) {
+        double limit = settings().watchdog_s;
+        std::this_thread::sleep_for(std::chrono::milliseconds(
+            limit > 0 && limit < 1 ? std::max(1, static_cast<int>(limit * 100)) : 100));
+        auto now = std::chrono::steady_clock::now();
+        std::lock_guard<std::mutex> lock(watch_mutex);
+        for (watch_entry *e : watch_list()) {
+            launch_state *ls = e->launch.load();
+            uint64_t p = e->progress.load(std::memory_order_relaxed);
+            auto it =
+                std::find_if(last.begin(), last.end(),
+                             [&](const std::pair<watch_entry *, seen> &x) { return x.first == e; });
+            if (it == last.end()) {
+                last.push_back({e, seen{ls, p, now}});
+                continue;
+            }
+            seen &s = it->second;
+            if (!ls || s.launch != ls || s.progress != p) {
+                s = seen{ls, p, now};
+                continue;
+            }
+            if (ls->failed) {
+                pthread_kill(e->thread, watchdog_signal);
+            } else if (limit > 0 && std::chrono::duration<double>(now - s.since).count() >= limit) {
+                e->expired = true;
+                pthread_kill(e->thread, watchdog_signal);
+                s.since = now;
+            }
+        }
+    }
+}
+
 block_runner *current_runner(const char *what, const char *file, int line) {
     block_runner *r = tl_runner;
     if (!r || !r->running()) {
@@ -757,10 +919,20 @@ void run_blocks(launch_state &ls) {
     if (ls.failed)
         return;
     tl_runner = runner.get();
+    runner->watch_.launch = &ls;
     uint64_t b;
     while (!ls.failed && (b = ls.next_block++) < ls.nblocks)
         runner->run_block(b);
+    runner->watch_.launch = nullptr;
+    runner->watch_.expired = false;
     tl_runner = nullptr;
+}
+
+void start_watchdog() {
+    if (settings().watchdog_s <= 0)
+        return;
+    static std::once_flag once;
+    std::call_once(once, [] { std::thread(watchdog_main).detach(); });
 }
 
 bool in_kernel() { return tl_runner && tl_runner->running(); }
@@ -812,3 +984,15 @@ unsigned active_mask() { return current_runner("__activemask()", "?", 0)->active
 
 } // namespace detail
 } // namespace cudasim
+
+// A failed `assert` calls this (glibc). In a kernel it ends the launch with a report naming the
+// block, thread and line, and the launch returns cudaErrorAssert; elsewhere it does what glibc's
+// does.
+extern "C" void __assert_fail(const char *expr, const char *file, unsigned int line,
+                              const char *function) noexcept {
+    if (cudasim::detail::in_kernel())
+        cudasim::detail::tl_runner->assert_failed(expr, file, line, function);
+    std::fprintf(stderr, "%s: %s:%u: %s: Assertion `%s' failed.\n", program_invocation_short_name,
+                 file, line, function, expr);
+    std::abort();
+}
