@@ -117,8 +117,9 @@ cudaError_t launch_kernel(const launch_desc &d) {
         return set_last_error(e);
     std::string why;
     if (cudaError_t e = check_config(d, why)) {
-        report_error(format("launch of kernel '%s' at %s:%d rejected: %s (%s)", d.kernel, d.file,
-                            d.line, why.c_str(), cudaGetErrorName(e)));
+        report_error(format("launch of kernel %s at %s:%d rejected: %s (%s)",
+                            kernel_label(d).c_str(), d.file, d.line, why.c_str(),
+                            cudaGetErrorName(e)));
         return set_last_error(e);
     }
     static std::atomic<uint64_t> launches{0};
