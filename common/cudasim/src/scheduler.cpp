@@ -21,6 +21,10 @@
 #include <unistd.h>
 #include <vector>
 
+#if CUDASIM_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace cudasim {
 namespace detail {
 
@@ -123,25 +127,41 @@ std::string lane_list(unsigned mask) {
 class block_runner;
 thread_local block_runner *tl_runner; // set while this OS thread runs blocks
 
+// Fails the launch from a method of block_runner with the report built by the arguments. The
+// report's temporaries are destroyed at the end of the first statement, before the thread is
+// abandoned: on an abandoned stack they would never be freed (LeakSanitizer reports them).
+#define CUDASIM_FAIL(...)                                                                          \
+    do {                                                                                           \
+        record_failure(__VA_ARGS__);                                                               \
+        abandon();                                                                                 \
+    } while (0)
+
 void on_fault(int sig, siginfo_t *info, void *uctx);
 void on_watchdog(int sig, siginfo_t *info, void *uctx);
 struct sigaction previous_segv;
 // The watchdog interrupts a worker with this signal (ignored by default, unused by sanitizers).
 constexpr int watchdog_signal = SIGURG;
 
+#if CUDASIM_ASAN
+void on_asan_report(const char *report);
+#endif
+
 void install_fault_handler() {
     static std::once_flag once;
     std::call_once(once, [] {
+#if CUDASIM_ASAN
+        __asan_set_error_report_callback(on_asan_report);
+#endif
         struct sigaction sa;
         std::memset(&sa, 0, sizeof sa);
         sa.sa_sigaction = on_fault;
         sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
         sigemptyset(&sa.sa_mask);
         sigaction(SIGSEGV, &sa, &previous_segv);
-        // Runs on the interrupted fiber's stack and never returns there (the fiber is abandoned):
-        // no alternate stack, and the signal stays unblocked for the next time.
+        // Runs on the interrupted fiber's stack; when it abandons the fiber it never returns, and
+        // the signal stays blocked until run_block unblocks it on the OS thread's own stack.
         sa.sa_sigaction = on_watchdog;
-        sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
+        sa.sa_flags = SA_SIGINFO | SA_RESTART;
         sigaction(watchdog_signal, &sa, nullptr);
     });
 }
@@ -215,6 +235,7 @@ class block_runner {
     void pause(const char *file, int line) {
         cur_->file = file;
         cur_->line = line;
+        tsan_release(&pause_sync_);
         push(*cur_);
         yield();
     }
@@ -223,14 +244,25 @@ class block_runner {
         return w.present & ~w.exited;
     }
     [[noreturn]] void fail(const std::string &what, cudaError_t code = cudaErrorLaunchFailure);
+    // The two halves of fail(), for CUDASIM_FAIL: records the report, then leaves the current
+    // thread for good.
+    void record_failure(const std::string &what, cudaError_t code = cudaErrorLaunchFailure) {
+        ls_->fail(what, code);
+        failed_ = true;
+    }
+    [[noreturn]] void abandon();
     bool running() const { return cur_ != nullptr; }
     [[noreturn]] void assert_failed(const char *expr, const char *file, unsigned line,
                                     const char *function);
     // In the watchdog's signal handler, on the worker: ends the block if the watchdog expired it
     // or another block already failed the launch. `pc`: where the running thread was.
     void interrupted(const void *pc);
+    std::string stall_report(const void *pc) const;
     watch_entry watch_;
     bool fault_report(const void *addr, char *buf, size_t len) const;
+#if CUDASIM_ASAN
+    bool current_thread(char *buf, size_t len) const;
+#endif
 
   private:
     static void fiber_main();
@@ -314,6 +346,7 @@ class block_runner {
     unsigned bar_participants_[2] = {0, 0};
     char bar_sync_[2];
     char block_start_sync_ = 0, block_end_sync_ = 0;
+    char abandon_sync_ = 0, pause_sync_ = 0;
 };
 
 void block_runner::begin_launch(launch_state &ls) {
@@ -384,6 +417,13 @@ void block_runner::run_block(uint64_t b) {
     for (unsigned i : order_) {
         sim_thread &t = threads_[i];
         fiber_prepare(t, fiber_main, t.abandoned);
+#if CUDASIM_TSAN
+        // ThreadSanitizer's reports then name the CUDA thread ("Thread T3 'block (1,0,0) ...'").
+        char name[80];
+        std::snprintf(name, sizeof name, "block (%u,%u,%u) thread (%u,%u,%u)", blockIdx.x,
+                      blockIdx.y, blockIdx.z, t.tid.x, t.tid.y, t.tid.z);
+        __tsan_set_fiber_name(t.tsan, name);
+#endif
         t.started = t.abandoned = false;
         t.file = "";
         t.line = 0;
@@ -396,6 +436,20 @@ void block_runner::run_block(uint64_t b) {
         failed_ = true;
     }
     if (failed_) {
+        // What the block's threads did before they stopped (each released one of these when it
+        // last stopped) happens before the next block on this OS thread.
+        tsan_acquire(&abandon_sync_);
+        tsan_acquire(&pause_sync_);
+        tsan_acquire(&bar_sync_[0]);
+        tsan_acquire(&bar_sync_[1]);
+        for (warp_state &w : warps_)
+            for (lane_slot &l : w.lane)
+                tsan_acquire(&l.tsan_sync);
+        tsan_release(&block_end_sync_);
+        sigset_t watchdog_set;
+        sigemptyset(&watchdog_set);
+        sigaddset(&watchdog_set, watchdog_signal);
+        pthread_sigmask(SIG_UNBLOCK, &watchdog_set, nullptr); // blocked if its handler abandoned
         for (unsigned i = 0; i < n_; ++i)
             threads_[i].abandoned = threads_[i].started && threads_[i].wait != wait_kind::exited;
         return;
@@ -423,21 +477,22 @@ void block_runner::thread_exit() {
     unsigned bit = 1u << (t.linear % 32);
     w.exited |= bit;
     if (bar_arrived_ > 0)
-        fail(where(t) + format(": exited while %u other thread%s of its block wait%s at "
-                               "__syncthreads() at %s:%d (thread %s is one); every thread of a "
-                               "block must reach every __syncthreads()",
-                               bar_arrived_, bar_arrived_ == 1 ? "" : "s",
-                               bar_arrived_ == 1 ? "s" : "", bar_first_->file, bar_first_->line,
-                               fmt3(bar_first_->tid).c_str()));
+        CUDASIM_FAIL(where(t) +
+                     format(": exited while %u other thread%s of its block wait%s at "
+                            "__syncthreads() at %s:%d (thread %s is one); every thread of a "
+                            "block must reach every __syncthreads()",
+                            bar_arrived_, bar_arrived_ == 1 ? "" : "s",
+                            bar_arrived_ == 1 ? "s" : "", bar_first_->file, bar_first_->line,
+                            fmt3(bar_first_->tid).c_str()));
     for (unsigned waiting = w.arrived; waiting; waiting &= waiting - 1) {
         unsigned l = static_cast<unsigned>(__builtin_ctz(waiting));
         const lane_slot &s = w.lane[l];
         if (s.mask & bit) {
             const sim_thread &waiter = lane_thread(w, l);
-            fail(where_at(waiter, waiter.file, waiter.line) +
-                 format(": %s mask 0x%08x names lane %u (thread %s), which exited without "
-                        "taking part",
-                        s.name, s.mask, t.linear % 32, fmt3(t.tid).c_str()));
+            CUDASIM_FAIL(where_at(waiter, waiter.file, waiter.line) +
+                         format(": %s mask 0x%08x names lane %u (thread %s), which exited without "
+                                "taking part",
+                                s.name, s.mask, t.linear % 32, fmt3(t.tid).c_str()));
         }
     }
     tsan_release(&block_end_sync_);
@@ -447,8 +502,13 @@ void block_runner::thread_exit() {
 }
 
 void block_runner::fail(const std::string &what, cudaError_t code) {
-    ls_->fail(what, code);
-    failed_ = true;
+    record_failure(what, code);
+    abandon();
+}
+
+void block_runner::abandon() {
+    // The report (and whatever the thread wrote) happens before the OS thread reads it.
+    tsan_release(&abandon_sync_);
     switch_to(*cur_, nullptr, true);
     __builtin_unreachable();
 }
@@ -456,18 +516,19 @@ void block_runner::fail(const std::string &what, cudaError_t code) {
 int block_runner::barrier(const char *file, int line, bar_reduce op, int predicate) {
     sim_thread &t = *cur_;
     if (first_exited_)
-        fail(where_at(t, file, line) +
-             format(": __syncthreads() reached after thread %s of the block exited; every "
-                    "thread of a block must reach every __syncthreads()",
-                    fmt3(first_exited_->tid).c_str()));
+        CUDASIM_FAIL(where_at(t, file, line) +
+                     format(": __syncthreads() reached after thread %s of the block exited; every "
+                            "thread of a block must reach every __syncthreads()",
+                            fmt3(first_exited_->tid).c_str()));
     if (bar_arrived_ == 0) {
         bar_first_ = &t;
         bar_count_ = 0;
     } else if (!same_site(file, line, bar_first_->file, bar_first_->line)) {
-        fail(where_at(t, file, line) +
-             format(": barrier divergence: this __syncthreads() is not the one thread %s waits at "
-                    "(%s:%d); all threads of a block must reach the same __syncthreads()",
-                    fmt3(bar_first_->tid).c_str(), bar_first_->file, bar_first_->line));
+        CUDASIM_FAIL(
+            where_at(t, file, line) +
+            format(": barrier divergence: this __syncthreads() is not the one thread %s waits at "
+                   "(%s:%d); all threads of a block must reach the same __syncthreads()",
+                   fmt3(bar_first_->tid).c_str(), bar_first_->file, bar_first_->line));
     }
     unsigned phase = bar_phase_;
     t.wait = wait_kind::barrier;
@@ -509,23 +570,26 @@ unsigned long long block_runner::collective_op(collective kind, unsigned mask,
     unsigned lane = t.linear % 32, wi = t.linear / 32, bit = 1u << lane;
     warp_state &w = warps_[wi];
     if (!(mask & bit))
-        fail(where_at(t, file, line) +
-             format(": %s mask 0x%08x does not include the calling lane %u", name, mask, lane));
+        CUDASIM_FAIL(
+            where_at(t, file, line) +
+            format(": %s mask 0x%08x does not include the calling lane %u", name, mask, lane));
     if (unsigned absent = mask & ~w.present)
-        fail(where_at(t, file, line) +
-             format(": %s mask 0x%08x names lane%s %s of warp %u, which do%s not exist: the "
-                    "block has %u threads, so its last warp is partial",
-                    name, mask, (absent & (absent - 1)) ? "s" : "", lane_list(absent).c_str(), wi,
-                    (absent & (absent - 1)) ? "" : "es", n_));
+        CUDASIM_FAIL(
+            where_at(t, file, line) +
+            format(": %s mask 0x%08x names lane%s %s of warp %u, which do%s not exist: the "
+                   "block has %u threads, so its last warp is partial",
+                   name, mask, (absent & (absent - 1)) ? "s" : "", lane_list(absent).c_str(), wi,
+                   (absent & (absent - 1)) ? "" : "es", n_));
     if (unsigned gone = mask & w.exited) {
         unsigned l = static_cast<unsigned>(__builtin_ctz(gone));
-        fail(where_at(t, file, line) + format(": %s mask 0x%08x names lane %u (thread %s), which "
-                                              "has exited",
-                                              name, mask, l, fmt3(lane_thread(w, l).tid).c_str()));
+        CUDASIM_FAIL(where_at(t, file, line) +
+                     format(": %s mask 0x%08x names lane %u (thread %s), which "
+                            "has exited",
+                            name, mask, l, fmt3(lane_thread(w, l).tid).c_str()));
     }
     if (is_shuffle(kind) && (width < 1 || width > 32 || (width & (width - 1))))
-        fail(where_at(t, file, line) +
-             format(": %s width %d is not a power of two from 1 to 32", name, width));
+        CUDASIM_FAIL(where_at(t, file, line) +
+                     format(": %s width %d is not a power of two from 1 to 32", name, width));
     lane_slot &s = w.lane[lane];
     s.kind = kind;
     s.name = name;
@@ -542,21 +606,24 @@ unsigned long long block_runner::collective_op(collective kind, unsigned mask,
         const lane_slot &o = w.lane[l];
         const sim_thread &ot = lane_thread(w, l);
         if (o.kind != kind || o.mask != mask || (o.name != name && std::strcmp(o.name, name) != 0))
-            fail(where_at(t, file, line) +
-                 format(": %s with mask 0x%08x meets %s with mask 0x%08x of thread %s at %s:%d; "
-                        "the lanes of a warp collective must call the same intrinsic with the "
-                        "same mask",
-                        name, mask, o.name, o.mask, fmt3(ot.tid).c_str(), ot.file, ot.line));
+            CUDASIM_FAIL(
+                where_at(t, file, line) +
+                format(": %s with mask 0x%08x meets %s with mask 0x%08x of thread %s at %s:%d; "
+                       "the lanes of a warp collective must call the same intrinsic with the "
+                       "same mask",
+                       name, mask, o.name, o.mask, fmt3(ot.tid).c_str(), ot.file, ot.line));
         if (o.param != param && kind == collective::reduce)
-            fail(where_at(t, file, line) +
-                 format(": %s meets %s of thread %s at %s:%d; the lanes of a warp collective "
-                        "must call the same intrinsic with the same mask",
-                        name, o.name, fmt3(ot.tid).c_str(), ot.file, ot.line));
+            CUDASIM_FAIL(
+                where_at(t, file, line) +
+                format(": %s meets %s of thread %s at %s:%d; the lanes of a warp collective "
+                       "must call the same intrinsic with the same mask",
+                       name, o.name, fmt3(ot.tid).c_str(), ot.file, ot.line));
         if (o.param != param && kind == collective::allgather)
-            fail(where_at(t, file, line) +
-                 format(": %s of %d bytes meets %s of %d bytes of thread %s at %s:%d; every lane "
-                        "must contribute the same size",
-                        name, param, o.name, o.param, fmt3(ot.tid).c_str(), ot.file, ot.line));
+            CUDASIM_FAIL(
+                where_at(t, file, line) +
+                format(": %s of %d bytes meets %s of %d bytes of thread %s at %s:%d; every lane "
+                       "must contribute the same size",
+                       name, param, o.name, o.param, fmt3(ot.tid).c_str(), ot.file, ot.line));
     }
     if ((w.arrived & mask) == mask) {
         complete_collective(w, mask);
@@ -684,9 +751,9 @@ unsigned long long block_runner::reduce_lanes(const warp_state &w, unsigned mask
 void block_runner::allgather(const void *mine, void *all, size_t bytes, const char *what,
                              const char *file, int line) {
     if (bytes == 0 || bytes > warp_allgather_max_bytes)
-        fail(where_at(*cur_, file, line) +
-             format(": %s contributes %zu bytes per lane; the limit is %zu", what, bytes,
-                    warp_allgather_max_bytes));
+        CUDASIM_FAIL(where_at(*cur_, file, line) +
+                     format(": %s contributes %zu bytes per lane; the limit is %zu", what, bytes,
+                            warp_allgather_max_bytes));
     const warp_state &w = warps_[cur_->linear / 32];
     collective_op(collective::allgather, full_mask, reinterpret_cast<uintptr_t>(mine),
                   static_cast<int>(bytes), warpSize, file, line, what);
@@ -770,9 +837,9 @@ std::string block_runner::deadlock_report() const {
 
 void block_runner::assert_failed(const char *expr, const char *file, unsigned line,
                                  const char *function) {
-    fail(where_at(*cur_, file, static_cast<int>(line)) +
-             format(": device-side assertion failed: %s (in %s)", expr, function),
-         cudaErrorAssert);
+    CUDASIM_FAIL(where_at(*cur_, file, static_cast<int>(line)) +
+                     format(": device-side assertion failed: %s (in %s)", expr, function),
+                 cudaErrorAssert);
 }
 
 void block_runner::interrupted(const void *pc) {
@@ -783,22 +850,35 @@ void block_runner::interrupted(const void *pc) {
         return;
     if (!expired)
         fail(""); // another block's failure ended the launch; this block stops too
+    CUDASIM_FAIL(stall_report(pc), cudaErrorLaunchTimeout);
+}
+
+std::string block_runner::stall_report(const void *pc) const {
     const sim_thread &t = *cur_;
     std::string fn = function_at(pc);
     if (fn.compare(0, 9, "cudasim::") == 0)
         fn.clear(); // inside the simulator (a __nanosleep): the kernel's line is the last seen
     std::string last = *t.file ? format(", last seen at %s:%d", t.file, t.line) : "";
-    fail(where(t) +
-             format(": no progress for %g s: no barrier or warp collective completed and no "
-                    "thread exited in the block; this thread was running%s%s. A spin-wait for a "
-                    "value that no running thread will write? (Blocks run in no guaranteed "
-                    "order, and not all at once.) Watchdog: CUDASIM_WATCHDOG=seconds, 0 turns it "
-                    "off",
-                    settings().watchdog_s.load(), fn.empty() ? "" : (" in " + fn).c_str(),
-                    last.c_str()) +
-             describe(group_threads()),
-         cudaErrorLaunchTimeout);
+    return where(t) +
+           format(": no progress for %g s: no barrier or warp collective completed and no thread "
+                  "exited in the block; this thread was running%s%s. A spin-wait for a value "
+                  "that no running thread will write? (Blocks run in no guaranteed order, and not "
+                  "all at once.) Watchdog: CUDASIM_WATCHDOG=seconds, 0 turns it off",
+                  settings().watchdog_s.load(), fn.empty() ? "" : (" in " + fn).c_str(),
+                  last.c_str()) +
+           describe(group_threads());
 }
+
+#if CUDASIM_ASAN
+// "kernel 'k' block (x,y,z) thread (x,y,z)" of the running simulated thread; false if none.
+bool block_runner::current_thread(char *buf, size_t len) const {
+    if (!cur_ || !ls_)
+        return false;
+    std::snprintf(buf, len, "kernel '%s' block (%u,%u,%u) thread (%u,%u,%u)", ls_->desc->kernel,
+                  blockIdx.x, blockIdx.y, blockIdx.z, cur_->tid.x, cur_->tid.y, cur_->tid.z);
+    return true;
+}
+#endif
 
 bool block_runner::fault_report(const void *addr, char *buf, size_t len) const {
     if (!ls_)
@@ -837,6 +917,15 @@ void on_fault(int sig, siginfo_t *info, void *uctx) {
     // Default or ignored: restore it and let the faulting instruction fault again.
     sigaction(SIGSEGV, &previous_segv, nullptr);
 }
+
+#if CUDASIM_ASAN
+// Called by AddressSanitizer at the end of a report: names the simulated thread it happened in.
+void on_asan_report(const char *) {
+    char buf[256];
+    if (tl_runner && tl_runner->current_thread(buf, sizeof buf))
+        std::fprintf(stderr, "cudasim: the AddressSanitizer report above is from %s\n", buf);
+}
+#endif
 
 // The watchdog's signal: handled on the worker that runs the stalled block, on the stack of the
 // interrupted simulated thread, which the handler abandons (it never returns there).
