@@ -27,7 +27,7 @@ __global__ void spin_sleep(int *flag, int *out) {
     if (threadIdx.x == 5)
         while (atomicAdd(flag, 0) == 0)
             __nanosleep(1000); // @spin_sleep
-    out[threadIdx.x] = 1;
+    out[blockIdx.x * blockDim.x + threadIdx.x] = 1;
 }
 
 // Block 0 waits for block 1, which waits at a barrier for thread 0 of its own block... which

@@ -98,8 +98,9 @@ std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 // launched through a pointer (`scores<<<...>>>` with `scores` a parameter), the function's own
 // name from the executable's symbol table: 'scores_tiled' (launched as 'scores').
 std::string kernel_label(const launch_desc &d);
-// The function whose code contains `pc` (from the symbol table, demangled), or "".
-std::string function_at(const void *pc);
+// The function whose code contains `pc` (from the symbol table, demangled), or "" (also if pc
+// is not in the same executable or library as `same_object_as`, e.g. in a sanitizer runtime).
+std::string function_at(const void *pc, const void *same_object_as);
 
 } // namespace detail
 } // namespace cudasim

@@ -177,7 +177,12 @@ static std::string function_name(const void *fn, bool containing = false) {
     return "";
 }
 
-std::string function_at(const void *pc) { return pc ? function_name(pc, true) : ""; }
+std::string function_at(const void *pc, const void *same_object_as) {
+    Dl_info a, b;
+    if (!pc || !dladdr(pc, &a) || !dladdr(same_object_as, &b) || a.dli_fbase != b.dli_fbase)
+        return "";
+    return function_name(pc, true);
+}
 
 std::string kernel_label(const launch_desc &d) {
     static std::mutex m;

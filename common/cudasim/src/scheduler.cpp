@@ -257,7 +257,7 @@ class block_runner {
     // In the watchdog's signal handler, on the worker: ends the block if the watchdog expired it
     // or another block already failed the launch. `pc`: where the running thread was.
     void interrupted(const void *pc);
-    std::string stall_report(const void *pc) const;
+    std::string stall_report() const;
     watch_entry watch_;
     bool fault_report(const void *addr, char *buf, size_t len) const;
 #if CUDASIM_ASAN
@@ -347,6 +347,11 @@ class block_runner {
     char bar_sync_[2];
     char block_start_sync_ = 0, block_end_sync_ = 0;
     char abandon_sync_ = 0, pause_sync_ = 0;
+    // The thread the watchdog interrupted, where, and whether its block timed out (or only
+    // stopped because another block failed the launch).
+    const sim_thread *stalled_ = nullptr;
+    const void *stall_pc_ = nullptr;
+    bool stall_expired_ = false;
 };
 
 void block_runner::begin_launch(launch_state &ls) {
@@ -431,6 +436,10 @@ void block_runner::run_block(uint64_t b) {
     }
     switch_to(main_, pop(), false);
     // Back on the OS thread's own stack: every thread exited, or the block cannot go on.
+    if (stalled_) {
+        ls_->fail(stall_expired_ ? stall_report() : std::string(), cudaErrorLaunchTimeout);
+        stalled_ = nullptr;
+    }
     if (!failed_ && live_ > 0) {
         ls_->fail(deadlock_report());
         failed_ = true;
@@ -438,6 +447,7 @@ void block_runner::run_block(uint64_t b) {
     if (failed_) {
         // What the block's threads did before they stopped (each released one of these when it
         // last stopped) happens before the next block on this OS thread.
+        tsan_acquire(&block_end_sync_);
         tsan_acquire(&abandon_sync_);
         tsan_acquire(&pause_sync_);
         tsan_acquire(&bar_sync_[0]);
@@ -848,14 +858,19 @@ void block_runner::interrupted(const void *pc) {
     bool expired = watch_.expired.exchange(false);
     if (!expired && !ls_->failed)
         return;
-    if (!expired)
-        fail(""); // another block's failure ended the launch; this block stops too
-    CUDASIM_FAIL(stall_report(pc), cudaErrorLaunchTimeout);
+    // In a signal handler: no allocation here (the report is written on the OS thread's stack,
+    // in run_block). Without `expired`, another block's failure ended the launch.
+    stalled_ = cur_;
+    stall_pc_ = expired ? pc : nullptr;
+    stall_expired_ = expired;
+    failed_ = true;
+    abandon();
 }
 
-std::string block_runner::stall_report(const void *pc) const {
-    const sim_thread &t = *cur_;
-    std::string fn = function_at(pc);
+std::string block_runner::stall_report() const {
+    const sim_thread &t = *stalled_;
+    const void *pc = stall_pc_;
+    std::string fn = function_at(pc, ls_->desc->fn);
     if (fn.compare(0, 9, "cudasim::") == 0)
         fn.clear(); // inside the simulator (a __nanosleep): the kernel's line is the last seen
     std::string last = *t.file ? format(", last seen at %s:%d", t.file, t.line) : "";
