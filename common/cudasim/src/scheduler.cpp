@@ -17,6 +17,7 @@
 #include <memory>
 #include <pthread.h>
 #include <random>
+#include <sys/mman.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -218,7 +219,7 @@ class block_runner {
         }
         for (unsigned i = 0; i < max_threads_per_block; ++i)
             fiber_release(threads_[i]);
-        std::free(smem_);
+        release_smem();
     }
 
     void begin_launch(launch_state &ls);
@@ -260,6 +261,9 @@ class block_runner {
     std::string stall_report() const;
     watch_entry watch_;
     bool fault_report(const void *addr, char *buf, size_t len) const;
+    // In the SIGSEGV handler: a fault at `addr` in the guard pages around dynamic shared memory
+    // ends the block (never returns); otherwise returns.
+    void smem_fault(const void *addr, const void *pc, bool write);
 #if CUDASIM_ASAN
     bool current_thread(char *buf, size_t len) const;
 #endif
@@ -334,6 +338,24 @@ class block_runner {
     bool failed_ = false;
     void *smem_ = nullptr;
     size_t smem_size_ = 0;
+    char *smem_map_ = nullptr; // the guarded mapping around smem_ (not under ASan)
+    size_t smem_map_bytes_ = 0;
+    void release_smem() {
+#if CUDASIM_ASAN
+        std::free(smem_);
+#else
+        if (smem_map_)
+            munmap(smem_map_, smem_map_bytes_);
+        smem_map_ = nullptr;
+#endif
+        smem_ = nullptr;
+    }
+    // A fault in a simulated thread outside its stack: the thread, the address, whether it wrote.
+    const sim_thread *faulted_ = nullptr;
+    const void *fault_addr_ = nullptr;
+    const void *fault_pc_ = nullptr;
+    bool fault_write_ = false;
+    std::string fault_report_text() const;
 
     unsigned live_ = 0;
     sim_thread *first_exited_ = nullptr;
@@ -363,12 +385,28 @@ void block_runner::begin_launch(launch_state &ls) {
     n_ = ls.nthreads;
     blockDim = d.block;
     gridDim = d.grid;
-    // Exactly the launch's size, from malloc: ASan's redzones then catch an access past its end.
-    std::free(smem_);
-    smem_ = nullptr;
+    release_smem();
     smem_size_ = d.smem;
+#if CUDASIM_ASAN
+    // Exactly the launch's size, from malloc: ASan's redzones catch an access past its end.
     if (posix_memalign(&smem_, 128, smem_size_) != 0)
         smem_ = nullptr;
+#else
+    // Pages with an inaccessible page on each side; the buffer ends where the upper one starts
+    // (less up to 127 bytes, to keep it 128-byte aligned), so an access past its end faults and
+    // is reported (on_fault), as is any access when the launch asked for none.
+    size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    size_t aligned = (smem_size_ + 127) / 128 * 128, data = (aligned + page - 1) / page * page;
+    void *m = mmap(nullptr, data + 2 * page, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m != MAP_FAILED) {
+        smem_map_ = static_cast<char *>(m);
+        smem_map_bytes_ = data + 2 * page;
+        mprotect(smem_map_, page, PROT_NONE);
+        mprotect(smem_map_ + page + data, page, PROT_NONE);
+        smem_ = smem_map_ + page + data - aligned;
+    }
+#endif
     dynamic_smem = smem_;
     for (unsigned i = 0; i < n_; ++i) {
         sim_thread &t = threads_[i];
@@ -440,6 +478,10 @@ void block_runner::run_block(uint64_t b) {
         ls_->fail(stall_expired_ ? stall_report() : std::string(), cudaErrorLaunchTimeout);
         stalled_ = nullptr;
     }
+    if (faulted_) {
+        ls_->fail(fault_report_text(), cudaErrorIllegalAddress);
+        faulted_ = nullptr;
+    }
     if (!failed_ && live_ > 0) {
         ls_->fail(deadlock_report());
         failed_ = true;
@@ -459,6 +501,7 @@ void block_runner::run_block(uint64_t b) {
         sigset_t watchdog_set;
         sigemptyset(&watchdog_set);
         sigaddset(&watchdog_set, watchdog_signal);
+        sigaddset(&watchdog_set, SIGSEGV);
         pthread_sigmask(SIG_UNBLOCK, &watchdog_set, nullptr); // blocked if its handler abandoned
         for (unsigned i = 0; i < n_; ++i)
             threads_[i].abandoned = threads_[i].started && threads_[i].wait != wait_kind::exited;
@@ -895,6 +938,34 @@ bool block_runner::current_thread(char *buf, size_t len) const {
 }
 #endif
 
+void block_runner::smem_fault(const void *addr, const void *pc, bool write) {
+    const char *a = static_cast<const char *>(addr);
+    if (!cur_ || !smem_map_ || a < smem_map_ || a >= smem_map_ + smem_map_bytes_)
+        return;
+    // In a signal handler: no allocation here; run_block writes the report.
+    faulted_ = cur_;
+    fault_addr_ = addr;
+    fault_pc_ = pc;
+    fault_write_ = write;
+    failed_ = true;
+    abandon();
+}
+
+std::string block_runner::fault_report_text() const {
+    const char *a = static_cast<const char *>(fault_addr_), *lo = static_cast<const char *>(smem_);
+    std::string fn = function_at(fault_pc_, ls_->desc->fn);
+    std::string where_rel =
+        a >= lo + smem_size_
+            ? format("%zu bytes past the end of", static_cast<size_t>(a - (lo + smem_size_)))
+            : format("%zu bytes before the start of", static_cast<size_t>(lo - a));
+    return where(*faulted_) +
+           format(": out-of-bounds %s of dynamic shared memory%s: the address is %s the "
+                  "launch's %zu bytes (the third <<<>>> argument sizes every extern __shared__ "
+                  "array)",
+                  fault_write_ ? "write" : "read", fn.empty() ? "" : (" in " + fn).c_str(),
+                  where_rel.c_str(), smem_size_);
+}
+
 bool block_runner::fault_report(const void *addr, char *buf, size_t len) const {
     if (!ls_)
         return false;
@@ -924,6 +995,16 @@ void on_fault(int sig, siginfo_t *info, void *uctx) {
         ssize_t ignored = write(STDERR_FILENO, buf, std::strlen(buf));
         (void)ignored;
         _exit(1);
+    }
+    if (r) {
+        const void *pc = nullptr;
+        bool wrote = false;
+#if defined(__x86_64__)
+        const ucontext_t *uc = static_cast<const ucontext_t *>(uctx);
+        pc = reinterpret_cast<const void *>(uc->uc_mcontext.gregs[REG_RIP]);
+        wrote = uc->uc_mcontext.gregs[REG_ERR] & 2; // the page-fault error code's write bit
+#endif
+        r->smem_fault(info->si_addr, pc, wrote);
     }
     if (previous_segv.sa_flags & SA_SIGINFO) {
         previous_segv.sa_sigaction(sig, info, uctx);
