@@ -10,7 +10,7 @@
 __global__ void write_past_end(float *out) {
     extern __shared__ float s[];
     s[threadIdx.x + 1] = 1.0f;
-    out[threadIdx.x] = 0.0f;
+    out[blockIdx.x * blockDim.x + threadIdx.x] = 0.0f;
 }
 
 // The launch forgot the dynamic shared memory size: the first read is out of bounds.
