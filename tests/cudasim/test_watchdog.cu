@@ -1,8 +1,10 @@
-// test_watchdog.cu — kernels that never finish and a failing device assert, one per case
-// (argv[1]). The watchdog must end a stalled launch with cudaErrorLaunchTimeout and a report
-// naming the kernel, block, spinning thread and line (CTest checks it against the "// @marker"
-// lines); a failed assert must end its launch with cudaErrorAssert. Both are sticky until
-// cudaDeviceReset, after which the program launches normally again. Built with asserts on.
+// test_watchdog.cu — kernels that never finish, a failing device assert and accesses outside the
+// launch's dynamic shared memory, one per case (argv[1]). The watchdog must end a stalled launch
+// with cudaErrorLaunchTimeout and a report naming the kernel, block, spinning thread and line
+// (CTest checks it against the "// @marker" lines); a failed assert must end its launch with
+// cudaErrorAssert; an out-of-bounds shared access with cudaErrorIllegalAddress (not under ASan,
+// which reports it itself). Each is sticky until cudaDeviceReset, after which the program
+// launches normally again. Built with asserts on.
 #include <cassert>
 #include <cstring>
 
@@ -47,6 +49,19 @@ __global__ void checked(const int *in, int *out) {
     out[i] = in[i] * 2;
 }
 
+// Thread 63 of each block writes one element past the launch's 64 floats.
+__global__ void write_past_end(int *out) {
+    extern __shared__ float s[];
+    s[threadIdx.x + 1] = 1.0f;
+    out[blockIdx.x * blockDim.x + threadIdx.x] = 0;
+}
+
+// The launch forgot the dynamic shared memory size: the first read is out of bounds.
+__global__ void read_without_size(int *out) {
+    extern __shared__ int s[];
+    out[threadIdx.x] = s[threadIdx.x];
+}
+
 int main(int argc, char **argv) {
     const char *c = argc > 1 ? argv[1] : "";
     int *flag = nullptr, *out = nullptr;
@@ -73,8 +88,15 @@ int main(int argc, char **argv) {
         CHECK_CUDA(cudaMemcpy(din, in, sizeof in, cudaMemcpyHostToDevice));
         checked<<<2, dim3(8, 4)>>>(din, out);
         want = cudaErrorAssert;
+    } else if (!std::strcmp(c, "write_past_end")) {
+        write_past_end<<<2, 64, 64 * sizeof(float)>>>(out);
+        want = cudaErrorIllegalAddress;
+    } else if (!std::strcmp(c, "read_without_size")) {
+        read_without_size<<<1, 32>>>(out);
+        want = cudaErrorIllegalAddress;
     } else {
-        std::fprintf(stderr, "usage: test_watchdog spin_atomic|spin_sleep|spin_blocks|assert\n");
+        std::fprintf(stderr, "usage: test_watchdog spin_atomic|spin_sleep|spin_blocks|assert|"
+                             "write_past_end|read_without_size\n");
         return 2;
     }
     CHECK_ERR(cudaGetLastError(), want);
