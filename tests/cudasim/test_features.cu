@@ -1,8 +1,9 @@
 // test_features.cu — device features a student plausibly uses beyond the chapter's own kernels:
 // cooperative groups (block, tiles, cg::reduce), __reduce_*_sync, atomicAdd on fp16/bf16 values
-// and pairs, __nanosleep in a spin-wait on another warp, the cache-hint loads and stores, and
-// WMMA 16x16x16 (row- and column-major operands and results). Built for every backend: the gpu
-// program checks the same kernels on a GPU and exits 77 where there is none.
+// and pairs, spin-waits on another warp (with __nanosleep, and on an atomic alone), the
+// cache-hint loads and stores, and WMMA 16x16x16 (row- and column-major operands and results).
+// Built for every backend: the gpu program checks the same kernels on a GPU and exits 77 where
+// there is none.
 #include <cstdio>
 #include <cstring>
 
@@ -75,6 +76,20 @@ __global__ void handoff(int *flag, int *out) {
     if (threadIdx.x == 32) {
         while (atomicAdd(flag, 0) == 0)
             __nanosleep(100);
+        out[1] = atomicAdd(&out[0], 0) + 1;
+    }
+}
+
+// The same without __nanosleep: thread 63 spins on an atomic (on the simulator it lets the other
+// threads run once it has spun a while).
+__global__ void handoff_spin(int *flag, int *out) {
+    if (threadIdx.x == 0) {
+        atomicExch(&out[0], 7);
+        atomicExch(flag, 1);
+    }
+    if (threadIdx.x == 63) {
+        while (atomicCAS(flag, 1, 1) == 0) {
+        }
         out[1] = atomicAdd(&out[0], 0) + 1;
     }
 }
@@ -179,6 +194,11 @@ static void check_handoff() {
     CHECK_CUDA(cudaGetLastError());
     CHECK_CUDA(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
     CHECK(h[1] == 42 && h[2] == 43);
+    CHECK_CUDA(cudaMemset(d, 0, sizeof h));
+    handoff_spin<<<1, 64>>>(d, d + 1);
+    CHECK_CUDA(cudaGetLastError());
+    CHECK_CUDA(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    CHECK(h[1] == 7 && h[2] == 8);
     CHECK_CUDA(cudaFree(d));
 }
 

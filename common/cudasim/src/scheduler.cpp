@@ -234,8 +234,10 @@ class block_runner {
                    int line);
     // __nanosleep: the thread goes to the back of the run queue.
     void pause(const char *file, int line) {
-        cur_->file = file;
-        cur_->line = line;
+        if (file) { // a spinning atomic keeps the last place the thread waited or slept
+            cur_->file = file;
+            cur_->line = line;
+        }
         tsan_release(&pause_sync_);
         push(*cur_);
         yield();
@@ -297,6 +299,7 @@ class block_runner {
     }
     void switch_to(fiber_base &from, sim_thread *to, bool from_finished) {
         cur_ = to;
+        atomics_since_switch = 0;
         if (to)
             threadIdx = to->tid;
         fiber_switch(from, to ? static_cast<fiber_base &>(*to) : main_, from_finished);
@@ -1159,6 +1162,11 @@ unsigned warp_reduce(reduce_op op, unsigned mask, unsigned value, const char *fi
                                      ->collective_op(collective::reduce, mask, value,
                                                      static_cast<int>(op), warpSize, file, line,
                                                      name));
+}
+
+void spin_yield() {
+    if (in_kernel())
+        tl_runner->pause(nullptr, 0);
 }
 
 void nanosleep_yield(const char *file, int line) {

@@ -17,8 +17,20 @@ namespace cudasim {
 namespace detail {
 constexpr int mo = __ATOMIC_SEQ_CST;
 
+// A simulated thread runs until it waits, so a thread spinning on an atomic for a value that
+// another thread of its block will write would never let that thread run. After this many
+// atomics (or fences) with no switch to another thread, each one lets the others run first.
+constexpr unsigned spin_atomics = 1024;
+inline thread_local unsigned atomics_since_switch = 0; // reset by the scheduler at each switch
+void spin_yield();
+inline void note_atomic() {
+    if (++atomics_since_switch > spin_atomics)
+        spin_yield();
+}
+
 // Read-modify-write through a compare-and-swap loop, for operations the builtins lack.
 template <typename T, typename F> T atomic_update(T *address, F f) {
+    note_atomic();
     T old;
     __atomic_load(address, &old, mo);
     T desired = f(old);
@@ -30,7 +42,10 @@ template <typename T, typename F> T atomic_update(T *address, F f) {
 } // namespace cudasim
 
 #define CUDASIM_ATOMIC_BUILTIN(name, builtin, T)                                                   \
-    inline T name(T *address, T val) { return builtin(address, val, cudasim::detail::mo); }
+    inline T name(T *address, T val) {                                                             \
+        cudasim::detail::note_atomic();                                                            \
+        return builtin(address, val, cudasim::detail::mo);                                         \
+    }
 CUDASIM_ATOMIC_BUILTIN(atomicAdd, __atomic_fetch_add, int)
 CUDASIM_ATOMIC_BUILTIN(atomicAdd, __atomic_fetch_add, unsigned int)
 CUDASIM_ATOMIC_BUILTIN(atomicAdd, __atomic_fetch_add, unsigned long long)
@@ -70,6 +85,7 @@ CUDASIM_ATOMIC_CAS_LOOP(atomicDec, unsigned int, (old == 0u || old > val) ? val 
 #undef CUDASIM_ATOMIC_CAS_LOOP
 
 inline float atomicExch(float *address, float val) {
+    cudasim::detail::note_atomic();
     float old;
     __atomic_exchange(address, &val, &old, cudasim::detail::mo);
     return old;
@@ -77,6 +93,7 @@ inline float atomicExch(float *address, float val) {
 
 #define CUDASIM_ATOMIC_CAS(T)                                                                      \
     inline T atomicCAS(T *address, T compare, T val) {                                             \
+        cudasim::detail::note_atomic();                                                            \
         __atomic_compare_exchange_n(address, &compare, val, false, cudasim::detail::mo,            \
                                     cudasim::detail::mo);                                          \
         return compare;                                                                            \
@@ -90,9 +107,12 @@ CUDASIM_ATOMIC_CAS(unsigned short)
 // Under TSan the fence is left out: TSan does not model fences, and the atomics above are
 // sequentially consistent read-modify-writes, which already order the accesses around them.
 #if defined(CUDASIM_TSAN)
-inline void __threadfence() {}
+inline void __threadfence() { cudasim::detail::note_atomic(); }
 #else
-inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence() {
+    cudasim::detail::note_atomic();
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
 #endif
 inline void __threadfence_block() { __threadfence(); }
 inline void __threadfence_system() { __threadfence(); }
