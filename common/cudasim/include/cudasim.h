@@ -30,7 +30,7 @@ int cudasim_get_threads(void);
 /* The watchdog: a launch whose running block makes no progress (no barrier or warp collective
  * completes, no thread exits) for this many seconds is ended with a report naming the block and
  * its threads, and returns cudaErrorLaunchTimeout. Default: CUDASIM_WATCHDOG or 10; 0 turns it
- * off. Returns the value in effect. */
+ * off; a negative value changes nothing. Returns the value in effect. */
 double cudasim_set_watchdog(double seconds);
 
 /* The simulator's explanation of the last error: a failed launch (the report printed after

@@ -700,7 +700,8 @@ int cudasim_set_threads(int threads) {
 int cudasim_get_threads(void) { return settings().threads; }
 
 double cudasim_set_watchdog(double seconds) {
-    settings().watchdog_s = std::max(0.0, seconds);
+    if (seconds >= 0)
+        settings().watchdog_s = seconds;
     return settings().watchdog_s;
 }
 
