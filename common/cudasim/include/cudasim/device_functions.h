@@ -24,7 +24,11 @@ constexpr unsigned spin_atomics = 1024;
 inline thread_local unsigned atomics_since_switch = 0; // reset by the scheduler at each switch
 void spin_yield();
 inline void note_atomic() {
-    if (++atomics_since_switch > spin_atomics)
+    // Relaxed atomic accesses (plain moves on x86): the counter belongs to the OS thread, which
+    // every fiber of the block shares, and TSan must not take that for a race between them.
+    unsigned n = __atomic_load_n(&atomics_since_switch, __ATOMIC_RELAXED) + 1;
+    __atomic_store_n(&atomics_since_switch, n, __ATOMIC_RELAXED);
+    if (n > spin_atomics)
         spin_yield();
 }
 
