@@ -94,6 +94,9 @@ __global__ void deep_recursion(int *out) {
     out[threadIdx.x] = deep ? recurse(1 << 20) : 0;
 }
 
+// A launch written inside a macro: reports name the kernel passed to it, not `k`.
+#define LAUNCH_ON(k, grid, block, arg) k<<<grid, block>>>(arg)
+
 namespace {
 
 int *ints = nullptr;
@@ -161,6 +164,12 @@ int main(int argc, char **argv) {
         void (*kernel)(int *) = early_exit;
         kernel<<<4, 64>>>(ints);
         check_sticky("early_exit");
+    } else if (c == "macro_launch") {
+        LAUNCH_ON(early_exit, 4, 64, ints);
+        check_sticky("early_exit");
+    } else if (c == "macro_rejected") {
+        LAUNCH_ON(fill, 1, dim3(33, 32), ints); // @macro_rejected
+        check_rejected(cudaErrorInvalidConfiguration);
     } else if (c == "deadlock") {
         deadlock_kernel<<<1, 64>>>(ints);
         check_sticky("deadlock_kernel");

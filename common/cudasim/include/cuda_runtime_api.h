@@ -65,6 +65,12 @@ typedef enum cudaDeviceAttr {
     cudaDevAttrMaxSharedMemoryPerBlockOptin = 97
 } cudaDeviceAttr;
 
+/* Flags of cudaStreamCreateWithFlags and cudaMallocManaged (accepted; see the README). */
+#define cudaStreamDefault 0x00
+#define cudaStreamNonBlocking 0x01
+#define cudaMemAttachGlobal 0x01
+#define cudaMemAttachHost 0x02
+
 typedef struct CUstream_st *cudaStream_t;
 typedef struct CUevent_st *cudaEvent_t;
 
@@ -113,10 +119,20 @@ cudaError_t cudaFreeHost(void *ptr);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream);
+/* Device memory (cudaMalloc, cudaMallocManaged, cudaMallocPitch) starts filled with 0xFF bytes:
+ * NaN in fp32/fp16/bf16 and -1 in integers, so a read of memory never written shows. */
+cudaError_t cudaMallocManaged(void **ptr, size_t bytes, unsigned int flags);
+cudaError_t cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t height);
+cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                         size_t height, cudaMemcpyKind kind);
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+                              size_t width, size_t height, cudaMemcpyKind kind,
+                              cudaStream_t stream);
 cudaError_t cudaMemset(void *ptr, int value, size_t bytes);
 cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream);
 
 cudaError_t cudaStreamCreate(cudaStream_t *stream);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags);
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 
@@ -129,6 +145,12 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 /* Kernels are passed as their address. cudaFuncAttributeMaxDynamicSharedMemorySize opts a kernel
  * in to more than 48 KiB of dynamic shared memory, as on a GPU. */
 cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int value);
+
+/* Resident blocks of `func` per SM of the virtual device (2048 threads, 32 blocks and 228 KiB of
+ * shared memory per SM, 1 KiB of it reserved per block). Registers and static __shared__ are not
+ * counted: the simulator does not know them. */
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, const void *func,
+                                                          int block_size, size_t dynamic_smem);
 
 #ifdef __cplusplus
 }

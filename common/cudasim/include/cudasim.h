@@ -29,6 +29,12 @@ cudasim_order cudasim_get_order(void);
 int cudasim_set_threads(int threads);
 int cudasim_get_threads(void);
 
+/* The watchdog: a launch whose running block makes no progress (no barrier or warp collective
+ * completes, no thread exits) for this many seconds is ended with a report naming the block and
+ * its threads, and returns cudaErrorLaunchTimeout. Default: CUDASIM_WATCHDOG or 10; 0 turns it
+ * off; a negative value changes nothing. Returns the value in effect. */
+double cudasim_set_watchdog(double seconds);
+
 /* The simulator's explanation of the last error: a failed launch (the report printed after
  * "cudasim: error: "), a rejected launch configuration, or a failed runtime call (e.g. a copy
  * outside a cudaMalloc'd block). "" if none since the start or the last cudaDeviceReset. */

@@ -46,13 +46,16 @@ struct launch_state {
     std::atomic<uint64_t> next_block{0};
     std::atomic<bool> failed{false};
     std::mutex error_mutex;
-    std::string error; // the first failure's report
+    std::string error;                         // the first failure's report
+    cudaError_t code = cudaErrorLaunchFailure; // and what the launch returns for it
     char tsan_start = 0;
 
-    void fail(const std::string &report) {
+    void fail(const std::string &report, cudaError_t err = cudaErrorLaunchFailure) {
         std::lock_guard<std::mutex> lock(error_mutex);
-        if (error.empty())
+        if (error.empty()) {
             error = report;
+            code = err;
+        }
         failed = true;
     }
 };
@@ -63,6 +66,8 @@ void run_blocks(launch_state &ls);
 bool in_kernel();
 // From inside a kernel: reports `what` against the current thread and ends its launch.
 [[noreturn]] void fail_in_kernel(const std::string &what);
+// The watchdog (CUDASIM_WATCHDOG): ends a launch whose blocks stop making progress.
+void start_watchdog();
 
 // runtime.cpp
 struct settings_t {
@@ -70,6 +75,7 @@ struct settings_t {
     std::atomic<unsigned long long> seed{0};
     std::atomic<int> threads{1};
     size_t stack_bytes = 256 * 1024;
+    std::atomic<double> watchdog_s{10.0}; // seconds without progress before a launch ends; 0: off
 };
 settings_t &settings();
 // Prints "cudasim: error: <message>" and keeps it for cudasim_last_error_message().
@@ -92,6 +98,9 @@ std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 // launched through a pointer (`scores<<<...>>>` with `scores` a parameter), the function's own
 // name from the executable's symbol table: 'scores_tiled' (launched as 'scores').
 std::string kernel_label(const launch_desc &d);
+// The function whose code contains `pc` (from the symbol table, demangled), or "" (also if pc
+// is not in the same executable or library as `same_object_as`, e.g. in a sanitizer runtime).
+std::string function_at(const void *pc, const void *same_object_as);
 
 } // namespace detail
 } // namespace cudasim

@@ -119,8 +119,9 @@ cudaError_t launch_kernel(const launch_desc &d) {
         return set_last_error(e);
     std::string why;
     if (cudaError_t e = check_config(d, why)) {
-        report_error(format("launch of kernel '%s' at %s:%d rejected: %s (%s)", d.kernel, d.file,
-                            d.line, why.c_str(), cudaGetErrorName(e)));
+        report_error(format("launch of kernel %s at %s:%d rejected: %s (%s)",
+                            kernel_label(d).c_str(), d.file, d.line, why.c_str(),
+                            cudaGetErrorName(e)));
         return set_last_error(e);
     }
     static std::atomic<uint64_t> launches{0};
@@ -134,6 +135,7 @@ cudaError_t launch_kernel(const launch_desc &d) {
     uint64_t workers = std::min<uint64_t>(static_cast<uint64_t>(settings().threads), ls.nblocks);
     // The host's writes (inputs, parameters) happen before every simulated thread.
     tsan_release(&ls.tsan_start);
+    start_watchdog();
     install_checkers();
     std::string label = have_access_observers() ? kernel_label(d) : std::string();
     launch_info li{label.c_str(), ls.id, ls.nblocks, ls.nthreads, d.smem};
@@ -142,8 +144,8 @@ cudaError_t launch_kernel(const launch_desc &d) {
     deliver_launch_end(li, ls.failed);
     if (ls.failed) {
         report_error(ls.error);
-        set_sticky(cudaErrorLaunchFailure);
-        return set_last_error(cudaErrorLaunchFailure);
+        set_sticky(ls.code);
+        return set_last_error(ls.code);
     }
     return cudaSuccess;
 }

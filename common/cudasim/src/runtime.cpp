@@ -3,6 +3,7 @@
 #include "check.h"
 #include "internal.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdarg>
 #include <cstdlib>
@@ -104,6 +105,8 @@ settings_t &settings() {
 #if CUDASIM_ASAN
         st->threads = 1; // __shared__ is a plain static under ASan: one block at a time
 #endif
+        if (const char *w = std::getenv("CUDASIM_WATCHDOG"); w && *w)
+            st->watchdog_s = std::max(0.0, std::strtod(w, nullptr));
         int kb = env_int("CUDASIM_STACK_KB", 256);
         st->stack_bytes = static_cast<size_t>(std::max(kb, 16)) * 1024;
         return st;
@@ -133,9 +136,10 @@ void report_error(const std::string &message) {
     std::fflush(stderr);
 }
 
-// The name of the function at `fn` from the ELF symbol table of the file that holds it (static
-// functions are not in the dynamic table, so dladdr alone cannot name them); "" if not found.
-static std::string function_name(const void *fn) {
+// The name of the function at `fn` (or, with `containing`, whose code contains fn) from the ELF
+// symbol table of the file that holds it (static functions are not in the dynamic table, so
+// dladdr alone cannot name them); "" if not found.
+static std::string function_name(const void *fn, bool containing = false) {
     Dl_info info;
     if (!dladdr(fn, &info) || !info.dli_fname)
         return "";
@@ -156,7 +160,9 @@ static std::string function_name(const void *fn) {
         const Elf64_Shdr &strtab = sh[sh[s].sh_link];
         auto sym = reinterpret_cast<const Elf64_Sym *>(elf.data() + sh[s].sh_offset);
         for (size_t n = 0; n < sh[s].sh_size / sizeof(Elf64_Sym); ++n) {
-            if (ELF64_ST_TYPE(sym[n].st_info) != STT_FUNC || sym[n].st_value != target ||
+            bool hit =
+                containing ? target - sym[n].st_value < sym[n].st_size : sym[n].st_value == target;
+            if (ELF64_ST_TYPE(sym[n].st_info) != STT_FUNC || !hit ||
                 strtab.sh_offset + sym[n].st_name >= elf.size())
                 continue;
             const char *mangled = elf.data() + strtab.sh_offset + sym[n].st_name;
@@ -170,6 +176,13 @@ static std::string function_name(const void *fn) {
         }
     }
     return "";
+}
+
+std::string function_at(const void *pc, const void *same_object_as) {
+    Dl_info a, b;
+    if (!pc || !dladdr(pc, &a) || !dladdr(same_object_as, &b) || a.dli_fbase != b.dli_fbase)
+        return "";
+    return function_name(pc, true);
 }
 
 std::string kernel_label(const launch_desc &d) {
@@ -441,8 +454,29 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes) {
     }
     dev().allocations[static_cast<char *>(p)] = bytes;
     dev().allocated += bytes;
+    // NaN in fp32/fp16/bf16, -1 in integers: a read of memory never written shows (a GPU's
+    // fresh allocation holds whatever was there).
+    std::memset(p, 0xff, bytes);
     *ptr = p;
     return cudaSuccess;
+}
+
+// Managed memory is device memory that the host may also touch: here all memory is both.
+cudaError_t cudaMallocManaged(void **ptr, size_t bytes, unsigned int flags) {
+    if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost)
+        return fail_call(cudaErrorInvalidValue,
+                         format("cudaMallocManaged: flags 0x%x are not cudaMemAttachGlobal or "
+                                "cudaMemAttachHost",
+                                flags));
+    return cudaMalloc(ptr, bytes);
+}
+
+// Rows of `width` bytes padded to a multiple of 512 bytes (the toolkit's usual pitch).
+cudaError_t cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t height) {
+    if (!pitch)
+        return set_last_error(cudaErrorInvalidValue);
+    *pitch = (width + 511) / 512 * 512;
+    return cudaMalloc(ptr, *pitch * height);
 }
 
 cudaError_t cudaFree(void *ptr) {
@@ -496,6 +530,27 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
     return cudaSuccess;
 }
 
+// `height` rows of `width` bytes; each row must lie inside one cudaMalloc'd block.
+cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                         size_t height, cudaMemcpyKind kind) {
+    CUDASIM_RETURN_IF_STICKY();
+    if (width > dpitch || width > spitch)
+        return fail_call(cudaErrorInvalidValue,
+                         format("cudaMemcpy2D: width %zu exceeds the pitch (dpitch %zu, spitch "
+                                "%zu)",
+                                width, dpitch, spitch));
+    for (size_t r = 0; r < height; ++r)
+        if (cudaError_t e = cudaMemcpy(static_cast<char *>(dst) + r * dpitch,
+                                       static_cast<const char *>(src) + r * spitch, width, kind))
+            return e;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+                              size_t width, size_t height, cudaMemcpyKind kind, cudaStream_t) {
+    return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
+}
+
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t) {
     return cudaMemcpy(dst, src, bytes, kind);
@@ -523,6 +578,16 @@ cudaError_t cudaStreamCreate(cudaStream_t *stream) {
         return set_last_error(cudaErrorInvalidValue);
     *stream = new CUstream_st{0};
     return cudaSuccess;
+}
+
+// Every launch is synchronous, so a non-blocking stream behaves as any other.
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
+    if (flags != cudaStreamDefault && flags != cudaStreamNonBlocking)
+        return fail_call(cudaErrorInvalidValue,
+                         format("cudaStreamCreateWithFlags: flags 0x%x are not "
+                                "cudaStreamDefault or cudaStreamNonBlocking",
+                                flags));
+    return cudaStreamCreate(stream);
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
@@ -594,6 +659,27 @@ cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int v
     return cudaSuccess;
 }
 
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, const void *func,
+                                                          int block_size, size_t dynamic_smem) {
+    CUDASIM_RETURN_IF_STICKY();
+    if (!blocks || block_size <= 0)
+        return set_last_error(cudaErrorInvalidValue);
+    if (!func)
+        return set_last_error(cudaErrorInvalidDeviceFunction);
+    // The virtual device's SM: 2048 threads in whole warps, 32 blocks, 228 KiB of shared memory
+    // of which each block also takes 1 KiB reserved by the system.
+    if (block_size > static_cast<int>(max_threads_per_block) ||
+        dynamic_smem > max_dynamic_smem(func)) {
+        *blocks = 0;
+        return cudaSuccess;
+    }
+    size_t warps = (static_cast<size_t>(block_size) + 31) / 32;
+    size_t by_threads = 2048 / (warps * 32);
+    size_t by_smem = (228 * 1024) / (dynamic_smem + 1024);
+    *blocks = static_cast<int>(std::min({by_threads, by_smem, size_t(32)}));
+    return cudaSuccess;
+}
+
 // ---- cudasim.h
 // -----------------------------------------------------------------------------------
 void cudasim_set_order(cudasim_order order, unsigned long long seed) {
@@ -615,6 +701,12 @@ int cudasim_set_threads(int threads) {
 }
 
 int cudasim_get_threads(void) { return settings().threads; }
+
+double cudasim_set_watchdog(double seconds) {
+    if (seconds >= 0)
+        settings().watchdog_s = seconds;
+    return settings().watchdog_s;
+}
 
 const char *cudasim_last_error_message(void) {
     static thread_local std::string copy;

@@ -1,6 +1,7 @@
 // scheduler.cpp — runs the blocks of a launch: the threads of a block as fibers on one OS thread,
 // barriers, warp collectives, and the reports of the bugs they expose (barrier divergence, exit
-// before a barrier, deadlock, bad warp masks, fiber stack overflow).
+// before a barrier, deadlock, bad warp masks, fiber stack overflow, device assert) and the
+// watchdog that ends a block making no progress (a spin-wait that nothing ends).
 //
 // A fiber runs until it waits (barrier, warp collective) or exits; then the next runnable fiber
 // in the run queue runs. Releases push the waiting fibers onto the queue in the configured order
@@ -12,12 +13,20 @@
 #include "internal.h"
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <memory>
+#include <pthread.h>
 #include <random>
+#include <sys/mman.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
+
+#if CUDASIM_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
 
 namespace cudasim {
 namespace detail {
@@ -84,6 +93,8 @@ const char *collective_name(collective k) {
         return "__all_sync()";
     case collective::allgather:
         return "cudasim::warp_allgather()";
+    case collective::reduce:
+        return "__reduce_*_sync()";
     }
     return "warp collective";
 }
@@ -119,25 +130,67 @@ std::string lane_list(unsigned mask) {
 class block_runner;
 thread_local block_runner *tl_runner; // set while this OS thread runs blocks
 
+// Fails the launch from a method of block_runner with the report built by the arguments. The
+// report's temporaries are destroyed at the end of the first statement, before the thread is
+// abandoned: on an abandoned stack they would never be freed (LeakSanitizer reports them).
+#define CUDASIM_FAIL(...)                                                                          \
+    do {                                                                                           \
+        record_failure(__VA_ARGS__);                                                               \
+        abandon();                                                                                 \
+    } while (0)
+
 void on_fault(int sig, siginfo_t *info, void *uctx);
+void on_watchdog(int sig, siginfo_t *info, void *uctx);
 struct sigaction previous_segv;
+// The watchdog interrupts a worker with this signal (ignored by default, unused by sanitizers).
+constexpr int watchdog_signal = SIGURG;
+
+#if CUDASIM_ASAN
+void on_asan_report(const char *report);
+#endif
 
 void install_fault_handler() {
     static std::once_flag once;
     std::call_once(once, [] {
+#if CUDASIM_ASAN
+        __asan_set_error_report_callback(on_asan_report);
+#endif
         struct sigaction sa;
         std::memset(&sa, 0, sizeof sa);
         sa.sa_sigaction = on_fault;
         sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
         sigemptyset(&sa.sa_mask);
         sigaction(SIGSEGV, &sa, &previous_segv);
+        // Runs on the interrupted fiber's stack; when it abandons the fiber it never returns, and
+        // the signal stays blocked until run_block unblocks it on the OS thread's own stack.
+        sa.sa_sigaction = on_watchdog;
+        sa.sa_flags = SA_SIGINFO | SA_RESTART;
+        sigaction(watchdog_signal, &sa, nullptr);
     });
+}
+
+// What the watchdog thread knows of each OS thread that runs blocks.
+struct watch_entry {
+    pthread_t thread;
+    std::atomic<launch_state *> launch{nullptr}; // while it runs blocks of a launch
+    std::atomic<uint64_t> progress{0};           // bumped whenever its block makes progress
+    std::atomic<bool> expired{false};            // set by the watchdog before it signals
+};
+std::mutex watch_mutex;
+std::vector<watch_entry *> &watch_list() {
+    static auto *v = new std::vector<watch_entry *>(); // never destroyed: usable during exit
+    return *v;
 }
 
 class block_runner {
   public:
     block_runner() : threads_(new sim_thread[max_threads_per_block]) {
         fiber_init_main(main_);
+        watch_.thread = pthread_self();
+        {
+            std::lock_guard<std::mutex> lock(watch_mutex);
+            watch_list().push_back(&watch_);
+        }
         queue_.resize(max_threads_per_block);
         // The overflow handler needs a stack of its own: the faulting one is exhausted. Keep an
         // alternate stack someone (a sanitizer) already installed.
@@ -156,6 +209,11 @@ class block_runner {
         // exit() called from a kernel runs this on a fiber stack: leave everything mapped then.
         if (cur_)
             return;
+        {
+            std::lock_guard<std::mutex> lock(watch_mutex);
+            auto &v = watch_list();
+            v.erase(std::remove(v.begin(), v.end(), &watch_), v.end());
+        }
         if (!altstack_.empty()) {
             stack_t ss{};
             ss.ss_flags = SS_DISABLE;
@@ -163,7 +221,7 @@ class block_runner {
         }
         for (unsigned i = 0; i < max_threads_per_block; ++i)
             fiber_release(threads_[i]);
-        std::free(smem_);
+        release_smem();
     }
 
     void begin_launch(launch_state &ls);
@@ -176,11 +234,28 @@ class block_runner {
                                      const char *name);
     void allgather(const void *mine, void *all, size_t bytes, const char *what, const char *file,
                    int line);
+    // __nanosleep: the thread goes to the back of the run queue.
+    void pause(const char *file, int line) {
+        if (file) { // a spinning atomic keeps the last place the thread waited or slept
+            cur_->file = file;
+            cur_->line = line;
+        }
+        tsan_release(&pause_sync_);
+        push(*cur_);
+        yield();
+    }
     unsigned active_mask() const {
         const warp_state &w = warps_[cur_->linear / 32];
         return w.present & ~w.exited;
     }
-    [[noreturn]] void fail(const std::string &what);
+    [[noreturn]] void fail(const std::string &what, cudaError_t code = cudaErrorLaunchFailure);
+    // The two halves of fail(), for CUDASIM_FAIL: records the report, then leaves the current
+    // thread for good.
+    void record_failure(const std::string &what, cudaError_t code = cudaErrorLaunchFailure) {
+        ls_->fail(what, code);
+        failed_ = true;
+    }
+    [[noreturn]] void abandon();
     bool running() const { return cur_ != nullptr; }
     std::string where_current() const { return where(*cur_); }
     std::string where_block() const {
@@ -188,7 +263,20 @@ class block_runner {
                       fmt3(blockIdx).c_str());
     }
     std::string coords(uint32_t linear) const { return fmt3(threads_[linear].tid); }
+    [[noreturn]] void assert_failed(const char *expr, const char *file, unsigned line,
+                                    const char *function);
+    // In the watchdog's signal handler, on the worker: ends the block if the watchdog expired it
+    // or another block already failed the launch. `pc`: where the running thread was.
+    void interrupted(const void *pc);
+    std::string stall_report() const;
+    watch_entry watch_;
     bool fault_report(const void *addr, char *buf, size_t len) const;
+    // In the SIGSEGV handler: a fault at `addr` in the guard pages around dynamic shared memory
+    // ends the block (never returns); otherwise returns.
+    void smem_fault(const void *addr, const void *pc, bool write);
+#if CUDASIM_ASAN
+    bool current_thread(char *buf, size_t len) const;
+#endif
 
   private:
     static void fiber_main();
@@ -219,6 +307,7 @@ class block_runner {
     }
     void switch_to(fiber_base &from, sim_thread *to, bool from_finished) {
         cur_ = to;
+        atomics_since_switch = 0;
         sim_context &c = tl_sim;
         c.active = to != nullptr;
         c.delivering = false; // a checker that failed the thread left mid-delivery
@@ -240,7 +329,17 @@ class block_runner {
     void fill_order(uint64_t block);
     void release_lanes(warp_state &w, unsigned mask);
     void complete_collective(warp_state &w, unsigned mask);
+    unsigned long long reduce_lanes(const warp_state &w, unsigned mask) const;
+    struct thread_group {
+        const char *what; // the barrier or collective they wait at; null: running or runnable
+        const char *file;
+        int line;
+        std::vector<unsigned> ids;
+    };
+    std::vector<thread_group> group_threads() const;
+    std::string describe(const std::vector<thread_group> &groups) const;
     std::string deadlock_report() const;
+    void progress() { watch_.progress.fetch_add(1, std::memory_order_relaxed); }
 
     fiber_base main_;
     std::unique_ptr<sim_thread[]> threads_;
@@ -259,6 +358,24 @@ class block_runner {
     void *smem_ = nullptr; // the allocation (with redzones in the sim-check build)
     size_t smem_size_ = 0;
     size_t smem_redzone_ = 0;
+    char *smem_map_ = nullptr; // the guarded mapping around smem_ (not under ASan)
+    size_t smem_map_bytes_ = 0;
+    void release_smem() {
+#if CUDASIM_ASAN
+        std::free(smem_);
+#else
+        if (smem_map_)
+            munmap(smem_map_, smem_map_bytes_);
+        smem_map_ = nullptr;
+#endif
+        smem_ = nullptr;
+    }
+    // A fault in a simulated thread outside its stack: the thread, the address, whether it wrote.
+    const sim_thread *faulted_ = nullptr;
+    const void *fault_addr_ = nullptr;
+    const void *fault_pc_ = nullptr;
+    bool fault_write_ = false;
+    std::string fault_report_text() const;
 
     unsigned live_ = 0;
     sim_thread *first_exited_ = nullptr;
@@ -271,6 +388,12 @@ class block_runner {
     unsigned bar_participants_[2] = {0, 0};
     char bar_sync_[2];
     char block_start_sync_ = 0, block_end_sync_ = 0;
+    char abandon_sync_ = 0, pause_sync_ = 0;
+    // The thread the watchdog interrupted, where, and whether its block timed out (or only
+    // stopped because another block failed the launch).
+    const sim_thread *stalled_ = nullptr;
+    const void *stall_pc_ = nullptr;
+    bool stall_expired_ = false;
 };
 
 void block_runner::begin_launch(launch_state &ls) {
@@ -282,15 +405,34 @@ void block_runner::begin_launch(launch_state &ls) {
     n_ = ls.nthreads;
     blockDim = d.block;
     gridDim = d.grid;
-    // Exactly the launch's size, from malloc: ASan's redzones then catch an access past its end.
-    // The sim-check build adds redzones of its own, which memcheck knows.
-    std::free(smem_);
-    smem_ = nullptr;
+    release_smem();
     smem_size_ = d.smem;
-    smem_redzone_ = access_stream_available() ? 256 : 0;
-    if (posix_memalign(&smem_, 128, smem_size_ + 2 * smem_redzone_) != 0)
+#if CUDASIM_ASAN
+    // Exactly the launch's size, from malloc: ASan's redzones catch an access past its end.
+    // (The sim-check build, which adds redzones of its own, is never an ASan build.)
+    smem_redzone_ = 0;
+    if (posix_memalign(&smem_, 128, smem_size_) != 0)
         smem_ = nullptr;
-    dynamic_smem = smem_ ? static_cast<char *>(smem_) + smem_redzone_ : nullptr;
+#else
+    // Pages with an inaccessible page on each side; the buffer ends where the upper one starts
+    // (less up to 127 bytes, to keep it 128-byte aligned, and less the redzone), so an access
+    // past its end faults and is reported (on_fault), as is any access when the launch asked for
+    // none. The sim-check build puts redzones of its own on both sides, which memcheck knows.
+    smem_redzone_ = access_stream_available() ? 256 : 0;
+    size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    size_t aligned = (smem_size_ + 127) / 128 * 128;
+    size_t data = (aligned + 2 * smem_redzone_ + page - 1) / page * page;
+    void *m = mmap(nullptr, data + 2 * page, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m != MAP_FAILED) {
+        smem_map_ = static_cast<char *>(m);
+        smem_map_bytes_ = data + 2 * page;
+        mprotect(smem_map_, page, PROT_NONE);
+        mprotect(smem_map_ + page + data, page, PROT_NONE);
+        smem_ = smem_map_ + page + data - aligned - smem_redzone_;
+    }
+#endif
+    dynamic_smem = smem_;
     tl_sim.smem_lo = reinterpret_cast<uintptr_t>(dynamic_smem);
     tl_sim.smem_hi = tl_sim.smem_lo + (smem_ ? smem_size_ : 0);
     tl_sim.nthreads = n_;
@@ -348,15 +490,33 @@ void block_runner::run_block(uint64_t b) {
     cp_async_reset_block(n_);
     tsan_release(&block_start_sync_);
     fill_order(b);
+    progress();
     q_head_ = q_size_ = 0;
     for (unsigned i : order_) {
         sim_thread &t = threads_[i];
         fiber_prepare(t, fiber_main, t.abandoned);
+#if CUDASIM_TSAN
+        // ThreadSanitizer's reports then name the CUDA thread ("Thread T3 'block (1,0,0) ...'").
+        char name[80];
+        std::snprintf(name, sizeof name, "block (%u,%u,%u) thread (%u,%u,%u)", blockIdx.x,
+                      blockIdx.y, blockIdx.z, t.tid.x, t.tid.y, t.tid.z);
+        __tsan_set_fiber_name(t.tsan, name);
+#endif
         t.started = t.abandoned = false;
+        t.file = "";
+        t.line = 0;
         push(t);
     }
     switch_to(main_, pop(), false);
     // Back on the OS thread's own stack: every thread exited, or the block cannot go on.
+    if (stalled_) {
+        ls_->fail(stall_expired_ ? stall_report() : std::string(), cudaErrorLaunchTimeout);
+        stalled_ = nullptr;
+    }
+    if (faulted_) {
+        ls_->fail(fault_report_text(), cudaErrorIllegalAddress);
+        faulted_ = nullptr;
+    }
     if (!failed_ && live_ > 0) {
         ls_->fail(deadlock_report());
         failed_ = true;
@@ -369,6 +529,22 @@ void block_runner::run_block(uint64_t b) {
         }
     }
     if (failed_) {
+        // What the block's threads did before they stopped (each released one of these when it
+        // last stopped) happens before the next block on this OS thread.
+        tsan_acquire(&block_end_sync_);
+        tsan_acquire(&abandon_sync_);
+        tsan_acquire(&pause_sync_);
+        tsan_acquire(&bar_sync_[0]);
+        tsan_acquire(&bar_sync_[1]);
+        for (warp_state &w : warps_)
+            for (lane_slot &l : w.lane)
+                tsan_acquire(&l.tsan_sync);
+        tsan_release(&block_end_sync_);
+        sigset_t watchdog_set;
+        sigemptyset(&watchdog_set);
+        sigaddset(&watchdog_set, watchdog_signal);
+        sigaddset(&watchdog_set, SIGSEGV);
+        pthread_sigmask(SIG_UNBLOCK, &watchdog_set, nullptr); // blocked if its handler abandoned
         for (unsigned i = 0; i < n_; ++i)
             threads_[i].abandoned = threads_[i].started && threads_[i].wait != wait_kind::exited;
         return;
@@ -389,27 +565,29 @@ void block_runner::thread_exit() {
     sim_thread &t = *cur_;
     t.wait = wait_kind::exited;
     --live_;
+    progress();
     if (!first_exited_)
         first_exited_ = &t;
     warp_state &w = warps_[t.linear / 32];
     unsigned bit = 1u << (t.linear % 32);
     w.exited |= bit;
     if (bar_arrived_ > 0)
-        fail(where(t) + format(": exited while %u other thread%s of its block wait%s at "
-                               "__syncthreads() at %s:%d (thread %s is one); every thread of a "
-                               "block must reach every __syncthreads()",
-                               bar_arrived_, bar_arrived_ == 1 ? "" : "s",
-                               bar_arrived_ == 1 ? "s" : "", bar_first_->file, bar_first_->line,
-                               fmt3(bar_first_->tid).c_str()));
+        CUDASIM_FAIL(where(t) +
+                     format(": exited while %u other thread%s of its block wait%s at "
+                            "__syncthreads() at %s:%d (thread %s is one); every thread of a "
+                            "block must reach every __syncthreads()",
+                            bar_arrived_, bar_arrived_ == 1 ? "" : "s",
+                            bar_arrived_ == 1 ? "s" : "", bar_first_->file, bar_first_->line,
+                            fmt3(bar_first_->tid).c_str()));
     for (unsigned waiting = w.arrived; waiting; waiting &= waiting - 1) {
         unsigned l = static_cast<unsigned>(__builtin_ctz(waiting));
         const lane_slot &s = w.lane[l];
         if (s.mask & bit) {
             const sim_thread &waiter = lane_thread(w, l);
-            fail(where_at(waiter, waiter.file, waiter.line) +
-                 format(": %s mask 0x%08x names lane %u (thread %s), which exited without "
-                        "taking part",
-                        s.name, s.mask, t.linear % 32, fmt3(t.tid).c_str()));
+            CUDASIM_FAIL(where_at(waiter, waiter.file, waiter.line) +
+                         format(": %s mask 0x%08x names lane %u (thread %s), which exited without "
+                                "taking part",
+                                s.name, s.mask, t.linear % 32, fmt3(t.tid).c_str()));
         }
     }
     tsan_release(&block_end_sync_);
@@ -418,9 +596,14 @@ void block_runner::thread_exit() {
     __builtin_unreachable();
 }
 
-void block_runner::fail(const std::string &what) {
-    ls_->fail(what);
-    failed_ = true;
+void block_runner::fail(const std::string &what, cudaError_t code) {
+    record_failure(what, code);
+    abandon();
+}
+
+void block_runner::abandon() {
+    // The report (and whatever the thread wrote) happens before the OS thread reads it.
+    tsan_release(&abandon_sync_);
     switch_to(*cur_, nullptr, true);
     __builtin_unreachable();
 }
@@ -428,18 +611,19 @@ void block_runner::fail(const std::string &what) {
 int block_runner::barrier(const char *file, int line, bar_reduce op, int predicate) {
     sim_thread &t = *cur_;
     if (first_exited_)
-        fail(where_at(t, file, line) +
-             format(": __syncthreads() reached after thread %s of the block exited; every "
-                    "thread of a block must reach every __syncthreads()",
-                    fmt3(first_exited_->tid).c_str()));
+        CUDASIM_FAIL(where_at(t, file, line) +
+                     format(": __syncthreads() reached after thread %s of the block exited; every "
+                            "thread of a block must reach every __syncthreads()",
+                            fmt3(first_exited_->tid).c_str()));
     if (bar_arrived_ == 0) {
         bar_first_ = &t;
         bar_count_ = 0;
     } else if (!same_site(file, line, bar_first_->file, bar_first_->line)) {
-        fail(where_at(t, file, line) +
-             format(": barrier divergence: this __syncthreads() is not the one thread %s waits at "
-                    "(%s:%d); all threads of a block must reach the same __syncthreads()",
-                    fmt3(bar_first_->tid).c_str(), bar_first_->file, bar_first_->line));
+        CUDASIM_FAIL(
+            where_at(t, file, line) +
+            format(": barrier divergence: this __syncthreads() is not the one thread %s waits at "
+                   "(%s:%d); all threads of a block must reach the same __syncthreads()",
+                   fmt3(bar_first_->tid).c_str(), bar_first_->file, bar_first_->line));
     }
     unsigned phase = bar_phase_;
     t.wait = wait_kind::barrier;
@@ -449,6 +633,7 @@ int block_runner::barrier(const char *file, int line, bar_reduce op, int predica
     bar_count_ += predicate != 0;
     tsan_release(&bar_sync_[phase & 1]);
     if (++bar_arrived_ == live_) {
+        progress();
         bar_result_[phase & 1] = bar_count_;
         bar_participants_[phase & 1] = live_;
         bar_arrived_ = 0;
@@ -486,23 +671,26 @@ unsigned long long block_runner::collective_op(collective kind, unsigned mask,
     unsigned lane = t.linear % 32, wi = t.linear / 32, bit = 1u << lane;
     warp_state &w = warps_[wi];
     if (!(mask & bit))
-        fail(where_at(t, file, line) +
-             format(": %s mask 0x%08x does not include the calling lane %u", name, mask, lane));
+        CUDASIM_FAIL(
+            where_at(t, file, line) +
+            format(": %s mask 0x%08x does not include the calling lane %u", name, mask, lane));
     if (unsigned absent = mask & ~w.present)
-        fail(where_at(t, file, line) +
-             format(": %s mask 0x%08x names lane%s %s of warp %u, which do%s not exist: the "
-                    "block has %u threads, so its last warp is partial",
-                    name, mask, (absent & (absent - 1)) ? "s" : "", lane_list(absent).c_str(), wi,
-                    (absent & (absent - 1)) ? "" : "es", n_));
+        CUDASIM_FAIL(
+            where_at(t, file, line) +
+            format(": %s mask 0x%08x names lane%s %s of warp %u, which do%s not exist: the "
+                   "block has %u threads, so its last warp is partial",
+                   name, mask, (absent & (absent - 1)) ? "s" : "", lane_list(absent).c_str(), wi,
+                   (absent & (absent - 1)) ? "" : "es", n_));
     if (unsigned gone = mask & w.exited) {
         unsigned l = static_cast<unsigned>(__builtin_ctz(gone));
-        fail(where_at(t, file, line) + format(": %s mask 0x%08x names lane %u (thread %s), which "
-                                              "has exited",
-                                              name, mask, l, fmt3(lane_thread(w, l).tid).c_str()));
+        CUDASIM_FAIL(where_at(t, file, line) +
+                     format(": %s mask 0x%08x names lane %u (thread %s), which "
+                            "has exited",
+                            name, mask, l, fmt3(lane_thread(w, l).tid).c_str()));
     }
     if (is_shuffle(kind) && (width < 1 || width > 32 || (width & (width - 1))))
-        fail(where_at(t, file, line) +
-             format(": %s width %d is not a power of two from 1 to 32", name, width));
+        CUDASIM_FAIL(where_at(t, file, line) +
+                     format(": %s width %d is not a power of two from 1 to 32", name, width));
     lane_slot &s = w.lane[lane];
     s.kind = kind;
     s.name = name;
@@ -519,16 +707,24 @@ unsigned long long block_runner::collective_op(collective kind, unsigned mask,
         const lane_slot &o = w.lane[l];
         const sim_thread &ot = lane_thread(w, l);
         if (o.kind != kind || o.mask != mask || (o.name != name && std::strcmp(o.name, name) != 0))
-            fail(where_at(t, file, line) +
-                 format(": %s with mask 0x%08x meets %s with mask 0x%08x of thread %s at %s:%d; "
-                        "the lanes of a warp collective must call the same intrinsic with the "
-                        "same mask",
-                        name, mask, o.name, o.mask, fmt3(ot.tid).c_str(), ot.file, ot.line));
+            CUDASIM_FAIL(
+                where_at(t, file, line) +
+                format(": %s with mask 0x%08x meets %s with mask 0x%08x of thread %s at %s:%d; "
+                       "the lanes of a warp collective must call the same intrinsic with the "
+                       "same mask",
+                       name, mask, o.name, o.mask, fmt3(ot.tid).c_str(), ot.file, ot.line));
+        if (o.param != param && kind == collective::reduce)
+            CUDASIM_FAIL(
+                where_at(t, file, line) +
+                format(": %s meets %s of thread %s at %s:%d; the lanes of a warp collective "
+                       "must call the same intrinsic with the same mask",
+                       name, o.name, fmt3(ot.tid).c_str(), ot.file, ot.line));
         if (o.param != param && kind == collective::allgather)
-            fail(where_at(t, file, line) +
-                 format(": %s of %d bytes meets %s of %d bytes of thread %s at %s:%d; every lane "
-                        "must contribute the same size",
-                        name, param, o.name, o.param, fmt3(ot.tid).c_str(), ot.file, ot.line));
+            CUDASIM_FAIL(
+                where_at(t, file, line) +
+                format(": %s of %d bytes meets %s of %d bytes of thread %s at %s:%d; every lane "
+                       "must contribute the same size",
+                       name, param, o.name, o.param, fmt3(ot.tid).c_str(), ot.file, ot.line));
     }
     if ((w.arrived & mask) == mask) {
         complete_collective(w, mask);
@@ -554,6 +750,8 @@ void block_runner::complete_collective(warp_state &w, unsigned mask) {
             ballot |= 1u << l;
         }
     }
+    progress();
+    unsigned long long reduced = reduce_lanes(w, mask);
     unsigned phase = w.completions++;
     ++warp_gen_[static_cast<size_t>(&w - warps_.data())]; // the lanes of the mask are synchronised
     tsan_release(&w.tsan_done[phase & 1]);
@@ -593,6 +791,9 @@ void block_runner::complete_collective(warp_state &w, unsigned mask) {
         case collective::all:
             s.result = ballot == mask;
             break;
+        case collective::reduce:
+            s.result = reduced;
+            break;
         case collective::syncwarp:
         case collective::allgather:
             s.result = 0;
@@ -609,12 +810,52 @@ void block_runner::complete_collective(warp_state &w, unsigned mask) {
     yield();
 }
 
+// The result of a __reduce_*_sync over the lanes of `mask` (0 for other collectives).
+unsigned long long block_runner::reduce_lanes(const warp_state &w, unsigned mask) const {
+    unsigned first = static_cast<unsigned>(__builtin_ctz(mask));
+    if (w.lane[first].kind != collective::reduce)
+        return 0;
+    auto op = static_cast<reduce_op>(w.lane[first].param);
+    unsigned r = static_cast<unsigned>(w.lane[first].value);
+    for (unsigned m = mask & (mask - 1); m; m &= m - 1) {
+        unsigned v = static_cast<unsigned>(w.lane[__builtin_ctz(m)].value);
+        int sr = static_cast<int>(r), sv = static_cast<int>(v);
+        switch (op) {
+        case reduce_op::add:
+            r += v;
+            break;
+        case reduce_op::min:
+            r = std::min(r, v);
+            break;
+        case reduce_op::max:
+            r = std::max(r, v);
+            break;
+        case reduce_op::min_signed:
+            r = static_cast<unsigned>(std::min(sr, sv));
+            break;
+        case reduce_op::max_signed:
+            r = static_cast<unsigned>(std::max(sr, sv));
+            break;
+        case reduce_op::and_:
+            r &= v;
+            break;
+        case reduce_op::or_:
+            r |= v;
+            break;
+        case reduce_op::xor_:
+            r ^= v;
+            break;
+        }
+    }
+    return r;
+}
+
 void block_runner::allgather(const void *mine, void *all, size_t bytes, const char *what,
                              const char *file, int line) {
     if (bytes == 0 || bytes > warp_allgather_max_bytes)
-        fail(where_at(*cur_, file, line) +
-             format(": %s contributes %zu bytes per lane; the limit is %zu", what, bytes,
-                    warp_allgather_max_bytes));
+        CUDASIM_FAIL(where_at(*cur_, file, line) +
+                     format(": %s contributes %zu bytes per lane; the limit is %zu", what, bytes,
+                            warp_allgather_max_bytes));
     const warp_state &w = warps_[cur_->linear / 32];
     collective_op(collective::allgather, full_mask, reinterpret_cast<uintptr_t>(mine),
                   static_cast<int>(bytes), warpSize, file, line, what);
@@ -631,39 +872,43 @@ void block_runner::release_lanes(warp_state &w, unsigned mask) {
     }
 }
 
-std::string block_runner::deadlock_report() const {
-    struct group {
-        const char *what, *file;
-        int line;
-        std::vector<unsigned> ids;
-    };
-    std::vector<group> groups;
+std::vector<block_runner::thread_group> block_runner::group_threads() const {
+    std::vector<thread_group> groups;
     for (unsigned i = 0; i < n_; ++i) {
         const sim_thread &t = threads_[i];
         if (t.wait == wait_kind::exited)
             continue;
-        const char *what =
-            t.wait == wait_kind::barrier ? "__syncthreads()" : warps_[i / 32].lane[i % 32].name;
-        auto g = std::find_if(groups.begin(), groups.end(), [&](const group &x) {
-            return std::strcmp(x.what, what) == 0 && same_site(x.file, x.line, t.file, t.line);
+        const char *what = t.wait == wait_kind::barrier ? "__syncthreads()"
+                           : t.wait == wait_kind::warp  ? warps_[i / 32].lane[i % 32].name
+                                                        : nullptr;
+        auto g = std::find_if(groups.begin(), groups.end(), [&](const thread_group &x) {
+            return (x.what == what || (x.what && what && std::strcmp(x.what, what) == 0)) &&
+                   same_site(x.file, x.line, t.file, t.line);
         });
         if (g == groups.end()) {
-            groups.push_back(group{what, t.file, t.line, {}});
+            groups.push_back(thread_group{what, t.file, t.line, {}});
             g = groups.end() - 1;
         }
         g->ids.push_back(i);
     }
-    // The smallest group is the likeliest culprit: name its first thread.
-    const group &culprit =
-        *std::min_element(groups.begin(), groups.end(), [](const group &a, const group &b) {
-            return a.ids.size() < b.ids.size();
-        });
-    std::string r = where_at(threads_[culprit.ids[0]], culprit.file, culprit.line) +
-                    ": deadlock: no thread of the block can proceed";
-    for (const group &g : groups) {
-        r += format("\ncudasim:   %zu thread%s wait%s at %s at %s:%d:", g.ids.size(),
-                    g.ids.size() == 1 ? "" : "s", g.ids.size() == 1 ? "s" : "", g.what, g.file,
-                    g.line);
+    return groups;
+}
+
+// One line per group: "\ncudasim:   63 threads wait at __syncthreads() at k.cu:36: (0,0,0)-..."
+// (`what` null: threads that run or may run, with the last place they waited or paused).
+std::string block_runner::describe(const std::vector<thread_group> &groups) const {
+    std::string r;
+    for (const thread_group &g : groups) {
+        bool one = g.ids.size() == 1;
+        if (g.what)
+            r += format("\ncudasim:   %zu thread%s wait%s at %s at %s:%d:", g.ids.size(),
+                        one ? "" : "s", one ? "s" : "", g.what, g.file, g.line);
+        else if (*g.file)
+            r += format("\ncudasim:   %zu thread%s run%s (last seen at %s:%d):", g.ids.size(),
+                        one ? "" : "s", one ? "s" : "", g.file, g.line);
+        else
+            r += format("\ncudasim:   %zu thread%s run%s:", g.ids.size(), one ? "" : "s",
+                        one ? "s" : "");
         size_t ranges = 0;
         for (size_t k = 0; k < g.ids.size(); ++k) {
             size_t e = k;
@@ -680,6 +925,94 @@ std::string block_runner::deadlock_report() const {
         }
     }
     return r;
+}
+
+std::string block_runner::deadlock_report() const {
+    std::vector<thread_group> groups = group_threads();
+    // The smallest group is the likeliest culprit: name its first thread.
+    const thread_group &culprit = *std::min_element(
+        groups.begin(), groups.end(),
+        [](const thread_group &a, const thread_group &b) { return a.ids.size() < b.ids.size(); });
+    return where_at(threads_[culprit.ids[0]], culprit.file, culprit.line) +
+           ": deadlock: no thread of the block can proceed" + describe(groups);
+}
+
+void block_runner::assert_failed(const char *expr, const char *file, unsigned line,
+                                 const char *function) {
+    CUDASIM_FAIL(where_at(*cur_, file, static_cast<int>(line)) +
+                     format(": device-side assertion failed: %s (in %s)", expr, function),
+                 cudaErrorAssert);
+}
+
+void block_runner::interrupted(const void *pc) {
+    if (!cur_)
+        return; // between blocks: the worker sees a failed launch by itself
+    bool expired = watch_.expired.exchange(false);
+    if (!expired && !ls_->failed)
+        return;
+    // In a signal handler: no allocation here (the report is written on the OS thread's stack,
+    // in run_block). Without `expired`, another block's failure ended the launch.
+    stalled_ = cur_;
+    stall_pc_ = expired ? pc : nullptr;
+    stall_expired_ = expired;
+    failed_ = true;
+    abandon();
+}
+
+std::string block_runner::stall_report() const {
+    const sim_thread &t = *stalled_;
+    const void *pc = stall_pc_;
+    std::string fn = function_at(pc, ls_->desc->fn);
+    if (fn.compare(0, 9, "cudasim::") == 0)
+        fn.clear(); // inside the simulator (a __nanosleep): the kernel's line is the last seen
+    std::string last = *t.file ? format(", last seen at %s:%d", t.file, t.line) : "";
+    return where(t) +
+           format(": no progress for %g s: no barrier or warp collective completed and no thread "
+                  "exited in the block; this thread was running%s%s. A spin-wait for a value "
+                  "that no running thread will write? (Blocks run in no guaranteed order, and not "
+                  "all at once.) Watchdog: CUDASIM_WATCHDOG=seconds, 0 turns it off",
+                  settings().watchdog_s.load(), fn.empty() ? "" : (" in " + fn).c_str(),
+                  last.c_str()) +
+           describe(group_threads());
+}
+
+#if CUDASIM_ASAN
+// "kernel 'k' block (x,y,z) thread (x,y,z)" of the running simulated thread; false if none.
+bool block_runner::current_thread(char *buf, size_t len) const {
+    if (!cur_ || !ls_)
+        return false;
+    std::snprintf(buf, len, "kernel '%s' block (%u,%u,%u) thread (%u,%u,%u)", ls_->desc->kernel,
+                  blockIdx.x, blockIdx.y, blockIdx.z, cur_->tid.x, cur_->tid.y, cur_->tid.z);
+    return true;
+}
+#endif
+
+void block_runner::smem_fault(const void *addr, const void *pc, bool write) {
+    const char *a = static_cast<const char *>(addr);
+    if (!cur_ || !smem_map_ || a < smem_map_ || a >= smem_map_ + smem_map_bytes_)
+        return;
+    // In a signal handler: no allocation here; run_block writes the report.
+    faulted_ = cur_;
+    fault_addr_ = addr;
+    fault_pc_ = pc;
+    fault_write_ = write;
+    failed_ = true;
+    abandon();
+}
+
+std::string block_runner::fault_report_text() const {
+    const char *a = static_cast<const char *>(fault_addr_), *lo = static_cast<const char *>(smem_);
+    std::string fn = function_at(fault_pc_, ls_->desc->fn);
+    std::string where_rel =
+        a >= lo + smem_size_
+            ? format("%zu bytes past the end of", static_cast<size_t>(a - (lo + smem_size_)))
+            : format("%zu bytes before the start of", static_cast<size_t>(lo - a));
+    return where(*faulted_) +
+           format(": out-of-bounds %s of dynamic shared memory%s: the address is %s the "
+                  "launch's %zu bytes (the third <<<>>> argument sizes every extern __shared__ "
+                  "array)",
+                  fault_write_ ? "write" : "read", fn.empty() ? "" : (" in " + fn).c_str(),
+                  where_rel.c_str(), smem_size_);
 }
 
 bool block_runner::fault_report(const void *addr, char *buf, size_t len) const {
@@ -712,12 +1045,91 @@ void on_fault(int sig, siginfo_t *info, void *uctx) {
         (void)ignored;
         _exit(1);
     }
+    if (r) {
+        const void *pc = nullptr;
+        bool wrote = false;
+#if defined(__x86_64__)
+        const ucontext_t *uc = static_cast<const ucontext_t *>(uctx);
+        pc = reinterpret_cast<const void *>(uc->uc_mcontext.gregs[REG_RIP]);
+        wrote = uc->uc_mcontext.gregs[REG_ERR] & 2; // the page-fault error code's write bit
+#endif
+        r->smem_fault(info->si_addr, pc, wrote);
+    }
     if (previous_segv.sa_flags & SA_SIGINFO) {
         previous_segv.sa_sigaction(sig, info, uctx);
         return;
     }
     // Default or ignored: restore it and let the faulting instruction fault again.
     sigaction(SIGSEGV, &previous_segv, nullptr);
+}
+
+#if CUDASIM_ASAN
+// Called by AddressSanitizer at the end of a report: names the simulated thread it happened in.
+void on_asan_report(const char *) {
+    char buf[256];
+    if (tl_runner && tl_runner->current_thread(buf, sizeof buf))
+        std::fprintf(stderr, "cudasim: the AddressSanitizer report above is from %s\n", buf);
+}
+#endif
+
+// The watchdog's signal: handled on the worker that runs the stalled block, on the stack of the
+// interrupted simulated thread, which the handler abandons (it never returns there).
+void on_watchdog(int, siginfo_t *, void *uctx) {
+    int saved_errno = errno;
+    const void *pc = nullptr;
+#if defined(__x86_64__)
+    pc =
+        reinterpret_cast<const void *>(static_cast<ucontext_t *>(uctx)->uc_mcontext.gregs[REG_RIP]);
+#elif defined(__aarch64__)
+    pc = reinterpret_cast<const void *>(static_cast<ucontext_t *>(uctx)->uc_mcontext.pc);
+#else
+    (void)uctx;
+#endif
+    if (block_runner *r = tl_runner)
+        r->interrupted(pc);
+    errno = saved_errno;
+}
+
+// Checks every few milliseconds that each worker's block progresses. A worker whose block made
+// no progress for the watchdog's time is signalled (its running thread then reports); once a
+// launch has failed, the workers still stalled in its blocks are signalled at once.
+void watchdog_main() {
+    struct seen {
+        launch_state *launch;
+        uint64_t progress;
+        std::chrono::steady_clock::time_point since;
+    };
+    std::vector<std::pair<watch_entry *, seen>> last;
+    for (;;) {
+        double limit = settings().watchdog_s;
+        std::this_thread::sleep_for(std::chrono::milliseconds(
+            limit > 0 && limit < 1 ? std::max(1, static_cast<int>(limit * 100)) : 100));
+        auto now = std::chrono::steady_clock::now();
+        std::lock_guard<std::mutex> lock(watch_mutex);
+        for (watch_entry *e : watch_list()) {
+            launch_state *ls = e->launch.load();
+            uint64_t p = e->progress.load(std::memory_order_relaxed);
+            auto it =
+                std::find_if(last.begin(), last.end(),
+                             [&](const std::pair<watch_entry *, seen> &x) { return x.first == e; });
+            if (it == last.end()) {
+                last.push_back({e, seen{ls, p, now}});
+                continue;
+            }
+            seen &s = it->second;
+            if (!ls || s.launch != ls || s.progress != p) {
+                s = seen{ls, p, now};
+                continue;
+            }
+            if (ls->failed) {
+                pthread_kill(e->thread, watchdog_signal);
+            } else if (limit > 0 && std::chrono::duration<double>(now - s.since).count() >= limit) {
+                e->expired = true;
+                pthread_kill(e->thread, watchdog_signal);
+                s.since = now;
+            }
+        }
+    }
 }
 
 block_runner *current_runner(const char *what, const char *file, int line) {
@@ -741,10 +1153,20 @@ void run_blocks(launch_state &ls) {
     if (ls.failed)
         return;
     tl_runner = runner.get();
+    runner->watch_.launch = &ls;
     uint64_t b;
     while (!ls.failed && (b = ls.next_block++) < ls.nblocks)
         runner->run_block(b);
+    runner->watch_.launch = nullptr;
+    runner->watch_.expired = false;
     tl_runner = nullptr;
+}
+
+void start_watchdog() {
+    if (settings().watchdog_s <= 0)
+        return;
+    static std::once_flag once;
+    std::call_once(once, [] { std::thread(watchdog_main).detach(); });
 }
 
 bool in_kernel() { return tl_runner && tl_runner->running(); }
@@ -787,7 +1209,39 @@ void warp_allgather(const void *mine, void *all, size_t bytes, const char *what,
     current_runner(what, file, line)->allgather(mine, all, bytes, what, file, line);
 }
 
+unsigned warp_reduce(reduce_op op, unsigned mask, unsigned value, const char *file, int line) {
+    static const char *const names[] = {
+        "__reduce_add_sync()", "__reduce_min_sync()", "__reduce_max_sync()", "__reduce_min_sync()",
+        "__reduce_max_sync()", "__reduce_and_sync()", "__reduce_or_sync()",  "__reduce_xor_sync()"};
+    const char *name = names[static_cast<unsigned>(op)];
+    return static_cast<unsigned>(current_runner(name, file, line)
+                                     ->collective_op(collective::reduce, mask, value,
+                                                     static_cast<int>(op), warpSize, file, line,
+                                                     name));
+}
+
+void spin_yield() {
+    if (in_kernel())
+        tl_runner->pause(nullptr, 0);
+}
+
+void nanosleep_yield(const char *file, int line) {
+    current_runner("__nanosleep()", file, line)->pause(file, line);
+}
+
 unsigned active_mask() { return current_runner("__activemask()", "?", 0)->active_mask(); }
 
 } // namespace detail
 } // namespace cudasim
+
+// A failed `assert` calls this (glibc). In a kernel it ends the launch with a report naming the
+// block, thread and line, and the launch returns cudaErrorAssert; elsewhere it does what glibc's
+// does.
+extern "C" void __assert_fail(const char *expr, const char *file, unsigned int line,
+                              const char *function) noexcept {
+    if (cudasim::detail::in_kernel())
+        cudasim::detail::tl_runner->assert_failed(expr, file, line, function);
+    std::fprintf(stderr, "%s: %s:%u: %s: Assertion `%s' failed.\n", program_invocation_short_name,
+                 file, line, function, expr);
+    std::abort();
+}

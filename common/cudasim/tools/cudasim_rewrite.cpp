@@ -14,6 +14,7 @@
 //
 // The scanner tokenizes just enough C++ to skip comments, string and character literals, and to
 // track braces (to tell function bodies from namespace scope).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -263,22 +264,53 @@ class rewriter {
         }
     }
 
-    // The callee as a string literal body: tokens joined, spaced only where C++ needs it.
+    // The parameters of the function-like #define whose body holds token i; none elsewhere.
+    std::vector<std::string> macro_params(size_t i) const {
+        if (!t_[i].directive)
+            return {};
+        size_t d = i;
+        while (d > 0 && t_[d - 1].directive && !(is(d, "#") && is(d + 1, "define")))
+            --d;
+        if (!(is(d, "#") && is(d + 1, "define") && is(d + 3, "(") && adjacent(d + 2)))
+            return {};
+        std::vector<std::string> params;
+        for (size_t j = d + 4; j < i && !is(j, ")"); ++j)
+            if (t_[j].kind == tok_kind::ident)
+                params.push_back(text(j));
+        return params;
+    }
+
+    // The callee as a string literal: tokens joined, spaced only where C++ needs it. Inside a
+    // function-like macro, a token that is a macro parameter is stringized (`#k`), so the name is
+    // the kernel passed to the macro, not the parameter's.
     std::string callee_name(size_t b, size_t e) const {
-        std::string name;
+        std::vector<std::string> params = macro_params(b);
+        std::string lit, name;
+        auto flush = [&] {
+            if (name.empty())
+                return;
+            std::string escaped;
+            for (char c : name) {
+                if (c == '"' || c == '\\')
+                    escaped += '\\';
+                escaped += c;
+            }
+            lit += (lit.empty() ? "\"" : " \"") + escaped + "\"";
+            name.clear();
+        };
         for (size_t j = b; j < e; ++j) {
             bool word = t_[j].kind != tok_kind::punct;
             if (j > b && ((word && t_[j - 1].kind != tok_kind::punct) || is(j - 1, ",")))
                 name += ' ';
-            name += text(j);
+            if (word && std::find(params.begin(), params.end(), text(j)) != params.end()) {
+                flush();
+                lit += (lit.empty() ? "#" : " #") + text(j);
+            } else {
+                name += text(j);
+            }
         }
-        std::string escaped;
-        for (char c : name) {
-            if (c == '"' || c == '\\')
-                escaped += '\\';
-            escaped += c;
-        }
-        return escaped;
+        flush();
+        return lit;
     }
 
     size_t rewrite_launch(size_t open) {
@@ -300,7 +332,7 @@ class rewriter {
         if (cs == std::string::npos || close == std::string::npos || t_[cs].begin < copied_)
             return open + 2; // not a launch we understand: leave it to the compiler's error
         out_.append(s_, copied_, t_[cs].begin - copied_);
-        out_ += "::cudasim::detail::launch(__FILE__, __LINE__, \"" + callee_name(cs, open) + "\", ";
+        out_ += "::cudasim::detail::launch(__FILE__, __LINE__, " + callee_name(cs, open) + ", ";
         out_.append(s_, t_[cs].begin, t_[open - 1].end - t_[cs].begin);
         out_.append(count_newlines(t_[open - 1].end, t_[open].begin), '\n');
         out_ += ", ";

@@ -44,6 +44,12 @@ int main() {
     cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
     bad += h[31] != 2;
 
+    // A launch inside a function-like macro: the kernel's name is the macro argument's.
+#define LAUNCH_FILL(k, n, v) k<<<1, n>>>(d, v)
+    LAUNCH_FILL(kernels::fill, 32, 3);
+    cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+    bad += h[31] != 6;
+
     float hin[64], hout[64];
     for (int i = 0; i < 64; ++i)
         hin[i] = static_cast<float>(i);

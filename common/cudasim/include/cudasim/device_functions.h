@@ -17,8 +17,24 @@ namespace cudasim {
 namespace detail {
 constexpr int mo = __ATOMIC_SEQ_CST;
 
+// A simulated thread runs until it waits, so a thread spinning on an atomic for a value that
+// another thread of its block will write would never let that thread run. After this many
+// atomics (or fences) with no switch to another thread, each one lets the others run first.
+constexpr unsigned spin_atomics = 1024;
+inline thread_local unsigned atomics_since_switch = 0; // reset by the scheduler at each switch
+void spin_yield();
+inline void note_atomic() {
+    // Relaxed atomic accesses (plain moves on x86): the counter belongs to the OS thread, which
+    // every fiber of the block shares, and TSan must not take that for a race between them.
+    unsigned n = __atomic_load_n(&atomics_since_switch, __ATOMIC_RELAXED) + 1;
+    __atomic_store_n(&atomics_since_switch, n, __ATOMIC_RELAXED);
+    if (n > spin_atomics)
+        spin_yield();
+}
+
 // Read-modify-write through a compare-and-swap loop, for operations the builtins lack.
 template <typename T, typename F> T atomic_update(T *address, F f) {
+    note_atomic();
     T old;
     __atomic_load(address, &old, mo);
     T desired = f(old);
@@ -30,7 +46,10 @@ template <typename T, typename F> T atomic_update(T *address, F f) {
 } // namespace cudasim
 
 #define CUDASIM_ATOMIC_BUILTIN(name, builtin, T)                                                   \
-    inline T name(T *address, T val) { return builtin(address, val, cudasim::detail::mo); }
+    inline T name(T *address, T val) {                                                             \
+        cudasim::detail::note_atomic();                                                            \
+        return builtin(address, val, cudasim::detail::mo);                                         \
+    }
 CUDASIM_ATOMIC_BUILTIN(atomicAdd, __atomic_fetch_add, int)
 CUDASIM_ATOMIC_BUILTIN(atomicAdd, __atomic_fetch_add, unsigned int)
 CUDASIM_ATOMIC_BUILTIN(atomicAdd, __atomic_fetch_add, unsigned long long)
@@ -70,6 +89,7 @@ CUDASIM_ATOMIC_CAS_LOOP(atomicDec, unsigned int, (old == 0u || old > val) ? val 
 #undef CUDASIM_ATOMIC_CAS_LOOP
 
 inline float atomicExch(float *address, float val) {
+    cudasim::detail::note_atomic();
     float old;
     __atomic_exchange(address, &val, &old, cudasim::detail::mo);
     return old;
@@ -77,6 +97,7 @@ inline float atomicExch(float *address, float val) {
 
 #define CUDASIM_ATOMIC_CAS(T)                                                                      \
     inline T atomicCAS(T *address, T compare, T val) {                                             \
+        cudasim::detail::note_atomic();                                                            \
         __atomic_compare_exchange_n(address, &compare, val, false, cudasim::detail::mo,            \
                                     cudasim::detail::mo);                                          \
         return compare;                                                                            \
@@ -90,9 +111,12 @@ CUDASIM_ATOMIC_CAS(unsigned short)
 // Under TSan the fence is left out: TSan does not model fences, and the atomics above are
 // sequentially consistent read-modify-writes, which already order the accesses around them.
 #if defined(CUDASIM_TSAN)
-inline void __threadfence() {}
+inline void __threadfence() { cudasim::detail::note_atomic(); }
 #else
-inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence() {
+    cudasim::detail::note_atomic();
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
 #endif
 inline void __threadfence_block() { __threadfence(); }
 inline void __threadfence_system() { __threadfence(); }
@@ -105,6 +129,30 @@ inline long long clock64() {
 }
 
 template <typename T> inline T __ldg(const T *p) { return *p; }
+// Loads and stores with cache hints (streaming, global-only, all levels, last use, volatile;
+// write-back, write-through): the hint changes caching only, so each is a plain access here.
+template <typename T> inline T __ldcs(const T *p) { return *p; }
+template <typename T> inline T __ldcg(const T *p) { return *p; }
+template <typename T> inline T __ldca(const T *p) { return *p; }
+template <typename T> inline T __ldlu(const T *p) { return *p; }
+template <typename T> inline T __ldcv(const T *p) { return *p; }
+template <typename T> inline void __stcs(T *p, T v) { *p = v; }
+template <typename T> inline void __stcg(T *p, T v) { *p = v; }
+template <typename T> inline void __stwb(T *p, T v) { *p = v; }
+template <typename T> inline void __stwt(T *p, T v) { *p = v; }
+
+namespace cudasim {
+namespace detail {
+void nanosleep_yield(const char *file, int line);
+} // namespace detail
+} // namespace cudasim
+// A thread that sleeps lets the other threads of its block run (the simulator runs them one at
+// a time): a spin-wait on a flag set by another warp of the block ends, as on a GPU.
+inline void __nanosleep(unsigned ns, const char *file = __builtin_FILE(),
+                        int line = __builtin_LINE()) {
+    (void)ns;
+    cudasim::detail::nanosleep_yield(file, line);
+}
 
 // ---- float intrinsics: the host's correctly rounded functions stand in for the fast ones --------
 inline float __expf(float x) { return expf(x); }

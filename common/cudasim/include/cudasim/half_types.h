@@ -265,5 +265,17 @@ inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) {
     return __nv_bfloat16(__nv_bfloat16_raw{u});
 }
 
+/* ---- atomicAdd on fp16/bf16 values and pairs: a compare-and-swap loop on their storage ---- */
+#include "device_functions.h"
+#define CUDASIM_LOWP_ATOMIC_ADD(T)                                                                 \
+    inline T atomicAdd(T *address, T val) {                                                        \
+        return cudasim::detail::atomic_update(address, [val](T old) -> T { return old + val; });   \
+    }
+CUDASIM_LOWP_ATOMIC_ADD(__half)
+CUDASIM_LOWP_ATOMIC_ADD(__half2)
+CUDASIM_LOWP_ATOMIC_ADD(__nv_bfloat16)
+CUDASIM_LOWP_ATOMIC_ADD(__nv_bfloat162)
+#undef CUDASIM_LOWP_ATOMIC_ADD
+
 #endif /* __cplusplus */
 #endif /* CUDASIM_HALF_TYPES_H */

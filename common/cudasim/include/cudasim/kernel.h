@@ -64,8 +64,10 @@ enum class collective : unsigned char {
     ballot,
     any,
     all,
-    allgather
+    allgather,
+    reduce // __reduce_*_sync: param is a reduce_op
 };
+enum class reduce_op : unsigned char { add, min, max, min_signed, max_signed, and_, or_, xor_ };
 enum class bar_reduce : unsigned char { count, all, any };
 
 void syncthreads(const char *file, int line);
@@ -73,6 +75,7 @@ int syncthreads_reduce(bar_reduce op, int predicate, const char *file, int line)
 unsigned long long warp_collective(collective kind, unsigned mask, unsigned long long value,
                                    int param, int width, const char *file, int line);
 unsigned active_mask();
+unsigned warp_reduce(reduce_op op, unsigned mask, unsigned value, const char *file, int line);
 void warp_allgather(const void *mine, void *all, size_t bytes, const char *what, const char *file,
                     int line);
 
@@ -187,6 +190,14 @@ cudaError_t cudaLaunchKernel(void (*fn)(P...), dim3 grid, dim3 block, void **arg
 template <typename T> cudaError_t cudaMalloc(T **ptr, size_t bytes) {
     return cudaMalloc(reinterpret_cast<void **>(ptr), bytes);
 }
+template <typename T>
+cudaError_t cudaMallocManaged(T **ptr, size_t bytes, unsigned int flags = cudaMemAttachGlobal) {
+    return cudaMallocManaged(reinterpret_cast<void **>(ptr), bytes, flags);
+}
+template <typename T>
+cudaError_t cudaMallocPitch(T **ptr, size_t *pitch, size_t width, size_t height) {
+    return cudaMallocPitch(reinterpret_cast<void **>(ptr), pitch, width, height);
+}
 template <typename T> cudaError_t cudaMallocHost(T **ptr, size_t bytes) {
     return cudaMallocHost(reinterpret_cast<void **>(ptr), bytes);
 }
@@ -194,6 +205,38 @@ template <typename T> cudaError_t cudaMallocHost(T **ptr, size_t bytes) {
 template <typename T>
 cudaError_t cudaFuncSetAttribute(T *entry, cudaFuncAttribute attr, int value) {
     return cudaFuncSetAttribute(reinterpret_cast<const void *>(entry), attr, value);
+}
+
+template <typename T>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, T *func, int block_size,
+                                                          size_t dynamic_smem) {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        blocks, reinterpret_cast<const void *>(func), block_size, dynamic_smem);
+}
+// The block size (a multiple of 32, at most block_size_limit or 1024) with the most resident
+// threads per SM, the largest such; min_grid_size: the grid that fills all 132 SMs with it.
+template <typename T>
+cudaError_t cudaOccupancyMaxPotentialBlockSize(int *min_grid_size, int *block_size, T *func,
+                                               size_t dynamic_smem = 0, int block_size_limit = 0) {
+    if (!min_grid_size || !block_size)
+        return cudaErrorInvalidValue;
+    int limit = block_size_limit > 0 && block_size_limit < 1024 ? block_size_limit : 1024;
+    int best = 0, best_blocks = 0;
+    for (int b = limit < 32 ? limit : 32; b <= limit; b += 32) {
+        int n = 0;
+        if (cudaError_t e =
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, func, b, dynamic_smem))
+            return e;
+        if (n * b >= best * best_blocks) {
+            best = b;
+            best_blocks = n;
+        }
+    }
+    cudaDeviceProp prop;
+    cudaGetDeviceProperties(&prop, 0);
+    *block_size = best;
+    *min_grid_size = best_blocks * prop.multiProcessorCount;
+    return cudaSuccess;
 }
 
 // __constant__ and __device__ variables are ordinary globals here.
@@ -290,5 +333,25 @@ inline int __all_sync(unsigned mask, int predicate, const char *file = __builtin
     return static_cast<int>(
         warp_collective(collective::all, mask, predicate != 0, 0, warpSize, file, line));
 }
+
+// __reduce_*_sync (sm_80 and later): every lane named in the mask gets the reduction of their
+// values. A warp collective like the shuffles, with the same checks.
+#define CUDASIM_REDUCE(name, T, op)                                                                \
+    inline T name(unsigned mask, T value, const char *file = __builtin_FILE(),                     \
+                  int line = __builtin_LINE()) {                                                   \
+        using namespace cudasim::detail;                                                           \
+        return static_cast<T>(                                                                     \
+            warp_reduce(reduce_op::op, mask, static_cast<unsigned>(value), file, line));           \
+    }
+CUDASIM_REDUCE(__reduce_add_sync, unsigned, add)
+CUDASIM_REDUCE(__reduce_add_sync, int, add)
+CUDASIM_REDUCE(__reduce_min_sync, unsigned, min)
+CUDASIM_REDUCE(__reduce_min_sync, int, min_signed)
+CUDASIM_REDUCE(__reduce_max_sync, unsigned, max)
+CUDASIM_REDUCE(__reduce_max_sync, int, max_signed)
+CUDASIM_REDUCE(__reduce_and_sync, unsigned, and_)
+CUDASIM_REDUCE(__reduce_or_sync, unsigned, or_)
+CUDASIM_REDUCE(__reduce_xor_sync, unsigned, xor_)
+#undef CUDASIM_REDUCE
 
 #endif // CUDASIM_KERNEL_H
