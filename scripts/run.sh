@@ -4,6 +4,9 @@
 # table of the implementations on this machine.
 #   scripts/run.sh                 the whole tour
 #   scripts/run.sh --example 03    one example (build included)
+#   scripts/run.sh --model         the whole tour; its closing table adds the modelled columns
+#                                  (DRAM bytes, FLOP/B, roofline bound on an H100) from the
+#                                  instrumented sim-check build (clang-14; ~3 min more)
 #   scripts/run.sh --help
 # Backend: the GPU build (preset gpu, programs in build/gpu/) only where a GPU answers
 # (`nvidia-smi -L` lists one); otherwise the CPU simulator (preset sim, build/sim/), even where
@@ -31,11 +34,13 @@ TOUR=(
 |-B 2 -H 8 -L 8192 -D 64 --causal --pattern ladder:b=64,w=15"
 )
 
-usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
 only=""
+model=0
 while [ $# -gt 0 ]; do
     case "$1" in
     -h | --help) usage; exit 0 ;;
+    --model) model=1; shift ;;
     --example)
         [ $# -ge 2 ] || { echo "error: --example needs a number (01, 02, ...)" >&2; exit 2; }
         [[ "$2" =~ ^[0-9]{1,2}$ ]] ||
@@ -112,9 +117,18 @@ done
 
 if [ -z "$only" ]; then
     bench="build/$preset/benchmarks/bench_attention_$backend"
-    # The instrumented build's benchmark adds the modelled columns (DRAM bytes, FLOP/B, roofline
-    # bound on an H100: the simulator's profile, common/cudasim/README.md) beside the timings.
-    if [ "$backend" = sim ] && [ -x build/sim-check/benchmarks/bench_attention_sim ]; then
+    # --model: the instrumented build's benchmark adds the modelled columns (DRAM bytes, FLOP/B,
+    # roofline bound on an H100: the simulator's profile, common/cudasim/README.md) beside the
+    # timings.
+    if [ "$backend" = sim ] && [ $model -eq 1 ]; then
+        attn_need_check_tools || die "--model needs clang-14 and llvm-14 (see above)"
+        say "building the instrumented benchmark (preset sim-check; log: build/sim-check/build.log)"
+        mkdir -p build/sim-check
+        if ! { cmake --preset sim-check && cmake --build --preset sim-check -j "$JOBS" \
+            --target bench_attention_sim; } >build/sim-check/build.log 2>&1; then
+            grep -E -A6 'error' build/sim-check/build.log | head -60
+            die "the sim-check build failed (full log: build/sim-check/build.log)"
+        fi
         bench=build/sim-check/benchmarks/bench_attention_sim
     fi
     say "[$((++step))/$steps] the comparison table on this machine" \

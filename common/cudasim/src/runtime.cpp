@@ -468,7 +468,11 @@ cudaError_t cudaMallocManaged(void **ptr, size_t bytes, unsigned int flags) {
                          format("cudaMallocManaged: flags 0x%x are not cudaMemAttachGlobal or "
                                 "cudaMemAttachHost",
                                 flags));
-    return cudaMalloc(ptr, bytes);
+    cudaError_t e = cudaMalloc(ptr, bytes);
+    // The host may write it at any time, unseen by initcheck: it counts as written.
+    if (e == cudaSuccess && *ptr)
+        note_device_written(*ptr, bytes);
+    return e;
 }
 
 // Rows of `width` bytes padded to a multiple of 512 bytes (the toolkit's usual pitch).
