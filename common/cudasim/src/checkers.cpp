@@ -363,6 +363,7 @@ thread_local std::vector<thread_copies> tl_copies;
 
 // The copy has landed: its bytes replace the poison, and the shadow forgets it is pending.
 void complete(const pending_copy &p) {
+    tsan_write_range(p.dst, 16);
     std::memcpy(p.dst, p.data, 16);
     if (!checks_enabled())
         return;
@@ -401,6 +402,7 @@ void checks_block_start() { tl_uninit.clear(); }
 
 void ptx_row_read(void *dst, const void *row) {
     deliver_explicit(row, 16, access_op::ldmatrix_row, __builtin_return_address(0));
+    tsan_read_range(row, 16);
     std::memcpy(dst, row, 16);
 }
 
@@ -430,11 +432,14 @@ void cp_async_issue(void *dst, const void *src, bool pred) {
     pending_copy p;
     p.dst = static_cast<char *>(dst);
     p.group = mine.open_group;
-    if (pred)
+    if (pred) {
+        tsan_read_range(src, 16);
         std::memcpy(p.data, src, 16);
-    else
+    } else {
         std::memset(p.data, 0, 16);
+    }
     // Until its wait the destination holds poison: NaN in fp32/fp16/bf16, -1 in integers.
+    tsan_write_range(dst, 16);
     std::memset(dst, 0xff, 16);
     mine.pending.push_back(p);
 }

@@ -35,6 +35,27 @@ inline void tsan_acquire(void *sync) {
 #endif
 }
 
+#if CUDASIM_TSAN
+extern "C" void __tsan_read_range(void *addr, unsigned long size);
+extern "C" void __tsan_write_range(void *addr, unsigned long size);
+#endif
+// Accesses the runtime makes for a kernel (cp.async's copies): the runtime is not instrumented,
+// so these tell ThreadSanitizer, which then sees them as the calling simulated thread's.
+inline void tsan_read_range(const void *p, size_t n) {
+#if CUDASIM_TSAN
+    __tsan_read_range(const_cast<void *>(p), n);
+#else
+    (void)p, (void)n;
+#endif
+}
+inline void tsan_write_range(void *p, size_t n) {
+#if CUDASIM_TSAN
+    __tsan_write_range(p, n);
+#else
+    (void)p, (void)n;
+#endif
+}
+
 // One launch in flight: what every worker reads, and where the first failure is recorded.
 struct launch_state {
     const launch_desc *desc = nullptr;

@@ -73,7 +73,7 @@ int collect_image(struct dl_phdr_info *info, size_t, void *) {
 struct tls_info {
     bool known = false;
     uintptr_t lo = 0, hi = 0;
-    uintptr_t builtin[5];
+    uintptr_t builtin[6];
 };
 thread_local tls_info tl_tls;
 
@@ -100,6 +100,8 @@ const tls_info &tls() {
         t.builtin[2] = reinterpret_cast<uintptr_t>(&blockDim);
         t.builtin[3] = reinterpret_cast<uintptr_t>(&gridDim);
         t.builtin[4] = reinterpret_cast<uintptr_t>(&dynamic_smem);
+        // The simulator's own per-OS-thread counter that atomics update (device_functions.h).
+        t.builtin[5] = reinterpret_cast<uintptr_t>(&atomics_since_switch);
         dl_iterate_phdr(find_tls, &t);
         t.known = true;
     }
@@ -107,9 +109,9 @@ const tls_info &tls() {
 }
 
 bool is_builtin(const tls_info &t, uintptr_t a) {
-    static const size_t sizes[5] = {sizeof(uint3), sizeof(uint3), sizeof(dim3), sizeof(dim3),
-                                    sizeof(void *)};
-    for (int i = 0; i < 5; ++i)
+    static const size_t sizes[6] = {sizeof(uint3), sizeof(uint3), sizeof(dim3),
+                                    sizeof(dim3),  sizeof(void *), sizeof(unsigned)};
+    for (int i = 0; i < 6; ++i)
         if (a >= t.builtin[i] && a < t.builtin[i] + sizes[i])
             return true;
     return false;
@@ -351,6 +353,8 @@ CUDASIM_HOOKS(4, uint32_t)
 CUDASIM_HOOKS(8, uint64_t)
 CUDASIM_HOOKS(16, __int128)
 
+#if CUDASIM_CHECK // only the sim-check build asks for -fsanitize=alignment; the sim-asan
+                  // build links UBSan's own handlers
 // ---- typed alignment --------------------------------------------------------------------------
 // The kernel sources are also compiled with -fsanitize=alignment, whose checks call this handler
 // (the UBSan runtime is not linked: this is the only definition) when a pointer to T is
@@ -402,3 +406,4 @@ extern "C" void __ubsan_handle_type_mismatch_v1(const ubsan_mismatch *d, uintptr
 extern "C" void __ubsan_handle_type_mismatch_v1_abort(const ubsan_mismatch *d, uintptr_t ptr) {
     misaligned(d, ptr);
 }
+#endif // CUDASIM_CHECK
