@@ -109,7 +109,7 @@ const tls_info &tls() {
 }
 
 bool is_builtin(const tls_info &t, uintptr_t a) {
-    static const size_t sizes[6] = {sizeof(uint3), sizeof(uint3), sizeof(dim3),
+    static const size_t sizes[6] = {sizeof(uint3), sizeof(uint3),  sizeof(dim3),
                                     sizeof(dim3),  sizeof(void *), sizeof(unsigned)};
     for (int i = 0; i < 6; ++i)
         if (a >= t.builtin[i] && a < t.builtin[i] + sizes[i])
