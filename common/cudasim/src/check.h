@@ -28,6 +28,9 @@ struct sim_context {
     uint32_t nthreads = 0;
 };
 extern thread_local sim_context tl_sim;
+// tl_sim for the other translation units: GCC's UBSan (the sim-asan build) takes some direct
+// accesses to an extern thread_local for null pointers.
+sim_context &sim_ctx();
 
 // "kernel 'k' block (x,y,z) thread (x,y,z)" of the running simulated thread; "(x,y,z)" of thread
 // `linear` of the running block (scheduler.cpp).

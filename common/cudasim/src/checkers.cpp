@@ -15,11 +15,11 @@
 // Shared-memory shadow, one cell per 4-byte word and per OS thread (a block runs on one OS
 // thread): the last write and up to two reads since, each with its thread, the bytes of the
 // word it touched, its code address and the sync
-// epochs at the time (tl_sim.epoch: block barriers; tl_sim.warp_gen[w]: warp collectives). Two
-// accesses are ordered when their epochs differ, or when they are in one warp and its collective
-// count differs; otherwise they race, whichever ran first. So a report does not depend on the
-// order in which the simulator ran the threads, and names both accesses the same way in every
-// order: the write first (for two writes, the lower thread first).
+// epochs at the time (sim_ctx().epoch: block barriers; sim_ctx().warp_gen[w]: warp collectives).
+// Two accesses are ordered when their epochs differ, or when they are in one warp and its
+// collective count differs; otherwise they race, whichever ran first. So a report does not depend
+// on the order in which the simulator ran the threads, and names both accesses the same way in
+// every order: the write first (for two writes, the lower thread first).
 #include "access.h"
 #include "check.h"
 #include "internal.h"
@@ -198,7 +198,7 @@ struct cell {
     int32_t pending_pc = 0; // a cp.async to this word not yet waited for (0: none)
     uint16_t pending_thread = 0;
     uint8_t written = 0;        // bytes written in the block of written_epoch (initcheck)
-    uint32_t written_epoch = 0; // tl_sim.block_epoch of that block
+    uint32_t written_epoch = 0; // sim_ctx().block_epoch of that block
 };
 
 struct shared_shadow {
@@ -243,7 +243,7 @@ std::string shared_name(const access_event &e) {
 }
 
 [[noreturn]] void race(const access_event &e, const access_rec &p, bool p_writes) {
-    const sim_context &c = tl_sim;
+    const sim_context &c = sim_ctx();
     bool e_writes = writes(e.op);
     // Canonical order: the write first; two writes: the lower thread first.
     struct side {
@@ -265,7 +265,7 @@ std::string shared_name(const access_event &e) {
 }
 
 void check_shared(const access_event &e) {
-    const sim_context &c = tl_sim;
+    const sim_context &c = sim_ctx();
     uint32_t t = c.thread, epoch = c.epoch, wgen = c.warp_gen[t / 32];
     access_rec now;
     now.epoch = epoch;
@@ -421,14 +421,14 @@ void cp_async_issue(void *dst, const void *src, bool pred) {
         deliver_explicit(src, 16, access_op::cp_async_src, pc);
     deliver_explicit(dst, 16, access_op::cp_async_dst, pc);
     std::vector<thread_copies> &all = tl_copies;
-    if (!in_kernel() || tl_sim.thread >= all.size()) { // not in a kernel: at once
+    if (!in_kernel() || sim_ctx().thread >= all.size()) { // not in a kernel: at once
         if (pred)
             std::memcpy(dst, src, 16);
         else
             std::memset(dst, 0, 16);
         return;
     }
-    thread_copies &mine = all[tl_sim.thread];
+    thread_copies &mine = all[sim_ctx().thread];
     pending_copy p;
     p.dst = static_cast<char *>(dst);
     p.group = mine.open_group;
@@ -446,15 +446,15 @@ void cp_async_issue(void *dst, const void *src, bool pred) {
 
 void cp_async_commit_group() {
     std::vector<thread_copies> &all = tl_copies;
-    if (in_kernel() && tl_sim.thread < all.size())
-        ++all[tl_sim.thread].open_group;
+    if (in_kernel() && sim_ctx().thread < all.size())
+        ++all[sim_ctx().thread].open_group;
 }
 
 void cp_async_wait_group(int pending_allowed) {
     std::vector<thread_copies> &all = tl_copies;
-    if (!in_kernel() || tl_sim.thread >= all.size())
+    if (!in_kernel() || sim_ctx().thread >= all.size())
         return;
-    thread_copies &mine = all[tl_sim.thread];
+    thread_copies &mine = all[sim_ctx().thread];
     // wait_group N: every committed group but the newest N has landed; wait_all (N < 0): all.
     std::vector<pending_copy> keep;
     for (const pending_copy &p : mine.pending) {

@@ -308,7 +308,7 @@ class block_runner {
     void switch_to(fiber_base &from, sim_thread *to, bool from_finished) {
         cur_ = to;
         atomics_since_switch = 0;
-        sim_context &c = tl_sim;
+        sim_context &c = sim_ctx();
         c.active = to != nullptr;
         c.delivering = false; // a checker that failed the thread left mid-delivery
         if (to) {
@@ -433,9 +433,9 @@ void block_runner::begin_launch(launch_state &ls) {
     }
 #endif
     dynamic_smem = smem_;
-    tl_sim.smem_lo = reinterpret_cast<uintptr_t>(dynamic_smem);
-    tl_sim.smem_hi = tl_sim.smem_lo + (smem_ ? smem_size_ : 0);
-    tl_sim.nthreads = n_;
+    sim_ctx().smem_lo = reinterpret_cast<uintptr_t>(dynamic_smem);
+    sim_ctx().smem_hi = sim_ctx().smem_lo + (smem_ ? smem_size_ : 0);
+    sim_ctx().nthreads = n_;
     for (unsigned i = 0; i < n_; ++i) {
         sim_thread &t = threads_[i];
         t.linear = i;
@@ -448,7 +448,7 @@ void block_runner::begin_launch(launch_state &ls) {
     }
     warps_.assign((n_ + 31) / 32, warp_state{});
     warp_gen_.resize(warps_.size());
-    tl_sim.warp_gen = warp_gen_.data();
+    sim_ctx().warp_gen = warp_gen_.data();
     for (unsigned w = 0; w < warps_.size(); ++w) {
         unsigned lanes = std::min(32u, n_ - w * 32);
         warps_[w].present = lanes == 32 ? full_mask : (1u << lanes) - 1u;
@@ -483,8 +483,8 @@ void block_runner::run_block(uint64_t b) {
     tsan_acquire(&block_end_sync_);
     if (smem_)
         std::memset(dynamic_smem, 0xff, smem_size_); // NaN in fp32/fp16/bf16: uninitialised reads
-    tl_sim.block = b;
-    tl_sim.block_epoch = ++tl_sim.epoch;
+    sim_ctx().block = b;
+    sim_ctx().block_epoch = ++sim_ctx().epoch;
     if (checks_enabled())
         checks_block_start();
     cp_async_reset_block(n_);
@@ -643,7 +643,7 @@ int block_runner::barrier(const char *file, int line, bar_reduce op, int predica
             if (!late.empty())
                 fail(late);
         }
-        ++tl_sim.epoch; // what threads did before this barrier is ordered before what follows
+        ++sim_ctx().epoch; // what threads did before this barrier is ordered before what follows
         if (ls_->order == CUDASIM_ORDER_SHUFFLE)
             std::shuffle(order_.begin(), order_.end(), rng_);
         for (unsigned i : order_)

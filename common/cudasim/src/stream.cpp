@@ -27,6 +27,7 @@ namespace cudasim {
 namespace detail {
 
 thread_local sim_context tl_sim;
+sim_context &sim_ctx() { return tl_sim; }
 
 namespace {
 
