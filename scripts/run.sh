@@ -120,9 +120,9 @@ done
 
 if [ -z "$only" ]; then
     bench="build/$preset/benchmarks/bench_attention_$backend"
-    # --model: the instrumented build's benchmark adds the modelled columns (DRAM bytes, FLOP/B,
-    # roofline bound on an H100: the simulator's profile, common/cudasim/README.md) beside the
-    # timings.
+    # On the simulator (unless --no-model) the instrumented build's benchmark adds the modelled
+    # columns (DRAM bytes, FLOP/B, roofline bound on an H100: the simulator's profile,
+    # common/cudasim/README.md) beside the timings.
     if [ "$backend" = sim ] && [ "$model" != 0 ]; then
         if ! attn_need_check_tools; then
             [ "$model" = auto ] || die "--model needs clang-14 and llvm-14 (see above)"
