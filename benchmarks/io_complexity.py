@@ -23,6 +23,10 @@ Measured quantities (per launch, summed over a kernel's launches, B = H = 1):
                                                  docs.profile_tables_up_to_date)
     python3 benchmarks/io_complexity.py --plot   the figures (matplotlib), examples/*/images/
     --lengths 256,512,...  --dims 64,128        the grid of --run (default below)
+    python3 benchmarks/io_complexity.py --overhead build/sim build/sim-check
+                                                 the profile's cost: CPU time of one program in
+                                                 the plain build, the instrumented one, and with
+                                                 --profile (benchmarks/results/profile/overhead.jsonl)
 The tables and the fit use the standard library only.
 """
 import argparse
@@ -38,6 +42,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results", "profile")
 IO_FILE = os.path.join(RESULTS, "io_complexity.jsonl")
 MEMORY_FILE = os.path.join(RESULTS, "memory_claims.jsonl")
+OVERHEAD_FILE = os.path.join(RESULTS, "overhead.jsonl")
 
 # (example folder, program, kernel id, dtype, formula)
 IO_KERNELS = [
@@ -48,7 +53,7 @@ IO_KERNELS = [
     ("01_attention_basics", "naive_attention", 1, "f32", "standard"),
     ("01_attention_basics", "naive_attention", 2, "f32", "standard"),
 ]
-LENGTHS = [128, 256, 512, 1024]
+LENGTHS = [256, 512, 1024, 2048, 4096]
 DIMS = [64, 128]
 # The other claims, one problem each: (example, program, extra arguments).
 MEMORY_RUNS = [
@@ -83,6 +88,69 @@ def run_program(build, example, program, args):
         print(f"{time.time() - start:7.1f} s  {' '.join(cmd[:1] + args)}", flush=True)
         with open(out) as f:
             return [json.loads(line) for line in f if line.strip()]
+
+
+# The overhead problem: example 02, checked once, no timing loop.
+OVERHEAD_RUN = ("02_flash_attention_minimal", "flash_fwd",
+                ["-B", "1", "-H", "1", "-L", "512", "-D", "64", "--check-only"])
+
+
+def cpu_seconds(cmd, env):
+    """(CPU seconds, wall seconds) of one run of cmd and its children; exits on failure."""
+    import resource
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.time()
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          env=env)
+    wall = time.time() - start
+    if proc.returncode != 0:
+        sys.exit(f"error: {' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip()}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, wall)
+
+
+def measure_overhead(sim_build, check_build, repeats=3):
+    """The cost of the profile: the same run in the plain sim build, in the instrumented build
+    with the checkers off, and with --profile; the least CPU time of `repeats` runs each."""
+    example, program, args = OVERHEAD_RUN
+    env = dict(os.environ, CUDASIM_CHECK="0", CUDASIM_THREADS="1")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.jsonl")
+        for config, build, extra in (("sim", sim_build, []), ("sim-check", check_build, []),
+                                     ("sim-check --profile", check_build,
+                                      ["--profile", "--json", out])):
+            exe = os.path.join(build, "examples", example, program + "_sim")
+            runs = [cpu_seconds([exe, "--quiet"] + args + extra, env) for _ in range(repeats)]
+            cpu = min(c for c, _ in runs)
+            print(f"{cpu:7.2f} s CPU  {config}: {' '.join([exe] + args + extra[:1])}", flush=True)
+            rows.append({"config": config, "cpu_s": round(cpu, 3), "repeats": repeats})
+        with open(out) as f:
+            prof = json.loads(f.readline())["profile"]
+    rec = {"example": example, "args": " ".join(args), "threads": 1, "runs": rows,
+           "requests": prof["global_requests"] + prof["shared_requests"],
+           "machine": f"{os.cpu_count()} cores, {os.uname().machine}",
+           "date": time.strftime("%Y-%m-%d")}
+    write_jsonl(OVERHEAD_FILE, [rec])
+
+
+def overhead_table(_example):
+    recs = read_jsonl(OVERHEAD_FILE)
+    if not recs:
+        return ("(no record: run `python3 benchmarks/io_complexity.py --overhead build/sim "
+                "build/sim-check`)\n")
+    r = recs[0]
+    cpu = {x["config"]: x["cpu_s"] for x in r["runs"]}
+    out = ["| build | CPU s |", "|---|---|"]
+    out += [f"| {x['config']} | {x['cpu_s']:.2f} |" for x in r["runs"]]
+    lanes = 32 * r["requests"]  # every warp of example 02's kernel is whole (Br = 32 threads)
+    per = (cpu["sim-check --profile"] - cpu["sim-check"]) / lanes * 1e9
+    out.append("")
+    out.append(f"Example 02, `{r['args']}`, `CUDASIM_THREADS=1 CUDASIM_CHECK=0`, the least of "
+               f"{r['runs'][0]['repeats']} runs on {r['machine']} ({r['date']}). The profile "
+               f"saw {r['requests']:,} warp requests of 32 lanes: "
+               f"{per:.0f} ns per lane access profiled, over the instrumented build.")
+    return "\n".join(out) + "\n"
 
 
 def slim(r):
@@ -245,23 +313,24 @@ def memory_table(example):
     recs = [r for r in read_jsonl(MEMORY_FILE) if r["example"] == example and r.get("profile")]
     if not recs:
         return "(no records: run `python3 benchmarks/io_complexity.py --run build/sim-check`)\n"
-    out = ["| kernel | L | D | dtype | global requests | sectors/request | shared requests | "
-           "wavefronts | bank conflicts | DRAM MB | H100 bound µs |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| kernel | L | D | dtype | global requests | sectors/request | sector efficiency | "
+           "shared requests | wavefronts | bank conflicts | DRAM MB | H100 bound µs |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in recs:
         p = r["profile"]
         spr = p["global_sectors"] / p["global_requests"] if p["global_requests"] else 0.0
         out.append(f"| {r['kernel']} | {r['Lq']} | {r['D']} | {r['dtype']} | "
-                   f"{p['global_requests']} | {spr:.2f} | {p['shared_requests']} | "
+                   f"{p['global_requests']} | {spr:.2f} | {100 * p['sector_efficiency']:.1f}% | "
+                   f"{p['shared_requests']} | "
                    f"{p['shared_wavefronts']} | {p['shared_conflicts']} | "
                    f"{mb(p['dram_bytes'])} | {p['bound_h100_s'] * 1e6:.3g} |")
     return "\n".join(out) + "\n"
 
 
-BLOCKS = {"io_complexity": io_table, "memory": memory_table}
+BLOCKS = {"io_complexity": io_table, "memory": memory_table, "overhead": overhead_table}
 READMES = [f"examples/{e}/README.md" for e in
            ["01_attention_basics", "02_flash_attention_minimal", "03_flash_attention_v2",
-            "04_sparse_patterns", "05_deepseek_sparse"]]
+            "04_sparse_patterns", "05_deepseek_sparse"]] + ["common/cudasim/README.md"]
 
 
 def update(check):
@@ -333,12 +402,16 @@ def main():
     ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)))
     ap.add_argument("--dims", default=",".join(map(str, DIMS)))
     ap.add_argument("--only", help="with --run: these kernels (e.g. 01:1,03:2) and/or 'memory'")
+    ap.add_argument("--overhead", nargs=2, metavar=("SIM_BUILD", "CHECK_BUILD"),
+                    help="measure the profile's cost (plain build, instrumented build)")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--plot", action="store_true")
     a = ap.parse_args()
     if a.run:
         run_all(a.run, [int(x) for x in a.lengths.split(",")], [int(x) for x in a.dims.split(",")],
                 a.only.split(",") if a.only else None)
+    if a.overhead:
+        measure_overhead(*a.overhead)
     if a.plot:
         plot()
     return update(a.check)

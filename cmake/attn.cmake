@@ -90,7 +90,9 @@ if(ATTN_SIM_CHECK)
   # (common/cudasim/src/stream.cpp). Vectorisers would merge accesses into wider ones a GPU
   # does not make; device asserts stay on (no NDEBUG).
   # -fsanitize=alignment: a misaligned T* dereference calls a handler of the simulator's.
-  set(ATTN_SIM_CHECK_FLAGS -fsanitize-coverage=func,trace-loads,trace-stores
+  # CUDASIM_TRACE_COPIES: an assignment of a vector wider than 8 bytes (uint4, float4) is one
+  # traced access each way, not an unseen memcpy (common/cudasim/include/vector_types.h).
+  set(ATTN_SIM_CHECK_FLAGS -fsanitize-coverage=func,trace-loads,trace-stores -DCUDASIM_TRACE_COPIES
       -fsanitize=alignment -fno-vectorize -fno-slp-vectorize -UNDEBUG CACHE INTERNAL "")
 endif()
 

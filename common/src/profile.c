@@ -40,6 +40,7 @@ int attn_profile_collect(FILE *f, attn_profile *out) {
     out->smem_bytes = s.dyn_smem_bytes;
     out->global_requests = s.global_load_requests + s.global_store_requests;
     out->global_sectors = s.global_load_sectors + s.global_store_sectors;
+    out->global_bytes = s.global_load_bytes + s.global_store_bytes;
     out->shared_requests = s.shared_requests;
     out->shared_wavefronts = s.shared_wavefronts;
     out->shared_conflicts = s.shared_conflicts;
@@ -84,10 +85,12 @@ void attn_profile_json(const attn_profile *p, char *buf, size_t len) {
         buf, len,
         "\"profile\":{\"model\":\"cudasim profile: LRU L2 of 50 MiB, 32 B sectors\","
         "\"launches\":%llu,\"smem_bytes\":%llu,\"global_requests\":%llu,\"global_sectors\":%llu,"
+        "\"global_bytes\":%llu,\"sector_efficiency\":%.4f,"
         "\"shared_requests\":%llu,\"shared_wavefronts\":%llu,\"shared_conflicts\":%llu,"
         "\"mma\":%llu,\"dram_bytes\":%.0f,\"footprint_bytes\":%.0f,\"flops\":%.6g,"
         "\"intensity\":%.6g,\"bound_h100_s\":%.6g,\"bound_a100_s\":%.6g}",
-        p->launches, p->smem_bytes, p->global_requests, p->global_sectors, p->shared_requests,
-        p->shared_wavefronts, p->shared_conflicts, p->mma, p->dram_bytes, p->footprint_bytes,
-        p->flops, p->intensity, p->bound_h100_s, p->bound_a100_s);
+        p->launches, p->smem_bytes, p->global_requests, p->global_sectors, p->global_bytes,
+        p->global_sectors ? (double)p->global_bytes / (32.0 * (double)p->global_sectors) : 0.0,
+        p->shared_requests, p->shared_wavefronts, p->shared_conflicts, p->mma, p->dram_bytes,
+        p->footprint_bytes, p->flops, p->intensity, p->bound_h100_s, p->bound_a100_s);
 }

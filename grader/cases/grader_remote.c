@@ -34,7 +34,7 @@ void grader_remote_connect(int to_runner, int from_runner, const char *case_name
 }
 
 /* The runner is gone or answered nonsense: the case fails; grade.py says how the runner ended. */
-static void lost(const char *what) {
+static _Noreturn void lost(const char *what) {
     printf("{\"case\": \"%s\", \"passed\": false, \"fraction\": 0, \"message\": \"the submission's "
            "program %s\", \"runner_gone\": true, \"max_err\": null, \"time_ms\": null}\n",
            rm.case_name ? rm.case_name : "", what);

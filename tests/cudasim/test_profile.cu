@@ -11,6 +11,8 @@
 //   ldmatrix                8 rows of 16 B per phase: rows 128 B apart all start in bank 0
 //                           (8 wavefronts), rows XOR-swizzled by row (1 wavefront)
 //   divergence              16 lanes of a warp: still 1 request
+//   lanes in sequence       each lane's whole segment before the next lane's (the simulator's
+//                           order): requests matched by occurrence, per warp and line
 //   L2 model                an L2 of two sectors: reading sectors 0,1,2,0 misses four times
 //   mma                     one warp-wide mma.m16n8k16: 4096 FLOPs
 #include <algorithm>
@@ -155,6 +157,29 @@ void divergence_and_occurrences() {
     CHECK(p.total[global_load].units == 6); // 64 bytes each
 }
 
+// The simulator's order: each lane runs its whole segment before the next lane starts. Two
+// warps, two lines; lane t of each warp reaches line_a 4 times and line_b 4 times, and lanes
+// 0..15 reach line_a a fifth time (a partial request, closed at the block's end).
+void lanes_one_after_another() {
+    launch_profile p = run(64, [](profile_observer &o) {
+        for (uint32_t t = 0; t < 64; ++t) {
+            for (int rep = 0; rep < 4; ++rep) {
+                o.access(ev(gbase + 4096 * rep + 4 * t, 4, access_op::load, mem_space::global,
+                            &line_a, t));
+                o.access(ev(gbase + 0x100000 + 4096 * rep + 4 * t, 4, access_op::store,
+                            mem_space::global, &line_b, t));
+            }
+            if (t % 32 < 16)
+                o.access(ev(gbase + 0x200000 + 4 * t, 4, access_op::load, mem_space::global,
+                            &line_a, t));
+        }
+    });
+    CHECK(p.total[global_load].requests == 2 * 5);
+    CHECK(p.total[global_load].units == 2 * (4 * 4 + 2)); // 4 full requests, 1 of 16 lanes
+    CHECK(p.total[global_store].requests == 2 * 4 && p.total[global_store].units == 2 * 4 * 4);
+    CHECK(p.total[global_load].bytes == 2 * (4 * 128 + 64));
+}
+
 void l2_model() {
     launch_profile p = run(
         1,
@@ -167,6 +192,17 @@ void l2_model() {
     CHECK(p.dram_read == 4 * 32);    // 0, 1, 2 (evicts 0), 0 again
     CHECK(p.dram_written == 1 * 32); // the dirty sector, written back at the end
     CHECK(p.footprint == 4 * 32);
+    p = run(
+        1,
+        [](profile_observer &o) { // an evicted dirty sector is written back, then read again
+            o.access(ev(gbase, 4, access_op::store, mem_space::global, &line_a, 0));
+            for (uintptr_t s : {1, 2, 0})
+                o.access(ev(gbase + 32 * s, 4, access_op::load, mem_space::global, &line_b, 0));
+        },
+        64);
+    CHECK(p.dram_written == 32);  // sector 0, evicted by sector 2 (sectors 2 and 0 end clean)
+    CHECK(p.dram_read == 3 * 32); // 1, 2, 0
+    CHECK(p.footprint == 3 * 32);
 }
 
 __global__ void one_mma(float *d) {
@@ -194,6 +230,12 @@ void mma_flops() {
     CHECK(v.size() == 1);
     if (!v.empty()) {
         CHECK(v[0].mma == 1 && v[0].tensor_flops == 4096);
+        uint64_t lines_with_mma = 0, mma_in_lines = 0; // the mma is counted at one line
+        for (const profile_line &l : v[0].lines) {
+            lines_with_mma += l.mma != 0;
+            mma_in_lines += l.mma;
+        }
+        CHECK(lines_with_mma == 1 && mma_in_lines == 1);
         // the instrumented build also sees the kernel's stores: the bound is the larger term
         double mem = (double)(v[0].dram_read + v[0].dram_written) / 3.35e12;
         double t = roofline_bound_s(v[0], roofline_h100_sxm, nullptr);
@@ -212,6 +254,7 @@ int main() {
     transposes();
     ldmatrix_phases();
     divergence_and_occurrences();
+    lanes_one_after_another();
     l2_model();
     mma_flops();
     return sim_test_result("profile");

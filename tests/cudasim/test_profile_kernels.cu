@@ -3,6 +3,8 @@
 //
 //   copy        4 blocks x 128 threads, out[i] = in[i]: 16 warp requests each way, 4 sectors each
 //   strided     32 lanes read in[32 * lane]: 1 request, 32 sectors; the store: 1 request, 4
+//   copy16      32 lanes assign one uint4 each (a memcpy to the compiler, traced by the
+//               simulator's vector types): 1 request of 512 bytes, 16 sectors each way
 //   conflict    32 lanes write and read shared word 32 * lane (all in bank 0): 2 requests, 32
 //               wavefronts each, 62 conflicts
 //   transpose   one warp, a 32x32 tile through shared memory: 32 row stores (1 wavefront each)
@@ -23,6 +25,10 @@ __global__ void copy(const float *in, float *out) {
 }
 
 __global__ void strided(const float *in, float *out) { out[threadIdx.x] = in[32 * threadIdx.x]; }
+
+__global__ void copy16(const float *in, float *out) {
+    reinterpret_cast<uint4 *>(out)[threadIdx.x] = reinterpret_cast<const uint4 *>(in)[threadIdx.x];
+}
 
 __global__ void conflict(float *out) {
     __shared__ float s[32 * 32];
@@ -78,6 +84,11 @@ int main() {
     s = profiled([](float *i, float *o) { strided<<<1, 32>>>(i, o); }, in, out);
     CHECK(s.global_load_requests == 1 && s.global_load_sectors == 32);
     CHECK(s.global_store_requests == 1 && s.global_store_sectors == 4);
+
+    s = profiled([](float *i, float *o) { copy16<<<1, 32>>>(i, o); }, in, out);
+    CHECK(s.global_load_requests == 1 && s.global_load_sectors == 16);
+    CHECK(s.global_store_requests == 1 && s.global_store_sectors == 16);
+    CHECK(s.global_load_bytes == 512 && s.global_store_bytes == 512);
 
     s = profiled([](float *, float *o) { conflict<<<1, 32>>>(o); }, in, out);
     CHECK(s.shared_requests == 2 && s.shared_wavefronts == 64 && s.shared_conflicts == 62);

@@ -59,6 +59,9 @@ typedef struct cudasim_profile_summary {
     double intensity;    /* flops / dram_bytes */
     double bound_h100_s; /* roofline lower bound on an H100 SXM, seconds */
     double bound_a100_s; /* and on an A100 SXM */
+    /* bytes the lanes asked for (a byte several lanes of one request read counts once): the
+     * sector efficiency is bytes / (32 * sectors) */
+    unsigned long long global_load_bytes, global_store_bytes; /* stores and atomics */
 } cudasim_profile_summary;
 
 /* 1 when this program's kernels were compiled instrumented (the profile can see them). */

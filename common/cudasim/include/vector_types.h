@@ -6,23 +6,45 @@
 
 #define CUDASIM_ALIGN(n) __attribute__((aligned(n)))
 
+/* In an instrumented kernel file (the sim-check preset defines CUDASIM_TRACE_COPIES there), an
+ * assignment of a vector wider than 8 bytes (uint4, float4, int3, double2, ...) is one traced
+ * load and one traced store of the whole vector: the compiler would turn it into a memcpy, which
+ * the instrumentation does not see (common/cudasim/README.md, "The profile"). Vectors of 8 bytes
+ * or less are copied by plain loads and stores, which it does see, and stay trivially copyable
+ * (warp shuffles take them). */
+#if defined(__cplusplus) && defined(CUDASIM_TRACE_COPIES)
+extern "C" void cudasim_traced_copy(void *dst, const void *src, unsigned long bytes);
+#define CUDASIM_WIDE_ASSIGN(type)                                                                  \
+    type &operator=(const type &o) {                                                               \
+        cudasim_traced_copy(this, &o, sizeof(type));                                               \
+        return *this;                                                                              \
+    }
+#else
+#define CUDASIM_WIDE_ASSIGN(type)
+#endif
+#define CUDASIM_NARROW(type)
+
 /* <name>1..4 of element type T; A2 and A4: the alignments of the 2- and 4-vectors (the 1- and
- * 3-vectors have the element's). */
-#define CUDASIM_VECTOR_TYPES(T, name, A2, A4)                                                      \
+ * 3-vectors have the element's); C2 and C34: CUDASIM_WIDE_ASSIGN for the 2-, and the 3- and
+ * 4-vectors wider than 8 bytes, else CUDASIM_NARROW. */
+#define CUDASIM_VECTOR_TYPES(T, name, A2, A4, C2, C34)                                             \
     typedef struct CUDASIM_ALIGN(sizeof(T)) name##1 {                                              \
         T x;                                                                                       \
     }                                                                                              \
     name##1;                                                                                       \
     typedef struct CUDASIM_ALIGN(A2) name##2 {                                                     \
         T x, y;                                                                                    \
+        C2(name##2)                                                                                \
     }                                                                                              \
     name##2;                                                                                       \
     typedef struct name##3 {                                                                       \
         T x, y, z;                                                                                 \
+        C34(name##3)                                                                               \
     }                                                                                              \
     name##3;                                                                                       \
     typedef struct CUDASIM_ALIGN(A4) name##4 {                                                     \
         T x, y, z, w;                                                                              \
+        C34(name##4)                                                                               \
     }                                                                                              \
     name##4;                                                                                       \
     static inline name##1 make_##name##1(T x) {                                                    \
@@ -42,19 +64,30 @@
         return v;                                                                                  \
     }
 
-CUDASIM_VECTOR_TYPES(signed char, char, 2, 4)
-CUDASIM_VECTOR_TYPES(unsigned char, uchar, 2, 4)
-CUDASIM_VECTOR_TYPES(short, short, 4, 8)
-CUDASIM_VECTOR_TYPES(unsigned short, ushort, 4, 8)
-CUDASIM_VECTOR_TYPES(int, int, 8, 16)
-CUDASIM_VECTOR_TYPES(unsigned int, uint, 8, 16)
-CUDASIM_VECTOR_TYPES(long, long, 16, 16)
-CUDASIM_VECTOR_TYPES(unsigned long, ulong, 16, 16)
-CUDASIM_VECTOR_TYPES(long long, longlong, 16, 16)
-CUDASIM_VECTOR_TYPES(unsigned long long, ulonglong, 16, 16)
-CUDASIM_VECTOR_TYPES(float, float, 8, 16)
-CUDASIM_VECTOR_TYPES(double, double, 16, 16)
+#if defined(__cplusplus) && defined(CUDASIM_TRACE_COPIES) && defined(__clang__)
+/* The implicit copy constructor stays (a plain copy; only assignments are traced). */
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wdeprecated-copy-with-user-provided-copy"
+#endif
+CUDASIM_VECTOR_TYPES(signed char, char, 2, 4, CUDASIM_NARROW, CUDASIM_NARROW)
+CUDASIM_VECTOR_TYPES(unsigned char, uchar, 2, 4, CUDASIM_NARROW, CUDASIM_NARROW)
+CUDASIM_VECTOR_TYPES(short, short, 4, 8, CUDASIM_NARROW, CUDASIM_NARROW)
+CUDASIM_VECTOR_TYPES(unsigned short, ushort, 4, 8, CUDASIM_NARROW, CUDASIM_NARROW)
+CUDASIM_VECTOR_TYPES(int, int, 8, 16, CUDASIM_NARROW, CUDASIM_WIDE_ASSIGN)
+CUDASIM_VECTOR_TYPES(unsigned int, uint, 8, 16, CUDASIM_NARROW, CUDASIM_WIDE_ASSIGN)
+CUDASIM_VECTOR_TYPES(long, long, 16, 16, CUDASIM_WIDE_ASSIGN, CUDASIM_WIDE_ASSIGN)
+CUDASIM_VECTOR_TYPES(unsigned long, ulong, 16, 16, CUDASIM_WIDE_ASSIGN, CUDASIM_WIDE_ASSIGN)
+CUDASIM_VECTOR_TYPES(long long, longlong, 16, 16, CUDASIM_WIDE_ASSIGN, CUDASIM_WIDE_ASSIGN)
+CUDASIM_VECTOR_TYPES(unsigned long long, ulonglong, 16, 16, CUDASIM_WIDE_ASSIGN,
+                     CUDASIM_WIDE_ASSIGN)
+CUDASIM_VECTOR_TYPES(float, float, 8, 16, CUDASIM_NARROW, CUDASIM_WIDE_ASSIGN)
+CUDASIM_VECTOR_TYPES(double, double, 16, 16, CUDASIM_WIDE_ASSIGN, CUDASIM_WIDE_ASSIGN)
+#if defined(__cplusplus) && defined(CUDASIM_TRACE_COPIES) && defined(__clang__)
+#pragma clang diagnostic pop
+#endif
 #undef CUDASIM_VECTOR_TYPES
+#undef CUDASIM_WIDE_ASSIGN
+#undef CUDASIM_NARROW
 
 #ifdef __cplusplus
 /* dim3: a uint3 whose unspecified components default to 1, convertible from an integer. */

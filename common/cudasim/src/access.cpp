@@ -38,11 +38,11 @@ void deliver_access(const access_event &e) {
         o->access(e);
 }
 
-void deliver_mma(uint64_t block, uint32_t warp, uint64_t flops, const void *pc) {
+void deliver_mma(uint64_t block, uint32_t warp, uint64_t flops, const char *file, int line) {
     if (!have_access_observers())
         return;
     for (access_observer *o : observers())
-        o->mma(block, warp, flops, pc);
+        o->mma(block, warp, flops, file, line);
 }
 
 void deliver_launch_begin(const launch_info &li) {

@@ -2,7 +2,8 @@
 //
 // In an instrumented build (the sim-check preset) every global and shared load and store of
 // kernel code reaches the simulator with its address, size and code address; the simulator
-// classifies it (global, shared, local, ...) and hands it to every registered observer. The
+// classifies it (global, shared, local, ...) and hands it to every registered observer (all but
+// plain loads and stores of the simulated thread's own stack, which no observer counts). The
 // checkers (memcheck, racecheck, initcheck) and the profile are observers of this one stream.
 //
 // Concurrency: blocks of one launch run on several OS threads at once, so `access` may be called
@@ -15,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace cudasim {
 namespace detail {
@@ -76,8 +78,9 @@ class access_observer {
     virtual void launch_begin(const launch_info &) {}
     virtual void access(const access_event &e) = 0;
     // A tensor-core instruction issued by one warp (m16n8k16: 2*16*8*16 = 4096 FLOPs).
+    // file:line: the call site the PTX wrapper was given.
     virtual void mma(uint64_t /*block*/, uint32_t /*warp*/, uint64_t /*flops*/,
-                     const void * /*pc*/) {}
+                     const char * /*file*/, int /*line*/) {}
     virtual void launch_end(const launch_info &, bool /*failed*/) {}
 };
 
@@ -88,12 +91,14 @@ void remove_access_observer(access_observer *o);
 bool access_stream_available();
 // "file:line" of a code address in instrumented code (cached), or "?" when unknown.
 std::string symbolize_pc(const void *pc);
+// Fills symbolize_pc's cache for many code addresses at once (one symbolizer run per object).
+void symbolize_pcs(const std::vector<const void *> &pcs);
 
 // Delivery, called by the simulator (the instrumentation hooks, the PTX emulation, the launch).
 // Each is one relaxed load when no observer is registered.
 bool have_access_observers();
 void deliver_access(const access_event &e);
-void deliver_mma(uint64_t block, uint32_t warp, uint64_t flops, const void *pc);
+void deliver_mma(uint64_t block, uint32_t warp, uint64_t flops, const char *file, int line);
 void deliver_launch_begin(const launch_info &li);
 void deliver_launch_end(const launch_info &li, bool failed);
 

@@ -35,6 +35,7 @@ void launch_profile::add(const launch_profile &o) {
             m.where = l.where;
             for (int k = 0; k < profile_kinds; ++k)
                 m.k[k].add(l.k[k]);
+            m.mma += l.mma;
         }
     lines.clear();
     for (auto &kv : merged)
@@ -64,15 +65,52 @@ double roofline_bound_s(const launch_profile &p, const roofline_gpu &g, bool *me
 
 // ---- the observer ------------------------------------------------------------------------------
 
-size_t profile_observer::instance_hash::operator()(const instance_key &k) const {
-    uint64_t h = (uint64_t)(uintptr_t)k.pc * 0x9e3779b97f4a7c15ull;
-    h ^= ((uint64_t)k.warp << 32 | k.occurrence) + 0x632be59bd9b4e019ull + (h << 6) + (h >> 2);
-    return (size_t)(h ^ ((uint64_t)k.op << 8 | (uint64_t)k.space));
+static inline uint64_t mix(uint64_t x) {
+    x ^= x >> 31;
+    x *= 0x9e3779b97f4a7c15ull;
+    return x ^ (x >> 29);
 }
 
-size_t profile_observer::lane_pc_hash::operator()(const lane_pc &k) const {
-    uint64_t h = (uint64_t)(uintptr_t)k.pc * 0x9e3779b97f4a7c15ull;
-    return (size_t)(h ^ ((uint64_t)k.thread << 3 | (uint64_t)k.op));
+uint64_t &profile_observer::flat_map::at(uint64_t key, uint64_t fresh, bool *inserted) {
+    if (2 * (used + 1) > keys.size()) { // keep the load at most 1/2: rehash into twice the size
+        std::vector<uint64_t> old_keys(std::max<size_t>(64, 2 * keys.size()), 0);
+        std::vector<uint64_t> old_values(old_keys.size());
+        old_keys.swap(keys);
+        old_values.swap(values);
+        size_t mask = keys.size() - 1;
+        for (size_t i = 0; i < old_keys.size(); ++i)
+            if (old_keys[i] != 0) {
+                size_t j = mix(old_keys[i]) & mask;
+                while (keys[j] != 0)
+                    j = (j + 1) & mask;
+                keys[j] = old_keys[i];
+                values[j] = old_values[i];
+            }
+    }
+    size_t mask = keys.size() - 1, j = mix(key) & mask;
+    while (keys[j] != 0 && keys[j] != key)
+        j = (j + 1) & mask;
+    *inserted = keys[j] == 0;
+    if (*inserted) {
+        keys[j] = key;
+        values[j] = fresh;
+        ++used;
+    }
+    return values[j];
+}
+
+void profile_observer::flat_map::clear() {
+    if (used != 0)
+        std::fill(keys.begin(), keys.end(), 0);
+    used = 0;
+}
+
+// (thread or warp, code address, op, space) in one nonzero word, exactly: a thread index is
+// below 1024 (11 bits are left above a code address of this process, which is below 2^48).
+static inline uint64_t site_key(const void *pc, access_op op, mem_space space, uint32_t who) {
+    return ((uint64_t)who << 53 | (uint64_t)(uintptr_t)pc << 5 | (uint64_t)op << 2 |
+            (uint64_t)space) +
+           1;
 }
 
 namespace {
@@ -104,10 +142,9 @@ void profile_observer::launch_begin(const launch_info &li) {
     workers_.clear();
     by_pc_.clear();
     mma_ = tensor_flops_ = dram_read_ = dram_written_ = 0;
+    mma_by_line_.clear();
     nthreads_ = li.nthreads;
-    lru_.clear();
-    l2_.clear();
-    touched_.clear();
+    l2_clear();
 }
 
 profile_observer::worker &profile_observer::my_worker() {
@@ -133,36 +170,75 @@ void profile_observer::access(const access_event &e) {
         close_block(b);
         b.block = e.block;
     }
-    uint32_t n = b.occurrences[lane_pc{e.thread, e.pc, e.op}]++;
-    instance_key key{e.thread / 32, n, e.pc, e.op, e.space};
-    auto it = b.open.try_emplace(key).first;
-    warp_accesses &w = it->second;
-    w.lane[w.n++] = lane_access{e.addr, e.size, e.thread % 32};
-    if (w.n >= lanes_in_warp(key.warp)) { // every lane of the warp is in: the request is whole
-        close_instance(key, w);
-        b.open.erase(it);
+    bool fresh = false;
+    uint64_t &arrivals = b.occurrences.at(site_key(e.pc, e.op, e.space, e.thread), 0, &fresh);
+    uint32_t warp = e.thread / 32;
+    if (fresh) { // the lane's first arrival here: find (or open) its warp's stream
+        uint64_t si = b.stream_of.at(site_key(e.pc, e.op, e.space, warp), b.streams.size(), &fresh);
+        if (fresh) {
+            b.streams.emplace_back();
+            warp_stream &s = b.streams.back();
+            s.warp = warp;
+            s.pc = e.pc;
+            s.op = e.op;
+            s.space = e.space;
+        }
+        arrivals = si << 32;
     }
+    uint64_t n = arrivals++ & 0xffffffffu;
+    warp_stream &s = b.streams[arrivals >> 32];
+    size_t i = s.head + (size_t)(n - s.base);
+    while (s.count <= i) { // open instances up to i (storage kept from earlier ones is reused)
+        if (s.count == s.open.size()) {
+            s.open.emplace_back();
+            s.closed.push_back(0);
+        }
+        s.open[s.count].n = 0;
+        s.closed[s.count++] = 0;
+    }
+    warp_accesses &w = s.open[i];
+    w.lane[w.n++] = lane_access{e.addr, e.size, e.thread % 32};
+    if (w.n < lanes_in_warp(warp))
+        return;
+    close_instance(s, w); // every lane of the warp is in: the request is whole
+    s.closed[i] = 1;
+    while (s.head < s.count && s.closed[s.head]) // drop the closed ones in front
+        ++s.head, ++s.base;
+    if (s.head == s.count) // nothing open: start again at the front
+        s.head = s.count = 0;
 }
 
 void profile_observer::close_block(block_state &b) {
-    // Deterministic order: by warp, code address order does not matter for the counts.
-    std::vector<std::pair<instance_key, warp_accesses *>> rest;
-    for (auto &kv : b.open)
-        rest.emplace_back(kv.first, &kv.second);
-    std::sort(rest.begin(), rest.end(), [](const auto &x, const auto &y) {
-        return x.first.warp != y.first.warp ? x.first.warp < y.first.warp
-                                            : x.first.occurrence < y.first.occurrence;
+    // The instances some lanes never joined, in a fixed order: by warp, then occurrence.
+    struct rest {
+        uint32_t warp;
+        uint64_t occurrence;
+        size_t stream, index;
+    };
+    std::vector<rest> left;
+    for (size_t si = 0; si < b.streams.size(); ++si) {
+        const warp_stream &s = b.streams[si];
+        for (size_t i = s.head; i < s.count; ++i)
+            if (!s.closed[i])
+                left.push_back(rest{s.warp, s.base + (i - s.head), si, i});
+    }
+    std::sort(left.begin(), left.end(), [](const rest &x, const rest &y) {
+        if (x.warp != y.warp)
+            return x.warp < y.warp;
+        return x.occurrence != y.occurrence ? x.occurrence < y.occurrence : x.stream < y.stream;
     });
-    for (auto &r : rest)
-        close_instance(r.first, *r.second);
-    b.open.clear();
+    for (const rest &r : left)
+        close_instance(b.streams[r.stream], b.streams[r.stream].open[r.index]);
     b.occurrences.clear();
+    b.stream_of.clear();
+    b.streams.clear();
     b.block = ~0ull;
 }
 
 // Sorts x[0..n) and drops repeats; returns the new n.
 static unsigned sort_unique(uint64_t *x, unsigned n) {
-    std::sort(x, x + n);
+    if (!std::is_sorted(x, x + n)) // lanes mostly come in address order
+        std::sort(x, x + n);
     return (unsigned)(std::unique(x, x + n) - x);
 }
 
@@ -200,7 +276,8 @@ static uint64_t distinct_bytes(const profile_observer::warp_accesses &w) {
     std::pair<uintptr_t, uintptr_t> span[32]; // [begin, end) of each lane
     for (uint32_t i = 0; i < w.n; ++i)
         span[i] = {w.lane[i].addr, w.lane[i].addr + w.lane[i].size};
-    std::sort(span, span + w.n);
+    if (!std::is_sorted(span, span + w.n))
+        std::sort(span, span + w.n);
     uint64_t bytes = 0;
     uintptr_t covered = 0; // end of the union so far
     for (uint32_t i = 0; i < w.n; ++i) {
@@ -212,7 +289,7 @@ static uint64_t distinct_bytes(const profile_observer::warp_accesses &w) {
     return bytes;
 }
 
-void profile_observer::close_instance(const instance_key &k, const warp_accesses &w) {
+void profile_observer::close_instance(const warp_stream &k, const warp_accesses &w) {
     if (w.n == 0)
         return;
     access_event e{};
@@ -247,28 +324,58 @@ void profile_observer::close_instance(const instance_key &k, const warp_accesses
 }
 
 void profile_observer::l2_touch(uint64_t sector, bool write) {
-    touched_.insert(sector);
-    auto it = l2_.find(sector);
-    if (it != l2_.end()) {
-        it->second->second = it->second->second || write;
-        lru_.splice(lru_.begin(), lru_, it->second);
-        return;
+    bool fresh = false;
+    uint32_t id = (uint32_t)l2_index_.at(sector + 1, l2_nodes_.size(), &fresh);
+    if (fresh)
+        l2_nodes_.push_back(l2_node{sector, l2_none, l2_none, false, false});
+    l2_node &x = l2_nodes_[id];
+    if (x.resident) {
+        x.dirty = x.dirty || write;
+        if (l2_head_ == id)
+            return;
+        l2_nodes_[x.prev].next = x.next; // unlink (x is not the head, so it has a prev)
+        if (x.next != l2_none)
+            l2_nodes_[x.next].prev = x.prev;
+        else
+            l2_tail_ = x.prev;
+    } else {
+        if (!write)
+            dram_read_ += 32; // a store allocates its sector without reading it
+        x.dirty = write;
+        x.resident = true;
+        ++l2_resident_;
     }
-    if (!write)
-        dram_read_ += 32;
-    lru_.emplace_front(sector, write);
-    l2_[sector] = lru_.begin();
-    if (lru_.size() > l2_sectors_) {
-        if (lru_.back().second)
+    x.prev = l2_none; // to the front
+    x.next = l2_head_;
+    if (l2_head_ != l2_none)
+        l2_nodes_[l2_head_].prev = id;
+    l2_head_ = id;
+    if (l2_tail_ == l2_none)
+        l2_tail_ = id;
+    if (l2_resident_ > l2_sectors_) { // evict the least recently used
+        l2_node &old = l2_nodes_[l2_tail_];
+        if (old.dirty)
             dram_written_ += 32;
-        l2_.erase(lru_.back().first);
-        lru_.pop_back();
+        old.resident = old.dirty = false;
+        l2_tail_ = old.prev;
+        l2_nodes_[l2_tail_].next = l2_none;
+        --l2_resident_;
     }
 }
 
-void profile_observer::mma(uint64_t, uint32_t, uint64_t flops, const void *) {
+void profile_observer::l2_clear() {
+    l2_index_.clear();
+    l2_nodes_.clear();
+    l2_head_ = l2_tail_ = l2_none;
+    l2_resident_ = 0;
+}
+
+void profile_observer::mma(uint64_t, uint32_t, uint64_t flops, const char *file, int line) {
+    char where[512];
+    snprintf(where, sizeof where, "%s:%d", file ? file : "?", line);
     std::lock_guard<std::mutex> lock(m_);
     ++mma_;
+    ++mma_by_line_[where];
     tensor_flops_ += flops;
 }
 
@@ -282,6 +389,10 @@ void profile_observer::launch_end(const launch_info &li, bool /*failed*/) {
     p.nblocks = li.nblocks;
     p.nthreads = li.nthreads;
     p.dyn_smem = li.dyn_smem;
+    std::vector<const void *> pcs;
+    for (auto &kv : by_pc_)
+        pcs.push_back(kv.first);
+    symbolize_pcs(pcs);
     std::map<std::string, profile_line> lines;
     for (auto &kv : by_pc_) {
         std::string where = kv.first ? symbolize_pc(kv.first) : "?";
@@ -292,23 +403,27 @@ void profile_observer::launch_end(const launch_info &li, bool /*failed*/) {
             p.total[k].add(kv.second[k]);
         }
     }
+    for (auto &kv : mma_by_line_) {
+        profile_line &l = lines[kv.first];
+        l.where = kv.first;
+        l.mma += kv.second;
+    }
     for (auto &kv : lines)
         p.lines.push_back(kv.second);
     p.mma = mma_;
     p.tensor_flops = tensor_flops_;
     p.model_flops = model_flops_;
-    for (auto &s : lru_)
-        dram_written_ += s.second ? 32 : 0;
+    for (const l2_node &x : l2_nodes_)
+        dram_written_ += x.resident && x.dirty ? 32 : 0;
     p.dram_read = dram_read_;
     p.dram_written = dram_written_;
-    p.footprint = touched_.size() * 32;
+    p.footprint = l2_nodes_.size() * 32;
     done_.push_back(std::move(p));
     workers_.clear();
     generation_ = next_generation.fetch_add(1);
-    lru_.clear();
-    l2_.clear();
-    touched_.clear();
+    l2_clear();
     by_pc_.clear();
+    mma_by_line_.clear();
 }
 
 std::vector<launch_profile> profile_observer::take() {
@@ -369,9 +484,14 @@ void print_profile(FILE *f, const launch_profile &p) {
             "%.4g MB written; footprint %.4g MB\n",
             p.dram_read * 1e-6, p.dram_written * 1e-6, p.footprint * 1e-6);
     double flops = profile_flops(p), bytes = (double)(p.dram_read + p.dram_written);
-    if (p.tensor_flops > 0)
+    if (p.tensor_flops > 0) {
         fprintf(f, "  tensor: %" PRIu64 " mma.m16n8k16 = %.4g GFLOP\n", p.mma, flops * 1e-9);
-    else
+        fprintf(f, "  %-36s %12s %12s\n", "tensor: line", "mma", "GFLOP");
+        for (const profile_line &l : p.lines)
+            if (l.mma != 0)
+                fprintf(f, "  %-36.36s %12" PRIu64 " %12.4g\n", short_where(l.where, 36).c_str(),
+                        l.mma, (double)l.mma * (double)p.tensor_flops / (double)p.mma * 1e-9);
+    } else
         fprintf(f, "  FLOPs: %.4g GFLOP (the caller's count; no mma ran)\n", flops * 1e-9);
     fprintf(f, "  arithmetic intensity: %.3g FLOP per DRAM byte\n",
             bytes > 0 ? flops / bytes : 0.0);
@@ -407,6 +527,8 @@ void fill_summary(const launch_profile &p, cudasim_profile_summary *s) {
     s->global_load_sectors = p.total[global_load].units;
     s->global_store_requests = p.total[global_store].requests + p.total[global_atomic].requests;
     s->global_store_sectors = p.total[global_store].units + p.total[global_atomic].units;
+    s->global_load_bytes = p.total[global_load].bytes;
+    s->global_store_bytes = p.total[global_store].bytes + p.total[global_atomic].bytes;
     s->shared_requests = p.total[shared_load].requests + p.total[shared_store].requests;
     s->shared_wavefronts = p.total[shared_load].units + p.total[shared_store].units;
     s->shared_conflicts =

@@ -30,12 +30,10 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "access.h"
@@ -63,6 +61,7 @@ struct profile_counts {
 struct profile_line {
     std::string where; // "file:line" (symbolize_pc) or "?"
     profile_counts k[profile_kinds];
+    uint64_t mma = 0; // mma.m16n8k16 instructions issued at this line (per warp)
 };
 
 // What one launch (or a sum of launches) did.
@@ -97,7 +96,7 @@ class profile_observer : public access_observer {
     explicit profile_observer(uint64_t l2_bytes = 50ull << 20) : l2_sectors_(l2_bytes / 32) {}
     void launch_begin(const launch_info &li) override;
     void access(const access_event &e) override;
-    void mma(uint64_t block, uint32_t warp, uint64_t flops, const void *pc) override;
+    void mma(uint64_t block, uint32_t warp, uint64_t flops, const char *file, int line) override;
     void launch_end(const launch_info &li, bool failed) override;
 
     void set_model_flops(double flops) { model_flops_ = flops; }
@@ -115,58 +114,69 @@ class profile_observer : public access_observer {
     };
 
   private:
-    struct instance_key {
-        uint32_t warp, occurrence;
-        const void *pc;
-        access_op op;
-        mem_space space;
-        bool operator==(const instance_key &o) const {
-            return warp == o.warp && occurrence == o.occurrence && pc == o.pc && op == o.op &&
-                   space == o.space;
-        }
+    // An open-addressing hash map from a nonzero 64-bit key to a 64-bit value: the hot tables
+    // of the observer (a probe costs a multiply and, mostly, one cache line).
+    struct flat_map {
+        std::vector<uint64_t> keys; // 0: empty
+        std::vector<uint64_t> values;
+        size_t used = 0;
+        // The value of key (inserted as fresh when absent); *inserted says which.
+        uint64_t &at(uint64_t key, uint64_t fresh, bool *inserted);
+        void clear();
     };
-    struct instance_hash {
-        size_t operator()(const instance_key &k) const;
-    };
-    struct lane_pc {
-        uint32_t thread;
-        const void *pc;
-        access_op op;
-        bool operator==(const lane_pc &o) const {
-            return thread == o.thread && pc == o.pc && op == o.op;
-        }
-    };
-    struct lane_pc_hash {
-        size_t operator()(const lane_pc &k) const;
+    // The lanes of one warp at one (code address, op, space), in order of occurrence: entry i
+    // is the instance that the i-th arrival of each lane joins (lanes of a warp that diverge and
+    // meet again are matched by their occurrence count).
+    struct warp_stream {
+        uint32_t warp = 0;
+        const void *pc = nullptr;
+        access_op op = access_op::load;
+        mem_space space = mem_space::global;
+        uint64_t base = 0; // occurrence number of open[head]
+        size_t head = 0;   // open[0..head) are closed and wait to be dropped
+        size_t count = 0;  // open[0..count) are in use (the storage is kept for reuse)
+        std::vector<warp_accesses> open;
+        std::vector<uint8_t> closed;
     };
     // One block's open warp instructions (a block runs on one OS thread from start to end).
     struct block_state {
         uint64_t block = ~0ull;
-        std::unordered_map<lane_pc, uint32_t, lane_pc_hash> occurrences;
-        std::unordered_map<instance_key, warp_accesses, instance_hash> open;
+        // (thread, code address, op, space) -> arrivals so far (low 32 bits) and the index of
+        // the warp's stream in streams (high 32 bits)
+        flat_map occurrences;
+        flat_map stream_of; // (warp, code address, op, space) -> index in streams
+        std::vector<warp_stream> streams;
     };
     struct worker {
         block_state b;
     };
-
     worker &my_worker();
     void close_block(block_state &b);
-    void close_instance(const instance_key &k, const warp_accesses &w);
+    void close_instance(const warp_stream &s, const warp_accesses &w);
     void l2_touch(uint64_t sector, bool write);
     unsigned lanes_in_warp(uint32_t warp) const;
-
     std::mutex m_; // guards everything below but the workers' block states
     uint64_t generation_ = 0;
     std::vector<std::unique_ptr<worker>> workers_;
     std::unordered_map<const void *, profile_counts[profile_kinds]> by_pc_;
+    std::unordered_map<std::string, uint64_t> mma_by_line_; // mma instructions per file:line
     uint64_t mma_ = 0, tensor_flops_ = 0;
     double model_flops_ = 0;
     unsigned nthreads_ = 0;
-    // the L2 model: most recently used at the front; value: dirty
+    // The L2 model: every sector touched in the launch has a node (their count is the
+    // footprint); the resident ones form a list, most recently used first.
+    struct l2_node {
+        uint64_t sector;
+        uint32_t prev, next; // l2_none at the ends
+        bool dirty, resident;
+    };
+    static constexpr uint32_t l2_none = ~0u;
     uint64_t l2_sectors_;
-    std::list<std::pair<uint64_t, bool>> lru_;
-    std::unordered_map<uint64_t, std::list<std::pair<uint64_t, bool>>::iterator> l2_;
-    std::unordered_set<uint64_t> touched_;
+    flat_map l2_index_; // sector + 1 -> node
+    std::vector<l2_node> l2_nodes_;
+    uint32_t l2_head_ = l2_none, l2_tail_ = l2_none;
+    uint64_t l2_resident_ = 0;
+    void l2_clear();
     uint64_t dram_read_ = 0, dram_written_ = 0;
     std::vector<launch_profile> done_;
 };

@@ -143,12 +143,23 @@ void classify_address(access_event &e) {
             return set(e, mem_space::local, mem_object::builtin, 0, 0);
         return set(e, mem_space::shared, mem_object::static_shared, t.lo, t.hi - t.lo);
     }
+    // Most accesses fall in the allocation the thread's previous one did: a one-entry cache,
+    // valid while no block is allocated or freed.
+    thread_local uintptr_t last_lo = 0, last_size = 0;
+    thread_local uint64_t last_generation = 0;
+    uint64_t generation = blocks_generation.load(std::memory_order_relaxed);
+    if (generation == last_generation && a - last_lo < last_size)
+        return set(e, mem_space::global, mem_object::allocation, last_lo, last_size);
     auto &m = blocks();
     auto it = m.upper_bound(a);
     if (it != m.begin()) {
         --it;
-        if (a < it->first + it->second.size)
+        if (a < it->first + it->second.size) {
+            last_lo = it->first;
+            last_size = it->second.size;
+            last_generation = generation;
             return set(e, mem_space::global, mem_object::allocation, it->first, it->second.size);
+        }
         if (a < it->first + it->second.size + redzone)
             return set(e, mem_space::other, mem_object::redzone, it->first, it->second.size);
         ++it;
@@ -172,6 +183,13 @@ inline void hook(const void *p, uint32_t size, access_op op, const void *pc) {
     sim_context &c = tl_sim;
     if (!c.active || c.delivering || !have_access_observers())
         return;
+    // A plain load or store of the thread's own stack (registers and local arrays on a GPU) is
+    // not delivered: no observer has anything to count or check there, and in mma-heavy
+    // kernels such accesses are most of the stream.
+    uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    if ((op == access_op::load || op == access_op::store) &&
+        a - c.stack_lo < c.stack_hi - c.stack_lo)
+        return;
     // Observers may themselves be instrumented code (a test's): their accesses are not the
     // kernel's.
     c.delivering = true;
@@ -188,6 +206,16 @@ inline void hook(const void *p, uint32_t size, access_op op, const void *pc) {
 }
 
 } // namespace
+
+// The assignment of a wide vector in an instrumented kernel file (vector_types.h): one load
+// and one store of the whole vector, at the kernel's line (the call's return address).
+extern "C" __attribute__((noinline)) void cudasim_traced_copy(void *dst, const void *src,
+                                                              unsigned long bytes) {
+    const void *pc = __builtin_return_address(0);
+    hook(src, static_cast<uint32_t>(bytes), access_op::load, pc);
+    hook(dst, static_cast<uint32_t>(bytes), access_op::store, pc);
+    std::memmove(dst, src, bytes);
+}
 
 // Called by the PTX emulation (ldmatrix rows, cp.async) and the atomics, which the compiler's
 // instrumentation does not see as plain loads and stores.
@@ -215,57 +243,124 @@ bool checks_enabled() {
 #endif
 }
 
-std::string symbolize_pc(const void *pc) {
-    static std::mutex m;
+namespace {
+std::mutex symbol_mutex;
+std::unordered_map<const void *, std::string> &symbol_cache() {
     static auto *cache = new std::unordered_map<const void *, std::string>();
-    std::lock_guard<std::mutex> lock(m);
-    auto it = cache->find(pc);
-    if (it != cache->end())
-        return it->second;
-    std::string where = "?";
+    return *cache;
+}
+
+// The object file holding code address pc and pc's offset in it (pc is a return address: the
+// call is the instruction before it). False when dladdr does not know pc.
+bool object_of(const void *pc, std::string *path, unsigned long long *off) {
     Dl_info info;
-    if (pc && dladdr(pc, &info) && info.dli_fname) {
-        // pc is a return address: the call is the instruction before it.
-        uintptr_t off =
-            reinterpret_cast<uintptr_t>(pc) - 1 - reinterpret_cast<uintptr_t>(info.dli_fbase);
-        std::string path = info.dli_fname;
-        if (path.empty() || path.find('\'') != std::string::npos) {
-            char exe[4096];
-            ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-            path = n > 0 ? std::string(exe, static_cast<size_t>(n)) : "";
+    if (!pc || !dladdr(pc, &info) || !info.dli_fname)
+        return false;
+    *off = reinterpret_cast<uintptr_t>(pc) - 1 - reinterpret_cast<uintptr_t>(info.dli_fbase);
+    *path = info.dli_fname;
+    if (path->empty() || path->find('\'') != std::string::npos) {
+        char exe[4096];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        *path = n > 0 ? std::string(exe, static_cast<size_t>(n)) : "";
+    }
+    return !path->empty();
+}
+
+// The kernel's line among the frames of one address (innermost first, "file:line:column ..."):
+// the first frame outside the simulator's headers and the PTX wrappers.
+std::string kernel_line(const std::vector<std::string> &frames) {
+    std::string where = "?";
+    bool first = true;
+    for (std::string s : frames) {
+        s = s.substr(0, s.find_first_of(" \n"));
+        // file:line:column -> file:line
+        size_t c2 = s.rfind(':');
+        size_t c1 = c2 == std::string::npos || c2 == 0 ? c2 : s.rfind(':', c2 - 1);
+        if (c1 != std::string::npos && c1 != c2 && s.find_first_not_of("0123456789", c1 + 1) == c2)
+            s = s.substr(0, c2);
+        if (s.empty() || s[0] == '?')
+            continue;
+        bool wrapper = s.find("/cudasim/include/") != std::string::npos ||
+                       s.find("/device/mma.cuh:") != std::string::npos;
+        if (first || !wrapper)
+            where = s;
+        first = false;
+        if (!wrapper)
+            break;
+    }
+    return where;
+}
+
+// The output lines of a shell command.
+std::vector<std::string> command_lines(const std::string &cmd) {
+    std::vector<std::string> out;
+    if (FILE *f = popen(cmd.c_str(), "r")) {
+        char line[4096];
+        while (std::fgets(line, sizeof line, f)) {
+            std::string s = line;
+            if (!s.empty() && s.back() == '\n')
+                s.pop_back();
+            out.push_back(s);
         }
-        // The chain of inlined calls, innermost first (llvm-symbolizer reads clang's DWARF 5
-        // line tables right; addr2line is the fallback). The first frame outside the
-        // simulator's headers and the PTX wrappers is the kernel's line.
-        std::string cmd = format("llvm-symbolizer-14 --functions=none --obj='%s' 0x%llx 2>/dev/null"
-                                 " || addr2line -i -e '%s' 0x%llx 2>/dev/null",
-                                 path.c_str(), static_cast<unsigned long long>(off), path.c_str(),
-                                 static_cast<unsigned long long>(off));
-        if (FILE *f = popen(cmd.c_str(), "r")) {
-            char line[4096];
-            bool first = true, found = false;
-            while (std::fgets(line, sizeof line, f)) {
-                std::string s = line;
-                s = s.substr(0, s.find_first_of(" \n"));
-                // file:line:column -> file:line
-                size_t c2 = s.rfind(':');
-                size_t c1 = c2 == std::string::npos || c2 == 0 ? c2 : s.rfind(':', c2 - 1);
-                if (c1 != std::string::npos && c1 != c2 &&
-                    s.find_first_not_of("0123456789", c1 + 1) == c2)
-                    s = s.substr(0, c2);
-                if (found || s.empty() || s[0] == '?')
-                    continue;
-                bool wrapper = s.find("/cudasim/include/") != std::string::npos ||
-                               s.find("/device/mma.cuh:") != std::string::npos;
-                if (first || !wrapper)
-                    where = s;
-                first = false;
-                found = !wrapper;
-            }
-            pclose(f);
+        pclose(f);
+    }
+    return out;
+}
+} // namespace
+
+void symbolize_pcs(const std::vector<const void *> &pcs) {
+    // One llvm-symbolizer per object file and up to 256 addresses: its answer for each address
+    // is the chain of inlined calls (innermost first), then an empty line. It reads clang's
+    // DWARF 5 line tables right; where it is missing, symbolize_pc falls back to addr2line.
+    std::map<std::string, std::vector<std::pair<const void *, unsigned long long>>> by_object;
+    {
+        std::lock_guard<std::mutex> lock(symbol_mutex);
+        for (const void *pc : pcs) {
+            std::string path;
+            unsigned long long off = 0;
+            if (!symbol_cache().count(pc) && object_of(pc, &path, &off))
+                by_object[path].emplace_back(pc, off);
         }
     }
-    (*cache)[pc] = where;
+    for (auto &kv : by_object)
+        for (size_t from = 0; from < kv.second.size(); from += 256) {
+            size_t to = std::min(kv.second.size(), from + 256);
+            std::string cmd =
+                format("llvm-symbolizer-14 --functions=none --obj='%s'", kv.first.c_str());
+            for (size_t i = from; i < to; ++i)
+                cmd += format(" 0x%llx", kv.second[i].second);
+            std::vector<std::string> out = command_lines(cmd + " </dev/null 2>/dev/null");
+            std::vector<std::vector<std::string>> answers(1);
+            for (const std::string &l : out)
+                if (l.empty())
+                    answers.emplace_back();
+                else
+                    answers.back().push_back(l);
+            while (!answers.empty() && answers.back().empty())
+                answers.pop_back();
+            if (answers.size() != to - from)
+                continue; // not the expected answer: symbolize_pc asks one by one
+            std::lock_guard<std::mutex> lock(symbol_mutex);
+            for (size_t i = from; i < to; ++i)
+                symbol_cache()[kv.second[i].first] = kernel_line(answers[i - from]);
+        }
+}
+
+std::string symbolize_pc(const void *pc) {
+    std::lock_guard<std::mutex> lock(symbol_mutex);
+    auto it = symbol_cache().find(pc);
+    if (it != symbol_cache().end())
+        return it->second;
+    std::string where = "?", path;
+    unsigned long long off = 0;
+    if (object_of(pc, &path, &off)) {
+        std::string cmd =
+            format("llvm-symbolizer-14 --functions=none --obj='%s' 0x%llx </dev/null 2>/dev/null"
+                   " || addr2line -i -e '%s' 0x%llx </dev/null 2>/dev/null",
+                   path.c_str(), off, path.c_str(), off);
+        where = kernel_line(command_lines(cmd));
+    }
+    symbol_cache()[pc] = where;
     return where;
 }
 

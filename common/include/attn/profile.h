@@ -20,6 +20,9 @@ typedef struct attn_profile {
     unsigned long long launches;
     unsigned long long smem_bytes; /* dynamic shared memory per block (largest launch) */
     unsigned long long global_requests, global_sectors; /* loads, stores and atomics */
+    /* bytes the lanes asked for (a byte several lanes of one request read counts once);
+     * sector efficiency = global_bytes / (32 * global_sectors), 100 % when coalesced */
+    unsigned long long global_bytes;
     unsigned long long shared_requests, shared_wavefronts, shared_conflicts;
     unsigned long long mma; /* warp-wide mma.m16n8k16, 4096 FLOPs each */
     double dram_bytes;      /* read + written under the L2 model */

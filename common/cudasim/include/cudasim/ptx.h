@@ -41,7 +41,7 @@ void cp_async_commit_group();
 void cp_async_wait_group(int pending_allowed); // < 0: wait_all
 void ptx_row_read(void *dst, const void *row);
 // src/access.h: hands one warp's tensor instruction to the profile
-void deliver_mma(uint64_t block, uint32_t warp, uint64_t flops, const void *pc);
+void deliver_mma(uint64_t block, uint32_t warp, uint64_t flops, const char *file, int line);
 } // namespace detail
 
 namespace ptx {
@@ -112,7 +112,7 @@ inline void mma_m16n8k16(float *d, const uint32_t *a, const uint32_t *b, const f
     if (lane == 0) { // one warp instruction: 2 * 16 * 8 * 16 = 4096 FLOPs
         uint64_t block = blockIdx.x + gridDim.x * (blockIdx.y + (uint64_t)gridDim.y * blockIdx.z);
         unsigned thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-        detail::deliver_mma(block, thread / 32, 4096, nullptr);
+        detail::deliver_mma(block, thread / 32, 4096, file, line);
     }
 }
 
