@@ -76,19 +76,33 @@ ELT = {"f32": 4, "f16": 2, "bf16": 2}
 
 # ---- running ----------------------------------------------------------------------------------
 
+def program_path(build, example, program):
+    """The simulator build of an example program; exits with a clear error when it is missing."""
+    exe = os.path.join(build, "examples", example, program + "_sim")
+    if not os.access(exe, os.X_OK):
+        sys.exit(f"error: {exe} is missing: build that tree first (for --run and the second "
+                 "--overhead tree: cmake --preset sim-check && cmake --build --preset sim-check; "
+                 "for the first --overhead tree: cmake --preset sim && cmake --build --preset sim)")
+    return exe
+
+
+def run_checked(cmd, env):
+    """Runs cmd (output discarded); exits with its error output when it fails."""
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          env=env)
+    if proc.returncode != 0:
+        sys.exit(f"error: {' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip()}")
+
+
 def run_program(build, example, program, args):
     """The JSON records of one run of a program with --profile (B = H = 1 unless args say)."""
-    exe = os.path.join(build, "examples", example, program + "_sim")
+    exe = program_path(build, example, program)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "r.jsonl")
         cmd = [exe, "--profile", "--quiet", "--json", out] + args
         start = time.time()
         # the checkers off (CUDASIM_CHECK=0): the profile alone observes the stream
-        env = dict(os.environ, CUDASIM_CHECK="0")
-        proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                              env=env)
-        if proc.returncode != 0:
-            sys.exit(f"error: {' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip()}")
+        run_checked(cmd, dict(os.environ, CUDASIM_CHECK="0"))
         print(f"{time.time() - start:7.1f} s  {' '.join(cmd[:1] + args)}", flush=True)
         with open(out) as f:
             return [json.loads(line) for line in f if line.strip()]
@@ -104,11 +118,8 @@ def cpu_seconds(cmd, env):
     import resource
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.time()
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                          env=env)
+    run_checked(cmd, env)
     wall = time.time() - start
-    if proc.returncode != 0:
-        sys.exit(f"error: {' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip()}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, wall)
 
@@ -124,7 +135,7 @@ def measure_overhead(sim_build, check_build, repeats=3):
         for config, build, extra in (("sim", sim_build, []), ("sim-check", check_build, []),
                                      ("sim-check --profile", check_build,
                                       ["--profile", "--json", out])):
-            exe = os.path.join(build, "examples", example, program + "_sim")
+            exe = program_path(build, example, program)
             runs = [cpu_seconds([exe, "--quiet"] + args + extra, env) for _ in range(repeats)]
             cpu = round(min(c for c, _ in runs), 2)
             print(f"{cpu:7.2f} s CPU  {config}: {' '.join([exe] + args + extra[:1])}", flush=True)
