@@ -114,14 +114,12 @@ OVERHEAD_RUN = ("02_flash_attention_minimal", "flash_fwd",
 
 
 def cpu_seconds(cmd, env):
-    """(CPU seconds, wall seconds) of one run of cmd and its children; exits on failure."""
+    """CPU seconds of one run of cmd and its children; exits on failure."""
     import resource
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.time()
     run_checked(cmd, env)
-    wall = time.time() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, wall)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
 def measure_overhead(sim_build, check_build, repeats=3):
@@ -137,7 +135,7 @@ def measure_overhead(sim_build, check_build, repeats=3):
                                       ["--profile", "--json", out])):
             exe = program_path(build, example, program)
             runs = [cpu_seconds([exe, "--quiet"] + args + extra, env) for _ in range(repeats)]
-            cpu = round(min(c for c, _ in runs), 2)
+            cpu = round(min(runs), 2)
             print(f"{cpu:7.2f} s CPU  {config}: {' '.join([exe] + args + extra[:1])}", flush=True)
             rows.append({"config": config, "cpu_s": cpu, "repeats": repeats})
         with open(out) as f:

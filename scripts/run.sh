@@ -8,7 +8,7 @@
 #   scripts/run.sh --model         require them (exit 1 where clang-14/llvm-14 cannot be had)
 #   scripts/run.sh --help
 # On the simulator the closing table has modelled columns (DRAM bytes, FLOP/B, roofline bound on
-# an H100) from the instrumented sim-check build (clang-14, installed when run as root; ~80 s
+# an H100) from the instrumented sim-check build (clang-14, installed when run as root; ~30 s
 # more on 2 cores); without clang-14 the table is printed without them.
 # Backend: the GPU build (preset gpu, programs in build/gpu/) only where a GPU answers
 # (`nvidia-smi -L` lists one); otherwise the CPU simulator (preset sim, build/sim/), even where

@@ -189,20 +189,17 @@ void profile_observer::access(const access_event &e) {
     warp_stream &s = b.streams[arrivals >> 32];
     size_t i = s.head + (size_t)(n - s.base);
     while (s.count <= i) { // open instances up to i (storage kept from earlier ones is reused)
-        if (s.count == s.open.size()) {
+        if (s.count == s.open.size())
             s.open.emplace_back();
-            s.closed.push_back(0);
-        }
-        s.open[s.count].n = 0;
-        s.closed[s.count++] = 0;
+        s.open[s.count++].n = 0;
     }
     warp_accesses &w = s.open[i];
     w.lane[w.n++] = lane_access{e.addr, e.size, e.thread % 32};
-    if (w.n < lanes_in_warp(warp))
+    unsigned lanes = lanes_in_warp(warp);
+    if (w.n < lanes)
         return;
     close_instance(s, w); // every lane of the warp is in: the request is whole
-    s.closed[i] = 1;
-    while (s.head < s.count && s.closed[s.head]) // drop the closed ones in front
+    while (s.head < s.count && s.open[s.head].n == lanes) // drop the closed ones in front
         ++s.head, ++s.base;
     if (s.head == s.count) // nothing open: start again at the front
         s.head = s.count = 0;
@@ -219,7 +216,7 @@ void profile_observer::close_block(block_state &b) {
     for (size_t si = 0; si < b.streams.size(); ++si) {
         const warp_stream &s = b.streams[si];
         for (size_t i = s.head; i < s.count; ++i)
-            if (!s.closed[i])
+            if (s.open[i].n < lanes_in_warp(s.warp))
                 left.push_back(rest{s.warp, s.base + (i - s.head), si, i});
     }
     std::sort(left.begin(), left.end(), [](const rest &x, const rest &y) {

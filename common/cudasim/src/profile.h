@@ -135,8 +135,8 @@ class profile_observer : public access_observer {
         uint64_t base = 0; // occurrence number of open[head]
         size_t head = 0;   // open[0..head) are closed and wait to be dropped
         size_t count = 0;  // open[0..count) are in use (the storage is kept for reuse)
+        // An instance is closed once every lane of the warp has joined it (n == its lanes).
         std::vector<warp_accesses> open;
-        std::vector<uint8_t> closed;
     };
     // One block's open warp instructions (a block runs on one OS thread from start to end).
     struct block_state {

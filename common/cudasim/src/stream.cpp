@@ -143,23 +143,12 @@ void classify_address(access_event &e) {
             return set(e, mem_space::local, mem_object::builtin, 0, 0);
         return set(e, mem_space::shared, mem_object::static_shared, t.lo, t.hi - t.lo);
     }
-    // Most accesses fall in the allocation the thread's previous one did: a one-entry cache,
-    // valid while no block is allocated or freed.
-    thread_local uintptr_t last_lo = 0, last_size = 0;
-    thread_local uint64_t last_generation = 0;
-    uint64_t generation = blocks_generation.load(std::memory_order_relaxed);
-    if (generation == last_generation && a - last_lo < last_size)
-        return set(e, mem_space::global, mem_object::allocation, last_lo, last_size);
     auto &m = blocks();
     auto it = m.upper_bound(a);
     if (it != m.begin()) {
         --it;
-        if (a < it->first + it->second.size) {
-            last_lo = it->first;
-            last_size = it->second.size;
-            last_generation = generation;
+        if (a < it->first + it->second.size)
             return set(e, mem_space::global, mem_object::allocation, it->first, it->second.size);
-        }
         if (a < it->first + it->second.size + redzone)
             return set(e, mem_space::other, mem_object::redzone, it->first, it->second.size);
         ++it;
