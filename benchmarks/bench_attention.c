@@ -432,7 +432,7 @@ static int parse_args(options *o, int argc, char **argv) {
 
 typedef struct impl {
     const attn_example *ex;
-    const attn_sparse_example *sparse; /* the sparse example it belongs to, or NULL */
+    const attn_sparse_config *sparse; /* its example's sparse settings, or NULL: dense */
     const attn_kernel *k;
     int index;      /* of k in ex->kernels */
     char name[128]; /* example/kernel */
@@ -450,10 +450,10 @@ static bool pattern_matches(const char *pat, const impl *m) {
 static int select_impls(const options *o, impl *out, int *count) {
     impl all[MAX_IMPLS];
     int n = 0;
-    for (const attn_bench_entry *e = attn_bench_examples; e->dense || e->sparse; ++e) {
-        const attn_example *ex = e->sparse ? e->sparse->base : e->dense;
+    for (const attn_example *const *e = attn_bench_examples; *e != NULL; ++e) {
+        const attn_example *ex = *e;
         for (int k = 0; k < ex->num_kernels && n < MAX_IMPLS; ++k, ++n) {
-            all[n] = (impl){ex, e->sparse, &ex->kernels[k], k, ""};
+            all[n] = (impl){ex, attn_sparse_config_of(ex), &ex->kernels[k], k, ""};
             snprintf(all[n].name, sizeof all[n].name, "%s/%s", ex->name, all[n].k->name);
         }
     }

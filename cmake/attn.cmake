@@ -63,7 +63,7 @@ endif()
 if(NOT COMMAND attn_target_defaults)
   function(attn_target_defaults tgt)
     target_compile_options(${tgt} PRIVATE
-      $<$<COMPILE_LANGUAGE:C,CXX>:-Wall -Wextra -Wno-unknown-pragmas>
+      $<$<COMPILE_LANGUAGE:C,CXX>:-Wall -Wextra -Wno-unknown-pragmas -Wno-missing-field-initializers>
       $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo --expt-relaxed-constexpr>)
   endfunction()
 endif()
@@ -223,6 +223,60 @@ endmacro()
 function(attn_use_example folder library)
   list(GET ATTN_BACKEND_LIST 0 first_backend)
   if(NOT TARGET ${library}_${first_backend})
+    set_property(GLOBAL PROPERTY ATTN_ADDED_${folder} TRUE)
     add_subdirectory("${ATTN_ROOT}/examples/${folder}" "${CMAKE_BINARY_DIR}/_${folder}")
   endif()
+endfunction()
+
+# ---- what an example folder declares (examples/README.md, "Adding an example") -------------------
+# The build, the tour, the benchmark and the tests find examples/<NN_name>/ by itself; these two
+# calls in the example's CMakeLists.txt are what it says about itself.
+
+# attn_example_tour(<program> SIM <args...> GPU <args...>)
+# One run of the chapter tour (scripts/run.sh): <program> (an attn_cuda_executable of this folder)
+# with SIM's arguments on the simulator (the tour adds --reps 1) and GPU's on a GPU. Call it once
+# per run, in the order the tour should show them.
+function(attn_example_tour program)
+  cmake_parse_arguments(A "" "" "SIM;GPU" ${ARGN})
+  if(NOT A_SIM OR NOT A_GPU)
+    message(FATAL_ERROR "attn_example_tour(${program}): give SIM and GPU arguments")
+  endif()
+  cmake_path(GET CMAKE_CURRENT_SOURCE_DIR FILENAME folder)
+  string(SUBSTRING "${folder}" 0 2 nn)
+  list(JOIN A_SIM " " sim)
+  list(JOIN A_GPU " " gpu)
+  set_property(GLOBAL APPEND PROPERTY ATTN_TOUR "${nn}|${folder}|${program}|${sim}|${gpu}")
+endfunction()
+
+# attn_example_bench(<kernel library> <registry symbol>)
+# The benchmark (benchmarks/bench_attention.c) runs every kernel of the attn_example <registry
+# symbol>, linked from <kernel library> (an attn_cuda_library of this folder). An example whose
+# kernels are a staged pipeline rather than attention kernels says why it is not benchmarked
+# instead: attn_example_bench(NONE "<reason>").
+function(attn_example_bench library symbol)
+  cmake_path(GET CMAKE_CURRENT_SOURCE_DIR FILENAME folder)
+  if(library STREQUAL "NONE")
+    set_property(GLOBAL APPEND PROPERTY ATTN_BENCH_SKIPPED "${folder}: ${symbol}")
+  else()
+    set_property(GLOBAL APPEND PROPERTY ATTN_BENCH_EXAMPLES "${library}:${symbol}")
+  endif()
+endfunction()
+
+# attn_add_examples(): every examples/<NN_name>/ with a CMakeLists.txt, in learning-path order
+# (the top-level CMakeLists.txt), then the tour's list written to <build>/tour.txt (scripts/run.sh
+# reads it): one line per run, NN|folder|program|simulator arguments|GPU arguments.
+function(attn_add_examples)
+  file(GLOB dirs LIST_DIRECTORIES true "${ATTN_ROOT}/examples/[0-9][0-9]_*")
+  list(SORT dirs)
+  foreach(dir IN LISTS dirs)
+    cmake_path(GET dir FILENAME folder)
+    get_property(added GLOBAL PROPERTY ATTN_ADDED_${folder})
+    if(EXISTS "${dir}/CMakeLists.txt" AND NOT added) # (a later example's attn_use_example)
+      set_property(GLOBAL PROPERTY ATTN_ADDED_${folder} TRUE)
+      add_subdirectory("${dir}" "${CMAKE_BINARY_DIR}/examples/${folder}")
+    endif()
+  endforeach()
+  get_property(tour GLOBAL PROPERTY ATTN_TOUR)
+  list(JOIN tour "\n" text)
+  file(WRITE "${CMAKE_BINARY_DIR}/tour.txt" "${text}\n")
 endfunction()

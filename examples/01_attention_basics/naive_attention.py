@@ -15,7 +15,7 @@ Conventions shared with the C harness (common/include/attn/problem.h):
 Run:
   python naive_attention.py                 a small demo against F.scaled_dot_product_attention
   python naive_attention.py --all           every check (shapes, causal, Lq != Lk, large scores):
-                                            runs tests/python/test_naive_attention.py
+                                            runs tests/test_naive_attention.py
   python naive_attention.py --all --c-dump PATH
                                             also checks the C reference (attn_reference) on tensors
                                             dumped by PATH (the dump_reference tool of tests/python)
@@ -30,10 +30,9 @@ import sys
 import torch
 import torch.nn.functional as F
 
-TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "python",
-                     "test_naive_attention.py")
+TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests", "test_naive_attention.py")
 USAGE = ("naive_attention.py [--all [--c-dump PATH]]"
-         "   (--all: every check, by tests/python/test_naive_attention.py)")
+         "   (--all: every check, by tests/test_naive_attention.py)")
 
 # ----------------------------------------------------------------------------------------------
 # The reference

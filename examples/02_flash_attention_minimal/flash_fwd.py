@@ -26,7 +26,7 @@ Run:
   python flash_fwd.py --all        every check: against SDPA and against example 01's naive
                                    reference (shapes, tail tiles, causal Lq != Lk, large scores,
                                    any tile size), and the worked example's numbers; runs
-                                   tests/python/test_flash_fwd.py
+                                   tests/test_flash_fwd.py
 Exit status 0 when every check passes, 1 otherwise.
 """
 import argparse
@@ -38,9 +38,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
-TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "python",
-                     "test_flash_fwd.py")
-USAGE = "flash_fwd.py [--all]   (--all: every check, by tests/python/test_flash_fwd.py)"
+TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests", "test_flash_fwd.py")
+USAGE = "flash_fwd.py [--all]   (--all: every check, by tests/test_flash_fwd.py)"
 
 BR = 32  # query rows per tile (flash_fwd.cu: one thread block)
 BC = 32  # keys per K_j / V_j tile

@@ -41,7 +41,7 @@ Run:
                                    80, 128), the causal tile skipping, the fp16/bf16 emulation by
                                    FlashAttention's 2x rule, any tile size, varlen batches (with
                                    an empty sequence) against SDPA per sequence; runs
-                                   tests/python/test_flash2_fwd.py
+                                   tests/test_flash2_fwd.py
 Exit status 0 when every check passes, 1 otherwise.
 """
 import argparse
@@ -53,9 +53,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
-TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "python",
-                     "test_flash2_fwd.py")
-USAGE = "flash2_fwd.py [--all]   (--all: every check, by tests/python/test_flash2_fwd.py)"
+TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests", "test_flash2_fwd.py")
+USAGE = "flash2_fwd.py [--all]   (--all: every check, by tests/test_flash2_fwd.py)"
 
 BR = 64  # query rows per tile = one thread block (both versions of flash2_fwd.cu)
 BC_FP32 = 32  # keys per K/V tile, version 1 (fa2_fp32): one key per lane

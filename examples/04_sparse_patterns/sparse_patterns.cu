@@ -441,16 +441,16 @@ static const attn_kernel sparse_kernels[] = {
 /* Versions 1 and 2 by symbol: example 06 runs its ladder pattern (and its baselines) on them. */
 extern "C" const attn_kernel *const sparse_patterns_kernels = sparse_kernels;
 
-static const attn_example sparse_example_base = {
+/* the default pattern: Longformer's local window, density ~12% at L=1024 */
+static const attn_sparse_config sparse_config = {"window:w=64", NULL};
+
+extern "C" const attn_example sparse_patterns_example = {
     "04_sparse_patterns",
     "sparse attention patterns: block-sparse, sliding-window and token-gather kernels vs dense",
     sparse_kernels,
     (int)(sizeof sparse_kernels / sizeof sparse_kernels[0]),
     {1, 16, 16384, 128}, /* GPU default: B, H, L, D */
     {1, 1, 1024, 64},    /* simulator default: a few seconds for the four kernels */
-};
-
-extern "C" const attn_sparse_example sparse_patterns_example = {
-    &sparse_example_base,
-    "window:w=64", /* the default pattern: Longformer's local window, density ~12% at L=1024 */
+    &attn_sparse_module,
+    &sparse_config,
 };

@@ -23,7 +23,7 @@ is run on the same predicate and must give the same tiles.
 Run:
   python sparse_patterns.py                 density, block density and metadata size of every
                                             pattern at realistic sizes (the README's table)
-  python sparse_patterns.py --all           every check (runs tests/python/test_sparse_patterns.py)
+  python sparse_patterns.py --all           every check (runs tests/test_sparse_patterns.py)
   python sparse_patterns.py --all --c-dump PATH
                                             also checks the C builders (attn_pattern_block_mask,
                                             attn_pattern_csr) and the C reference under each
@@ -39,10 +39,9 @@ import sys
 
 import torch
 
-TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "python",
-                     "test_sparse_patterns.py")
+TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests", "test_sparse_patterns.py")
 USAGE = ("sparse_patterns.py [--all [--c-dump PATH]]"
-         "   (--all: every check, by tests/python/test_sparse_patterns.py)")
+         "   (--all: every check, by tests/test_sparse_patterns.py)")
 
 TILE = 64  # the kernels' tile (ATTN_SPARSE_TILE): Br = Bc = 64
 MASK64 = (1 << 64) - 1

@@ -57,16 +57,16 @@ extern "C" const attn_kernel *const sparse_patterns_kernels; /* example 04's reg
 
 /* ================================= registry =============================================== */
 
-static const attn_example custom_example_base = {
+/* 16 tiles at L = 1024: 0.53 of the causal entries */
+static const attn_sparse_config custom_config = {"ladder:b=64,s=1,w=2", NULL};
+
+extern "C" const attn_example custom_pattern_example = {
     "06_custom_pattern",
     "a pattern of our own: sink + local + power-of-two-distance blocks (the ladder) vs dense",
     sparse_patterns_kernels, /* its versions 1 and 2 (the pointer is constant-initialised; */
     2,                       /* the entries are read at run time, after every initialiser) */
     {1, 16, 16384, 128},     /* GPU default: B, H, L, D */
     {1, 1, 1024, 64},        /* simulator default: a few seconds for both kernels */
-};
-
-extern "C" const attn_sparse_example custom_pattern_example = {
-    &custom_example_base,
-    "ladder:b=64,s=1,w=2", /* 16 tiles at L = 1024: 0.53 of the causal entries */
+    &attn_sparse_module,
+    &custom_config,
 };

@@ -117,6 +117,11 @@ typedef struct attn_buffers {
     const struct attn_sparse_inputs *sparse;
     void *workspace; /* kernel scratch, size from attn_kernel.workspace_bytes */
     size_t workspace_bytes;
+    /* A staged example (attn/example.h): what its kernels read beyond the fields above (the
+     * module's data: its launchers' arguments), and for a kernel of a chunked stage the query
+     * chunk to work on, 0 .. chunks-1 (chunks is 0 elsewhere). */
+    void *args;
+    int chunk, chunks;
 } attn_buffers;
 
 /* One launcher signature for every kernel of the chapter. Asynchronous on `stream`; reports
@@ -165,6 +170,9 @@ typedef struct attn_kernel {
     /* The launch shape for p (NULL: not reported, e.g. a launcher that launches several kernels).
      * Only called for problems the kernel supports. */
     attn_launch_shape (*launch_shape)(const attn_problem *p);
+    /* A staged example's kernel: the index of its stage in the module's stages (attn/example.h);
+     * 0 everywhere else. */
+    int stage;
 } attn_kernel;
 
 /* One example: its kernels, in order of the walkthrough. */
@@ -176,6 +184,11 @@ typedef struct attn_example {
     /* Default problem for a plain run: GPU sizes and simulator sizes differ. */
     int default_gpu[4]; /* B, H, L, D */
     int default_sim[4]; /* B, H, L, D */
+    /* What the example adds to the driver: its flags, a sparse pattern, its own stages
+     * (attn/example.h); NULL for a dense attention example. */
+    const struct attn_module *module;
+    const void *module_config; /* the module's settings for this example (the sparse module:
+                                  attn_sparse_config, its default pattern), NULL for none */
 } attn_example;
 
 /* 0 if kernel k can run problem p; else writes the reason (e.g. "D=300 exceeds the kernel's

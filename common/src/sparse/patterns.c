@@ -28,6 +28,24 @@ static const char *const kind_params[ATTN_PATTERN_KINDS] = {"w",   "w",   "w,d",
 static int imin(int a, int b) { return a < b ? a : b; }
 static int imax(int a, int b) { return a > b ? a : b; }
 
+/* One line per kind for --help: the spec and the rule (delta = j - a, a the aligned query
+ * position). */
+static const char *const kind_usage[ATTN_PATTERN_KINDS] = {
+    "window:w=W               |j - a| <= w (Longformer)",
+    "causal_window:w=W        a - W < j <= a (Mistral)",
+    "dilated:w=W,d=D          j = a + d*m, m in [-w, w] (Longformer, dilated)",
+    "strided:l=L              j <= a and (a - j < l or (a - j) mod l = 0) (Sparse Transformer)",
+    "fixed:l=L,c=C            same l-block, or j mod l >= l - c (Sparse Transformer)",
+    "global:g=I,J-K | n=N     rows and columns of G dense (n=N: tokens 0..N-1)",
+    "bigbird:b=B,r=R[,seed=S] blocks of b: |I - J| <= 1, first/last block, r random (BigBird)",
+    "ladder:b=B,w=W[,s=S]     blocks of b: J < s (s = 1), |I - J| < w, |I - J| a power of 2"};
+
+void attn_pattern_usage(FILE *f, const struct attn_pattern_kind_def *const *kinds) {
+    for (int k = 0; k < ATTN_PATTERN_KINDS; ++k)
+        fprintf(f, "  %s\n", kind_usage[k]);
+    (void)kinds;
+}
+
 const char *attn_pattern_kind_name(int kind) {
     return kind >= 0 && kind < ATTN_PATTERN_KINDS ? kind_names[kind] : NULL;
 }

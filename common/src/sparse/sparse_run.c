@@ -11,11 +11,11 @@
 
 #define KIND_BITS (ATTN_PATTERN_BIT(ATTN_PATTERN_KINDS) - 1u)
 
-int attn_sparse_prepare(attn_sparse_run *st, const attn_sparse_example *ex, const char *spec,
+int attn_sparse_prepare(attn_sparse_run *st, const attn_sparse_config *cfg, const char *spec,
                         char *why, size_t len) {
     memset(st, 0, sizeof *st);
-    st->ex = ex;
-    if (ex == NULL) {
+    st->cfg = cfg;
+    if (cfg == NULL) {
         if (spec == NULL)
             return 0;
         snprintf(why, len,
@@ -24,7 +24,7 @@ int attn_sparse_prepare(attn_sparse_run *st, const attn_sparse_example *ex, cons
         return ATTN_EXIT_USAGE;
     }
     if (spec == NULL)
-        spec = ex->default_pattern;
+        spec = cfg->default_pattern;
     char reason[224];
     if (attn_pattern_parse(spec, &st->pattern, reason, sizeof reason) != 0) {
         snprintf(why, len, "--pattern: %s", reason); /* the default: checked by tests */
@@ -36,7 +36,7 @@ int attn_sparse_prepare(attn_sparse_run *st, const attn_sparse_example *ex, cons
 
 /* What k serves (attn_kernel.serves); a dense example's kernels serve no pattern. */
 static unsigned kernel_flags(const attn_sparse_run *st, const attn_kernel *k) {
-    return st->ex != NULL ? k->serves : 0u;
+    return st->cfg != NULL ? k->serves : 0u;
 }
 
 /* "window, causal_window": the kinds in bits. */
@@ -81,7 +81,7 @@ static const attn_mask *mask_for(const attn_sparse_run *st, const attn_kernel *k
 }
 
 int attn_sparse_build(attn_sparse_run *st, const attn_problem *p, bool need_csr, bool quiet) {
-    if (st->ex == NULL)
+    if (st->cfg == NULL)
         return 0;
     st->ctx.pattern = &st->pattern;
     st->ctx.problem = p;
@@ -117,7 +117,7 @@ int attn_sparse_build(attn_sparse_run *st, const attn_problem *p, bool need_csr,
 }
 
 void attn_sparse_buffers(attn_sparse_run *st, attn_buffers *b) {
-    if (st->ex == NULL)
+    if (st->cfg == NULL)
         return;
     st->inputs.block_mask = &st->blocks_dev;
     st->inputs.pattern = st->has_pattern ? &st->pattern : NULL;
@@ -127,7 +127,7 @@ void attn_sparse_buffers(attn_sparse_run *st, attn_buffers *b) {
 
 static double kernel_flops(const attn_sparse_run *st, const attn_kernel *k, const attn_problem *p) {
     double dense = attn_problem_flops(p);
-    if (st->ex == NULL || !st->has_pattern || (kernel_flags(st, k) & ATTN_SERVES_BASELINE) ||
+    if (st->cfg == NULL || !st->has_pattern || (kernel_flags(st, k) & ATTN_SERVES_BASELINE) ||
         st->stats.dense_entries <= 0)
         return dense;
     return dense * st->stats.entries / st->stats.dense_entries;
@@ -135,7 +135,7 @@ static double kernel_flops(const attn_sparse_run *st, const attn_kernel *k, cons
 
 void attn_sparse_print_speedups(const attn_sparse_run *st, const attn_example *ex,
                                 const attn_run_record *recs, int n) {
-    if (st->ex == NULL)
+    if (st->cfg == NULL)
         return;
     const attn_run_record *base = NULL;
     for (int r = 0; r < n && base == NULL; ++r) {

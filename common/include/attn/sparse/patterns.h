@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "attn/problem.h"
 #include "attn/reference.h"
@@ -43,6 +44,11 @@ extern "C" {
 /* Parses spec into *out. Returns 0, or -1 with a one-line reason in err (naming the part and the
  * offending text). */
 int attn_pattern_parse(const char *spec, attn_pattern *out, char *err, size_t err_len);
+struct attn_pattern_kind_def; /* an example's own pattern kind (below) */
+
+/* The syntax of every pattern kind, one line each (for --help), the example's own kinds
+ * (NULL-terminated, may be NULL) after the chapter's. */
+void attn_pattern_usage(FILE *f, const struct attn_pattern_kind_def *const *kinds);
 /* The canonical spec of pat (every parameter spelt out), e.g. "window:w=128+global:g=0-3". */
 void attn_pattern_format(const attn_pattern *pat, char *buf, size_t len);
 /* Name of a kind ("window", ...), NULL if out of range. */
