@@ -6,8 +6,8 @@
  *
  * Positions. Query i of a sequence with Lq queries and Lk keys is compared with the keys at its
  * *aligned* position a = i + (Lk - Lq): the bottom-right alignment the chapter uses for causality
- * (attn/problem.h), so that with Lq = 1 (decoding) a window covers the last keys. For Lq = Lk,
- * a = i. With delta = j - a (how far key j lies after the query):
+ * (common/README.md, "Conventions"), so that with Lq = 1 (decoding) a window covers the last keys.
+ * For Lq = Lk, a = i. With delta = j - a (how far key j lies after the query):
  *
  *   window        w     |delta| <= w                                   Longformer, 2w+1 keys
  *   causal_window w=W   -W < delta <= 0                                Mistral 7B

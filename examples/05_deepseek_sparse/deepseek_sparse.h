@@ -2,7 +2,7 @@
  * references (deepseek_reference.c) and the program (main.c).
  *
  * Layouts (packed rows: a dense batch's sequence b owns rows b*L .. b*L+L-1, a varlen batch's
- * rows cu[b] .. cu[b+1]-1, as in attn/problem.h):
+ * rows cu[b] .. cu[b+1]-1, as in common/README.md, "Conventions"):
  *   q_I     [rows_q, H_I, D_I]  indexer queries, H_I heads per token (fp16/bf16)
  *   k_I     [rows_k, D_I]       ONE indexer key per token, shared by the indexer heads
  *   w       [rows_q, H_I]       per-token head weights (fp32)
