@@ -95,8 +95,9 @@ typedef struct grid_preset {
     }
 
 /* Example 06's ladder (ladder:b=64,s=1,w=W) on its kernels (example 04's block_sparse specialised
- * on the ladder) against dense causal FA2, 16 heads of D=128, f16/bf16: w from examples/06_custom_pattern/ladder.py --table,
- * densities 51.0/26.0/10.4 % of the causal entries at L=4k/8k/16k (the brief's 50/25/10 %). */
+ * on the ladder) against dense causal FA2, 16 heads of D=128, f16/bf16: w from
+ * examples/06_custom_pattern/ladder.py --table, densities 51.0/26.0/10.4 % of the causal entries at
+ * L=4k/8k/16k (the brief's 50/25/10 %). */
 #define LADDER_BLOCK(L, w)                                                                         \
     {                                                                                              \
         LIST(1), LIST(16), LIST(L), LIST(128), LIST(F16, BF16), LIST(1), 1,                        \

@@ -106,16 +106,16 @@ typedef struct ds_options {
 /* One run's data. Host arrays hold fp32 values already rounded to the dtype. */
 typedef struct ds_state {
     ds_options opt;
-    attn_problem p; /* H query heads; K and V: one shared head */
-    int k_eff;      /* min(topk, Lk): the selection's width (no query sees more keys) */
+    attn_problem p;            /* H query heads; K and V: one shared head */
+    int k_eff;                 /* min(topk, Lk): the selection's width (no query sees more keys) */
     int corrupt_value, stride; /* checked positions: i % stride == 0 and each sequence's last */
     float amplitude;
     uint64_t seed;
     int64_t rows_q, rows_k;
     float *q, *k1, *v1, *kx, *vx, *qi, *ki, *w; /* kx, vx: K, V copied into every head */
     float *logits;                              /* [B, chunk, Lk] host copy of one chunk */
-    int32_t *sel;  /* [rows_q, k_eff] the selection the top-k checks accepted */
-    int32_t *seen; /* [rows_q, k_eff] the device's selection as read back */
+    int32_t *sel;     /* [rows_q, k_eff] the selection the top-k checks accepted */
+    int32_t *seen;    /* [rows_q, k_eff] the device's selection as read back */
     int64_t *row_ptr; /* sel as the attention reference's CSR mask */
     int32_t *col_idx;
     float *out, *lse, *ref, *ref_lse, *lowp, *dense_ref, *dense_ref_lse, *dense_lowp;

@@ -82,7 +82,7 @@ extern "C" const attn_pattern_kind_def ladder_kind_def = {
     {1, 0, 1, 0},                    /* b >= 1, s >= 0, w >= 1 */
     {1 << 28, 1 << 28, 1 << 28, 0},
     ladder_keep,
-    LADDER_B,                 /* defined on blocks of b tokens */
+    LADDER_B, /* defined on blocks of b tokens */
     ladder_block_keep,
 };
 

@@ -185,8 +185,8 @@ static void own_params(const attn_pattern_kind_def *def, char *buf, size_t len) 
     size_t used = 0;
     buf[0] = '\0';
     for (int k = 0; k < ATTN_PATTERN_MAX_PARAMS && def->params[k] != NULL && used < len; ++k)
-        used += (size_t)snprintf(buf + used, len - used, "%s%s%s", k ? "," : "",
-                                 def->params[k], def->required >> k & 1u ? "" : " (optional)");
+        used += (size_t)snprintf(buf + used, len - used, "%s%s%s", k ? "," : "", def->params[k],
+                                 def->required >> k & 1u ? "" : " (optional)");
 }
 
 /* Sets parameter name=value of a part of an example's own kind. */
@@ -198,9 +198,9 @@ static int set_own_param(attn_pattern_part *pt, const attn_pattern_kind_def *def
         if (name_len != strlen(def->params[k]) || strncmp(name, def->params[k], name_len) != 0)
             continue;
         if (!parse_number(v, n, (uint64_t)def->max[k], &x) || (int)x < def->min[k])
-            return parse_error(err, len,
-                               "pattern part '%s': %.*s must be an integer in [%d, %d] (got '%.*s')",
-                               part, (int)name_len, name, def->min[k], def->max[k], (int)n, v);
+            return parse_error(
+                err, len, "pattern part '%s': %.*s must be an integer in [%d, %d] (got '%.*s')",
+                part, (int)name_len, name, def->min[k], def->max[k], (int)n, v);
         pt->x[k] = (int)x;
         return 0;
     }

@@ -62,8 +62,8 @@ static void check_case(int b, int s, int w, int Lq, int Lk, bool causal) {
         for (int j = 0; j < Lk; ++j) {
             bool want = readme_keeps(b, s, w, Lq, Lk, i, j) && (!causal || j <= i + Lk - Lq);
             if (attn_entry_visible(&p, &mask, 0, 0, i, j) != want && pred_ok) {
-                snprintf(what, sizeof what, "%s Lq=%d Lk=%d causal=%d: entry (%d, %d) %s", spec,
-                         Lq, Lk, causal, i, j, want ? "dropped" : "kept");
+                snprintf(what, sizeof what, "%s Lq=%d Lk=%d causal=%d: entry (%d, %d) %s", spec, Lq,
+                         Lk, causal, i, j, want ? "dropped" : "kept");
                 pred_ok = false;
             }
             if (want)
@@ -102,7 +102,7 @@ int main(void) {
         return 1;
     }
     /* {b, s, w}: blocks below, at and above the tile; no sinks; wide windows; every rung */
-    static const int params[][3] = {{1, 4, 3}, {3, 1, 1}, {8, 0, 2}, {16, 2, 1}, {24, 2, 2},
+    static const int params[][3] = {{1, 4, 3},  {3, 1, 1},  {8, 0, 2},   {16, 2, 1}, {24, 2, 2},
                                     {64, 1, 1}, {64, 1, 4}, {100, 0, 1}, {7, 3, 40}};
     static const int shapes[][2] = {{1, 1}, {130, 130}, {300, 300}, {64, 300}, {129, 17}};
     for (size_t k = 0; k < sizeof params / sizeof params[0]; ++k)

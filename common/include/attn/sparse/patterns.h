@@ -52,11 +52,11 @@ extern "C" {
  * masks and CSR like the chapter's kinds. Its kernels use the same rule through
  * attn_pattern_keep_with (device/patterns.cuh). */
 typedef struct attn_pattern_kind_def {
-    const char *name;  /* "ladder" */
-    const char *usage; /* one --help line: the spec and the rule */
+    const char *name;                            /* "ladder" */
+    const char *usage;                           /* one --help line: the spec and the rule */
     const char *params[ATTN_PATTERN_MAX_PARAMS]; /* names in x[] order; unused ones NULL */
     unsigned required; /* bit k set: params[k] must be given (the others take def[k]) */
-    int def[ATTN_PATTERN_MAX_PARAMS];            /* value of an optional one not given */
+    int def[ATTN_PATTERN_MAX_PARAMS]; /* value of an optional one not given */
     int min[ATTN_PATTERN_MAX_PARAMS], max[ATTN_PATTERN_MAX_PARAMS];
     /* Does the part keep key j for the query at aligned position a (Lk keys)? Causality is
      * applied on top. */
