@@ -259,6 +259,7 @@ endfunction()
 # instead: attn_example_bench(NONE "<reason>").
 function(attn_example_bench library symbol)
   cmake_path(GET CMAKE_CURRENT_SOURCE_DIR FILENAME folder)
+  string(REGEX REPLACE "[ \n]+" " " symbol "${symbol}") # a reason may span lines
   set_property(GLOBAL APPEND PROPERTY ATTN_BENCH_DECLARED "${folder}|${library}|${symbol}")
   if(library STREQUAL "NONE")
     set_property(GLOBAL APPEND PROPERTY ATTN_BENCH_SKIPPED "${folder}: ${symbol}")
