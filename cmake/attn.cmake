@@ -259,10 +259,9 @@ endfunction()
 # instead: attn_example_bench(NONE "<reason>").
 function(attn_example_bench library symbol)
   cmake_path(GET CMAKE_CURRENT_SOURCE_DIR FILENAME folder)
-  if(ARGN) # a reason with a semicolon arrives split, as a list (and a list could not hold it)
-    string(JOIN ", " symbol "${symbol}" ${ARGN})
-  endif()
-  string(REGEX REPLACE "[ \n]+" " " symbol "${symbol}") # ... and may span lines
+  # a reason may span lines, and a ';' would split it (a CMake list): one line, commas
+  string(REPLACE ";" "," symbol "${symbol}")
+  string(REGEX REPLACE "[ \n]+" " " symbol "${symbol}")
   set_property(GLOBAL APPEND PROPERTY ATTN_BENCH_DECLARED "${folder}|${library}|${symbol}")
   if(library STREQUAL "NONE")
     set_property(GLOBAL APPEND PROPERTY ATTN_BENCH_SKIPPED "${folder}: ${symbol}")
