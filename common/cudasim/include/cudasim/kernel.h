@@ -146,6 +146,12 @@ struct launch_desc {
     int pointer_positions[max_pointer_args];
 };
 
+// A launch before its parameters are packed: the kernel, where it is launched, its configuration.
+inline launch_desc describe_launch(const char *name, const char *file, int line, const void *fn,
+                                   dim3 grid, dim3 block, size_t smem) {
+    return launch_desc{name, file, line, fn, grid, block, smem, nullptr, nullptr, 0, {}, {}};
+}
+
 // Records the pointer arguments (object pointers, not functions) of a launch in d.
 template <typename... P> void note_pointer_args(launch_desc &d, const P &...args) {
     int position = 0;
@@ -199,18 +205,8 @@ template <typename... P> class launcher {
 template <typename... P>
 launcher<P...> launch(const char *file, int line, const char *name, void (*fn)(P...), dim3 grid,
                       dim3 block, size_t smem = 0, cudaStream_t = nullptr) {
-    return launcher<P...>(launch_desc{name,
-                                      file,
-                                      line,
-                                      reinterpret_cast<const void *>(fn),
-                                      grid,
-                                      block,
-                                      smem,
-                                      nullptr,
-                                      nullptr,
-                                      0,
-                                      {},
-                                      {}});
+    return launcher<P...>(
+        describe_launch(name, file, line, reinterpret_cast<const void *>(fn), grid, block, smem));
 }
 
 template <typename... P, size_t... I>
@@ -245,18 +241,9 @@ template <typename... P>
 cudaError_t cudaLaunchKernel(void (*fn)(P...), dim3 grid, dim3 block, void **args, size_t smem = 0,
                              cudaStream_t = nullptr, const char *file = __builtin_FILE(),
                              int line = __builtin_LINE()) {
-    cudasim::detail::launch_desc d{"(kernel passed to cudaLaunchKernel)",
-                                   file,
-                                   line,
-                                   reinterpret_cast<const void *>(fn),
-                                   grid,
-                                   block,
-                                   smem,
-                                   nullptr,
-                                   nullptr,
-                                   0,
-                                   {},
-                                   {}};
+    cudasim::detail::launch_desc d =
+        cudasim::detail::describe_launch("(kernel passed to cudaLaunchKernel)", file, line,
+                                         reinterpret_cast<const void *>(fn), grid, block, smem);
     return cudasim::detail::launch_packed<P...>(d, args, std::index_sequence_for<P...>{});
 }
 
