@@ -73,8 +73,14 @@ int grader_rpc_recv(int fd, uint32_t *type, grader_rpc_buf *b, size_t max_bytes)
     grader_rpc_header h;
     b->len = b->pos = 0;
     b->bad = false;
-    if (read_all(fd, &h, sizeof h) || h.magic != GRADER_RPC_MAGIC || h.bytes > max_bytes)
+    if (read_all(fd, &h, sizeof h))
         return -1;
+    if (h.magic != GRADER_RPC_MAGIC)
+        return -2; /* not a message of the channel */
+    if (h.bytes > max_bytes) {
+        b->bad = true; /* more than the request allows: nothing is read or allocated */
+        return -1;
+    }
     if (h.bytes > b->cap) {
         unsigned char *d = realloc(b->data, h.bytes);
         if (d == NULL)
