@@ -100,8 +100,9 @@ if(ATTN_SIM_CHECK)
       -UNDEBUG CACHE INTERNAL "")
 endif()
 # sim-tsan: the kernel sources are checked for misaligned accesses as well (the simulator's
-# handler reports them; sim-asan has UBSan's own, sim-check the flags above, and the plain build
-# the vector casts the rewriter checks). Next to ThreadSanitizer its cost does not show.
+# handler reports them, as in sim-check, and in sim-asan, whose -fsanitize=undefined has them;
+# the plain build checks the vector casts the rewriter marks). Next to ThreadSanitizer its cost
+# does not show.
 if(ATTN_SANITIZER STREQUAL "tsan")
   set(ATTN_SIM_KERNEL_FLAGS -fsanitize=alignment)
 elseif(ATTN_SIM_CHECK)

@@ -87,6 +87,10 @@ void run_blocks(launch_state &ls);
 bool in_kernel();
 // From inside a kernel: reports `what` against the current thread and ends its launch.
 [[noreturn]] void fail_in_kernel(const std::string &what);
+// The same in two statements, for a report built from temporaries: record it (they are freed at
+// the end of that statement), then end the thread, which leaks nothing under LeakSanitizer.
+void record_kernel_failure(const std::string &what);
+[[noreturn]] void end_failed_thread();
 // The watchdog (CUDASIM_WATCHDOG): ends a launch whose blocks stop making progress.
 void start_watchdog();
 // Creates the calling OS thread's block runner now (its signal handlers, its alternate stack).

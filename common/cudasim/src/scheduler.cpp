@@ -147,7 +147,6 @@ constexpr int watchdog_signal = SIGURG;
 
 #if CUDASIM_ASAN
 void on_asan_report(const char *report);
-void on_sanitizer_death();
 #endif
 
 void install_fault_handler() {
@@ -155,7 +154,6 @@ void install_fault_handler() {
     std::call_once(once, [] {
 #if CUDASIM_ASAN
         __asan_set_error_report_callback(on_asan_report);
-        __sanitizer_set_death_callback(on_sanitizer_death);
 #endif
         struct sigaction sa;
         std::memset(&sa, 0, sizeof sa);
@@ -1097,21 +1095,10 @@ void on_fault(int sig, siginfo_t *info, void *uctx) {
 
 #if CUDASIM_ASAN
 // Called by AddressSanitizer at the end of a report: names the simulated thread it happened in.
-std::atomic<bool> asan_report_named{false};
 void on_asan_report(const char *) {
     char buf[256];
-    if (tl_runner && tl_runner->current_thread(buf, sizeof buf)) {
+    if (tl_runner && tl_runner->current_thread(buf, sizeof buf))
         std::fprintf(stderr, "cudasim: the AddressSanitizer report above is from %s\n", buf);
-        asan_report_named = true;
-    }
-}
-
-// UndefinedBehaviorSanitizer's reports (a misaligned vector load, ...) end the process without
-// the callback above: name the simulated thread as it dies.
-void on_sanitizer_death() {
-    char buf[256];
-    if (!asan_report_named && tl_runner && tl_runner->current_thread(buf, sizeof buf))
-        std::fprintf(stderr, "cudasim: the sanitizer report above is from %s\n", buf);
 }
 #endif
 
@@ -1255,13 +1242,27 @@ void fail_in_kernel(const std::string &what) {
     std::abort();
 }
 
+void record_kernel_failure(const std::string &what) {
+    if (in_kernel())
+        tl_runner->record_failure(what);
+    else
+        report_error(what);
+}
+
+void end_failed_thread() {
+    if (in_kernel())
+        tl_runner->abandon();
+    std::abort();
+}
+
 void misaligned_vector_pointer(const void *p, size_t align, const char *type, const char *file,
                                int line) {
-    fail_in_kernel(current_where() +
-                   format(" at %s:%d: memcheck: misaligned vector pointer: %s of %p, which is not "
-                          "%zu-byte aligned: a GPU's vector load or store through it faults "
-                          "(misaligned address)",
-                          file, line, type, p, align));
+    record_kernel_failure(current_where() +
+                          format(" at %s:%d: memcheck: misaligned vector pointer: %s of %p, which "
+                                 "is not %zu-byte aligned: a GPU's vector load or store through "
+                                 "it faults (misaligned address)",
+                                 file, line, type, p, align));
+    end_failed_thread();
 }
 
 void syncthreads(const char *file, int line) {

@@ -522,13 +522,14 @@ CUDASIM_HOOKS(4, uint32_t)
 CUDASIM_HOOKS(8, uint64_t)
 CUDASIM_HOOKS(16, __int128)
 
-#if !CUDASIM_ASAN // the sim-check and sim-tsan builds compile kernel sources with
-                  // -fsanitize=alignment; the sim-asan build links UBSan's own handlers
 // ---- typed alignment --------------------------------------------------------------------------
-// The kernel sources are also compiled with -fsanitize=alignment, whose checks call this handler
-// (the UBSan runtime is not linked: this is the only definition) when a pointer to T is
+// The kernel sources are also compiled with -fsanitize=alignment (sim-check, sim-tsan; sim-asan
+// has all of -fsanitize=undefined), whose checks call this handler when a pointer to T is
 // dereferenced at an address not aligned for T: a float4 load a GPU makes in one 16-byte access
-// may be split into four 4-byte ones on the host, so the hooks alone cannot see it.
+// may be split into four 4-byte ones on the host, so the hooks alone cannot see it. In sim-check
+// and sim-tsan the UBSan runtime is not linked (this is the only definition); in sim-asan (GCC:
+// its runtime is a shared library, which these definitions come before) what is not a
+// misaligned access of a kernel goes on to UBSan's own handler.
 namespace {
 struct ubsan_location {
     const char *file;
@@ -544,14 +545,15 @@ struct ubsan_mismatch {
     unsigned char log_alignment;
     unsigned char check_kind;
 };
-void misaligned(const ubsan_mismatch *d, uintptr_t ptr) {
+// True (and reported, the launch ended) for a kernel's misaligned access.
+bool misaligned(const ubsan_mismatch *d, uintptr_t ptr) {
     using namespace cudasim::detail;
 #if CUDASIM_CHECK
     if (!tl_sim.active || !checks_enabled() || !ptr)
-        return;
+        return false;
 #else
-    if (!in_kernel() || !ptr)
-        return;
+    if (!in_kernel() || !ptr || ptr % (uintptr_t{1} << d->log_alignment) == 0)
+        return false;
 #endif
     static const char *const kinds[] = {"read",
                                         "write",
@@ -566,18 +568,41 @@ void misaligned(const ubsan_mismatch *d, uintptr_t ptr) {
                                         "nonnull binding",
                                         "dynamic operation"};
     const char *kind = d->check_kind < 12 ? kinds[d->check_kind] : "access";
-    fail_in_kernel(current_where() +
-                   format(" at %s:%u: memcheck: misaligned %s of type %s at %p: it needs a "
-                          "%u-byte aligned address",
-                          d->loc.file, d->loc.line, kind, d->type->name,
-                          reinterpret_cast<void *>(ptr), 1u << d->log_alignment));
+    record_kernel_failure(current_where() +
+                          format(" at %s:%u: memcheck: misaligned %s of type %s at %p: it needs "
+                                 "a %u-byte aligned address",
+                                 d->loc.file, d->loc.line, kind, d->type->name,
+                                 reinterpret_cast<void *>(ptr), 1u << d->log_alignment));
+    end_failed_thread();
 }
+
+#if CUDASIM_ASAN
+// UBSan's own handler of that name (the next definition after this program's).
+void ubsan_next(const char *name, const ubsan_mismatch *d, uintptr_t ptr) {
+    using handler = void (*)(const void *, void *);
+    if (auto next = reinterpret_cast<handler>(dlsym(RTLD_NEXT, name)))
+        next(d, reinterpret_cast<void *>(ptr));
+}
+#endif
 } // namespace
 
-extern "C" void __ubsan_handle_type_mismatch_v1(const ubsan_mismatch *d, uintptr_t ptr) {
-    misaligned(d, ptr);
+// (void *, void *): the parameters GCC declares them with when it sanitizes this file too.
+extern "C" void __ubsan_handle_type_mismatch_v1(void *data, void *pointer) {
+    auto d = static_cast<const ubsan_mismatch *>(data);
+    auto ptr = reinterpret_cast<uintptr_t>(pointer);
+    if (misaligned(d, ptr))
+        return;
+#if CUDASIM_ASAN
+    ubsan_next("__ubsan_handle_type_mismatch_v1", d, ptr);
+#endif
 }
-extern "C" void __ubsan_handle_type_mismatch_v1_abort(const ubsan_mismatch *d, uintptr_t ptr) {
-    misaligned(d, ptr);
+extern "C" void __ubsan_handle_type_mismatch_v1_abort(void *data, void *pointer) {
+    auto d = static_cast<const ubsan_mismatch *>(data);
+    auto ptr = reinterpret_cast<uintptr_t>(pointer);
+    if (!misaligned(d, ptr)) {
+#if CUDASIM_ASAN
+        ubsan_next("__ubsan_handle_type_mismatch_v1_abort", d, ptr);
+#endif
+    }
+    std::abort(); /* "abort": it does not return (misaligned() ends the thread when true) */
 }
-#endif // !CUDASIM_ASAN
