@@ -197,7 +197,7 @@ def read_secret(args):
 # Compile of ONE submission file, in the sandbox, as its user (README: "How a submission is
 # built"): CPU seconds and wall seconds; then the address space and the files it may write.
 COMPILE_CPU_S = 60
-COMPILE_LIMITS = {"--as": 4 << 30, "--fsize": 64 << 20, "--nproc": 64}
+COMPILE_LIMITS = {"as": 4 << 30, "fsize": 64 << 20, "nproc": 64}
 MAX_SOURCE_BYTES = 1 << 20
 # Reads of other files a compile could make that the dependency file does not list, and
 # assembler directives that read files: refused in the source (README: "What is refused").
@@ -318,13 +318,21 @@ class Build:
         fcntl.flock(f, fcntl.LOCK_EX)
         return f
 
+    # What every submission's link builds (make brings them up to date if anything changed).
+    def targets(self):
+        return [self.info["target"], self.info["runner_target"], "grader_exec"]
+
     def prepare(self):
-        """Builds what every submission needs (the checker, grader_exec, the runner's other
-        parts) before the first one, so that a learner's compile never waits on it."""
-        targets = [self.info["target"], self.info["runner_target"], "grader_exec"]
+        """Builds the grader's programs the first time (a fresh build: the compile of a
+        submission needs the rewriter, its link the rest); later each link brings them up to
+        date (compile())."""
+        needed = [self.info[k] for k in ("program", "runner", "exec", "rewriter") if self.info[k]]
+        if all(os.path.isfile(p) for p in needed):
+            return
+        say("building the grader's programs (once) ...", self.quiet)
         with self.lock():
-            done = subprocess.run(["cmake", "--build", self.build_dir, "--target"] + targets,
-                                  capture_output=True, text=True)
+            done = subprocess.run(["cmake", "--build", self.build_dir, "--target"] +
+                                  self.targets(), capture_output=True, text=True)
         if done.returncode != 0:
             raise UsageError("the grader's programs do not build:\n" +
                              (done.stdout + done.stderr)[-3000:])
@@ -402,9 +410,12 @@ class Build:
         script = "set -e\n" + "\n".join(" ".join(shlex.quote(a) for a in s) for s in steps)
         if sandbox_mode() in ("namespace", "user"):
             os.chown(cdir, SANDBOX_ID, SANDBOX_ID)
-        limits = dict(COMPILE_LIMITS, **{"--cpu": int(cpu_s)})
+        limits = dict(COMPILE_LIMITS, cpu=int(cpu_s))
+        if self.info.get("sanitizer"):  # its rewriter is sanitized: terabytes of address space
+            del limits["as"]
         binds = compile_binds(self, cmd)
-        sh = sandboxed(["/bin/sh", "-c", script], cdir, limits, ro=binds, rw=[cdir])
+        sh = sandboxed(["/bin/sh", "-c", script], cdir, limits, self.info["exec"], ro=binds,
+                       rw=[cdir])
         env = {k: v for k, v in os.environ.items() if k.startswith(("PATH", "LANG", "LC_"))}
         env.update({"HOME": cdir, "TMPDIR": "/tmp" if sandbox_private() else cdir})
         with tempfile.TemporaryFile("w+", errors="replace") as out:
@@ -461,8 +472,8 @@ class Build:
             tmp = self.info["slot_library"] + ".tmp"
             shutil.copyfile(lib, tmp)
             os.replace(tmp, self.info["slot_library"])
-            done = subprocess.run(["cmake", "--build", self.build_dir, "--target",
-                                   self.info["runner_target"]], capture_output=True, text=True,
+            done = subprocess.run(["cmake", "--build", self.build_dir, "--target"] +
+                                  self.targets(), capture_output=True, text=True,
                                   errors="replace")
             if done.returncode != 0:
                 return None, compile_errors(learner_lines(done.stdout + done.stderr, src, name),
@@ -715,17 +726,14 @@ def sandbox_mode():
     at a time) or "none" (neither: the grader's user). ATTN_GRADER_SANDBOX picks a weaker one
     (tests, or an instructor who wants to see what each mode does)."""
     if not _SANDBOX:
-        tools = all(shutil.which(t) for t in ("setpriv", "unshare", "prlimit"))
-        probe = ["--mount", "--pid", "--net", "--ipc", "--fork", "--kill-child", "--",
+        unshare = shutil.which("unshare") is not None
+        probe = ["--mount", "--pid", "--net", "--ipc", "--uts", "--fork", "--kill-child", "--",
                  "/bin/sh", "-c", "mount -t tmpfs tmpfs /tmp"]
-        if os.geteuid() == 0:
-            best = "none"
-            if tools and _works(["setpriv", f"--reuid={SANDBOX_ID}", f"--regid={SANDBOX_ID}",
-                                 "--clear-groups", "--no-new-privs", "--", "true"]):
-                best = "namespace" if _works(["unshare"] + probe) else "user"
+        if os.geteuid() == 0:  # root: grader_exec drops to nobody wherever it runs
+            best = "namespace" if unshare and _works(["unshare"] + probe) else "user"
         else:
-            best = "userns" if tools and _works(["unshare", "--user", "--map-root-user"] +
-                                                probe) else "none"
+            best = "userns" if unshare and _works(["unshare", "--user", "--map-root-user"] +
+                                                  probe) else "none"
         forced = os.environ.get("ATTN_GRADER_SANDBOX")
         if forced:
             if forced not in MODE_ORDER:
@@ -746,79 +754,41 @@ def sandbox_private():
     return sandbox_mode() in ("namespace", "userns")
 
 
-# The case's root (namespace, userns): a tmpfs holding mount points only; the system
-# directories and the paths the step needs bind-mounted (read-only, or the step's own folder
-# read-write; of /etc only the alternatives' links and the loader's cache); fresh /proc, a minimal
-# /dev, and empty tmpfs /tmp, /var/tmp, /dev/shm, all gone
-# with the mount namespace at the end of the step. sh stays the PID namespace's first process
-# (the kernel ignores some signals sent to that one, e.g. abort()'s SIGABRT); the step runs as
-# its child, so a signal death comes back as 128 + the signal.
-NS_SCRIPT = r"""set -e
-R=$1; W=$2; G=$3; shift 3
-mount -t tmpfs -o size=1m,mode=0755 tmpfs "$R"
-for d in /usr /bin /sbin /lib /lib64 /lib32 /libx32; do
-  if [ -L "$d" ]; then ln -s "$(readlink "$d")" "$R$d"
-  elif [ -d "$d" ]; then mkdir -p "$R$d"; mount --rbind "$d" "$R$d"
-    mount -o remount,bind,ro "$R$d"; fi
-done
-for f in /etc/alternatives /etc/ld.so.cache; do
-  [ -e "$f" ] || continue
-  if [ -d "$f" ]; then mkdir -p "$R$f"; else mkdir -p "$R/etc"; : > "$R$f"; fi
-  mount --bind "$f" "$R$f"; mount -o remount,bind,ro "$R$f"
-done
-mkdir -p "$R/proc" "$R/dev" "$R/tmp" "$R/var/tmp"
-mount -t proc -o nosuid,nodev,noexec proc "$R/proc"
-mount -t tmpfs -o size=1m,mode=0755 tmpfs "$R/dev"
-for n in null zero full random urandom; do : > "$R/dev/$n"; mount --bind "/dev/$n" "$R/dev/$n"; done
-if [ "$G" = gpu ]; then
-  for f in /dev/nvidia*; do [ -e "$f" ] && : > "$R$f" && mount --bind "$f" "$R$f"; done
-  mkdir -p "$R/sys"; mount --rbind /sys "$R/sys"
-fi
-mkdir -p "$R/dev/shm"
-for t in /tmp /var/tmp /dev/shm; do
-  mount -t tmpfs -o size=256m,mode=1777,nosuid,nodev tmpfs "$R$t"
-done
-bind() {
-  if [ -d "$1" ]; then mkdir -p "$R$1"; else mkdir -p "$R$(dirname "$1")"; : > "$R$1"; fi
-  mount --bind "$1" "$R$1"
-  if [ "$2" = ro ]; then mount -o remount,bind,ro "$R$1"; fi
-}
-n=$1; shift; while [ "$n" -gt 0 ]; do bind "$1" ro; shift; n=$((n - 1)); done
-n=$1; shift; while [ "$n" -gt 0 ]; do bind "$1" rw; shift; n=$((n - 1)); done
-/usr/sbin/chroot "$R" /bin/sh -c 'cd "$0" && exec "$@"' "$W" "$@"
-"""
-
-
-def sandboxed(cmd, cwd, limits, ro=(), rw=(), gpu=False):
+def sandboxed(cmd, cwd, limits, helper, ro=(), rw=(), gpu=False, filtered=False,
+              symbolizer=False):
     """The command line of one step of a submission (its compile, or its program in a case)
-    under the sandbox of this machine: resource limits (prlimit); when the grader is root, the
-    user nobody (setpriv, no new privileges); where namespaces work, a root, PID, network and
-    IPC namespace of its own that shows the step only the system directories, the read-only
-    paths `ro` and its folders `rw` (its cwd among them)."""
+    under the sandbox of this machine, through grader_exec (`helper`, grader/cases/
+    grader_exec.c): resource limits; when the grader is root, the user nobody; where namespaces
+    work, a root, PID, network, IPC and UTS namespace of its own (unshare) whose root shows the
+    step only the system directories, the read-only paths `ro` and its folders `rw` (its cwd
+    among them); `filtered`: the base seccomp filter from the program's first instruction."""
     mode = sandbox_mode()
-    prl = []
-    if shutil.which("prlimit"):
-        prl = ["prlimit"] + [f"{k}={v}" for k, v in limits.items() if v is not None] + ["--"]
-    if mode == "none":
-        return prl + cmd
+    opts = []
+    for key, value in limits.items():
+        if value is not None:
+            opts += ["--limit", f"{key}={int(value)}"]
     if mode in ("namespace", "user"):
-        drop = ["setpriv", f"--reuid={SANDBOX_ID}", f"--regid={SANDBOX_ID}", "--clear-groups",
-                "--no-new-privs", "--"]
-    else:  # userns: the namespace's root is the grader's user outside; no capabilities left
-        drop = ["setpriv", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--"]
-    if mode == "user":
-        return drop + prl + cmd
+        opts += ["--uid", str(SANDBOX_ID)]
+    elif mode == "userns":  # the namespace's root is the grader's user outside: no capabilities
+        opts += ["--drop-caps"]
+    if filtered:
+        opts += ["--filter"] + (["--gpu"] if gpu else []) + (["--symbolizer"] if symbolizer
+                                                             else [])
+    if mode in ("user", "none"):
+        return [helper] + opts + ["--"] + cmd
     root = os.path.join(os.path.dirname(os.path.realpath(cwd)), ".root")
     os.makedirs(root, exist_ok=True)
+    where = ["--root", root, "--wd", os.path.realpath(cwd)]
+    for flag, paths in (("--ro", ro), ("--rw", rw)):
+        for path in paths:
+            where += [flag, os.path.realpath(path)]
+    if gpu:
+        where.append("--devices")
     ns = ["unshare", "--mount", "--pid", "--net", "--ipc", "--uts", "--fork", "--kill-child",
           "--propagation", "private"]
     if mode == "userns":
         ns[1:1] = ["--user", "--map-root-user"]
-    ro = [os.path.realpath(p) for p in ro]
-    rw = [os.path.realpath(p) for p in rw]
-    return (ns + ["--", "/bin/sh", "-c", NS_SCRIPT, "sh", root, os.path.realpath(cwd),
-                  "gpu" if gpu else "sim", str(len(ro))] + ro + [str(len(rw))] + rw +
-            drop + prl + cmd)
+    return ns + ["--", helper] + where + opts + ["--"] + cmd
 
 
 def sandbox_files():
@@ -884,10 +854,10 @@ def readable_by_others(path):
         return False
 
 
-# Resource limits of a case's processes (prlimit; the CPU time is the case's timeout + 1 s):
+# Resource limits of a case's processes (setrlimit by grader_exec; the CPU time is the case's timeout + 1 s):
 # the submission's program, and the checker (trusted, but it reads what the submission sends).
-RUN_LIMITS = {"--fsize": 256 << 20, "--nproc": 64, "--as": 8 << 30}
-CHECKER_LIMITS = {"--fsize": 64 << 20, "--as": 8 << 30}
+RUN_LIMITS = {"fsize": 256 << 20, "nproc": 64, "as": 8 << 30}
+CHECKER_LIMITS = {"fsize": 64 << 20, "as": 8 << 30}
 
 
 def _run_case_in(programs, case, timeout, jobs, case_dir, checked):
@@ -905,26 +875,30 @@ def _run_case_in(programs, case, timeout, jobs, case_dir, checked):
         env.setdefault("CUDASIM_THREADS", "1")
     with open(runner, "rb") as f:
         sanitized = re.search(rb"__(asan|tsan)_init", f.read()) is not None
-    run_limits = dict(RUN_LIMITS, **{"--cpu": int(timeout) + 1})
-    chk_limits = dict(CHECKER_LIMITS, **{"--cpu": int(timeout) + 1})
+    run_limits = dict(RUN_LIMITS, cpu=int(timeout) + 1)
+    chk_limits = dict(CHECKER_LIMITS, cpu=int(timeout) + 1)
     if sanitized:  # the sanitizers reserve terabytes of address space
-        del run_limits["--as"], chk_limits["--as"]
+        del run_limits["as"], chk_limits["as"]
+        # LeakSanitizer stops the world with ptrace from a process of its own, which the
+        # submission's seccomp filter forbids: no leak check there (the checker keeps its own)
+        run_env = dict(env, ASAN_OPTIONS=(env.get("ASAN_OPTIONS", "") + ":detect_leaks=0")
+                       .lstrip(":"))
+    else:
+        run_env = env
     if sandbox_mode() in ("none", "userns"):
-        del run_limits["--nproc"]  # it would count every process of the grader's user
+        del run_limits["nproc"]  # it would count every process of the grader's user
     if sandbox_mode() in ("namespace", "user"):
         os.chown(case_dir, SANDBOX_ID, SANDBOX_ID)
     to_runner = os.pipe()    # checker -> runner
     from_runner = os.pipe()  # runner -> checker
     gpu = os.path.basename(runner).endswith("_gpu")
-    exec_cmd = ([launcher] + (["--gpu"] if gpu else []) +
-                (["--symbolizer"] if checked and shutil.which("llvm-symbolizer-14") else []) +
-                ["--", runner, "--rpc", f"{to_runner[0]},{from_runner[1]}"])
-    run_cmd = sandboxed(exec_cmd, case_dir, run_limits, ro=[runner, launcher], rw=[case_dir],
-                        gpu=gpu)
-    chk_cmd = [checker, "--case", case.name, "--seed", str(case.seed)] + list(case.args) + [
-        "--json", "--rpc", f"{to_runner[1]},{from_runner[0]}"]
-    if shutil.which("prlimit"):
-        chk_cmd = ["prlimit"] + [f"{k}={v}" for k, v in chk_limits.items()] + ["--"] + chk_cmd
+    run_cmd = sandboxed([runner, "--rpc", f"{to_runner[0]},{from_runner[1]}"], case_dir,
+                        run_limits, launcher, ro=[runner], rw=[case_dir], gpu=gpu,
+                        filtered=True,
+                        symbolizer=checked and shutil.which("llvm-symbolizer-14") is not None)
+    chk_cmd = [launcher] + [a for k, v in chk_limits.items() for a in ("--limit", f"{k}={v}")]
+    chk_cmd += ["--", checker, "--case", case.name, "--seed", str(case.seed)] + list(
+        case.args) + ["--json", "--rpc", f"{to_runner[1]},{from_runner[0]}"]
     in_namespace = run_cmd[0] == "unshare"
     start = time.monotonic()
     # stdout and stderr go to files of the grader, not pipes: a process the case leaves behind
@@ -933,7 +907,7 @@ def _run_case_in(programs, case, timeout, jobs, case_dir, checked):
     procs = []
     try:
         procs.append(subprocess.Popen(run_cmd, stdout=files[0], stderr=files[1],
-                                      stdin=subprocess.DEVNULL, env=env, cwd=case_dir,
+                                      stdin=subprocess.DEVNULL, env=run_env, cwd=case_dir,
                                       start_new_session=True,
                                       pass_fds=(to_runner[0], from_runner[1])))
         procs.append(subprocess.Popen(chk_cmd, stdout=files[2], stderr=files[3],

@@ -84,10 +84,8 @@ static void configure(void) {
     rm.configured = true;
     grader_rpc_put(&rm.req, &c, sizeof c);
     ask_raw(GRADER_RPC_CONFIG, sizeof(uint32_t));
-    const uint32_t *setup = grader_rpc_get(&rm.ans, sizeof(uint32_t));
-    if (setup == NULL)
+    if (grader_rpc_read(&rm.ans, &rm.setup, sizeof rm.setup))
         lost("answered a malformed message");
-    rm.setup = *setup;
 }
 
 /* Sends rm.req as `type`, receives the answer (at most max_answer bytes) into rm.ans. */
@@ -107,20 +105,22 @@ unsigned grader_remote_setup(void) { return rm.setup; }
 const attn_example *grader_remote_example(void) {
     if (!rm.hello) {
         ask(GRADER_RPC_HELLO, SMALL_ANSWER);
-        const int32_t *has = grader_rpc_get(&rm.ans, sizeof(int32_t));
-        const attn_requirements *req = grader_rpc_get(&rm.ans, sizeof(attn_requirements));
-        const uint32_t *serves = grader_rpc_get(&rm.ans, sizeof(uint32_t));
-        if (has == NULL || req == NULL || serves == NULL)
+        int32_t has;
+        attn_requirements req;
+        uint32_t serves;
+        if (grader_rpc_read(&rm.ans, &has, sizeof has) ||
+            grader_rpc_read(&rm.ans, &req, sizeof req) ||
+            grader_rpc_read(&rm.ans, &serves, sizeof serves))
             lost("answered a malformed message");
         memset(&rm.kernel, 0, sizeof rm.kernel);
         rm.kernel.id = 1;
         rm.kernel.name = "submission";
         rm.kernel.description = "the submission's kernel 1 (in its own process)";
-        rm.kernel.req = *req;
-        rm.kernel.serves = *serves;
+        rm.kernel.req = req;
+        rm.kernel.serves = serves;
         rm.example.name = "submission";
         rm.example.kernels = &rm.kernel;
-        rm.example.num_kernels = *has ? 1 : 0;
+        rm.example.num_kernels = has ? 1 : 0;
         rm.hello = true;
     }
     return &rm.example;
@@ -156,8 +156,9 @@ int grader_remote_launch(const attn_problem *p, const attn_block_mask *host_mask
         return 0;
     const size_t want[5] = {in_bytes[0], in_bytes[1], in_bytes[2], o_bytes, lse_bytes};
     for (int t = 0; t < 5; ++t) {
-        const uint64_t *n = grader_rpc_get(&rm.ans, 3 * sizeof(uint64_t));
-        if (n == NULL || n[0] != guard || n[1] != want[t] || n[2] > guard)
+        uint64_t n[3];
+        if (grader_rpc_read(&rm.ans, n, sizeof n) || n[0] != guard || n[1] != want[t] ||
+            n[2] > guard)
             lost("answered a malformed message");
         a->lead[t] = grader_rpc_get(&rm.ans, n[0]);
         a->data[t] = grader_rpc_get(&rm.ans, n[1]);
@@ -172,12 +173,10 @@ int grader_remote_launch(const attn_problem *p, const attn_block_mask *host_mask
 
 int grader_remote_time(double *ms) {
     ask(GRADER_RPC_TIME, SMALL_ANSWER);
-    const int32_t *ok = grader_rpc_get(&rm.ans, sizeof(int32_t));
-    const double *t = grader_rpc_get(&rm.ans, sizeof(double));
-    if (ok == NULL || t == NULL)
+    int32_t ok;
+    if (grader_rpc_read(&rm.ans, &ok, sizeof ok) || grader_rpc_read(&rm.ans, ms, sizeof *ms))
         lost("answered a malformed message");
-    *ms = *t;
-    return *ok ? 0 : 1;
+    return ok ? 0 : 1;
 }
 
 int grader_remote_keep(int Lq, int Lk, int i, int j) {

@@ -74,6 +74,8 @@ typedef struct grader_rpc_buf {
 
 void grader_rpc_put(grader_rpc_buf *b, const void *x, size_t n);
 const void *grader_rpc_get(grader_rpc_buf *b, size_t n);
+/* grader_rpc_get copied into x (a message holds its fields unaligned): 0, or -1. */
+int grader_rpc_read(grader_rpc_buf *b, void *x, size_t n);
 void grader_rpc_free(grader_rpc_buf *b);
 /* Sends b as one message of `type` and empties it: 0, or -1 (the other side is gone). */
 int grader_rpc_send(int fd, uint32_t type, grader_rpc_buf *b);

@@ -211,11 +211,12 @@ static int apply_settings(const grader_rpc_config *c) {
 static void serve_launch(runner *r, grader_rpc_buf *in, grader_rpc_buf *out) {
     static const char *names[5] = {"input Q", "input K", "input V", "output O", "output LSE"};
     release(r);
-    const int32_t *has_mask;
-    const uint64_t *sizes; /* guard, O bytes, LSE bytes, Q, K, V bytes */
-    if (grader_rpc_get_problem(in, &r->p) || (has_mask = grader_rpc_get(in, 4)) == NULL ||
-        (*has_mask && grader_rpc_get_mask(in, &r->host_mask)) ||
-        (sizes = grader_rpc_get(in, 6 * sizeof(uint64_t))) == NULL) {
+    int32_t mask_given;
+    uint64_t sizes[6]; /* guard, O bytes, LSE bytes, Q, K, V bytes */
+    const int32_t *has_mask = &mask_given;
+    if (grader_rpc_get_problem(in, &r->p) || grader_rpc_read(in, &mask_given, 4) ||
+        (mask_given && grader_rpc_get_mask(in, &r->host_mask)) ||
+        grader_rpc_read(in, sizes, sizeof sizes)) {
         put_error(out, -1, "bad request", "");
         return;
     }
@@ -297,9 +298,9 @@ static void serve_time(runner *r, grader_rpc_buf *out) {
 }
 
 static void serve_keep(runner *r, grader_rpc_buf *in, grader_rpc_buf *out) {
-    const int32_t *s = grader_rpc_get(in, 2 * sizeof(int32_t));
-    if (s == NULL || r->hooks->keep == NULL || s[0] < 1 || s[1] < 1 || s[0] > MAX_KEEP_SIDE ||
-        s[1] > MAX_KEEP_SIDE)
+    int32_t s[2];
+    if (grader_rpc_read(in, s, sizeof s) || r->hooks->keep == NULL || s[0] < 1 || s[1] < 1 ||
+        s[0] > MAX_KEEP_SIDE || s[1] > MAX_KEEP_SIDE)
         return; /* an empty answer: the checker reports it */
     int Lq = s[0], Lk = s[1];
     int8_t *row = malloc((size_t)Lk);
