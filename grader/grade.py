@@ -318,21 +318,18 @@ class Build:
         fcntl.flock(f, fcntl.LOCK_EX)
         return f
 
-    # What every submission's link builds (make brings them up to date if anything changed).
-    def targets(self):
-        return [self.info["target"], self.info["runner_target"], "grader_exec"]
-
     def prepare(self):
-        """Builds the grader's programs the first time (a fresh build: the compile of a
-        submission needs the rewriter, its link the rest); later each link brings them up to
-        date (compile())."""
-        needed = [self.info[k] for k in ("program", "runner", "exec", "rewriter") if self.info[k]]
-        if all(os.path.isfile(p) for p in needed):
-            return
-        say("building the grader's programs (once) ...", self.quiet)
+        """Brings the grader's programs up to date once per run (a fresh build: all of them,
+        the rewriter a compile needs among them); then each submission only relinks the
+        submission's program (compile())."""
+        fresh = not all(os.path.isfile(self.info[k]) for k in ("program", "runner", "exec"))
+        if fresh:
+            say("building the grader's programs (once) ...", self.quiet)
+        targets = [self.info["target"], "grader_exec"] + ([self.info["runner_target"]] if fresh
+                                                          else [])
         with self.lock():
-            done = subprocess.run(["cmake", "--build", self.build_dir, "--target"] +
-                                  self.targets(), capture_output=True, text=True)
+            done = subprocess.run(["cmake", "--build", self.build_dir, "--target"] + targets,
+                                  capture_output=True, text=True)
         if done.returncode != 0:
             raise UsageError("the grader's programs do not build:\n" +
                              (done.stdout + done.stderr)[-3000:])
@@ -472,8 +469,8 @@ class Build:
             tmp = self.info["slot_library"] + ".tmp"
             shutil.copyfile(lib, tmp)
             os.replace(tmp, self.info["slot_library"])
-            done = subprocess.run(["cmake", "--build", self.build_dir, "--target"] +
-                                  self.targets(), capture_output=True, text=True,
+            done = subprocess.run(["cmake", "--build", self.build_dir, "--target",
+                                   self.info["runner_target"]], capture_output=True, text=True,
                                   errors="replace")
             if done.returncode != 0:
                 return None, compile_errors(learner_lines(done.stdout + done.stderr, src, name),
