@@ -60,8 +60,7 @@ void cudasim_prepare(void);
  * <name> (byte +N after its last element)", with the kernel, block, thread and, in the checked
  * build, the line, and fails the launch (cudaErrorIllegalAddress). Up to 8 regions; 0, or -1
  * when the table is full. cudasim_clear_guard_regions() forgets them (between launches). */
-int cudasim_add_guard_region(const void *lo, size_t bytes, const void *data_end,
-                             const char *name);
+int cudasim_add_guard_region(const void *lo, size_t bytes, const void *data_end, const char *name);
 void cudasim_clear_guard_regions(void);
 
 /* Symbolization of the sim-check build's reports through a running llvm-symbolizer (started
