@@ -69,22 +69,16 @@ static void make_dirs(const char *path, int dir) {
 
 /* The mount flags a read-only remount must keep (a user namespace may not drop them). */
 static unsigned long kept_flags(const char *path) {
+    static const unsigned long pairs[][2] = {
+        {ST_NOSUID, MS_NOSUID},   {ST_NODEV, MS_NODEV},           {ST_NOEXEC, MS_NOEXEC},
+        {ST_NOATIME, MS_NOATIME}, {ST_NODIRATIME, MS_NODIRATIME}, {ST_RELATIME, MS_RELATIME}};
     struct statvfs v;
     unsigned long f = 0;
     if (statvfs(path, &v) != 0)
         return 0;
-    if (v.f_flag & ST_NOSUID)
-        f |= MS_NOSUID;
-    if (v.f_flag & ST_NODEV)
-        f |= MS_NODEV;
-    if (v.f_flag & ST_NOEXEC)
-        f |= MS_NOEXEC;
-    if (v.f_flag & ST_NOATIME)
-        f |= MS_NOATIME;
-    if (v.f_flag & ST_NODIRATIME)
-        f |= MS_NODIRATIME;
-    if (v.f_flag & ST_RELATIME)
-        f |= MS_RELATIME;
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; ++i)
+        if (v.f_flag & pairs[i][0])
+            f |= pairs[i][1];
     return f;
 }
 
