@@ -56,8 +56,8 @@ SANDBOX_NAMES = {
     "userns": "each compile and case in its own user, PID, mount, network and IPC namespaces "
               "(the grader is not root), with a root of its own and a fresh /tmp, /var/tmp and "
               "/dev/shm",
-    "user": "each compile and case as nobody (no namespaces here: cases one at a time, the "
-            "files nobody leaves in /tmp, /var/tmp and /dev/shm removed after each)",
+    "user": "each compile and case as nobody (no namespaces here: cases one at a time, "
+            "/tmp shared, the submission's program may write no file)",
     "none": "the grader's own user (not root, no namespaces): resource limits and seccomp "
             "filters only"}
 
@@ -677,7 +677,6 @@ def run_case(programs, case, timeout, jobs, rename, checked):
     programs: (checker, submission's program, grader_exec); rename: (a path, the learner's file
     name) for the paths in the simulator's reports. Never raises: a failure of the grader itself
     (a checker that is gone or changed, ...) is a failed case that says so."""
-    before = sandbox_files() if sandbox_mode() == "user" else set()
     try:
         if not checker_intact(programs[0]):
             return 0.0, "failed", ("grader error: the checker program was removed or changed "
@@ -689,9 +688,6 @@ def run_case(programs, case, timeout, jobs, rename, checked):
                                                              case_dir, checked)
     except Exception as e:  # noqa: BLE001 -- a case must never end the grading
         return 0.0, "failed", f"grader error (please report): {type(e).__name__}: {e}", None
-    finally:
-        if sandbox_mode() == "user":
-            remove_sandbox_files(before)
     return fraction, status, message.replace(rename[0], rename[1]), result
 
 
@@ -786,39 +782,6 @@ def sandboxed(cmd, cwd, limits, helper, ro=(), rw=(), gpu=False, filtered=False,
     if mode == "userns":
         ns[1:1] = ["--user", "--map-root-user"]
     return ns + ["--", helper] + where + opts + ["--"] + cmd
-
-
-def sandbox_files():
-    """user mode: what the sandbox user owns at the top of /tmp, /var/tmp and /dev/shm."""
-    found = set()
-    for top in ("/tmp", "/var/tmp", "/dev/shm"):
-        try:
-            entries = os.listdir(top)
-        except OSError:
-            continue
-        for name in entries:
-            path = os.path.join(top, name)
-            try:
-                st = os.lstat(path)
-            except OSError:
-                continue
-            if st.st_uid == SANDBOX_ID:
-                found.add((path, st.st_ino))
-    return found
-
-
-def remove_sandbox_files(before):
-    """user mode (no private /tmp): what the sandbox user left in /tmp, /var/tmp and /dev/shm
-    during a step (not there in `before`) is removed after it, so nothing passes to the next
-    case or learner; what others (nobody's other processes) had there is left alone."""
-    for path, _ in sandbox_files() - before:
-        try:
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                os.unlink(path)
-        except OSError:
-            pass
 
 
 def file_digest(path):
@@ -1117,10 +1080,7 @@ def grade_submission(spec, build, submission, outdir, args, secret, label=None):
     checked = bool(build.info.get("checked"))
     with tempfile.TemporaryDirectory(prefix="grade-", dir=work_root) as work:
         os.chmod(work, 0o711)  # a sandboxed step may run a program here, not list or write
-        before = sandbox_files() if sandbox_mode() == "user" else set()
         program, log = build.compile(submission, work, args.compile_timeout)
-        if sandbox_mode() == "user":
-            remove_sandbox_files(before)
         if program is None:
             res.add("compile", 0, 0, "failed", "\n".join(log), "visible")
             say(f"{prefix}compile: FAILED\n  " + "\n  ".join(log[:COMPILE_LINES]), args.quiet)
@@ -1131,7 +1091,8 @@ def grade_submission(spec, build, submission, outdir, args, secret, label=None):
             _CHECKERS[program[0]] = file_digest(build.info["program"])
             res.add("compile", 0, 0, "passed", "\n".join(log) or "compiled", "visible")
             say(f"{prefix}compile: ok", args.quiet)
-            # user mode shares /tmp: cases one at a time, each one's files removed after it
+            # user mode shares /tmp, /var/tmp, /dev/shm (where the submission's program cannot
+            # write, but may read): cases one at a time
             jobs = 1 if sandbox_mode() == "user" else max(1, args.jobs)
             res.sandbox = sandbox_mode()
             rename = (os.path.join(work, "compile", spec["submission_file"]),
