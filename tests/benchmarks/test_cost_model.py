@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""test_cost_model.py — benchmarks/cost_model.py and crossover.py on small inputs (CTest
+python.cost_model, about 5 s):
+
+  * the tile geometry of every pattern kind the model builds itself (bands, dilated windows, the
+    ladder, BigBird without causality, dense causal) against example 04's PyTorch block masks
+    (sparse_patterns.pattern_mask + block_mask at 64 x 64 tiles): kept entries, tiles visited,
+    the busiest query tile, and the masked tiles where every tile is whole;
+  * crossover.compute_geometry (the cache of the quality patterns' geometry) agrees with the
+    model's own geometry where both exist;
+  * the density solvers reach their target (window, ladder, DSA's k);
+  * fit_device recovers the times of a model whose parameters were changed, from those times
+    alone (the fit is what gpu.sh's results go through);
+  * the break-even rule (first L from which every longer L is faster) on made-up rows;
+  * crossover.py refuses a missing --quality folder with one line and exit status 2.
+The profile records are checked against the count model by crossover.py --check (CTest
+docs.crossover_tables), not here.
+"""
+import os
+import subprocess
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+import attn_testing  # noqa: E402
+import cost_model as cm  # noqa: E402
+import crossover  # noqa: E402
+
+
+def torch_geometry(spec, L, causal):
+    """Entries, visited tiles, partial tiles, the busiest query tile's tiles, from PyTorch."""
+    sp = attn_testing.reference("sparse_patterns")
+    if "ladder" not in sp.PARAMS:
+        cm._ladder_module().register(sp)
+    m = sp.pattern_mask(spec, L, L, causal)
+    kv_num, _, full_num, _ = sp.block_mask(m, cm.TILE, cm.TILE)
+    visited = kv_num + full_num
+    return int(m.sum()), int(visited.sum()), int(kv_num.sum()), int(visited.max())
+
+
+def check_geometry(c):
+    cases = [("none", 300, True), ("none", 256, True), ("causal_window:w=100", 1000, True),
+             ("causal_window:w=64", 512, True), ("window:w=70", 1000, False),
+             ("window:w=70", 640, True), ("window:w=1", 200, False),
+             ("dilated:w=5,d=4", 400, False), ("dilated:w=20,d=3", 512, False),
+             ("ladder:b=64,s=1,w=2", 1024, True), ("ladder:b=64,s=2,w=3", 1280, True),
+             ("bigbird:b=128,r=2,seed=1", 1024, False), ("bigbird:b=64,r=0,seed=1", 512, False)]
+    for spec, L, causal in cases:
+        g = cm.geometry_of(spec, L, causal)
+        entries, tiles, partial, busiest = torch_geometry(spec, L, causal)
+        what = f"{spec} L={L} causal={causal}"
+        c.expect(g.entries == entries, f"entries of {what}: {g.entries} vs {entries}")
+        c.expect(g.tiles == tiles, f"tiles of {what}: {g.tiles} vs {tiles}")
+        c.expect(g.crit_tiles == busiest, f"busiest tile of {what}: {g.crit_tiles} vs {busiest}")
+        if L % cm.TILE == 0:
+            c.expect(g.masked == partial, f"masked tiles of {what}: {g.masked} vs {partial}")
+    for bad in (("strided:l=4", 256, True), ("bigbird:b=64,r=1", 256, True)):
+        try:
+            cm.geometry_of(*bad)
+            c.expect(False, f"geometry_of{bad} should refuse")
+        except ValueError:
+            c.expect(True, "")
+
+
+def check_geometry_cache(c):
+    got = crossover.compute_geometry([("causal_window:w=100", 1000), ("ladder:b=64,s=1,w=2", 1024)])
+    for spec, L in (("causal_window:w=100", 1000), ("ladder:b=64,s=1,w=2", 1024)):
+        g = cm.geometry_of(spec, L, True)
+        cached = cm.Geometry(**got[crossover.geometry_key(spec, L)])
+        for f in ("entries", "tiles", "crit_tiles", "qtiles", "meta_bytes"):
+            c.expect(getattr(g, f) == getattr(cached, f),
+                     f"{f} of {spec}: model {getattr(g, f)}, cache {getattr(cached, f)}")
+
+
+def check_solvers(c):
+    for L in (1024, 16384):
+        for d in (0.02, 0.1, 0.5):
+            w = cm.window_w_for(L, d)
+            got = cm.band_geometry(L, 1 - w, 0, True).density
+            c.expect(abs(got - d) < 2.0 / L, f"window_w_for({L}, {d}): density {got}")
+            k = cm.dsa_k_for(L, d)
+            s = cm.dsa_sums(L, k)
+            c.expect(abs(s.selected / (L * (L + 1) / 2) - d) < 2.0 / L, f"dsa_k_for({L}, {d})")
+    w = cm.ladder_w_for(4096, 0.5)
+    c.expect(w == 18, f"ladder_w_for(4096, 0.5) = {w} (example 06's table: 18)")
+    c.expect(cm.ladder_w_for(256, 0.1) is None, "the ladder cannot be 10 % dense at L = 256")
+    s = cm.dsa_sums(200, 64)
+    c.expect((s.visible, s.select_rows, s.selected) == (200 * 201 // 2, 200 - 64,
+                                                       64 * 65 // 2 + 136 * 64),
+             f"dsa_sums(200, 64): {s}")
+
+
+def check_fit(c):
+    dev = cm.DEVICES[cm.DEFAULT_DEVICE]
+    coef = {"dense_fa2": [14.0, 0, 5.0, 0], "window": [14.0, 0, 5.0, 0],
+            "block_sparse": [15.0, 0, 5.0, 0], "gather": [0.3, 0, 0.7, 0]}
+    shape = dict(B=1, H=16, D=128, dtype="f16")
+    truth = cm.with_fit(dev, [0.5, 0.2, 3e-6, 1.3, 0.7])
+    samples = []
+    for L in (256, 1024, 4096, 16384):
+        samples.append(crossover.dense_stages(L, coef, shape))
+        for w in (L // 64, L // 8, L // 2):
+            geo = cm.band_geometry(L, 1 - w, 0, True)
+            for kernel in ("window", "block_sparse", "gather"):
+                samples.append(crossover.tile_kernel_stages(kernel, geo, coef, shape, None))
+    data = [(st, cm.pipeline_time(st, truth)[1]) for st in samples]
+    fitted, err = cm.fit_device(data, dev)
+    c.expect(err["max"] < 0.01, f"fit_device: largest error {err['max']:.4f} on exact data")
+    c.expect(abs(fitted["eta_tensor"] / 0.5 - 1) < 0.05 and abs(fitted["t_launch"] / 3e-6 - 1) < 0.1,
+             f"fit_device recovers eta_tensor and t_launch: {fitted}")
+
+
+def check_break_even(c):
+    row = {256: dict(speedup=0.8), 512: dict(speedup=1.2), 1024: dict(speedup=0.9),
+           2048: dict(speedup=1.5), 4096: dict(speedup=2.0)}
+    c.expect(crossover.break_even(row) == 2048, "break-even: after the last loss")
+    c.expect(crossover.break_even({256: None, 512: dict(speedup=1.1)}) == 512, "reachable only")
+    c.expect(crossover.break_even({256: dict(speedup=2.0), 512: dict(speedup=0.9)}) == "never",
+             "a loss at the largest L: never")
+    c.expect(crossover.break_even({256: None}) is None, "never reachable")
+
+
+def check_bad_input(c):
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "crossover.py"),
+                        "--check", "--quality", "/nonexistent/q"], capture_output=True, text=True)
+    lines = p.stderr.strip().splitlines()
+    c.expect(p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: --quality"),
+             f"a missing --quality folder: exit {p.returncode}, {p.stderr!r}")
+
+
+if __name__ == "__main__":
+    sys.exit(attn_testing.main(__doc__, [check_geometry, check_geometry_cache, check_solvers,
+                                         check_fit, check_break_even, check_bad_input]))
