@@ -24,8 +24,7 @@ Standard library only: the tables and their check run without PyTorch.
 """
 import math
 import os
-import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -48,9 +47,10 @@ H100_PARAMS = {
                    "(Shah et al., FlashAttention-3, 2024, abstract); our kernels are FA2 kernels "
                    "on mma.sync"),
     "eta_cuda": (0.35, "", "assumed: the same fraction for CUDA-core FLOPs"),
-    "t_launch": (1.0e-6, "s", "a kernel launched behind another on a stream starts about 1 us "
-                 "after it (NVIDIA Technical Blog, 'Getting Started with CUDA Graphs', A. Gray, "
-                 "2019: 3.8 us per 2.9 us kernel on a V100); not measured on an H100 here"),
+    "t_launch": (1.0e-6, "s", "assumed from the order a kernel launched behind another on a "
+                 "stream waits (NVIDIA Technical Blog, A. Gray, 'Getting Started with CUDA "
+                 "Graphs', 2019, measured on a V100: about a microsecond per short kernel); not "
+                 "measured on an H100 here"),
     "l1_wavefronts_per_clk": (1, "/clock/SM", "shared memory: 32 banks of 4 bytes per clock "
                               "(CUDA C++ Programming Guide, shared memory of compute capability "
                               "5.x and later); global sectors through L1 at 4 per clock: assumed "
@@ -294,13 +294,18 @@ class DsaSums:
     select_rows: int
     selected: int
     atiles: int
+    long_visible: int  # keys of the selecting rows longer than TOPK_CAND
+
+
+TOPK_CAND = 4096  # example 05's top-k: candidates kept in shared memory after pass 1
 
 
 def dsa_sums(L, k, causal=True):
     vis = [a + 1 if causal else L for a in range(L)]
     sel = [v for v in vis if v > k]
     return DsaSums(sum(vis), sum(-(-v // TILE) for v in vis), sum(sel), len(sel),
-                   sum(min(v, k) for v in vis), sum(-(-min(v, k) // TILE) for v in vis))
+                   sum(min(v, k) for v in vis), sum(-(-min(v, k) // TILE) for v in vis),
+                   sum(v for v in sel if v > TOPK_CAND))
 
 
 def dsa_k_for(L, density):
@@ -423,11 +428,17 @@ def dsa_stage_counts(B, H, L, D, k, dtype, coef, HI=16, DI=64, causal=True, l2_b
         crit_flops_tc=4 * -(-L // TILE) * (HI * DI // 32) * MMA_FLOPS)
     # top-k: a row that must select is read twice (histogram pass 1 and the output pass); the
     # second read comes from L2 unless the rows the GPU works on at once (8 blocks of 256 threads
-    # per SM) exceed it; every row's k slots are written (-1 padded)
+    # per SM) exceed it; every row's k slots are written (-1 padded). A row longer than the
+    # TOPK_CAND candidates shared memory keeps is assumed to overflow it (the scores of a long
+    # row share their top byte by the thousands), so that passes 2-4 read it again from global
+    # memory: three more reads, beyond what the profile saw (its rows are at most 1024 long).
     reread = 1 if sms * 8 * 4 * L > l2_bytes else 0
     vt = {"select_visible": s.select_visible, "select_rows": s.select_rows, "L": L}
-    topk = Counts(dram=B * (4 * s.select_visible * (1 + reread) + 4 * L * k),
-                  l1=B * fitted(coef, "topk_radix", vt), launches=chunks)
+    topk = Counts(dram=B * (4 * s.select_visible + reread * 4 * (s.select_visible
+                                                                 + 3 * s.long_visible)
+                            + 4 * L * k),
+                  l1=B * (fitted(coef, "topk_radix", vt) + 3 * s.long_visible / 32.0),
+                  launches=chunks)
     groups = -(-H // 16)
     kv = 2 * e * L * D  # one K and one V head (MQA)
     gathered = 2 * e * D * s.selected * -(-H // 64)  # K/V rows each block gathers
@@ -556,7 +567,7 @@ def measured_counts(r, model):
                    dram=p["dram_bytes"], l1=measured_l1(r), launches=p["launches"])
 
 
-# ---- fitting the device's parameters to GPU measurements ------------------------------------------
+# ---- fitting the device's parameters to GPU measurements --------------------------------------
 
 FIT_PARAMS = ("eta_tensor", "eta_cuda", "t_launch", "l1_scale", "mask_scale")
 
@@ -619,5 +630,5 @@ def fit_device(samples, dev):
     logx = nelder_mead(loss, [math.log(v) for v in x0], [0.3] * len(x0))
     x = [math.exp(v) for v in logx]
     errs = fit_errors(samples, with_fit(dev, x))
-    return (dict(zip(FIT_PARAMS, x)),
-            {"max": max(abs(e) for e in errs), "rms": math.sqrt(sum(e * e for e in errs) / len(errs))})
+    rms = math.sqrt(sum(e * e for e in errs) / len(errs))
+    return dict(zip(FIT_PARAMS, x)), {"max": max(abs(e) for e in errs), "rms": rms}

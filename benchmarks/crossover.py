@@ -208,13 +208,16 @@ def error_table(summary, coef):
                f"{pct(c)} (claimed: at most {pct(CLAIM_TIME_ERR)} and {pct(CLAIM_COUNT_ERR)}; "
                f"`--check` fails above). Tensor FLOPs (the profile's mma count; *no mma*: a "
                f"CUDA-core kernel, whose FLOPs the profile does not count), launches and the "
-               f"compulsory DRAM bytes are formulas; L1 wavefronts are fitted (least squares on relative error) on the runs "
-               f"below each kernel's largest L, whose error is the last column. Fitted "
+               f"compulsory DRAM bytes are formulas; L1 wavefronts are fitted (least squares "
+               f"on relative error) on the runs below each kernel's largest L, whose error is "
+               f"the last column. Fitted "
                f"coefficients (wavefronts per term, per head):")
     out.append("")
     for k, c_ in coef.items():
         terms = cm.COUNT_TERMS[cm.FAMILY[k]]
-        out.append(f"- `{k}`: " + " + ".join(f"{a:.4g}·{t}" for a, t in zip(c_, terms) if a))
+        # a coefficient below 1e-6 is the solver's rounding of a term the data do not need
+        out.append(f"- `{k}`: " + " + ".join(f"{a:.4g}·{t}" for a, t in zip(c_, terms)
+                                              if abs(a) > 1e-6).replace("+ -", "− "))
     return "\n".join(out) + "\n"
 
 
@@ -232,7 +235,7 @@ def params_table():
     return "\n".join(out) + "\n"
 
 
-# ---- the lab: every sparse kernel against dense FA2 ------------------------------------------------
+# ---- the lab: every sparse kernel against dense FA2 --------------------------------------------
 
 LAB_SHAPE = dict(B=1, H=16, D=128, dtype="f16")  # causal; example 05: 16 heads share one K/V
 LAB_LENGTHS = [256 << i for i in range(10)]    # 256 ... 131072
@@ -336,6 +339,16 @@ def sweep(coef, dev, lengths=LAB_LENGTHS, densities=LAB_DENSITIES, shape=LAB_SHA
     return out
 
 
+def share(x):
+    """A fraction as a percentage: whole percents from 1 %, two significant digits below."""
+    return f"{100 * x:.0f} %" if x >= 0.01 else f"{100 * x:.2g} %"
+
+
+def fmt_x(x):
+    """A speed-up: two decimals below 2 (so that 0.96× and 1.04× are not both "1.0×")."""
+    return f"{x:.2f}×" if x < 2 else f"{x:.1f}×"
+
+
 def fmt_L(L):
     return f"{L // 1024}K" if L >= 1024 and L % 1024 == 0 else str(L)
 
@@ -356,8 +369,14 @@ def break_even(row):
     return first
 
 
+def model_caption():
+    return (f"*Model* (`cost_model.py`, {cm.DEVICES[cm.DEFAULT_DEVICE]['name'].split(',')[0]} "
+            f"parameters above; not measured).")
+
+
 def break_even_table(sw):
-    out = ["| kernel | " + " | ".join(f"{100 * d:g} %" for d in LAB_DENSITIES) + " |",
+    out = [model_caption(), "",
+           "| kernel | " + " | ".join(f"{100 * d:g} %" for d in LAB_DENSITIES) + " |",
            "|---|" + "---:|" * len(LAB_DENSITIES)]
     for key, label, _, _ in LAB:
         cells = []
@@ -369,12 +388,12 @@ def break_even_table(sw):
                 cells.append("—")
             elif b == "never":
                 best = max(c["speedup"] for c in row.values() if c is not None)
-                cells.append(f"never (best {best:.2f}×)")
+                cells.append(f"never (best {fmt_x(best)})")
             else:
                 top = row[max(LAB_LENGTHS)]
                 cells.append(f"{fmt_L(b)}" + (f" (reached from {fmt_L(reach)})"
                                               if reach and reach > LAB_LENGTHS[0] and reach == b
-                                              else "") + f"; {top['speedup']:.1f}× at 128K")
+                                              else "") + f"; {fmt_x(top['speedup'])} at 128K")
         out.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
 
@@ -396,7 +415,8 @@ def overheads(cell):
 
 
 def fixed_cost_table(sw):
-    out = ["| L | " + " | ".join(LABELS[k] for k in FIXED_KERNELS) + " |",
+    out = [model_caption(), "",
+           "| L | " + " | ".join(LABELS[k] for k in FIXED_KERNELS) + " |",
            "|---:|" + "---|" * len(FIXED_KERNELS)]
     for L in FIXED_LENGTHS:
         cells = []
@@ -407,15 +427,15 @@ def fixed_cost_table(sw):
                 continue
             ov = overheads(c)
             name = max(ov, key=ov.get)
-            cells.append(f"{c['speedup']:.2f}×; {name} {100 * ov[name] / c['t']:.0f} %, "
-                         f"attention {100 * c['stages']['attention'][1] / c['t']:.0f} %")
+            cells.append(f"{fmt_x(c['speedup'])}; {name} {share(ov[name] / c['t'])}, "
+                         f"attention {share(c['stages']['attention'][1] / c['t'])}")
         out.append(f"| {fmt_L(L)} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
 
 
-# ---- the seed's 128K table ------------------------------------------------------------------------
-# The course's table: PyTorch dense against our kernels at 128K at the seed's sparsities, not causal,
-# B = 1, 16 heads of D = 128, fp16. (row, pattern spec, our kernels for it, sparsity label)
+# ---- the seed's 128K table --------------------------------------------------------------------
+# The course's table: PyTorch dense against our kernels at 128K at the seed's sparsities, not
+# causal, B = 1, 16 heads of D = 128, fp16. (row, pattern spec, our kernels for it, sparsity label)
 SEED_SHAPE = dict(B=1, H=16, D=128, dtype="f16")
 SEED_L = 131072
 SEED_ROWS = [("Sliding window", "window:w=655", ("window",), "99 %"),
@@ -803,9 +823,15 @@ def plot_all(sw, points):
     os.makedirs(MODEL_DIR, exist_ok=True)
     written = []
 
-    def save(fig, name):
+    def save(fig, name, legend_from=None):
         fig.text(0.5, 0.005, MODEL_NOTE, ha="center", color="firebrick", fontsize=8)
-        fig.tight_layout(rect=(0, 0.03, 1, 1))
+        bottom = 0.03
+        if legend_from is not None:  # one legend for all panels, under them
+            handles, labels = legend_from.get_legend_handles_labels()
+            fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8,
+                       bbox_to_anchor=(0.5, 0.03))
+            bottom = 0.2
+        fig.tight_layout(rect=(0, bottom, 1, 1))
         path = os.path.join(MODEL_DIR, name)
         fig.savefig(path, dpi=100)
         plt.close(fig)
@@ -813,7 +839,7 @@ def plot_all(sw, points):
 
     # 1. speed-up against density at three lengths, with the ideal 1 / density
     Ls = [4096, 32768, 131072]
-    fig, axes = plt.subplots(1, len(Ls), figsize=(15, 4.6), sharey=True)
+    fig, axes = plt.subplots(1, len(Ls), figsize=(15, 5.6), sharey=True)
     for ax, L in zip(axes, Ls):
         xs = [d for d in LAB_DENSITIES]
         ax.plot(xs, [1 / d for d in xs], "k--", lw=1, label="ideal: 1 / density")
@@ -829,16 +855,15 @@ def plot_all(sw, points):
         ax.set_title(f"L = {fmt_L(L)}" + (" (counts extrapolated)" if L > PROFILED_MAX_L else ""))
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("speed-up over dense FA2 (causal)")
-    axes[0].legend(fontsize=7, loc="lower left")
     fig.suptitle("Modelled speed-up against density: B=1, 16 heads of D=128, fp16, causal")
-    save(fig, "speedup_vs_density.png")
+    save(fig, "speedup_vs_density.png", axes[0])
 
     # 2. speed-up against L at three densities: where sparse starts to win
     ds = [0.01, 0.10, 0.50]
-    fig, axes = plt.subplots(1, len(ds), figsize=(15, 4.6), sharey=True)
+    fig, axes = plt.subplots(1, len(ds), figsize=(15, 5.6), sharey=True)
     for ax, d in zip(axes, ds):
         ax.axhline(1.0, color="grey", lw=0.8)
-        ax.axhline(1 / d, color="k", ls="--", lw=1, label=f"ideal {1 / d:g}×")
+        ax.axhline(1 / d, color="k", ls="--", lw=1, label="ideal: 1 / density")
         ax.axvspan(LAB_LENGTHS[0], PROFILED_MAX_L, color="green", alpha=0.07,
                    label="counts checked against the simulator's profile")
         for key, label, _, _ in LAB:
@@ -851,9 +876,9 @@ def plot_all(sw, points):
         ax.set_title(f"density {100 * d:g} %")
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("speed-up over dense FA2 (causal)")
-    axes[0].legend(fontsize=7, loc="upper left")
-    fig.suptitle("Modelled speed-up against L: where sparse starts to win")
-    save(fig, "speedup_vs_length.png")
+    fig.suptitle("Modelled speed-up against L (B=1, 16 heads of D=128, fp16, causal): where "
+                 "sparse starts to win")
+    save(fig, "speedup_vs_length.png", axes[0])
 
     # 3. what the time is spent on, at 10 % density
     fig, axes = plt.subplots(1, len(FIXED_KERNELS), figsize=(16, 4.4), sharey=True)
@@ -929,15 +954,22 @@ def lesson(sw, seed_rows):
     d = FIXED_DENSITY
     cell = lambda key, L, dens=d: sw[key][dens].get(L)  # noqa: E731
     w = {L: cell("window", L) for L in LAB_LENGTHS}
-    out = []
+    out = [model_caption(), ""]
+    W4 = int(w[4096]["params"].split("=")[1])
+    g4 = cm.band_geometry(4096, 1 - W4, 0, True)
+    H, sms = LAB_SHAPE["H"], cm.DEVICES[cm.DEFAULT_DEVICE]["sms"]
     out.append(
         f"- **A band costs nothing to describe.** At {100 * d:g} % density the `window` kernel "
         f"is {w[256]['speedup']:.2f}× faster than dense FA2 at L = 256, "
         f"{w[4096]['speedup']:.1f}× at 4K and {w[131072]['speedup']:.1f}× at 128K (ideal "
-        f"{1 / w[131072]['density']:.1f}×). At short L both kernels are bound by their busiest "
-        f"thread block (the `span` term: a grid of {256 // 64} query tiles per head leaves most "
-        f"SMs idle), and dense FA2's last query tile visits every key tile.")
+        f"{1 / w[131072]['density']:.1f}×). At L = 256 both kernels are bound by their busiest "
+        f"thread block (the `span` term: {256 // 64} query tiles × {H} heads = "
+        f"{256 // 64 * H} blocks for {sms} SMs), and dense FA2's last query tile visits every "
+        f"key tile. At 4K the band (w = {W4} keys) straddles {g4.tiles / g4.qtiles:.1f} key tiles "
+        f"per query tile for {g4.entries / (g4.qtiles * cm.TILE * cm.TILE):.1f} tiles' worth of "
+        f"kept entries: its edges are computed and masked for nothing.")
     bs, bc = cell("block_sparse", 256), cell("block_sparse_cached", 256)
+    top_ratio = cell("block_sparse", 131072)["t"] / cell("block_sparse_cached", 131072)["t"]
     ov = overheads(bs)
     out.append(
         f"- **Metadata is a fixed cost.** Building the block mask on every call adds a launch "
@@ -945,14 +977,14 @@ def lesson(sw, seed_rows):
         f"{100 * (ov['mask build'] + bs['stages']['mask build'][0]) / bs['t']:.0f} % of the "
         f"block-sparse kernel's time, which falls from {bc['speedup']:.2f}× (mask cached) to "
         f"{bs['speedup']:.2f}×; at 128K the two differ by "
-        f"{100 * abs(1 - cell('block_sparse', 131072)['t'] / cell('block_sparse_cached', 131072)['t']):.2f} %.")
+        f"{100 * abs(1 - top_ratio):.2f} %.")
     g1 = sw["gather"][0.01]
     be = break_even(g1)
     out.append(
         f"- **Tokens are not tiles.** The `gather` kernel (CUDA cores, one warp per query row, its "
         f"CSR built per call) is slower than dense at every density of 2 % and above; at 1 % it "
-        + (f"passes dense from L = {fmt_L(be)} and reaches {g1[131072]['speedup']:.1f}× at 128K"
-           if isinstance(be, int) else "never passes dense")
+        + (f"passes dense from L = {fmt_L(be)} and reaches {fmt_x(g1[131072]['speedup'])} at "
+           f"128K" if isinstance(be, int) else "never passes dense")
         + f" (ideal {1 / g1[131072]['density']:.0f}×). Its L1 traffic (a K and a V row per kept "
         f"entry, no reuse between queries) is what the model charges it for.")
     lad = sw["ladder"][d]
@@ -978,7 +1010,8 @@ def lesson(sw, seed_rows):
         f"best {best1:.2f}×. With 16 heads of D = 128 a dense (query, key) pair costs 8 × 16 × "
         f"128 tensor FLOPs; the indexer's 2 × 16 × 64 are a quarter of that, before its scores "
         f"make a round trip through DRAM for the top-k.")
-    r = {x["row"]: x for x in seed_rows}
+    dg = cm.geometry_of(seed_rows[2]["spec"], SEED_L, False)
+    dil_fill = dg.entries / (dg.tiles * cm.TILE * cm.TILE)
     win = seed_rows[0]
     out.append(
         f"- **At 128K the seed's table is far past its target.** By the model, the sliding "
@@ -986,10 +1019,12 @@ def lesson(sw, seed_rows):
         f"PyTorch's dense SDPA (target {SEED_TARGET}), BigBird at "
         f"{100 * seed_rows[1]['density']:.1f} % {seed_rows[1]['speedup']:.0f}×, the dilated "
         f"window at {100 * seed_rows[2]['density']:.1f} % {seed_rows[2]['speedup']:.0f}× "
-        f"(`{seed_rows[2]['best']}`): the tiles it skips are most of the work. torch.sparse's "
+        f"(`{seed_rows[2]['best']}`; its entries fill "
+        f"{100 * dil_fill:.0f} % of the tiles it visits, so it stays far from its ideal "
+        f"{1 / seed_rows[2]['density']:.0f}×): the tiles skipped are most of the work. "
+        f"torch.sparse's "
         f"CSR path is modelled at {ms(win['torch_sparse'])} for the window, against "
         f"{ms(win['dense'])} dense and {ms(win['ours'][win['best']])} for ours.")
-    del r
     return "\n".join(out) + "\n"
 
 

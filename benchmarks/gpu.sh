@@ -147,8 +147,10 @@ if has crossover; then
         --commit "$commit" --out "$out/crossover.jsonl" ||
         echo "warning: bench_attention (crossover) reported failures" >&2
     say "bench_torch: PyTorch dense (SDPA flash) and torch.sparse at 128K (budget 200 s)"
+    # torch.sparse takes seconds per call at 128K: one warm-up, three timed calls
     [ $quick -eq 1 ] || "$py" benchmarks/bench_torch.py --grid seed-128k --check-rows 16 \
-        --budget-s 200 --max-seconds 1 --commit "$commit" --out "$out/crossover_torch.jsonl" ||
+        --warmup 1 --reps 3 --max-reps 3 --budget-s 200 --max-seconds 1 --commit "$commit" \
+        --out "$out/crossover_torch.jsonl" ||
         echo "warning: bench_torch (seed-128k) reported failures" >&2
     ran+=(crossover)
 fi

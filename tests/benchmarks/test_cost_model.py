@@ -10,7 +10,9 @@ python.cost_model, about 5 s):
     model's own geometry where both exist;
   * the density solvers reach their target (window, ladder, DSA's k);
   * fit_device recovers the times of a model whose parameters were changed, from those times
-    alone (the fit is what gpu.sh's results go through);
+    alone (the fit is what gpu.sh's results go through), and a made-up GPU results folder in the
+    benchmarks' schema goes through crossover.py's fit table and the 128K table's measured
+    column;
   * the break-even rule (first L from which every longer L is faster) on made-up rows;
   * crossover.py refuses a missing --quality folder with one line and exit status 2.
 The profile records are checked against the count model by crossover.py --check (CTest
@@ -110,8 +112,61 @@ def check_fit(c):
     data = [(st, cm.pipeline_time(st, truth)[1]) for st in samples]
     fitted, err = cm.fit_device(data, dev)
     c.expect(err["max"] < 0.01, f"fit_device: largest error {err['max']:.4f} on exact data")
-    c.expect(abs(fitted["eta_tensor"] / 0.5 - 1) < 0.05 and abs(fitted["t_launch"] / 3e-6 - 1) < 0.1,
+    c.expect(abs(fitted["eta_tensor"] / 0.5 - 1) < 0.05
+             and abs(fitted["t_launch"] / 3e-6 - 1) < 0.1,
              f"fit_device recovers eta_tensor and t_launch: {fitted}")
+
+
+def check_gpu_results(c):
+    """A made-up GPU folder (records in bench_attention's and bench_torch.py's schema, timed by
+    the model with changed parameters): the fit recovers those times and the 128K table gains a
+    measured column."""
+    import json
+    import tempfile
+    import types
+    dev = cm.DEVICES[cm.DEFAULT_DEVICE]
+    coef = cm.fit_counts(crossover.profile_records())
+    truth = cm.with_fit(dev, [0.3, 0.2, 2e-6, 0.8, 1.0])
+    recs = []
+
+    def add(impl, L, causal, pattern, stages):
+        recs.append(dict(impl=impl, B=1, H=16, Lq=L, D=128, dtype="f16", causal=causal,
+                         pattern=pattern, status="PASS", simulated=False,
+                         median_ms=cm.pipeline_time(stages, truth)[1] * 1e3))
+    shape = crossover.SEED_SHAPE
+    for L in (1024, 4096, 16384):
+        add("04_sparse_patterns/dense_fa2", L, True, f"causal_window:w={L // 8}",
+            crossover.dense_stages(L, coef, shape))
+        for w in (L // 64, L // 8, L // 2):
+            geo = cm.band_geometry(L, 1 - w, 0, True)
+            for k in ("block_sparse", "window", "gather"):
+                add(f"04_sparse_patterns/{k}", L, True, f"causal_window:w={w}",
+                    crossover.tile_kernel_stages(k, geo, coef, shape, None))
+    L = crossover.SEED_L
+    for _, spec, kernels, _ in crossover.SEED_ROWS:
+        geo = cm.geometry_of(spec, L, False)
+        for k in kernels:
+            add(f"04_sparse_patterns/{k}", L, False, spec,
+                crossover.tile_kernel_stages(k, geo, coef, shape, None))
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = os.path.join(tmp, "NVIDIA-TEST")
+        os.makedirs(folder)
+        with open(os.path.join(folder, "crossover.jsonl"), "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in recs)
+        with open(os.path.join(folder, "crossover_torch.jsonl"), "w") as f:
+            f.write(json.dumps(dict(impl="torch/sdpa_flash", Lq=L, causal=False,
+                                    pattern="dense", status="PASS", median_ms=400.0)) + "\n")
+        crossover.ARGS = types.SimpleNamespace(device=folder)
+        try:
+            fit = crossover.fit_table(coef, dev)
+            seed = crossover.seed_table(coef, dev)
+        finally:
+            crossover.ARGS = None
+    c.expect("| NVIDIA-TEST | " in fit, f"fit table:\n{fit}")
+    largest = float(fit.split("| NVIDIA-TEST |")[1].split("|")[-2].split("%")[0])
+    c.expect(largest < 2.0, f"the fit's largest error on model-made times: {largest} %")
+    c.expect("measured on NVIDIA-TEST" in seed and "dense 400 ms" in seed,
+             f"the 128K table's measured column:\n{seed}")
 
 
 def check_break_even(c):
@@ -134,4 +189,5 @@ def check_bad_input(c):
 
 if __name__ == "__main__":
     sys.exit(attn_testing.main(__doc__, [check_geometry, check_geometry_cache, check_solvers,
-                                         check_fit, check_break_even, check_bad_input]))
+                                         check_fit, check_gpu_results, check_break_even,
+                                         check_bad_input]))
