@@ -460,7 +460,10 @@ def geometry_of(spec, L, causal):
     if spec in (None, "", "none", "dense"):
         return dense_geometry(L, causal)
     kind, _, params = spec.partition(":")
-    p = {a: int(b) for a, b in (x.split("=") for x in params.split(","))} if params else {}
+    if "+" in spec:  # a union of patterns (e.g. sink + window): no geometry of its own here
+        kind = "union"
+    p = {a: int(b) for a, b in (x.split("=") for x in params.split(","))} if params and \
+        kind != "union" else {}
     if kind == "window":
         return band_geometry(L, -p["w"], p["w"], causal)
     if kind == "causal_window":

@@ -369,9 +369,18 @@ def break_even(row):
     return first
 
 
+def device_label(dev):
+    """Whose parameters a figure uses: the named GPU's (the parameter table), or those fitted to a
+    GPU's measurements (fitted_device)."""
+    label = dev["name"].split(",")[0] + " parameters"
+    return label + (f" fitted to {dev['fitted_to']}" if dev.get("fitted_to") else "")
+
+
+DEVICE_LABEL = device_label(cm.DEVICES[cm.DEFAULT_DEVICE])  # main() sets it to the device used
+
+
 def model_caption():
-    return (f"*Model* (`cost_model.py`, {cm.DEVICES[cm.DEFAULT_DEVICE]['name'].split(',')[0]} "
-            f"parameters above; not measured).")
+    return f"*Model* (`cost_model.py`, {DEVICE_LABEL}; not measured)."
 
 
 def break_even_table(sw):
@@ -532,26 +541,43 @@ def fit_samples(folder, coef):
     return out
 
 
-def fit_table(coef, dev):
-    dirs = device_dirs(ARGS.device if ARGS else None)
+def device_fits(coef, dev):
+    """[(device folder name, runs, fitted parameters, errors)] of every GPU results folder with
+    enough runs for a fit (cost_model.fit_device)."""
     rows = []
-    for folder in dirs:
+    for folder in device_dirs(ARGS.device if ARGS else None):
         samples = fit_samples(folder, coef)
-        if len(samples) < 4:
-            continue
-        fitted, err = cm.fit_device([(s, t) for s, t, _ in samples], dev)
-        rows.append((os.path.basename(folder), len(samples), fitted, err))
-    if not rows:
+        if len(samples) >= 4:
+            fitted, err = cm.fit_device([(st, t) for st, t, _ in samples], dev)
+            rows.append((os.path.basename(folder), len(samples), fitted, err))
+    return rows
+
+
+def fitted_device(dev, fits):
+    """The device whose parameters the tables use: dev, or dev fitted to the first GPU's runs."""
+    if not fits:
+        return dev
+    name, _, fitted, _ = fits[0]
+    d = cm.with_fit(dev, [fitted[p] for p in cm.FIT_PARAMS])
+    d["fitted_to"] = name
+    return d
+
+
+def fit_table(fits):
+    if not fits:
         return ("No GPU measurements yet: every figure of this section is the model with the "
                 "parameters above. On a GPU, `benchmarks/gpu.sh --steps build,crossover` measures "
                 "the lab's kernels and the 128K table; this block then shows the parameters "
                 "fitted to them and the fit's error, and the 128K table's measured columns.\n")
     out = ["| device | runs | eta_tensor | eta_cuda | t_launch | L1 rate × | mask ops × | "
            "fit error (largest, RMS) |", "|---|---:|---:|---:|---:|---:|---:|---|"]
-    for name, n, f, err in rows:
+    for name, n, f, err in fits:
         out.append(f"| {name} | {n} | {f['eta_tensor']:.3f} | {f['eta_cuda']:.3f} | "
                    f"{f['t_launch'] * 1e6:.2f} µs | {f['l1_scale']:.2f} | {f['mask_scale']:.2f} | "
                    f"{pct(err['max'])}, {pct(err['rms'])} |")
+    out.append("")
+    out.append(f"The tables and figures of this section use the parameters fitted to "
+               f"{fits[0][0]}: still a model (its counts and its form), now calibrated.")
     return "\n".join(out) + "\n"
 
 
@@ -813,7 +839,8 @@ def update_geometry(sets):
 
 # ---- figures ------------------------------------------------------------------------------------
 
-MODEL_NOTE = "MODEL (benchmarks/cost_model.py, H100 SXM parameters): not a measurement"
+def model_note():
+    return f"MODEL (benchmarks/cost_model.py, {DEVICE_LABEL}): not a measurement"
 
 
 def plot_all(sw, points):
@@ -824,7 +851,7 @@ def plot_all(sw, points):
     written = []
 
     def save(fig, name, legend_from=None):
-        fig.text(0.5, 0.005, MODEL_NOTE, ha="center", color="firebrick", fontsize=8)
+        fig.text(0.5, 0.005, model_note(), ha="center", color="firebrick", fontsize=8)
         bottom = 0.03
         if legend_from is not None:  # one legend for all panels, under them
             handles, labels = legend_from.get_legend_handles_labels()
@@ -1033,13 +1060,13 @@ def lesson(sw, seed_rows):
 ARGS = None
 
 
-def blocks(coef, dev, sw, points, sets):
+def blocks(coef, dev, fits, sw, points, sets):
     summary = error_summary(model_errors(profile_records(), coef, dev))
     seed_rows = seed_table_model(coef, dev)
     return {"params": params_table(), "error": error_table(summary, coef),
             "breakeven": break_even_table(sw), "fixed": fixed_cost_table(sw),
             "seed128k": seed_table(coef, dev), "lesson": lesson(sw, seed_rows),
-            "fit": fit_table(coef, dev), "frontier": frontier_table(points, sets)}, summary
+            "fit": fit_table(fits), "frontier": frontier_table(points, sets)}, summary
 
 
 def sweep_json(sw):
@@ -1054,7 +1081,7 @@ def sweep_json(sw):
             stages={n: dict(launch_ms=r(a * 1e3), body_ms=r(b * 1e3), bound=bound)
                     for n, (a, b, bound) in c["stages"].items()})
             for L, c in row.items()} for d, row in rows.items()}
-    return json.dumps(dict(model=MODEL_NOTE, shape=LAB_SHAPE, causal=True, lab=out), indent=1,
+    return json.dumps(dict(model=model_note(), shape=LAB_SHAPE, causal=True, lab=out), indent=1,
                       sort_keys=True) + "\n"
 
 
@@ -1082,8 +1109,11 @@ def main():
         print(f"error: {os.path.relpath(PROFILE_FILE, ROOT)} has no records: run "
               "--run build/sim-check first", file=sys.stderr)
         return 2
-    dev = cm.DEVICES[cm.DEFAULT_DEVICE]
+    global DEVICE_LABEL
     coef = cm.fit_counts(records)
+    fits = device_fits(coef, cm.DEVICES[cm.DEFAULT_DEVICE])
+    dev = fitted_device(cm.DEVICES[cm.DEFAULT_DEVICE], fits)
+    DEVICE_LABEL = device_label(dev)
     sets = quality_sets(a.quality)
     cache = load_geometry_cache()
     if not a.check:
@@ -1096,7 +1126,7 @@ def main():
     print("crossover: the lab's grid ...", file=sys.stderr, flush=True)
     sw = sweep(coef, dev)
     points = frontier_points(sets, coef, dev, cache)
-    text, summary = blocks(coef, dev, sw, points, sets)
+    text, summary = blocks(coef, dev, fits, sw, points, sets)
     rc = io_complexity.update_blocks(READMES, "crossover", lambda name, rel: text[name], a.check,
                                      COMMAND)
     js = sweep_json(sw)

@@ -12,7 +12,8 @@ python.cost_model, about 5 s):
   * fit_device recovers the times of a model whose parameters were changed, from those times
     alone (the fit is what gpu.sh's results go through), and a made-up GPU results folder in the
     benchmarks' schema goes through crossover.py's fit table and the 128K table's measured
-    column;
+    column, and the tables then time with the fitted parameters and say so;
+  * the quality-speed frontier of a made-up 2K window set in the quality toolkit's schema;
   * the break-even rule (first L from which every longer L is faster) on made-up rows;
   * crossover.py refuses a missing --quality folder with one line and exit status 2.
 The profile records are checked against the count model by crossover.py --check (CTest
@@ -158,15 +159,68 @@ def check_gpu_results(c):
                                     pattern="dense", status="PASS", median_ms=400.0)) + "\n")
         crossover.ARGS = types.SimpleNamespace(device=folder)
         try:
-            fit = crossover.fit_table(coef, dev)
-            seed = crossover.seed_table(coef, dev)
+            fits = crossover.device_fits(coef, dev)
+            fit = crossover.fit_table(fits)
+            fitted = crossover.fitted_device(dev, fits)
+            seed = crossover.seed_table(coef, fitted)
         finally:
             crossover.ARGS = None
+    # the tables time with the fitted parameters: the 128K window row as the made-up GPU would
+    geo = cm.geometry_of(crossover.SEED_ROWS[0][1], L, False)
+    want = cm.pipeline_time(crossover.tile_kernel_stages("window", geo, coef, shape, None),
+                            truth)[1]
+    got = crossover.seed_table_model(coef, fitted)[0]["ours"]["window"]
+    c.expect(abs(got / want - 1) < 0.02 and abs(
+        crossover.seed_table_model(coef, dev)[0]["ours"]["window"] / want - 1) > 0.1,
+        f"the 128K window modelled with the fitted parameters: {got} s, the GPU's {want} s")
+    c.expect(crossover.device_label(fitted).endswith("parameters fitted to NVIDIA-TEST"),
+             f"the figures' label: {crossover.device_label(fitted)}")
     c.expect("| NVIDIA-TEST | " in fit, f"fit table:\n{fit}")
     largest = float(fit.split("| NVIDIA-TEST |")[1].split("|")[-2].split("%")[0])
     c.expect(largest < 2.0, f"the fit's largest error on model-made times: {largest} %")
     c.expect("measured on NVIDIA-TEST" in seed and "dense 400 ms" in seed,
              f"the 128K table's measured column:\n{seed}")
+
+
+def check_frontier(c):
+    """A made-up 2K window set in the quality toolkit's schema (quality/README.md: per spec its
+    family, density, completeness and the paired NLL change against dense) through the frontier:
+    one point per complete configuration, the Pareto front neither dominated nor missing a
+    point, the table with its figure and the lengths still to come."""
+    L = 2048
+    specs = {"window": "causal_window:w=256", "sink+window": "global:n=4+causal_window:w=252",
+             "strided": "strided:l=4", "bigbird": "bigbird:b=64,r=1,seed=1",
+             "ladder": "ladder:b=32,s=1,w=4", "oracle": "oracle:k=256",
+             "indexer": "indexer:k=256"}
+    nll = dict(zip(specs, (0.30, 0.10, 0.25, 0.20, 0.12, 0.02, 0.05)))
+    configs = {s: dict(family=f, density=0.234, complete=True,
+                       vs_dense=dict(mean=nll[f], ci95_t=[nll[f] - 0.01, nll[f] + 0.01], n=32))
+               for f, s in specs.items()}
+    configs["causal_window:w=128"] = dict(family="window", density=0.12, complete=False,
+                                          vs_dense=dict(mean=0.5, ci95_t=[0.4, 0.6], n=8))
+    sets = {L: [("made-up-2k", dict(set=dict(name="made-up-2k", length=L), configs=configs))]}
+    need = [(s, L) for f, s in specs.items() if f not in ("window", "oracle", "indexer")]
+    cache = crossover.compute_geometry(need)
+    coef = cm.fit_counts(crossover.profile_records())
+    dev = cm.DEVICES[cm.DEFAULT_DEVICE]
+    pts = crossover.frontier_points(sets, coef, dev, cache)[L]
+    c.expect(sorted(p["spec"] for p in pts) == sorted(specs.values()),
+             f"one point per complete configuration: {[p['spec'] for p in pts]}")
+
+    def dominates(q, p):
+        return (q["speedup"] >= p["speedup"] and q["nll"] <= p["nll"]
+                and (q["speedup"] > p["speedup"] or q["nll"] < p["nll"]))
+    for p in pts:
+        beaten = [q["spec"] for q in pts if dominates(q, p)]
+        c.expect(p["front"] == (not beaten), f"{p['spec']}: on the front {p['front']}, "
+                 f"beaten by {beaten}")
+    by = {p["family"]: p for p in pts}
+    c.expect(by["oracle"]["speedup"] > by["indexer"]["speedup"],
+             "the trained indexer costs more than the oracle's selection alone")
+    table = crossover.frontier_table({L: pts}, sets)
+    c.expect("**L = 2,048**" in table and "frontier_2K.png" in table
+             and "L = 8,192 (its quality results" in table and "L = 32,768 (beyond" in table,
+             f"the frontier table:\n{table}")
 
 
 def check_break_even(c):
@@ -189,5 +243,6 @@ def check_bad_input(c):
 
 if __name__ == "__main__":
     sys.exit(attn_testing.main(__doc__, [check_geometry, check_geometry_cache, check_solvers,
-                                         check_fit, check_gpu_results, check_break_even,
+                                         check_fit, check_gpu_results, check_frontier,
+                                         check_break_even,
                                          check_bad_input]))
