@@ -542,14 +542,14 @@ def fit_samples(folder, coef):
 
 
 def device_fits(coef, dev):
-    """[(device folder name, runs, fitted parameters, errors)] of every GPU results folder with
-    enough runs for a fit (cost_model.fit_device)."""
+    """[(device folder name, runs, fitted parameters, errors, samples)] of every GPU results
+    folder with enough runs for a fit (cost_model.fit_device)."""
     rows = []
     for folder in device_dirs(ARGS.device if ARGS else None):
         samples = fit_samples(folder, coef)
         if len(samples) >= 4:
             fitted, err = cm.fit_device([(st, t) for st, t, _ in samples], dev)
-            rows.append((os.path.basename(folder), len(samples), fitted, err))
+            rows.append((os.path.basename(folder), len(samples), fitted, err, samples))
     return rows
 
 
@@ -557,24 +557,65 @@ def fitted_device(dev, fits):
     """The device whose parameters the tables use: dev, or dev fitted to the first GPU's runs."""
     if not fits:
         return dev
-    name, _, fitted, _ = fits[0]
+    name, _, fitted, _, _ = fits[0]
     d = cm.with_fit(dev, [fitted[p] for p in cm.FIT_PARAMS])
     d["fitted_to"] = name
     return d
 
 
-def fit_table(fits):
+def measured_speedups(samples, dev):
+    """{(L, pattern): {kernel: (measured speed-up over dense FA2, the model's with dev)}} of the
+    causal runs whose dense baseline was measured at the same L and shape (the fastest of its
+    runs)."""
+    dense = {}
+    for st, t, r in samples:
+        key = (r["Lq"], r["B"], r["H"], r["D"], r["dtype"])
+        if r["impl"].endswith("/dense_fa2") and r["causal"] and t < dense.get(key, (1e30,))[0]:
+            dense[key] = (t, cm.pipeline_time(st, dev)[1])
+    out = {}
+    for st, t, r in samples:
+        key = (r["Lq"], r["B"], r["H"], r["D"], r["dtype"])
+        kernel = r["impl"].split("/")[-1]
+        if kernel == "dense_fa2" or not r["causal"] or key not in dense:
+            continue
+        td, md = dense[key]
+        out.setdefault((r["Lq"], r.get("pattern")), {})[kernel] = (
+            td / t, md / cm.pipeline_time(st, dev)[1])
+    return out
+
+
+def measured_table(name, samples, dev):
+    rows = measured_speedups(samples, dev)
+    if not rows:
+        return []
+    kernels = [k for k in ("window", "block_sparse", "gather")
+               if any(k in v for v in rows.values())]
+    out = [f"Measured on {name}: speed-up over dense FA2 (causal), the fitted model's in "
+           f"brackets (the block mask and the CSR built before the timing):", "",
+           "| L | pattern | density | " + " | ".join(f"`{k}`" for k in kernels) + " |",
+           "|---:|---|---:|" + "---:|" * len(kernels)]
+    dens = {key: cm.geometry_of(key[1], key[0], True).density for key in rows}
+    for (L, pattern), v in sorted(rows.items(), key=lambda x: (x[0][0], dens[x[0]])):
+        out.append(f"| {fmt_L(L)} | `{pattern}` | {100 * dens[L, pattern]:.1f} % | " + " | ".join(
+            f"{fmt_x(v[k][0])} ({fmt_x(v[k][1])})" if k in v else "—" for k in kernels) + " |")
+    return ["", *out]
+
+
+def fit_table(fits, dev=cm.DEVICES[cm.DEFAULT_DEVICE]):
     if not fits:
         return ("No GPU measurements yet: every figure of this section is the model with the "
                 "parameters above. On a GPU, `benchmarks/gpu.sh --steps build,crossover` measures "
                 "the lab's kernels and the 128K table; this block then shows the parameters "
-                "fitted to them and the fit's error, and the 128K table's measured columns.\n")
+                "fitted to them, the fit's error and the measured speed-ups beside the fitted "
+                "model's, and the 128K table gains its measured columns.\n")
     out = ["| device | runs | eta_tensor | eta_cuda | t_launch | L1 rate × | mask ops × | "
            "fit error (largest, RMS) |", "|---|---:|---:|---:|---:|---:|---:|---|"]
-    for name, n, f, err in fits:
+    for name, n, f, err, _ in fits:
         out.append(f"| {name} | {n} | {f['eta_tensor']:.3f} | {f['eta_cuda']:.3f} | "
                    f"{f['t_launch'] * 1e6:.2f} µs | {f['l1_scale']:.2f} | {f['mask_scale']:.2f} | "
                    f"{pct(err['max'])}, {pct(err['rms'])} |")
+    for name, _, f, _, samples in fits:
+        out += measured_table(name, samples, cm.with_fit(dev, [f[p] for p in cm.FIT_PARAMS]))
     out.append("")
     out.append(f"The tables and figures of this section use the parameters fitted to "
                f"{fits[0][0]}: still a model (its counts and its form), now calibrated.")
@@ -1066,7 +1107,8 @@ def blocks(coef, dev, fits, sw, points, sets):
     return {"params": params_table(), "error": error_table(summary, coef),
             "breakeven": break_even_table(sw), "fixed": fixed_cost_table(sw),
             "seed128k": seed_table(coef, dev), "lesson": lesson(sw, seed_rows),
-            "fit": fit_table(fits), "frontier": frontier_table(points, sets)}, summary
+            "fit": fit_table(fits, cm.DEVICES[cm.DEFAULT_DEVICE]),
+            "frontier": frontier_table(points, sets)}, summary
 
 
 def sweep_json(sw):

@@ -11,8 +11,9 @@ python.cost_model, about 5 s):
   * the density solvers reach their target (window, ladder, DSA's k);
   * fit_device recovers the times of a model whose parameters were changed, from those times
     alone (the fit is what gpu.sh's results go through), and a made-up GPU results folder in the
-    benchmarks' schema goes through crossover.py's fit table and the 128K table's measured
-    column, and the tables then time with the fitted parameters and say so;
+    benchmarks' schema goes through crossover.py's fit table (with the measured speed-ups), the
+    128K table's measured column, and the tables then time with the fitted parameters and say
+    so;
   * the quality-speed frontier of a made-up 2K window set in the quality toolkit's schema;
   * the break-even rule (first L from which every longer L is faster) on made-up rows;
   * crossover.py refuses a missing --quality folder with one line and exit status 2.
@@ -160,7 +161,7 @@ def check_gpu_results(c):
         crossover.ARGS = types.SimpleNamespace(device=folder)
         try:
             fits = crossover.device_fits(coef, dev)
-            fit = crossover.fit_table(fits)
+            fit = crossover.fit_table(fits, dev)
             fitted = crossover.fitted_device(dev, fits)
             seed = crossover.seed_table(coef, fitted)
         finally:
@@ -173,10 +174,21 @@ def check_gpu_results(c):
     c.expect(abs(got / want - 1) < 0.02 and abs(
         crossover.seed_table_model(coef, dev)[0]["ours"]["window"] / want - 1) > 0.1,
         f"the 128K window modelled with the fitted parameters: {got} s, the GPU's {want} s")
+    # the measured speed-ups: at 4K and w = 512 (12 % of the causal entries) each kernel against
+    # the made-up GPU's dense time, and the fitted model's beside it
+    row = next((x for x in fit.splitlines() if x.startswith("| 4K | `causal_window:w=512` |")), "")
+    want = {}
+    g = cm.band_geometry(4096, 1 - 512, 0, True)
+    td = cm.pipeline_time(crossover.dense_stages(4096, coef, shape), truth)[1]
+    for k in ("window", "block_sparse", "gather"):
+        want[k] = crossover.fmt_x(td / cm.pipeline_time(
+            crossover.tile_kernel_stages(k, g, coef, shape, None), truth)[1])
+    c.expect(row.count("|") == 7 and all(f" {want[k]} (" in row for k in want),
+             f"the measured speed-ups at 4K, w = 512: {row!r}, want {want}")
     c.expect(crossover.device_label(fitted).endswith("parameters fitted to NVIDIA-TEST"),
              f"the figures' label: {crossover.device_label(fitted)}")
     c.expect("| NVIDIA-TEST | " in fit, f"fit table:\n{fit}")
-    largest = float(fit.split("| NVIDIA-TEST |")[1].split("|")[-2].split("%")[0])
+    largest = float(fit.split("| NVIDIA-TEST |")[1].split("\n")[0].split("|")[-2].split("%")[0])
     c.expect(largest < 2.0, f"the fit's largest error on model-made times: {largest} %")
     c.expect("measured on NVIDIA-TEST" in seed and "dense 400 ms" in seed,
              f"the 128K table's measured column:\n{seed}")
