@@ -137,11 +137,14 @@ def flex(q, k, v, spec, doc=None, table=None, block=128):
                               return_lse=True)
 
 
-def explicit_mask_and_bias(spec, H, lq, lk, doc=None, table=None, device=None):
+def explicit_mask_and_bias(spec, H, lq, lk, doc=None, table=None, device=None, rows=None,
+                           dtype=torch.float64):
     """The same modification as dense tensors, built from index grids without FlexAttention:
-    a boolean mask [lq, lk] (None: none) and an additive bias [H, lq, lk] (None: none)."""
+    a boolean mask [lq, lk] (None: none) and an additive bias [H, lq, lk] of dtype (None: none);
+    rows (an int tensor of query rows): those rows only, [len(rows), lk]."""
     name, value = parse_spec(spec)
-    a = torch.arange(lq, device=device).unsqueeze(1) + (lk - lq)  # aligned query positions
+    i = torch.arange(lq, device=device) if rows is None else rows
+    a = i.unsqueeze(1) + (lk - lq)  # aligned query positions
     j = torch.arange(lk, device=device).unsqueeze(0)
     causal = j <= a
     mask = {"causal": causal, "alibi": causal, "softcap": causal,
@@ -152,9 +155,9 @@ def explicit_mask_and_bias(spec, H, lq, lk, doc=None, table=None, device=None):
     bias = None
     if name == "alibi":
         slopes = torch.tensor(alibi_slopes(H), dtype=torch.float64, device=device)
-        bias = slopes.view(H, 1, 1) * (j - a).double()
+        bias = torch.stack([(slopes[h] * (j - a).double()).to(dtype) for h in range(H)])
     if name == "rel_bias":
-        bias = table.double()[:, ((a - j).clamp(-value, value) + value)]
+        bias = table.double()[:, ((a - j).clamp(-value, value) + value)].to(dtype)
     return mask, bias
 
 

@@ -24,6 +24,7 @@
 #include "attn/cli.h"
 #include "attn/device.h"
 #include "attn/example.h"
+#include "attn/profile.h"
 #include "attn/tensor.h"
 #include "flex_attention.h"
 
@@ -516,6 +517,13 @@ static int build(void *state, const attn_example *ex, const bool *selected, cons
         flex_create_block_mask(&dev, p->B, &s->blocks_dev, s->d_counts) != 0 ||
         check_block_mask(s, p) != 0)
         return 1;
+    /* --profile: create_block_mask's launches are not a kernel's; shown on their own */
+    attn_profile made;
+    if (attn_profile_collect(NULL, &made) > 0 && !quiet)
+        printf("profile of create_block_mask (%llu launches): %llu global requests, %.3g MB from "
+               "DRAM, the mask_mod on %.0f entries\n",
+               made.launches, made.global_requests, made.dram_bytes * 1e-6,
+               (double)p->B * p->Lq * p->Lk);
     /* flex_no_block_mask's: every tile of every row PARTIAL */
     for (size_t r = 0; r < rows; ++r) {
         s->partial.kv_num_blocks[r] = s->partial.num_k_blocks;

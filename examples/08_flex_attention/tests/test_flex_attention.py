@@ -10,7 +10,10 @@
      of 64, where FlexAttention's padding rule and the C one agree);
   4. RoPE: the rotate-half formula against the complex-number form, and the scores' dependence
      on relative positions only;
-  5. the C program's dumps (--dump), per modification: PyTorch's FlexAttention on the dumped
+  5. benchmarks' peers (bench_gpu.py, run on a GPU by benchmarks/gpu.sh): on the CPU, small,
+     FlexAttention (eager) and SDPA with the explicit mask/bias pass the check the benchmark
+     applies before timing them;
+  6. the C program's dumps (--dump), per modification: PyTorch's FlexAttention on the dumped
      inputs equals the C double-precision reference (O and LSE), the kernels' outputs are within
      fp16/bf16 rounding of it, the dumped ALiBi slopes are the paper's, the dumped block mask is
      the tiles of PyTorch's mask, and with --rope the dumped rotated Q and K are PyTorch's RoPE
@@ -126,6 +129,21 @@ def check_rope(c):
     close(c, s1, s0, 1e-4, "RoPE scores depend on relative positions only (fp32 angles)")
 
 
+def check_bench_peers(c):
+    _b = importlib.util.spec_from_file_location("bench_gpu", os.path.join(HERE, "..", "bench_gpu.py"))
+    bench = importlib.util.module_from_spec(_b)
+    _b.loader.exec_module(bench)
+    for spec in bench.MODS:
+        impls, check = bench.peers(torch, fx, dict(mod=spec, L=200, D=64), "cpu", check_rows=16)
+        for name, fn in impls.items():
+            if fn is None:
+                c.expect(spec.startswith("softcap") and name == "sdpa_explicit",
+                         f"bench_gpu.py: only softcap has no SDPA form ({spec}, {name})")
+                continue
+            ok, err = check(fn())
+            c.expect(ok, f"bench_gpu.py's {name} on {spec} (CPU, L=200): error {err:.2e}")
+
+
 # ---- the C program's dumps ---------------------------------------------------------------------
 
 RUNS = [  # (spec, extra flags, B, H, Lq, Lk, D, dtype)
@@ -198,6 +216,7 @@ def c_dump(c, program):
 
 
 if __name__ == "__main__":
-    sys.exit(main(__doc__, [check_against_sdpa, check_alibi_slopes, check_block_mask, check_rope],
+    sys.exit(main(__doc__, [check_against_sdpa, check_alibi_slopes, check_block_mask, check_rope,
+                            check_bench_peers],
                   c_dump=c_dump, c_dump_help="the example's program (flex_attention_sim): run "
                                              "with --dump, its tensors compared"))
