@@ -56,8 +56,6 @@ int flex_parse_spec(const char *text, flex_spec *out, char *why, size_t len);
 void flex_format_spec(const flex_spec *s, char *out, size_t len);
 /* One line per compiled modification, for --help. */
 void flex_spec_usage(FILE *f);
-/* True if the kind has a mask_mod (rel_bias has none: every tile is FULL). */
-bool flex_has_mask(flex_kind kind);
 
 /* Everything the functors of one problem are made of; pointers in host memory for the reference,
  * in device memory for the kernels. */

@@ -155,8 +155,8 @@ template <class F> FLEX_HD F flex_alibi_slope(int h, int H) {
 
 /* The slopes come as a table made once by flex_alibi_slope (rounded to fp32, for the reference
  * and the kernels alike): the score_mod then reads m_h, the same address for every score of a
- * head, rather than computing an exp2 per score (what a per-score call costs: README, "What the
- * compiler makes of a modification"). */
+ * head, rather than computing an exp2 per score (what a per-score call costs: README,
+ * "Measured: what the compiler makes of a modification"). */
 struct flex_alibi {
     const float *slopes; /* [H]: host memory for the reference, device memory for a kernel */
     int off;

@@ -46,8 +46,6 @@ static const spec_info specs[FLEX_KINDS] = {
     {"rel_bias", "r", "no mask_mod, score_mod s + bias[h][clamp(q - kv, -r, r)] (--bias-table)"},
 };
 
-bool flex_has_mask(flex_kind kind) { return kind != FLEX_REL_BIAS; }
-
 void flex_spec_usage(FILE *f) {
     fprintf(f, "\n--mod SPEC: the compiled modifications (one kernel each per dtype and D):\n");
     for (int k = 0; k < FLEX_KINDS; ++k) {
