@@ -255,16 +255,6 @@ __global__ void flex_lists_kernel(const int32_t *__restrict__ counts, // [B][nq]
 #define FLEX_STEP __device__ __attribute__((noinline))
 #endif
 
-__device__ __forceinline__ float flex_to_float(__half x) { return __half2float(x); }
-__device__ __forceinline__ float flex_to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <typename T> __device__ __forceinline__ T flex_from_float(float x);
-template <> __device__ __forceinline__ __half flex_from_float<__half>(float x) {
-    return __float2half_rn(x);
-}
-template <> __device__ __forceinline__ __nv_bfloat16 flex_from_float<__nv_bfloat16>(float x) {
-    return __float2bfloat16_rn(x);
-}
-
 /* RoPE on a 64-row tile in shared memory, in place: row r is at position pos0 + r. Thread x
  * turns the pairs (c, c + D/2) with c = x % (D/2) of rows x / (D/2), x / (D/2) + 128 / (D/2), ...
  * (D/2 divides the 128 threads, so each thread needs one frequency). The rotated values are
@@ -279,10 +269,9 @@ FLEX_STEP void flex_rope_tile(T *tile, // [64][D + 8] shared
     for (int r = threadIdx.x / (D / 2); r < BR; r += WARPS * 32 / (D / 2)) {
         T *row = tile + Lay::at(r, 0);
         float y1, y2;
-        flex_rope_pair<float>(flex_to_float(row[c]), flex_to_float(row[c + D / 2]), pos0 + r, f,
-                              &y1, &y2);
-        row[c] = flex_from_float<T>(y1);
-        row[c + D / 2] = flex_from_float<T>(y2);
+        flex_rope_pair<float>(float(row[c]), float(row[c + D / 2]), pos0 + r, f, &y1, &y2);
+        row[c] = T(y1); /* the 16-bit types' conversions round to nearest */
+        row[c + D / 2] = T(y2);
     }
 }
 
