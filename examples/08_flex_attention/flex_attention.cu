@@ -318,7 +318,11 @@ FLEX_STEP void flex_finish(T *o, float (&of)[D / 8][4], const float (&m)[2], flo
 
 /* The modification on this warp's S tile (16 rows x 64 keys, C layout: element (nt, x) is row
  * rows[x >> 1], key j0 + 8 nt + 2t + (x & 1)): scaled, score_mod'ed, in log2 units, and -inf
- * where BOUNDS finds a key past Lk or MASK finds !mask_mod. Returns the mask_mod calls made. */
+ * where BOUNDS finds a key past Lk or MASK finds !mask_mod. Every element runs the same
+ * straight-line code: the functors are evaluated on every entry of the tile (FlexAttention's
+ * order: score_mod, then the mask), a key past Lk asking about key Lk - 1 (its result is dropped
+ * by the bound), so that loads a functor makes for a whole head (ALiBi's slope) are made once,
+ * not once per visible entry. Returns the mask_mod calls made. */
 template <bool MASK, bool BOUNDS, class Mod>
 __device__ __forceinline__ unsigned flex_modify(float (&s)[BC / 8][4], const Mod &mod, int b, int h,
                                                 const int (&rows)[2], int j0, int Lk, float scale,
@@ -328,15 +332,18 @@ __device__ __forceinline__ unsigned flex_modify(float (&s)[BC / 8][4], const Mod
     for (int nt = 0; nt < BC / 8; ++nt)
         for (int x = 0; x < 4; ++x) {
             const int key = j0 + nt * 8 + 2 * t + (x & 1), i = rows[x >> 1];
+            const int kv = BOUNDS ? min(key, Lk - 1) : key; /* a key that exists */
             bool keep = !BOUNDS || key < Lk;
-            if (MASK && keep) {
+            if (MASK) {
                 ++calls;
-                keep = mod.mask(b, h, i, key);
+                keep = mod.mask(b, h, i, kv) && keep;
             }
+            float sc;
             if constexpr (flex_is_identity<decltype(mod.score)>::value)
-                s[nt][x] = keep ? s[nt][x] * scale2 : -INFINITY;
+                sc = s[nt][x] * scale2;
             else
-                s[nt][x] = keep ? mod.score(s[nt][x] * scale, b, h, i, key) * LOG2E : -INFINITY;
+                sc = mod.score(s[nt][x] * scale, b, h, i, kv) * LOG2E;
+            s[nt][x] = keep ? sc : -INFINITY;
         }
     return calls;
 }

@@ -50,8 +50,9 @@ void flex_spec_usage(FILE *f) {
     fprintf(f, "\n--mod SPEC: the compiled modifications (one kernel each per dtype and D):\n");
     for (int k = 0; k < FLEX_KINDS; ++k) {
         char name[48];
+        static const char *value[FLEX_KINDS] = {"", "=W", "=P", "", "", "=C", "=R"};
         snprintf(name, sizeof name, "%s%s%s%s", specs[k].name, specs[k].param ? ":" : "",
-                 specs[k].param ? specs[k].param : "", specs[k].param ? "=N" : "");
+                 specs[k].param ? specs[k].param : "", value[k]);
         fprintf(f, "  %-20s %s\n", name, specs[k].what);
     }
 }
