@@ -80,7 +80,7 @@ def sim_table(recs):
     by = {(r["mod"], r["kernel"], r["rope"]): r for r in recs}
     lines = [
         "| modification | tiles per head: FULL / PARTIAL / EMPTY | flex: mask_mod calls in FULL "
-        "/ PARTIAL tiles | flex_no_block_mask: calls | K/V global requests: dense_fa2 / flex / "
+        "/ PARTIAL tiles | flex_no_block_mask: calls | global requests: dense_fa2 / flex / "
         "no block mask | mma: dense_fa2 / flex | DRAM MB: dense_fa2 / flex |",
         "|---|---|---|---|---|---|---|"]
     for mod in SIM_MODS:

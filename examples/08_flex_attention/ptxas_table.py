@@ -80,7 +80,7 @@ def kernel_of(plain):
 
 
 def sass_counts(cuobjdump, binary):
-    """{arch: {mangled: SASS instructions}} from cuobjdump -sass."""
+    """{arch: {mangled: (SASS instructions, global loads LDG)}} from cuobjdump -sass."""
     out, arch, func = {}, None, None
     for line in ru.run([cuobjdump, "-sass", binary]).splitlines():
         m = re.match(r"\s*arch = (sm_\d+)", line)
@@ -89,9 +89,10 @@ def sass_counts(cuobjdump, binary):
         m = re.match(r"\s*Function : (\S+)", line)
         if m:
             func = m.group(1)
-            out.setdefault(arch, {})[func] = 0
+            out.setdefault(arch, {})[func] = [0, 0]
         if func and re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+\S", line):
-            out[arch][func] += 1
+            out[arch][func][0] += 1
+            out[arch][func][1] += bool(re.search(r"\bLDG\b", line))
     return out
 
 
@@ -121,7 +122,8 @@ def measure(build, cuobjdump, ptxas):
                 per_arch[arch] = {"registers": r["registers"], "stack_bytes": r["stack_bytes"],
                                   "spill_store_bytes": s["spill_store_bytes"],
                                   "spill_load_bytes": s["spill_load_bytes"],
-                                  "sass_instructions": sass[arch][mangled],
+                                  "sass_instructions": sass[arch][mangled][0],
+                                  "global_loads": sass[arch][mangled][1],
                                   "blocks_per_sm": occ["blocks_per_sm"],
                                   "occupancy": occ["occupancy"], "limited_by": occ["limited_by"]}
             rows.append({"example": what, "kernel": kernel, "mod": mod, "dtype": dtype, "D": D,
@@ -135,8 +137,9 @@ def table(data):
     order = ["fa2_mma"] + [name for name, _ in MODS]
     key = lambda r: (r["D"], order.index(r["mod"] or "fa2_mma"))
     lines = ["| kernel | modification | D | registers sm_90 | registers sm_80 | spill stores / "
-             "loads (B) | stack (B) | SASS instructions sm_90 | blocks / SM sm_90 (limited by) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "loads (B) | stack (B) | SASS instructions sm_90 | of which global loads (LDG) | "
+             "blocks / SM sm_90 (limited by) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     groups = {}
     for r in sorted(rows, key=key):
         groups.setdefault((r["kernel"], r["mod"], r["D"]), {})[r["dtype"]] = r["resources"]
@@ -151,7 +154,8 @@ def table(data):
         what = "plain (example 03)" if mod is None else f"`{mod}`"
         lines.append(f"| `{kernel}` | {what} | {D} | {both('sm_90', 'registers')} | "
                      f"{both('sm_80', 'registers')} | {spill} / {spill_l} | {stack} | "
-                     f"{both('sm_90', 'sass_instructions')} | {r90['blocks_per_sm']} "
+                     f"{both('sm_90', 'sass_instructions')} | {both('sm_90', 'global_loads')} | "
+                     f"{r90['blocks_per_sm']} "
                      f"({', '.join(r90['limited_by'])}) |")
     return "\n".join(lines)
 
