@@ -17,9 +17,9 @@
  *     ./build/sim/examples/08_flex_attention/flex_attention_sim --kernel 2 --mod document
  *   3 flex_no_block_mask  version 2 with every tile listed PARTIAL: the mask_mod on every entry,
  *                         EMPTY tiles computed too (what a mask_mod costs without a block mask)
- *     ./build/sim/examples/08_flex_attention/flex_attention_sim --kernel 3 --mod
- * sliding_window:w=64 4 flex_rope           version 2 with rotary position embeddings fused: reads
- * Q and K before rotation and rotates each tile in shared memory on load (needs --rope)
+ *     ./build/sim/examples/08_flex_attention/flex_attention_sim --kernel 3 -L 300
+ *   4 flex_rope           version 2 with rotary position embeddings fused: reads Q and K before
+ *                         rotation and rotates each tile in shared memory on load (needs --rope)
  *     ./build/sim/examples/08_flex_attention/flex_attention_sim --kernel 4 --mod alibi --rope
  * (On a GPU build use build/gpu/.../flex_attention_gpu.) Versions 2-4: fp16/bf16 inputs, fp32
  * accumulation, D = 64 or 128, any L (tail tiles), Lq != Lk (queries aligned bottom-right), the
