@@ -11,7 +11,7 @@
 #
 # Usage: benchmarks/gpu.sh [--steps LIST] [--quick]
 #   --steps   comma-separated, in this order (default all):
-#             build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,crossover,plots
+#             build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,crossover,example08,plots
 #             c: bench_attention --grid dense; torch: the SDPA backends and naive PyTorch on the
 #             same grid; fp32: examples 01/02 and FA2 v1 (fp32) at B=1 H=16 D=64; flex:
 #             FlexAttention (compiled once per shape: the slowest step); sparse: example 04's
@@ -23,18 +23,22 @@
 #             crossover: the crossover lab's kernels (bench_attention --grid crossover) and the
 #             course's 128K table (--grid seed-128k; bench_torch.py --grid seed-128k: SDPA dense
 #             and torch.sparse), to which benchmarks/crossover.py fits its cost model and whose
-#             measured columns replace "model" in its tables; plots: figures + tables
+#             measured columns replace "model" in its tables;
+#             example08: example 08's modifications (causal, 8 documents, ALiBi, soft-cap) at
+#             L 1k-16k, D 64/128, beside compiled FlexAttention and SDPA with an explicit
+#             mask/bias (examples/08_flex_attention/bench_gpu.py, flex08.jsonl);
+#             plots: figures + tables
 #   --quick   L up to 4k only (a first look in about three minutes)
 # Each step stops starting new problems when its time budget is spent (--budget-s), so the whole
 # script stays within about 13 minutes on an H100, 21 with the crossover step (its budgets: 8
-# minutes); c and torch rewrite their file, the other steps append to it (rerun c or torch before
-# rerunning one of those alone).
+# minutes), plus example08's budget of 10 minutes (not measured yet); c and torch rewrite their
+# file, the other steps append to it (rerun c or torch before rerunning one of those alone).
 # Without a GPU it says so and exits 77.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
-steps="build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,crossover,plots"
+steps="build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,crossover,example08,plots"
 quick=0
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -155,6 +159,19 @@ if has crossover; then
     ran+=(crossover)
 fi
 
+if has example08; then
+    say "example 08: FlexAttention in CUDA C beside compiled FlexAttention and SDPA (budget 600 s)"
+    cmake --build "$build" -j "$(nproc)" --target flex_attention_gpu >>"$out/.build.log" 2>&1 ||
+        { tail -50 "$out/.build.log"; exit 1; }
+    l08=()
+    [ $quick -eq 1 ] && l08=(--L 1024,2048,4096)
+    rm -f "$out/flex08.jsonl"
+    "$py" examples/08_flex_attention/bench_gpu.py "${l08[@]}" --budget-s 600 --commit "$commit" \
+        --program "$build/examples/08_flex_attention/flex_attention_gpu" --out "$out/flex08.jsonl" ||
+        echo "warning: bench_gpu.py (example 08) reported failures" >&2
+    ran+=(example08)
+fi
+
 nvcc_version=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' || true)
 torch_version=$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none)
 cat >"$out/meta.json" <<EOF
@@ -169,5 +186,6 @@ if has plots; then
     "$py" benchmarks/memory_analysis.py --results "$out" | tail -5
     python3 benchmarks/update_tables.py
     "$py" benchmarks/crossover.py # the crossover lab: the model fitted to crossover*.jsonl
+    python3 examples/08_flex_attention/make_tables.py
 fi
 say "done: commit $out and the READMEs (git add $out benchmarks/README.md)"

@@ -2,7 +2,8 @@
  *
  * For each query row (b, h, i), in double precision:
  *
- *     s_j = scale * sum_d q[i,d] * k[j,d]          for every key j the row sees
+ *     s_j = scale * sum_d q[i,d] * k[j,d]          for every key j the row sees (then, with a
+ *                                                   score modification, s_j = score(.., s_j))
  *     m   = max_j s_j                               (subtracted before exp: exp(s_j - m) <= 1, so
  *     l   = sum_j exp(s_j - m)                       scores of +-1000 cannot overflow)
  *     o_d = sum_j exp(s_j - m) * v[j,d] / l
@@ -26,6 +27,14 @@
 
 #include "attn/tensor.h"
 
+/* The score of entry (i, j) of row r: scale * q.k, or what the mask's score modification makes
+ * of it (FlexAttention's score_mod). */
+static double modified_score(const attn_mask *mask, const attn_row *r, int j, double s) {
+    return mask != NULL && mask->score != NULL
+               ? mask->score(mask->score_ctx, r->b, r->h, r->i, j, s)
+               : s;
+}
+
 /* ---- double-precision reference -------------------------------------------------------------- */
 
 static double dot_double(const float *x, const float *y, int n) {
@@ -46,7 +55,7 @@ static void reference_row(const attn_problem *p, const attn_mask *mask, const at
         s[j] = -INFINITY; /* masked: exp(-inf - m) = 0 */
         if (attn_entry_visible(p, mask, r->b, r->h, r->i, j)) {
             const float *kj = k + attn_problem_row_offset(p, false, r->b, r->h, j);
-            s[j] = (double)p->scale * dot_double(qi, kj, D);
+            s[j] = modified_score(mask, r, j, (double)p->scale * dot_double(qi, kj, D));
             m = s[j] > m ? s[j] : m;
         }
     }
@@ -102,7 +111,7 @@ static void lowp_row(const attn_problem *p, const attn_mask *mask, const attn_ro
         s[j] = -INFINITY;
         if (attn_entry_visible(p, mask, r->b, r->h, r->i, j)) {
             const float *kj = k + attn_problem_row_offset(p, false, r->b, r->h, j);
-            s[j] = p->scale * dot_float(qi, kj, D);
+            s[j] = (float)modified_score(mask, r, j, p->scale * dot_float(qi, kj, D));
             m = s[j] > m ? s[j] : m;
         }
     }
