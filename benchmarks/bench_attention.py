@@ -52,6 +52,11 @@ def program():
 
 
 def main(argv):
+    if argv[:1] in (["-h"], ["--help"]):  # this launcher's help, and the program's where built
+        print(__doc__.strip(), flush=True)
+        built = [p for p in (os.path.join(ROOT, "build", b, "benchmarks", f"bench_attention_{b}")
+                             for b in ("sim", "gpu")) if os.access(p, os.X_OK)]
+        return subprocess.call([built[0], "--help"]) if built else 0
     exe = program()
     args = argv or ["--grid", "seed-table", "--table"]
     print(f"running {os.path.relpath(exe)} {' '.join(args)}", file=sys.stderr, flush=True)

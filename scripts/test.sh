@@ -22,7 +22,7 @@ for arg in "$@"; do
     --fast) fast=1 ;;
     --no-python) python=0 ;;
     -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
-    *) die "unknown option '$arg' (see --help)" ;;
+    *) echo "error: unknown option '$arg' (see scripts/test.sh --help)" >&2; exit 2 ;;
     esac
 done
 
