@@ -101,7 +101,7 @@ def plot(out_dir, points):
     fig.tight_layout()
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "memory_model.png")
-    fig.savefig(path, dpi=110, metadata={"Software": None})  # no version: the same bytes
+    fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
