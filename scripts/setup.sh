@@ -68,10 +68,13 @@ attn_need_venv() {
         say "using $ATTN_PY: it has PyTorch, NumPy and Matplotlib"
         return 0
     fi
-    say "setting up the Python environment in .venv (PyTorch, NumPy, Matplotlib; first time only)"
+    say "setting up the Python environment in .venv (PyTorch, NumPy, Matplotlib; first time" \
+        "only: PyPI's PyTorch brings its CUDA libraries, about 5.6 GB on disk)"
     [ -x "$ATTN_PY" ] || python3 -m venv "$ROOT/.venv" || die "python3 -m venv .venv failed"
-    "$ATTN_PY" -m pip install -q --disable-pip-version-check -r "$ROOT/requirements.txt" ||
-        die "pip install -r requirements.txt failed (is PyPI reachable?)"
+    local quiet=(-q) # pip's progress bars where someone watches (a terminal); quiet in a log
+    [ -t 1 ] && quiet=()
+    "$ATTN_PY" -m pip install "${quiet[@]}" --disable-pip-version-check \
+        -r "$ROOT/requirements.txt" || die "pip install -r requirements.txt failed (is PyPI reachable?)"
 }
 
 # Is an NVIDIA compiler here? (The gpu backend builds wherever nvcc is, GPU or not.)
