@@ -37,6 +37,11 @@ while [ $# -gt 0 ]; do
     esac
 done
 
+# An example number no folder has: said at once, before any configure or build.
+if [ -n "$only" ] && ! compgen -G "examples/${only}_*/CMakeLists.txt" >/dev/null; then
+    echo "error: no example $only in this checkout (ls examples/)" >&2
+    exit 2
+fi
 attn_need_build_tools
 if attn_have_gpu; then
     preset=gpu backend=gpu
