@@ -22,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 
+import bench_results
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIM_RESULTS = "benchmarks/results/cudasim-AMD-EPYC-2-cores"
 # (command, run from the repository root; the figures it draws, as glob patterns)
@@ -100,8 +102,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-        sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
-                 "run scripts/setup.sh --python, then use .venv/bin/python")
+    bench_results.run_main(main)

@@ -136,8 +136,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-        sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
-                 "run scripts/setup.sh --python, then use .venv/bin/python")
+    bench_results.run_main(main)
