@@ -55,8 +55,8 @@ def main(argv):
     check((HEADER + MODEL if model else HEADER + "\n") in out + "\n",
           f"header is not {HEADER + (MODEL if model else '')!r}")
     if not model:
-        check("No modelled columns (DRAM bytes, FLOP per DRAM byte, roofline bound on an H100): "
-              "the profile needs kernels compiled with the simulator's instrumentation" in out,
+        check("No modelled columns (DRAM bytes, FLOPs, FLOP per DRAM byte, roofline bound on an "
+              "H100): the profile needs kernels compiled with the simulator's instrumentation" in out,
               "no line saying how to get the modelled columns")
     table = {}
     for line in out.splitlines():
