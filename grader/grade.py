@@ -571,6 +571,7 @@ class Results:
         self.tests = []
         self.start = time.time()
         self.sandbox = None
+        self.hint = None
 
     def add(self, name, score, max_score, status, output, visibility, case=None):
         self.tests.append({"name": name, "score": round(score, 4), "max_score": max_score,
@@ -622,11 +623,31 @@ class Results:
         details = [t for t in self.tests if t["status"] == "failed"]
         if details:
             lines += ["", "## Failures", ""]
+            if self.hint:
+                lines += [f"Hint: {self.hint}", ""]
             for t in details:
                 case = t["_case"]
                 how = (f" (`--seed {case.seed} {' '.join(case.args)}`)" if case else "")
                 lines += [f"### {t['name']}{how}", "", "```", t["output"], "```", ""]
         return "\n".join(lines) + "\n"
+
+
+# The failures whose source line only the checked build (sim-check) names: wrong values (a race
+# such as a missing __syncthreads() gives those) and a read past an input's end.
+LINE_UNKNOWN = ("differs from the", "read past the end", "NaN/inf")
+
+
+def checked_build_hint(spec, build, tests):
+    """One line pointing to the sim-check build, or None (a GPU or a checked build already)."""
+    if build.backend != "sim" or build.info.get("sim_check", "").upper() in ("ON", "1", "TRUE"):
+        return None
+    if not any(t["status"] == "failed" and any(w in t["output"] for w in LINE_UNKNOWN)
+               for t in tests):
+        return None
+    return (f"a race (a missing __syncthreads()) shows here only as wrong values, and a read past "
+            f"an input's end without its source line; the checked build names both lines: "
+            f"scripts/grade.sh {spec['exercise']} --build-dir build/sim-check (it configures "
+            f"build/sim-check the first time; clang-14)")
 
 
 def grade_submission(spec, build, submission, outdir, args, secret, label=None):
@@ -677,6 +698,9 @@ def grade_submission(spec, build, submission, outdir, args, secret, label=None):
                         f"  {shown}", args.quiet)
     order = {c.name: n for n, c in enumerate(cases)}
     res.tests.sort(key=lambda t: order.get(t["name"], -1))
+    res.hint = checked_build_hint(spec, build, res.tests)
+    if res.hint:
+        say(f"{prefix}hint: {res.hint}", args.quiet)
     res.write()
     with open(os.path.join(outdir, "report.md"), "w") as f:
         f.write(res.report())

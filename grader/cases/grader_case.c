@@ -267,6 +267,23 @@ void grader_set_hints(const grader_hint *h, int n) {
     num_hints = n;
 }
 
+/* O was wrong: append whether the LSE (m_i + log l_i) is right. A right LSE with a wrong O puts
+ * the bug in the accumulator (its rescale by exp(m_old - m_new), or the division by l_i), not in
+ * the running max and sum. */
+static void lse_verdict(grader_result *r, const attn_check_result *cl) {
+    size_t used = strlen(r->message);
+    if (cl->pass) {
+        snprintf(r->message + used, sizeof r->message - used,
+                 "; the LSE is correct (m_i and l_i are right: look at the accumulator)");
+        return;
+    }
+    char was[sizeof r->message];
+    snprintf(was, sizeof was, "%s", r->message);
+    grader_result lse = {0};
+    mismatch_message(&lse, "LSE", "reference", cl);
+    snprintf(r->message, sizeof r->message, "%.400s; the %.230s", was, lse.message);
+}
+
 /* The first hint whose reference the output matches: its text before the message. */
 static void diagnose(run_state *s, const grader_case *c, float *scratch, float *scratch_lse,
                      grader_result *r) {
@@ -320,9 +337,16 @@ static int run_checks(run_state *s, const grader_case *c, const attn_kernel *sub
     }
     attn_check_result cr = attn_check_output(p, s->out, ref, NULL, c->cli.amplitude);
     r->max_err = cr.max_abs_err;
+    /* The solution writes the LSE: so must the submission (all NaN: it does not). */
+    const bool lse_checked = !all_nan(sol_lse, lse_elems);
+    attn_check_result cl = {0};
+    if (lse_checked)
+        cl = attn_check_lse(p, s->lse, ref_lse);
     if (!cr.pass) {
         mismatch_message(r, "O", "reference", &cr);
         diagnose(s, c, sol_out, sol_lse, r); /* the solution's copies are not needed any more */
+        if (lse_checked)
+            lse_verdict(r, &cl);
         goto done;
     }
     attn_check_result cs = attn_check_output(p, s->out, sol_out, NULL, c->cli.amplitude);
@@ -330,16 +354,14 @@ static int run_checks(run_state *s, const grader_case *c, const attn_kernel *sub
         mismatch_message(r, "O", "solution kernel's output", &cs);
         goto done;
     }
-    if (!all_nan(sol_lse, lse_elems)) { /* the solution writes the LSE: so must the submission */
-        attn_check_result cl = attn_check_lse(p, s->lse, ref_lse);
-        if (!cl.pass) {
-            mismatch_message(r, "LSE", "reference", &cl);
-            goto done;
-        }
+    if (lse_checked && !cl.pass) {
+        mismatch_message(r, "LSE", "reference", &cl);
+        goto done;
     }
     r->passed = true;
     r->fraction = 1.0;
-    snprintf(r->message, sizeof r->message, "correct (max abs error %.2g)", cr.max_abs_err);
+    snprintf(r->message, sizeof r->message, "correct (max abs error %.2g%s)", cr.max_abs_err,
+             lse_checked ? "; LSE correct" : "");
     status = 0;
 
     if (c->perf) {

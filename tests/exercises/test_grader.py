@@ -6,7 +6,8 @@ grader").
 
 CHECK is one of: solution, skeleton, planted:<name>, hang, crash, compile_error, class,
 hidden, usage, gradescope. A planted bug (planted.json) has "why", "replace" (exact
-[text, replacement] pairs), and optionally "expect" (a message the grader must print), "fails"
+[text, replacement] pairs), and optionally "expect" (a message the grader must print),
+"expect_unchecked" (one it must print on a simulator build other than sim-check), "fails"
 (cases that must lose their points), "sanitizers" (also run in those presets) and "special" (used
 by one of the named checks, not as a planted:<name> test). Every check runs grader/grade.py as a
 user would (a subprocess) and reads the results.json it writes. Planted bugs are made from the
@@ -104,6 +105,15 @@ def list_planted(exercise, sanitizer):
             print(name)
 
 
+def unchecked_sim(args):
+    """Is args.build_dir a simulator build other than the checked one (sim-check)?"""
+    info = os.path.join(args.build_dir, "grader", f"{args.exercise}.sim.json")
+    if not os.path.isfile(info):
+        return False  # the GPU build
+    with open(info) as f:
+        return json.load(f).get("sim_check", "").upper() not in ("ON", "1", "TRUE")
+
+
 def planted_copy(args, name):
     """The solution with the planted bug `name`, written to a temp file."""
     spec = spec_of(args.exercise)
@@ -199,6 +209,9 @@ def check_planted(args, name):
         fail(f"planted bug '{name}' ({bug['why']}) lost no points")
     if bug.get("expect") and bug["expect"] not in out:
         fail(f"planted bug '{name}': expected the message {bug['expect']!r}")
+    wanted = bug.get("expect_unchecked")
+    if wanted and unchecked_sim(args) and wanted not in out:
+        fail(f"planted bug '{name}': expected the message {bug['expect_unchecked']!r}")
     by_name = {t["name"]: t for t in res["tests"]}
     for case in bug.get("fails", []):  # cases that must lose their points (others may too)
         if case not in by_name or by_name[case]["score"] >= by_name[case]["max_score"]:
