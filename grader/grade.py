@@ -632,20 +632,22 @@ class Results:
         return "\n".join(lines) + "\n"
 
 
-# The failures whose source line only the checked build (sim-check) names: wrong values (a race
-# such as a missing __syncthreads() gives those) and a read past an input's end.
-LINE_UNKNOWN = ("differs from the", "read past the end", "NaN/inf")
+# Wrong values, which a race (a missing __syncthreads()) gives on a plain simulator build, where
+# only the checked build (sim-check) names the race's two source lines. (A read past an input's
+# end is named by input, thread and byte in both builds: no hint for it.)
+WRONG_VALUES = ("differs from the", "NaN/inf")
 
 
 def checked_build_hint(spec, build, tests):
-    """One line pointing to the sim-check build, or None (a GPU or a checked build already)."""
+    """One line pointing to the sim-check build after wrong values, or None (a GPU or a checked
+    build already, or no wrong values)."""
     if build.backend != "sim" or build.info.get("sim_check", "").upper() in ("ON", "1", "TRUE"):
         return None
-    if not any(t["status"] == "failed" and any(w in t["output"] for w in LINE_UNKNOWN)
+    if not any(t["status"] == "failed" and any(w in t["output"] for w in WRONG_VALUES)
                for t in tests):
         return None
-    return (f"a race (a missing __syncthreads()) shows here only as wrong values, and a read past "
-            f"an input's end without its source line; the checked build names both lines: "
+    return (f"wrong values can come from a race (a missing __syncthreads()), which this build "
+            f"cannot see; the checked build names the race's two source lines: "
             f"scripts/grade.sh {spec['exercise']} --build-dir build/sim-check (it configures "
             f"build/sim-check the first time; clang-14)")
 
