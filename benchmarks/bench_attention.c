@@ -116,27 +116,33 @@ typedef struct grid_preset {
     }
 
 /* The course's comparison table: naive (example 01), flash (02), flash-v2 (03's fa2_mma, f16) and
- * a sliding window of 512 keys (04's window kernel, window:w=256: 2w+1 = 513 keys per query),
- * non-causal, D=64; --table prints it. One block per row: its kernel, dtype and pattern. */
+ * a sliding window (04's window kernel), non-causal, D=64; --table prints it. One block per row:
+ * its kernel, dtype and pattern. On a GPU the window keeps 2w+1 = 513 keys per query
+ * (window:w=256) at L = 2048 and 8192: 25 % and 6.2 % of the score matrix. */
 #define SEED_ROW(B, H, L1, L2, impl, label, dtype, pattern)                                        \
     { LIST(B), LIST(H), LIST(L1, L2), LIST(64), LIST(dtype), LIST(0), pattern, impl, label }
 #define SEED_DENSE                                                                                 \
     0, { NULL }
-#define SEED_WINDOW                                                                                \
-    1, { "window:w=256" }
-#define SEED_ROWS(B, H, L1, L2)                                                                    \
+#define SEED_PATTERN(spec)                                                                         \
+    1, { spec }
+#define SEED_ROWS(B, H, L1, L2, window, window_label)                                              \
     {                                                                                              \
         SEED_ROW(B, H, L1, L2, "01_attention_basics/naive", "naive (01)", F32, SEED_DENSE),        \
             SEED_ROW(B, H, L1, L2, "02_flash_attention_minimal/flash_fwd", "flash (02)", F32,      \
                      SEED_DENSE),                                                                  \
             SEED_ROW(B, H, L1, L2, "03_flash_attention_v2/fa2_mma", "flash-v2 (03 fa2_mma, f16)",  \
                      F16, SEED_DENSE),                                                             \
-            SEED_ROW(B, H, L1, L2, "04_sparse_patterns/window",                                    \
-                     "sparse k=512 (04 window w=256, f16)", F16, SEED_WINDOW)                      \
+            SEED_ROW(B, H, L1, L2, "04_sparse_patterns/window", window_label, F16,                 \
+                     SEED_PATTERN(window))                                                         \
     }
 
-/* On the simulator, --grid seed-table runs the same rows at sizes that finish in seconds. */
-static const grid_preset seed_table_sim = {"seed-table", "", 4, SEED_ROWS(1, 2, 256, 512)};
+/* On the simulator, --grid seed-table runs the same rows at sizes that finish in seconds: one
+ * head, L = 512 and 1024, and a window scaled with L so that it is as sparse as the GPU's:
+ * window:w=64 keeps 129 keys per query, 24 % and 12 % of the score matrix (at L = 256 and 512,
+ * the GPU's w=256 would have kept 100 % and 75 %: no sparse row at all). */
+static const grid_preset seed_table_sim = {
+    "seed-table", "", 4,
+    SEED_ROWS(1, 1, 512, 1024, "window:w=64", "sparse k=129 (04 window w=64, f16)")};
 
 static const grid_preset presets[] = {
     {"sim",
@@ -251,9 +257,10 @@ static const grid_preset presets[] = {
        NULL}}},
     {"seed-table",
      "the course's comparison table (use --table): naive (01), flash (02), flash-v2 (03 fa2_mma "
-     "f16), sparse k=512 (04 window w=256 f16), non-causal; B=4 H=8 D=64 L 2048/8192 on a GPU, "
-     "B=1 H=2 D=64 L 256/512 on the simulator",
-     4, SEED_ROWS(4, 8, 2048, 8192)},
+     "f16), sparse (04 window, f16), non-causal; B=4 H=8 D=64 L 2048/8192 with window w=256 "
+     "(513 keys per query) on a GPU, B=1 H=1 D=64 L 512/1024 with w=64 (129 keys) on the "
+     "simulator",
+     4, SEED_ROWS(4, 8, 2048, 8192, "window:w=256", "sparse k=513 (04 window w=256, f16)")},
 };
 #define NUM_PRESETS (int)(sizeof presets / sizeof presets[0])
 
@@ -305,9 +312,10 @@ static void print_help(const char *prog) {
         "  --check-rows N       query rows checked against the CPU reference (default 256, 0 = "
         "all)\n"
         "  --sim-max-gflop X    on the simulator, skip problems above X GFLOP (default 1)\n"
-        "  --table              after the run, one Markdown table: a row per implementation "
-        "(a grid's row name, e.g. seed-table's), median time (ms) and peak device memory (MiB) "
-        "per L\n"
+        "  --table              after the run, one Markdown table: a line per L and "
+        "implementation (a grid's row name, e.g. seed-table's) with the keys per query, the "
+        "median time (ms), the peak device memory (MiB) and, on an instrumented simulator build, "
+        "the modelled DRAM bytes, FLOP per byte and H100 bound\n"
         "  --launch-shapes      each kernel's launch shape from its registry (threads per block, "
         "dynamic shared memory) for D = 64 and 128 and each dtype, one JSON line each; no device "
         "needed\n"
@@ -743,12 +751,13 @@ static void extra_members(const provenance *pv, const attn_device_info *dev, con
 /* ---- the run ----------------------------------------------------------------------------------
  */
 
-/* --table: one row per implementation (a grid's row name), one column per L. */
+/* --table: one line per L and implementation (a grid's row name), grouped by L. */
 #define MAX_TABLE_ROWS 32
 #define MAX_TABLE_LS 8
 typedef struct table_cell {
     bool set, timed, oom;
     const char *status;
+    double keys;       /* keys per query row, on average: L when dense, fewer under a pattern */
     double ms;         /* median */
     size_t mem;        /* device bytes in use while it ran (0: not measured) */
     attn_profile prof; /* the simulator's profile of its checked launch (valid: profiled) */
@@ -805,9 +814,18 @@ static int table_slot(int *list, int *n, int max, int v) {
     return at;
 }
 
+/* Keys per query row on average: the score entries computed (under the pattern, with
+ * causality) over the query rows. */
+static double keys_per_query(const attn_problem *p, const attn_sparse_run *st) {
+    double rows = (double)p->B * p->H * p->Lq;
+    if (st->has_pattern)
+        return st->stats.density * (double)p->B * p->H * p->Lq * p->Lk / rows;
+    return attn_problem_entries(p) / rows;
+}
+
 /* Records one run in the --table. */
 static void table_add(table *t, const bench_problem *bp, const impl *m, const attn_outcome *o,
-                      const attn_profile *prof) {
+                      const attn_sparse_run *st, const attn_profile *prof) {
     const attn_problem *p = &bp->p;
     char name[160];
     if (bp->label != NULL)
@@ -839,12 +857,18 @@ static void table_add(table *t, const bench_problem *bp, const impl *m, const at
     t->D = first || t->D == p->D ? p->D : -1;
     t->mixed_causal |= !first && t->causal != p->causal;
     t->causal = p->causal;
-    t->cell[r][c] = (table_cell){true,          o->rec.timed,          o->out_of_memory,
-                                 o->rec.status, o->rec.time.median_ms, o->mem_used,
+    t->cell[r][c] = (table_cell){true,
+                                 o->rec.timed,
+                                 o->out_of_memory,
+                                 o->rec.status,
+                                 keys_per_query(p, st),
+                                 o->rec.time.median_ms,
+                                 o->mem_used,
                                  *prof};
 }
 
-/* The Markdown table of --table, with a line naming the device and the sizes. */
+/* The Markdown table of --table, with a line naming the device and the sizes: one line per L
+ * and implementation, each quantity in its own column with its unit. */
 static void table_print(const table *t, const bench *b) {
     char sizes[96] = "";
     size_t used = 0;
@@ -854,60 +878,53 @@ static void table_print(const table *t, const bench *b) {
         if (values[n] > 0)
             used +=
                 (size_t)snprintf(sizes + used, sizeof sizes - used, "%s=%d ", names[n], values[n]);
-    printf("\n%s (%s backend), %s%s; time: median of the timed launches (ms); memory: peak "
-           "device memory in use while the kernel ran (MiB)\n",
+    printf("\n%s (%s backend), %s%s; time: median of the timed launches; memory: peak device "
+           "memory in use while the kernel ran\n",
            b->dev.name, attn_backend_name(), sizes,
            t->mixed_causal ? "causal and not" : (t->causal ? "causal" : "non-causal"));
     if (b->dev.simulated)
         printf("CPU-simulator timings, not GPU performance.\n");
-    printf("\n| implementation |");
+    /* The simulator's modelled columns (attn/profile.h): a model, not a measurement of a GPU;
+     * only where this build profiles (an instrumented build). */
+    bool model = b->dev.simulated && b->profiling;
+    printf("\n| L | implementation | keys per query | time (ms) | memory (MiB) |%s\n",
+           model ? " DRAM (MB, model) | work (MFLOP, model) | FLOP per DRAM byte (model) | H100 "
+                   "bound (µs, model) |"
+                 : "");
+    printf("|---:|---|---:|---:|---:|%s\n", model ? "---:|---:|---:|---:|" : "");
     for (int c = 0; c < t->ls; ++c)
-        printf(" time (ms), L=%d |", t->L[c]);
-    for (int c = 0; c < t->ls; ++c)
-        printf(" memory (MiB), L=%d |", t->L[c]);
-    /* The simulator's modelled columns (attn/profile.h): a model, not a measurement of a GPU. */
-    bool model = b->dev.simulated;
-    for (int c = 0; model && c < t->ls; ++c)
-        printf(" model: DRAM MB, FLOP/B, H100 bound us, L=%d |", t->L[c]);
-    printf("\n|---|");
-    for (int c = 0; c < (model ? 3 : 2) * t->ls; ++c)
-        printf("---:|");
-    putchar('\n');
-    for (int r = 0; r < t->rows; ++r) {
-        printf("| %s |", t->row[r]);
-        for (int c = 0; c < t->ls; ++c) {
+        for (int r = 0; r < t->rows; ++r) {
             const table_cell *x = &t->cell[r][c];
+            if (!x->set)
+                continue;
+            printf("| %d | %s | %.0f |", t->L[c], t->row[r], x->keys);
             if (x->timed)
                 printf(" %.3f |", x->ms);
             else
-                printf(" %s |", !x->set ? "-" : x->oom ? "OOM" : x->status);
-        }
-        for (int c = 0; c < t->ls; ++c) {
-            const table_cell *x = &t->cell[r][c];
+                printf(" %s |", x->oom ? "OOM" : x->status);
             if (x->mem > 0)
                 printf(" %.1f |", (double)x->mem / (1024.0 * 1024.0));
             else
                 printf(" - |");
+            if (model && x->prof.valid)
+                printf(" %.3g | %.3g | %.3g | %.3g |", x->prof.dram_bytes * 1e-6,
+                       x->prof.flops * 1e-6, x->prof.intensity, x->prof.bound_h100_s * 1e6);
+            else if (model)
+                printf(" - | - | - | - |");
+            putchar('\n');
         }
-        for (int c = 0; model && c < t->ls; ++c) {
-            const attn_profile *q = &t->cell[r][c].prof;
-            if (q->valid)
-                printf(" %.3g, %.3g, %.3g |", q->dram_bytes * 1e-6, q->intensity,
-                       q->bound_h100_s * 1e6);
-            else
-                printf(" %s |", b->profiling ? "-" : "needs sim-check");
-        }
-        putchar('\n');
-    }
-    if (model && b->profiling)
-        printf("\nModel columns: the simulator's profile of one checked launch (common/cudasim/"
-               "README.md, \"The profile\"): bytes reaching DRAM under an LRU L2 of 50 MiB, "
-               "FLOPs per DRAM byte, the roofline lower bound on an H100 SXM from its published "
-               "peaks. A model, not a measurement of a GPU. Timings: the instrumented (sim-check) "
-               "build's, without its checkers.\n");
-    else if (model)
-        printf("\nModel columns (DRAM bytes, arithmetic intensity, roofline bound on an H100): "
-               "%s.\n",
+    if (model)
+        printf("\nModelled columns: the simulator's profile of one checked launch (common/cudasim/"
+               "README.md, \"The profile\"): bytes reaching DRAM under an LRU L2 of 50 MiB (at "
+               "these sizes every input fits in it: each byte is read once, dense or sparse), the "
+               "FLOPs of the launch (its mma instructions, whole tiles; without mma 4 D per score "
+               "entry), FLOPs per DRAM byte, "
+               "the roofline lower bound on an H100 SXM from its published peaks (memory-bound "
+               "where the FLOPs are few). A model, not a measurement of a GPU. Timings: the "
+               "instrumented (sim-check) build's, without its checkers.\n");
+    else if (b->dev.simulated)
+        printf("\nNo modelled columns (DRAM bytes, FLOPs, FLOP per DRAM byte, roofline bound on "
+               "an H100): %s.\n",
                attn_profile_how());
 }
 
@@ -930,7 +947,7 @@ static void emit(bench *b, const bench_problem *bp, const impl *m, attn_outcome 
     if (b->table)
         attn_report_row(stdout, &o->rec);
     if (b->opt.table)
-        table_add(&b->tab, bp, m, o, prof);
+        table_add(&b->tab, bp, m, o, st, prof);
     bool failed = (strcmp(o->rec.status, "FAIL") == 0 || strcmp(o->rec.status, "ERROR") == 0) &&
                   !o->out_of_memory;
     b->failures += failed;

@@ -1,5 +1,5 @@
 """bench_results.py — reads the committed benchmark records, for every script that uses them
-(update_tables.py, plot.py, memory_analysis.py).
+(update_tables.py, plot.py, memory_analysis.py); and run_main, the benchmark scripts' entry.
 
     benchmarks/results/<device>/bench_attention.jsonl   bench_attention's records
     benchmarks/results/<device>/bench_torch.jsonl       bench_torch.py's records
@@ -11,6 +11,7 @@ Standard library only.
 import glob
 import json
 import os
+import sys
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 BENCH = ("bench_attention", "bench_torch")  # the files of the two benchmarks
@@ -35,3 +36,14 @@ def load_devices(results=RESULTS, names=BENCH):
         if records:
             out[os.path.basename(os.path.dirname(folder))] = records
     return out
+
+
+def run_main(main):
+    """Exits with main(the command line's arguments); where this Python lacks a package the
+    script needs (Matplotlib for a plot), with one line naming the set-up instead of a
+    traceback."""
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except ModuleNotFoundError as e:
+        sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
+                 "run scripts/setup.sh --python, then use .venv/bin/python")

@@ -6,10 +6,15 @@ one log-sum-exp per row (O(L)). Prints a Markdown table and draws a plot (PNG) f
 32 heads of D = 64, fp16. The same table is benchmarks/README.md's "Memory model"
 (update_tables.py writes it there from table()).
 
-    python benchmarks/memory_analysis.py         -> benchmarks/results/memory_model/memory_model.png
+    python benchmarks/memory_analysis.py            the table, and the plot in build/figures/
+    python benchmarks/memory_analysis.py --no-plot  the table alone (no package needed)
+    python benchmarks/memory_analysis.py --update   the plot the README shows, rewritten:
+                                                    benchmarks/results/memory_model/memory_model.png
     python benchmarks/memory_analysis.py --results benchmarks/results/<device>
         adds the peak memory measured by bench_attention / bench_torch on that device to the plot
         (<device>/plots/memory_model.png) and a measured-vs-model table (stdout)
+The plot needs Matplotlib (scripts/setup.sh --python); figures.py (the same folder) says how
+every committed figure is reproduced byte for byte.
 
 The model, per (batch x head) slice, elem = bytes of the dtype (2 for fp16/bf16, 4 for fp32):
     inputs and output  Q, K, V read, O written:      4 * L * D * elem
@@ -104,8 +109,11 @@ def plot(out_dir, points):
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--results", help="a results folder whose measured peak memory to add")
-    ap.add_argument("--out", help="output folder (default benchmarks/results/memory_model, or "
-                    "RESULTS/plots with --results)")
+    ap.add_argument("--out", help="output folder (default build/figures, or RESULTS/plots with "
+                    "--results)")
+    ap.add_argument("--update", action="store_true",
+                    help="rewrite the committed figure, benchmarks/results/memory_model/")
+    ap.add_argument("--no-plot", action="store_true", help="print the table only")
     args = ap.parse_args(argv)
     points = {}
     if args.results:
@@ -114,16 +122,18 @@ def main(argv):
             return 2
         points = measured(args.results)
     out_dir = args.out or (os.path.join(args.results, "plots") if args.results
-                           else os.path.join(ROOT, "benchmarks", "results", "memory_model"))
+                           else os.path.join(ROOT, "benchmarks", "results", "memory_model")
+                           if args.update else os.path.join(ROOT, "build", "figures"))
     print(table())
     for (BH, D, dtype, impl), pts in sorted(points.items()):
         for L, b in sorted(pts):
             naive, flash, _ = model(L, BH, D, dtype)
             print(f"measured {impl} B·H={BH} D={D} {dtype} L={L}: {human(b)} "
                   f"(model: naive {human(naive)}, flash {human(flash)})")
-    print("wrote " + os.path.relpath(plot(out_dir, points)))
+    if not args.no_plot:
+        print("wrote " + os.path.relpath(plot(out_dir, points)))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    bench_results.run_main(main)

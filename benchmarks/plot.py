@@ -146,4 +146,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    bench_results.run_main(main)

@@ -326,6 +326,15 @@ TABLES = {"foundation": table_foundation, "bench": table_bench, "bench_memory": 
 def main():
     global ROOT
     args = sys.argv[1:]
+    if "-h" in args or "--help" in args:
+        print(__doc__.strip())
+        return 0
+    known = {"--check", "--root", "--readme"}
+    for i, a in enumerate(args):
+        last = i + 1 == len(args)
+        if (a.startswith("-") and a not in known) or (a in ("--root", "--readme") and last):
+            print(f"error: unknown or incomplete option '{a}' (see --help)", file=sys.stderr)
+            return 2
     check = "--check" in args
     readmes = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--readme"] or READMES
     if "--root" in args[:-1]:

@@ -265,6 +265,30 @@ function(attn_example_tour program)
   list(JOIN A_SIM " " sim)
   list(JOIN A_GPU " " gpu)
   set_property(GLOBAL APPEND PROPERTY ATTN_TOUR "${nn}|${folder}|${program}|${sim}|${gpu}")
+  _attn_program_launcher(${program})
+endfunction()
+
+# The program's name without a backend (`./flash_fwd`, as a course's notes write it after
+# `cmake .. && make` in an example folder): a script beside <program>_sim and <program>_gpu that
+# runs the GPU build where a GPU answers (nvidia-smi -L lists one) and that build exists, else the
+# simulator's, with the arguments given.
+function(_attn_program_launcher program)
+  set(launcher "${CMAKE_CURRENT_BINARY_DIR}/${program}")
+  file(WRITE "${launcher}" "#!/bin/sh
+# ${program}: runs ${program}_gpu where a GPU answers, else ${program}_sim (the CPU simulator).
+# Written by cmake/attn.cmake (_attn_program_launcher).
+here=\$(dirname \"\$0\")
+if [ -x \"\$here/${program}_gpu\" ] && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    exec \"\$here/${program}_gpu\" \"\$@\"
+fi
+if [ -x \"\$here/${program}_sim\" ]; then
+    exec \"\$here/${program}_sim\" \"\$@\"
+fi
+echo \"error: ${program} is not built yet: build ${program}_sim (make ${program}_sim)\" >&2
+exit 2
+")
+  file(CHMOD "${launcher}" PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ
+       GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
 endfunction()
 
 # attn_example_bench(<kernel library> <registry symbol>)

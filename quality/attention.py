@@ -21,8 +21,13 @@ queries) and the relative error ||o - o_dense|| / ||o_dense|| of the layer's att
 import importlib.util
 import math
 import os
+import sys
 
-import torch
+try:
+    import torch
+except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
+    sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
+             "run scripts/setup.sh --quality, then use .venv/bin/python")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PATTERNS_PY = os.path.join(ROOT, "examples", "04_sparse_patterns", "sparse_patterns.py")

@@ -25,9 +25,14 @@ Weights file (numpy .npz; float16 arrays, the rest scalars):
 """
 import math
 import os
+import sys
 
-import numpy as np
-import torch
+try:
+    import numpy as np
+    import torch
+except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
+    sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
+             "run scripts/setup.sh --quality, then use .venv/bin/python")
 
 from smollm import rope, rope_tables
 

@@ -20,8 +20,12 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
-import torch
+try:
+    import numpy as np
+    import torch
+except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
+    sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
+             "run scripts/setup.sh --quality, then use .venv/bin/python")
 
 import attention
 import smollm

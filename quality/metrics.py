@@ -20,7 +20,11 @@ import math
 import sys
 import time
 
-import torch
+try:
+    import torch
+except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
+    sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
+             "run scripts/setup.sh --quality, then use .venv/bin/python")
 
 POSITION_BINS = [1, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
 

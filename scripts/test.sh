@@ -5,7 +5,11 @@
 #   sim-asan   cudasim + example tests under AddressSanitizer/UBSan
 #   sim-tsan   cudasim + example tests under ThreadSanitizer
 #   sim-check  example tests with the simulator's memcheck, racecheck and initcheck (clang-14)
-# Options: --fast (sim suite only), --no-python (skip the PyTorch set-up and the python suite).
+# Options:
+#   --fast       the quick suite: the sim build and its tests without the labels python, quality,
+#                grading and standalone (the sim-fast test preset); no Python set-up. Those
+#                labels, the other presets and the sanitizers are left to the full run.
+#   --no-python  every preset, without the PyTorch set-up, the python and quality suites.
 # Ends with one line "N passed, M failed, K skipped"; exit status 0 only if nothing failed.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
@@ -17,14 +21,14 @@ for arg in "$@"; do
     case "$arg" in
     --fast) fast=1 ;;
     --no-python) python=0 ;;
-    -h | --help) sed -n '2,10p' "$0"; exit 0 ;;
-    *) die "unknown option '$arg' (see --help)" ;;
+    -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    *) echo "error: unknown option '$arg' (see scripts/test.sh --help)" >&2; exit 2 ;;
     esac
 done
 
 attn_need_build_tools python || exit 1
 py_flag=()
-if [ $python -eq 1 ]; then
+if [ $python -eq 1 ] && [ $fast -eq 0 ]; then
     attn_need_venv || exit 1
     attn_need_quality || exit 1
     py_flag=(-DATTN_PYTHON="$ATTN_PY")
@@ -56,12 +60,14 @@ for preset in "${presets[@]}"; do
         continue
     fi
     say "[$preset] built in $((SECONDS - start)) s; testing"
-    if [ "$preset" = sim ] && [ $python -eq 1 ]; then
+    if [ "$preset" = sim ] && [ $python -eq 1 ] && [ $fast -eq 0 ]; then
         # The python suite must be registered when Python is set up: never pass by not running it.
         n=$(ctest --preset sim -N -L python | awk '/Total Tests:/{print $3}')
         [ "${n:-0}" -gt 0 ] || { echo "error: the python suite was not registered"; failed_presets+=("sim(python)"); }
     fi
-    ctest --preset "$preset" -j "$JOBS" --output-junit "$results/$preset.xml" ||
+    test_preset=$preset
+    [ $fast -eq 0 ] || test_preset=sim-fast
+    ctest --preset "$test_preset" -j "$JOBS" --output-junit "$results/$preset.xml" ||
         failed_presets+=("$preset")
 done
 

@@ -27,8 +27,12 @@ import os
 import subprocess
 import sys
 
-import torch
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn.functional as F
+except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
+    sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
+             "run scripts/setup.sh --python, then use .venv/bin/python")
 
 TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests", "test_naive_attention.py")
 USAGE = ("naive_attention.py [--all [--c-dump PATH]]"
@@ -85,6 +89,11 @@ def demo():
         err = (o - want).abs().max().item()
         print(f"naive vs F.scaled_dot_product_attention, B=2 H=4 L=128 D=64 causal={causal}: "
               f"max abs err {err:.2e}")
+    s = torch.tensor([100.0, 99.0, 98.0, 90.0])  # one row of fp32 scores of magnitude ~100
+    plain = torch.exp(s) / torch.exp(s).sum()  # exp(100) = inf in fp32, and inf / inf = NaN
+    shifted = torch.exp(s - s.max()) / torch.exp(s - s.max()).sum()  # every exponent <= 0
+    print(f"softmax of the fp32 row {s.tolist()}: unshifted {plain.tolist()}, shifted by its "
+          f"max {[round(p, 4) for p in shifted.tolist()]}")
     lq = lk = 4096
     print(f"S for B=4, H=8, L={lq} costs {4 * 8 * lq * lk * 4 / 2**30:.1f} GiB in fp32 "
           "(example 02 never stores it)")

@@ -50,8 +50,12 @@ import os
 import subprocess
 import sys
 
-import torch
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn.functional as F
+except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
+    sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
+             "run scripts/setup.sh --python, then use .venv/bin/python")
 
 TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests", "test_flash2_fwd.py")
 USAGE = "flash2_fwd.py [--all]   (--all: every check, by tests/test_flash2_fwd.py)"

@@ -11,12 +11,17 @@ Run:  python plot_patterns.py [--out DIR]     (default: images/ beside this file
 """
 import argparse
 import os
+import sys
 
-import matplotlib
+try:
+    import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.colors import ListedColormap  # noqa: E402
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
+    sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
+             "run scripts/setup.sh --python, then use .venv/bin/python")
 
 # This folder is on the module path when the script runs, so its reference imports directly.
 from sparse_patterns import TILE, block_mask, pattern_mask, pattern_stats  # noqa: E402

@@ -38,7 +38,11 @@ import os
 import subprocess
 import sys
 
-import torch
+try:
+    import torch
+except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
+    sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
+             "run scripts/setup.sh --python, then use .venv/bin/python")
 
 TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests", "test_sparse_patterns.py")
 USAGE = ("sparse_patterns.py [--all [--c-dump PATH]]"

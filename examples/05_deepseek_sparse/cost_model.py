@@ -97,4 +97,8 @@ def plot(path):
 if __name__ == "__main__":
     print(table())
     if "--plot" in sys.argv:
-        plot(sys.argv[sys.argv.index("--plot") + 1])
+        try:
+            plot(sys.argv[sys.argv.index("--plot") + 1])
+        except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
+            sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
+                     "run scripts/setup.sh --python, then use .venv/bin/python")

@@ -28,7 +28,11 @@ import math
 import struct
 import sys
 
-import torch
+try:
+    import torch
+except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
+    sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
+             "run scripts/setup.sh --python, then use .venv/bin/python")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -290,7 +294,7 @@ def trained_indexer_main(argv):
         result = on_smollm2(a.layer, a.tokens, a.topk)
     except ImportError as e:
         sys.exit(f"error: {e.name} not found: run with PYTHONPATH=quality (the quality toolkit, "
-                 f"installed by scripts/test.sh or quality/install.sh)")
+                 f"installed by scripts/setup.sh --quality)")
     except RuntimeError as e:  # the model or text package is missing
         sys.exit(f"error: {e}")
     print(f"SmolLM2-135M layer {a.layer}, {a.tokens} tokens of Pride & Prejudice, top-{a.topk}: "

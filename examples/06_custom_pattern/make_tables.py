@@ -231,4 +231,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
+        sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
+                 "run scripts/setup.sh --python, then use .venv/bin/python")

@@ -3,7 +3,7 @@
  *
  *   sparse_mask_show_sim                     L = 4096, causal: the sizes the budgets are stated at
  *   sparse_mask_show_sim -L 256 --tokens     plus the token-level heatmap (L <= 256)
- *   sparse_mask_show_sim --lq 100 --lk 300 --non-causal --pgm mask.pgm   the mask as an image
+ *   sparse_mask_show_sim --lq 100 --lk 300 --non-causal --png build/mask.png   the mask as a PNG
  *
  * Tile heatmap: one character per 32x32 tile, F full, P partial, . skipped (a larger grid is
  * drawn at most 64 characters wide, each character the densest of the tiles it covers). */
@@ -14,6 +14,7 @@
 
 #include "attn/device.h"
 #include "attn/sparse/block_mask.h"
+#include "attn/sparse/mask_png.h"
 #include "sparse_mask.h"
 
 #define MAX_COLS 64
@@ -22,13 +23,13 @@
 typedef struct options {
     int Lq, Lk;
     bool causal, tokens;
-    const char *pgm;
+    const char *png;
 } options;
 
 static int usage_error(const char *prog, const char *what, const char *arg) {
     fprintf(stderr,
             "error: %s '%s' (usage: %s [-L N] [--lq N] [--lk N] [--non-causal] [--tokens] "
-            "[--pgm FILE])\n",
+            "[--png FILE])\n",
             what, arg, prog);
     return ATTN_EXIT_USAGE;
 }
@@ -54,8 +55,8 @@ static int parse(options *o, int argc, char **argv) {
             o->causal = true;
         else if (strcmp(f, "--tokens") == 0)
             o->tokens = true;
-        else if (strcmp(f, "--pgm") == 0 && has_value)
-            o->pgm = argv[++a];
+        else if (strcmp(f, "--png") == 0 && has_value)
+            o->png = argv[++a];
         else if ((strcmp(f, "-L") == 0 || strcmp(f, "--lq") == 0 || strcmp(f, "--lk") == 0) &&
                  has_value) {
             int v;
@@ -118,20 +119,16 @@ static void print_tiles(const attn_block_mask *m) {
     free(state);
 }
 
-static int write_pgm(const char *path, const attn_problem *p) {
-    FILE *f = fopen(path, "wb");
-    if (f == NULL) {
+static int visible_pixel(const void *ctx, int i, int j) { return visible(ctx, i, j); }
+
+/* The mask as a black-and-white PNG: row i is query i, column j key j, black where visible. */
+static int write_png(const char *path, const attn_problem *p) {
+    if (attn_mask_png_write(path, p->Lk, p->Lq, visible_pixel, p) != 0) {
         fprintf(stderr, "error: cannot write %s: %s\n", path, strerror(errno));
         return 1;
     }
-    fprintf(f, "P5\n%d %d\n255\n", p->Lk, p->Lq);
-    for (int i = 0; i < p->Lq; ++i)
-        for (int j = 0; j < p->Lk; ++j)
-            fputc(visible(p, i, j) ? 0 : 255, f);
-    int bad = fclose(f) != 0;
-    if (!bad)
-        printf("wrote %s (%d x %d, black = visible)\n", path, p->Lk, p->Lq);
-    return bad;
+    printf("wrote %s (PNG, %d x %d, black = visible)\n", path, p->Lk, p->Lq);
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -196,5 +193,5 @@ int main(int argc, char **argv) {
     }
     print_tiles(&m);
     attn_block_mask_free(&m);
-    return o.pgm ? write_pgm(o.pgm, &p) : 0;
+    return o.png ? write_png(o.png, &p) : 0;
 }

@@ -25,7 +25,7 @@ if("sim" IN_LIST ATTN_BACKEND_LIST)
   endif()
   if(NOT ATTN_PY)
     message(WARNING "attn: no Python with torch and numpy found: the python tests are not "
-                    "registered (run scripts/test.sh, or pass -DATTN_PYTHON=/path/to/python)")
+                    "registered (run scripts/setup.sh --python, or pass -DATTN_PYTHON=/path/to/python)")
   endif()
 endif()
 

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""figures.py — every committed figure (PNG) of the chapter, the command that draws it, and a check
+that drawing it again gives the same bytes: a figure is either reproduced byte for byte from
+committed files or not tracked.
+
+    python benchmarks/figures.py            redraw every committed figure in place
+    python benchmarks/figures.py --check    redraw them in a scratch copy of the tracked files and
+                                            compare byte for byte (CTest python.figures_reproduce)
+    python benchmarks/figures.py --list     the commands and the figures each draws
+
+The bytes depend on Matplotlib's version (the text chunk names it, and its renderer draws the
+pixels): requirements.txt pins the one the figures were drawn with. A tracked PNG that no command
+below draws fails the check too. Exit status 0, 1 when a figure differs or a command fails, 2 on
+bad usage. Needs the chapter's Python (scripts/setup.sh --python).
+"""
+import argparse
+import filecmp
+import fnmatch
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import bench_results
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SIM_RESULTS = "benchmarks/results/cudasim-AMD-EPYC-2-cores"
+# (command, run from the repository root; the figures it draws, as glob patterns)
+FIGURES = [
+    (["examples/04_sparse_patterns/plot_patterns.py"],
+     ["examples/04_sparse_patterns/images/patterns_*.png"]),
+    (["examples/05_deepseek_sparse/cost_model.py", "--plot",
+      "examples/05_deepseek_sparse/images/cost_curves.png"],
+     ["examples/05_deepseek_sparse/images/cost_curves.png"]),
+    (["examples/06_custom_pattern/ladder.py", "--plot", "examples/06_custom_pattern/images"],
+     ["examples/06_custom_pattern/images/ladder_*.png"]),
+    (["examples/06_custom_pattern/make_tables.py", "--figures"],
+     ["examples/06_custom_pattern/images/quality.png"]),
+    (["quality/report.py"], ["quality/results/*.png"]),
+    (["benchmarks/io_complexity.py", "--plot"], ["examples/*/images/io_complexity.png"]),
+    (["benchmarks/plot.py", SIM_RESULTS], [SIM_RESULTS + "/plots/*.png"]),
+    (["benchmarks/memory_analysis.py", "--update"],
+     ["benchmarks/results/memory_model/memory_model.png"]),
+]
+
+
+def tracked(root):
+    p = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, text=True,
+                       check=True)
+    return [f for f in p.stdout.split("\0") if f]
+
+
+def draw(root):
+    """Runs every command in root; the failures' messages."""
+    failed = []
+    for cmd, _ in FIGURES:
+        print("drawing: " + " ".join(cmd), flush=True)
+        p = subprocess.run([sys.executable] + cmd, cwd=root, capture_output=True, text=True)
+        if p.returncode != 0:
+            failed.append(f"{' '.join(cmd)}: exit {p.returncode}: {(p.stdout + p.stderr)[-800:]}")
+    return failed
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--list", action="store_true")
+    args = ap.parse_args(argv)
+    files = tracked(ROOT)
+    figures = [f for f in files if f.endswith(".png")]
+    owner = {f: [cmd for cmd, pats in FIGURES if any(fnmatch.fnmatch(f, p) for p in pats)]
+             for f in figures}
+    problems = [f"{f}: tracked, but no command of figures.py draws it" for f, c in owner.items()
+                if not c]
+    if args.list:
+        for cmd, pats in FIGURES:
+            print(" ".join(cmd) + "\n    " + ", ".join(f for f in figures
+                                                        if any(fnmatch.fnmatch(f, p)
+                                                               for p in pats)))
+        return 0
+    if not args.check:
+        problems += draw(ROOT)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = os.path.join(tmp, "repo")
+            for f in files:  # the working tree's tracked files, as committed or edited
+                if os.path.isfile(os.path.join(ROOT, f)):
+                    os.makedirs(os.path.dirname(os.path.join(copy, f)), exist_ok=True)
+                    shutil.copy2(os.path.join(ROOT, f), os.path.join(copy, f))
+            subprocess.run(["git", "init", "-q"], cwd=copy, check=True)  # for scripts that ask git
+            problems += draw(copy)
+            for f in figures:
+                if owner[f] and not filecmp.cmp(os.path.join(ROOT, f), os.path.join(copy, f),
+                                                shallow=False):
+                    problems.append(f"{f}: drawn again, its bytes differ (run python "
+                                    "benchmarks/figures.py with the pinned Matplotlib)")
+    for p in problems:
+        print(p)
+    print("FAIL" if problems else f"PASS ({len(figures)} figures, {len(FIGURES)} commands)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    bench_results.run_main(main)
