@@ -26,8 +26,8 @@ Bad input: one line, exit 2.
 import argparse
 import importlib.util
 import json
-import math
 import os
+import platform
 import sys
 import time
 
@@ -241,13 +241,17 @@ def main(argv=None):
     ap.add_argument("--page-size", type=int, default=16)
     ap.add_argument("--nll", action="store_true",
                     help="also the NLL of the text's own continuation under each attention")
+    ap.add_argument("--reps", type=int, default=1,
+                    help="decode each attention's tokens this many times; tokens/s from the "
+                    "fastest (the chapter tour passes 1)")
     ap.add_argument("--out", help="write the results as JSON")
     args = ap.parse_args(argv)
     try:
         for spec in args.attention:
             parse_attention(spec)
-        if args.prompt < 2 or args.new < 1 or args.page_size < 1 or args.start < 0:
-            raise ValueError("--prompt must be at least 2, --new and --page-size at least 1")
+        if args.prompt < 2 or min(args.new, args.page_size, args.reps) < 1 or args.start < 0:
+            raise ValueError("--prompt must be at least 2, --new, --page-size and --reps at "
+                             "least 1, --start at least 0")
         lib = decode_kernels.DecodeKernels.find(args.lib)
         model, tok = smollm.load(), smollm.tokenizer()
         ids = tok.encode(texts.text(args.text)).ids
@@ -274,6 +278,9 @@ def main(argv=None):
     for spec in ["torch"] + [s for s in args.attention if s != "torch"]:
         cache = make_cache(model, lib, spec, args, indexers)
         tokens, logits, _, secs = generate(model, cache, prompt, args.new)
+        for _ in range(args.reps - 1):
+            secs = min(secs, generate(model, make_cache(model, lib, spec, args, indexers),
+                                      prompt, args.new)[3])
         r = {"attention": cache.name, "tokens": tokens, "text": tok.decode(tokens),
              "decode_seconds": secs, "kernel_seconds": cache.seconds(),
              "tokens_per_second": args.new / secs}
@@ -308,6 +315,8 @@ def main(argv=None):
             json.dump({"text": args.text, "start": args.start, "prompt": args.prompt,
                        "new": args.new, "dtype": args.dtype, "page_size": args.page_size,
                        "backend": lib.backend, "truth": tok.decode(truth),
+                       "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared), "
+                                  f"torch {torch.__version__}, {torch.get_num_threads()} threads",
                        "results": results}, f, indent=1)
     return 0
 

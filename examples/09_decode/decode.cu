@@ -277,7 +277,9 @@ template <typename T, int D> __device__ __forceinline__ float dot_row(const floa
     constexpr int CH = 16 / (int)sizeof(T);
     float s = 0.0f;
     for (int d = 0; d < D; d += CH) {
-        const uint4 chunk = *reinterpret_cast<const uint4 *>(k + d);
+        uint4 chunk;
+        chunk = *reinterpret_cast<const uint4 *>(k + d); /* an assignment: the checked build
+                                                            sees it as one 16-byte load */
         T e[CH];
         memcpy(e, &chunk, sizeof chunk);
         for (int x = 0; x < CH; ++x)
@@ -494,7 +496,8 @@ __global__ void indexer_kernel(const T *q_index, const float *w, const T *ki_pag
     for (int j = 0; j < HI; ++j)
         dots[j] = 0.0f;
     for (int d = 0; d < DI; d += CH) {
-        const uint4 chunk = *reinterpret_cast<const uint4 *>(kr + d);
+        uint4 chunk;
+        chunk = *reinterpret_cast<const uint4 *>(kr + d); /* one 16-byte load (as above) */
         T e[CH];
         memcpy(e, &chunk, sizeof chunk);
         for (int j = 0; j < HI; ++j)
@@ -777,15 +780,19 @@ static const attn_option dec_option_table[] = {
      ATTN_OPTION_TEXT, OPT(cache_lens), 0, 0, NULL, NULL, NULL},
     {"--queries", "N", "new tokens per sequence: 1 decoding, 2-8 a speculative step (causal)",
      ATTN_OPTION_INT, OPT(queries), 1, DEC_MAX_QUERIES, NULL, "1", NULL},
-    {"--kv-heads", "N", "key/value heads H_kv (0: H, no grouping); H must be a multiple",
-     ATTN_OPTION_INT, OPT(kv_heads), 0, 4096, NULL, "3", "8"},
+    {"--kv-heads", "N",
+     "key/value heads H_kv; H must be a multiple (0: 3 for the simulator's default 9 heads, 8 for "
+     "the GPU's 32; H, no grouping, when -H is given)",
+     ATTN_OPTION_INT, OPT(kv_heads), 0, 4096, NULL, "0", NULL},
     {"--page-size", "P", "tokens per page of the paged cache", ATTN_OPTION_INT, OPT(page_size), 1,
      DEC_MAX_PAGE_SIZE, NULL, "16", "64"},
     {"--splits", "auto|fa|N",
      "split-KV: our rule (auto), FlashAttention-2's heuristic (fa), or N splits (1 to 256)",
      ATTN_OPTION_TEXT, OPT(splits), 0, 0, NULL, "auto", NULL},
-    {"--topk", "K", "DSA: tokens kept per new token (0: min(64, the longest cache))",
-     ATTN_OPTION_INT, OPT(topk), 0, INT_MAX, NULL, "0", "2048"},
+    {"--topk", "K",
+     "DSA: tokens kept per new token (0: 64 on the simulator, 2048 on a GPU, at most the longest "
+     "cache)",
+     ATTN_OPTION_INT, OPT(topk), 0, INT_MAX, NULL, "0", NULL},
     {"--index-heads", "N", "DSA: indexer heads H_I (1 to 64)", ATTN_OPTION_INT, OPT(index_heads), 1,
      DEC_MAX_INDEX_HEADS, NULL, "4", "64"},
     {"--index-dim", "N", "DSA: indexer head dimension D_I (a multiple of 8, at most 128)",

@@ -43,7 +43,7 @@ static int fail(dec_session *s, int rc, const char *fmt, ...) {
 
 static double now(void) {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    timespec_get(&t, TIME_UTC); /* C11's clock */
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 

@@ -212,7 +212,8 @@ int dec_prepare(void *state, const attn_example *ex, const attn_cli *cli, const 
                  s->opt.topk, s->L_cap);
         return ATTN_EXIT_USAGE;
     }
-    s->k_eff = s->opt.topk > 0 ? s->opt.topk : s->L_cap < 64 ? s->L_cap : 64;
+    const int auto_k = attn_on_simulator() ? 64 : 2048; /* DeepSeek's k on a GPU */
+    s->k_eff = s->opt.topk > 0 ? s->opt.topk : s->L_cap < auto_k ? s->L_cap : auto_k;
     /* --splits */
     const char *sp = s->opt.splits;
     if (strcmp(sp, "auto") == 0)
@@ -797,12 +798,15 @@ double dec_model_bytes(void *state, const attn_kernel *k) {
     } else if (strcmp(k->name, "indexer") == 0) {
         return seen_keys(s, 0) * (DI * dz + 4.0 + 4.0) + s->tokens * HI * (DI * dz + 4.0);
     } else if (strcmp(k->name, "topk_radix") == 0 || strcmp(k->name, "topk_bitonic") == 0) {
+        /* radix: the row read 3 times (the histogram and candidates pass, the output pass; the
+         * later passes read the candidates in shared memory), bitonic once; k indices written;
+         * each of the block's 8 warps reads its sequence's bounds (4 ints) */
         const double passes = strcmp(k->name, "topk_radix") == 0 ? 3.0 : 1.0;
         double bytes = 0.0;
         for (int b = 0; b < s->B; ++b)
             for (int i = 0; i < s->Lq; ++i) {
                 const int n = visible(s, b, i);
-                bytes += (n > s->k_eff ? passes * n * 4.0 : 0.0) + s->k_eff * 4.0;
+                bytes += (n > s->k_eff ? passes * n * 4.0 : 0.0) + s->k_eff * 4.0 + 8 * 16.0;
             }
         return bytes;
     }
