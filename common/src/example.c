@@ -184,8 +184,8 @@ static int prepare(session *s, int argc, char **argv) {
             return 1;
         }
     }
-    if (attn_cli_parse_options(&s->cli, argc, argv, m ? m->options : NULL,
-                               m ? m->num_options : 0, s->opts, msg, sizeof msg) != 0) {
+    if (attn_cli_parse_options(&s->cli, argc, argv, m ? m->options : NULL, m ? m->num_options : 0,
+                               s->opts, msg, sizeof msg) != 0) {
         fprintf(stderr, "%s\n", msg);
         return ATTN_EXIT_USAGE;
     }
@@ -259,7 +259,8 @@ static void print_banner(const session *s) {
         s->m->banner(s->state, p);
 }
 
-/* ---- run options, shared by both kinds --------------------------------------------------------- */
+/* ---- run options, shared by both kinds ---------------------------------------------------------
+ */
 
 /* The examples time a kernel even when it fails its check: a student sees both. The simulator
  * has no clocks or caches to warm up and its timings are only indicative: 2 launches keep a plain
@@ -294,7 +295,8 @@ static void print_table(const session *s, attn_outcome *outcomes, int n_run) {
     free(recs);
 }
 
-/* ---- 3 and 4: an attention example ------------------------------------------------------------- */
+/* ---- 3 and 4: an attention example -------------------------------------------------------------
+ */
 
 /* A module first (a sparse example: the pattern's masks, since the reference needs its
  * predicate, and for a dense baseline timed beside the sparse kernels a second, dense,
@@ -389,7 +391,8 @@ static int run_attention(session *s, attn_outcome *outcomes, int *n_run) {
     return rc;
 }
 
-/* ---- 3 and 4: a staged example ------------------------------------------------------------------ */
+/* ---- 3 and 4: a staged example ------------------------------------------------------------------
+ */
 
 /* Which kernels run: the selected ones, and for every stage before the last selected kernel's
  * stage, the kernel whose output the next stage reads (its last kernel that can run here), so
@@ -453,15 +456,7 @@ static int run_chunk(session *s, const attn_stage *st, stage_run *r, const attn_
     kb.chunks = 0;
     if (st->clear != NULL && st->clear(s->state, r->k, c) != 0)
         return 1;
-    r->k->launch(&s->p, &kb, NULL);
-    cudaError_t err = cudaGetLastError(); /* launch errors: configuration, shared memory */
-    if (err == cudaSuccess)
-        err = cudaDeviceSynchronize(); /* errors while running: bad addresses, traps */
-    if (err == cudaSuccess)
-        err = cudaGetLastError();
-    if (err != cudaSuccess) {
-        snprintf(r->o->note, sizeof r->o->note, "%s: %s", cudaGetErrorName(err),
-                 cudaGetErrorString(err));
+    if (attn_launch_synchronized(r->k, &s->p, &kb, r->o->note, sizeof r->o->note) != 0) {
         r->o->rec.status = "ERROR";
         r->failed_launch = true;
         return 1;

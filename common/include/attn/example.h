@@ -38,14 +38,15 @@ extern "C" {
 
 int attn_example_main(int argc, char **argv, const attn_example *ex);
 
-/* ---- a staged example's stages ---------------------------------------------------------------- */
+/* ---- a staged example's stages ----------------------------------------------------------------
+ */
 
 /* What a stage's check found for one kernel (over one chunk; the driver merges the chunks). */
 typedef struct attn_stage_check {
     bool pass;
-    int64_t rows;   /* query rows compared */
-    double max_err; /* largest error over the rows compared (NaN: not a numeric comparison) */
-    double bound;   /* what it is held to (NaN: no single bound, e.g. the top-k tie rule) */
+    int64_t rows;     /* query rows compared */
+    double max_err;   /* largest error over the rows compared (NaN: not a numeric comparison) */
+    double bound;     /* what it is held to (NaN: no single bound, e.g. the top-k tie rule) */
     char detail[256]; /* the first failure (where and what), or "" */
 } attn_stage_check;
 
