@@ -152,7 +152,7 @@ def table(path, peak_tbs):
                 cells.append("")
                 continue
             gbs = v[c]["model_bytes"] / (v[c]["median_ms"] * 1e-3) * 1e-9
-            cells.append(f"{gbs:.0f}" + (f" ({gbs / (peak * 1e3):.0%})" if peak else ""))
+            cells.append(f"{gbs:.3g}" + (f" ({gbs / (peak * 1e3):.0%})" if peak else ""))
         out.append(f"| {B} | {L} | " + " | ".join(cells) + " |")
     dsa = [(k, v) for k, v in sorted(runs.items()) if all(s in v for s in DSA) and "paged" in v]
     if dsa:

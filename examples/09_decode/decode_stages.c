@@ -787,9 +787,12 @@ double dec_model_bytes(void *state, const attn_kernel *k) {
         kv = seen_keys(s, 0) * s->H * 2.0 * D * dz; /* every query head reads K and V itself */
     } else if (strcmp(k->name, "gqa") == 0 || strcmp(k->name, "paged") == 0) {
         S = s->run.splits_tiled;
+        /* paged: the block-table entries a warp's 32 keys fall in (lanes reading the same entry
+         * make one request of it) */
+        const double table =
+            strcmp(k->name, "paged") == 0 ? 4.0 * ((32 + s->P - 1) / s->P) / 32.0 : 0.0;
         for (int b = 0; b < s->B; ++b) /* once per K/V head and row tile: the most a row sees */
-            kv += (double)visible(s, b, s->Lq - 1) * s->H_kv * tiles *
-                  (2.0 * D * dz + (strcmp(k->name, "paged") == 0 ? 4.0 : 0.0));
+            kv += (double)visible(s, b, s->Lq - 1) * s->H_kv * tiles * (2.0 * D * dz + table);
     } else if (strcmp(k->name, "sparse") == 0) {
         S = s->run.splits_sparse;
         kv = seen_keys(s, s->k_eff) * s->H_kv * tiles_g * (2.0 * D * dz + 4.0 + 4.0);

@@ -86,11 +86,11 @@ def main(argv):
     text = open(README).read()
     new = text
     for name, body in tables.items():
-        pat = re.compile(rf"(<!-- table:{name} -->\n).*?(\n<!-- /table:{name} -->)", re.S)
+        pat = re.compile(rf"<!-- table:{name} -->\n.*?<!-- /table:{name} -->", re.S)
         if not pat.search(new):
             print(f"error: README.md has no <!-- table:{name} --> block", file=sys.stderr)
             return 1
-        new = pat.sub(lambda m: m.group(1) + body + m.group(2), new)
+        new = pat.sub(lambda m: f"<!-- table:{name} -->\n{body}\n<!-- /table:{name} -->", new)
     if args.check:
         if new != text:
             print("FAIL: README.md's tables differ from their sources (run make_tables.py)")
