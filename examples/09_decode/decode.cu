@@ -745,11 +745,11 @@ static const attn_requirements dec_requirements = {
     false};
 
 static const attn_stage dec_stages[] = {
-    {"append", false, NULL, dec_clear_append, dec_check_append},
-    {"attention", false, NULL, dec_clear_output, dec_check_attention},
-    {"indexer", false, NULL, dec_clear_logits, dec_check_indexer},
-    {"top-k", false, NULL, dec_clear_selection, dec_check_topk},
-    {"sparse", false, dec_prepare_sparse, dec_clear_output, dec_check_sparse},
+    {"append", false, NULL, dec_clear, dec_check_append},
+    {"attention", false, NULL, dec_clear, dec_check_attention},
+    {"indexer", false, NULL, dec_clear, dec_check_indexer},
+    {"top-k", false, NULL, dec_clear, dec_check_topk},
+    {"sparse", false, dec_prepare_sparse, dec_clear, dec_check_sparse},
 };
 
 static const attn_kernel dec_kernels[] = {

@@ -213,13 +213,10 @@ attn_verdict dec_verdict(void *state, const attn_kernel *k, const attn_problem *
 void dec_banner(void *state, const attn_problem *p);
 int dec_setup(void *state, const attn_problem *p, const attn_cli *cli, int check_rows,
               attn_buffers *b, int *chunks);
-int dec_clear_append(void *state, const attn_kernel *k, int chunk);
+int dec_clear(void *state, const attn_kernel *k, int chunk); /* every stage's */
 int dec_check_append(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
-int dec_clear_output(void *state, const attn_kernel *k, int chunk);
 int dec_check_attention(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
-int dec_clear_logits(void *state, const attn_kernel *k, int chunk);
 int dec_check_indexer(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
-int dec_clear_selection(void *state, const attn_kernel *k, int chunk);
 int dec_check_topk(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
 int dec_prepare_sparse(void *state, char *why, size_t len);
 int dec_check_sparse(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);

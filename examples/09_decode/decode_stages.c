@@ -47,8 +47,7 @@ static int visible(const dec_state *s, int b, int i) {
     return L == 0 || n < 0 ? 0 : n > L ? L : n;
 }
 
-/* ---- step 1: the flags ------------------------------------------------------------------------
- */
+/* ---- step 1: the flags ----------------------------------------------------------------------- */
 
 /* --cache-lens: a comma-separated list of lengths >= 0 (at most 2^27 each). */
 static int parse_lens(dec_state *s, const char *list, char *why, size_t len) {
@@ -315,8 +314,7 @@ void dec_banner(void *state, const attn_problem *p) {
            s->opt.index_heads, s->opt.index_dim);
 }
 
-/* ---- step 3: inputs ----------------------------------------------------------------------------
- */
+/* ---- step 3: inputs -------------------------------------------------------------------------- */
 
 /* The packed bytes of count fp32 values in the dtype, into dst. */
 static void pack(const dec_state *s, unsigned char *dst, const float *src, size_t count) {
@@ -497,17 +495,28 @@ int dec_setup(void *state, const attn_problem *p, const attn_cli *cli, int check
     return 0;
 }
 
-/* ---- the append stage --------------------------------------------------------------------------
- */
+/* ---- what each stage's kernels write, NaN-filled before they run ----------------------------- */
 
-int dec_clear_append(void *state, const attn_kernel *k, int chunk) {
-    (void)k, (void)chunk;
+int dec_clear(void *state, const attn_kernel *k, int chunk) {
+    (void)chunk;
     const dec_state *s = of(state);
-    /* the pools as before the step: the new tokens' slots NaN, the rest as it was */
-    return attn_to_device(s->d_kp, s->kp0, s->pool_bytes) ||
-           attn_to_device(s->d_vp, s->vp0, s->pool_bytes) ||
-           attn_to_device(s->d_kip, s->kip0, s->pool_ki_bytes);
+    const size_t tokens = (size_t)s->B * s->Lq, rows = (size_t)rows_of(s);
+    switch (k->stage) {
+    case DEC_STAGE_APPEND: /* the pools as before the step: the new tokens' slots NaN */
+        return attn_to_device(s->d_kp, s->kp0, s->pool_bytes) ||
+               attn_to_device(s->d_vp, s->vp0, s->pool_bytes) ||
+               attn_to_device(s->d_kip, s->kip0, s->pool_ki_bytes);
+    case DEC_STAGE_INDEXER:
+        return attn_device_fill_nan(s->d_logits, tokens * s->L_cap * sizeof(float));
+    case DEC_STAGE_TOPK:
+        return attn_device_fill_nan(s->d_sel, tokens * s->k_eff * sizeof(int32_t));
+    default: /* attention, dense or sparse */
+        return attn_device_fill_nan(s->d_o, rows * s->D * s->dsize) ||
+               attn_device_fill_nan(s->d_lse, rows * sizeof(float));
+    }
 }
+
+/* ---- the append stage ------------------------------------------------------------------------ */
 
 /* The first slot where pool (read back from dev) differs from want, as "pool p page x slot y". */
 static int compare_pool(dec_state *s, const char *name, const void *dev, const unsigned char *want,
@@ -538,15 +547,7 @@ int dec_check_append(void *state, const attn_kernel *k, int chunk, attn_stage_ch
     return 0;
 }
 
-/* ---- the attention stages ----------------------------------------------------------------------
- */
-
-int dec_clear_output(void *state, const attn_kernel *k, int chunk) {
-    (void)k, (void)chunk;
-    const dec_state *s = of(state);
-    return attn_device_fill_nan(s->d_o, (size_t)rows_of(s) * s->D * s->dsize) ||
-           attn_device_fill_nan(s->d_lse, (size_t)rows_of(s) * sizeof(float));
-}
+/* ---- the attention stages -------------------------------------------------------------------- */
 
 /* The reference of the checked rows (NaN elsewhere: the checkers skip those), over every key a
  * row sees (sel NULL) or over a selection. */
@@ -589,18 +590,7 @@ static int compare(dec_state *s, const float *ref, const float *ref_lse, const f
     attn_unpack(s->out, s->staging, elems, s->p.dtype);
     const attn_check_result co = attn_check_output(&s->p, s->out, ref, lowp, s->amplitude);
     const attn_check_result cl = attn_check_lse(&s->p, s->lse, ref_lse);
-    out->pass = co.pass && cl.pass;
-    out->rows = (int64_t)(co.checked / (size_t)s->D);
-    out->max_err = co.nonfinite ? INFINITY : co.max_abs_err;
-    out->bound = co.bound;
-    if (!co.pass && co.num_reported > 0)
-        snprintf(out->detail, sizeof out->detail,
-                 "%zu of %zu elements wrong; first (b=%d h=%d i=%d d=%d): %.6g, want %.6g", co.bad,
-                 co.checked, co.first[0].b, co.first[0].h, co.first[0].i, co.first[0].d,
-                 co.first[0].got, co.first[0].want);
-    else if (!cl.pass && cl.num_reported > 0)
-        snprintf(out->detail, sizeof out->detail, "LSE (b=%d h=%d i=%d): %.6g, want %.6g",
-                 cl.first[0].b, cl.first[0].h, cl.first[0].i, cl.first[0].got, cl.first[0].want);
+    attn_stage_check_attention(&s->p, &co, &cl, out);
     return 0;
 }
 
@@ -632,14 +622,7 @@ int dec_check_attention(void *state, const attn_kernel *k, int chunk, attn_stage
     return 0;
 }
 
-/* ---- the indexer and top-k stages
- * ---------------------------------------------------------------- */
-
-int dec_clear_logits(void *state, const attn_kernel *k, int chunk) {
-    (void)k, (void)chunk;
-    const dec_state *s = of(state);
-    return attn_device_fill_nan(s->d_logits, (size_t)s->B * s->Lq * s->L_cap * sizeof(float));
-}
+/* ---- the indexer and top-k stages ------------------------------------------------------------ */
 
 int dec_check_indexer(void *state, const attn_kernel *k, int chunk, attn_stage_check *out) {
     (void)k, (void)chunk;
@@ -679,10 +662,9 @@ int dec_check_indexer(void *state, const attn_kernel *k, int chunk, attn_stage_c
     return 0;
 }
 
-int dec_clear_selection(void *state, const attn_kernel *k, int chunk) {
-    (void)k, (void)chunk;
-    const dec_state *s = of(state);
-    return attn_device_fill_nan(s->d_sel, (size_t)s->B * s->Lq * s->k_eff * sizeof(int32_t));
+/* The selection on the device, read back into seen_sel. */
+static int read_selection(dec_state *s) {
+    return attn_to_host(s->seen_sel, s->d_sel, (size_t)s->B * s->Lq * s->k_eff * sizeof(int32_t));
 }
 
 int dec_check_topk(void *state, const attn_kernel *k, int chunk, attn_stage_check *out) {
@@ -690,7 +672,7 @@ int dec_check_topk(void *state, const attn_kernel *k, int chunk, attn_stage_chec
     dec_state *s = of(state);
     const int64_t tokens = (int64_t)s->B * s->Lq;
     const int K = s->k_eff;
-    if (attn_to_host(s->seen_sel, s->d_sel, (size_t)tokens * K * sizeof(int32_t)))
+    if (read_selection(s))
         return 1;
     for (int64_t token = 0; token < tokens; ++token) {
         const int b = (int)(token / s->Lq), i = (int)(token % s->Lq);
@@ -711,8 +693,7 @@ int dec_check_topk(void *state, const attn_kernel *k, int chunk, attn_stage_chec
     return 0;
 }
 
-/* ---- the sparse stage --------------------------------------------------------------------------
- */
+/* ---- the sparse stage ------------------------------------------------------------------------ */
 
 int dec_prepare_sparse(void *state, char *why, size_t len) {
     dec_state *s = of(state);
@@ -720,7 +701,7 @@ int dec_prepare_sparse(void *state, char *why, size_t len) {
     const int K = s->k_eff;
     /* what the sparse kernel will read: the selection on the device, validated (it addresses
      * pages through it) */
-    if (attn_to_host(s->seen_sel, s->d_sel, (size_t)tokens * K * sizeof(int32_t)))
+    if (read_selection(s))
         return 1;
     for (int64_t token = 0; token < tokens; ++token) {
         const int b = (int)(token / s->Lq), i = (int)(token % s->Lq), n = visible(s, b, i);
@@ -743,8 +724,7 @@ int dec_check_sparse(void *state, const attn_kernel *k, int chunk, attn_stage_ch
     return compare(s, s->sref, s->sref_lse, s->slowp, out);
 }
 
-/* ---- FLOPs, bytes, records, dump, the lines after the table
- * -------------------------------------- */
+/* ---- FLOPs, bytes, records, dump, the lines after the table ---------------------------------- */
 
 /* Sum over the new tokens of what each sees, capped at cap (0: no cap). */
 static double seen_keys(const dec_state *s, int cap) {
