@@ -10,7 +10,9 @@ over libdecode_attn_sim.so, argument 1), against PyTorch's own decoding loop.
      K/V rounding: relative 2^-11, through 30 layers; measured: ~8e-3) and their argmax agrees;
   4. DSA with k at least the cache selects every token, and its logits equal the dense kernel's
      bit for bit (the same tiles, splits and order of arithmetic);
-  5. sink + window and DSA with a small k run, and keep the attention's budget.
+  5. sink + window and DSA with a small k run, and keep the attention's budget;
+  6. the library refuses bad input with one line: a selection outside the cache, a sequence
+     longer than the session holds, attention before a step begins.
 A prompt of 64 tokens of Pride & Prejudice; about 30 s of CPU.
 """
 import os
@@ -96,6 +98,30 @@ def check_budgets(c):
     c.expect(bool(torch.isfinite(dsa).all() and torch.isfinite(sw).all()), "finite logits")
 
 
+def check_library_errors(c):
+    s = lib.session(layers=1, heads=2, kv_heads=1, head_dim=64, max_tokens=4)
+    kv = np.zeros((1, 1, 1, 64), dtype=np.float32)
+    q = np.zeros((1, 1, 2, 64), dtype=np.float32)
+
+    def refused(what, fn, text):
+        try:
+            fn()
+            c.expect(False, f"{what}: accepted")
+        except decode_kernels.DecodeError as e:
+            c.expect(text in str(e) and "\n" not in str(e), f"{what}: '{e}'")
+
+    refused("attention before a step", lambda: s.attend(0, q), "no step is open")
+    s.begin(1)
+    s.append(0, kv, kv)
+    refused("a selection outside the cache",
+            lambda: s.attend(0, q, mode="selection", sel=[[0, 5]]),
+            "slot 1 holds 5, not -1 nor an ascending position in [0, 1)")
+    s.end()
+    refused("more tokens than the session holds", lambda: s.begin(4),
+            "sequence 0 would hold 5 tokens, more than the session's 4")
+
+
 if __name__ == "__main__":
-    sys.exit(T.main(__doc__, [check_loop, check_dense, check_f16, check_dsa_all, check_budgets],
+    sys.exit(T.main(__doc__, [check_loop, check_dense, check_f16, check_dsa_all, check_budgets,
+                     check_library_errors],
                     argv=[]))
