@@ -55,23 +55,31 @@ def generate_table():
     out = []
     for path in sorted(glob.glob(os.path.join(RESULTS, "generate_*.json"))):
         g = json.load(open(path))
+        ref = g["results"][0].get("nll")  # the PyTorch reference's
         rows = ["| attention | continuation (greedy) | tokens equal to PyTorch's | max logit "
-                "difference | NLL of the text's continuation (nats/token) | tokens/s |",
-                "|---|---|---:|---:|---:|---:|"]
+                "difference | NLL of the text's continuation (nats/token) | change vs PyTorch | "
+                "tokens 0.5 nats worse | tokens/s |", "|---|---|---:|---:|---:|---:|---:|---:|"]
         for r in g["results"]:
             text = r["text"].replace("\n", " ").replace("|", "\\|").strip()
-            nll = f"{sum(r['nll']) / len(r['nll']):.3f}" if "nll" in r else "—"
+            nll = r.get("nll")
+            mean = f"{sum(nll) / len(nll):.3f}" if nll else "—"
+            delta = worse = "—"
+            if nll and ref and r is not g["results"][0]:
+                d = [a - b for a, b in zip(nll, ref)]
+                delta = f"{sum(d) / len(d):+.3f} (largest {max(d):+.2f})"
+                worse = f"{sum(x > 0.5 for x in d)} / {len(d)}"
             same = f"{r['tokens_matched']} / {g['new']}" if "tokens_matched" in r else "—"
             diff = f"{r['max_logit_diff']:.2g}" if "max_logit_diff" in r else "—"
-            rows.append(f"| `{r['attention']}` | {text} | {same} | {diff} | {nll} | "
-                        f"{r['tokens_per_second']:.2f} |")
+            rows.append(f"| `{r['attention']}` | {text} | {same} | {diff} | {mean} | {delta} | "
+                        f"{worse} | {r['tokens_per_second']:.2f} |")
         timing = "simulator (CPU) timings, not GPU performance" if g["backend"] == "sim" else \
             "GPU timings"
         rows += ["", f"{g['text']} tokens {g['start']}..{g['start'] + g['prompt'] - 1} as the "
                      f"prompt, {g['new']} new tokens, cache {g['dtype']}, pages of "
                      f"{g['page_size']}; the text's own continuation: "
-                     f"\"{g['truth'].replace(chr(10), ' ').strip()}\". tokens/s: {timing} "
-                     f"(the `torch` row: PyTorch on the CPU); {g.get('machine', '')}"]
+                     f"\"{g['truth'].replace(chr(10), ' ').strip()}\". Max logit difference: "
+                     f"over the steps before the first different token. tokens/s: {timing} (the "
+                     f"`torch` row: PyTorch on the CPU); {g.get('machine', '')}"]
         out.append("\n".join(rows))
     return "\n\n".join(out)
 
