@@ -43,7 +43,7 @@
  * A plain run: ./build/sim/examples/09_decode/decode_sim (every version, checked, then timed).
  * On a GPU build use build/gpu/.../decode_gpu.
  *
- * All versions: f32, f16, bf16 (fp32 accumulation); D = 64, 128 or 256; H divisible by H_kv
+ * All versions: f32, f16, bf16 (fp32 accumulation); D = 64 or 128; H divisible by H_kv
  * (g = 1: multi-head; H_kv = 1: multi-query); 1 to 8 new tokens per sequence, causal among them
  * (bottom-right aligned); a different cache length per sequence, 0 included (output 0, LSE -inf).
  *
@@ -238,7 +238,7 @@ template <typename T, int D> __global__ void combine_kernel(const dec_params<T> 
  *
  *   shared memory (rows padded by 16 bytes: a quarter-warp's 16-byte reads of 8 rows hit 8
  *   different bank groups)
- *     k_s, v_s  [Bc][D + 16/sizeof(T)]  a tile of Bc keys (64; 32 for D = 256), cp.async
+ *     k_s, v_s  [Bc][D + 16/sizeof(T)]  a tile of Bc = 64 keys, cp.async
  *     q_s       [16][D]    the rows' queries, fp32, scaled by scale * log2(e)
  *     p_s       [16][Bc]   S = Q K^T of the tile, then P = 2^(S - m)
  *     m_s, l_s, alpha_s [16]   the rows' running max, sum, and this tile's rescale factor
@@ -261,7 +261,7 @@ template <typename T, int D> __global__ void combine_kernel(const dec_params<T> 
  * in the block table once each, and every other step is the same code, so the two agree bit for
  * bit. */
 template <typename T, int D> struct tile_cfg {
-    static constexpr int BC = D > 128 ? 32 : 64;     /* keys per tile */
+    static constexpr int BC = 64;                    /* keys per tile */
     static constexpr int CH = 16 / (int)sizeof(T);   /* elements per 16-byte copy */
     static constexpr int LD = D + CH;                /* padded row of k_s, v_s */
     static constexpr int PHASES = TILE_THREADS / BC; /* S step: row groups */
@@ -514,10 +514,7 @@ __global__ void indexer_kernel(const T *q_index, const float *w, const T *ki_pag
 
 template <template <typename, int> class F, typename... Args>
 static void by_type(attn_dtype t, int D, Args... args) {
-#define DEC_BY_D(T)                                                                                \
-    (D == 64    ? F<T, 64>::run(args...)                                                           \
-     : D == 128 ? F<T, 128>::run(args...)                                                          \
-                : F<T, 256>::run(args...))
+#define DEC_BY_D(T) (D == 64 ? F<T, 64>::run(args...) : F<T, 128>::run(args...))
     if (t == ATTN_BF16)
         DEC_BY_D(__nv_bfloat16);
     else if (t == ATTN_F16)
@@ -672,8 +669,8 @@ void dec_launch_topk(const dec_args *a, bool bitonic, cudaStream_t stream) {
 /* ================================= registry =============================================== */
 
 const char *dec_unsupported(int H, int H_kv, int D, int Lq, int index_heads, int index_dim) {
-    if (D != 64 && D != 128 && D != 256)
-        return "the kernels take D = 64, 128 or 256 (-D)";
+    if (D != 64 && D != 128)
+        return "the kernels take D = 64 or 128 (-D)";
     if (H_kv < 1 || H % H_kv != 0)
         return "the query heads must be a multiple of the key/value heads (-H, --kv-heads)";
     if (Lq < 1 || Lq > DEC_MAX_QUERIES)
@@ -734,11 +731,11 @@ static void run_sparse(const attn_problem *p, const attn_buffers *b, cudaStream_
     dec_launch_sparse(&a, s);
 }
 
-/* f32/f16/bf16, D = 64, 128 or 256 (the module refuses other D), new tokens causal among
+/* f32/f16/bf16, D = 64 or 128 (the module refuses other D), new tokens causal among
  * themselves, a cache length per sequence; every kernel runs on the simulator */
 static const attn_requirements dec_requirements = {
     ATTN_DTYPE_BIT(ATTN_F32) | ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16),
-    256,
+    128,
     64,
     true,
     true,
