@@ -646,16 +646,13 @@ int dec_check_indexer(void *state, const attn_kernel *k, int chunk, attn_stage_c
                                           s->w, b, i, want, bound);
         const float *got = s->logits + token * s->L_cap;
         out->rows++;
-        for (int t = 0; t < n; ++t) {
-            /* fp32 sums of D_I products per head: a few ulps of the magnitudes (example 05's) */
-            const double err = fabs(got[t] - want[t]), tol = 1e-5 * bound[t] + 1e-30;
-            out->max_err = err > out->max_err ? err : out->max_err;
-            if (!(err <= tol) && out->pass) {
-                out->pass = false;
-                snprintf(out->detail, sizeof out->detail,
-                         "b=%d i=%d token %d: %.9g, want %.9g (tolerance %.3g)", b, i, t,
-                         (double)got[t], want[t], tol);
-            }
+        double tol; /* example 05's bound: fp32 rounding of the heads' sums */
+        const int t = ds_check_index_scores(got, want, bound, n, &out->max_err, &tol);
+        if (t >= 0 && out->pass) {
+            out->pass = false;
+            snprintf(out->detail, sizeof out->detail,
+                     "b=%d i=%d token %d: %.9g, want %.9g (tolerance %.3g)", b, i, t,
+                     (double)got[t], want[t], tol);
         }
     }
     free(want), free(bound);
