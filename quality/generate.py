@@ -14,7 +14,7 @@ attention: decode.py's SDPA with enable_gqa over a PyTorch cache. Attentions (--
 
     torch             the reference (always run first)
     dense             example 09's version 5: GQA tiles over the paged cache, split-KV
-    dsa:k=K           DeepSeek sparse attention: the trained lightning indexer (versions 6),
+    dsa:k=K           DeepSeek sparse attention: the trained lightning indexer (version 6),
                       example 05's radix top-k, attention over the K tokens (version 9)
     sink:n=S,w=W      the S first tokens and the W latest (a selection made here, version 9)
 
@@ -228,7 +228,7 @@ def make_cache(model, lib, spec, args, indexers):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lib", help="libdecode_attn_<backend>.so (default: $ATTN_DECODE_LIB, else "
                     "build/sim/examples/09_decode/libdecode_attn_sim.so)")
     ap.add_argument("--text", default="austen", help="austen or kjv")
