@@ -11,7 +11,7 @@
 #
 # Usage: benchmarks/gpu.sh [--steps LIST] [--quick]
 #   --steps   comma-separated, in this order (default all):
-#             build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,crossover,example08,plots
+#             build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,crossover,example08,decode,plots
 #             c: bench_attention --grid dense; torch: the SDPA backends and naive PyTorch on the
 #             same grid; fp32: examples 01/02 and FA2 v1 (fp32) at B=1 H=16 D=64; flex:
 #             FlexAttention (compiled once per shape: the slowest step); sparse: example 04's
@@ -27,24 +27,28 @@
 #             example08: example 08's modifications (causal, 8 documents, ALiBi, soft-cap) at
 #             L 1k-16k, D 64/128, beside compiled FlexAttention and SDPA with an explicit
 #             mask/bias (examples/08_flex_attention/bench_gpu.py, flex08.jsonl);
+#             decode: example 09's decoding step, every version over B 1-64 and contexts 1K-128K,
+#             its achieved bandwidth beside torch SDPA and flash_attn_with_kvcache (if
+#             installed), DSA against dense at 32K and 128K (examples/09_decode/bench_decode.py);
 #             plots: figures + tables
 #   --quick   L up to 4k only (a first look in about three minutes)
 # Each step stops starting new problems when its time budget is spent (--budget-s), so the whole
 # script stays within about 13 minutes on an H100, 21 with the crossover step (its budgets: 8
-# minutes), plus example08's budget of 10 minutes (not measured yet); c and torch rewrite their
-# file, the other steps append to it (rerun c or torch before rerunning one of those alone).
+# minutes), plus example08's budget of 10 minutes and decode's of 150 s (neither measured yet);
+# c and torch rewrite their file, the other steps append to it (rerun c or torch before rerunning
+# one of those alone).
 # Without a GPU it says so and exits 77.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
-steps="build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,crossover,example08,plots"
+steps="build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,crossover,example08,decode,plots"
 quick=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --steps) steps="${2:?--steps needs a list}"; shift 2 ;;
     --quick) quick=1; shift ;;
-    -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,40p' "$0"; exit 0 ;;
     *) echo "error: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -170,6 +174,19 @@ if has example08; then
         --program "$build/examples/08_flex_attention/flex_attention_gpu" --out "$out/flex08.jsonl" ||
         echo "warning: bench_gpu.py (example 08) reported failures" >&2
     ran+=(example08)
+fi
+
+if has decode; then
+    say "bench_decode: example 09's decoding step, B 1-64, contexts 1K-128K (budget 150 s)"
+    cmake --build "$build" -j "$(nproc)" --target decode_gpu >>"$out/.build.log" 2>&1 ||
+        { tail -50 "$out/.build.log"; exit 1; }
+    dec=(--budget-s 150)
+    [ $quick -eq 1 ] && dec+=(--quick)
+    "$py" examples/09_decode/bench_decode.py "${dec[@]}" --commit "$commit" \
+        --program "$build/examples/09_decode/decode_gpu" --out "$out/decode.jsonl" ||
+        echo "warning: bench_decode reported failures" >&2
+    "$py" examples/09_decode/bench_decode.py --table "$out/decode.jsonl" >"$out/decode.md" || true
+    ran+=(decode)
 fi
 
 nvcc_version=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' || true)

@@ -21,6 +21,10 @@ set(CMAKE_C_STANDARD_REQUIRED ON)
 set(CMAKE_C_EXTENSIONS OFF)
 set(CMAKE_CXX_STANDARD 17)
 set(CMAKE_CXX_STANDARD_REQUIRED ON)
+# Position-independent code everywhere, so that an example may link its kernels (and the harness
+# and the simulator under them) into a shared library that another program loads at run time
+# (example 09's libdecode_attn_<backend>.so, which the quality toolkit's model calls from Python).
+set(CMAKE_POSITION_INDEPENDENT_CODE ON)
 if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
   set(CMAKE_BUILD_TYPE Release CACHE STRING "Build type" FORCE)
 endif()

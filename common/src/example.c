@@ -54,6 +54,25 @@ const char *attn_example_stage_name(const attn_example *ex, const attn_kernel *k
     return m != NULL && m->stages != NULL ? m->stages[k->stage].name : "attention";
 }
 
+void attn_stage_check_attention(const attn_problem *p, const attn_check_result *o,
+                                const attn_check_result *lse, attn_stage_check *out) {
+    out->pass = o->pass && lse->pass;
+    out->rows = (int64_t)(o->checked / (size_t)(p->D > 0 ? p->D : 1));
+    out->max_err = o->nonfinite ? INFINITY : o->max_abs_err;
+    out->bound = o->bound;
+    out->detail[0] = '\0';
+    const attn_mismatch *m = !o->pass && o->num_reported > 0       ? &o->first[0]
+                             : !lse->pass && lse->num_reported > 0 ? &lse->first[0]
+                                                                   : NULL;
+    if (m != NULL && m == &o->first[0])
+        snprintf(out->detail, sizeof out->detail,
+                 "%zu of %zu elements wrong; first (b=%d h=%d i=%d d=%d): %.6g, want %.6g", o->bad,
+                 o->checked, m->b, m->h, m->i, m->d, m->got, m->want);
+    else if (m != NULL)
+        snprintf(out->detail, sizeof out->detail, "LSE (b=%d h=%d i=%d): %.6g, want %.6g", m->b,
+                 m->h, m->i, m->got, m->want);
+}
+
 static bool staged(const session *s) { return s->m != NULL && s->m->stages != NULL; }
 
 /* ---- 1. command line and problem ------------------------------------------------------------- */

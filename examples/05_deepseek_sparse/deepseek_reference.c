@@ -1,6 +1,7 @@
 /* deepseek_reference.c — the CPU oracles of example 05, in double precision (deepseek_sparse.h).
  *
  *   ds_index_scores_ref   the lightning indexer's scores of one query, plus an error scale
+ *   ds_check_index_scores the indexer's scores of one query against those, within fp32 rounding
  *   ds_check_selection    the top-k tie rule (any right selection passes, a wrong one fails)
  *   ds_selection_csr      the selection as the harness reference's CSR mask, so that sparse
  *                         attention is checked by attn_reference itself
@@ -44,6 +45,21 @@ int ds_index_scores_ref(const attn_problem *p, int index_heads, int index_dim, c
             bound[s] = scale;
     }
     return n;
+}
+
+int ds_check_index_scores(const float *got, const double *want, const double *bound, int n,
+                          double *max_err, double *tol) {
+    int first = -1;
+    for (int t = 0; t < n; ++t) {
+        /* fp32 sums of D_I products per head: a few ulps of the magnitudes */
+        const double err = fabs(got[t] - want[t]), tol_t = 1e-5 * bound[t] + 1e-30;
+        *max_err = err > *max_err ? err : *max_err;
+        if (!(err <= tol_t) && first < 0) {
+            first = t;
+            *tol = tol_t;
+        }
+    }
+    return first;
 }
 
 static int cmp_desc(const void *a, const void *b) {

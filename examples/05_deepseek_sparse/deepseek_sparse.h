@@ -74,6 +74,13 @@ int ds_index_scores_ref(const attn_problem *p, int index_heads, int index_dim, c
                         const float *k_index, const float *w, int b, int i, double *scores,
                         double *bound);
 
+/* The indexer's scores of one query, got[0 .. n), against ds_index_scores_ref's want and bound:
+ * fp32 sums of D_I products per head are within a few ulps of their magnitudes,
+ * |got - want| <= 1e-5 * bound + 1e-30. Raises *max_err to the largest error; returns the first
+ * key out of tolerance (its tolerance in *tol), or -1. */
+int ds_check_index_scores(const float *got, const double *want, const double *bound, int n,
+                          double *max_err, double *tol);
+
 /* The top-k tie rule: sel[0 .. topk) is a right selection from scores[0 .. n) iff it holds
  * min(topk, n) distinct indices in [0, n), ascending, every chosen score >= the true topk-th
  * largest score, and -1 in the remaining slots. 0 if right, else 1 with a reason in why. */

@@ -299,16 +299,13 @@ int ds_check_indexer(void *state, const attn_kernel *k, int chunk, attn_stage_ch
                 const int n = ds_index_scores_ref(p, s->opt.index_heads, s->opt.index_dim, s->qi,
                                                   s->ki, s->w, b, i, want, bound);
                 out->rows++;
-                for (int t = 0; t < n; ++t) {
-                    /* fp32 accumulation of D_I products per head: a few ulps of the magnitudes */
-                    const double err = fabs(got[t] - want[t]), tol = 1e-5 * bound[t] + 1e-30;
-                    out->max_err = err > out->max_err ? err : out->max_err;
-                    if (!(err <= tol) && out->pass) {
-                        out->pass = false;
-                        snprintf(out->detail, sizeof out->detail,
-                                 "b=%d i=%d key %d: %.9g, want %.9g (tolerance %.3g)", b, i, t,
-                                 (double)got[t], want[t], tol);
-                    }
+                double tol;
+                const int t = ds_check_index_scores(got, want, bound, n, &out->max_err, &tol);
+                if (t >= 0 && out->pass) {
+                    out->pass = false;
+                    snprintf(out->detail, sizeof out->detail,
+                             "b=%d i=%d key %d: %.9g, want %.9g (tolerance %.3g)", b, i, t,
+                             (double)got[t], want[t], tol);
                 }
             }
             /* --scores: the top-k stage's input replaced, once the indexer's is checked */

@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "attn/check.h"
 #include "attn/cli.h"
 #include "attn/problem.h"
 #include "attn/reference.h"
@@ -69,6 +70,13 @@ typedef struct attn_stage {
      * a message on stderr (a runtime error). */
     int (*check)(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
 } attn_stage;
+
+/* An attention stage's verdict from the harness's comparisons of its output and its log-sum-exp
+ * (attn_check_output, attn_check_lse; attn/check.h): pass when both pass, the rows compared
+ * (output elements / D), the largest error (infinite when an element is not finite) and its
+ * bound, and as detail the first mismatch of the output, else of the LSE. */
+void attn_stage_check_attention(const attn_problem *p, const attn_check_result *o,
+                                const attn_check_result *lse, attn_stage_check *out);
 
 /* ---- the module -------------------------------------------------------------------------------
  * Every hook may be NULL. state is the module's own storage (state_size bytes, zeroed, kept for

@@ -1,0 +1,839 @@
+/* decode.cu — Example 09: decoding. One new query per sequence (or a few, in a speculative step)
+ * against a growing key/value cache: the step a deployed model repeats for every token it writes.
+ *
+ *     o_(b,h) = softmax(scale * q_(b,h) K_b^T) V_b      over the cache_seqlens[b] tokens of b
+ *
+ * Prefill (examples 01-06) has many queries per (sequence, head): a block owns a tile of 64 of
+ * them and every K/V byte it loads serves 64 rows. Decoding has one: every byte of the cache is
+ * read for a handful of multiply-adds, so the step is bound by memory bandwidth, and the versions
+ * below are about reading the cache once, with enough blocks to keep every SM reading.
+ *
+ * Versions (one line of intent each; the stage they belong to; the command that runs them):
+ *   1 append        (stage append) the new tokens' K, V (and index key) written into their pages:
+ *                   position cache_seqlens[b] - Lq + i of sequence b, through the block table.
+ *                   ./build/sim/examples/09_decode/decode_sim --kernel 1
+ *   2 naive         (stage attention) one warp per (sequence, query head) over the contiguous
+ *                   cache, key by key: a 32-lane dot product, then the online softmax update.
+ *                   B x H warps in all: a single sequence leaves most of a GPU idle.
+ *                   ./build/sim/examples/09_decode/decode_sim --kernel 2
+ *   3 split_kv      (stage attention) flash-decoding: the same loop over a slice of the cache per
+ *                   block (grid: splits x H x B); each writes its O and LSE, and a combine kernel
+ *                   merges the slices by their LSE. Splits: README, "How many splits".
+ *                   ./build/sim/examples/09_decode/decode_sim --kernel 3
+ *   4 gqa           (stage attention) the g = H / H_kv query heads that share a K/V head (and the
+ *                   Lq new tokens) in one block: each K/V tile is loaded once into shared memory
+ *                   (cp.async) and serves all their rows; split-KV and the combine as in 3.
+ *                   ./build/sim/examples/09_decode/decode_sim --kernel 4
+ *   5 paged         (stage attention) version 4 over the paged cache: each key of a tile found
+ *                   through the block table; the same arithmetic in the same order, so its output
+ *                   equals version 4's bit for bit.
+ *                   ./build/sim/examples/09_decode/decode_sim --kernel 5
+ *   6 indexer       (stage indexer) DeepSeek's lightning indexer at decode: the index scores of
+ *                   each new token against every index key of its sequence, read from a paged
+ *                   index-key cache; CUDA cores, any H_I <= 64 heads, D_I <= 128.
+ *                   ./build/sim/examples/09_decode/decode_sim --kernel 6
+ *   7 topk_radix    (stage top-k) example 05's radix select, at decode shape (one row per token).
+ *                   ./build/sim/examples/09_decode/decode_sim --kernel 7
+ *   8 topk_bitonic  (stage top-k) example 05's bitonic baseline (caches of <= 4096 tokens).
+ *                   ./build/sim/examples/09_decode/decode_sim --kernel 8
+ *   9 sparse        (stage sparse) attention over the k selected tokens of the paged cache: the
+ *                   tile loop of 5 with each tile's keys taken from the selection, split over the
+ *                   selection, the combine of 3. Shared by the heads of a group.
+ *                   ./build/sim/examples/09_decode/decode_sim --kernel 9
+ * A plain run: ./build/sim/examples/09_decode/decode_sim (every version, checked, then timed).
+ * On a GPU build use build/gpu/.../decode_gpu.
+ *
+ * All versions: f32, f16, bf16 (fp32 accumulation); D = 64 or 128; H divisible by H_kv
+ * (g = 1: multi-head; H_kv = 1: multi-query); 1 to 8 new tokens per sequence, causal among them
+ * (bottom-right aligned); a different cache length per sequence, 0 included (output 0, LSE -inf).
+ *
+ * Sections: CPU reference | kernels | launchers | registry. main() is in main.c, the stages'
+ * inputs and checks in decode_stages.c, the page pool and the split rules in decode_host.c, the
+ * library the model calls in decode_api.c.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../05_deepseek_sparse/deepseek_sparse.h"
+#include "attn/problem.h"
+#include "decode.h"
+#include "device/kernel_common.cuh"
+#include "device/mma.cuh"
+
+/* ============================== CPU reference ============================================= */
+/* decode_reference.c: each output row in double precision over the unpaged cache (grouped heads
+ * read directly, no copy per query head), the same-precision implementation FlashAttention's rule
+ * needs, and the selection as a key list; the index scores are example 05's reference
+ * (ds_index_scores_ref), the top-k its tie rule (ds_check_selection). */
+
+/* ================================== kernels =============================================== */
+
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+#define TILE_THREADS 128 /* versions 4, 5, 9 and the combine: 4 warps */
+
+/* Where the keys come from (the tiled kernel's template argument). */
+enum { SRC_CONTIGUOUS, SRC_PAGED, SRC_SELECTED };
+
+/* What every attention version reads, passed by value. */
+template <typename T> struct dec_params {
+    const T *q;         // [B, Lq, H, D]
+    T *o;               // [B, Lq, H, D]
+    float *lse;         // [H, B * Lq]
+    const T *k, *v;     // [B, H_kv, L_cap, D] contiguous, or the pools [pages, P, H_kv, D]
+    const int *seqlens; // [B]
+    const int *table;   // [B, W] block table (paged)
+    const int32_t *sel; // [B * Lq, topk] (selected)
+    float *part;        // split-KV partials: O [splits][rows][D], then LSE [splits][rows]
+    int B, H, H_kv, Lq, L_cap, W, P, topk, splits, chunk; /* chunk: keys (slots) per split */
+    float scale2; // scale * log2(e): scores in base 2, exp2f
+};
+
+/* Keys new token i of a sequence with L cached tokens sees (bottom-right causal; 0 if L = 0). */
+__device__ __forceinline__ int dec_visible(int i, int Lq, int L) {
+    return attn_visible_keys(i, Lq, L, true);
+}
+
+/* Element offset of token t's row of K/V head hk in sequence b: the contiguous cache, or the page
+ * the block table names for it. */
+template <int SRC, typename T>
+__device__ __forceinline__ int64_t dec_key_offset(const dec_params<T> &a, int b, int hk, int t,
+                                                  int D) {
+    if (SRC == SRC_CONTIGUOUS)
+        return (((int64_t)b * a.H_kv + hk) * a.L_cap + t) * D;
+    const int page = a.table[(int64_t)b * a.W + t / a.P];
+    return (((int64_t)page * a.P + t % a.P) * a.H_kv + hk) * D;
+}
+
+/* One output row's result: the final O and LSE when there is one split, else this split's
+ * partial (O already divided by its l, LSE = m + log l; a split with no key: 0 and -inf). */
+template <typename T, int D>
+__device__ __forceinline__ void dec_store(const dec_params<T> &a, int split, int64_t row, int d,
+                                          float value) {
+    if (a.splits == 1)
+        a.o[row * D + d] = T(value); /* round to nearest */
+    else
+        a.part[((int64_t)split * a.B * a.Lq * a.H + row) * D + d] = value;
+}
+
+template <typename T, int D>
+__device__ __forceinline__ void dec_store_lse(const dec_params<T> &a, int split, int64_t row,
+                                              float m, float l) {
+    const float lse = l > 0.0f ? m * LN2 + logf(l) : -INFINITY; /* m in base 2 */
+    const int64_t rows = (int64_t)a.B * a.Lq * a.H;
+    if (a.splits == 1)
+        a.lse[(row % a.H) * (rows / a.H) + row / a.H] = lse; /* [H, B*Lq] */
+    else
+        a.part[(int64_t)a.splits * rows * D + (int64_t)split * rows + row] = lse;
+}
+
+/* --- versions 2 and 3: naive and split_kv --------------------------------------------------------
+ *
+ *   naive:    grid (H, B);          block = 1 warp;  keys 0 .. n-1 of the row
+ *   split_kv: grid (splits, H, B);  block = 1 warp;  keys [s * chunk, (s+1) * chunk) of the row
+ *
+ *   lane l holds q[l], q[l+32], ... and acc[l], acc[l+32], ... (D / 32 of each); per key t:
+ *       s  = sum over the lanes of q . K[t]            (5 shuffles)
+ *       m' = max(m, s);  l = l 2^(m - m') + 2^(s - m');  acc = acc 2^(m - m') + 2^(s - m') V[t]
+ *   K[t] and V[t] are read by the 32 lanes side by side: one coalesced row per key.
+ *   Every query head reads its K/V head itself: with g heads per K/V head the cache is read g
+ *   times (version 4 reads it once). */
+template <typename T, int D>
+__device__ __forceinline__ void warp_attend_keys(const T *kb, const T *vb, const float *qr, int t0,
+                                                 int t1, float &m, float &l, float *acc) {
+    const int lane = threadIdx.x % 32;
+    for (int t = t0; t < t1; ++t) {
+        const T *kr = kb + (int64_t)t * D, *vr = vb + (int64_t)t * D;
+        float s = 0.0f;
+        for (int c = 0; c < D / 32; ++c)
+            s += qr[c] * float(kr[lane + 32 * c]);
+        s = attn_warp_sum(s);
+        const float m_new = fmaxf(m, s); /* s is finite: m_new too */
+        const float alpha = exp2f(m - m_new), p = exp2f(s - m_new);
+        l = l * alpha + p;
+        for (int c = 0; c < D / 32; ++c)
+            acc[c] = acc[c] * alpha + p * float(vr[lane + 32 * c]);
+        m = m_new;
+    }
+}
+
+/* One warp: query head h of sequence b, every new token i, keys [s * chunk, (s+1) * chunk) of
+ * what i sees (the whole of it for naive: chunk = L_cap, one split). */
+template <typename T, int D> __global__ void split_kv_kernel(const dec_params<T> a) {
+    const int lane = threadIdx.x, split = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const int hk = h / (a.H / a.H_kv), L = a.seqlens[b];
+    const T *kb = a.k + ((int64_t)b * a.H_kv + hk) * a.L_cap * D; /* contiguous: [L_cap, D] */
+    const T *vb = a.v + ((int64_t)b * a.H_kv + hk) * a.L_cap * D;
+    for (int i = 0; i < a.Lq; ++i) {
+        const int64_t row = ((int64_t)b * a.Lq + i) * a.H + h;
+        const int n = dec_visible(i, a.Lq, L);
+        const int t0 = min(split * a.chunk, n), t1 = min(t0 + a.chunk, n);
+        float qr[D / 32], acc[D / 32];
+        for (int c = 0; c < D / 32; ++c) {
+            qr[c] = float(a.q[row * D + lane + 32 * c]) * a.scale2;
+            acc[c] = 0.0f;
+        }
+        float m = -INFINITY, l = 0.0f;
+        warp_attend_keys<T, D>(kb, vb, qr, t0, t1, m, l, acc);
+        for (int c = 0; c < D / 32; ++c)
+            dec_store<T, D>(a, split, row, lane + 32 * c, l > 0.0f ? acc[c] / l : 0.0f);
+        if (lane == 0)
+            dec_store_lse<T, D>(a, split, row, m, l);
+    }
+}
+
+/* --- the combine (versions 3, 4, 5, 9)
+ * -------------------------------------------------------------
+ *
+ *   grid (B * Lq * H rows); block = 128 threads; split s of the row left O_s and LSE_s:
+ *       M = max_s LSE_s,   w_s = exp(LSE_s - M),   O = sum_s w_s O_s / sum_s w_s,
+ *       LSE = M + log sum_s w_s
+ *   (a split with no key has LSE_s = -inf: weight 0; a row with no key at all outputs 0, -inf).
+ *
+ *   shared:  red[4]   each warp's max of LSE_s          w_s[splits]   the weights */
+template <typename T, int D> __global__ void combine_kernel(const dec_params<T> a) {
+    __shared__ float w_s[DEC_MAX_SPLITS];
+    __shared__ float red[TILE_THREADS / 32];
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, S = a.splits;
+    const int64_t row = blockIdx.x, rows = (int64_t)a.B * a.Lq * a.H;
+    const float *lse_part = a.part + (int64_t)S * rows * D;
+    float mx = -INFINITY;
+    for (int s = tid; s < S; s += TILE_THREADS)
+        mx = fmaxf(mx, lse_part[(int64_t)s * rows + row]);
+    mx = attn_warp_max(mx);
+    if (lane == 0)
+        red[warp] = mx;
+    __syncthreads(); // every warp's maximum is in red before the threads combine them
+    mx = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+    for (int s = tid; s < S; s += TILE_THREADS)
+        w_s[s] = mx == -INFINITY ? 0.0f : exp2f((lse_part[(int64_t)s * rows + row] - mx) * LOG2E);
+    __syncthreads(); // every split's weight is in w_s before the threads sum them
+    float wsum = 0.0f;
+    for (int s = 0; s < S; ++s)
+        wsum += w_s[s];
+    for (int d = tid; d < D; d += TILE_THREADS) {
+        float acc = 0.0f;
+        for (int s = 0; s < S; ++s)
+            acc += w_s[s] * a.part[((int64_t)s * rows + row) * D + d];
+        a.o[row * D + d] = T(wsum > 0.0f ? acc / wsum : 0.0f);
+    }
+    if (tid == 0)
+        a.lse[(row % a.H) * (rows / a.H) + row / a.H] = wsum > 0.0f ? mx + logf(wsum) : -INFINITY;
+}
+
+/* --- versions 4, 5 and 9: one block for the rows that share a K/V head
+ * ----------------------------
+ *
+ *   grid  = (splits, H_kv x row tiles, B)   [sparse: (splits, H_kv x row tiles, B x Lq)]
+ *   block = 128 threads; its rows: up to 16 of the (new token i, head of the group) pairs that
+ *           read K/V head hk (dense: Lq x g of them; sparse: the g heads of one token, whose
+ *           selection they share). SmolLM2: g = 3, so one block, 3 rows, reads each row of the
+ *           cache once for 3 heads; version 3 reads it 3 times.
+ *
+ *   shared memory (rows padded by 16 bytes: a quarter-warp's 16-byte reads of 8 rows hit 8
+ *   different bank groups)
+ *     k_s, v_s  [Bc][D + 16/sizeof(T)]  a tile of Bc = 64 keys, cp.async
+ *     q_s       [16][D]    the rows' queries, fp32, scaled by scale * log2(e)
+ *     p_s       [16][Bc]   S = Q K^T of the tile, then P = 2^(S - m)
+ *     m_s, l_s, alpha_s [16]   the rows' running max, sum, and this tile's rescale factor
+ *     tok_s     [Bc]       the tile's token positions (-1: none): j itself, or sel[j]
+ *     off_s     [Bc]       where each token's K/V row starts (contiguous, or through its page)
+ *
+ *   per tile, three steps separated by barriers:
+ *     S     thread (jj = t % Bc, rows t / Bc, t / Bc + 128/Bc, ...): one dot product of D each
+ *     soft  warp w, rows w, w + 4, ...: the row's max over the tile, m' = max(m, tile max),
+ *           P = 2^(S - m'), l = l 2^(m - m') + sum P
+ *     PV    thread (column t % D, every row; for D = 64 rows of one parity):
+ *           acc = acc * alpha + sum_jj P[r][jj] V[jj][column]
+ *
+ *         tile of K/V (Bc keys)              rows (token, head)      p_s
+ *       +-----------------------+   S        (i0,h0) (i0,h1) ...   [r][jj]  -> softmax -> P V
+ *       | key j0 ... j0 + Bc-1  | ------->
+ *       +-----------------------+
+ *
+ * Contiguous (4) and paged (5) differ in one function, dec_key_offset: a tile's keys are looked up
+ * in the block table once each, and every other step is the same code, so the two agree bit for
+ * bit. */
+template <typename T, int D> struct tile_cfg {
+    static constexpr int BC = 64;                    /* keys per tile */
+    static constexpr int CH = 16 / (int)sizeof(T);   /* elements per 16-byte copy */
+    static constexpr int LD = D + CH;                /* padded row of k_s, v_s */
+    static constexpr int PHASES = TILE_THREADS / BC; /* S step: row groups */
+    static constexpr int CPT = D >= TILE_THREADS ? D / TILE_THREADS : 1; /* PV: columns */
+    static constexpr int RSTRIDE = D >= TILE_THREADS ? 1 : TILE_THREADS / D;
+    static constexpr int RPT = DEC_ROWS / RSTRIDE; /* PV: rows per thread */
+    static constexpr size_t smem = 2 * (size_t)BC * LD * sizeof(T) + (size_t)BC * sizeof(int64_t) +
+                                   ((size_t)DEC_ROWS * (D + BC + 3) + BC) * sizeof(float);
+};
+
+/* q . k for a row of q_s (fp32) and a row of k_s (T), 16 bytes of k at a time. */
+template <typename T, int D> __device__ __forceinline__ float dot_row(const float *q, const T *k) {
+    constexpr int CH = 16 / (int)sizeof(T);
+    float s = 0.0f;
+    for (int d = 0; d < D; d += CH) {
+        uint4 chunk;
+        chunk = *reinterpret_cast<const uint4 *>(k + d); /* an assignment: the checked build
+                                                            sees it as one 16-byte load */
+        T e[CH];
+        memcpy(e, &chunk, sizeof chunk);
+        for (int x = 0; x < CH; ++x)
+            s += q[d + x] * float(e[x]);
+    }
+    return s;
+}
+
+template <typename T, int D, int SRC> __global__ void tiled_kernel(const dec_params<T> a) {
+    using C = tile_cfg<T, D>;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T *k_s = reinterpret_cast<T *>(smem_raw);                          /* [BC][LD] */
+    T *v_s = k_s + C::BC * C::LD;                                      /* [BC][LD] */
+    int64_t *off_s = reinterpret_cast<int64_t *>(v_s + C::BC * C::LD); /* [BC] */
+    float *q_s = reinterpret_cast<float *>(off_s + C::BC);             /* [16][D] */
+    float *p_s = q_s + DEC_ROWS * D;                                   /* [16][BC] */
+    float *m_s = p_s + DEC_ROWS * C::BC, *l_s = m_s + DEC_ROWS, *alpha_s = l_s + DEC_ROWS;
+    int *tok_s = reinterpret_cast<int *>(alpha_s + DEC_ROWS); /* [BC] */
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, split = blockIdx.x;
+    const int g = a.H / a.H_kv;
+    const int rows_total = SRC == SRC_SELECTED ? g : a.Lq * g; /* rows that read K/V head hk */
+    const int tiles = (rows_total + DEC_ROWS - 1) / DEC_ROWS;
+    const int hk = blockIdx.y / tiles, r0 = blockIdx.y % tiles * DEC_ROWS;
+    const int b = SRC == SRC_SELECTED ? blockIdx.z / a.Lq : blockIdx.z;
+    const int i_sel = SRC == SRC_SELECTED ? blockIdx.z % a.Lq : 0; /* sparse: the block's token */
+    const int R = min(DEC_ROWS, rows_total - r0), L = a.seqlens[b];
+    /* row r of the block: new token i and query head h */
+#define ROW_TOKEN(r) (SRC == SRC_SELECTED ? i_sel : (r0 + (r)) / g)
+#define ROW_HEAD(r) (hk * g + (SRC == SRC_SELECTED ? r0 + (r) : (r0 + (r)) % g))
+    /* the keys (dense) or selection slots (sparse) of this split: the block's last row sees the
+     * most keys; sparse: the token's selection holds min(k, keys it sees) tokens, then -1 */
+    const int last = SRC == SRC_SELECTED ? min(a.topk, dec_visible(i_sel, a.Lq, L))
+                                         : dec_visible(ROW_TOKEN(R - 1), a.Lq, L);
+    const int t0 = min(split * a.chunk, last), t1 = min(t0 + a.chunk, last);
+    const int32_t *srow = SRC == SRC_SELECTED ? a.sel + ((int64_t)b * a.Lq + i_sel) * a.topk : NULL;
+
+    for (int x = tid; x < R * D; x += TILE_THREADS) {
+        const int r = x / D;
+        const int64_t qrow = ((int64_t)b * a.Lq + ROW_TOKEN(r)) * a.H + ROW_HEAD(r);
+        q_s[x] = float(a.q[qrow * D + x % D]) * a.scale2;
+    }
+    for (int r = tid; r < DEC_ROWS; r += TILE_THREADS) {
+        m_s[r] = -INFINITY;
+        l_s[r] = 0.0f;
+    }
+    __syncthreads(); // q rows and the running m, l are set before any thread reads them
+    float acc[C::RPT][C::CPT] = {};
+    const int col0 = tid % (D < TILE_THREADS ? D : TILE_THREADS);
+    const int rphase = D < TILE_THREADS ? tid / D : 0;
+
+    for (int j0 = t0; j0 < t1; j0 += C::BC) {
+        /* the tile's tokens and where their rows are (one block-table read per key) */
+        for (int jj = tid; jj < C::BC; jj += TILE_THREADS) {
+            const int j = j0 + jj;
+            const int t = j < t1 ? (SRC == SRC_SELECTED ? srow[j] : j) : -1;
+            tok_s[jj] = t;
+            off_s[jj] = t >= 0 ? dec_key_offset<SRC>(a, b, hk, t, D) : -1;
+        }
+        __syncthreads(); // the tokens' row offsets are in place before the copies use them
+        /* K and V rows of the tile, 16 bytes per copy; a slot with no token: zeros */
+        for (int c = tid; c < C::BC * (D / C::CH); c += TILE_THREADS) {
+            const int jj = c / (D / C::CH), col = c % (D / C::CH) * C::CH;
+            const int64_t off = off_s[jj];
+            cp_async_16(k_s + jj * C::LD + col, a.k + (off >= 0 ? off + col : 0), off >= 0);
+        }
+        cp_async_commit();
+        for (int c = tid; c < C::BC * (D / C::CH); c += TILE_THREADS) {
+            const int jj = c / (D / C::CH), col = c % (D / C::CH) * C::CH;
+            const int64_t off = off_s[jj];
+            cp_async_16(v_s + jj * C::LD + col, a.v + (off >= 0 ? off + col : 0), off >= 0);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads(); // every thread's K rows have landed before any thread reads the tile
+
+        /* S = Q K^T, masked: a slot with no token, or a token after what row r's token sees */
+        for (int r = tid / C::BC; r < R; r += C::PHASES) {
+            const int jj = tid % C::BC, t = tok_s[jj];
+            float s = -INFINITY;
+            if (t >= 0 && t < dec_visible(ROW_TOKEN(r), a.Lq, L))
+                s = dot_row<T, D>(q_s + r * D, k_s + jj * C::LD);
+            p_s[r * C::BC + jj] = s;
+        }
+        __syncthreads(); // the tile's scores are complete before the rows' softmax reads them
+
+        /* online softmax, one warp per row */
+        for (int r = warp; r < R; r += TILE_THREADS / 32) {
+            float mt = -INFINITY;
+            for (int x = lane; x < C::BC; x += 32)
+                mt = fmaxf(mt, p_s[r * C::BC + x]);
+            const float m_old = m_s[r], m_new = fmaxf(m_old, attn_warp_max(mt));
+            const float m_use = m_new == -INFINITY ? 0.0f : m_new; /* no key yet: no -inf - -inf */
+            float ps = 0.0f;
+            for (int x = lane; x < C::BC; x += 32) {
+                const float p = exp2f(p_s[r * C::BC + x] - m_use);
+                p_s[r * C::BC + x] = p;
+                ps += p;
+            }
+            ps = attn_warp_sum(ps);
+            if (lane == 0) {
+                const float alpha = exp2f(m_old - m_use);
+                alpha_s[r] = alpha;
+                l_s[r] = l_s[r] * alpha + ps;
+                m_s[r] = m_new;
+            }
+        }
+        cp_async_wait<0>();
+        __syncthreads(); // P, the rescale factors and every thread's V rows are in place
+
+        /* O = alpha O + P V */
+        for (int x = 0; x < C::RPT; ++x) {
+            const int r = rphase + C::RSTRIDE * x;
+            if (r >= R)
+                break;
+            const float alpha = alpha_s[r];
+            for (int y = 0; y < C::CPT; ++y) {
+                const int col = col0 + TILE_THREADS * y;
+                float o = acc[x][y] * alpha;
+                for (int jj = 0; jj < C::BC; ++jj)
+                    o += p_s[r * C::BC + jj] * float(v_s[jj * C::LD + col]);
+                acc[x][y] = o;
+            }
+        }
+        __syncthreads(); // every thread is done with k_s, v_s, p_s, tok_s before the next copies
+    }
+
+    for (int x = 0; x < C::RPT; ++x) {
+        const int r = rphase + C::RSTRIDE * x;
+        if (r >= R)
+            break;
+        const int64_t row = ((int64_t)b * a.Lq + ROW_TOKEN(r)) * a.H + ROW_HEAD(r);
+        const float l = l_s[r];
+        for (int y = 0; y < C::CPT; ++y)
+            dec_store<T, D>(a, split, row, col0 + TILE_THREADS * y,
+                            l > 0.0f ? acc[x][y] / l : 0.0f);
+    }
+    for (int r = tid; r < R; r += TILE_THREADS) {
+        const int64_t row = ((int64_t)b * a.Lq + ROW_TOKEN(r)) * a.H + ROW_HEAD(r);
+        dec_store_lse<T, D>(a, split, row, m_s[r], l_s[r]);
+    }
+#undef ROW_TOKEN
+#undef ROW_HEAD
+}
+
+/* --- version 1: append
+ * -----------------------------------------------------------------------------
+ *
+ *   grid (Lq, B); block = 128 threads: new token i of sequence b goes to position
+ *   pos = cache_seqlens[b] - Lq + i, i.e. page block_table[b][pos / P], slot pos % P; its H_kv x D
+ *   keys (and values, and its index key) are one contiguous row on both sides: 16-byte copies.
+ *
+ *      k_new [B, Lq, H_kv, D]          k_pages [pages, P, H_kv, D]
+ *      (b, i) ----------------------> page table[b][pos / P], slot pos % P */
+template <typename T>
+__global__ void append_kernel(const T *k_new, const T *v_new, const T *ki_new, T *k_pages,
+                              T *v_pages, T *ki_pages, const int *seqlens, const int *table, int W,
+                              int P, int Lq, int H_kv, int D, int DI) {
+    const int i = blockIdx.x, b = blockIdx.y, L = seqlens[b];
+    if (L == 0) /* an empty batch slot appends nothing */
+        return;
+    const int pos = L - Lq + i; /* L >= Lq: checked on the host */
+    const int64_t slot = (int64_t)table[(int64_t)b * W + pos / P] * P + pos % P;
+    const int64_t src = (int64_t)b * Lq + i;
+    const int n16 = H_kv * D * (int)sizeof(T) / 16;
+    const uint4 *ks = reinterpret_cast<const uint4 *>(k_new + src * H_kv * D);
+    const uint4 *vs = reinterpret_cast<const uint4 *>(v_new + src * H_kv * D);
+    uint4 *kd = reinterpret_cast<uint4 *>(k_pages + slot * H_kv * D);
+    uint4 *vd = reinterpret_cast<uint4 *>(v_pages + slot * H_kv * D);
+    for (int c = threadIdx.x; c < n16; c += blockDim.x) {
+        kd[c] = ks[c];
+        vd[c] = vs[c];
+    }
+    if (ki_new != NULL) {
+        const uint4 *is = reinterpret_cast<const uint4 *>(ki_new + src * DI);
+        uint4 *id = reinterpret_cast<uint4 *>(ki_pages + slot * DI);
+        for (int c = threadIdx.x; c < DI * (int)sizeof(T) / 16; c += blockDim.x)
+            id[c] = is[c];
+    }
+}
+
+/* --- version 6: indexer
+ * ----------------------------------------------------------------------------
+ *
+ *   grid (ceil(L_cap / 128), Lq, B); block = 128 threads, thread <-> one key t of new token i:
+ *       I(i, t) = sum_j w(i, j) ReLU(q_I(i, j) . k_I(t))       j < H_I
+ *   q_I(i) (H_I x D_I) and w(i) sit in shared memory; each thread reads its key's index row from
+ *   its page 16 bytes at a time and keeps the H_I partial dot products in registers. Example 05's
+ *   indexer runs the heads on tensor cores (16 heads = the mma's 16 rows) over a contiguous k_I;
+ *   this one reads the paged cache and takes any H_I (SmolLM2's trained indexer has 4 heads of
+ *   32). Scores of keys a token does not see are not written (the top-k reads only the others). */
+#define IDX_THREADS 128
+
+template <typename T>
+__global__ void indexer_kernel(const T *q_index, const float *w, const T *ki_pages, float *logits,
+                               const int *seqlens, const int *table, int W, int P, int Lq,
+                               int L_cap, int HI, int DI) {
+    __shared__ float qi_s[DEC_MAX_INDEX_HEADS * DEC_MAX_INDEX_DIM];
+    __shared__ float w_s[DEC_MAX_INDEX_HEADS];
+    constexpr int CH = 16 / (int)sizeof(T);
+    const int i = blockIdx.y, b = blockIdx.z, t = blockIdx.x * IDX_THREADS + threadIdx.x;
+    const int n = dec_visible(i, Lq, seqlens[b]);
+    if ((int)blockIdx.x * IDX_THREADS >= n) /* the same for every thread of the block */
+        return;
+    const int64_t qrow = (int64_t)b * Lq + i;
+    for (int x = threadIdx.x; x < HI * DI; x += IDX_THREADS)
+        qi_s[x] = float(q_index[qrow * HI * DI + x]);
+    for (int x = threadIdx.x; x < HI; x += IDX_THREADS)
+        w_s[x] = w[qrow * HI + x];
+    __syncthreads(); // the token's index queries and weights are in place before any key is scored
+    if (t >= n)
+        return;
+    const T *kr = ki_pages + ((int64_t)table[(int64_t)b * W + t / P] * P + t % P) * DI;
+    float dots[DEC_MAX_INDEX_HEADS];
+    for (int j = 0; j < HI; ++j)
+        dots[j] = 0.0f;
+    for (int d = 0; d < DI; d += CH) {
+        uint4 chunk;
+        chunk = *reinterpret_cast<const uint4 *>(kr + d); /* one 16-byte load (as above) */
+        T e[CH];
+        memcpy(e, &chunk, sizeof chunk);
+        for (int j = 0; j < HI; ++j)
+            for (int x = 0; x < CH; ++x)
+                dots[j] += qi_s[j * DI + d + x] * float(e[x]);
+    }
+    float score = 0.0f;
+    for (int j = 0; j < HI; ++j)
+        score += w_s[j] * fmaxf(dots[j], 0.0f);
+    logits[qrow * L_cap + t] = score;
+}
+
+/* ================================= launchers ============================================== */
+
+template <template <typename, int> class F, typename... Args>
+static void by_type(attn_dtype t, int D, Args... args) {
+#define DEC_BY_D(T) (D == 64 ? F<T, 64>::run(args...) : F<T, 128>::run(args...))
+    if (t == ATTN_BF16)
+        DEC_BY_D(__nv_bfloat16);
+    else if (t == ATTN_F16)
+        DEC_BY_D(__half);
+    else
+        DEC_BY_D(float);
+#undef DEC_BY_D
+}
+
+template <typename T>
+static dec_params<T> params_of(const dec_args *a, int src, int splits, int keys) {
+    const bool contiguous = src == SRC_CONTIGUOUS;
+    dec_params<T> p;
+    p.q = (const T *)a->q;
+    p.o = (T *)a->o;
+    p.lse = a->lse;
+    p.k = (const T *)(contiguous ? a->k_cache : a->k_pages);
+    p.v = (const T *)(contiguous ? a->v_cache : a->v_pages);
+    p.seqlens = a->seqlens;
+    p.table = a->block_table;
+    p.sel = a->sel;
+    p.part = a->part;
+    p.B = a->B, p.H = a->H, p.H_kv = a->H_kv, p.Lq = a->Lq, p.L_cap = a->L_cap;
+    p.W = a->table_width, p.P = a->page_size, p.topk = a->topk;
+    p.splits = splits < 1 ? 1 : splits;
+    p.chunk = keys > 0 ? (keys + p.splits - 1) / p.splits : 1;
+    p.scale2 = a->scale * LOG2E;
+    return p;
+}
+
+template <typename T, int D> struct combine_launch {
+    static void run(const dec_params<T> p, cudaStream_t stream) {
+        if (p.splits > 1)
+            combine_kernel<T, D>
+                <<<(unsigned)((int64_t)p.B * p.Lq * p.H), TILE_THREADS, 0, stream>>>(p);
+    }
+};
+
+template <typename T, int D> struct split_kv_launch {
+    static void run(const dec_args *a, int splits, cudaStream_t stream) {
+        const dec_params<T> p = params_of<T>(a, SRC_CONTIGUOUS, splits, a->L_cap);
+        split_kv_kernel<T, D><<<dim3(p.splits, a->H, a->B), 32, 0, stream>>>(p);
+        combine_launch<T, D>::run(p, stream);
+    }
+};
+
+void dec_launch_naive(const dec_args *a, cudaStream_t stream) {
+    by_type<split_kv_launch>(a->dtype, a->D, a, 1, stream); /* one split: the whole cache */
+}
+
+void dec_launch_split_kv(const dec_args *a, cudaStream_t stream) {
+    by_type<split_kv_launch>(a->dtype, a->D, a, a->splits, stream);
+}
+
+template <typename T, int D> struct tiled_launch {
+    static void run(const dec_args *a, int src, cudaStream_t stream) {
+        using C = tile_cfg<T, D>;
+        const bool sparse = src == SRC_SELECTED;
+        const int keys = sparse ? a->topk : a->L_cap;
+        const dec_params<T> p = params_of<T>(a, src, a->splits, keys);
+        const int g = a->H / a->H_kv, rows = sparse ? g : a->Lq * g;
+        const dim3 grid(p.splits, a->H_kv * ((rows + DEC_ROWS - 1) / DEC_ROWS),
+                        sparse ? a->B * a->Lq : a->B);
+        if (src == SRC_CONTIGUOUS) {
+            cudaFuncSetAttribute(tiled_kernel<T, D, SRC_CONTIGUOUS>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::smem);
+            tiled_kernel<T, D, SRC_CONTIGUOUS><<<grid, TILE_THREADS, C::smem, stream>>>(p);
+        } else if (src == SRC_PAGED) {
+            cudaFuncSetAttribute(tiled_kernel<T, D, SRC_PAGED>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::smem);
+            tiled_kernel<T, D, SRC_PAGED><<<grid, TILE_THREADS, C::smem, stream>>>(p);
+        } else {
+            cudaFuncSetAttribute(tiled_kernel<T, D, SRC_SELECTED>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::smem);
+            tiled_kernel<T, D, SRC_SELECTED><<<grid, TILE_THREADS, C::smem, stream>>>(p);
+        }
+        combine_launch<T, D>::run(p, stream);
+    }
+};
+
+void dec_launch_gqa(const dec_args *a, cudaStream_t stream) {
+    by_type<tiled_launch>(a->dtype, a->D, a, (int)SRC_CONTIGUOUS, stream);
+}
+
+void dec_launch_paged(const dec_args *a, cudaStream_t stream) {
+    by_type<tiled_launch>(a->dtype, a->D, a, (int)SRC_PAGED, stream);
+}
+
+void dec_launch_sparse(const dec_args *a, cudaStream_t stream) {
+    by_type<tiled_launch>(a->dtype, a->D, a, (int)SRC_SELECTED, stream);
+}
+
+size_t dec_workspace_bytes(const dec_args *a, int splits) {
+    const size_t rows = (size_t)a->B * a->Lq * a->H;
+    return splits > 1 ? (size_t)splits * rows * ((size_t)a->D + 1) * sizeof(float) : 0;
+}
+
+template <typename T> static void append_typed(const dec_args *a, cudaStream_t stream) {
+    append_kernel<T><<<dim3(a->Lq, a->B), 128, 0, stream>>>(
+        (const T *)a->k_new, (const T *)a->v_new, (const T *)a->ki_new, (T *)a->k_pages,
+        (T *)a->v_pages, (T *)a->ki_pages, a->seqlens, a->block_table, a->table_width, a->page_size,
+        a->Lq, a->H_kv, a->D, a->index_dim);
+}
+
+void dec_launch_append(const dec_args *a, cudaStream_t stream) {
+    if (a->dtype == ATTN_BF16)
+        append_typed<__nv_bfloat16>(a, stream);
+    else if (a->dtype == ATTN_F16)
+        append_typed<__half>(a, stream);
+    else
+        append_typed<float>(a, stream);
+}
+
+template <typename T> static void indexer_typed(const dec_args *a, cudaStream_t stream) {
+    const dim3 grid((a->L_cap + IDX_THREADS - 1) / IDX_THREADS, a->Lq, a->B);
+    indexer_kernel<T><<<grid, IDX_THREADS, 0, stream>>>(
+        (const T *)a->q_index, a->w, (const T *)a->ki_pages, a->logits, a->seqlens, a->block_table,
+        a->table_width, a->page_size, a->Lq, a->L_cap, a->index_heads, a->index_dim);
+}
+
+void dec_launch_indexer(const dec_args *a, cudaStream_t stream) {
+    if (a->dtype == ATTN_BF16)
+        indexer_typed<__nv_bfloat16>(a, stream);
+    else if (a->dtype == ATTN_F16)
+        indexer_typed<__half>(a, stream);
+    else
+        indexer_typed<float>(a, stream);
+}
+
+/* Example 05's top-k kernels at decode shape: its [B, chunk, Lk] logits are ours with chunk = Lq
+ * and Lk = L_cap, its packed query rows b * Lq + i ours (cu_q), its per-sequence key counts the
+ * cache lengths (cu_k); every new token sees its sequence's tokens up to itself (causal). */
+void dec_launch_topk(const dec_args *a, bool bitonic, cudaStream_t stream) {
+    attn_problem p;
+    attn_problem_init(&p, a->B, a->H, a->Lq, a->L_cap, a->D);
+    p.causal = true;
+    ds_args d;
+    memset(&d, 0, sizeof d);
+    d.p = &p;
+    d.topk = a->topk;
+    d.chunk = a->Lq;
+    d.logits = a->logits;
+    d.sel = a->sel;
+    d.cu_q = a->cu_q;
+    d.cu_k = a->cu_k;
+    if (bitonic)
+        ds_launch_topk_bitonic(&d, 0, stream);
+    else
+        ds_launch_topk_radix(&d, 0, stream);
+}
+
+/* ================================= registry =============================================== */
+
+const char *dec_unsupported(int H, int H_kv, int D, int Lq, int index_heads, int index_dim) {
+    if (D != 64 && D != 128)
+        return "the kernels take D = 64 or 128 (-D)";
+    if (H_kv < 1 || H % H_kv != 0)
+        return "the query heads must be a multiple of the key/value heads (-H, --kv-heads)";
+    if (Lq < 1 || Lq > DEC_MAX_QUERIES)
+        return "--queries takes 1 to 8 new tokens per sequence";
+    if (index_heads < 1 || index_heads > DEC_MAX_INDEX_HEADS)
+        return "--index-heads takes 1 to 64 indexer heads";
+    if (index_dim < 8 || index_dim > DEC_MAX_INDEX_DIM || index_dim % 8 != 0)
+        return "--index-dim takes a multiple of 8 up to 128";
+    return NULL;
+}
+
+/* The stages' kernels on the one driver: each reads a dec_run from attn_buffers.args
+ * (decode_stages.c makes it), with the split count of its version. */
+static const dec_run *run_of(const attn_buffers *b) { return (const dec_run *)b->args; }
+static dec_args with_splits(const attn_buffers *b, int splits) {
+    dec_args a = run_of(b)->args;
+    a.splits = splits;
+    return a;
+}
+static void run_append(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    (void)p;
+    dec_launch_append(&run_of(b)->args, s);
+}
+static void run_naive(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    (void)p;
+    dec_launch_naive(&run_of(b)->args, s);
+}
+static void run_split_kv(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    (void)p;
+    const dec_args a = with_splits(b, run_of(b)->splits_split_kv);
+    dec_launch_split_kv(&a, s);
+}
+static void run_gqa(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    (void)p;
+    const dec_args a = with_splits(b, run_of(b)->splits_tiled);
+    dec_launch_gqa(&a, s);
+}
+static void run_paged(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    (void)p;
+    const dec_args a = with_splits(b, run_of(b)->splits_tiled);
+    dec_launch_paged(&a, s);
+}
+static void run_indexer(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    (void)p;
+    dec_launch_indexer(&run_of(b)->args, s);
+}
+static void run_topk_radix(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    (void)p;
+    dec_launch_topk(&run_of(b)->args, false, s);
+}
+static void run_topk_bitonic(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    (void)p;
+    dec_launch_topk(&run_of(b)->args, true, s);
+}
+static void run_sparse(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    (void)p;
+    const dec_args a = with_splits(b, run_of(b)->splits_sparse);
+    dec_launch_sparse(&a, s);
+}
+
+/* f32/f16/bf16, D = 64 or 128 (the module refuses other D), new tokens causal among
+ * themselves, a cache length per sequence; every kernel runs on the simulator */
+static const attn_requirements dec_requirements = {
+    ATTN_DTYPE_BIT(ATTN_F32) | ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16),
+    128,
+    64,
+    true,
+    true,
+    false};
+
+static const attn_stage dec_stages[] = {
+    {"append", false, NULL, dec_clear, dec_check_append},
+    {"attention", false, NULL, dec_clear, dec_check_attention},
+    {"indexer", false, NULL, dec_clear, dec_check_indexer},
+    {"top-k", false, NULL, dec_clear, dec_check_topk},
+    {"sparse", false, dec_prepare_sparse, dec_clear, dec_check_sparse},
+};
+
+static const attn_kernel dec_kernels[] = {
+    {1, "append", "the new tokens' K, V and index key written into their pages (block table)",
+     run_append, dec_requirements, NULL, 0, NULL, DEC_STAGE_APPEND},
+    {2, "naive", "one warp per (sequence, query head), key by key over the contiguous cache",
+     run_naive, dec_requirements, NULL, 0, NULL, DEC_STAGE_ATTENTION},
+    {3, "split_kv", "flash-decoding: the cache split over blocks, partial O + LSE, combine",
+     run_split_kv, dec_requirements, NULL, 0, NULL, DEC_STAGE_ATTENTION},
+    {4, "gqa", "one block per K/V head: tiles in shared memory serve its query heads, split-KV",
+     run_gqa, dec_requirements, NULL, 0, NULL, DEC_STAGE_ATTENTION},
+    {5, "paged", "version 4 over the paged cache through the block table (same arithmetic)",
+     run_paged, dec_requirements, NULL, 0, NULL, DEC_STAGE_ATTENTION},
+    {6, "indexer", "DSA index scores of each new token over a paged index-key cache", run_indexer,
+     dec_requirements, NULL, 0, NULL, DEC_STAGE_INDEXER},
+    {7, "topk_radix", "example 05's radix select at decode shape (one row per new token)",
+     run_topk_radix, dec_requirements, NULL, 0, NULL, DEC_STAGE_TOPK},
+    {8, "topk_bitonic", "example 05's bitonic baseline (caches of at most 4096 tokens)",
+     run_topk_bitonic, dec_requirements, NULL, 0, NULL, DEC_STAGE_TOPK},
+    {9, "sparse", "attention over the k selected tokens of the paged cache, split-KV", run_sparse,
+     dec_requirements, NULL, 0, NULL, DEC_STAGE_SPARSE},
+};
+
+#define OPT(field) offsetof(dec_options, field)
+static const attn_option dec_option_table[] = {
+    {"--cache-lens", "L1,L2,...",
+     "cache length of each sequence (0: an empty batch slot); B = the count (else -B x -L)",
+     ATTN_OPTION_TEXT, OPT(cache_lens), 0, 0, NULL, NULL, NULL},
+    {"--queries", "N", "new tokens per sequence: 1 decoding, 2-8 a speculative step (causal)",
+     ATTN_OPTION_INT, OPT(queries), 1, DEC_MAX_QUERIES, NULL, "1", NULL},
+    {"--kv-heads", "N",
+     "key/value heads H_kv; H must be a multiple (0: 3 for the simulator's default 9 heads, 8 for "
+     "the GPU's 32; H, no grouping, when -H is given)",
+     ATTN_OPTION_INT, OPT(kv_heads), 0, 4096, NULL, "0", NULL},
+    {"--page-size", "P", "tokens per page of the paged cache", ATTN_OPTION_INT, OPT(page_size), 1,
+     DEC_MAX_PAGE_SIZE, NULL, "16", "64"},
+    {"--splits", "auto|fa|N",
+     "split-KV: our rule (auto), FlashAttention-2's heuristic (fa), or N splits (1 to 256)",
+     ATTN_OPTION_TEXT, OPT(splits), 0, 0, NULL, "auto", NULL},
+    {"--topk", "K",
+     "DSA: tokens kept per new token (0: 64 on the simulator, 2048 on a GPU, at most the longest "
+     "cache)",
+     ATTN_OPTION_INT, OPT(topk), 0, INT_MAX, NULL, "0", NULL},
+    {"--index-heads", "N", "DSA: indexer heads H_I (1 to 64)", ATTN_OPTION_INT, OPT(index_heads), 1,
+     DEC_MAX_INDEX_HEADS, NULL, "4", "64"},
+    {"--index-dim", "N", "DSA: indexer head dimension D_I (a multiple of 8, at most 128)",
+     ATTN_OPTION_INT, OPT(index_dim), 8, DEC_MAX_INDEX_DIM, NULL, "32", "128"},
+    {"--table-pages", "N", "pages per sequence in the block table (0: what the longest needs)",
+     ATTN_OPTION_INT, OPT(table_pages), 0, INT_MAX, NULL, "0", NULL},
+    {"--spare-pages", "N", "pages in the pool beyond those the sequences use", ATTN_OPTION_INT,
+     OPT(spare_pages), 0, INT_MAX, NULL, "7", NULL},
+    {"--corrupt-table", "V",
+     "write V into the block table's first entry (a test: the program must refuse a page outside "
+     "the pool)",
+     ATTN_OPTION_TEXT, OPT(corrupt_table), 0, 0, NULL, NULL, NULL},
+};
+#undef OPT
+
+static const attn_module dec_module = {
+    dec_option_table,
+    (int)(sizeof dec_option_table / sizeof dec_option_table[0]),
+    sizeof(dec_options),
+    NULL, /* usage */
+    sizeof(dec_state),
+    dec_prepare,
+    dec_verdict,
+    dec_banner,
+    NULL, /* build, buffers, kernel_options: an attention example's */
+    NULL,
+    NULL,
+    dec_stages,
+    (int)(sizeof dec_stages / sizeof dec_stages[0]),
+    dec_setup,
+    dec_flops,
+    dec_record_json,
+    dec_dump,
+    dec_after_table,
+    dec_release,
+};
+
+extern "C" const attn_example decode_example = {
+    "09_decode",
+    "decoding: a KV cache, split-KV (flash-decoding), GQA, a paged cache, DeepSeek sparse decode",
+    dec_kernels,
+    (int)(sizeof dec_kernels / sizeof dec_kernels[0]),
+    {8, 32, 32768, 128}, /* GPU default: B, H, L (cache), D */
+    {4, 9, 300, 64},     /* simulator default: SmolLM2-135M's heads (9 over 3) */
+    &dec_module,
+    NULL,
+};

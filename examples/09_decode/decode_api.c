@@ -1,0 +1,367 @@
+/* decode_api.c — example 09's kernels as a library for a model's decoding loop (decode_api.h):
+ * the session's paged caches, its page allocator and the calls that launch decode.cu's versions
+ * 1 (append), 5 (paged), 6 (indexer), example 05's radix top-k, and 9 (sparse).
+ */
+#include "decode_api.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "attn/device.h"
+#include "attn/tensor.h"
+#include "decode.h"
+
+struct dec_session {
+    int layers, B, H, H_kv, D, P, max_tokens, HI, DI, W, num_pages, n_new, sm_count;
+    attn_dtype dtype;
+    size_t dsize;
+    int *lens, *table, *free_pages, n_free, *cu;
+    void **k_pages, **v_pages, **ki_pages; /* per layer */
+    int *d_table, *d_lens, *d_cu_q, *d_cu_k;
+    void *d_q, *d_o, *d_knew, *d_vnew, *d_kinew, *d_qi, *d_w, *d_lse, *d_logits, *d_part, *d_sel;
+    size_t cap_q, cap_o, cap_knew, cap_vnew, cap_kinew, cap_qi, cap_w, cap_lse, cap_logits,
+        cap_part, cap_sel;
+    void *staging;
+    size_t cap_staging;
+    int32_t *last_sel;
+    size_t cap_last_sel, last_sel_bytes;
+    double seconds;
+    char err[512], device[256];
+};
+
+static int fail(dec_session *s, int rc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->err, sizeof s->err, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static double now(void) {
+    struct timespec t;
+    timespec_get(&t, TIME_UTC); /* C11's clock */
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A device buffer of at least `need` bytes (grown, its contents dropped, when smaller). */
+static int ensure(dec_session *s, void **buf, size_t *cap, size_t need) {
+    if (need <= *cap && *buf != NULL)
+        return 0;
+    attn_device_free(*buf);
+    *buf = attn_device_alloc(need ? need : 16);
+    *cap = *buf ? need : 0;
+    return *buf ? 0 : fail(s, 1, "cannot allocate %zu bytes of device memory", need);
+}
+
+/* The host staging buffer, at least `bytes` long. */
+static int grow_staging(dec_session *s, size_t bytes) {
+    if (bytes <= s->cap_staging)
+        return 0;
+    free(s->staging);
+    s->staging = malloc(bytes);
+    s->cap_staging = s->staging ? bytes : 0;
+    return s->staging ? 0 : fail(s, 1, "out of host memory");
+}
+
+/* count fp32 values packed to the dtype and uploaded into *buf. */
+static int upload(dec_session *s, void **buf, size_t *cap, const float *src, size_t count,
+                  attn_dtype t) {
+    const size_t bytes = count * attn_dtype_size(t);
+    if (grow_staging(s, bytes))
+        return 1;
+    attn_pack(s->staging, src, count, t);
+    if (ensure(s, buf, cap, bytes) || attn_to_device(*buf, s->staging, bytes))
+        return fail(s, 1, "cannot copy %zu bytes to the device", bytes);
+    return 0;
+}
+
+static int sync(dec_session *s) {
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess)
+        e = cudaDeviceSynchronize();
+    if (e == cudaSuccess)
+        e = cudaGetLastError();
+    return e == cudaSuccess ? 0 : fail(s, 1, "%s: %s", cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+const char *dec_session_backend(void) { return attn_backend_name(); }
+const char *dec_session_device(const dec_session *s) { return s->device; }
+const char *dec_session_error(const dec_session *s) { return s->err; }
+double dec_session_seconds(const dec_session *s) { return s->seconds; }
+int dec_session_length(const dec_session *s, int b) { return b >= 0 && b < s->B ? s->lens[b] : -1; }
+
+void dec_session_close(dec_session *s) {
+    if (s == NULL)
+        return;
+    for (int l = 0; l < s->layers; ++l) {
+        attn_device_free(s->k_pages ? s->k_pages[l] : NULL);
+        attn_device_free(s->v_pages ? s->v_pages[l] : NULL);
+        attn_device_free(s->ki_pages ? s->ki_pages[l] : NULL);
+    }
+    void *dev[] = {s->d_table, s->d_lens, s->d_cu_q,   s->d_cu_k,  s->d_q,
+                   s->d_o,     s->d_knew, s->d_vnew,   s->d_kinew, s->d_qi,
+                   s->d_w,     s->d_lse,  s->d_logits, s->d_part,  s->d_sel};
+    for (size_t n = 0; n < sizeof dev / sizeof dev[0]; ++n)
+        attn_device_free(dev[n]);
+    free(s->k_pages), free(s->v_pages), free(s->ki_pages), free(s->lens), free(s->table);
+    free(s->free_pages), free(s->cu), free(s->staging), free(s->last_sel);
+    free(s);
+}
+
+dec_session *dec_session_open(int layers, int batch, int heads, int kv_heads, int head_dim,
+                              int dtype, int page_size, int max_tokens, int index_heads,
+                              int index_dim, unsigned long long seed, char *err, int err_len) {
+    const char *bad = layers < 1 || batch < 1 || heads < 1 || page_size < 1 || max_tokens < 1
+                          ? "layers, batch, heads, page size and max_tokens must be positive"
+                      : dtype < 0 || dtype > 2 ? "dtype must be 0 (f32), 1 (f16) or 2 (bf16)"
+                      : index_dim == 0
+                          ? dec_unsupported(heads, kv_heads, head_dim, 1, 1, 8)
+                          : dec_unsupported(heads, kv_heads, head_dim, 1, index_heads, index_dim);
+    if (bad != NULL) {
+        snprintf(err, (size_t)err_len, "%s", bad);
+        return NULL;
+    }
+    attn_device_info info;
+    char why[256];
+    if (attn_device_init(&info, why, sizeof why) != 0) {
+        snprintf(err, (size_t)err_len, "%s", why);
+        return NULL;
+    }
+    dec_session *s = (dec_session *)calloc(1, sizeof *s);
+    if (s == NULL) {
+        snprintf(err, (size_t)err_len, "out of host memory");
+        return NULL;
+    }
+    s->layers = layers, s->B = batch, s->H = heads, s->H_kv = kv_heads, s->D = head_dim;
+    s->P = page_size, s->max_tokens = max_tokens, s->HI = index_heads, s->DI = index_dim;
+    s->dtype = (attn_dtype)dtype;
+    s->dsize = attn_dtype_size(s->dtype);
+    s->sm_count = info.sm_count;
+    snprintf(s->device, sizeof s->device, "%s", info.name);
+    s->W = dec_pages_for(max_tokens, page_size);
+    s->num_pages = s->W * batch;
+    s->lens = (int *)calloc((size_t)batch, sizeof(int));
+    s->table = (int *)malloc((size_t)batch * s->W * sizeof(int));
+    s->free_pages = (int *)malloc((size_t)s->num_pages * sizeof(int));
+    s->cu = (int *)malloc((size_t)(batch + 1) * sizeof(int));
+    s->k_pages = (void **)calloc((size_t)layers, sizeof(void *));
+    s->v_pages = (void **)calloc((size_t)layers, sizeof(void *));
+    s->ki_pages = (void **)calloc((size_t)layers, sizeof(void *));
+    const size_t pool = (size_t)s->num_pages * page_size * kv_heads * head_dim * s->dsize;
+    const size_t pool_ki = (size_t)s->num_pages * page_size * index_dim * s->dsize;
+    int rc = !s->lens || !s->table || !s->free_pages || !s->cu || !s->k_pages || !s->v_pages ||
+             !s->ki_pages;
+    for (int l = 0; !rc && l < layers; ++l) {
+        s->k_pages[l] = attn_device_alloc(pool);
+        s->v_pages[l] = attn_device_alloc(pool);
+        s->ki_pages[l] = index_dim > 0 ? attn_device_alloc(pool_ki) : NULL;
+        rc = !s->k_pages[l] || !s->v_pages[l] || (index_dim > 0 && !s->ki_pages[l]);
+    }
+    s->d_table = (int *)attn_device_alloc((size_t)batch * s->W * sizeof(int));
+    s->d_lens = (int *)attn_device_alloc((size_t)batch * sizeof(int));
+    s->d_cu_q = (int *)attn_device_alloc((size_t)(batch + 1) * sizeof(int));
+    s->d_cu_k = (int *)attn_device_alloc((size_t)(batch + 1) * sizeof(int));
+    if (rc || !s->d_table || !s->d_lens || !s->d_cu_q || !s->d_cu_k) {
+        snprintf(err, (size_t)err_len, "out of memory for %d layers of %d pages of %d tokens",
+                 layers, s->num_pages, page_size);
+        dec_session_close(s);
+        return NULL;
+    }
+    for (int x = 0; x < batch * s->W; ++x)
+        s->table[x] = -1;
+    /* the free list, in a shuffled order: consecutive pages of a sequence lie anywhere */
+    dec_shuffle(s->free_pages, s->num_pages, seed);
+    s->n_free = s->num_pages;
+    return s;
+}
+
+int dec_session_begin(dec_session *s, int n_new) {
+    if (s->n_new != 0)
+        return fail(s, 2, "a step is already open (dec_session_end first)");
+    if (n_new < 1)
+        return fail(s, 2, "a step adds at least one token (got %d)", n_new);
+    for (int b = 0; b < s->B; ++b) {
+        if (s->lens[b] + n_new > s->max_tokens)
+            return fail(s, 2, "sequence %d would hold %d tokens, more than the session's %d", b,
+                        s->lens[b] + n_new, s->max_tokens);
+        for (int x = dec_pages_for(s->lens[b], s->P); x < dec_pages_for(s->lens[b] + n_new, s->P);
+             ++x)
+            s->table[(size_t)b * s->W + x] = s->free_pages[--s->n_free];
+        s->lens[b] += n_new;
+    }
+    s->n_new = n_new;
+    char why[256];
+    if (dec_check_block_table(s->table, s->B, s->W, s->lens, s->P, s->num_pages, why, sizeof why) !=
+        0)
+        return fail(s, 1, "%s", why);
+    s->cu[0] = 0;
+    for (int b = 0; b < s->B; ++b)
+        s->cu[b + 1] = s->cu[b] + s->lens[b];
+    int *cu_q = (int *)malloc((size_t)(s->B + 1) * sizeof(int));
+    if (cu_q == NULL)
+        return fail(s, 1, "out of host memory");
+    for (int b = 0; b <= s->B; ++b)
+        cu_q[b] = b * n_new;
+    const int bad = attn_to_device(s->d_table, s->table, (size_t)s->B * s->W * sizeof(int)) ||
+                    attn_to_device(s->d_lens, s->lens, (size_t)s->B * sizeof(int)) ||
+                    attn_to_device(s->d_cu_k, s->cu, (size_t)(s->B + 1) * sizeof(int)) ||
+                    attn_to_device(s->d_cu_q, cu_q, (size_t)(s->B + 1) * sizeof(int));
+    free(cu_q);
+    return bad ? fail(s, 1, "cannot copy the block table to the device") : 0;
+}
+
+int dec_session_end(dec_session *s) {
+    if (s->n_new == 0)
+        return fail(s, 2, "no step is open (dec_session_begin first)");
+    s->n_new = 0;
+    return 0;
+}
+
+/* The step's arguments for layer l (decode.h). */
+static dec_args args_of(const dec_session *s, int layer) {
+    dec_args a;
+    memset(&a, 0, sizeof a);
+    a.B = s->B, a.H = s->H, a.H_kv = s->H_kv, a.Lq = s->n_new, a.D = s->D;
+    for (int b = 0; b < s->B; ++b)
+        a.L_cap = s->lens[b] > a.L_cap ? s->lens[b] : a.L_cap;
+    a.dtype = s->dtype;
+    a.scale = 1.0f / sqrtf((float)s->D);
+    a.seqlens = s->d_lens;
+    a.k_pages = s->k_pages[layer], a.v_pages = s->v_pages[layer], a.ki_pages = s->ki_pages[layer];
+    a.block_table = s->d_table;
+    a.table_width = s->W, a.page_size = s->P, a.num_pages = s->num_pages;
+    a.index_heads = s->HI, a.index_dim = s->DI;
+    a.cu_q = s->d_cu_q, a.cu_k = s->d_cu_k;
+    a.splits = 1;
+    return a;
+}
+
+static int check_layer(dec_session *s, int layer) {
+    if (s->n_new == 0)
+        return fail(s, 2, "no step is open (dec_session_begin first)");
+    if (layer < 0 || layer >= s->layers)
+        return fail(s, 2, "layer %d is not in 0 .. %d", layer, s->layers - 1);
+    return 0;
+}
+
+int dec_session_append(dec_session *s, int layer, const float *k, const float *v, const float *ki) {
+    if (check_layer(s, layer))
+        return 2;
+    if (ki != NULL && s->DI == 0)
+        return fail(s, 2, "index keys given, but the session has no index-key cache");
+    const double t0 = now();
+    const size_t rows = (size_t)s->B * s->n_new;
+    dec_args a = args_of(s, layer);
+    if (upload(s, &s->d_knew, &s->cap_knew, k, rows * s->H_kv * s->D, s->dtype) ||
+        upload(s, &s->d_vnew, &s->cap_vnew, v, rows * s->H_kv * s->D, s->dtype) ||
+        (ki != NULL && upload(s, &s->d_kinew, &s->cap_kinew, ki, rows * s->DI, s->dtype)))
+        return 1;
+    a.k_new = s->d_knew, a.v_new = s->d_vnew, a.ki_new = ki != NULL ? s->d_kinew : NULL;
+    dec_launch_append(&a, NULL);
+    const int rc = sync(s);
+    s->seconds += now() - t0;
+    return rc;
+}
+
+/* A caller's selection: per new token, ascending positions it sees, then -1. */
+static int check_selection(dec_session *s, const int32_t *sel, int k) {
+    for (int b = 0; b < s->B; ++b)
+        for (int i = 0; i < s->n_new; ++i) {
+            const int seen = s->lens[b] - s->n_new + i + 1;
+            const int32_t *row = sel + ((size_t)b * s->n_new + i) * k;
+            for (int x = 0; x < k; ++x)
+                if (row[x] < -1 || row[x] >= seen || (row[x] >= 0 && x > 0 && row[x] <= row[x - 1]))
+                    return fail(s, 2,
+                                "selection of (b=%d, i=%d): slot %d holds %d, not -1 nor an "
+                                "ascending position in [0, %d)",
+                                b, i, x, row[x], seen);
+        }
+    return 0;
+}
+
+int dec_session_attend(dec_session *s, int layer, int mode, int topk, const float *q,
+                       const float *q_index, const float *w, const int32_t *sel, float *out,
+                       float *lse) {
+    if (check_layer(s, layer))
+        return 2;
+    if (s->n_new > DEC_MAX_QUERIES)
+        return fail(s, 2, "attention takes at most %d new tokens per step (this step has %d)",
+                    DEC_MAX_QUERIES, s->n_new);
+    if (mode == DEC_MODE_DSA && (s->DI == 0 || q_index == NULL || w == NULL))
+        return fail(s, 2, "DSA needs an index-key cache and the index queries and weights");
+    if (mode != DEC_MODE_DENSE && mode != DEC_MODE_DSA && mode != DEC_MODE_SELECTION)
+        return fail(s, 2, "mode %d is not dense (0), DSA (1) or a selection (2)", mode);
+    if (mode != DEC_MODE_DENSE && topk < 1)
+        return fail(s, 2, "topk must be at least 1 (got %d)", topk);
+    if (mode == DEC_MODE_SELECTION && (sel == NULL || check_selection(s, sel, topk)))
+        return sel == NULL ? fail(s, 2, "a selection is needed") : 2;
+    const double t0 = now();
+    const size_t tokens = (size_t)s->B * s->n_new, rows = tokens * s->H;
+    dec_args a = args_of(s, layer);
+    if (upload(s, &s->d_q, &s->cap_q, q, rows * s->D, s->dtype) ||
+        ensure(s, &s->d_o, &s->cap_o, rows * s->D * s->dsize) ||
+        ensure(s, &s->d_lse, &s->cap_lse, rows * sizeof(float)))
+        return 1;
+    a.q = s->d_q, a.o = s->d_o, a.lse = (float *)s->d_lse;
+    const int g = s->H / s->H_kv;
+    int keys = a.L_cap, blocks = dec_blocks_per_split(s->B, s->H, s->H_kv, s->n_new);
+    if (mode != DEC_MODE_DENSE) { /* the selection: k tokens per new token, g heads per block */
+        a.topk = mode == DEC_MODE_DSA && topk > a.L_cap ? a.L_cap : topk;
+        keys = a.topk;
+        blocks = (int)tokens * s->H_kv * ((g + DEC_ROWS - 1) / DEC_ROWS);
+        if (ensure(s, &s->d_sel, &s->cap_sel, tokens * a.topk * sizeof(int32_t)))
+            return 1;
+        a.sel = (int32_t *)s->d_sel;
+    }
+    a.splits = dec_splits_ours(s->sm_count, blocks, keys);
+    if (ensure(s, &s->d_part, &s->cap_part, dec_workspace_bytes(&a, a.splits) + 16))
+        return 1;
+    a.part = (float *)s->d_part;
+    if (mode == DEC_MODE_DSA) {
+        if (upload(s, &s->d_qi, &s->cap_qi, q_index, tokens * s->HI * s->DI, s->dtype) ||
+            upload(s, &s->d_w, &s->cap_w, w, tokens * s->HI, ATTN_F32) ||
+            ensure(s, &s->d_logits, &s->cap_logits, tokens * a.L_cap * sizeof(float)))
+            return 1;
+        a.q_index = s->d_qi, a.w = (const float *)s->d_w, a.logits = (float *)s->d_logits;
+        dec_launch_indexer(&a, NULL);
+        dec_launch_topk(&a, false, NULL);
+    } else if (mode == DEC_MODE_SELECTION &&
+               attn_to_device(s->d_sel, sel, tokens * topk * sizeof(int32_t))) {
+        return fail(s, 1, "cannot copy the selection to the device");
+    }
+    if (mode == DEC_MODE_DENSE)
+        dec_launch_paged(&a, NULL);
+    else
+        dec_launch_sparse(&a, NULL);
+    if (sync(s))
+        return 1;
+    if (grow_staging(s, rows * s->D * s->dsize) ||
+        attn_to_host(s->staging, s->d_o, rows * s->D * s->dsize) ||
+        (lse != NULL && attn_to_host(lse, s->d_lse, rows * sizeof(float))))
+        return fail(s, 1, "cannot copy the output back");
+    attn_unpack(out, s->staging, rows * s->D, s->dtype);
+    if (mode == DEC_MODE_DSA) { /* kept for dec_session_selection */
+        const size_t bytes = tokens * a.topk * sizeof(int32_t);
+        if (bytes > s->cap_last_sel) {
+            free(s->last_sel);
+            s->last_sel = (int32_t *)malloc(bytes);
+            s->cap_last_sel = s->last_sel ? bytes : 0;
+        }
+        if (s->last_sel == NULL || attn_to_host(s->last_sel, s->d_sel, bytes))
+            return fail(s, 1, "cannot copy the selection back");
+        s->last_sel_bytes = bytes;
+    }
+    s->seconds += now() - t0;
+    return 0;
+}
+
+int dec_session_selection(const dec_session *s, int32_t *out) {
+    if (s->last_sel == NULL)
+        return 2;
+    memcpy(out, s->last_sel, s->last_sel_bytes);
+    return 0;
+}
