@@ -27,8 +27,8 @@ attention's n is the set's count or the attention is absent.
     512-dsa    dense (with the recall probe of every selection) and the indexer at 512
     2k         Austen at 2,048: dense + probe and the seven families at 23 % (k = 256)
     passkey    passkey retrieval at 1,024 and 2,048 tokens, 5 depths x 5 keys
-    8k         Austen at 8,192: dense + probe, sink+window and ladder at 23 %, DSA's k = 2,048
-               (oracle and indexer)
+    8k         Austen at 8,192: dense + probe, sink+window at 23 %, the indexer at DSA's
+               k = 2,048, the ladder at 23 %, the oracle at k = 2,048
     2k-more    Austen at 2,048: the families at 12 % and 44 % (k = 128, 512)
     8k-more    Austen at 8,192: the rest of the 23 % point, then 12 % and 44 %
     2k-texts   the Bible and the Go corpus at 2,048: dense, sink+window, ladder, oracle, indexer
@@ -176,13 +176,13 @@ def phases():
          ("512-dsa", [j for s in texts512 for j in nll_jobs(s, ["dense", "indexer:k=64"])])]
     f2 = FRONTIER[2048]
     p.append(("2k", nll_jobs("austen-2k", ["dense"] + [f2[256][f] for f in (
-        "sink+window", "ladder", "oracle", "indexer", "window", "strided", "bigbird")])))
+        "sink+window", "indexer", "oracle", "ladder", "window", "strided", "bigbird")])))
     p.append(("passkey", [("passkey", L, spec, d, key) for L in PASSKEY_LENGTHS
                           for spec, _ in passkey_configs(L) for d in PASSKEY_DEPTHS
                           for key in PASSKEY_KEYS]))
     f8 = FRONTIER[8192]
     p.append(("8k", nll_jobs("austen-8k", ["dense", f8[1024]["sink+window"],
-                                           f8[1024]["ladder"], f8[2048]["indexer"],
+                                           f8[2048]["indexer"], f8[1024]["ladder"],
                                            f8[2048]["oracle"]])))
     p.append(("2k-more", nll_jobs("austen-2k", [f2[k][f] for k in (128, 512) for f in FAMILIES])))
     p.append(("8k-more", nll_jobs("austen-8k", [f8[1024][f] for f in (
@@ -257,12 +257,8 @@ class Runner:
         """{job id} of the lines already in raw/<key>.jsonl."""
         if key not in self._done:
             ids = set()
-            path = self.raw_path(key)
-            if os.path.exists(path):
-                with open(path) as f:
-                    for line in f:
-                        if line.strip():
-                            ids.add(job_id(json.loads(line)))
+            for rec in read_lines(self.raw_path(key)):
+                ids.add(job_id(rec))
             self._done[key] = ids
         return self._done[key]
 
@@ -321,6 +317,13 @@ class Runner:
                                     seconds=round(time.time() - t0, 2)))
 
 
+def needs_indexer(job):
+    """Jobs that need the trained weights: the training itself, the indexer's configurations,
+    and dense (its probe judges the indexer's selection too)."""
+    return (job[0] == "train" or job[0] in ("nll", "passkey") and job[2].startswith("indexer:")
+            or job[0] == "nll" and job[2] == "dense")
+
+
 def set_configs_of(ws):
     """set_configs for a named set; for an ad-hoc (smoke) set, SMOKE_CONFIGS."""
     if ws.name in windowsets.SETS and windowsets.SETS[ws.name] is ws:
@@ -349,10 +352,25 @@ def rounded(x, digits=6):
 # ----------------------------------------------------------------------------------------------
 
 def read_lines(path):
+    """The records of a JSONL file (a last line still being written by another run is skipped)."""
     if not os.path.exists(path):
         return []
+    out = []
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        for line in f:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                if line.endswith("\n"):
+                    raise
+    return out
+
+
+def write_json(path, obj):
+    """Write atomically (two runs may collect at once)."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(obj, f, indent=1)
+    os.replace(path + ".tmp", path)
 
 
 def mean_or_none(xs):
@@ -422,9 +440,7 @@ def collect_set(runner, set_name):
                 layer_mass=[mean_or_none([p["mass"][l] for p in per]) for l in range(layers)],
                 layer_set=[mean_or_none([p["set"][l] for p in per]) for l in range(layers)])
         out["configs"][spec] = c
-    path = os.path.join(runner.out, f"{set_name}.json")
-    with open(path, "w") as f:
-        json.dump(rounded(out, 7), f, indent=1)
+    write_json(os.path.join(runner.out, f"{set_name}.json"), rounded(out, 7))
     return out
 
 
@@ -455,8 +471,7 @@ def collect_passkey(runner):
                                     for d, (h, n) in sorted(depths.items())},
                              seconds=round(sum(r["seconds"] for r in rs), 1))
         out["lengths"][str(L)] = cfg
-    with open(os.path.join(runner.out, "passkey.json"), "w") as f:
-        json.dump(rounded(out, 7), f, indent=1)
+    write_json(os.path.join(runner.out, "passkey.json"), rounded(out, 7))
     return out
 
 
@@ -495,6 +510,9 @@ def main(argv=None):
     ap.add_argument("--smoke", metavar="DIR", help="toy sizes into DIR")
     ap.add_argument("--out", default=RESULTS)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--no-indexer", action="store_true",
+                    help="skip the jobs that need the trained indexer (its configurations and "
+                         "dense's probe), e.g. in a second run beside the training")
     ap.add_argument("--solve", type=int, metavar="L", help="print the frontier parameters")
     args = ap.parse_args(argv)
     try:
@@ -538,7 +556,8 @@ def run(args):
     if args.collect:
         collect(runner)
         return 0
-    todo = [(p, j) for p, jobs in plan for j in jobs if not runner.is_done(j)]
+    todo = [(p, j) for p, jobs in plan for j in jobs if not runner.is_done(j)
+            and not (args.no_indexer and needs_indexer(j))]
     print(f"{len(todo)} jobs to run ({sum(len(j) for _, j in plan) - len(todo)} done before); "
           f"results in {out}", file=sys.stderr)
     start, last_phase = time.time(), None
@@ -561,8 +580,12 @@ def solve(L):
     import ladder
     P = attention.patterns()
 
+    cache = {}
+
     def dens(spec):
-        return P.pattern_entries(spec, L, L, causal=True) / (L * (L + 1) / 2)
+        if spec not in cache:
+            cache[spec] = P.pattern_entries(spec, L, L, causal=True) / (L * (L + 1) / 2)
+        return cache[spec]
     def largest_close(blocks, params, density):
         """(b, x): the largest block size whose best parameter x is within 5 % of target, else
         the closest pair overall."""
