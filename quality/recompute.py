@@ -283,7 +283,8 @@ class Runner:
             self.run_passkey(*job[1:])
         else:
             import train_indexer
-            train_indexer.train(self.model, self.tok, out=self.weights, **(train_args or {}))
+            train_indexer.train(self.model, self.tok, out=self.weights, threads=self.threads,
+                                **(train_args or {}))
 
     def run_nll(self, set_name, spec, i):
         doc, start, ids = self.windows(set_name)[i]
