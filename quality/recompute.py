@@ -85,35 +85,28 @@ LADDER_512 = [("ladder:b=8,s=1,w=4", "ladder"),
               ("ladder:b=4,s=2,w=12", "ablation: finer blocks (b=4)")]
 
 FAMILIES = ("window", "sink+window", "strided", "bigbird", "ladder", "oracle", "indexer")
-# FRONTIER[L][k] = {family: spec}: density of top-k with k = L/16, L/8, L/4 (--solve L).
-FRONTIER = {
-    2048: {
-        128: {"window": "causal_window:w=128", "sink+window": "global:n=4+causal_window:w=124",
-              "strided": "strided:l=9", "bigbird": "bigbird:b=32,r=1,seed=1",
-              "ladder": "ladder:b=16,s=1,w=1", "oracle": "oracle:k=128",
-              "indexer": "indexer:k=128"},
-        256: {"window": "causal_window:w=256", "sink+window": "global:n=4+causal_window:w=252",
-              "strided": "strided:l=4", "bigbird": "bigbird:b=64,r=1,seed=1",
-              "ladder": "ladder:b=32,s=1,w=4", "oracle": "oracle:k=256",
-              "indexer": "indexer:k=256"},
-        512: {"window": "causal_window:w=512", "sink+window": "global:n=4+causal_window:w=508",
-              "strided": "strided:l=2", "bigbird": "bigbird:b=128,r=1,seed=1",
-              "ladder": "ladder:b=64,s=1,w=6", "oracle": "oracle:k=512",
-              "indexer": "indexer:k=512"}},
-    8192: {
-        512: {"window": "causal_window:w=512", "sink+window": "global:n=4+causal_window:w=508",
-              "strided": "strided:l=9", "bigbird": "bigbird:b=256,r=0,seed=1",
-              "ladder": "ladder:b=64,s=1,w=2", "oracle": "oracle:k=512",
-              "indexer": "indexer:k=512"},
-        1024: {"window": "causal_window:w=1024", "sink+window": "global:n=4+causal_window:w=1020",
-               "strided": "strided:l=5", "bigbird": "bigbird:b=256,r=4,seed=1",
-               "ladder": "ladder:b=128,s=1,w=4", "oracle": "oracle:k=1024",
-               "indexer": "indexer:k=1024"},
-        2048: {"window": "causal_window:w=2048", "sink+window": "global:n=4+causal_window:w=2044",
-               "strided": "strided:l=2", "bigbird": "bigbird:b=512,r=3,seed=1",
-               "ladder": "ladder:b=256,s=1,w=4", "oracle": "oracle:k=2048",
-               "indexer": "indexer:k=2048"}},
+# The parameters of strided, BigBird and the ladder at each length L and density point k
+# (`--solve L`); window, sink+window, oracle and indexer keep k keys.
+FRONTIER_PARAMS = {
+    2048: {128: ("strided:l=9", "bigbird:b=32,r=1,seed=1", "ladder:b=16,s=1,w=1"),
+           256: ("strided:l=4", "bigbird:b=64,r=1,seed=1", "ladder:b=32,s=1,w=4"),
+           512: ("strided:l=2", "bigbird:b=128,r=1,seed=1", "ladder:b=64,s=1,w=6")},
+    8192: {512: ("strided:l=8", "bigbird:b=128,r=1,seed=1", "ladder:b=64,s=1,w=1"),
+           1024: ("strided:l=5", "bigbird:b=256,r=4,seed=1", "ladder:b=128,s=1,w=4"),
+           2048: ("strided:l=2", "bigbird:b=512,r=3,seed=1", "ladder:b=256,s=1,w=4")},
 }
+
+
+def frontier_specs(L, k):
+    """{family: spec} of the density point k at length L."""
+    strided, bigbird, ladder = FRONTIER_PARAMS[L][k]
+    return {"window": f"causal_window:w={k}", "sink+window": attention.sink_window(k, SINKS),
+            "strided": strided, "bigbird": bigbird, "ladder": ladder, "oracle": f"oracle:k={k}",
+            "indexer": f"indexer:k={k}"}
+
+
+# FRONTIER[L][k] = {family: spec}: density of top-k with k = L/16, L/8, L/4.
+FRONTIER = {L: {k: frontier_specs(L, k) for k in ks} for L, ks in FRONTIER_PARAMS.items()}
 
 
 def frontier(L, k, families=FAMILIES):

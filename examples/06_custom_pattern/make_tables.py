@@ -45,6 +45,17 @@ def load(name):
     return report.load(name)
 
 
+def vs_ladder(c, lad, is_ladder):
+    """(contender - ladder [95% CI], 'p_t / p_signflip', the ladder's verdict) of a contender's
+    results against the ladder's on the same windows; dashes for the ladder itself."""
+    if is_ladder or not lad:
+        return "—", "—", "—"
+    r = stats.paired(c["window_nll"], lad["window_nll"])
+    return (report.fmt_ci(r["mean"], r["ci95_t"]),
+            f"{stats.fmt_p(r['p_t'])} / {stats.fmt_p(r['p_signflip'])}",
+            stats.paired(lad["window_nll"], c["window_nll"])["verdict"])
+
+
 def quality_table(set_name):
     """The ladder against every contender on one set of 512-token windows."""
     d = load(f"{set_name}.json")
@@ -61,13 +72,7 @@ def quality_table(set_name):
             continue
         vs = c.get("vs_dense")
         dn = report.fmt_ci(vs["mean"], vs["ci95_t"]) if vs else "—"
-        if spec == LADDER or not lad:
-            cmp, p, word = "—", "—", "—"
-        else:
-            r = stats.paired(c["window_nll"], lad["window_nll"])
-            cmp = report.fmt_ci(r["mean"], r["ci95_t"])
-            p = f"{stats.fmt_p(r['p_t'])} / {stats.fmt_p(r['p_signflip'])}"
-            word = stats.paired(lad["window_nll"], c["window_nll"])["verdict"]
+        cmp, p, word = vs_ladder(c, lad, spec == LADDER)
         rec = c.get("recall", {})
         lo, hi = c["ppl_ci95_boot"]
         rows.append(f"| {ROLES[spec]} | `{spec}` | {c['density']:.3f} | {c['n']} "
@@ -125,13 +130,7 @@ def long_table():
                             f"| | | |")
                 continue
             vs = c["vs_dense"]
-            if fam == "ladder" or not lad:
-                cmp, p, word = "—", "—", "—"
-            else:
-                r = stats.paired(c["window_nll"], lad["window_nll"])
-                cmp = report.fmt_ci(r["mean"], r["ci95_t"])
-                p = f"{stats.fmt_p(r['p_t'])} / {stats.fmt_p(r['p_signflip'])}"
-                word = stats.paired(lad["window_nll"], c["window_nll"])["verdict"]
+            cmp, p, word = vs_ladder(c, lad, fam == "ladder")
             rows.append(f"| {L:,} | {report.NAMES[fam]} | `{spec}` | {c['density']:.3f} "
                         f"| {c['n']} | {report.fmt_ci(vs['mean'], vs['ci95_t'])} | {cmp} | {p} "
                         f"| {word} |")
