@@ -92,8 +92,8 @@ FRONTIER_PARAMS = {
            256: ("strided:l=4", "bigbird:b=64,r=1,seed=1", "ladder:b=32,s=1,w=4"),
            512: ("strided:l=2", "bigbird:b=128,r=1,seed=1", "ladder:b=64,s=1,w=6")},
     8192: {512: ("strided:l=8", "bigbird:b=128,r=1,seed=1", "ladder:b=64,s=1,w=1"),
-           1024: ("strided:l=5", "bigbird:b=256,r=4,seed=1", "ladder:b=128,s=1,w=4"),
-           2048: ("strided:l=2", "bigbird:b=512,r=3,seed=1", "ladder:b=256,s=1,w=4")},
+           1024: ("strided:l=4", "bigbird:b=256,r=1,seed=1", "ladder:b=128,s=1,w=4"),
+           2048: ("strided:l=2", "bigbird:b=512,r=1,seed=1", "ladder:b=256,s=1,w=6")},
 }
 
 
@@ -569,18 +569,23 @@ def run(args):
 
 
 def solve(L):
-    """Print, for each density point of L, every family's parameters closest to it."""
+    """Print, for each density point of L, the parameters of strided, BigBird and the ladder
+    (densities counted exactly: strided per query, BigBird per block, the ladder by ladder.py)."""
     sys.path.insert(0, os.path.join(HERE, "..", "examples", "06_custom_pattern"))
     import ladder
     P = attention.patterns()
+    causal = L * (L + 1) / 2
+    a = torch.arange(L)
 
-    cache = {}
+    def strided(l):  # query a keeps its l latest keys and every l-th before them
+        return float((torch.clamp(a + 1, max=l) + a // l).sum()) / causal
 
-    def dens(spec):
-        if spec not in cache:
-            cache[spec] = P.pattern_entries(spec, L, L, causal=True) / (L * (L + 1) / 2)
-        return cache[spec]
-    def largest_close(blocks, params, density):
+    def bigbird(b, r):  # whole blocks below the diagonal, the causal half of the diagonal one
+        T, _ = P.bigbird_table(P.parse_pattern(f"bigbird:b={b},r={r},seed=1")[0], L, L)
+        I, J = torch.arange(T.shape[0]).unsqueeze(1), torch.arange(T.shape[1]).unsqueeze(0)
+        return float((T & (J < I)).sum() * b * b + (T & (J == I)).sum() * b * (b + 1) / 2) / causal
+
+    def largest_close(blocks, params, density, target):
         """(b, x): the largest block size whose best parameter x is within 5 % of target, else
         the closest pair overall."""
         best = []
@@ -593,17 +598,14 @@ def solve(L):
 
     for k in (L // 16, L // 8, L // 4):
         target = attention.top_k_density(k, L)
-        blocks = [b for b in (1024, 512, 256, 128, 64, 32, 16, 8) if b <= L // 16]
+        blocks = [b for b in (1024, 512, 256, 128, 64, 32, 16, 8) if b <= L // 8]
+        l = min(range(2, 65), key=lambda l: abs(strided(l) - target))
+        bb, r = largest_close([b for b in blocks if b >= 16], lambda b: range(17), bigbird, target)
         b, w = largest_close(blocks, lambda b: range(1, L // b + 1),
-                             lambda b, w: ladder.density(L, b, 1, w))
-        bb, r = largest_close([b for b in blocks if b >= 16 and b <= L // 8], lambda b: range(17),
-                              lambda b, r: dens(f"bigbird:b={b},r={r},seed=1"))
-        specs = {"window": f"causal_window:w={k}", "sink+window": attention.sink_window(k, SINKS),
-                 "strided": min((f"strided:l={l}" for l in range(2, int((L / 2) ** 0.5) + 1)),
-                                key=lambda s: abs(dens(s) - target)),
-                 "bigbird": f"bigbird:b={bb},r={r},seed=1", "ladder": f"ladder:b={b},s=1,w={w}"}
-        print(f"L={L} k={k} target {target:.4f}: " + ", ".join(
-            f"{f} {s} ({dens(s):.4f})" for f, s in specs.items()), flush=True)
+                             lambda b, w: ladder.density(L, b, 1, w), target)
+        print(f"L={L} k={k} target {target:.4f}: strided:l={l} ({strided(l):.4f}), "
+              f"bigbird:b={bb},r={r},seed=1 ({bigbird(bb, r):.4f}), "
+              f"ladder:b={b},s=1,w={w} ({ladder.density(L, b, 1, w):.4f})", flush=True)
     return 0
 
 

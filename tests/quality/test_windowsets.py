@@ -6,11 +6,16 @@ it was laid out on (token counts recorded); the sets of the three texts at 512, 
 tokens exist; the committed results name their set and have its n. The indexer's training log
 (results/indexer_training.json): at least 50 distinct training windows from at least 4 novels,
 none of them evaluated, held-out windows disjoint from them, a held-out loss per epoch, and the
-tokens and steps it states consistent with its settings. Exit 0 when every check passes."""
+tokens and steps it states consistent with its settings. The frontier's configurations
+(recompute.FRONTIER) reach their density point: window, sink+window and top-k within 0.1 % of the
+top-k density, the ladder and BigBird within 5 %, strided as close as a stride gets (within 15 %).
+Exit 0 when every check passes."""
 import json
 import os
 import sys
 
+import attention
+import recompute
 import smollm
 import texts
 import windowsets
@@ -46,6 +51,17 @@ def main():
             check(same and d["set"]["name"] == name and ns <= {ws.count},
                   f"results/{name}.json: its windows are the set's, complete configs have n = "
                   f"{ws.count}")
+    P = attention.patterns()
+    for L, points in recompute.FRONTIER.items():
+        for k, specs in points.items():
+            target = attention.top_k_density(k, L)
+            for fam, spec in specs.items():
+                if fam in ("oracle", "indexer"):
+                    continue
+                d = P.pattern_entries(spec, L, L, causal=True) / (L * (L + 1) / 2)
+                tol = {"strided": 0.15, "bigbird": 0.05, "ladder": 0.05}.get(fam, 1e-3)
+                check(abs(d - target) <= tol * target,
+                      f"L={L} k={k} {fam} {spec}: density {d:.4f}, target {target:.4f}")
     with open(os.path.join(RESULTS, "indexer_training.json")) as f:
         t = json.load(f)
     train = {(w["doc"], w["start"]) for w in t["train_windows"]}
