@@ -11,7 +11,9 @@
 A job is one forward of SmolLM2-135M: one window of a window set (windowsets.py) under one
 attention, or one passkey trial; the indexer's training is one job. Each finished job appends one
 JSON line to results/raw/<set>.jsonl (passkey: results/raw/passkey.jsonl) at once, so an
-interruption loses at most the job under way, and a restart skips every job already there. After
+interruption loses at most the job under way, and a restart skips every job already there. Runs
+started side by side (e.g. two of --threads 1) share the plan: a run locks the job it is on
+(results/raw/.locks/, a dead run's lock is taken over). After
 each phase (and with --collect) the lines are gathered into results/<set>.json and
 results/passkey.json, the files every table is made from (report.py for quality/README.md and
 example 05, example 06's make_tables.py); README.md ("Result files") gives their format.
@@ -268,6 +270,42 @@ class Runner:
         if job[0] == "passkey":
             return ("passkey",) + tuple(job[1:]) in self.done("passkey")
         return os.path.exists(os.path.join(self.out, "indexer_training.json"))
+
+    def claim(self, job):
+        """True if this run may do the job: it is not done and no other live run holds its lock
+        (raw/.locks/: runs started side by side share the plan; a dead run's lock is taken)."""
+        if self.is_done(job):
+            return False
+        if needs_indexer(job) and job[0] != "train" and not self.is_done(("train",)):
+            return False  # the weights are still being trained (by another run)
+        locks = os.path.join(self.raw, ".locks")
+        os.makedirs(locks, exist_ok=True)
+        path = os.path.join(locks, "_".join(str(x) for x in job).replace("/", "-")
+                            .replace(":", "-").replace(",", "-").replace("=", ""))
+        for _ in range(2):
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                os.write(fd, str(os.getpid()).encode())
+                os.close(fd)
+                self._done.clear()  # another run may have finished it meanwhile: re-read
+                if self.is_done(job):
+                    os.remove(path)
+                    return False
+                self.lock = path
+                return True
+            except FileExistsError:
+                try:
+                    with open(path) as f:
+                        os.kill(int(f.read() or 0), 0)
+                    return False  # a live run has it
+                except (ProcessLookupError, ValueError):
+                    os.remove(path)  # its run died: take it
+        return False
+
+    def release(self):
+        if getattr(self, "lock", None) and os.path.exists(self.lock):
+            os.remove(self.lock)
+        self.lock = None
 
     def run(self, job, train_args=None):
         if job[0] == "nll":
@@ -559,9 +597,14 @@ def run(args):
         if phase != last_phase and last_phase is not None:
             collect(runner)
         last_phase = phase
+        if not runner.claim(job):  # done meanwhile, or another run is on it
+            continue
         metrics.progress(n, len(todo), f"{phase}: {' '.join(str(x) for x in job[1:])}"[:60],
                          start)
-        runner.run(job, train_args)
+        try:
+            runner.run(job, train_args)
+        finally:
+            runner.release()
     if todo:
         metrics.progress(len(todo), len(todo), "done", start)
     collect(runner)
