@@ -253,42 +253,64 @@ def training_table(results=RESULTS):
 
 
 def cost_table(results=RESULTS):
-    """Per phase of recompute.py: jobs done of planned, forwards by length, and the time the
-    finished jobs took (the sum of their own clocks; the indexer's training from its log)."""
+    """Per phase of recompute.py: jobs done of planned, forwards by length, the time the finished
+    jobs took (the sum of their own clocks; the indexer's training from its log), and the time
+    the rest would take at the mean time per forward measured at each length."""
     import recompute
     raw = os.path.join(results, "raw")
     done = {}
     for path in sorted(os.listdir(raw)) if os.path.isdir(raw) else []:
+        if not path.endswith(".jsonl"):
+            continue
         key = path[:-len(".jsonl")]
         for r in recompute.read_lines(os.path.join(raw, path)):
             if r["job"] == "nll":
                 done[("nll", key, r["config"], r["window"])] = r["seconds"]
             else:
                 done[("passkey", r["length"], r["config"], r["depth"], r["key"])] = r["seconds"]
+    per_length = {}
+    for job, secs in done.items():
+        L = recompute.forwards(job)[0]
+        per_length.setdefault(L, []).append(secs)
+    rate = {L: sum(x) / len(x) for L, x in per_length.items()}
     train = load("indexer_training.json", results)
     lines = ["| phase | jobs done / planned | forwards done (tokens each) | time of the done jobs "
-             "| s per forward |", "|---|---:|---|---:|---:|"]
-    total = 0.0
+             "| s per forward | the rest, at the measured s per forward |",
+             "|---|---:|---|---:|---:|---:|"]
+    total = left_total = 0.0
+    unknown = False
     for name, jobs in recompute.phases():
         if jobs == [("train",)]:
-            n = 1 if train else 0
+            hit = jobs if train else []
             secs = train["seconds"] if train else 0
             fw = {2048: train["forwards"]} if train else {}
         else:
             hit = [j for j in jobs if j in done]
-            n, secs, fw = len(hit), sum(done[j] for j in hit), {}
+            secs, fw = sum(done[j] for j in hit), {}
             for j in hit:
                 L = recompute.forwards(j)[0]
                 fw[L] = fw.get(L, 0) + 1
+        left = 0.0
+        for j in jobs:
+            if j not in hit:
+                L, n = recompute.forwards(j)
+                if L in rate:
+                    left += n * rate[L]
+                else:
+                    unknown = True
+                    left = None
+                    break
         total += secs
+        left_total += left or 0.0
         count = sum(fw.values())
-        if not count:
-            lines.append(f"| {name} | {n} / {len(jobs)} | — | — | — |")
-            continue
-        forwards = ", ".join(f"{c} ({L:,})" for L, c in sorted(fw.items()))
-        lines.append(f"| {name} | {n} / {len(jobs)} | {forwards} | {secs / 3600:.2f} h "
-                     f"| {secs / count:.1f} |")
-    lines.append(f"| all | | | {total / 3600:.2f} h | |")
+        forwards = ", ".join(f"{c} ({L:,})" for L, c in sorted(fw.items())) or "—"
+        lines.append(f"| {name} | {len(hit)} / {len(jobs)} | {forwards} "
+                     f"| {secs / 3600:.2f} h | {secs / count:.1f} |" if count else
+                     f"| {name} | 0 / {len(jobs)} | — | — | — |")
+        lines[-1] += (" — |" if left == 0 else " no measurement |" if left is None
+                      else f" {left / 3600:.1f} h |")
+    lines.append(f"| all | | | {total / 3600:.2f} h | | {left_total / 3600:.1f} h"
+                 f"{' + the phases without a measurement' if unknown else ''} |")
     return "\n".join(lines)
 
 
