@@ -219,8 +219,10 @@ class Runner:
         return smollm.load()  # cached per process; not loaded for --collect
 
     def machine(self):
-        return (f"{platform.machine()}, {os.cpu_count()} cores (shared), "
-                f"torch {torch.__version__}, {self.threads} threads")
+        """The machine the jobs ran on (the committed runs: one or two runs side by side, each of
+        1 or 2 threads, on cores shared with other jobs)."""
+        return (f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs, "
+                f"torch {torch.__version__}, runs of 1-2 threads")
 
     def indexers(self):
         import indexer
