@@ -63,7 +63,7 @@ endif()
 if(NOT COMMAND attn_target_defaults)
   function(attn_target_defaults tgt)
     target_compile_options(${tgt} PRIVATE
-      $<$<COMPILE_LANGUAGE:C,CXX>:-Wall -Wextra -Wno-unknown-pragmas>
+      $<$<COMPILE_LANGUAGE:C,CXX>:-Wall -Wextra -Wno-unknown-pragmas -Wno-missing-field-initializers>
       $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo --expt-relaxed-constexpr>)
   endfunction()
 endif()
@@ -100,7 +100,8 @@ endif()
 # attn_cuda_sources(<out-var> <backend> <sources...>)
 # sim: each .cu is rewritten by cudasim_rewrite into <build>/cudasim/<dir>/<name>.cu.cpp (the
 #      <<<...>>> launches and extern __shared__ declarations become simulator calls; #line keeps
-#      diagnostics on the original file) and compiled as C++17. Other sources pass through.
+#      diagnostics on the original file) and compiled as C++17, with any header next to it that
+#      launches kernels too (example 04's sparse_fa2.cuh). Other sources pass through.
 # gpu: sources pass through to nvcc / the host compilers.
 function(attn_cuda_sources out backend)
   set(result)
@@ -113,10 +114,13 @@ function(attn_cuda_sources out backend)
         cmake_path(GET abs FILENAME rel)
       endif()
       set(gen "${CMAKE_BINARY_DIR}/cudasim_gen/${rel}.cpp")
+      # The depfile lists the headers next to the .cu that launch kernels themselves and were
+      # rewritten with it (cudasim_rewrite's header): editing one rewrites the .cu again.
       add_custom_command(
         OUTPUT "${gen}"
-        COMMAND cudasim_rewrite "${abs}" "${gen}"
+        COMMAND cudasim_rewrite "${abs}" "${gen}" "${gen}.d"
         DEPENDS "${abs}" cudasim_rewrite
+        DEPFILE "${gen}.d"
         COMMENT "cudasim: rewriting ${rel}"
         VERBATIM)
       if(ATTN_SIM_CHECK)
@@ -223,6 +227,72 @@ endmacro()
 function(attn_use_example folder library)
   list(GET ATTN_BACKEND_LIST 0 first_backend)
   if(NOT TARGET ${library}_${first_backend})
+    set_property(GLOBAL PROPERTY ATTN_ADDED_${folder} TRUE)
     add_subdirectory("${ATTN_ROOT}/examples/${folder}" "${CMAKE_BINARY_DIR}/_${folder}")
   endif()
+endfunction()
+
+# ---- what an example folder declares (examples/README.md, "Adding an example") -------------------
+# The build, the tour, the benchmark and the tests find examples/<NN_name>/ by itself; these two
+# calls in the example's CMakeLists.txt are what it says about itself.
+
+# attn_example_tour(<program> SIM <args...> GPU <args...>)
+# One run of the chapter tour (scripts/run.sh): <program> (an attn_cuda_executable of this folder)
+# with SIM's arguments on the simulator (the tour adds --reps 1) and GPU's on a GPU. Call it once
+# per run, in the order the tour should show them.
+function(attn_example_tour program)
+  cmake_parse_arguments(A "" "" "SIM;GPU" ${ARGN})
+  if(NOT A_SIM OR NOT A_GPU)
+    message(FATAL_ERROR "attn_example_tour(${program}): give SIM and GPU arguments")
+  endif()
+  cmake_path(GET CMAKE_CURRENT_SOURCE_DIR FILENAME folder)
+  string(SUBSTRING "${folder}" 0 2 nn)
+  list(JOIN A_SIM " " sim)
+  list(JOIN A_GPU " " gpu)
+  set_property(GLOBAL APPEND PROPERTY ATTN_TOUR "${nn}|${folder}|${program}|${sim}|${gpu}")
+endfunction()
+
+# attn_example_bench(<kernel library> <registry symbol>)
+# The benchmark (benchmarks/bench_attention.c) runs every kernel of the attn_example <registry
+# symbol>, linked from <kernel library> (an attn_cuda_library of this folder). An example whose
+# kernels are a staged pipeline rather than attention kernels says why it is not benchmarked
+# instead: attn_example_bench(NONE "<reason>").
+function(attn_example_bench library symbol)
+  cmake_path(GET CMAKE_CURRENT_SOURCE_DIR FILENAME folder)
+  # a reason may span lines, and a ';' would split it (a CMake list): one line, commas
+  string(REPLACE ";" "," symbol "${symbol}")
+  string(REGEX REPLACE "[ \n]+" " " symbol "${symbol}")
+  set_property(GLOBAL APPEND PROPERTY ATTN_BENCH_DECLARED "${folder}|${library}|${symbol}")
+  if(library STREQUAL "NONE")
+    set_property(GLOBAL APPEND PROPERTY ATTN_BENCH_SKIPPED "${folder}: ${symbol}")
+  else()
+    set_property(GLOBAL APPEND PROPERTY ATTN_BENCH_EXAMPLES "${library}:${symbol}")
+  endif()
+endfunction()
+
+# attn_add_examples(): every examples/<NN_name>/ with a CMakeLists.txt, in learning-path order
+# (the top-level CMakeLists.txt), then what they declared written into the build folder:
+# tour.txt (scripts/run.sh reads it), one line per run, NN|folder|program|simulator
+# arguments|GPU arguments; bench.txt, one line per example, folder|kernel library or NONE|registry
+# symbol or why not (tests/docs/examples_declared.py checks both against the folders).
+function(attn_add_examples)
+  file(GLOB dirs LIST_DIRECTORIES true "${ATTN_ROOT}/examples/[0-9][0-9]_*")
+  list(SORT dirs)
+  foreach(dir IN LISTS dirs)
+    cmake_path(GET dir FILENAME folder)
+    get_property(added GLOBAL PROPERTY ATTN_ADDED_${folder})
+    if(EXISTS "${dir}/CMakeLists.txt" AND NOT added) # (a later example's attn_use_example)
+      set_property(GLOBAL PROPERTY ATTN_ADDED_${folder} TRUE)
+      add_subdirectory("${dir}" "${CMAKE_BINARY_DIR}/examples/${folder}")
+    endif()
+  endforeach()
+  foreach(what tour bench)
+    string(TOUPPER "${what}" key)
+    if(what STREQUAL "bench")
+      set(key BENCH_DECLARED)
+    endif()
+    get_property(lines GLOBAL PROPERTY ATTN_${key})
+    list(JOIN lines "\n" text)
+    file(WRITE "${CMAKE_BINARY_DIR}/${what}.txt" "${text}\n")
+  endforeach()
 endfunction()

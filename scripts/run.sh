@@ -18,24 +18,6 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 cd "$ROOT"
 
-# The tour, in learning-path order: one run per line,
-#   NN | folder under examples/ | program | simulator arguments | GPU arguments
-# (simulator runs add --reps 1).
-# An example whose folder does not exist yet is left out. Add an example: add its line(s).
-TOUR=(
-    "01|01_attention_basics|naive_attention|-B 1 -H 4 -L 512 -D 64|-B 4 -H 8 -L 2048 -D 64"
-    "02|02_flash_attention_minimal|flash_fwd|-B 1 -H 4 -L 512 -D 64|-B 4 -H 8 -L 2048 -D 64"
-    "03|03_flash_attention_v2|flash2_fwd|-B 1 -H 4 -L 512 -D 64|-B 4 -H 8 -L 2048 -D 64"
-    "03|03_flash_attention_v2|flash2_fwd|-B 1 -H 4 -L 512 -D 64 --dtype f16 --causal\
-|-B 4 -H 8 -L 2048 -D 64 --dtype f16 --causal"
-    "04|04_sparse_patterns|sparse_patterns|-B 1 -H 1 -L 1024 -D 64 --pattern window:w=64\
-|-B 2 -H 8 -L 4096 -D 64 --pattern window:w=256"
-    "05|05_deepseek_sparse|deepseek_sparse|-B 1 -H 4 -L 512 -D 64 --dtype f16 --causal --topk 64\
-|-B 4 -H 8 -L 2048 -D 64 --dtype f16 --topk 512"
-    "06|06_custom_pattern|custom_pattern|-B 1 -H 1 -L 1024 -D 64 --causal --pattern ladder:b=64,w=2\
-|-B 2 -H 8 -L 8192 -D 64 --causal --pattern ladder:b=64,w=15"
-)
-
 usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
 only=""
 model=auto
@@ -54,19 +36,6 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-# The runs of the tour that exist here (and match --example).
-runs=()
-for line in "${TOUR[@]}"; do
-    IFS='|' read -r nn folder _ <<<"$line"
-    [ -d "examples/$folder" ] || continue
-    [ -z "$only" ] || [ "$nn" = "$only" ] || continue
-    runs+=("$line")
-done
-if [ ${#runs[@]} -eq 0 ]; then
-    echo "error: no example $only in this checkout (ls examples/)" >&2
-    exit 2
-fi
-
 attn_need_build_tools
 if attn_have_gpu; then
     preset=gpu backend=gpu
@@ -75,6 +44,27 @@ else
     preset=sim backend=sim
     say "no usable GPU here: using the CPU simulator build (build/sim); its timings are CPU timings"
 fi
+log="build/$preset/build.log"
+mkdir -p "build/$preset"
+start=$SECONDS
+# The tour, in learning-path order: what each example folder declares (attn_example_tour in its
+# CMakeLists.txt), one run per line of build/<preset>/tour.txt, written when the build is
+# configured: NN | folder | program | simulator arguments | GPU arguments.
+if ! cmake --preset "$preset" >"$log" 2>&1; then
+    grep -E -A6 'Error|error' "$log" | head -60
+    die "configuring the build failed (full log: $log)"
+fi
+runs=()
+while IFS= read -r line; do
+    [ -n "$line" ] || continue
+    IFS='|' read -r nn _ <<<"$line"
+    [ -z "$only" ] || [ "$nn" = "$only" ] || continue
+    runs+=("$line")
+done <"build/$preset/tour.txt"
+if [ ${#runs[@]} -eq 0 ]; then
+    echo "error: no example $only in this checkout (ls examples/)" >&2
+    exit 2
+fi
 
 targets=()
 for line in "${runs[@]}"; do
@@ -82,15 +72,11 @@ for line in "${runs[@]}"; do
     [[ " ${targets[*]-} " == *" ${program}_$backend "* ]] || targets+=("${program}_$backend")
 done
 [ -n "$only" ] || targets+=("bench_attention_$backend")
-log="build/$preset/build.log"
-mkdir -p "build/$preset"
 step=0
 steps=$((${#runs[@]} + 1))
 [ -n "$only" ] || steps=$((steps + 1))
 say "[$((++step))/$steps] configure and build (${targets[*]}; log: $log)"
-start=$SECONDS
-if ! { cmake --preset "$preset" && cmake --build --preset "$preset" -j "$JOBS" \
-    --target "${targets[@]}"; } >"$log" 2>&1; then
+if ! cmake --build --preset "$preset" -j "$JOBS" --target "${targets[@]}" >>"$log" 2>&1; then
     grep -E -A6 'error' "$log" | head -60
     die "the build failed (full log: $log)"
 fi

@@ -36,12 +36,18 @@ attn_stats attn_stats_of(double *samples_ms, int n) {
     return s;
 }
 
-/* One launch; a launch error (bad configuration, too much shared memory, ...) is reported with
- * the kernel's name. */
+/* One launch (of a chunked stage's kernel, one per chunk: attn_buffers.chunks); a launch error
+ * (bad configuration, too much shared memory, ...) is reported with the kernel's name. */
 static int launch_checked(const attn_kernel *k, const attn_problem *p, const attn_buffers *buf,
                           cudaStream_t stream) {
     char what[160];
-    k->launch(p, buf, stream);
+    if (buf->chunks > 0) {
+        attn_buffers one = *buf;
+        for (one.chunk = 0; one.chunk < buf->chunks; ++one.chunk)
+            k->launch(p, &one, stream);
+    } else {
+        k->launch(p, buf, stream);
+    }
     snprintf(what, sizeof what, "launch of kernel '%s'", k->name);
     return attn_cuda_report(cudaGetLastError(), what, __FILE__, __LINE__);
 }

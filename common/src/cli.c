@@ -13,8 +13,11 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "attn/device.h"
+#include "attn/example.h"
 
 typedef enum opt_id {
     OPT_HELP,
@@ -42,7 +45,9 @@ typedef enum opt_id {
     OPT_JSON,
     OPT_CSV,
     OPT_QUIET,
-    OPT_PROFILE
+    OPT_PROFILE,
+    OPT_DUMP,
+    OPT_ALLOW_SLOW
 } opt_id;
 
 typedef struct opt {
@@ -98,6 +103,11 @@ static const opt options[] = {
     {OPT_PROFILE, NULL, "--profile", NULL,
      "the simulator's profile of each kernel's checked launch (requests, sectors, DRAM bytes, "
      "bank conflicts, roofline bound); no timing; needs the sim-check preset"},
+    {OPT_DUMP, NULL, "--dump", "DIR",
+     "write the inputs, the reference and each kernel's output as tensor files into the existing "
+     "folder DIR"},
+    {OPT_ALLOW_SLOW, NULL, "--allow-slow", NULL,
+     "run a problem the simulator would take more than its budget (~10 min) for"},
 };
 
 #define NUM_OPTIONS (sizeof options / sizeof options[0])
@@ -256,6 +266,20 @@ static int parse_positive_real(const opt *o, const char *s, float *out, char *er
     return 0;
 }
 
+/* An existing folder this process can write into. */
+static int parse_dir(const char *flag, const char *v, const char **out, char *err, size_t err_len) {
+    struct stat st;
+    if (v[0] == '\0')
+        return usage_error(err, err_len, "error: %s needs a folder name", flag);
+    if (stat(v, &st) != 0 || !S_ISDIR(st.st_mode))
+        return usage_error(err, err_len,
+                           "error: %s: '%s' is not an existing folder (create it first)", flag, v);
+    if (access(v, W_OK | X_OK) != 0)
+        return usage_error(err, err_len, "error: %s: cannot write into '%s'", flag, v);
+    *out = v;
+    return 0;
+}
+
 /* ---- applying one option --------------------------------------------------------------------- */
 
 /* Sizes given on the command line; -L and --lq/--lk are merged once all flags are read so that
@@ -291,6 +315,11 @@ static int apply(attn_cli *cli, lengths *len, const opt *o, const char *v, char 
     case OPT_PROFILE:
         cli->profile = true;
         return 0;
+    case OPT_ALLOW_SLOW:
+        cli->allow_slow = true;
+        return 0;
+    case OPT_DUMP:
+        return parse_dir(o->long_name, v, &cli->dump_dir, err, err_len);
     case OPT_KERNEL:
         if (strcmp(v, "all") == 0) {
             cli->kernel = 0;
@@ -479,9 +508,84 @@ static void set_defaults(attn_cli *cli) {
     cli->check_rows = -1;
 }
 
-int attn_cli_parse(attn_cli *cli, int argc, char **argv, char *err, size_t err_len) {
+/* ---- an example's own flags ------------------------------------------------------------------ */
+
+static const attn_option *find_extra(const attn_option *extra, int n_extra, const char *name,
+                                     size_t name_len) {
+    for (int n = 0; n < n_extra; ++n)
+        if (strlen(extra[n].name) == name_len && strncmp(extra[n].name, name, name_len) == 0)
+            return &extra[n];
+    return NULL;
+}
+
+/* An int in [min, max]; a leading '-' where min < 0. */
+static int parse_ranged_int(const char *flag, const char *s, int min, int max, int *out, char *err,
+                            size_t err_len) {
+    bool neg = s[0] == '-' && min < 0;
+    uint64_t v = 0;
+    int rc = parse_unsigned(neg ? s + 1 : s, neg ? (uint64_t)INT_MAX + 1 : (uint64_t)INT_MAX, &v);
+    long long x = neg ? -(long long)v : (long long)v;
+    if (rc != 0 || x < min || x > max)
+        return usage_error(err, err_len, "error: %s must be an integer in [%d, %d] (got '%s')",
+                           flag, min, max, s);
+    *out = (int)x;
+    return 0;
+}
+
+static int apply_extra(const attn_option *o, const char *v, void *values, char *err,
+                       size_t err_len) {
+    void *field = (char *)values + o->offset;
+    switch (o->type) {
+    case ATTN_OPTION_SWITCH:
+        *(int *)field = 1;
+        return 0;
+    case ATTN_OPTION_INT:
+        return parse_ranged_int(o->name, v, o->min, o->max, (int *)field, err, err_len);
+    case ATTN_OPTION_CHOICE: { /* choices are '|'-separated */
+        int n = 0;
+        for (const char *c = o->choices; c != NULL; ++n) {
+            const char *bar = strchr(c, '|');
+            size_t len = bar ? (size_t)(bar - c) : strlen(c);
+            if (strlen(v) == len && strncmp(c, v, len) == 0) {
+                *(int *)field = n;
+                return 0;
+            }
+            c = bar ? bar + 1 : NULL;
+        }
+        return usage_error(err, err_len, "error: %s must be one of %s (got '%s')", o->name,
+                           o->choices, v);
+    }
+    case ATTN_OPTION_TEXT:
+        if (v[0] == '\0')
+            return usage_error(err, err_len, "error: %s needs a value (%s)", o->name, o->value);
+        *(const char **)field = v;
+        return 0;
+    case ATTN_OPTION_DIR:
+        return parse_dir(o->name, v, (const char **)field, err, err_len);
+    }
+    return 0;
+}
+
+/* The defaults of the example's flags (def, or def_gpu on a GPU build). */
+static int extra_defaults(const attn_option *extra, int n_extra, void *values, char *err,
+                          size_t err_len) {
+    for (int n = 0; n < n_extra; ++n) {
+        const attn_option *o = &extra[n];
+        const char *d = !attn_on_simulator() && o->def_gpu ? o->def_gpu : o->def;
+        if (d != NULL && o->type != ATTN_OPTION_SWITCH && apply_extra(o, d, values, err, err_len))
+            return ATTN_EXIT_USAGE; /* a wrong default: the registry's bug, caught by its tests */
+    }
+    return 0;
+}
+
+/* ---- parsing --------------------------------------------------------------------------------- */
+
+int attn_cli_parse_options(attn_cli *cli, int argc, char **argv, const attn_option *extra,
+                           int n_extra, void *values, char *err, size_t err_len) {
     lengths len = {0, 0, 0, NULL, NULL, NULL};
     set_defaults(cli);
+    if (extra_defaults(extra, n_extra, values, err, err_len) != 0)
+        return ATTN_EXIT_USAGE;
     for (int a = 1; a < argc; ++a) {
         const char *arg = argv[a];
         if (arg[0] != '-' || arg[1] == '\0')
@@ -489,20 +593,23 @@ int attn_cli_parse(attn_cli *cli, int argc, char **argv, char *err, size_t err_l
         const char *eq = strchr(arg, '=');
         size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
         const opt *o = find_option(arg, name_len);
-        if (o == NULL)
+        const attn_option *x = o ? NULL : find_extra(extra, n_extra, arg, name_len);
+        if (o == NULL && x == NULL)
             return usage_error(err, err_len, "error: unknown option '%.*s' (see --help)",
                                (int)name_len, arg);
+        const char *takes = o ? o->value : x->value;
         const char *value = eq ? eq + 1 : NULL;
-        if (o->value == NULL && value != NULL)
-            return usage_error(err, err_len, "error: option %s takes no value (got '%s')",
-                               o->long_name, arg);
-        if (o->value != NULL && value == NULL) {
+        if (takes == NULL && value != NULL)
+            return usage_error(err, err_len, "error: option %.*s takes no value (got '%s')",
+                               (int)name_len, arg, arg);
+        if (takes != NULL && value == NULL) {
             if (a + 1 >= argc)
                 return usage_error(err, err_len, "error: option %.*s needs a value (%s)",
-                                   (int)name_len, arg, o->value);
+                                   (int)name_len, arg, takes);
             value = argv[++a];
         }
-        if (apply(cli, &len, o, value, err, err_len) != 0)
+        if ((o ? apply(cli, &len, o, value, err, err_len)
+               : apply_extra(x, value, values, err, err_len)) != 0)
             return ATTN_EXIT_USAGE;
     }
     cli->Lq = len.Lq ? len.Lq : len.L;
@@ -514,6 +621,36 @@ int attn_cli_parse(attn_cli *cli, int argc, char **argv, char *err, size_t err_l
     return 0;
 }
 
+int attn_cli_parse(attn_cli *cli, int argc, char **argv, char *err, size_t err_len) {
+    return attn_cli_parse_options(cli, argc, argv, NULL, 0, NULL, err, err_len);
+}
+
+/* ---- what a run may cost -----------------------------------------------------------------------
+ */
+
+int attn_cli_sim_budget_check(const attn_cli *cli, double flops, char *why, size_t len) {
+    if (!attn_on_simulator() || cli->allow_slow || flops <= ATTN_SIM_BUDGET_FLOPS)
+        return 0;
+    snprintf(why, len,
+             "this problem computes %.3g GFLOP of attention: on the CPU simulator that is more "
+             "than its budget of %.0f GFLOP (about 10 minutes); make it smaller, or add "
+             "--allow-slow to run it anyway",
+             flops * 1e-9, ATTN_SIM_BUDGET_FLOPS * 1e-9);
+    return ATTN_EXIT_USAGE;
+}
+
+int attn_cli_memory_check(double bytes, char *why, size_t len) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    double have = pages > 0 && page > 0 ? (double)pages * (double)page : INFINITY;
+    if (bytes <= have)
+        return 0;
+    snprintf(why, len,
+             "this problem needs %.3g GiB of host memory for its inputs, reference and results; "
+             "this machine has %.3g GiB",
+             bytes / 1073741824.0, have / 1073741824.0);
+    return ATTN_EXIT_USAGE;
+}
+
 int attn_cli_rows_to_check(const attn_cli *cli, const attn_problem *p) {
     int rows = cli->check_rows;
     if (rows < 0) /* QK^T and PV: D multiply-adds each per entry */
@@ -523,16 +660,37 @@ int attn_cli_rows_to_check(const attn_cli *cli, const attn_problem *p) {
 
 /* ---- usage ----------------------------------------------------------------------------------- */
 
+static void usage_line(FILE *f, const char *short_name, const char *long_name, const char *value,
+                       const char *help) {
+    char spelled[48];
+    snprintf(spelled, sizeof spelled, "%s%s%s%s%s", short_name ? short_name : "",
+             short_name ? ", " : "", long_name, value ? " " : "", value ? value : "");
+    fprintf(f, "  %-26s %s\n", spelled, help);
+}
+
 void attn_cli_usage(FILE *f, const char *prog, const attn_example *ex) {
     fprintf(f, "usage: %s [options]\n%s: %s\n\noptions:\n", prog, ex->name, ex->summary);
-    for (size_t n = 0; n < NUM_OPTIONS; ++n) {
-        const opt *o = &options[n];
-        char spelled[48];
-        snprintf(spelled, sizeof spelled, "%s%s%s%s%s", o->short_name ? o->short_name : "",
-                 o->short_name ? ", " : "", o->long_name, o->value ? " " : "",
-                 o->value ? o->value : "");
-        fprintf(f, "  %-26s %s\n", spelled, o->help);
+    for (size_t n = 0; n < NUM_OPTIONS; ++n)
+        usage_line(f, options[n].short_name, options[n].long_name, options[n].value,
+                   options[n].help);
+    const attn_module *m = ex->module;
+    if (m != NULL && m->num_options > 0) {
+        fprintf(f, "\n%s options:\n", ex->name);
+        for (int n = 0; n < m->num_options; ++n) {
+            const attn_option *o = &m->options[n];
+            char help[320];
+            if (o->def != NULL && o->def_gpu != NULL && strcmp(o->def, o->def_gpu) != 0)
+                snprintf(help, sizeof help, "%s (default: simulator %s, GPU %s)", o->help, o->def,
+                         o->def_gpu);
+            else if (o->def != NULL)
+                snprintf(help, sizeof help, "%s (default %s)", o->help, o->def);
+            else
+                snprintf(help, sizeof help, "%s", o->help);
+            usage_line(f, NULL, o->name, o->value, help);
+        }
     }
+    if (m != NULL && m->usage != NULL)
+        m->usage(ex, f);
     fprintf(f,
             "\ndefault problem: B=%d H=%d L=%d D=%d on a GPU, B=%d H=%d L=%d D=%d on the "
             "simulator\n",
@@ -540,8 +698,9 @@ void attn_cli_usage(FILE *f, const char *prog, const attn_example *ex) {
             ex->default_sim[0], ex->default_sim[1], ex->default_sim[2], ex->default_sim[3]);
     fprintf(f, "\nkernels (--kernel N; --list for their limits):\n");
     for (int n = 0; n < ex->num_kernels; ++n)
-        fprintf(f, "  %2d  %-20s %s\n", ex->kernels[n].id, ex->kernels[n].name,
-                ex->kernels[n].description);
+        fprintf(f, "  %2d  %-20s %s%s%s\n", ex->kernels[n].id, ex->kernels[n].name,
+                m && m->stages ? m->stages[ex->kernels[n].stage].name : "",
+                m && m->stages ? ": " : "", ex->kernels[n].description);
     fprintf(f, "\nexit status: 0 every selected kernel passed, 1 a failure or runtime error, "
                "2 usage error, 77 no GPU (gpu build)\n");
 }

@@ -13,6 +13,7 @@ static const bool simulated = false;
 #endif
 
 const char *attn_backend_name(void) { return simulated ? "sim" : "gpu"; }
+bool attn_on_simulator(void) { return simulated; }
 
 /* A failed call leaves its error as the "last error"; clear it so that the next
  * cudaGetLastError() after a kernel launch does not blame the kernel. */

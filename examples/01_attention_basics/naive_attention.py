@@ -7,7 +7,7 @@ The same three steps as naive_attention.cu, written so a reader can step through
     P = softmax(S) per row      subtract the row max first (stability), masked entries -> 0
     O = P V
 
-Conventions shared with the C harness (common/include/attn/problem.h):
+Conventions shared with the C harness (common/README.md, "Conventions"):
   * layout [B, H, L, D];  scale defaults to 1/sqrt(D);
   * causal is bottom-right aligned: query i sees key j iff j <= i + Lk - Lq;
   * a query that sees no key outputs 0 and has log-sum-exp -inf.
@@ -15,7 +15,7 @@ Conventions shared with the C harness (common/include/attn/problem.h):
 Run:
   python naive_attention.py                 a small demo against F.scaled_dot_product_attention
   python naive_attention.py --all           every check (shapes, causal, Lq != Lk, large scores):
-                                            runs tests/python/test_naive_attention.py
+                                            runs tests/test_naive_attention.py
   python naive_attention.py --all --c-dump PATH
                                             also checks the C reference (attn_reference) on tensors
                                             dumped by PATH (the dump_reference tool of tests/python)
@@ -30,10 +30,9 @@ import sys
 import torch
 import torch.nn.functional as F
 
-TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "python",
-                     "test_naive_attention.py")
+TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests", "test_naive_attention.py")
 USAGE = ("naive_attention.py [--all [--c-dump PATH]]"
-         "   (--all: every check, by tests/python/test_naive_attention.py)")
+         "   (--all: every check, by tests/test_naive_attention.py)")
 
 # ----------------------------------------------------------------------------------------------
 # The reference

@@ -17,7 +17,7 @@ matrix:
         O_i = O_i / l_i,  LSE_i = m_i + log(l_i)       rows that saw no key: 0 and -inf
 
 Notation of Dao et al., "FlashAttention", NeurIPS 2022, Algorithm 1. Conventions shared with the
-C harness (common/include/attn/problem.h): layout [B, H, L, D]; scale defaults to 1/sqrt(D);
+C harness (common/README.md, "Conventions"): layout [B, H, L, D]; scale defaults to 1/sqrt(D);
 causal is bottom-right aligned (query i sees key j iff j <= i + Lk - Lq).
 
 Run:
@@ -26,7 +26,7 @@ Run:
   python flash_fwd.py --all        every check: against SDPA and against example 01's naive
                                    reference (shapes, tail tiles, causal Lq != Lk, large scores,
                                    any tile size), and the worked example's numbers; runs
-                                   tests/python/test_flash_fwd.py
+                                   tests/test_flash_fwd.py
 Exit status 0 when every check passes, 1 otherwise.
 """
 import argparse
@@ -38,9 +38,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
-TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "python",
-                     "test_flash_fwd.py")
-USAGE = "flash_fwd.py [--all]   (--all: every check, by tests/python/test_flash_fwd.py)"
+TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests", "test_flash_fwd.py")
+USAGE = "flash_fwd.py [--all]   (--all: every check, by tests/test_flash_fwd.py)"
 
 BR = 32  # query rows per tile (flash_fwd.cu: one thread block)
 BC = 32  # keys per K_j / V_j tile

@@ -20,7 +20,7 @@ the kernel; it owns Br = 64 query rows from start to finish:
         LSE_i = m_i + log(l_i)                              rows that saw no key: 0 and -inf
 
 Notation of Dao, "FlashAttention-2", 2023 (arXiv:2307.08691), Algorithm 1. Conventions shared
-with the C harness (common/include/attn/problem.h): layout [B, H, L, D]; scale defaults to
+with the C harness (common/README.md, "Conventions"): layout [B, H, L, D]; scale defaults to
 1/sqrt(D); causal is bottom-right aligned (query i sees key j iff j <= i + Lk - Lq).
 
 Variable length (flash2_fwd_varlen): FlashAttention's varlen layout, as the C harness's
@@ -41,7 +41,7 @@ Run:
                                    80, 128), the causal tile skipping, the fp16/bf16 emulation by
                                    FlashAttention's 2x rule, any tile size, varlen batches (with
                                    an empty sequence) against SDPA per sequence; runs
-                                   tests/python/test_flash2_fwd.py
+                                   tests/test_flash2_fwd.py
 Exit status 0 when every check passes, 1 otherwise.
 """
 import argparse
@@ -53,9 +53,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
-TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "python",
-                     "test_flash2_fwd.py")
-USAGE = "flash2_fwd.py [--all]   (--all: every check, by tests/python/test_flash2_fwd.py)"
+TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests", "test_flash2_fwd.py")
+USAGE = "flash2_fwd.py [--all]   (--all: every check, by tests/test_flash2_fwd.py)"
 
 BR = 64  # query rows per tile = one thread block (both versions of flash2_fwd.cu)
 BC_FP32 = 32  # keys per K/V tile, version 1 (fa2_fp32): one key per lane

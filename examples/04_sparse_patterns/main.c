@@ -1,10 +1,7 @@
-/* main.c — Example 04's program: the shared harness drives the kernels of sparse_patterns.cu
- * with a sparse pattern (--pattern SPEC; flags: --help; checking, timing and reporting:
- * common/src/example.c and sparse_run.c). */
-#include "attn/sparse/sparse_example.h"
+/* main.c — Example 04's program: the one driver (common/src/example.c) runs the kernels of
+ * sparse_patterns.cu with a sparse pattern (--pattern SPEC; flags: --help). */
+#include "attn/example.h"
 
-extern const attn_sparse_example sparse_patterns_example; /* sparse_patterns.cu */
+extern const attn_example sparse_patterns_example; /* sparse_patterns.cu */
 
-int main(int argc, char **argv) {
-    return attn_sparse_example_main(argc, argv, &sparse_patterns_example);
-}
+int main(int argc, char **argv) { return attn_example_main(argc, argv, &sparse_patterns_example); }

@@ -10,37 +10,52 @@
  * head (MQA, as DeepSeek's MLA): a block that serves all heads of a token loads each selected key
  * once for all of them.
  *
- * Versions (each one line of intent; the program runs them all, stage by stage, then end to end):
- *   1 indexer        the index scores of 4 queries per block against 64-key tiles of k_I on
- *                    tensor cores (mma.sync m16n8k16, fp16/bf16 in, fp32 accumulate: the M
- *                    dimension is 16 indexer heads of one query), ReLU and the weighted head sum
- *                    fused in registers; per-head logits never reach global memory. Query
- *                    positions in chunks: peak memory B * chunk * Lk floats, not B * Lq * Lk.
- *   2 topk_radix     per row, a radix select over the float bits: 4 passes of an 8-bit histogram
- *                    find the k-th largest key's bit pattern (pass 1 over global memory, then
- *                    the candidates in the threshold bin are kept in shared memory), one pass
- *                    writes the selected indices in ascending order. Any k, any row length.
- *   3 topk_bitonic   the baseline: the whole row (<= 4096 keys) sorted in shared memory by a
- *                    block-wide bitonic sort, the first k re-sorted by index.
- *   4 sparse_mma     FA2 over the selected keys: 64 selected K/V rows gathered into shared
- *                    memory per tile by cp.async, S and P V on tensor cores (example 03's warp
- *                    steps, ../03_flash_attention_v2/fa2_tile.cuh) with the 64 heads of one token
- * as the rows, online softmax, LSE, -1 slots skipped. D = 64 or 128. 5 sparse_gather  one warp per
- * (token, head) walks the selected keys 32 at a time on CUDA cores (example 04's gather with a
- * per-token key list).
- *     ./build/sim/examples/05_deepseek_sparse/deepseek_sparse_sim --topk 64 -L 512 --causal
- * On a GPU build use build/gpu/.../deepseek_sparse_gpu. FP8 e4m3 indexer inputs (DeepSeek's, on
- * sm_89/sm_90 tensor cores) are not built here: README, "FP8".
+ * Versions, stage by stage (each one line of intent; the program checks every stage, then times
+ * each kernel; run one with --kernel N, which also runs what the stages before it need):
+ *   1 indexer        (stage indexer) the index scores of 4 queries per block against 64-key tiles
+ *                    of k_I on tensor cores (mma.sync m16n8k16, fp16/bf16 in, fp32 accumulate:
+ *                    the M dimension is 16 indexer heads of one query), ReLU and the weighted
+ *                    head sum fused in registers; per-head logits never reach global memory.
+ *                    Query positions in chunks: peak memory B * chunk * Lk floats, not B*Lq*Lk.
+ *                    ./build/sim/examples/05_deepseek_sparse/deepseek_sparse_sim --kernel 1
+ *   2 topk_bitonic   (stage top-k) the baseline: the whole row (<= 4096 keys) sorted in shared
+ *                    memory by a block-wide bitonic sort, the first k re-sorted by index.
+ *                    ./build/sim/examples/05_deepseek_sparse/deepseek_sparse_sim --kernel 2
+ *   3 topk_radix     (stage top-k) per row, a radix select over the float bits: 4 passes of an
+ *                    8-bit histogram find the k-th largest key's bit pattern (pass 1 over global
+ *                    memory, then the candidates in the threshold bin are kept in shared memory),
+ *                    one pass writes the selected indices in ascending order. Any k, any row
+ *                    length.  ./build/sim/examples/05_deepseek_sparse/deepseek_sparse_sim --kernel
+ * 3 4 sparse_mma     (stage attention) FA2 over the selected keys: 64 selected K/V rows gathered
+ *                    into shared memory per tile by cp.async, S and P V on tensor cores (example
+ *                    03's warp steps, ../03_flash_attention_v2/fa2_tile.cuh) with the 64 heads of
+ *                    one token as the rows, online softmax, LSE, -1 slots skipped. D = 64 or 128.
+ *                    ./build/sim/examples/05_deepseek_sparse/deepseek_sparse_sim --kernel 4
+ *   5 sparse_gather  (stage attention) one warp per (token, head) walks the selected keys 32 at a
+ *                    time on CUDA cores (example 04's gather with a per-token key list).
+ *                    ./build/sim/examples/05_deepseek_sparse/deepseek_sparse_sim --kernel 5
+ *   6 end_to_end     (stage attention) the pipeline as it would run in a model: per chunk the
+ *                    indexer and radix top-k, then sparse_mma.
+ *                    ./build/sim/examples/05_deepseek_sparse/deepseek_sparse_sim --kernel 6
+ *   7 dense_fa2      (stage attention) the baseline: example 03's fa2_mma, dense, on K and V
+ *                    copied into every head; checked against the dense reference.
+ *                    ./build/sim/examples/05_deepseek_sparse/deepseek_sparse_sim --kernel 7
+ * A plain run: ./build/sim/examples/05_deepseek_sparse/deepseek_sparse_sim --topk 64 -L 512
+ * --causal. On a GPU build use build/gpu/.../deepseek_sparse_gpu. FP8 e4m3 indexer inputs
+ * (DeepSeek's, on sm_89/sm_90 tensor cores) are not built here: README, "FP8".
  *
  * All versions: fp16/bf16, any L, Lq != Lk, causal bottom-right aligned, packed variable-length
  * batches (--seqlens), queries that see no key (output 0, LSE -inf).
  *
- * Sections: CPU reference | kernels | launchers | registry. main() is in main.c.
+ * Sections: CPU reference | kernels | launchers | registry. main() is in main.c, the stages'
+ * inputs and checks in deepseek_stages.c.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -147,8 +162,8 @@ __global__ void indexer_kernel(const T *__restrict__ q_index, // [rows_q, H_I, D
         attn_load_tile_async<T, DI, TILE, Lay>(k_s, k_index + (sq.k0 + j0) * DI, DI, sq.Lk - j0);
         cp_async_commit();
         cp_async_wait<0>();
-        __syncthreads(); // every thread's copies of k_I (and, first time, q_I) landed before
-                         // ldmatrix
+        // every thread's copies of k_I (and, the first time, q_I) have landed before ldmatrix
+        __syncthreads();
         if (j0 < mine) { /* warp-uniform: the shuffles below see all 32 lanes */
             float acc[TILE / 8][2] = {};
             for (int hg = 0; hg < HI / 16; ++hg) {
@@ -589,40 +604,6 @@ template <typename T> __global__ void sparse_gather_kernel(const sparse_params<T
         a.lse[sh.lse + i] = l > 0.0f ? m * LN2 + logf(l) : -INFINITY;
 }
 
-/* --- the pipeline as one harness kernel: inputs derived from the harness's Q, K, V -------------
- *
- *   grid = (max(Lq, Lk), B); block = 128 threads; no shared memory, no barriers.
- * The harness hands every kernel MHA tensors Q, K, V [B,H,L,D]; the registry's "deepseek_k512"
- * (below) runs DSA on them with an indexer of HARNESS_HI = 16 heads of 64: q_I(t, j) = the first
- * 64 dimensions of Q's head j mod H at t, k_I(s) = those of K's head 0, w = 1/16; attention is
- * sparse_gather over each head's own K and V (MHA: no shared head for sparse_mma's one block per
- * token). This kernel writes the indexer's operands into the workspace. */
-#define HARNESS_HI 16
-#define HARNESS_DI 64
-#define HARNESS_TOPK 512
-
-template <typename T>
-__global__ void harness_inputs_kernel(const T *__restrict__ q, // [B,H,Lq,D] or [tq,H,D]
-                                      const T *__restrict__ k, // [B,H,Lk,D] or [tk,H,D]
-                                      T *__restrict__ q_index, // [rows_q, 16, 64]
-                                      T *__restrict__ k_index, // [rows_k, 64]
-                                      float *__restrict__ w,   // [rows_q, 16]
-                                      const int *cu_q, const int *cu_k, int B, int H, int Lq,
-                                      int Lk, int D) {
-    const int b = blockIdx.y, t = blockIdx.x;
-    const ds_seq sq = ds_seq_at(b, Lq, Lk, cu_q, cu_k);
-    for (int e = threadIdx.x; t < sq.Lq && e < HARNESS_HI * HARNESS_DI; e += blockDim.x) {
-        const int j = e / HARNESS_DI, d = e % HARNESS_DI;
-        const attn_seq_head sh = attn_seq_head_at(b * H + j % H, B * H, H, D, Lq, Lk, cu_q, cu_k);
-        q_index[(sq.q0 + t) * HARNESS_HI * HARNESS_DI + e] = q[sh.q + t * sh.ld + d];
-        if (d == 0)
-            w[(sq.q0 + t) * HARNESS_HI + j] = 1.0f / HARNESS_HI;
-    }
-    const attn_seq_head h0 = attn_seq_head_at(b * H, B * H, H, D, Lq, Lk, cu_q, cu_k);
-    for (int d = threadIdx.x; t < sq.Lk && d < HARNESS_DI; d += blockDim.x)
-        k_index[(sq.k0 + t) * HARNESS_DI + d] = k[h0.k + t * h0.ld + d];
-}
-
 /* ================================= launchers ============================================== */
 
 /* fp16 or bf16, chosen by the problem's dtype (the registry admits only those). */
@@ -687,7 +668,7 @@ template <typename T> static sparse_params<T> sparse_params_of(const ds_args *a)
                             a->topk,
                             p->scale,
                             p->causal,
-                            false};
+                            a->mha};
 }
 
 template <typename T> struct sparse_mma_launch {
@@ -731,75 +712,6 @@ void ds_launch_pipeline(const ds_args *a, cudaStream_t stream) {
     ds_launch_sparse_mma(a, stream);
 }
 
-/* The workspace of deepseek_k512, carved in this order (each part 256-byte aligned). */
-struct harness_parts {
-    size_t q_index, k_index, w, logits, sel, total;
-    int chunk;
-};
-
-static size_t align256(size_t x) { return (x + 255) / 256 * 256; }
-
-static harness_parts harness_layout(const attn_problem *p) {
-    const size_t rq = (size_t)attn_problem_q_rows(p), rk = (size_t)attn_problem_k_rows(p);
-    const size_t el = attn_dtype_size(p->dtype);
-    harness_parts w;
-    /* query chunk: logits <= 256 MiB, a multiple of the indexer's 4 queries */
-    int64_t c = ((int64_t)1 << 26) / ((int64_t)p->B * (p->Lk > 0 ? p->Lk : 1));
-    c = c < 4 ? 4 : c - c % 4;
-    w.chunk = (int)(c < p->Lq ? c : p->Lq);
-    w.q_index = 0;
-    w.k_index = w.q_index + align256(rq * HARNESS_HI * HARNESS_DI * el);
-    w.w = w.k_index + align256(rk * HARNESS_DI * el);
-    w.logits = w.w + align256(rq * HARNESS_HI * sizeof(float));
-    w.sel = w.logits + align256((size_t)p->B * w.chunk * p->Lk * sizeof(float));
-    w.total = w.sel + align256(rq * HARNESS_TOPK * sizeof(int32_t));
-    return w;
-}
-
-static size_t harness_workspace_bytes(const attn_problem *p) { return harness_layout(p).total; }
-
-template <typename T> struct harness_launch {
-    static void run(const attn_problem *p, const attn_buffers *b, const ds_args *a,
-                    cudaStream_t stream) {
-        dim3 grid(p->Lq > p->Lk ? p->Lq : p->Lk, p->B);
-        harness_inputs_kernel<T><<<grid, 128, 0, stream>>>(
-            (const T *)b->q, (const T *)b->k, (T *)a->q_index, (T *)a->k_index, (float *)a->w,
-            b->cu_seqlens_q, b->cu_seqlens_k, p->B, p->H, p->Lq, p->Lk, p->D);
-        for (int i0 = 0; i0 < p->Lq; i0 += a->chunk) {
-            ds_launch_indexer(a, i0, stream);
-            ds_launch_topk_radix(a, i0, stream);
-        }
-        sparse_params<T> sp = sparse_params_of<T>(a);
-        sp.mha = true;
-        dim3 agrid(p->Lq, p->B, (p->H + GATHER_WARPS - 1) / GATHER_WARPS);
-        sparse_gather_kernel<T><<<agrid, GATHER_WARPS * 32, 0, stream>>>(sp);
-    }
-};
-
-static void launch_harness_pipeline(const attn_problem *p, const attn_buffers *b,
-                                    cudaStream_t stream) {
-    const harness_parts parts = harness_layout(p);
-    unsigned char *ws = (unsigned char *)b->workspace;
-    ds_args a = {p,
-                 HARNESS_HI,
-                 HARNESS_DI,
-                 HARNESS_TOPK,
-                 parts.chunk,
-                 ws + parts.q_index,
-                 ws + parts.k_index,
-                 (const float *)(ws + parts.w),
-                 (float *)(ws + parts.logits),
-                 (int32_t *)(ws + parts.sel),
-                 b->q,
-                 b->k,
-                 b->v,
-                 b->o,
-                 b->lse,
-                 b->cu_seqlens_q,
-                 b->cu_seqlens_k};
-    by_dtype<harness_launch>(p->dtype, p, b, &a, stream);
-}
-
 /* ================================= registry =============================================== */
 
 const char *ds_unsupported(const attn_problem *p, int index_heads, int index_dim, int topk) {
@@ -816,25 +728,122 @@ const char *ds_unsupported(const attn_problem *p, int index_heads, int index_dim
     return NULL;
 }
 
-/* fp16/bf16, D = 64 or 128 (max 128, multiple of 64), causal, varlen, runs on the simulator */
-static const attn_requirements harness_requirements = {
+/* The stages' kernels on the one driver: each reads the pipeline's arguments from
+ * attn_buffers.args (deepseek_stages.c makes them); the chunked ones work on query chunk
+ * b->chunk. */
+static const ds_args *args_of(const attn_buffers *b) { return (const ds_args *)b->args; }
+static void run_indexer(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    (void)p;
+    ds_launch_indexer(args_of(b), b->chunk * args_of(b)->chunk, s);
+}
+static void run_topk_bitonic(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    (void)p;
+    ds_launch_topk_bitonic(args_of(b), b->chunk * args_of(b)->chunk, s);
+}
+static void run_topk_radix(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    (void)p;
+    ds_launch_topk_radix(args_of(b), b->chunk * args_of(b)->chunk, s);
+}
+static void run_sparse_mma(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    (void)p;
+    ds_launch_sparse_mma(args_of(b), s);
+}
+static void run_sparse_gather(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    (void)p;
+    ds_launch_sparse_gather(args_of(b), s);
+}
+static void run_pipeline(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    (void)p;
+    ds_launch_pipeline(args_of(b), s);
+}
+/* Example 03's fa2_mma (flash2_fwd.cu), on the baseline's buffers: K and V in every head. */
+extern "C" const attn_kernel flash2_fa2_mma;
+static void run_dense(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    flash2_fa2_mma.launch(p, args_of(b)->dense, s);
+}
+
+const char *const ds_score_kinds[] = {"indexer", "equal", "neginf", "large", "ties"};
+
+/* fp16/bf16, D = 64 or 128, causal, varlen; every kernel runs on the simulator */
+static const attn_requirements ds_requirements = {
     ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), 128, 64, true, true, false};
 
-static const attn_kernel deepseek_kernels[] = {
-    {1, "deepseek_k512",
-     "DSA end to end on the harness's Q, K, V: indexer 16 x 64 (Q's heads, K's head 0), top-512, "
-     "sparse_gather over each head's keys; equals dense attention while every query sees <= 512",
-     launch_harness_pipeline, harness_requirements, harness_workspace_bytes, 0,
-     NULL /* several launches: no single launch shape */},
+enum { STAGE_INDEXER, STAGE_TOPK, STAGE_ATTENTION };
+
+static const attn_stage ds_stages[] = {
+    {"indexer", true, NULL, ds_clear_logits, ds_check_indexer},
+    {"top-k", true, NULL, ds_clear_selection, ds_check_topk},
+    {"attention", false, ds_prepare_attention, ds_clear_output, ds_check_attention},
 };
 
-/* The pipeline as a harness example, for drivers that take an attn_example (the benchmark's
- * "deepseek (k=512)" implementation, tests/examples/test_deepseek_kernel.c). */
+static const attn_kernel ds_kernels[] = {
+    {1, "indexer", "index scores of 4 queries x 64-key tiles on tensor cores, ReLU, weighted sum",
+     run_indexer, ds_requirements, NULL, 0, NULL, STAGE_INDEXER},
+    {2, "topk_bitonic", "the whole row sorted in shared memory (<= 4096 keys), first k kept",
+     run_topk_bitonic, ds_requirements, NULL, 0, NULL, STAGE_TOPK},
+    {3, "topk_radix", "radix select over the float bits: 4 histogram passes, any row length",
+     run_topk_radix, ds_requirements, NULL, 0, NULL, STAGE_TOPK},
+    {4, "sparse_mma", "FA2 over the selected keys: 64 gathered K/V rows per tile, tensor cores",
+     run_sparse_mma, ds_requirements, NULL, 0, NULL, STAGE_ATTENTION},
+    {5, "sparse_gather", "one warp per (token, head) over the selected keys, CUDA cores",
+     run_sparse_gather, ds_requirements, NULL, 0, NULL, STAGE_ATTENTION},
+    {6, "end_to_end", "the pipeline: per chunk indexer + topk_radix, then sparse_mma", run_pipeline,
+     ds_requirements, NULL, 0, NULL, STAGE_ATTENTION},
+    {7, "dense_fa2", "baseline: example 03's fa2_mma, dense, K and V copied into every head",
+     run_dense, ds_requirements, NULL, ATTN_SERVES_BASELINE, NULL, STAGE_ATTENTION},
+};
+
+#define OPT(field) offsetof(ds_options, field)
+static const attn_option ds_option_table[] = {
+    {"--topk", "K", "keys kept per query (k >= the keys a query sees: all of them)",
+     ATTN_OPTION_INT, OPT(topk), 1, INT_MAX, NULL, "64", "2048"},
+    {"--index-heads", "N", "indexer heads H_I: 16, 32, 48 or 64", ATTN_OPTION_INT, OPT(index_heads),
+     16, DS_MAX_INDEX_HEADS, NULL, "16", "64"},
+    {"--index-dim", "N", "indexer head dimension D_I: 64 or 128", ATTN_OPTION_INT, OPT(index_dim),
+     64, 128, NULL, "64", "128"},
+    {"--chunk", "N", "query positions per indexer chunk (0: as many as 1 GiB of logits holds)",
+     ATTN_OPTION_INT, OPT(chunk), 0, INT_MAX, NULL, "0", NULL},
+    {"--scores", "KIND",
+     "top-k input: the indexer's scores, or synthetic rows: equal (all 1), neginf (all -inf), "
+     "large (+-3e38), ties (4 distinct values)",
+     ATTN_OPTION_CHOICE, OPT(scores), 0, 0, "indexer|equal|neginf|large|ties", "indexer", NULL},
+    {"--corrupt-index", "V",
+     "write V into the first slot of query 0's selection on the device after the top-k stage "
+     "(a test: attention must refuse an invalid index, and fail on a valid wrong one)",
+     ATTN_OPTION_TEXT, OPT(corrupt_text), 0, 0, NULL, NULL, NULL},
+};
+#undef OPT
+
+static const attn_module ds_module = {
+    ds_option_table,
+    (int)(sizeof ds_option_table / sizeof ds_option_table[0]),
+    sizeof(ds_options),
+    NULL, /* usage */
+    sizeof(ds_state),
+    ds_prepare,
+    ds_verdict,
+    ds_banner,
+    NULL, /* build, buffers, kernel_options: an attention example's */
+    NULL,
+    NULL,
+    ds_stages,
+    (int)(sizeof ds_stages / sizeof ds_stages[0]),
+    ds_setup,
+    ds_flops,
+    ds_record_json,
+    ds_dump,
+    ds_after_table,
+    ds_release,
+};
+
 extern "C" const attn_example deepseek_sparse_example = {
     "05_deepseek_sparse",
-    "DeepSeek Sparse Attention end to end (indexer, top-k, sparse attention) as one kernel",
-    deepseek_kernels,
-    1,
-    {4, 8, 2048, 64}, /* GPU default: the seed's "Sparse (k=512)" row */
-    {1, 4, 256, 64},  /* simulator default */
+    "DeepSeek Sparse Attention: lightning indexer, top-k selection, attention over the selected "
+    "keys",
+    ds_kernels,
+    (int)(sizeof ds_kernels / sizeof ds_kernels[0]),
+    {1, 16, 8192, 128}, /* GPU default: B, H, L, D */
+    {1, 8, 256, 64},    /* simulator default */
+    &ds_module,
+    NULL,
 };

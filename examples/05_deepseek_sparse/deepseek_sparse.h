@@ -2,7 +2,7 @@
  * references (deepseek_reference.c) and the program (main.c).
  *
  * Layouts (packed rows: a dense batch's sequence b owns rows b*L .. b*L+L-1, a varlen batch's
- * rows cu[b] .. cu[b+1]-1, as in attn/problem.h):
+ * rows cu[b] .. cu[b+1]-1, as in common/README.md, "Conventions"):
  *   q_I     [rows_q, H_I, D_I]  indexer queries, H_I heads per token (fp16/bf16)
  *   k_I     [rows_k, D_I]       ONE indexer key per token, shared by the indexer heads
  *   w       [rows_q, H_I]       per-token head weights (fp32)
@@ -12,6 +12,7 @@
  *   q, o    the attention problem's layout: [B,H,Lq,D] or varlen [total_q,H,D]
  *   k, v    ONE key/value head shared by the H query heads (MQA, as DeepSeek's MLA in its
  *           absorbed form): [rows_k, D]
+ * The stages on the one driver (what each is checked against): deepseek_stages.c.
  */
 #ifndef DEEPSEEK_SPARSE_H
 #define DEEPSEEK_SPARSE_H
@@ -20,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn/example.h"
 #include "attn/problem.h"
 
 #ifdef __cplusplus
@@ -41,6 +43,12 @@ typedef struct ds_args {
     void *o;
     float *lse;
     const int *cu_q, *cu_k; /* device cu_seqlens, NULL when dense */
+    /* The dense baseline's buffers: MHA, K and V copied into every head (example 03's fa2_mma
+     * runs on them). */
+    const attn_buffers *dense;
+    /* sparse_gather only: k and v are MHA tensors in q's layout, each head its own (the
+     * benchmark's adapter, benchmarks/deepseek_k512.cu, runs DSA on the harness's Q, K, V). */
+    bool mha;
 } ds_args;
 
 /* Stage launchers (asynchronous on stream). The first two work on the query positions
@@ -81,6 +89,64 @@ void ds_selection_csr(const attn_problem *p, int topk, const int32_t *sel, int64
 /* Packed row of query i of sequence b (see the layouts above). */
 int64_t ds_row_q(const attn_problem *p, int b, int i);
 int64_t ds_row_k(const attn_problem *p, int b, int s);
+
+/* ---- the stages on the one driver (deepseek_stages.c; attn/example.h) ---------------------- */
+
+/* --scores: the top-k stage's input: the indexer's scores, or a synthetic row kind */
+enum { DS_SCORES_INDEXER, DS_SCORES_EQUAL, DS_SCORES_NEGINF, DS_SCORES_LARGE, DS_SCORES_TIES };
+extern const char *const ds_score_kinds[]; /* their names, in that order */
+
+/* The example's flags (the option table in deepseek_sparse.cu's registry). */
+typedef struct ds_options {
+    int topk, index_heads, index_dim, chunk; /* chunk 0: as many rows as fit 1 GiB of logits */
+    int scores;                              /* DS_SCORES_* */
+    const char *corrupt_text;                /* --corrupt-index V, or NULL */
+} ds_options;
+
+/* One run's data. Host arrays hold fp32 values already rounded to the dtype. */
+typedef struct ds_state {
+    ds_options opt;
+    attn_problem p;            /* H query heads; K and V: one shared head */
+    int k_eff;                 /* min(topk, Lk): the selection's width (no query sees more keys) */
+    int corrupt_value, stride; /* checked positions: i % stride == 0 and each sequence's last */
+    float amplitude;
+    uint64_t seed;
+    int64_t rows_q, rows_k;
+    float *q, *k1, *v1, *kx, *vx, *qi, *ki, *w; /* kx, vx: K, V copied into every head */
+    float *logits;                              /* [B, chunk, Lk] host copy of one chunk */
+    int32_t *sel;     /* [rows_q, k_eff] the selection the top-k checks accepted */
+    int32_t *seen;    /* [rows_q, k_eff] the device's selection as read back */
+    int64_t *row_ptr; /* sel as the attention reference's CSR mask */
+    int32_t *col_idx;
+    float *out, *lse, *ref, *ref_lse, *lowp, *dense_ref, *dense_ref_lse, *dense_lowp;
+    void *staging;
+    void *d_q, *d_k1, *d_v1, *d_kx, *d_vx, *d_qi, *d_ki, *d_o;
+    float *d_w, *d_logits, *d_lse;
+    int32_t *d_sel;
+    int *d_cu_q, *d_cu_k;
+    ds_args args;       /* what the kernels read (attn_buffers.args) */
+    attn_buffers dense; /* the dense baseline's buffers (K, V in every head) */
+} ds_state;
+
+int ds_prepare(void *state, const attn_example *ex, const attn_cli *cli, const void *opts,
+               attn_problem *p, char *why, size_t len);
+attn_verdict ds_verdict(void *state, const attn_kernel *k, const attn_problem *p, char *why,
+                        size_t len);
+void ds_banner(void *state, const attn_problem *p);
+int ds_setup(void *state, const attn_problem *p, const attn_cli *cli, int check_rows,
+             attn_buffers *b, int *chunks);
+int ds_clear_logits(void *state, const attn_kernel *k, int chunk);
+int ds_check_indexer(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
+int ds_clear_selection(void *state, const attn_kernel *k, int chunk);
+int ds_check_topk(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
+int ds_prepare_attention(void *state, char *why, size_t len);
+int ds_clear_output(void *state, const attn_kernel *k, int chunk);
+int ds_check_attention(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
+double ds_flops(void *state, const attn_kernel *k);
+void ds_record_json(void *state, const attn_kernel *k, char *out, size_t len);
+int ds_dump(void *state, const char *dir);
+void ds_after_table(void *state, const attn_example *ex, const attn_run_record *recs, int n);
+void ds_release(void *state);
 
 #ifdef __cplusplus
 }

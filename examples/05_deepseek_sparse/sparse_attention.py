@@ -15,7 +15,7 @@ Run:
   python sparse_attention.py            a demo: a planted-needle input, the recall of the selection
                                         (the share of each query's dense softmax mass that falls
                                         on its selected keys) against a random selection
-  python sparse_attention.py --check    the checks of tests/python/test_deepseek_sparse.py
+  python sparse_attention.py --check    the checks of tests/test_deepseek_sparse.py
   PYTHONPATH=quality python sparse_attention.py --trained-indexer [--layer N] [--tokens L]
                                         [--topk K]
                                         the pipeline on a real model: one layer of SmolLM2-135M
@@ -305,7 +305,7 @@ if __name__ == "__main__":
         import runpy
         import os
         here = os.path.dirname(os.path.abspath(__file__))
-        test = os.path.join(here, "..", "..", "tests", "python", "test_deepseek_sparse.py")
+        test = os.path.join(here, "tests", "test_deepseek_sparse.py")
         sys.argv = [test] + [a for a in sys.argv[1:] if a != "--check"]
         runpy.run_path(test, run_name="__main__")
     elif "--trained-indexer" in sys.argv[1:]:

@@ -20,7 +20,7 @@
 #include "attn/sparse/sparse_run.h"
 #include "attn/tensor.h"
 
-extern const attn_sparse_example sparse_patterns_example; /* sparse_patterns.cu */
+extern const attn_example sparse_patterns_example; /* sparse_patterns.cu */
 
 /* Reads an attn-tensor v1 f32 file with 4 dims into a malloc'ed array. NULL on error. */
 static float *load4(const char *dir, const char *name, int64_t dims[4]) {
@@ -93,7 +93,7 @@ static int use_inputs(attn_problem_data *d, const attn_mask *mask, float *const 
 /* Runs every kernel of example 04 that serves the pattern; returns the exit status. */
 static int run_kernels(attn_sparse_run *st, attn_problem_data *d, const char *out,
                        const int64_t dims[4], const char *device) {
-    const attn_example *ex = sparse_patterns_example.base;
+    const attn_example *ex = &sparse_patterns_example;
     int rc = 0, ran = 0;
     for (int n = 0; n < ex->num_kernels; ++n) {
         const attn_kernel *k = &ex->kernels[n];
@@ -165,12 +165,13 @@ int main(int argc, char **argv) {
         memset(&st, 0, sizeof st);
         memset(&d, 0, sizeof d);
         if ((rc = attn_device_init_reported(&dev)) == 0 &&
-            (rc = attn_sparse_prepare(&st, &sparse_patterns_example, spec, why, sizeof why))) {
+            (rc = attn_sparse_prepare(&st, attn_sparse_config_of(&sparse_patterns_example), spec,
+                                      why, sizeof why))) {
             fprintf(stderr, "error: %s\n", why);
         } else if (rc == 0) {
             bool csr = false, dense = false;
-            for (int n = 0; n < sparse_patterns_example.base->num_kernels; ++n)
-                attn_sparse_needs(&st, &sparse_patterns_example.base->kernels[n], &csr, &dense);
+            for (int n = 0; n < sparse_patterns_example.num_kernels; ++n)
+                attn_sparse_needs(&st, &sparse_patterns_example.kernels[n], &csr, &dense);
             rc = attn_sparse_build(&st, &p, csr, true) != 0 ||
                  attn_problem_data_make(&d, &p, &st.mask, dense, 1, 1.0f, 0, true) != 0 ||
                  use_inputs(&d, &st.mask, x) != 0;

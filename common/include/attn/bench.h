@@ -35,7 +35,8 @@ typedef struct attn_timing_opts {
     double max_seconds;
 } attn_timing_opts;
 
-/* Times k->launch(p, buf, stream) per the options. Returns 0 and fills *out, or 1 after a
+/* Times k->launch(p, buf, stream) per the options (a chunked stage's kernel, buf->chunks > 0:
+ * one launch per chunk make one timed repetition). Returns 0 and fills *out, or 1 after a
  * reported error (a launch or runtime failure). */
 int attn_time_kernel(const attn_kernel *k, const attn_problem *p, const attn_buffers *buf,
                      const attn_timing_opts *opts, attn_stats *out);

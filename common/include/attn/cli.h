@@ -31,6 +31,11 @@
  *                          requests, sectors, DRAM bytes under an L2 model, bank conflicts, a
  *                          roofline bound: attn/profile.h); no timing. Needs an instrumented
  *                          build (the sim-check preset): elsewhere one line saying so, exit 2
+ *   --dump DIR             write the inputs, the reference and every kernel's output as attn
+ *                          tensor files (attn/tensor.h) into the existing folder DIR
+ *   --allow-slow           run a problem the simulator would take longer than its budget for
+ *                          (attn_cli_sim_budget_check: refused up front otherwise)
+ * plus the example's own flags (attn_option below, declared by its module, attn/example.h).
  * Bad values give a one-line error naming the flag and exit status 2 (ATTN_EXIT_USAGE).
  */
 #ifndef ATTN_CLI_H
@@ -45,6 +50,31 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- an example's own flags -------------------------------------------------------------------
+ * Declared like the common ones and parsed with them (attn_cli_parse_options below): the same
+ * number rules, the same one-line errors (exit 2), listed by --help under "<example> options" with
+ * their defaults. The values land in the module's options struct at `offset`. */
+typedef enum attn_option_type {
+    ATTN_OPTION_SWITCH, /* no value; the int at offset becomes 1 */
+    ATTN_OPTION_INT,    /* an int in [min, max] (decimal digits; '-' allowed when min < 0) */
+    ATTN_OPTION_CHOICE, /* one of choices ("a|b|c"): the int at offset gets its index */
+    ATTN_OPTION_TEXT,   /* any non-empty text (const char *): a spec the module parses */
+    ATTN_OPTION_DIR     /* an existing folder this process can write into (const char *) */
+} attn_option_type;
+
+typedef struct attn_option {
+    const char *name;  /* "--topk" */
+    const char *value; /* what the value is, for --help ("K"); NULL for a switch */
+    const char *help;  /* one line */
+    attn_option_type type;
+    size_t offset;       /* offsetof(the module's options struct, field) */
+    int min, max;        /* INT: the range */
+    const char *choices; /* CHOICE: "indexer|equal|neginf" */
+    /* The default, spelt as on the command line (NULL: 0 / NULL); def_gpu where the GPU build's
+     * differs (NULL: the same). */
+    const char *def, *def_gpu;
+} attn_option;
 
 typedef struct attn_cli {
     bool help, list, check_only, quiet;
@@ -65,21 +95,40 @@ typedef struct attn_cli {
     int check_rows;        /* -1 = default (see above), 0 = every row */
     const char *json_path; /* NULL = none */
     const char *csv_path;
-    bool profile; /* --profile */
+    bool profile;         /* --profile */
+    const char *dump_dir; /* --dump: an existing, writable folder; NULL = none */
+    bool allow_slow;      /* --allow-slow */
 } attn_cli;
 
 /* Parses argv. Returns 0 on success; on a bad argument writes a one-line message (naming the
  * flag and the accepted values) to err and returns ATTN_EXIT_USAGE, having allocated nothing.
  * After a successful parse, attn_cli_free releases the varlen arrays. */
 int attn_cli_parse(attn_cli *cli, int argc, char **argv, char *err, size_t err_len);
+/* attn_cli_parse with an example's own flags: extra[0 .. n_extra) fill the struct at values,
+ * which gets their defaults first (def, or def_gpu on a GPU build when given). */
+int attn_cli_parse_options(attn_cli *cli, int argc, char **argv, const attn_option *extra,
+                           int n_extra, void *values, char *err, size_t err_len);
 void attn_cli_free(attn_cli *cli);
+
+/* The simulator's budget: a problem whose attention costs more than ATTN_SIM_BUDGET_FLOPS (about
+ * ten minutes of the simulator's CPU time for the chapter's kernels; README, "Two backends") is
+ * refused before anything runs unless --allow-slow is given. 0, or ATTN_EXIT_USAGE with the
+ * estimate and the flag in why. flops: what the run computes (attn_problem_flops for one kernel,
+ * times the kernels selected). Always 0 on a GPU build. */
+#define ATTN_SIM_BUDGET_FLOPS 2e11
+int attn_cli_sim_budget_check(const attn_cli *cli, double flops, char *why, size_t len);
+
+/* Host memory the run would need: refuses (ATTN_EXIT_USAGE, the sizes in why) a problem whose
+ * inputs, reference and results (bytes) do not fit in this machine's physical memory. */
+int attn_cli_memory_check(double bytes, char *why, size_t len);
 
 /* How many query rows of p to check: 0 for every row (also when the sample would cover them all),
  * else the size of the sample for attn_reference_sample_rows. Resolves the default of
  * --check-rows for p. */
 int attn_cli_rows_to_check(const attn_cli *cli, const attn_problem *p);
 
-/* Prints the usage text for program `prog` of example ex. */
+/* Prints the usage text for program `prog` of example ex: the common flags, the example's own
+ * (its module's options and help text), its default problem and its kernels. */
 void attn_cli_usage(FILE *f, const char *prog, const attn_example *ex);
 
 /* ---- the value parsers, shared with the harness's other programs (bench_attention) ----------

@@ -33,6 +33,8 @@ typedef struct attn_device_info {
 
 /* Which backend this binary was built for: "gpu" or "sim". */
 const char *attn_backend_name(void);
+/* true on a sim build (the CPU simulator), false on a gpu build. */
+bool attn_on_simulator(void);
 
 /* Finds the device. Returns 0 and fills info; on a gpu build without a usable GPU returns
  * ATTN_EXIT_NO_GPU and writes a one-line reason (e.g. the cudaGetDeviceCount error) to why. */

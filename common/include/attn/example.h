@@ -1,22 +1,30 @@
-/* attn/example.h — the driver every example's main() calls.
+/* attn/example.h — the one driver behind every example's main():
  *
  *   int main(int argc, char **argv) { return attn_example_main(argc, argv, &my_example); }
  *
- * It parses the command line (attn/cli.h), finds the device (exit 77 on a gpu build without a
- * GPU), makes seeded inputs, computes the CPU reference (for a big problem on a sample of rows:
- * --check-rows, --check-all), then for each selected kernel: checks
- * its requirements, NaN-fills the output, launches, synchronises, checks (PASS/FAIL with the
- * first mismatches), times it unless --check-only, and reports. Exit status: 0 all selected
- * kernels passed, 1 a failure or runtime error, 2 usage, 77 no GPU.
+ * It parses the command line (attn/cli.h, plus the example's own flags), finds the device (exit
+ * 77 on a gpu build without a GPU), makes seeded inputs and the CPU reference, then for each
+ * selected kernel: checks its requirements, NaN-fills what it writes, launches, synchronises,
+ * checks (PASS/FAIL with the first mismatches), times it unless --check-only, and reports. Exit
+ * status: 0 all selected kernels passed, 1 a failure or runtime error, 2 usage, 77 no GPU.
  *
- * An example whose kernels serve sparse patterns calls attn_sparse_example_main instead
- * (attn/sparse/sparse_example.h), which runs this driver with the hooks below.
+ * What an example adds to this is its module (attn_module below), named by attn_example.module:
+ *   - none (NULL): dense attention, one stage (examples 01-03);
+ *   - the sparse module (attn/sparse/sparse_example.h): a --pattern, its block mask and CSR, the
+ *     reference under it, speedups over the dense baseline (examples 04 and 06);
+ *   - a staged example's own module: flags of its own, inputs and references of its own, and
+ *     stages — an indexer, a top-k, attention (example 05) — each with its kernels and its check.
+ *     The driver runs the stages in order (chunk by chunk where a stage works on query chunks),
+ *     checks every kernel on every row it checks whatever the chunking, then times each kernel.
+ * Adding an example or a kernel version: examples/README.md, "Adding an example".
  */
 #ifndef ATTN_EXAMPLE_H
 #define ATTN_EXAMPLE_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include "attn/cli.h"
 #include "attn/problem.h"
@@ -30,34 +38,93 @@ extern "C" {
 
 int attn_example_main(int argc, char **argv, const attn_example *ex);
 
-/* What a module adds to the driver, at the steps named (example.c): the sparse module runs the
- * kernels under a pattern through them. Any hook may be NULL; ctx is passed to each. */
-typedef struct attn_example_hooks {
-    void *ctx;
-    /* Step 1, once the problem is known: the module's flags (e.g. cli->pattern). 0, or
+/* ---- a staged example's stages ----------------------------------------------------------------
+ */
+
+/* What a stage's check found for one kernel (over one chunk; the driver merges the chunks). */
+typedef struct attn_stage_check {
+    bool pass;
+    int64_t rows;     /* query rows compared */
+    double max_err;   /* largest error over the rows compared (NaN: not a numeric comparison) */
+    double bound;     /* what it is held to (NaN: no single bound, e.g. the top-k tie rule) */
+    char detail[256]; /* the first failure (where and what), or "" */
+} attn_stage_check;
+
+typedef struct attn_stage {
+    const char *name; /* "indexer", "top-k", "attention" */
+    /* Its kernels work on query chunks (attn_buffers.chunk, 0 .. chunks-1): consecutive chunked
+     * stages run chunk by chunk, every kernel of each stage checked on each chunk before the
+     * next chunk overwrites what they read. */
+    bool chunked;
+    /* Before its first kernel runs, once the stages before it are done and checked: what its
+     * reference needs from them (NULL: nothing). 0; ATTN_EXIT_USAGE with why (an input the stage
+     * refuses); 1 after a message on stderr. */
+    int (*prepare)(void *state, char *why, size_t len);
+    /* NaN-fills what kernel k writes (of chunk c when chunked, and only that part), so that an
+     * element it forgets fails the check. 0, or 1 after a message on stderr. */
+    int (*clear)(void *state, const attn_kernel *k, int chunk);
+    /* Compares what k wrote (of chunk c) with the stage's reference on every row the run checks.
+     * A stage that hands its output to the next one records what it accepted: the next stage's
+     * reference is built from that, never from the device buffer read back later. 0, or 1 after
+     * a message on stderr (a runtime error). */
+    int (*check)(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
+} attn_stage;
+
+/* ---- the module -------------------------------------------------------------------------------
+ * Every hook may be NULL. state is the module's own storage (state_size bytes, zeroed, kept for
+ * the whole run), opts its parsed options (options_size bytes). */
+typedef struct attn_module {
+    const attn_option *options;
+    int num_options;
+    size_t options_size;
+    /* More --help text after the example's options (e.g. the pattern syntaxes it accepts). */
+    void (*usage)(const attn_example *ex, FILE *f);
+    size_t state_size;
+    /* Step 1, before the device: the module's flags against p, and what they change in p. 0, or
      * ATTN_EXIT_USAGE with the reason in why. */
-    int (*prepare)(void *ctx, const attn_cli *cli, char *why, size_t len);
+    int (*prepare)(void *state, const attn_example *ex, const attn_cli *cli, const void *opts,
+                   attn_problem *p, char *why, size_t len);
     /* Can kernel k run p here? Replaces attn_kernel_verdict (which it may call). */
-    attn_verdict (*verdict)(void *ctx, const attn_kernel *k, const attn_problem *p, char *why,
+    attn_verdict (*verdict)(void *state, const attn_kernel *k, const attn_problem *p, char *why,
                             size_t len);
-    /* Step 3, before the inputs: what the selected kernels (selected[n]: kernel n of ex) need.
-     * Sets *mask (the reference's mask, NULL: none) and *dense_too (a dense reference as well).
-     * 0, or 1 after a message on stderr. */
-    int (*build)(void *ctx, const attn_example *ex, const bool *selected, const attn_problem *p,
+    /* Lines after the problem's banner (what the flags chose). */
+    void (*banner)(void *state, const attn_problem *p);
+
+    /* ---- an attention example (no stages): the harness's inputs and reference ---- */
+    /* Step 3, before the inputs: the reference's mask (NULL: none) and whether a dense reference
+     * is needed too, for the selected kernels (selected[n]: kernel n). 0, or 1 after a message. */
+    int (*build)(void *state, const attn_example *ex, const bool *selected, const attn_problem *p,
                  bool quiet, const attn_mask **mask, bool *dense_too);
     /* The module's inputs of the kernels, in the device buffers. */
-    void (*buffers)(void *ctx, attn_buffers *b);
-    /* Step 4, per kernel: its refusal, reference and FLOPs (attn_run_opts). */
-    void (*kernel_options)(void *ctx, const attn_kernel *k, const attn_problem *p,
+    void (*buffers)(void *state, attn_buffers *b);
+    /* Per kernel: its refusal, reference and FLOPs (attn_run_opts). */
+    void (*kernel_options)(void *state, const attn_kernel *k, const attn_problem *p,
                            attn_run_opts *opts, char *why, size_t len);
-    /* After the table of results. */
-    void (*after_table)(void *ctx, const attn_example *ex, const attn_run_record *recs, int n);
-    void (*release)(void *ctx);
-} attn_example_hooks;
 
-/* attn_example_main with a module's hooks (NULL: none, a dense example). */
-int attn_example_run(int argc, char **argv, const attn_example *ex,
-                     const attn_example_hooks *hooks);
+    /* ---- a staged example: its own inputs, references and stages ---- */
+    const attn_stage *stages; /* attn_kernel.stage indexes this; NULL: one attention stage */
+    int num_stages;
+    /* Step 3: the inputs (seeded by cli->seed), on the host and the device, and the references
+     * that need no earlier stage; b->args is what the kernels read (their launchers' arguments),
+     * *chunks the number of query chunks of the chunked stages (1 if none). check_rows: as
+     * attn_cli_rows_to_check. 0, or 1 after a message on stderr. */
+    int (*setup)(void *state, const attn_problem *p, const attn_cli *cli, int check_rows,
+                 attn_buffers *b, int *chunks);
+    /* FLOPs of kernel k for TFLOP/s (NULL or 0: not reported). */
+    double (*flops)(void *state, const attn_kernel *k);
+    /* More JSON members of k's record (--json), e.g. the module's settings; "" for none. */
+    void (*record_json)(void *state, const attn_kernel *k, char *out, size_t len);
+    /* --dump DIR: writes the module's tensors (inputs, stage outputs) as attn tensor files
+     * (attn/tensor.h). 0, or 1 after a message on stderr. */
+    int (*dump)(void *state, const char *dir);
+
+    /* After the table of results (both kinds). */
+    void (*after_table)(void *state, const attn_example *ex, const attn_run_record *recs, int n);
+    void (*release)(void *state);
+} attn_module;
+
+/* The stage of kernel k in ex ("attention" for an example without stages). */
+const char *attn_example_stage_name(const attn_example *ex, const attn_kernel *k);
 
 #ifdef __cplusplus
 }

@@ -1,14 +1,8 @@
 /* attn/problem.h — what an attention launch computes, where its data lives, and the
  * per-example kernel registry.
  *
- * Conventions (stated in common/README.md, "Conventions"):
- *   - Dense layout [B, H, L, D] row-major (PyTorch SDPA's).
- *   - Variable length (FlashAttention's varlen convention): packed [total, H, D] row-major with
- *     cu_seqlens_q/k of B+1 prefix offsets; sequence b owns rows cu[b] .. cu[b+1]-1.
- *   - Causal is bottom-right aligned (FlashAttention >= 2.1): query i of a sequence with Lq
- *     queries and Lk keys sees key j iff j <= i + (Lk - Lq). For Lq == Lk this is j <= i.
- *   - A query row that sees no key outputs 0 and log-sum-exp -inf.
- *   - scale defaults to 1/sqrt(D).
+ * Conventions (the dense and varlen layouts, causal alignment, rows that see no key, the scale):
+ * common/README.md, "Conventions".
  */
 #ifndef ATTN_PROBLEM_H
 #define ATTN_PROBLEM_H
@@ -40,7 +34,7 @@ typedef struct attn_problem {
     int Lk; /* keys per sequence (max over the batch when varlen) */
     int D;  /* head dimension (same for Q, K and V) */
     attn_dtype dtype;
-    bool causal; /* bottom-right aligned, see above */
+    bool causal; /* bottom-right aligned: common/README.md, "Conventions" */
     float scale; /* softmax scale; attn_problem_init sets 1/sqrt(D) */
     /* Variable length: NULL for the dense [B,H,L,D] layout. Host copies, B+1 entries each,
      * non-decreasing, starting at 0; the device copies live in attn_buffers. */
@@ -117,6 +111,11 @@ typedef struct attn_buffers {
     const struct attn_sparse_inputs *sparse;
     void *workspace; /* kernel scratch, size from attn_kernel.workspace_bytes */
     size_t workspace_bytes;
+    /* A staged example (attn/example.h): what its kernels read beyond the fields above (the
+     * module's data: its launchers' arguments), and for a kernel of a chunked stage the query
+     * chunk to work on, 0 .. chunks-1 (chunks is 0 elsewhere). */
+    void *args;
+    int chunk, chunks;
 } attn_buffers;
 
 /* One launcher signature for every kernel of the chapter. Asynchronous on `stream`; reports
@@ -165,6 +164,9 @@ typedef struct attn_kernel {
     /* The launch shape for p (NULL: not reported, e.g. a launcher that launches several kernels).
      * Only called for problems the kernel supports. */
     attn_launch_shape (*launch_shape)(const attn_problem *p);
+    /* A staged example's kernel: the index of its stage in the module's stages (attn/example.h);
+     * 0 everywhere else. */
+    int stage;
 } attn_kernel;
 
 /* One example: its kernels, in order of the walkthrough. */
@@ -176,6 +178,11 @@ typedef struct attn_example {
     /* Default problem for a plain run: GPU sizes and simulator sizes differ. */
     int default_gpu[4]; /* B, H, L, D */
     int default_sim[4]; /* B, H, L, D */
+    /* What the example adds to the driver: its flags, a sparse pattern, its own stages
+     * (attn/example.h); NULL for a dense attention example. */
+    const struct attn_module *module;
+    const void *module_config; /* the module's settings for this example (the sparse module:
+                                  attn_sparse_config, its default pattern), NULL for none */
 } attn_example;
 
 /* 0 if kernel k can run problem p; else writes the reason (e.g. "D=300 exceeds the kernel's

@@ -1,32 +1,33 @@
-/* sparse_example.c — attn_sparse_example_main: the example driver (example.c) with the sparse
- * steps of sparse_run.c as its hooks (see attn/sparse/sparse_example.h). */
+/* sparse_example.c — attn_sparse_module: the sparse steps of sparse_run.c as the hooks of the one
+ * driver (attn/example.h; see attn/sparse/sparse_example.h). */
 #include "attn/sparse/sparse_example.h"
 
 #include <string.h>
 
-#include "attn/example.h"
+#include "attn/sparse/patterns.h"
 #include "attn/sparse/sparse_run.h"
 
-typedef struct sparse_session {
-    const attn_sparse_example *ex;
-    attn_sparse_run st;
-} sparse_session;
-
-static int prepare(void *ctx, const attn_cli *cli, char *why, size_t len) {
-    sparse_session *s = (sparse_session *)ctx;
-    return attn_sparse_prepare(&s->st, s->ex, cli->pattern, why, len);
+const attn_sparse_config *attn_sparse_config_of(const attn_example *ex) {
+    return ex->module == &attn_sparse_module ? (const attn_sparse_config *)ex->module_config : NULL;
 }
 
-static attn_verdict verdict(void *ctx, const attn_kernel *k, const attn_problem *p, char *why,
+static int prepare(void *state, const attn_example *ex, const attn_cli *cli, const void *opts,
+                   attn_problem *p, char *why, size_t len) {
+    (void)opts, (void)p;
+    return attn_sparse_prepare((attn_sparse_run *)state, attn_sparse_config_of(ex), cli->pattern,
+                               why, len);
+}
+
+static attn_verdict verdict(void *state, const attn_kernel *k, const attn_problem *p, char *why,
                             size_t len) {
-    return attn_sparse_verdict(&((sparse_session *)ctx)->st, k, p, why, len);
+    return attn_sparse_verdict((attn_sparse_run *)state, k, p, why, len);
 }
 
 /* The pattern's masks for the selected kernels: the CSR if one reads it, and a dense reference
  * for a baseline timed beside the sparse kernels. */
-static int build(void *ctx, const attn_example *ex, const bool *selected, const attn_problem *p,
+static int build(void *state, const attn_example *ex, const bool *selected, const attn_problem *p,
                  bool quiet, const attn_mask **mask, bool *dense_too) {
-    attn_sparse_run *st = &((sparse_session *)ctx)->st;
+    attn_sparse_run *st = (attn_sparse_run *)state;
     bool need_csr = false;
     for (int n = 0; n < ex->num_kernels; ++n)
         if (selected[n])
@@ -37,26 +38,30 @@ static int build(void *ctx, const attn_example *ex, const bool *selected, const 
     return 0;
 }
 
-static void buffers(void *ctx, attn_buffers *b) {
-    attn_sparse_buffers(&((sparse_session *)ctx)->st, b);
+static void buffers(void *state, attn_buffers *b) {
+    attn_sparse_buffers((attn_sparse_run *)state, b);
 }
 
-static void kernel_options(void *ctx, const attn_kernel *k, const attn_problem *p,
+static void kernel_options(void *state, const attn_kernel *k, const attn_problem *p,
                            attn_run_opts *opts, char *why, size_t len) {
-    attn_sparse_kernel_options(&((sparse_session *)ctx)->st, k, p, opts, why, len);
+    attn_sparse_kernel_options((attn_sparse_run *)state, k, p, opts, why, len);
 }
 
-static void after_table(void *ctx, const attn_example *ex, const attn_run_record *recs, int n) {
-    attn_sparse_print_speedups(&((sparse_session *)ctx)->st, ex, recs, n);
+static void after_table(void *state, const attn_example *ex, const attn_run_record *recs, int n) {
+    attn_sparse_print_speedups((attn_sparse_run *)state, ex, recs, n);
 }
 
-static void release(void *ctx) { attn_sparse_free(&((sparse_session *)ctx)->st); }
+static void release(void *state) { attn_sparse_free((attn_sparse_run *)state); }
 
-int attn_sparse_example_main(int argc, char **argv, const attn_sparse_example *ex) {
-    sparse_session s;
-    memset(&s, 0, sizeof s);
-    s.ex = ex;
-    const attn_example_hooks hooks = {&s,      prepare,        verdict,     build,
-                                      buffers, kernel_options, after_table, release};
-    return attn_example_run(argc, argv, ex->base, &hooks);
+static void usage(const attn_example *ex, FILE *f) {
+    fprintf(f, "\n--pattern SPEC: parts joined by '+' ('none' = dense); the kinds of %s:\n",
+            ex->name);
+    attn_pattern_usage(f, attn_sparse_config_of(ex)->kinds);
+    fprintf(f, "default pattern: %s\n", attn_sparse_config_of(ex)->default_pattern);
 }
+
+const attn_module attn_sparse_module = {
+    NULL,           0,       0,           usage,  sizeof(attn_sparse_run),
+    prepare,        verdict, NULL,        build,  buffers,
+    kernel_options, NULL,    0,           NULL,   NULL,
+    NULL,           NULL,    after_table, release};

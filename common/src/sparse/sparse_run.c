@@ -9,13 +9,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#define KIND_BITS (ATTN_PATTERN_BIT(ATTN_PATTERN_KINDS) - 1u)
+/* every kind's bit: the chapter's and the examples' own */
+#define KIND_BITS (ATTN_PATTERN_BIT(ATTN_PATTERN_KINDS + ATTN_PATTERN_MAX_OWN) - 1u)
 
-int attn_sparse_prepare(attn_sparse_run *st, const attn_sparse_example *ex, const char *spec,
+int attn_sparse_prepare(attn_sparse_run *st, const attn_sparse_config *cfg, const char *spec,
                         char *why, size_t len) {
     memset(st, 0, sizeof *st);
-    st->ex = ex;
-    if (ex == NULL) {
+    st->cfg = cfg;
+    if (cfg == NULL) {
         if (spec == NULL)
             return 0;
         snprintf(why, len,
@@ -24,7 +25,11 @@ int attn_sparse_prepare(attn_sparse_run *st, const attn_sparse_example *ex, cons
         return ATTN_EXIT_USAGE;
     }
     if (spec == NULL)
-        spec = ex->default_pattern;
+        spec = cfg->default_pattern;
+    if (attn_pattern_register(cfg->kinds) != 0) { /* the example's own kinds: its registry's bug */
+        snprintf(why, len, "--pattern: cannot register this example's own pattern kinds");
+        return ATTN_EXIT_USAGE;
+    }
     char reason[224];
     if (attn_pattern_parse(spec, &st->pattern, reason, sizeof reason) != 0) {
         snprintf(why, len, "--pattern: %s", reason); /* the default: checked by tests */
@@ -36,15 +41,15 @@ int attn_sparse_prepare(attn_sparse_run *st, const attn_sparse_example *ex, cons
 
 /* What k serves (attn_kernel.serves); a dense example's kernels serve no pattern. */
 static unsigned kernel_flags(const attn_sparse_run *st, const attn_kernel *k) {
-    return st->ex != NULL ? k->serves : 0u;
+    return st->cfg != NULL ? k->serves : 0u;
 }
 
 /* "window, causal_window": the kinds in bits. */
 static void kind_list(unsigned bits, char *buf, size_t len) {
     size_t used = 0;
     buf[0] = '\0';
-    for (int k = 0; k < ATTN_PATTERN_KINDS && used < len; ++k)
-        if (bits & ATTN_PATTERN_BIT(k))
+    for (int k = 0; k < ATTN_PATTERN_KINDS + ATTN_PATTERN_MAX_OWN && used < len; ++k)
+        if ((bits & ATTN_PATTERN_BIT(k)) && attn_pattern_kind_name(k) != NULL)
             used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? ", " : "",
                                      attn_pattern_kind_name(k));
 }
@@ -81,7 +86,7 @@ static const attn_mask *mask_for(const attn_sparse_run *st, const attn_kernel *k
 }
 
 int attn_sparse_build(attn_sparse_run *st, const attn_problem *p, bool need_csr, bool quiet) {
-    if (st->ex == NULL)
+    if (st->cfg == NULL)
         return 0;
     st->ctx.pattern = &st->pattern;
     st->ctx.problem = p;
@@ -117,7 +122,7 @@ int attn_sparse_build(attn_sparse_run *st, const attn_problem *p, bool need_csr,
 }
 
 void attn_sparse_buffers(attn_sparse_run *st, attn_buffers *b) {
-    if (st->ex == NULL)
+    if (st->cfg == NULL)
         return;
     st->inputs.block_mask = &st->blocks_dev;
     st->inputs.pattern = st->has_pattern ? &st->pattern : NULL;
@@ -127,7 +132,7 @@ void attn_sparse_buffers(attn_sparse_run *st, attn_buffers *b) {
 
 static double kernel_flops(const attn_sparse_run *st, const attn_kernel *k, const attn_problem *p) {
     double dense = attn_problem_flops(p);
-    if (st->ex == NULL || !st->has_pattern || (kernel_flags(st, k) & ATTN_SERVES_BASELINE) ||
+    if (st->cfg == NULL || !st->has_pattern || (kernel_flags(st, k) & ATTN_SERVES_BASELINE) ||
         st->stats.dense_entries <= 0)
         return dense;
     return dense * st->stats.entries / st->stats.dense_entries;
@@ -135,7 +140,7 @@ static double kernel_flops(const attn_sparse_run *st, const attn_kernel *k, cons
 
 void attn_sparse_print_speedups(const attn_sparse_run *st, const attn_example *ex,
                                 const attn_run_record *recs, int n) {
-    if (st->ex == NULL)
+    if (st->cfg == NULL)
         return;
     const attn_run_record *base = NULL;
     for (int r = 0; r < n && base == NULL; ++r) {

@@ -1,7 +1,7 @@
 /* attn/sparse/sparse_run.h — what running a sparse example's kernels under a pattern adds to a
  * run (attn/runner.h): the pattern, its reference mask, the block mask and CSR on the host and the
  * device, which kernels serve it, their FLOPs and the speedup lines. Shared by the example driver
- * (sparse_example.c, attn_sparse_example_main) and the benchmark (bench_attention --pattern).
+ * (sparse_example.c, attn_sparse_module) and the benchmark (bench_attention --pattern).
  *
  *   attn_sparse_run st;
  *   attn_sparse_prepare(&st, ex, "window:w=64", why, len);    the pattern
@@ -27,7 +27,7 @@ extern "C" {
 #endif
 
 typedef struct attn_sparse_run {
-    const attn_sparse_example *ex; /* NULL: a dense example, --pattern refused */
+    const attn_sparse_config *cfg; /* NULL: a dense example, --pattern refused */
     bool has_pattern;              /* a pattern other than "none" */
     attn_pattern pattern;
     attn_pattern_ctx ctx;
@@ -40,7 +40,7 @@ typedef struct attn_sparse_run {
 
 /* Step 1: the pattern from --pattern or the example's default. Returns 0, or ATTN_EXIT_USAGE
  * with the reason in why (a pattern given to a dense example). */
-int attn_sparse_prepare(attn_sparse_run *st, const attn_sparse_example *ex, const char *spec,
+int attn_sparse_prepare(attn_sparse_run *st, const attn_sparse_config *cfg, const char *spec,
                         char *why, size_t len);
 /* attn_kernel_verdict for kernel k of the example, after the pattern: a kernel that does not
  * serve the pattern (or its absence; attn_kernel.serves) cannot run; the reason goes to why. */

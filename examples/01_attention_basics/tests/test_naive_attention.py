@@ -3,15 +3,18 @@
 F.scaled_dot_product_attention (shapes, causal, Lq != Lk), the stable softmax at large scores,
 and with --c-dump the C reference (attn_reference) on tensors dumped by dump_reference.
 
-    python tests/python/test_naive_attention.py [--c-dump build/sim/tests/python/dump_reference]
+    python examples/01_attention_basics/tests/test_naive_attention.py [--c-dump build/sim/tests/python/dump_reference]
 """
 import math
+import os
 import sys
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                "tests", "python"))  # attn_testing.py, shared by the suites
 from attn_testing import attn_uniform, dump, main, random_qkv, reference, visible_rows
 
 naive = reference("naive_attention")

@@ -9,11 +9,13 @@ import re
 import subprocess
 import sys
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "examples", "06_custom_pattern"))
 sys.path.insert(0, os.path.join(ROOT, "examples", "04_sparse_patterns"))
 import ladder  # noqa: E402
 import sparse_patterns as sp  # noqa: E402
+
+ladder.register(sp)  # the ladder is example 06's own kind
 
 failures = []
 

@@ -3,14 +3,17 @@
 against F.scaled_dot_product_attention and against example 01's naive reference (shapes, tail
 tiles, causal Lq != Lk, large scores, any tile size), and the README's worked example.
 
-    python tests/python/test_flash_fwd.py
+    python examples/02_flash_attention_minimal/tests/test_flash_fwd.py
 """
 import math
+import os
 import sys
 
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                "tests", "python"))  # attn_testing.py, shared by the suites
 from attn_testing import main, random_qkv, reference, visible_rows
 
 flash_fwd, worked_example = reference("flash_fwd").flash_fwd, reference("flash_fwd").worked_example

@@ -5,12 +5,15 @@ pattern, FlexAttention's mask_mod and create_block_mask on the same predicate (w
 has FlexAttention), and with --c-dump the C builders (attn_pattern_block_mask, attn_pattern_csr)
 and the C reference under each pattern on data dumped by dump_reference.
 
-    python tests/python/test_sparse_patterns.py [--c-dump build/sim/tests/python/dump_reference]
+    python examples/04_sparse_patterns/tests/test_sparse_patterns.py [--c-dump build/sim/tests/python/dump_reference]
 """
+import os
 import sys
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                "tests", "python"))  # attn_testing.py, shared by the suites
 from attn_testing import dump, main, random_qkv, reference
 
 sp = reference("sparse_patterns")

@@ -30,7 +30,7 @@
 #include "attn/sparse/patterns.h"
 #include "attn/sparse/sparse_example.h"
 
-extern const attn_sparse_example sparse_patterns_example; /* sparse_patterns.cu */
+extern const attn_example sparse_patterns_example; /* sparse_patterns.cu */
 
 typedef struct layout_case {
     const char *name;
@@ -100,7 +100,7 @@ static bool run_case(const layout_case *c, const attn_kernel *k, const char *dev
     attn_sparse_inputs inputs = {&given_dev, NULL, NULL};
     d.dev.sparse = &inputs;
     attn_outcome o;
-    attn_outcome_init(&o, sparse_patterns_example.base, k, &p, device);
+    attn_outcome_init(&o, &sparse_patterns_example, k, &p, device);
     attn_run_opts opts = {0};
     opts.quiet = true;
     attn_run_kernel(&d, k, &opts, &o);
@@ -149,7 +149,7 @@ int main(void) {
     int rc = attn_device_init_reported(&dev);
     if (rc != 0)
         return rc;
-    const attn_kernel *k = attn_example_find(sparse_patterns_example.base, 2);
+    const attn_kernel *k = attn_example_find(&sparse_patterns_example, 2);
     if (k == NULL || strcmp(k->name, "block_sparse") != 0) {
         printf("BAD: example 04 has no kernel 2 'block_sparse'\n");
         return 1;

@@ -5,14 +5,17 @@ Lq != Lk, causal, D = 64, 80, 128), the causal tile skipping, the fp16/bf16 emul
 FlashAttention's 2x rule, any tile size, and varlen batches (with an empty sequence) against
 SDPA per sequence.
 
-    python tests/python/test_flash2_fwd.py
+    python examples/03_flash_attention_v2/tests/test_flash2_fwd.py
 """
 import math
+import os
 import sys
 
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                "tests", "python"))  # attn_testing.py, shared by the suites
 from attn_testing import main, random_qkv, reference, visible_rows
 
 fa2 = reference("flash2_fwd")

@@ -1,0 +1,56 @@
+# tests/python/python.cmake — the python suite's interpreter, and how any folder registers a Python
+# check (an example's tests/CMakeLists.txt included). Included by tests/CMakeLists.txt before the
+# suites.
+#
+# Needs a Python with torch and numpy: scripts/test.sh makes one in .venv and passes it as
+# ATTN_PYTHON. Registered only where the simulator backend is built (the sim and default presets;
+# the dump tool needs no device), so that scripts/test.sh, which tests sim and gpu, runs the suite
+# once.
+set(ATTN_PYTHON "" CACHE FILEPATH "Python interpreter with torch and numpy for the python suite")
+set(ATTN_PY "")
+if("sim" IN_LIST ATTN_BACKEND_LIST)
+  if(ATTN_PYTHON)
+    set(_py "${ATTN_PYTHON}")
+  elseif(EXISTS "${ATTN_ROOT}/.venv/bin/python")
+    set(_py "${ATTN_ROOT}/.venv/bin/python")
+  else()
+    find_program(_py NAMES python3)
+  endif()
+  if(_py)
+    execute_process(COMMAND "${_py}" -c "import torch, numpy" RESULT_VARIABLE _rc
+                    OUTPUT_QUIET ERROR_QUIET)
+    if(_rc EQUAL 0)
+      set(ATTN_PY "${_py}")
+    endif()
+  endif()
+  if(NOT ATTN_PY)
+    message(WARNING "attn: no Python with torch and numpy found: the python tests are not "
+                    "registered (run scripts/test.sh, or pass -DATTN_PYTHON=/path/to/python)")
+  endif()
+endif()
+
+if(ATTN_PY)
+  # The C reference's tensors for the Python checks (attn_testing.dump).
+  add_executable(dump_reference "${CMAKE_CURRENT_LIST_DIR}/dump_reference.c")
+  target_link_libraries(dump_reference PRIVATE attn_sparse_sim)
+  attn_target_defaults(dump_reference)
+  set_target_properties(dump_reference PROPERTIES LINKER_LANGUAGE CXX)
+endif()
+
+# attn_python_test(<name> <script> [ARGS ...] [TIMEOUT s]): CTest python.<name> runs
+# `python <script> ARGS` (label python; generator expressions allowed in ARGS, e.g.
+# $<TARGET_FILE:dump_reference> or a program's $<TARGET_FILE:...>), with tests/python (the shared
+# attn_testing.py) importable. Each script prints "N passed, M failed" and exits 1 on a failed
+# check. Nothing is registered without the interpreter.
+function(attn_python_test name script)
+  cmake_parse_arguments(A "" "TIMEOUT" "ARGS" ${ARGN})
+  if(NOT ATTN_PY)
+    return()
+  endif()
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 600)
+  endif()
+  add_test(NAME python.${name} COMMAND "${ATTN_PY}" "${script}" ${A_ARGS})
+  set_tests_properties(python.${name} PROPERTIES LABELS python TIMEOUT ${A_TIMEOUT}
+                       ENVIRONMENT "PYTHONPATH=${ATTN_ROOT}/tests/python")
+endfunction()
