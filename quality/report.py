@@ -136,7 +136,7 @@ def dsa_rows(d, ks, sel):
                 continue
             rec = c.get("recall", {})
             triv = 1 - rec["nontrivial"] / rec["rows"] if rec.get("rows") else None
-            vs = c["vs_dense"]
+            vs = c.get("vs_dense")
             if name == "sink+window":
                 cmp = "—"
             else:
@@ -145,7 +145,8 @@ def dsa_rows(d, ks, sel):
                        f": {r['verdict']}" if r else "not run")
             out.append(f"| {L:,} | {k} | {name} | {c['n']} | {c['density']:.3f} "
                        f"| {pct(rec.get('mass'))} | {pct(rec.get('set'))} | {pct(triv)} "
-                       f"| {c['ppl']:.2f} | {fmt_ci(vs['mean'], vs['ci95_t'])} | {cmp} |")
+                       f"| {c['ppl']:.2f} | {fmt_ci(vs['mean'], vs['ci95_t']) if vs else '—'} "
+                       f"| {cmp} |")
     return out
 
 
@@ -166,8 +167,9 @@ def dsa_table(results=RESULTS):
         if any("not run" not in r for r in rows):
             lines += [r for r in rows if "not run" not in r]
             dense = complete(d, "dense")
-            captions.append(f"{d['set']['length']:,} tokens: {windowsets.describe(name)}; "
-                            f"dense perplexity {dense['ppl']:.2f}" if dense else "")
+            captions.append(f"{d['set']['length']:,} tokens: {windowsets.describe(name)}; " +
+                            (f"dense perplexity {dense['ppl']:.2f}" if dense else
+                             "dense not run yet"))
     if not lines:
         return None
     return "\n".join(head + lines + ["", "; ".join(captions) + ". Recall on 256 query rows "
@@ -190,8 +192,10 @@ def frontier_table(d):
         for k in ks:
             spec = recompute.FRONTIER[L][k][fam]
             c = complete(d, spec)
-            cells.append(f"{fmt_ci(c['vs_dense']['mean'], c['vs_dense']['ci95_t'])} "
-                         f"({c['density']:.3f})" if c else "not run")
+            vs = c.get("vs_dense") if c else None
+            cells.append("not run" if not c else
+                         f"{fmt_ci(vs['mean'], vs['ci95_t'])} ({c['density']:.3f})" if vs else
+                         f"perplexity {c['ppl']:.2f}, dense not run ({c['density']:.3f})")
         lines.append(f"| {NAMES[fam]} | " + " | ".join(cells) + " |")
     dense = complete(d, "dense")
     lines += ["", set_caption(d) + (f" Dense perplexity {dense['ppl']:.2f}." if dense else "")]
