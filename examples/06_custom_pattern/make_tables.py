@@ -224,9 +224,19 @@ def figure():
     for ax, (t, name) in zip(axes, TEXTS):
         d = load(f"{t}-512.json")
         if not d:
+            ax.set_axis_off()
+            ax.set_title(f"{name}: not run")
             continue
         specs = [s for s in ROLES if s != "dense" and report.complete(d, s)]
-        vs = [d["configs"][s]["vs_dense"] for s in specs]
+        ref = "dense" if all("vs_dense" in d["configs"][s] for s in specs) else LADDER
+        if ref == LADDER:  # dense not run yet: each contender against the ladder
+            if LADDER not in specs:
+                continue
+            specs = [s for s in specs if s != LADDER]
+            vs = [stats.paired(d["configs"][s]["window_nll"], d["configs"][LADDER]["window_nll"])
+                  for s in specs]
+        else:
+            vs = [d["configs"][s]["vs_dense"] for s in specs]
         dn = [v["mean"] for v in vs]
         err = [[v["mean"] - v["ci95_t"][0] for v in vs], [v["ci95_t"][1] - v["mean"] for v in vs]]
         colors = ["tab:red" if s == LADDER else "tab:gray" if s.startswith("ladder") else
@@ -236,7 +246,8 @@ def figure():
         ax.set_yticklabels([ROLES[s].replace("*", "") for s in specs], fontsize=8)
         ax.invert_yaxis()
         ax.set_xscale("symlog", linthresh=0.1)
-        ax.set_xlabel("NLL change vs dense (nats/token), 95% t interval")
+        ax.set_xlabel(f"NLL change vs {'dense' if ref == 'dense' else 'the ladder'} "
+                      "(nats/token), 95% t interval")
         ax.set_title(f"{name}, n = {d['set']['count']} windows of 512")
     fig.tight_layout()
     fig.savefig(os.path.join(HERE, "images", "quality.png"), dpi=80)
