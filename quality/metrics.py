@@ -1,14 +1,15 @@
 """metrics.py — what sparse-attention work reports, measured on SmolLM2 with a pluggable
 attention.
 
-    windows(ids, length, count)      `count` evenly spaced windows of `length` tokens of a text
     score(model, wins, attend)       per-window token NLL [count, length - 1] (+ the attention's
-                                     recall and output error, when it records them)
-    summary(nll, dense_nll)          perplexity with a bootstrap 95% interval over windows, and the
-                                     paired difference to dense attention with its interval
+                                     recall and output error, when it records them); the windows
+                                     come from windowsets.py
+    summary(nll)                     perplexity with a bootstrap 95% interval over windows
+                                     (comparisons of two attentions: stats.py)
     by_position(nll)                 perplexity by token position (bins of doubling size: the
                                      long-range tokens are where patterns differ)
-    passkey(model, filler, ...)      passkey retrieval: a five-digit key hidden at a depth of a
+    position_sums(nll)               one window's NLL sum and count per position bin
+    passkey_trial(model, ...)        passkey retrieval: a five-digit key hidden at a depth of a
                                      filler text, asked for at the end; the answer is read
                                      teacher-forced (each digit the model's most likely token)
 
@@ -41,17 +42,6 @@ def progress(i, n, what, start):
     sys.stderr.flush()
 
 
-def windows(ids, length, count, start=0):
-    """`count` windows of `length` tokens evenly spread over ids[start:] (no overlap when the
-    text is long enough)."""
-    ids = torch.as_tensor(ids)
-    span = ids.numel() - start - length
-    if span < 0:
-        raise ValueError(f"text of {ids.numel()} tokens is shorter than a window of {length}")
-    step = span // max(count - 1, 1)
-    return [ids[start + n * step:start + n * step + length] for n in range(count)]
-
-
 def score(model, wins, attend, label=""):
     """NLL [count, length - 1] of each window under attend (with a progress bar)."""
     start, out = time.time(), []
@@ -74,15 +64,10 @@ def ppl(nll):
     return math.exp(float(nll.double().mean()))
 
 
-def summary(nll, dense_nll=None):
-    """Perplexity and its interval; with dense_nll (same windows), the paired change of mean NLL
-    (nats per token) against dense and its interval (0 outside it: a significant difference)."""
-    out = {"ppl": ppl(nll), "ppl_ci95": bootstrap(nll, ppl)}
-    if dense_nll is not None:
-        diff = (nll - dense_nll).double()
-        out["delta_nll"] = float(diff.mean())
-        out["delta_nll_ci95"] = bootstrap(diff, lambda d: float(d.mean()))
-    return out
+def summary(nll):
+    """Perplexity of NLL [windows, tokens] and its bootstrap interval over windows (paired
+    comparisons of two attentions: stats.paired on their per-window means)."""
+    return {"ppl": ppl(nll), "ppl_ci95": bootstrap(nll, ppl)}
 
 
 def by_position(nll):
@@ -94,6 +79,19 @@ def by_position(nll):
         if lo >= n:
             break
         out.append((lo, min(hi, n) - 1, ppl(nll[:, lo - 1:min(hi, n) - 1])))
+    return out
+
+
+def position_sums(nll):
+    """[[first, last, NLL sum, tokens]] of one window's token NLL [L - 1] per position bin (as
+    by_position): summed over windows, they give each bin's perplexity."""
+    n = nll.shape[0] + 1
+    out = []
+    for lo, hi in zip(POSITION_BINS, POSITION_BINS[1:]):
+        if lo >= n:
+            break
+        part = nll[lo - 1:min(hi, n) - 1].double()
+        out.append([lo, min(hi, n) - 1, float(part.sum()), int(part.numel())])
     return out
 
 
@@ -124,16 +122,21 @@ def passkey_prompt(tok, filler_ids, length, depth, key):
     return torch.tensor(ids), len(ids) - len(answer)
 
 
+def passkey_trial(model, tok, filler_ids, attend, length, depth, key):
+    """One trial: (hit, digits right) — hit when every one of the key's five digits is the
+    model's most likely next token (teacher-forced: one forward)."""
+    ids, first = passkey_prompt(tok, filler_ids, length, depth, key)
+    logits = model.hidden(ids, attend)[first - 1:-1] @ model.lm_head.T
+    right = (logits.argmax(-1) == ids[first:])
+    return bool(right.all()), int(right.sum())
+
+
 def passkey(model, tok, filler_ids, attend, lengths, depths, keys):
     """{(length, depth): share of keys whose five digits are all the model's top token}."""
     out, start, cases = {}, time.time(), [(L, d) for L in lengths for d in depths]
     for n, (L, d) in enumerate(cases):
         progress(n, len(cases), "passkey", start)
-        hits = 0
-        for key in keys:
-            ids, first = passkey_prompt(tok, filler_ids, L, d, key)
-            logits = model.hidden(ids, attend)[first - 1:-1] @ model.lm_head.T
-            hits += int(bool((logits.argmax(-1) == ids[first:]).all()))
+        hits = sum(passkey_trial(model, tok, filler_ids, attend, L, d, key)[0] for key in keys)
         out[(L, d)] = hits / len(keys)
     progress(len(cases), len(cases), "passkey", start)
     return out

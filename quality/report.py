@@ -1,171 +1,428 @@
 #!/usr/bin/env python3
-"""report.py — the Markdown tables and figures of quality/README.md, made from the committed JSON
-results (results/*.json), never typed.
+"""report.py — the Markdown tables, verdict words and figures of quality/README.md and of example
+05's README, made from the committed result files (results/*.json, written by recompute.py),
+never typed.
 
-    python quality/report.py            rewrites the tables between the README's markers
-                                        (<!-- table:NAME --> ... <!-- /table:NAME -->),
-                                        results/dsa_table.md, and the figures in results/
-    python quality/report.py --check    exit 1 if a table differs from what the JSON gives
+    python quality/report.py            rewrite the tables between the documents' markers
+                                        (<!-- table:NAME --> ... <!-- /table:NAME -->), the
+                                        verdict words (below) and the figures in results/
+    python quality/report.py --check    exit 1 if a table or a verdict word differs from what the
+                                        results give (CTest quality.results_table)
+
+A verdict word in prose is written between markers naming the comparison, and is regenerated
+like a table:
+
+    <!-- verdict SET|A|B -->worse<!-- /verdict -->
+
+(A's per-window NLL against B's on window set SET: "better", "worse" or "no significant
+difference", stats.paired). Example 06's make_tables.py uses the same functions.
 """
 import argparse
 import json
+import math
 import os
 import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import stats  # noqa: E402
+import windowsets  # noqa: E402
+
 RESULTS = os.path.join(HERE, "results")
 README = os.path.join(HERE, "README.md")
-# Example 05's walkthrough quotes the DSA table too (between the same markers).
 EX05_README = os.path.join(HERE, "..", "examples", "05_deepseek_sparse", "README.md")
-SELECTIONS = ["indexer", "oracle", "sink+window"]
+NAMES = {"dense": "dense", "window": "window", "sink+window": "sink+window",
+         "strided": "strided", "bigbird": "BigBird", "ladder": "ladder",
+         "oracle": "DSA top-k, oracle", "indexer": "DSA top-k, trained indexer"}
 
 
-def load(name):
-    path = os.path.join(RESULTS, name)
+def load(name, results=RESULTS):
+    path = os.path.join(results, name)
     if not os.path.exists(path):
         return None
     with open(path) as f:
         return json.load(f)
 
 
-def mean(rows):
-    flat = [x for r in rows if r is not None for x in r]
-    return sum(flat) / len(flat) if flat else float("nan")
+def complete(d, spec):
+    """The config's entry when all of the set's windows are in, else None."""
+    c = d["configs"].get(spec) if d else None
+    return c if c and c.get("complete") else None
 
 
-def dsa_table(d):
-    """Recall (mean over layers and heads) and perplexity per (selection, k)."""
-    ks = sorted({int(k) for s in d["recall"].values() for k in s})
-    head = ("| k | recall: trained indexer | oracle top-k | sink+window | perplexity: "
-            "trained indexer | oracle top-k | sink+window |")
-    lines = [head, "|" + "---:|" * 7]
+def fmt_ci(mean, ci, digits=3):
+    return f"{mean:+.{digits}f} [{ci[0]:+.{digits}f}, {ci[1]:+.{digits}f}]"
+
+
+def comparison(d, a, b):
+    """stats.paired of A's per-window NLL against B's on a set's results (None if either is not
+    complete)."""
+    ca, cb = complete(d, a), complete(d, b)
+    if not ca or not cb:
+        return None
+    if b == "dense" and "vs_dense" in ca:
+        return ca["vs_dense"]
+    return stats.paired(ca["window_nll"], cb["window_nll"])
+
+
+def verdict(d, a, b):
+    r = comparison(d, a, b)
+    return r["verdict"] if r else "not run"
+
+
+def set_caption(d):
+    s = d["set"]
+    return (f"n = {s['count']} windows: {windowsets.describe(s['name'])}. "
+            f"{d['model']}; {d['machine']}.")
+
+
+def pct(x):
+    return "—" if x is None else f"{x:.3f}"
+
+
+# ----------------------------------------------------------------------------------------------
+# Tables
+# ----------------------------------------------------------------------------------------------
+
+def sets_table():
+    lines = ["| window set | text | documents (tokens) | length | count | stride | skip |",
+             "|---|---|---|---:|---:|---:|---:|"]
+    for name, ws in windowsets.SETS.items():
+        docs = ", ".join(f"{n:,}" for n in windowsets.TOKENS[ws.text])
+        lines.append(f"| `{name}` | {windowsets.TITLES[ws.text]} | {docs} | {ws.length:,} "
+                     f"| {ws.count} | {ws.stride:,} | {ws.skip:,} |")
+    return "\n".join(lines)
+
+
+def quality_table(d, specs=None, names=None):
+    """Per attention of a set: density, n, perplexity [bootstrap CI], NLL change against dense
+    [t CI] with both tests' p and the verdict, recall both ways and output error."""
+    lines = ["| attention | density | n | perplexity [95% CI] | NLL change vs dense [95% CI] "
+             "| p (t / sign-flip) | vs dense | mass recall | set recall | output error |",
+             "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
+    for spec in specs or d["configs"]:
+        c = complete(d, spec)
+        name = (names or {}).get(spec, f"`{spec}`")
+        if not c:
+            lines.append(f"| {name} | — | — | not run | | | | | | |")
+            continue
+        lo, hi = c["ppl_ci95_boot"]
+        vs = c.get("vs_dense")
+        delta = fmt_ci(vs["mean"], vs["ci95_t"]) if vs else "—"
+        p = f"{stats.fmt_p(vs['p_t'])} / {stats.fmt_p(vs['p_signflip'])}" if vs else "—"
+        rec = c.get("recall", {})
+        lines.append(f"| {name} | {c['density']:.3f} | {c['n']} | {c['ppl']:.2f} [{lo:.2f}, "
+                     f"{hi:.2f}] | {delta} | {p} | {vs['verdict'] if vs else '—'} "
+                     f"| {pct(rec.get('mass'))} | {pct(rec.get('set'))} "
+                     f"| {pct(rec.get('rel_err'))} |")
+    lines += ["", set_caption(d)]
+    return "\n".join(lines)
+
+
+def dsa_rows(d, ks, sel):
+    """The DSA comparison rows of a set at budgets ks."""
+    out = []
+    L = d["set"]["length"]
     for k in ks:
-        rec = [f"{mean(d['recall'][s][str(k)]):.3f}" for s in SELECTIONS]
-        ppl = [f"{d['ppl'][s][str(k)]:.2f}" if str(k) in d["ppl"].get(s, {}) else "not run"
-               for s in SELECTIONS]
-        lines.append(f"| {k} | " + " | ".join(rec + ppl) + " |")
-    lines.append("")
-    lines.append(f"Dense perplexity {d['ppl']['dense']:.2f}; {d['windows']} window(s) of "
-                 f"{d['window']} tokens of {d['text']}; {d['sinks']} sink tokens; "
-                 f"{d['machine']}; {d['seconds']} s.")
-    return "\n".join(lines)
-
-
-def quality_table(d):
-    """Per attention: perplexity [95% CI], NLL change vs dense [95% CI], recall, output error,
-    density, passkey accuracy."""
-    lines = ["| attention | perplexity [95% CI] | NLL change vs dense [95% CI] | recall | "
-             "output rel. error | density | passkey |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for name, r in d["results"].items():
-        lo, hi = r["ppl_ci95"]
-        delta = (f"{r['delta_nll']:+.3f} [{r['delta_nll_ci95'][0]:+.3f}, "
-                 f"{r['delta_nll_ci95'][1]:+.3f}]" if "delta_nll" in r else "—")
-        err = sum(r["rel_err"]) / len(r["rel_err"])
-        pk = r.get("passkey")
-        pk = f"{sum(x['accuracy'] for x in pk) / len(pk):.2f}" if pk else "—"
-        lines.append(f"| `{name}` | {r['ppl']:.2f} [{lo:.2f}, {hi:.2f}] | {delta} | "
-                     f"{r['recall_mean']:.3f} | {err:.3f} | {r['density']:.3f} | {pk} |")
-    lines.append("")
-    lines.append(f"{d['windows']} windows of {d['window']} tokens of {d['text']} "
-                 f"({d['tokens']} tokens); {d['machine']}.")
-    cells = [(x["length"], x["depth"]) for r in d["results"].values() for x in r.get("passkey", [])]
-    cells = sorted(set(cells))
-    if cells:  # passkey accuracy per (length, depth of the key in the filler)
-        lines += ["", "| passkey: attention | " + " | ".join(f"L={L}, depth {dp:g}"
-                                                          for L, dp in cells) + " |",
-                  "|---|" + "---:|" * len(cells)]
-        for name, r in d["results"].items():
-            acc = {(x["length"], x["depth"]): x["accuracy"] for x in r.get("passkey", [])}
-            lines.append(f"| `{name}` | " + " | ".join(
-                f"{acc[c]:.2f}" if c in acc else "—" for c in cells) + " |")
-    return "\n".join(lines)
-
-
-def tables():
-    out = {}
-    d = load("dsa_2k.json")
-    if d:
-        out["dsa"] = dsa_table(d)
-    for name in sorted(os.listdir(RESULTS)) if os.path.isdir(RESULTS) else []:
-        if name.endswith(".json") and name not in ("dsa_2k.json", "indexer_training.json"):
-            out[name[:-5]] = quality_table(load(name))
+        specs = {"trained indexer": f"indexer:k={k}", "oracle top-k": f"oracle:k={k}",
+                 "sink+window": f"global:n=4+causal_window:w={k - 4}"}
+        for name, spec in specs.items():
+            if name not in sel:
+                continue
+            c = complete(d, spec)
+            if not c:
+                out.append(f"| {L:,} | {k} | {name} | — | — | not run | | | | | |")
+                continue
+            rec = c.get("recall", {})
+            triv = 1 - rec["nontrivial"] / rec["rows"] if rec.get("rows") else None
+            vs = c.get("vs_dense")
+            if name == "sink+window":
+                cmp = "—"
+            else:
+                r = comparison(d, spec, specs["sink+window"])
+                cmp = (f"{fmt_ci(r['mean'], r['ci95_t'])}, p {stats.fmt_p(max(r['p_t'], r['p_signflip']))}"
+                       f": {r['verdict']}" if r else "not run")
+            out.append(f"| {L:,} | {k} | {name} | {c['n']} | {c['density']:.3f} "
+                       f"| {pct(rec.get('mass'))} | {pct(rec.get('set'))} | {pct(triv)} "
+                       f"| {c['ppl']:.2f} | {fmt_ci(vs['mean'], vs['ci95_t']) if vs else '—'} "
+                       f"| {cmp} |")
     return out
 
 
-def replace_tables(text, found):
-    for name, table in found.items():
-        n = re.escape(name)
-        text = re.sub(rf"(<!-- table:{n} -->\n).*?(<!-- /table:{n} -->)",
-                      lambda m: m.group(1) + table + "\n" + m.group(2), text, flags=re.S)
-    return text
+DSA_SELECTIONS = ("trained indexer", "oracle top-k", "sink+window")
 
 
-def figures():
+def dsa_table(results=RESULTS):
+    """The trained indexer against the oracle top-k and sink+window at the same budget k."""
+    head = ["| L | k | selection | n | density | mass recall | set recall@k | trivial queries "
+            "| perplexity | NLL change vs dense [95% CI] | vs sink+window [95% CI], p: verdict |",
+            "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines, captions = [], []
+    for name, ks in (("austen-2k", (128, 256, 512)), ("austen-8k", (1024, 2048))):
+        d = load(f"{name}.json", results)
+        if not d:
+            continue
+        rows = dsa_rows(d, ks, DSA_SELECTIONS)
+        if any("not run" not in r for r in rows):
+            lines += [r for r in rows if "not run" not in r]
+            dense = complete(d, "dense")
+            captions.append(f"{d['set']['length']:,} tokens: {windowsets.describe(name)}; " +
+                            (f"dense perplexity {dense['ppl']:.2f}" if dense else
+                             "dense not run yet"))
+    if not lines:
+        return None
+    return "\n".join(head + lines + ["", "; ".join(captions) + ". Recall on 256 query rows "
+                                     "per layer and window of the dense model (its own q/k); "
+                                     "mass and set recall over the queries that see more than "
+                                     "k keys (the trivial ones, which keep every key, apart)."])
+
+
+def frontier_table(d):
+    """Per family and density point: NLL change vs dense [95% CI] (density) on a set."""
+    import recompute
+    L = d["set"]["length"]
+    ks = sorted(recompute.FRONTIER[L])
+    lines = ["| family | " + " | ".join(
+        f"k = {k} ({100 * d_:.0f} %): NLL change [95% CI] (density)"
+        for k, d_ in ((k, _topk_density(k, L)) for k in ks)) + " |",
+        "|---|" + "---:|" * len(ks)]
+    for fam in recompute.FAMILIES:
+        cells = []
+        for k in ks:
+            spec = recompute.FRONTIER[L][k][fam]
+            c = complete(d, spec)
+            vs = c.get("vs_dense") if c else None
+            cells.append("not run" if not c else
+                         f"{fmt_ci(vs['mean'], vs['ci95_t'])} ({c['density']:.3f})" if vs else
+                         f"perplexity {c['ppl']:.2f}, dense not run ({c['density']:.3f})")
+        lines.append(f"| {NAMES[fam]} | " + " | ".join(cells) + " |")
+    dense = complete(d, "dense")
+    lines += ["", set_caption(d) + (f" Dense perplexity {dense['ppl']:.2f}." if dense else "")]
+    return "\n".join(lines)
+
+
+def _topk_density(k, n):
+    return (k * (k + 1) / 2 + (n - k) * k) / (n * (n + 1) / 2)
+
+
+def passkey_table(results=RESULTS, specs=None, names=None):
+    d = load("passkey.json", results)
+    if not d:
+        return None
+    depths = d["depths"]
+    lines = ["| L | attention | density | hits / trials | accuracy [95% Wilson] | " +
+             " | ".join(f"depth {x:g}" for x in depths) + " |",
+             "|---:|---|---:|---:|---:|" + "---:|" * len(depths)]
+    for L, cfgs in sorted(d["lengths"].items(), key=lambda x: int(x[0])):
+        for spec, c in cfgs.items():
+            if specs and spec not in specs(int(L)):
+                continue
+            lo, hi = c["wilson95"]
+            name = (names or {}).get(spec, f"`{spec}`")
+            lines.append(f"| {int(L):,} | {name} | {c['density']:.3f} | {c['hits']} / "
+                         f"{c['trials']} | {c['accuracy']:.2f} [{lo:.2f}, {hi:.2f}] | " +
+                         " | ".join(f"{c['depth'][str(x)]['hits']}/{c['depth'][str(x)]['trials']}"
+                                    if str(x) in c["depth"] else "—" for x in depths) + " |")
+    lines += ["", f"Teacher-forced retrieval (a hit: all five digits are the model's most likely "
+                  f"tokens) of {len(d['keys'])} keys at each of {len(depths)} depths of a filler "
+                  f"from {d['filler']['doc']} (token {d['filler']['start']:,} on); "
+                  f"{d['model']}; {d['machine']}."]
+    return "\n".join(lines)
+
+
+def training_table(results=RESULTS):
+    t = load("indexer_training.json", results)
+    if not t:
+        return None
+    val = ", ".join(f"{v['loss']:.3f}" for v in t["val_loss"])
+    tr = ", ".join(f"{v['loss']:.3f}" for v in t["train_loss"])
+    docs = sorted({w["doc"] for w in t["train_windows"]})
+    return "\n".join([
+        "| what | value |", "|---|---|",
+        f"| objective (per layer) | {t['objective']} |",
+        f"| indexer | {t['heads']} heads x {t['dim']} dimensions ({t['rope_dim']} rotated), "
+        f"one per layer |",
+        f"| training windows | {len(t['train_windows'])} distinct windows of {t['window']:,} "
+        f"tokens from {len(docs)} novels never evaluated ({', '.join(docs)}) |",
+        f"| held-out windows | {len(t['val_windows'])} of the same novels, never trained on |",
+        f"| tokens | {t['distinct_training_tokens']:,} distinct; {t['training_tokens_seen']:,} "
+        f"seen in {t['epochs']} epochs |",
+        f"| steps | {t['adam_steps_per_layer']} Adam steps per layer (lr {t['lr']:g}), "
+        f"{t['steps_per_window']} per window, each on {t['rows_per_step']} random query rows "
+        f"({t['query_rows_per_layer']:,} query rows per layer in all) |",
+        f"| held-out KL (nats), epoch 0 (untrained) to {t['epochs']} | {val} |",
+        f"| training KL (nats), epochs 1 to {t['epochs']} | {tr} |",
+        f"| time | {t['seconds']:,} s ({t['forwards']} forwards of the model), {t['machine']} |"])
+
+
+def cost_table(results=RESULTS):
+    """Per phase of recompute.py: jobs done of planned, forwards by length, the time the finished
+    jobs took (the sum of their own clocks; the indexer's training from its log), and the time
+    the rest would take at the mean time per forward measured at each length."""
+    import recompute
+    raw = os.path.join(results, "raw")
+    done = {}
+    for path in sorted(os.listdir(raw)) if os.path.isdir(raw) else []:
+        if not path.endswith(".jsonl"):
+            continue
+        key = path[:-len(".jsonl")]
+        for r in recompute.read_lines(os.path.join(raw, path)):
+            if r["job"] == "nll":
+                done[("nll", key, r["config"], r["window"])] = r["seconds"]
+            else:
+                done[("passkey", r["length"], r["config"], r["depth"], r["key"])] = r["seconds"]
+    per_length = {}
+    for job, secs in done.items():
+        L = recompute.forwards(job)[0]
+        per_length.setdefault(L, []).append(secs)
+    rate = {L: sum(x) / len(x) for L, x in per_length.items()}
+    train = load("indexer_training.json", results)
+    lines = ["| phase | jobs done / planned | forwards done (tokens each) | time of the done jobs "
+             "| s per forward | the rest, at the measured s per forward |",
+             "|---|---:|---|---:|---:|---:|"]
+    total = left_total = 0.0
+    unknown = False
+    for name, jobs in recompute.phases():
+        if jobs == [("train",)]:
+            hit = jobs if train else []
+            secs = train["seconds"] if train else 0
+            fw = {2048: train["forwards"]} if train else {}
+        else:
+            hit = [j for j in jobs if j in done]
+            secs, fw = sum(done[j] for j in hit), {}
+            for j in hit:
+                L = recompute.forwards(j)[0]
+                fw[L] = fw.get(L, 0) + 1
+        left = 0.0
+        for j in jobs:
+            if j not in hit:
+                L, n = recompute.forwards(j)
+                if L in rate:
+                    left += n * rate[L]
+                else:
+                    unknown = True
+                    left = None
+                    break
+        total += secs
+        left_total += left or 0.0
+        count = sum(fw.values())
+        forwards = ", ".join(f"{c} ({L:,})" for L, c in sorted(fw.items())) or "—"
+        lines.append(f"| {name} | {len(hit)} / {len(jobs)} | {forwards} "
+                     f"| {secs / 3600:.2f} h | {secs / count:.1f} |" if count else
+                     f"| {name} | 0 / {len(jobs)} | — | — | — |")
+        lines[-1] += (" — |" if left == 0 else " no measurement |" if left is None
+                      else f" {left / 3600:.1f} h |")
+    lines.append(f"| all | | | {total / 3600:.2f} h | | {left_total / 3600:.1f} h"
+                 f"{' + the phases without a measurement' if unknown else ''} |")
+    return "\n".join(lines)
+
+
+def tables(results=RESULTS):
+    out = {"sets": sets_table(), "cost": cost_table(results)}
+    for name in windowsets.SETS:
+        d = load(f"{name}.json", results)
+        if d and name.endswith("-512"):
+            out[name] = quality_table(d)
+        if d and name in ("austen-2k", "austen-8k"):
+            out[f"frontier-{name[-2:]}"] = frontier_table(d)
+    for name, make in (("dsa", dsa_table), ("passkey", passkey_table),
+                       ("training", training_table)):
+        t = make(results)
+        if t:
+            out[name] = t
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Rewriting the documents
+# ----------------------------------------------------------------------------------------------
+
+VERDICT = re.compile(r"<!-- verdict ([^|]+)\|([^|]+)\|([^ ]+) -->(.*?)<!-- /verdict -->")
+
+
+def replace_tables(text, found, missing="not run: no results yet"):
+    """Every <!-- table:NAME --> block rewritten with found[NAME] (missing: that text)."""
+    def sub(m):
+        body = found.get(m.group(2), missing)
+        return m.group(1) + body + "\n" + m.group(3)
+    return re.sub(r"(<!-- table:([\w.-]+) -->\n)(?:.*?\n)?(<!-- /table:\2 -->)", sub, text,
+                  flags=re.S)
+
+
+def replace_verdicts(text, results=RESULTS):
+    cache = {}
+
+    def sub(m):
+        s, a, b = m.group(1), m.group(2), m.group(3)
+        if s not in cache:
+            cache[s] = load(f"{s}.json", results)
+        return f"<!-- verdict {s}|{a}|{b} -->{verdict(cache[s], a, b)}<!-- /verdict -->"
+    return VERDICT.sub(sub, text)
+
+
+def regenerate(path, found, check, results=RESULTS):
+    """Rewrite (or, with check, compare) one document's tables and verdicts; True if current."""
+    with open(path) as f:
+        text = f.read()
+    new = replace_verdicts(replace_tables(text, found), results)
+    if new == text:
+        return True
+    if check:
+        old_v = VERDICT.findall(text)
+        new_v = VERDICT.findall(new)
+        for o, n in zip(old_v, new_v):
+            if o[3] != n[3]:
+                print(f"{os.path.relpath(path)}: verdict {o[0]}|{o[1]}|{o[2]} says '{o[3]}', "
+                      f"the results '{n[3]}'")
+        print(f"{os.path.relpath(path)}: out of date (run python quality/report.py)")
+        return False
+    with open(path, "w") as f:
+        f.write(new)
+    return True
+
+
+def figures(results=RESULTS):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    for name in sorted(os.listdir(RESULTS)):
-        if not name.endswith(".json") or name in ("dsa_2k.json", "indexer_training.json"):
+    for name in windowsets.SETS:
+        d = load(f"{name}.json", results)
+        if not d:
             continue
-        d = load(name)
         fig, ax = plt.subplots(1, 2, figsize=(11, 4))
-        for att, r in d["results"].items():
-            pos = r["by_position"]
-            ax[0].plot([(a + b) / 2 for a, b, _ in pos], [p for _, _, p in pos], "o-", label=att)
-            ax[1].plot([sum(h) / len(h) for h in r["recall"]], label=att)
+        for spec, c in d["configs"].items():
+            if c.get("complete"):
+                pos = c["by_position"]
+                ax[0].plot([(a + b) / 2 for a, b, _ in pos], [p for _, _, p in pos], "o-",
+                           label=spec, ms=3)
+            rec = c.get("recall")
+            if rec and c.get("family") in ("sink+window", "ladder", "oracle", "indexer") \
+                    and (c.get("k") in (None, d["set"]["length"] // 8, 64)):
+                ax[1].plot(rec["layer_mass"], label=f"{spec} (mass)")
         ax[0].set(xscale="log", xlabel="token position in the window", ylabel="perplexity",
-                  title=f"perplexity by position ({d['text']})")
-        ax[1].set(xlabel="layer", ylabel="recall (mean over heads)", title="attention recall")
-        ax[0].legend(fontsize=7)
+                  title=f"perplexity by position ({name}, n = {d['set']['count']})")
+        ax[1].set(xlabel="layer", ylabel="mass recall (non-trivial queries)",
+                  title="recall on the dense model's q/k")
+        ax[0].legend(fontsize=6)
+        ax[1].legend(fontsize=6)
         fig.tight_layout()
-        fig.savefig(os.path.join(RESULTS, name[:-5] + ".png"), dpi=90)
-        plt.close(fig)
-    d = load("dsa_2k.json")
-    if d:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for s in SELECTIONS:
-            for k, style in (("64", ":"), ("256", "-")):
-                ax.plot([sum(h) / len(h) for h in d["recall"][s][k]], style, label=f"{s} k={k}")
-        ax.set(xlabel="layer", ylabel="recall (mean over heads)",
-               title=f"DSA selections at {d['window']} tokens")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(os.path.join(RESULTS, "dsa_recall.png"), dpi=90)
+        fig.savefig(os.path.join(results, f"{name}.png"), dpi=80)
         plt.close(fig)
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true")
-    args = ap.parse_args()
+    ap.add_argument("--figures", action="store_true", help="also redraw the figures")
+    args = ap.parse_args(argv)
     found = tables()
-    with open(README) as f:
-        readme = f.read()
-    new = replace_tables(readme, found)
-    md = os.path.join(RESULTS, "dsa_table.md")
-    if args.check:
-        stale = [n for n in found if f"<!-- table:{n} -->\n{found[n]}\n" not in readme]
-        if "dsa" in found and (not os.path.exists(md) or open(md).read() != found["dsa"] + "\n"):
-            stale.append("results/dsa_table.md")
-        ex05 = open(EX05_README).read()
-        if "dsa" in found and f"<!-- table:dsa -->\n{found['dsa']}\n" not in ex05:
-            stale.append("dsa in examples/05_deepseek_sparse/README.md")
-        for n in stale:
-            print(f"out of date: {n} (run python quality/report.py)")
-        print("tables up to date" if not stale else f"{len(stale)} stale")
-        return 1 if stale else 0
-    with open(README, "w") as f:
-        f.write(new)
-    if "dsa" in found:
-        with open(md, "w") as f:
-            f.write(found["dsa"] + "\n")
-        with open(EX05_README) as f:
-            ex05 = replace_tables(f.read(), {"dsa": found["dsa"]})
-        with open(EX05_README, "w") as f:
-            f.write(ex05)
-    figures()
-    return 0
+    ok = all([regenerate(README, found, args.check),
+              regenerate(EX05_README, found, args.check)])
+    if args.figures and not args.check:
+        figures()
+    print("tables and verdicts up to date" if ok else "stale", file=sys.stderr)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

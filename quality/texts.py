@@ -1,4 +1,15 @@
-"""texts.py — long public-domain texts from Debian packages, read without R.
+"""texts.py — the scenarios' texts, from Debian packages: Jane Austen's novels, the King James
+Bible and the Go standard library's sources (read without R or Go).
+
+A scenario is a list of documents (title, text); window sets (windowsets.py) never let a window
+cross from one document into the next:
+
+    austen   Pride & Prejudice and Emma (the evaluation novels; the lightning indexer is trained
+             on the other four, never evaluated: TRAINING_NOVELS)
+    kjv      the King James Bible
+    go       the Go 1.19 standard library: every non-test, hand-written .go file of its packages,
+             in path order, each after a line '// file: src/PATH' (one document, like a
+             repository read front to back: the structured, hierarchical scenario)
 
 Jane Austen's six novels come from Debian's r-cran-janeaustenr: R's lazy-load database
 (data/Rdata.rdx, an index, and data/Rdata.rdb, the zlib-compressed serialised objects). This file
@@ -9,7 +20,8 @@ Where the package comes from (first found wins):
   $ATTN_QUALITY_TEXTS/<pkg>/usr/...   the project's cache (quality/install.sh: apt-get download +
                                       dpkg -x, no R needed; default quality/.cache/debian)
   /usr/...                            the package installed with apt-get (only when
-                                      ATTN_QUALITY_TEXTS is not set)
+                                      ATTN_QUALITY_TEXTS is not set; not for golang-1.19-src,
+                                      whose files under /usr/share/go-1.19 may be another build)
 A missing package raises TextMissing with one line saying how to install it.
 """
 import gzip
@@ -32,9 +44,10 @@ class TextMissing(RuntimeError):
     """A text package is not installed (the message is one line)."""
 
 
-def package_root(pkg, probe):
-    """The root under which Debian package pkg's file `probe` (an absolute path) lies."""
-    for root in (os.path.join(CACHE, pkg),) + (("/",) if SYSTEM else ()):
+def package_root(pkg, probe, system=True):
+    """The root under which Debian package pkg's file `probe` (an absolute path) lies (the
+    installed package counts only with system=True)."""
+    for root in (os.path.join(CACHE, pkg),) + (("/",) if SYSTEM and system else ()):
         if os.path.exists(os.path.join(root, probe.lstrip("/"))):
             return root
     raise TextMissing(f"Debian package {pkg} not found (run quality/install.sh, or: apt-get "
@@ -172,11 +185,62 @@ def kjv_bible():
                           stdin=subprocess.DEVNULL, check=True).stdout
 
 
-TEXTS = {"austen": lambda: austen("Pride & Prejudice"), "kjv": kjv_bible}
+GO_PACKAGE, GO_VERSION = "golang-1.19-src", "1.19.8-2"
+GO_SRC = "/usr/share/go-1.19/src"
+GO_SKIP = ("cmd", "vendor", "internal", "runtime", "syscall")  # tools, copies, low-level
+
+
+def go_files():
+    """[(path under src/, text)] of the Go corpus: the .go files of the standard library's
+    packages, without tests (*_test.go), test data, generated files ('Code generated ... DO NOT
+    EDIT.'), and the trees in GO_SKIP or under an internal/ directory; sorted by path."""
+    root = os.path.join(package_root(GO_PACKAGE, GO_SRC + "/go.mod", system=False),
+                        GO_SRC.lstrip("/"))
+    out = []
+    for d, dirs, files in os.walk(root):
+        rel = os.path.relpath(d, root)
+        parts = rel.split(os.sep)
+        if parts[0] in GO_SKIP or "testdata" in parts or "internal" in parts:
+            dirs[:] = []
+            continue
+        for f in files:
+            if f.endswith(".go") and not f.endswith("_test.go"):
+                with open(os.path.join(d, f), encoding="utf-8") as fh:
+                    s = fh.read()
+                if not ("Code generated" in s and "DO NOT EDIT" in s):
+                    out.append((os.path.normpath(os.path.join(rel, f)), s))
+    return sorted(out)
+
+
+def go_stdlib():
+    """The Go corpus as one text: each file after a line '// file: src/PATH'."""
+    return "".join(f"// file: src/{path}\n{src}" for path, src in go_files())
+
+
+EVALUATION_NOVELS = ("Pride & Prejudice", "Emma")
+TRAINING_NOVELS = ("Sense & Sensibility", "Mansfield Park", "Northanger Abbey", "Persuasion")
+
+
+def documents(name):
+    """A scenario's documents [(title, text)] by name: 'austen', 'kjv', 'go' (module docstring)."""
+    if name == "austen":
+        novels = dict(austen_novels())
+        return [(t, novels[t]) for t in EVALUATION_NOVELS]
+    if name == "kjv":
+        return [("King James Bible", kjv_bible())]
+    if name == "go":
+        return [(f"Go standard library ({GO_PACKAGE} {GO_VERSION})", go_stdlib())]
+    raise ValueError(f"unknown text '{name}' (texts: {', '.join(SCENARIOS)})")
+
+
+SCENARIOS = ("austen", "kjv", "go")
 
 
 def text(name):
-    """A scenario's text by name: 'austen' (Pride & Prejudice), 'kjv' (the Bible)."""
-    if name not in TEXTS:
-        raise ValueError(f"unknown text '{name}' (texts: {', '.join(TEXTS)})")
-    return TEXTS[name]()
+    """A scenario's first document (austen: Pride & Prejudice; kjv: the Bible; go: the Go
+    corpus), for ad-hoc runs and the short tests."""
+    if name not in SCENARIOS:
+        raise ValueError(f"unknown text '{name}' (texts: {', '.join(SCENARIOS)})")
+    if name == "austen":
+        return austen("Pride & Prejudice")
+    return documents(name)[0][1]

@@ -1,27 +1,32 @@
 #!/usr/bin/env python3
 """make_tables.py — every number README.md and REPORT.md quote, regenerated from the committed
-result files of example 06 (results/): the quality runs (quality_runs.sh), the simulator bench
-(bench_sim.sh) and the parameters of the GPU grid (ladder.py). Each table sits between
-<!-- table:NAME --> and <!-- /table:NAME --> markers and is rewritten in place.
+result files: the quality runs (quality/results/*.json, written by quality/recompute.py; this
+example's runs are its phases 512, 2k, 8k and passkey), the simulator bench (results/bench_sim.txt,
+bench_sim.sh) and the parameters of the GPU grid (ladder.py). Each table sits between
+<!-- table:NAME --> and <!-- /table:NAME --> markers and is rewritten in place, and so is every
+verdict word between <!-- verdict SET|A|B --> markers (quality/report.py).
 
     python make_tables.py            rewrite the tables (and with --figures the report's figure)
-    python make_tables.py --check    exit 1 if a table differs from its result files (a CTest)
+    python make_tables.py --check    exit 1 if a table or verdict differs from its result files
+                                     (a CTest)
 
-The ladder is compared with each contender on the same windows: the paired bootstrap 95 %
-interval of (contender's NLL - ladder's NLL), windows resampled 1000 times (quality/metrics.py's
-bootstrap); an interval above 0 means the ladder is significantly better, below 0 worse.
+The ladder is compared with each contender on the same windows of a window set
+(quality/windowsets.py: 32 windows per text and length): the paired t-test and the sign-flip test
+of (contender's NLL - ladder's NLL) per window (quality/stats.py); the ladder is "better" or
+"worse" when both give p < 0.05, otherwise there is no significant difference.
 """
 import argparse
-import json
 import os
 import re
 import sys
-import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "quality"))
+QUALITY = os.path.join(HERE, "..", "..", "quality")
+sys.path.insert(0, QUALITY)
 sys.path.insert(0, HERE)
 import ladder  # noqa: E402
+import report  # noqa: E402
+import stats  # noqa: E402
 
 LADDER = "ladder:b=8,s=1,w=4"
 ROLES = {"dense": "dense (reference)", LADDER: "**ladder (ours)**",
@@ -31,62 +36,112 @@ ROLES = {"dense": "dense (reference)", LADDER: "**ladder (ours)**",
          "ladder:b=8,s=0,w=6": "ablation: no sink block",
          "ladder:b=1,s=4,w=56": "ablation: token granularity (b=1)",
          "ladder:b=4,s=2,w=12": "ablation: finer blocks (b=4)"}
+TEXTS = (("austen", "Austen"), ("kjv", "KJV"), ("go", "Go"))
+LONG = {2048: 256, 8192: 1024}  # the frontier's 23 % point at each length: k = L/8
 
 
 def load(name):
-    with open(os.path.join(HERE, "results", name)) as f:
-        return json.load(f)
+    return report.load(name)
 
 
-def paired(a, b):
-    """Mean and 95 % interval of a - b over the same windows (nats per token)."""
-    import torch
-    import metrics
-    d = torch.tensor(a, dtype=torch.float64) - torch.tensor(b, dtype=torch.float64)
-    lo, hi = metrics.bootstrap(d, lambda x: float(x.mean()))
-    return float(d.mean()), lo, hi
+def vs_ladder(c, lad, is_ladder):
+    """(contender - ladder [95% CI], 'p_t / p_signflip', the ladder's verdict) of a contender's
+    results against the ladder's on the same windows; dashes for the ladder itself."""
+    if is_ladder or not lad:
+        return "—", "—", "—"
+    r = stats.paired(c["window_nll"], lad["window_nll"])
+    return (report.fmt_ci(r["mean"], r["ci95_t"]),
+            f"{stats.fmt_p(r['p_t'])} / {stats.fmt_p(r['p_signflip'])}",
+            stats.paired(lad["window_nll"], c["window_nll"])["verdict"])
 
 
-def quality_table(name):
-    run = load(name)
-    res = run["results"]
-    lad = res[LADDER]["window_nll"]
-    rows = ["| attention | spec | density | perplexity [95% CI] | NLL change vs dense [95% CI] "
-            "| contender - ladder NLL [95% CI] | recall |", "|---|---|---:|---:|---:|---:|---:|"]
-    for spec, r in res.items():
-        dn = "—" if spec == "dense" else \
-            f"{r['delta_nll']:+.3f} [{r['delta_nll_ci95'][0]:+.3f}, {r['delta_nll_ci95'][1]:+.3f}]"
-        if spec == LADDER:
-            vs = "—"
-        else:
-            m, lo, hi = paired(r["window_nll"], lad)
-            mark = " (ladder better)" if lo > 0 else " (ladder worse)" if hi < 0 else ""
-            vs = f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}]{mark}"
-        rows.append(f"| {ROLES.get(spec, spec)} | `{spec}` | {r.get('density', 1.0):.3f} "
-                    f"| {r['ppl']:.2f} [{r['ppl_ci95'][0]:.2f}, {r['ppl_ci95'][1]:.2f}] | {dn} "
-                    f"| {vs} | {r.get('recall_mean', 1.0):.3f} |")
-    rows.append("")
-    rows.append(textwrap.fill(f"{run['windows']} windows of {run['window']} tokens of "
-                              f"{run['text']} ({run['tokens']} tokens); {run['machine']}.", 100))
+def quality_table(set_name):
+    """The ladder against every contender on one set of 512-token windows."""
+    d = load(f"{set_name}.json")
+    if not d:
+        return f"not run: quality/results/{set_name}.json is missing"
+    lad = report.complete(d, LADDER)
+    rows = ["| attention | spec | density | n | perplexity [95% CI] | NLL change vs dense [95% CI] "
+            "| contender - ladder NLL [95% CI] | p (t / sign-flip) | ladder is | mass recall "
+            "| set recall |", "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+    for spec in ROLES:
+        c = report.complete(d, spec)
+        if not c:
+            rows.append(f"| {ROLES[spec]} | `{spec}` | — | — | not run | | | | | | |")
+            continue
+        vs = c.get("vs_dense")
+        dn = report.fmt_ci(vs["mean"], vs["ci95_t"]) if vs else "—"
+        cmp, p, word = vs_ladder(c, lad, spec == LADDER)
+        rec = c.get("recall", {})
+        lo, hi = c["ppl_ci95_boot"]
+        rows.append(f"| {ROLES[spec]} | `{spec}` | {c['density']:.3f} | {c['n']} "
+                    f"| {c['ppl']:.2f} [{lo:.2f}, {hi:.2f}] | {dn} | {cmp} | {p} | {word} "
+                    f"| {report.pct(rec.get('mass'))} | {report.pct(rec.get('set'))} |")
+    rows += ["", report.set_caption(d)]
     return "\n".join(rows)
+
+
+def ladder_verdict(d, spec):
+    """The ladder against spec on a set: 'word (contender - ladder mean)'."""
+    lad, c = report.complete(d, LADDER), report.complete(d, spec)
+    if not lad or not c:
+        return "not run"
+    r = stats.paired(c["window_nll"], lad["window_nll"])
+    word = stats.paired(lad["window_nll"], c["window_nll"])["verdict"]
+    return f"{word} ({r['mean']:+.3f})"
+
+
+def summary_table():
+    sets = {t: load(f"{t}-512.json") for t, _ in TEXTS}
+    rows = ["| contender | " + " | ".join(f"{name}: ladder is (contender - ladder NLL)"
+                                          for _, name in TEXTS) + " |",
+            "|---|" + "---|" * len(TEXTS)]
+    for spec in ROLES:
+        if spec in ("dense", LADDER):
+            continue
+        rows.append(f"| {ROLES[spec]} | " + " | ".join(
+            ladder_verdict(sets[t], spec) if sets[t] else "not run" for t, _ in TEXTS) + " |")
+    rows += ["", "n = 32 windows of 512 tokens per text (window sets `austen-512`, `kjv-512`, "
+                 "`go-512`); the ladder is better or worse when the paired t-test and the "
+                 "sign-flip test both give p < 0.05."]
+    return "\n".join(rows)
+
+
+def long_table():
+    """The ladder against the other families at the frontier's 23 % point (quality/recompute.py's
+    FRONTIER: each family's parameters reach the density of top-k with k = L/8), at 2,048 and
+    8,192 tokens of Austen."""
+    import recompute
+    rows = ["| L | attention | spec | density | n | NLL change vs dense [95% CI] "
+            "| contender - ladder NLL [95% CI] | p (t / sign-flip) | ladder is |",
+            "|---:|---|---|---:|---:|---:|---:|---:|---|"]
+    captions = []
+    for L, k in LONG.items():
+        name = f"austen-{L // 1024}k"
+        d = load(f"{name}.json")
+        specs = recompute.FRONTIER[L][k]
+        lad = report.complete(d, specs["ladder"]) if d else None
+        for fam in recompute.FAMILIES:
+            spec = specs[fam]
+            c = report.complete(d, spec) if d else None
+            if not c:
+                rows.append(f"| {L:,} | {report.NAMES[fam]} | `{spec}` | — | — | not run "
+                            f"| | | |")
+                continue
+            vs = c.get("vs_dense")
+            dn = report.fmt_ci(vs["mean"], vs["ci95_t"]) if vs else "— (dense not run)"
+            cmp, p, word = vs_ladder(c, lad, fam == "ladder")
+            rows.append(f"| {L:,} | {report.NAMES[fam]} | `{spec}` | {c['density']:.3f} "
+                        f"| {c['n']} | {dn} | {cmp} | {p} | {word} |")
+        if d:
+            captions.append(report.set_caption(d))
+    return "\n".join(rows + [""] + captions)
 
 
 def passkey_table():
-    run = load("passkey.json")
-    res = run["results"]
-    cells = [(p["length"], p["depth"]) for p in next(iter(res.values()))["passkey"]]
-    head = "| attention | density | " + " | ".join(f"L={L}, depth {d}" for L, d in cells) + \
-        " | mean |"
-    rows = [head, "|---|---:|" + "---:|" * (len(cells) + 1)]
-    for spec, r in res.items():
-        acc = [p["accuracy"] for p in r["passkey"]]
-        rows.append(f"| {ROLES.get(spec, spec)} | {r.get('density', 1.0):.3f} | "
-                    + " | ".join(f"{a:.2f}" for a in acc) + f" | {sum(acc) / len(acc):.2f} |")
-    rows.append("")
-    rows.append(textwrap.fill("Teacher-forced passkey retrieval (quality/metrics.py) in a filler "
-                              f"of {run['text']}, one key (quality_runs.sh); density on the "
-                              f"{run['window']}-token window; {run['machine']}.", 100))
-    return "\n".join(rows)
+    import recompute
+    t = report.passkey_table(specs=lambda L: [s for s, _ in recompute.passkey_configs(L)])
+    return t or "not run: quality/results/passkey.json is missing"
 
 
 def bench_sim_table():
@@ -133,42 +188,11 @@ def params_table():
     return "\n".join(rows)
 
 
-def verdict(name, spec):
-    """The paired test of the ladder against spec on the windows of a run: a word and the mean."""
-    res = load(name)["results"]
-    if spec not in res:
-        return "not run"
-    m, lo, hi = paired(res[spec]["window_nll"], res[LADDER]["window_nll"])
-    word = "ladder better" if lo > 0 else "ladder worse" if hi < 0 else "no significant difference"
-    return f"{word} ({m:+.3f})"
-
-
-def summary_table():
-    rows = ["| contender | Austen: contender - ladder NLL | KJV: contender - ladder NLL "
-            "| passkey accuracy (ladder: {}) |", "|---|---|---|---:|"]
-    try:
-        pk = load("passkey.json")["results"]
-    except FileNotFoundError:
-        pk = {}
-
-    def acc(spec):
-        if spec not in pk:
-            return "not run"
-        a = [p["accuracy"] for p in pk[spec]["passkey"]]
-        return f"{sum(a) / len(a):.2f}"
-    rows[0] = rows[0].format(acc(LADDER))
-    for spec in ROLES:
-        if spec in ("dense", LADDER):
-            continue
-        rows.append(f"| {ROLES[spec]} | {verdict('austen_512.json', spec)} "
-                    f"| {verdict('kjv_512.json', spec)} | {acc(spec)} |")
-    return "\n".join(rows)
-
-
-TABLES = {"quality_austen": lambda: quality_table("austen_512.json"),
-          "quality_kjv": lambda: quality_table("kjv_512.json"),
-          "passkey": passkey_table, "bench_sim": bench_sim_table, "gpu": gpu_table,
-          "params": params_table, "summary": summary_table}
+TABLES = {"quality_austen": lambda: quality_table("austen-512"),
+          "quality_kjv": lambda: quality_table("kjv-512"),
+          "quality_go": lambda: quality_table("go-512"),
+          "quality_long": long_table, "passkey": passkey_table, "bench_sim": bench_sim_table,
+          "gpu": gpu_table, "params": params_table, "summary": summary_table}
 
 
 def rewrite(path, check):
@@ -178,15 +202,14 @@ def rewrite(path, check):
     for name, make in TABLES.items():
         pat = re.compile(rf"(<!-- table:{name} -->\n)(?:.*?\n)?(<!-- /table:{name} -->)", re.S)
         if pat.search(out):
-            try:
-                body = make()
-            except FileNotFoundError as e:  # a full run not made (yet)
-                body = f"not run: {os.path.relpath(e.filename, HERE)} is missing"
+            body = make()
             out = pat.sub(lambda m: m.group(1) + body + "\n" + m.group(2), out)
+    out = report.replace_verdicts(out)
     if out == text:
         return True
     if check:
-        print(f"{os.path.relpath(path)}: tables differ from results/ (run make_tables.py)")
+        print(f"{os.path.relpath(path)}: tables or verdicts differ from the results "
+              f"(run make_tables.py)")
         return False
     with open(path, "w") as f:
         f.write(out)
@@ -197,24 +220,35 @@ def figure():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for ax, name in zip(axes, ["austen_512.json", "kjv_512.json"]):
-        if not os.path.exists(os.path.join(HERE, "results", name)):
+    fig, axes = plt.subplots(1, len(TEXTS), figsize=(16, 4.5))
+    for ax, (t, name) in zip(axes, TEXTS):
+        d = load(f"{t}-512.json")
+        if not d:
+            ax.set_axis_off()
+            ax.set_title(f"{name}: not run")
             continue
-        res = load(name)["results"]
-        specs = [s for s in res if s != "dense"]
-        dn = [res[s]["delta_nll"] for s in specs]
-        err = [[res[s]["delta_nll"] - res[s]["delta_nll_ci95"][0] for s in specs],
-               [res[s]["delta_nll_ci95"][1] - res[s]["delta_nll"] for s in specs]]
+        specs = [s for s in ROLES if s != "dense" and report.complete(d, s)]
+        ref = "dense" if all("vs_dense" in d["configs"][s] for s in specs) else LADDER
+        if ref == LADDER:  # dense not run yet: each contender against the ladder
+            if LADDER not in specs:
+                continue
+            specs = [s for s in specs if s != LADDER]
+            vs = [stats.paired(d["configs"][s]["window_nll"], d["configs"][LADDER]["window_nll"])
+                  for s in specs]
+        else:
+            vs = [d["configs"][s]["vs_dense"] for s in specs]
+        dn = [v["mean"] for v in vs]
+        err = [[v["mean"] - v["ci95_t"][0] for v in vs], [v["ci95_t"][1] - v["mean"] for v in vs]]
         colors = ["tab:red" if s == LADDER else "tab:gray" if s.startswith("ladder") else
                   "tab:blue" for s in specs]
         ax.barh(range(len(specs)), dn, xerr=err, color=colors)
         ax.set_yticks(range(len(specs)))
-        ax.set_yticklabels([ROLES.get(s, s).replace("*", "") for s in specs], fontsize=8)
+        ax.set_yticklabels([ROLES[s].replace("*", "") for s in specs], fontsize=8)
         ax.invert_yaxis()
         ax.set_xscale("symlog", linthresh=0.1)
-        ax.set_xlabel("NLL change vs dense (nats/token), 95% CI")
-        ax.set_title(name.split("_")[0])
+        ax.set_xlabel(f"NLL change vs {'dense' if ref == 'dense' else 'the ladder'} "
+                      "(nats/token), 95% t interval")
+        ax.set_title(f"{name}, n = {d['set']['count']} windows of 512")
     fig.tight_layout()
     fig.savefig(os.path.join(HERE, "images", "quality.png"), dpi=80)
 

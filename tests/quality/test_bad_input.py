@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Bad input to quality/evaluate.py (CTest quality.bad_input): an unknown pattern spec, a window
-longer than the model's context, a missing text package, a missing wheel — each one line on
-stderr and exit status 2. Exit 0 when every check passes, 1 otherwise."""
+"""Bad input to quality/evaluate.py (CTest quality.bad_input): an unknown pattern spec, text or
+window set, a malformed top-k, a window longer than the model's context, a missing text package,
+a missing wheel — each one line on stderr and exit status 2 (recompute.py's unknown phase:
+quality.recompute_smoke). Exit 0 when every check passes, 1 otherwise."""
 import contextlib
 import io
 import os
@@ -25,6 +26,8 @@ def main():
     expect_error(["--attention", "window:w=-1"], "w must be")
     expect_error(["--window", "9000"], "longer than the model's context (8192)")
     expect_error(["--text", "shakespeare"], "unknown text 'shakespeare'")
+    expect_error(["--set", "austen-1k"], "unknown window set 'austen-1k'")
+    expect_error(["--attention", "oracle:k=x"], "k must be a positive integer")
     expect_error(["--window", "16"], "Debian package r-cran-janeaustenr not found",
                  env={"ATTN_QUALITY_TEXTS": "/nonexistent"})
     expect_error(["--window", "16"], "ATTN_SMOLLM2_GGUF=/nonexistent.gguf: no such file",

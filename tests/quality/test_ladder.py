@@ -2,7 +2,7 @@
 """Example 06's quality scenarios on short windows (CTest quality.ladder_short): the ladder in
 every layer of SmolLM2-135M on a 128-token window of each text (b = 4: 32 blocks, the structure
 of the full runs at a quarter of their length), checked for what the full runs
-(examples/06_custom_pattern/quality_runs.sh) report: the density the model sees is ladder.py's;
+(quality/recompute.py's phase 512) report: the density the model sees is ladder.py's;
 the ladder costs perplexity against dense (it is sparse); at a lower density than the ladder's,
 strided is worse; without its sink block the ladder is worse. Then bad input: a ladder parameter
 out of range and a missing text package, one line on stderr, exit status 2.
@@ -15,7 +15,7 @@ import attention
 import evaluate
 import metrics
 import smollm
-import texts
+import windowsets
 from checks import check, finish
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -28,8 +28,7 @@ L = 128
 def main():
     model, tok = smollm.load(), smollm.tokenizer()
     for name in ("austen", "kjv"):
-        ids = tok.encode(texts.text(name)).ids
-        wins = metrics.windows(ids, L, 1, start=1000)
+        wins = [w for _, _, w in windowsets.adhoc(name, L, 1, tok, skip=1000)]
         nll = {}
         for spec in ("dense", "ladder:b=4,s=1,w=4", "ladder:b=4,s=0,w=5", "strided:l=4"):
             att = attention.make(spec, record=True)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The committed results (CTest quality.results_table): the tables of quality/README.md and
-quality/results/dsa_table.md are what report.py makes from the committed JSON, and every table
-the JSON gives is in the README. Exit 0 when they match, 1 otherwise."""
+"""The committed results (CTest quality.results_table): the tables and verdict words of
+quality/README.md and of example 05's README are what report.py makes from the committed result
+files (results/*.json; the cost table from results/raw/*.jsonl). Exit 0 when they match, 1
+otherwise."""
 import sys
 
 import report
