@@ -245,11 +245,13 @@ static void print_banner(const session *s) {
     if (d->simulated)
         printf("CPU simulator: results are checked exactly as on a GPU, but timings are not GPU "
                "performance.\n");
-    printf("problem: B=%d H=%d Lq=%d Lk=%d D=%d %s %s, scale %g, seed %llu, amplitude %g "
+    printf("problem: B=%d H=%d Lq=%d Lk=%d D=%d %s %s, scale %g, seed %llu, amplitude %g%s "
            "(%.3g GFLOP)\n",
            p->B, p->H, p->Lq, p->Lk, p->D, attn_dtype_name(p->dtype),
            p->causal ? "causal" : "non-causal", (double)p->scale, (unsigned long long)s->cli.seed,
-           (double)s->cli.amplitude, attn_problem_flops(p) * 1e-9);
+           (double)s->cli.amplitude,
+           s->cli.inputs == ATTN_INPUTS_OPPOSED ? ", opposed signs (Q, V >= 0, K <= 0)" : "",
+           attn_problem_flops(p) * 1e-9);
     if (attn_problem_is_varlen(p)) {
         print_seqlens("varlen: packed [total, H, D], query lengths", p->cu_seqlens_q, p->B);
         print_seqlens(", key lengths", p->cu_seqlens_k, p->B);
@@ -316,8 +318,9 @@ static int make_data(session *s) {
         if (rc != 0)
             return 1;
     }
-    if (attn_problem_data_make(&s->data, &s->p, mask, dense_too, s->cli.seed, s->cli.amplitude,
-                               attn_cli_rows_to_check(&s->cli, &s->p), s->cli.quiet) != 0)
+    if (attn_problem_data_make_inputs(&s->data, &s->p, mask, dense_too, s->cli.seed,
+                                      s->cli.amplitude, s->cli.inputs,
+                                      attn_cli_rows_to_check(&s->cli, &s->p), s->cli.quiet) != 0)
         return 1;
     if (m != NULL && m->buffers != NULL)
         m->buffers(s->state, &s->data.dev);
@@ -456,12 +459,7 @@ static int run_chunk(session *s, const attn_stage *st, stage_run *r, const attn_
     kb.chunks = 0;
     if (st->clear != NULL && st->clear(s->state, r->k, c) != 0)
         return 1;
-    r->k->launch(&s->p, &kb, NULL);
-    cudaError_t err = cudaGetLastError(); /* launch errors: configuration, shared memory */
-    if (err == cudaSuccess)
-        err = cudaDeviceSynchronize(); /* errors while running: bad addresses, traps */
-    if (err == cudaSuccess)
-        err = cudaGetLastError();
+    cudaError_t err = attn_launch_sync(s->ex->name, r->k, &s->p, &kb);
     if (err != cudaSuccess) {
         snprintf(r->o->note, sizeof r->o->note, "%s: %s", cudaGetErrorName(err),
                  cudaGetErrorString(err));

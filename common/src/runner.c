@@ -94,6 +94,7 @@ static int make_host_data(attn_problem_data *d, const attn_mask *mask, bool dens
         fprintf(stderr, "error: out of host memory for the inputs\n");
         return 1;
     }
+    attn_inputs_apply(d->inputs, d->in.q, q, d->in.k, k, d->in.v, k);
     d->ref = (float *)malloc(q * sizeof(float));
     d->ref_lse = (float *)malloc(lse * sizeof(float));
     d->out = (float *)malloc(q * sizeof(float));
@@ -153,14 +154,22 @@ static int make_device_data(attn_problem_data *d) {
            upload(d, b->v, d->in.v, k);
 }
 
-int attn_problem_data_make(attn_problem_data *d, const attn_problem *p, const attn_mask *mask,
-                           bool dense_too, uint64_t seed, float amplitude, int check_rows,
-                           bool quiet) {
+int attn_problem_data_make_inputs(attn_problem_data *d, const attn_problem *p,
+                                  const attn_mask *mask, bool dense_too, uint64_t seed,
+                                  float amplitude, attn_inputs inputs, int check_rows, bool quiet) {
     memset(d, 0, sizeof *d);
     d->p = *p;
     d->amplitude = amplitude;
+    d->inputs = inputs;
     d->quiet = quiet;
     return make_host_data(d, mask, dense_too, seed, check_rows) || make_device_data(d);
+}
+
+int attn_problem_data_make(attn_problem_data *d, const attn_problem *p, const attn_mask *mask,
+                           bool dense_too, uint64_t seed, float amplitude, int check_rows,
+                           bool quiet) {
+    return attn_problem_data_make_inputs(d, p, mask, dense_too, seed, amplitude,
+                                         ATTN_INPUTS_UNIFORM, check_rows, quiet);
 }
 
 void attn_problem_data_free(attn_problem_data *d) {
@@ -251,6 +260,18 @@ static int check_results(attn_problem_data *d, bool dense, bool quiet, attn_outc
     return 0;
 }
 
+cudaError_t attn_launch_sync(const char *example, const attn_kernel *k, const attn_problem *p,
+                             const attn_buffers *b) {
+    attn_device_label_launches(example, k->name);
+    k->launch(p, b, NULL);
+    cudaError_t err = cudaGetLastError(); /* launch errors: configuration, shared memory */
+    if (err == cudaSuccess)
+        err = cudaDeviceSynchronize(); /* errors while running: bad addresses, traps */
+    if (err == cudaSuccess)
+        err = cudaGetLastError();
+    return err;
+}
+
 /* NaN-fills the outputs, launches, synchronises, checks. 0 when the kernel ran (PASS or FAIL). */
 static int launch_and_check(attn_problem_data *d, const attn_kernel *k, const attn_buffers *buf,
                             const attn_run_opts *opts, attn_outcome *o) {
@@ -261,12 +282,7 @@ static int launch_and_check(attn_problem_data *d, const attn_kernel *k, const at
         set_status(o, "ERROR", "filling the outputs with NaN failed");
         return 1;
     }
-    k->launch(p, buf, NULL);
-    cudaError_t err = cudaGetLastError(); /* launch errors: configuration, shared memory */
-    if (err == cudaSuccess)
-        err = cudaDeviceSynchronize(); /* errors while running: bad addresses, traps */
-    if (err == cudaSuccess)
-        err = cudaGetLastError();
+    cudaError_t err = attn_launch_sync(o->rec.example, k, p, buf);
     if (err != cudaSuccess) {
         char note[256];
         snprintf(note, sizeof note, "%s: %s", cudaGetErrorName(err), cudaGetErrorString(err));

@@ -33,9 +33,10 @@ extern "C" {
 /* Host arrays are fp32 in the problem's layout. */
 typedef struct attn_problem_data {
     attn_problem p;
-    float amplitude;   /* of the inputs: the fp32 tolerance depends on it */
-    bool quiet;        /* no progress or check lines on stdout */
-    size_t mem_before; /* attn_device_mem_used() before the device buffers were allocated */
+    float amplitude;    /* of the inputs: the fp32 tolerance depends on it */
+    attn_inputs inputs; /* their signs (attn/tensor.h) */
+    bool quiet;         /* no progress or check lines on stdout */
+    size_t mem_before;  /* attn_device_mem_used() before the device buffers were allocated */
     attn_host_inputs in;
     float *ref;     /* [q_elems] double-precision reference output (NaN in rows not computed) */
     float *ref_lse; /* [lse_elems] */
@@ -60,7 +61,17 @@ typedef struct attn_problem_data {
 int attn_problem_data_make(attn_problem_data *d, const attn_problem *p, const attn_mask *mask,
                            bool dense_too, uint64_t seed, float amplitude, int check_rows,
                            bool quiet);
+/* The same with the inputs' signs set as `inputs` says (--inputs, attn/tensor.h). */
+int attn_problem_data_make_inputs(attn_problem_data *d, const attn_problem *p,
+                                  const attn_mask *mask, bool dense_too, uint64_t seed,
+                                  float amplitude, attn_inputs inputs, int check_rows, bool quiet);
 void attn_problem_data_free(attn_problem_data *d);
+
+/* Launches kernel k of example on b (the launches labelled "<example>:<kernel>",
+ * attn_device_label_launches), waits for it, and returns the first error of the launch or of its
+ * run, or cudaSuccess. */
+cudaError_t attn_launch_sync(const char *example, const attn_kernel *k, const attn_problem *p,
+                             const attn_buffers *b);
 
 typedef enum attn_verdict {
     ATTN_KERNEL_RUNS,
