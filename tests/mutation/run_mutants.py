@@ -154,12 +154,32 @@ def run(cmd, cwd, log, timeout=None):
     return rc, out
 
 
-def build(tree, preset, jobs, log):
+def test_targets(tree, preset, regex):
+    """The build targets of the programs that the tests matching regex run (from CTest's own
+    listing), so that a mutant rebuilds only what its tests need."""
+    rc, out = subprocess.run(["ctest", "--preset", preset, "-R", regex, "--show-only=json-v1"],
+                             cwd=tree, capture_output=True, text=True), None
+    try:
+        tests = json.loads(rc.stdout).get("tests", [])
+    except ValueError:
+        return None
+    targets = set()
+    for t in tests:
+        for word in t.get("command", []):
+            targets.update(re.findall(r"/(\w+_sim)(?=$|[;\s])", word))
+    return sorted(targets)
+
+
+def build(tree, preset, jobs, log, regex=None):
     if not os.path.isdir(os.path.join(tree, "build", preset)):
         rc, out = run(["cmake", "--preset", preset], tree, log)
         if rc != 0:
             return False
-    rc, _ = run(["cmake", "--build", "--preset", preset, "-j", str(jobs)], tree, log)
+    cmd = ["cmake", "--build", "--preset", preset, "-j", str(jobs)]
+    targets = test_targets(tree, preset, regex) if regex else None
+    if targets:
+        cmd += ["--target", *targets]
+    rc, _ = run(cmd, tree, log)
     return rc == 0
 
 
@@ -219,7 +239,7 @@ def run_mutant(tree, m, args, log):
         return r
     try:
         r["checked"] = "-"
-        if not build(tree, "sim", args.jobs, log):
+        if not build(tree, "sim", args.jobs, log, m["tests"]):
             r.update(plain="no build", by=["the compiler"])
             return r
         ok, failed, n = ctest(tree, "sim", m["tests"], args.jobs, log)
@@ -231,7 +251,7 @@ def run_mutant(tree, m, args, log):
         if args.plain_only:
             r["by"] = []
             return r
-        if not build(tree, "sim-check", args.jobs, log):
+        if not build(tree, "sim-check", args.jobs, log, m["tests"]):
             r.update(checked="no build", by=["the compiler (sim-check)"])
             return r
         ok, failed, n = ctest(tree, "sim-check", m["tests"], args.jobs, log)
@@ -447,11 +467,12 @@ def main():
     print(f"  {sync_tree(args.tree)} files changed; building sim and sim-check (log: {log})",
           flush=True)
     presets = ["sim"] if args.plain_only else ["sim", "sim-check"]
+    regex = "|".join(sorted({m["tests"] for m in chosen}))
     for preset in presets:
-        if not build(args.tree, preset, args.jobs, log):
+        # configure first (the test list needs it), then build what the tests run
+        if not build(args.tree, preset, args.jobs, log, regex):
             die(f"the unmutated tree does not build ({preset}): see {log}")
     # The baseline: every test the chosen mutants run passes on the unmutated tree.
-    regex = "|".join(sorted({m["tests"] for m in chosen}))
     for preset in presets:
         ok, failed, n = ctest(args.tree, preset, regex, args.jobs, log, stop=False)
         print(f"  baseline ({preset}): {n} tests, {'all pass' if ok else 'FAILED: ' + ', '.join(failed)}",
@@ -468,9 +489,9 @@ def main():
         save_results(args.results, results)
         print(f"{verdict(r)} in {r.get('seconds', 0)} s"
               f"{' by ' + ', '.join(r['by'][:2]) if r.get('by') else ''}", flush=True)
-    # Leave both builds matching the unmutated tree.
+    # Leave both builds matching the unmutated tree (what the mutants' tests run).
     for preset in presets:
-        build(args.tree, preset, args.jobs, log)
+        build(args.tree, preset, args.jobs, log, regex)
     print()
     return table(chosen, results)
 

@@ -184,6 +184,8 @@ void initcheck_global(const access_event &e) {
 
 // ---- the barrier record ----------------------------------------------------------------------
 
+// A cp.async counts as written where it lands (at its issuing thread's wait), since that is what
+// a barrier after the wait orders before the readers.
 // Enabled by CUDASIM_BARRIER_RECORD=<folder>: at exit the process writes
 // <folder>/barriers.<pid>.tsv, one line per (launch label, kernel, barrier site):
 //   label <TAB> kernel <TAB> file <TAB> line <TAB> shown (1: shown to matter, 0: only reached)
@@ -294,6 +296,7 @@ struct access_rec {
 // different bytes of a word, e.g. two threads' __half stores, apart).
 struct cell {
     access_rec w, r1, r2;
+    access_rec landed;      // the barrier record only: the last cp.async to land here, at its wait
     int32_t pending_pc = 0; // a cp.async to this word not yet waited for (0: none)
     uint16_t pending_thread = 0;
     uint8_t written = 0;        // bytes written in the block of written_epoch (initcheck)
@@ -415,8 +418,10 @@ void check_shared(const access_event &e) {
             }
             if (!ordered(k->w, t, epoch, wgen, mask))
                 race(e, k->w, true);
-            if (recording)
+            if (recording) {
                 note_shown(k->w, t, epoch, wgen, mask);
+                note_shown(k->landed, t, epoch, wgen, mask); /* a cp.async that landed */
+            }
             // Keep up to two readers of this epoch, of different threads.
             if (k->r1.epoch != epoch || k->r1.thread == t) {
                 uint8_t m = k->r1.epoch == epoch ? k->r1.mask : 0;
@@ -502,9 +507,18 @@ void complete(const pending_copy &p) {
     classify_address(e);
     if (e.space != mem_space::shared)
         return;
+    const bool recording = record() != nullptr;
+    const sim_context &c = sim_ctx();
     for (uintptr_t a = e.addr; a < e.addr + 16; a += 4)
-        if (cell *k = shadow_cells(a, e.object, e.object_base, e.object_size))
+        if (cell *k = shadow_cells(a, e.object, e.object_base, e.object_size)) {
             k->pending_pc = 0;
+            if (recording && in_kernel()) { /* the copy lands now, in the waiting thread */
+                k->landed.epoch = c.epoch;
+                k->landed.wgen = c.warp_gen[c.thread / 32];
+                k->landed.thread = static_cast<uint16_t>(c.thread);
+                k->landed.mask = 0xF;
+            }
+        }
 }
 
 } // namespace
