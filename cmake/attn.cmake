@@ -259,6 +259,9 @@ endfunction()
 # instead: attn_example_bench(NONE "<reason>").
 function(attn_example_bench library symbol)
   cmake_path(GET CMAKE_CURRENT_SOURCE_DIR FILENAME folder)
+  # a reason may span lines, and a ';' would split it (a CMake list): one line, commas
+  string(REPLACE ";" "," symbol "${symbol}")
+  string(REGEX REPLACE "[ \n]+" " " symbol "${symbol}")
   set_property(GLOBAL APPEND PROPERTY ATTN_BENCH_DECLARED "${folder}|${library}|${symbol}")
   if(library STREQUAL "NONE")
     set_property(GLOBAL APPEND PROPERTY ATTN_BENCH_SKIPPED "${folder}: ${symbol}")

@@ -459,10 +459,8 @@ static int run_chunk(session *s, const attn_stage *st, stage_run *r, const attn_
     kb.chunks = 0;
     if (st->clear != NULL && st->clear(s->state, r->k, c) != 0)
         return 1;
-    cudaError_t err = attn_launch_sync(s->ex->name, r->k, &s->p, &kb);
-    if (err != cudaSuccess) {
-        snprintf(r->o->note, sizeof r->o->note, "%s: %s", cudaGetErrorName(err),
-                 cudaGetErrorString(err));
+    attn_device_label_launches(s->ex->name, r->k->name);
+    if (attn_launch_synchronized(r->k, &s->p, &kb, r->o->note, sizeof r->o->note) != 0) {
         r->o->rec.status = "ERROR";
         r->failed_launch = true;
         return 1;

@@ -67,12 +67,6 @@ int attn_problem_data_make_inputs(attn_problem_data *d, const attn_problem *p,
                                   float amplitude, attn_inputs inputs, int check_rows, bool quiet);
 void attn_problem_data_free(attn_problem_data *d);
 
-/* Launches kernel k of example on b (the launches labelled "<example>:<kernel>",
- * attn_device_label_launches), waits for it, and returns the first error of the launch or of its
- * run, or cudaSuccess. */
-cudaError_t attn_launch_sync(const char *example, const attn_kernel *k, const attn_problem *p,
-                             const attn_buffers *b);
-
 typedef enum attn_verdict {
     ATTN_KERNEL_RUNS,
     ATTN_KERNEL_NEEDS_GPU,
@@ -108,6 +102,12 @@ typedef struct attn_outcome {
  * outcome must stay where it is: rec.note points into it. */
 void attn_outcome_init(attn_outcome *o, const attn_example *ex, const attn_kernel *k,
                        const attn_problem *p, const char *device);
+
+/* Launches k on p with b (stream 0), waits for it, and returns 0; or 1 with "<error name>:
+ * <error string>" in note (a launch error: configuration, shared memory; or one while it ran:
+ * a bad address, a trap). */
+int attn_launch_synchronized(const attn_kernel *k, const attn_problem *p, const attn_buffers *b,
+                             char *note, size_t len);
 
 /* Runs k on d as described above and fills o: status PASS, FAIL, SKIP (cannot run p here, with
  * the reason) or ERROR (launch or runtime error, or no memory for the workspace). */

@@ -83,13 +83,11 @@ const char *attn_pattern_kind_name(int kind) {
 }
 
 int attn_pattern_keep_host(const attn_pattern *pat, int i, int j, int Lq, int Lk) {
-    if (pat->n_parts == 0)
+    if (attn_pattern_keep(pat, i, j, Lq, Lk)) /* dense, or one of the chapter's kinds keeps it */
         return 1;
-    int a = i + (Lk - Lq);
-    for (int p = 0; p < pat->n_parts; ++p) {
-        const attn_pattern_part *pt = &pat->part[p];
-        const attn_pattern_kind_def *def = attn_pattern_own_kind(pt->kind);
-        if (def != NULL ? def->keep(pt, a, j, Lk) : attn_pattern_part_keep(pt, a, j, Lk))
+    for (int p = 0; p < pat->n_parts; ++p) { /* the parts of an example's own kinds */
+        const attn_pattern_kind_def *def = attn_pattern_own_kind(pat->part[p].kind);
+        if (def != NULL && def->keep(&pat->part[p], i + (Lk - Lq), j, Lk))
             return 1;
     }
     return 0;
