@@ -45,7 +45,7 @@ import time
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 MUTANTS = os.path.join(ROOT, "tests", "mutation", "mutants")
 FIELDS = {"id", "file", "old", "new", "bug"}
-OPTIONAL = {"tests", "equivalent", "note"}
+OPTIONAL = {"tests", "equivalent", "note", "case", "case_build"}
 
 
 def die(msg):
@@ -75,6 +75,9 @@ def load_mutants():
                 die(f"{path}: mutant id '{m['id']}' is used twice")
             if m["old"] == m["new"]:
                 die(f"{path}: mutant '{m['id']}' changes nothing")
+            if m.get("case_build", "plain") not in ("plain", "checked") or \
+                    ("case_build" in m and "case" not in m):
+                die(f"{path}: mutant '{m['id']}': case_build is plain or checked, with a case")
             seen.add(m["id"])
             m = dict(m)
             m["group"] = group
@@ -83,8 +86,8 @@ def load_mutants():
                     die(f"{path}: mutant '{m['id']}' needs \"tests\" (a CTest regex): only an "
                         "example's file NN.json has a default")
                 m["tests"] = rf"^example{group}\."
-            m["hash"] = hashlib.sha1(
-                json.dumps([m["file"], m["old"], m["new"], m["tests"]]).encode()).hexdigest()[:12]
+            key = [m["file"], m["old"], m["new"], m["tests"]] + ([m["case"]] if "case" in m else [])
+            m["hash"] = hashlib.sha1(json.dumps(key).encode()).hexdigest()[:12]
             mutants.append(m)
     return mutants
 
@@ -237,11 +240,18 @@ def run_mutant(tree, m, args, log):
     if original is None:
         r.update(plain="stale", checked="-", by=["the old text is not in the file once"])
         return r
+    case, case_build = m.get("case"), m.get("case_build", "plain")
     try:
         r["checked"] = "-"
         if not build(tree, "sim", args.jobs, log, m["tests"]):
             r.update(plain="no build", by=["the compiler"])
             return r
+        if case and case_build == "plain":  # the case written for this bug, alone, first
+            ok, failed, _ = ctest(tree, "sim", case, args.jobs, log)
+            r["case_kills"] = not ok
+            if not ok:
+                r.update(plain="killed", by=failed)
+                return r
         ok, failed, n = ctest(tree, "sim", m["tests"], args.jobs, log)
         r["plain_tests"] = n
         if not ok:
@@ -254,6 +264,12 @@ def run_mutant(tree, m, args, log):
         if not build(tree, "sim-check", args.jobs, log, m["tests"]):
             r.update(checked="no build", by=["the compiler (sim-check)"])
             return r
+        if case and case_build == "checked":
+            ok, failed, _ = ctest(tree, "sim-check", case, args.jobs, log)
+            r["case_kills"] = not ok
+            if not ok:
+                r.update(checked="killed", by=failed)
+                return r
         ok, failed, n = ctest(tree, "sim-check", m["tests"], args.jobs, log)
         r["checked_tests"] = n
         r.update(checked="killed" if not ok else "survived", by=failed)
@@ -343,7 +359,8 @@ def publish(mutants, results):
         r = results[m["id"]]
         runs.append({"id": m["id"], "group": m["group"], "file": m["file"], "bug": m["bug"],
                      "equivalent": m.get("equivalent", ""), "verdict": verdict(r),
-                     "by": r.get("by", [])[:1], "seconds": r.get("seconds", 0)})
+                     "by": r.get("by", [])[:1], "seconds": r.get("seconds", 0),
+                     "case": m.get("case", ""), "case_kills": r.get("case_kills")})
     dirty = git("status", "--porcelain", "--untracked-files=no")
     doc = {"date": time.strftime("%Y-%m-%d"),
            "commit": git("rev-parse", "--short", "HEAD") + (" (with uncommitted changes)"
@@ -366,11 +383,15 @@ def render(doc):
     survivors = [r for r in counted if not r["verdict"].startswith("killed")]
     groups = sorted({r["group"] for r in runs})
     pct = f"{100.0 * len(killed) / len(counted):.0f} %" if counted else "-"
+    with_case = [r for r in runs if r.get("case")]
+    case_kills = [r for r in with_case if r.get("case_kills")]
     lines = [f"Last run: {doc['date']}, commit {doc['commit']}, {doc['machine']}: "
              f"{len(runs)} mutants of {', '.join(groups)}. **{len(killed)} of {len(counted)} "
              f"non-equivalent mutants killed ({pct})**, {len(checked_only)} of them only by the "
              f"checked build; survivors: "
-             f"{', '.join('`' + r['id'] + '`' for r in survivors) if survivors else 'none'}.",
+             f"{', '.join('`' + r['id'] + '`' for r in survivors) if survivors else 'none'}. "
+             f"Of the {len(with_case)} mutants that a case was written for (its \"case\"), "
+             f"{len(case_kills)} are killed by that case alone.",
              "", f"Equivalent mutants ({len(eq)}), which no test can tell from the original:", ""]
     lines += [f"- `{r['id']}` ({r['bug']}): {r['equivalent']}." for r in eq]
     summary = "\n".join(lines)
@@ -378,6 +399,8 @@ def render(doc):
     for r in runs:
         v = "equivalent" if r["equivalent"] else r["verdict"]
         by = f"`{r['by'][0]}`" if r["by"] and not r["equivalent"] else "-"
+        if r.get("case"):
+            by += " (the case written for it)" if r.get("case_kills") else " (NOT its case)"
         rows.append(f"| `{r['id']}` | {r['bug']} | {v} | {by} |")
     return {"summary": summary, "table": "\n".join(rows)}
 
