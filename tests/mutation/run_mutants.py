@@ -158,23 +158,26 @@ def run(cmd, cwd, log, timeout=None):
 
 
 def test_targets(tree, preset, regex):
-    """The build targets of the programs that the tests matching regex run (from CTest's own
-    listing), so that a mutant rebuilds only what its tests need."""
-    rc, out = subprocess.run(["ctest", "--preset", preset, "-R", regex, "--show-only=json-v1"],
-                             cwd=tree, capture_output=True, text=True), None
-    try:
-        tests = json.loads(rc.stdout).get("tests", [])
-    except ValueError:
-        return None
-    targets = set()
-    for t in tests:
-        for word in t.get("command", []):
-            targets.update(re.findall(r"/(\w+_sim)(?=$|[;\s])", word))
+    """The build targets of the programs that the tests matching regex run, read from the
+    CTestTestfile.cmake files CMake wrote (ctest itself cannot name a program not built yet), so
+    that a mutant rebuilds only what its tests need."""
+    targets, pattern = set(), re.compile(regex)
+    for dirpath, _, files in os.walk(os.path.join(tree, "build", preset)):
+        if "CTestTestfile.cmake" not in files:
+            continue
+        with open(os.path.join(dirpath, "CTestTestfile.cmake")) as f:
+            for line in f:
+                m = re.match(r"add_test\(\[=\[(.+?)\]=\]\s+(.*)$", line)
+                if m and pattern.search(m.group(1)):
+                    targets.update(re.findall(r"/(\w+_sim)(?=$|[;\s\"])", m.group(2)))
     return sorted(targets)
 
 
-def build(tree, preset, jobs, log, regex=None):
-    if not os.path.isdir(os.path.join(tree, "build", preset)):
+def build(tree, preset, jobs, log, regex=None, configure=False):
+    """Builds what the tests matching regex run (everything without a regex). configure: run
+    CMake first (a run's first build: its test files then name every program; a mutant changes
+    no CMakeLists, and make re-runs CMake when a planted-race copy's source changed)."""
+    if configure or not os.path.isdir(os.path.join(tree, "build", preset)):
         rc, out = run(["cmake", "--preset", preset], tree, log)
         if rc != 0:
             return False
@@ -493,7 +496,7 @@ def main():
     regex = "|".join(sorted({m["tests"] for m in chosen}))
     for preset in presets:
         # configure first (the test list needs it), then build what the tests run
-        if not build(args.tree, preset, args.jobs, log, regex):
+        if not build(args.tree, preset, args.jobs, log, regex, configure=True):
             die(f"the unmutated tree does not build ({preset}): see {log}")
     # The baseline: every test the chosen mutants run passes on the unmutated tree.
     for preset in presets:
