@@ -21,8 +21,10 @@ exactly once, every example folder has its file: seconds, no build). Results acc
 build/mutation/results.json, one entry per mutant id (a mutant edited since its result was
 recorded is run again).
 
-    tests/mutation/run_mutants.py --publish        the results of every mutant, with the date and
-                                                   the commit, into tests/mutation/results.json,
+    tests/mutation/run_mutants.py --publish        the results of every mutant, each with the date
+                                                   and the commit it ran at (a mutant with no
+                                                   current result: 'not run'), into
+                                                   tests/mutation/results.json,
                                                    and the tables generated from it into
                                                    tests/README.md and tests/mutation/README.md
     tests/mutation/run_mutants.py --readme --check those tables match results.json (docs test)
@@ -238,7 +240,8 @@ def restore(tree, m, original):
 def run_mutant(tree, m, args, log):
     """{'plain': 'killed'|'survived'|'no build', 'checked': ..., 'by': [...], 'seconds': s}."""
     start = time.time()
-    r = {"id": m["id"], "hash": m["hash"], "group": m["group"], "bug": m["bug"]}
+    r = {"id": m["id"], "hash": m["hash"], "group": m["group"], "bug": m["bug"],
+         "commit": head_commit(), "date": time.strftime("%Y-%m-%d")}
     original = apply(tree, m)
     if original is None:
         r.update(plain="stale", checked="-", by=["the old text is not in the file once"])
@@ -352,23 +355,29 @@ def git(*args):
     return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
 
+def head_commit():
+    """The commit the run's copy was taken from, '+' when the tree had uncommitted changes."""
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return git("rev-parse", "--short", "HEAD") + ("+" if dirty else "")
+
+
 def publish(mutants, results):
-    missing = [m["id"] for m in mutants
-               if m["id"] not in results or results[m["id"]].get("hash") != m["hash"]]
-    if missing:
-        die(f"no result for {len(missing)} mutants ({', '.join(missing[:5])}...): run them first")
+    """Every listed mutant into tests/mutation/results.json; one with no current result (never
+    run, or its entry edited since) is published as 'not run' and named in the summary."""
     runs = []
     for m in mutants:
-        r = results[m["id"]]
+        r = results.get(m["id"])
+        if r is None or r.get("hash") != m["hash"]:
+            r = {"plain": "not run"}
         runs.append({"id": m["id"], "group": m["group"], "file": m["file"], "bug": m["bug"],
                      "equivalent": m.get("equivalent", ""), "verdict": verdict(r),
                      "by": r.get("by", [])[:1], "seconds": r.get("seconds", 0),
+                     "commit": r.get("commit", ""), "date": r.get("date", ""),
                      "case": m.get("case", ""), "case_kills": r.get("case_kills")})
-    dirty = git("status", "--porcelain", "--untracked-files=no")
-    doc = {"date": time.strftime("%Y-%m-%d"),
-           "commit": git("rev-parse", "--short", "HEAD") + (" (with uncommitted changes)"
-                                                            if dirty else ""),
-           "machine": f"{os.cpu_count()} cores; builds and tests with -j2 under nice",
+    done = [r for r in runs if r["verdict"] != "not run"]
+    doc = {"dates": sorted({r["date"] for r in done if r["date"]}),
+           "commits": sorted({r["commit"] for r in done if r["commit"]}),
+           "machine": f"{os.cpu_count()} cores, shared; builds and tests with -j2 under nice",
            "mutants": runs}
     with open(PUBLISHED, "w") as f:
         json.dump(doc, f, indent=1)
@@ -378,8 +387,10 @@ def publish(mutants, results):
 
 def render(doc):
     """{"summary": tests/README.md's block, "table": tests/mutation/README.md's block}."""
-    runs = doc["mutants"]
-    eq = [r for r in runs if r["equivalent"]]
+    listed = doc["mutants"]
+    runs = [r for r in listed if r["verdict"] != "not run"]
+    not_run = [r for r in listed if r["verdict"] == "not run"]
+    eq = [r for r in listed if r["equivalent"]]
     counted = [r for r in runs if not r["equivalent"]]
     killed = [r for r in counted if r["verdict"].startswith("killed")]
     checked_only = [r for r in killed if r["verdict"] == "killed (checked)"]
@@ -388,21 +399,25 @@ def render(doc):
     pct = f"{100.0 * len(killed) / len(counted):.0f} %" if counted else "-"
     with_case = [r for r in runs if r.get("case")]
     case_kills = [r for r in with_case if r.get("case_kills")]
-    lines = [f"Last run: {doc['date']}, commit {doc['commit']}, {doc['machine']}: "
-             f"{len(runs)} mutants of {', '.join(groups)}. **{len(killed)} of {len(counted)} "
+    lines = [f"Last run: {', '.join(doc['dates'])}, commit {', '.join(doc['commits'])} "
+             f"('+': with uncommitted changes), {doc['machine']}: {len(runs)} of the "
+             f"{len(listed)} listed mutants run, of {', '.join(groups)}"
+             f"{f'; {len(not_run)} not run (marked in the table)' if not_run else ''}"
+             f". **{len(killed)} of {len(counted)} "
              f"non-equivalent mutants killed ({pct})**, {len(checked_only)} of them only by the "
              f"checked build; survivors: "
              f"{', '.join('`' + r['id'] + '`' for r in survivors) if survivors else 'none'}. "
              f"Of the {len(with_case)} mutants that a case was written for (its \"case\"), "
              f"{len(case_kills)} are killed by that case alone.",
              "", f"Equivalent mutants ({len(eq)}), which no test can tell from the original:", ""]
-    lines += [f"- `{r['id']}` ({r['bug']}): {r['equivalent']}." for r in eq]
+    lines += [f"- `{r['id']}` ({r['bug']}): {r['equivalent']}"
+              f"{' (not run in this run)' if r['verdict'] == 'not run' else ''}." for r in eq]
     summary = "\n".join(lines)
     rows = ["| mutant | bug | verdict | first failing test |", "|---|---|---|---|"]
-    for r in runs:
-        v = "equivalent" if r["equivalent"] else r["verdict"]
+    for r in listed:
+        v = r["verdict"] if r["verdict"] == "not run" or not r["equivalent"] else "equivalent"
         by = f"`{r['by'][0]}`" if r["by"] and not r["equivalent"] else "-"
-        if r.get("case"):
+        if r.get("case") and r["verdict"] != "not run":
             by += " (the case written for it)" if r.get("case_kills") else " (NOT its case)"
         rows.append(f"| `{r['id']}` | {r['bug']} | {v} | {by} |")
     return {"summary": summary, "table": "\n".join(rows)}

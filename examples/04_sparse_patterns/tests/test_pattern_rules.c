@@ -7,7 +7,8 @@
  * (the reference's mask), the CSR and the block mask's tile classes, over shapes where the
  * patterns' edges fall on, before and after the 64-key tile boundaries (w = 1 and 65: the band
  * ends one key into the next tile; d*w >= 128: a dilated window spans several tiles), Lq != Lk
- * (bottom-right alignment: a < 0 when Lq > Lk), causal and not, and unions.
+ * (bottom-right alignment: a < 0 when Lq > Lk), causal and not, and unions. A kind of the
+ * chapter with no case here fails the test (a new kind needs its rule written here).
  *
  * BigBird's random blocks come from a seeded generator the README describes but does not
  * spell out; its rule here is the README's structure (blocks I-1, I, I+1, the first and last
@@ -180,6 +181,20 @@ int main(void) {
             for (int causal = 0; causal < 2; ++causal)
                 pattern_rule_check(cases[k].spec, readme_row, &cases[k].r, shapes[sh][0],
                                    shapes[sh][1], causal, cases[k].r.n > 1);
+    /* Every kind of the chapter has a rule here: a kind added to common/ without one fails. */
+    unsigned covered = 0;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
+        attn_pattern pat;
+        char err[128];
+        if (attn_pattern_parse(cases[k].spec, &pat, err, sizeof err) == 0)
+            covered |= attn_pattern_kinds(&pat);
+    }
+    for (int kind = 0; kind < ATTN_PATTERN_KINDS; ++kind) {
+        char what[96];
+        snprintf(what, sizeof what, "the kind '%s' has a rule case here",
+                 attn_pattern_kind_name(kind));
+        pattern_rule_expect((covered & ATTN_PATTERN_BIT(kind)) != 0, what);
+    }
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k)
         if (cases[k].r.parts[0].kind == 'b')
             for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; ++sh)
