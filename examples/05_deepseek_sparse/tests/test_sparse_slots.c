@@ -136,5 +136,11 @@ int main(void) {
     failed |= check_kernel("sparse_gather", ds_launch_sparse_gather, &a, &p, ref, ref_lse, lowp,
                            staging, out, lse);
     printf("%s\n", failed ? "FAIL" : "PASS");
+    void *device[] = {d_q, d_k, d_v, d_o, d_lse, d_sel};
+    for (size_t n = 0; n < sizeof device / sizeof device[0]; ++n)
+        attn_device_free(device[n]);
+    void *host[] = {q, k1, v1, kx, vx, ref, lowp, out, ref_lse, lse, sel, col, row_ptr, staging};
+    for (size_t n = 0; n < sizeof host / sizeof host[0]; ++n)
+        free(host[n]);
     return failed ? 1 : 0;
 }
