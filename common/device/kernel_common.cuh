@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 /* Number of keys query i sees: all Lk, or under bottom-right causal alignment (common/README.md,
  * "Conventions") the keys j <= i + Lk - Lq, clamped to [0, Lk]. Keys are visible as a prefix, so
@@ -69,7 +70,17 @@ __device__ __forceinline__ float attn_warp_sum(float x) {
 }
 
 /* Grid extent for the B*H heads: gridDim.y and gridDim.z are limited to 65535, so kernels put
- * min(B*H, 65535) blocks there and stride over the remaining heads. */
-static inline unsigned attn_head_blocks(int BH) { return (unsigned)(BH < 65535 ? BH : 65535); }
+ * min(B*H, 65535) blocks there and stride over the remaining heads. The environment variable
+ * ATTN_MAX_HEAD_BLOCKS=N (a test's setting) lowers the limit to N, so that blocks stride over
+ * several heads at small sizes: the checked build then sees the barriers that guard a block's
+ * move to its next head (tests/README.md). */
+static inline unsigned attn_head_blocks(int BH) {
+    static int cap = -1;
+    if (cap < 0) {
+        const char *v = getenv("ATTN_MAX_HEAD_BLOCKS");
+        cap = v != NULL && atoi(v) > 0 && atoi(v) < 65535 ? atoi(v) : 65535;
+    }
+    return (unsigned)(BH < cap ? BH : cap);
+}
 
 #endif /* ATTN_KERNEL_COMMON_CUH */

@@ -36,6 +36,7 @@ typedef enum opt_id {
     OPT_CAUSAL,
     OPT_SCALE,
     OPT_AMPLITUDE,
+    OPT_INPUTS,
     OPT_SEED,
     OPT_REPS,
     OPT_WARMUP,
@@ -89,6 +90,9 @@ static const opt options[] = {
     {OPT_SCALE, NULL, "--scale", "X", "softmax scale (default 1/sqrt(D))"},
     {OPT_AMPLITUDE, NULL, "--amplitude", "X",
      "inputs uniform in [-X, X) (default 1; large values stress the softmax)"},
+    {OPT_INPUTS, NULL, "--inputs", "uniform|opposed",
+     "input signs: uniform (default), or opposed: Q, V in [0, X), K in (-X, 0], every score "
+     "negative, so a masked key that leaks in with score 0 outweighs every real key"},
     {OPT_SEED, NULL, "--seed", "N", "input seed (default 1234)"},
     {OPT_REPS, NULL, "--reps", "N", "timed repetitions (default 20 on a GPU, 2 on the simulator)"},
     {OPT_WARMUP, NULL, "--warmup", "N", "untimed launches first (default 5 GPU, 0 simulator)"},
@@ -369,6 +373,13 @@ static int apply(attn_cli *cli, lengths *len, const opt *o, const char *v, char 
         return parse_positive_real(o, v, &cli->scale, err, err_len);
     case OPT_AMPLITUDE:
         return parse_positive_real(o, v, &cli->amplitude, err, err_len);
+    case OPT_INPUTS:
+        if (strcmp(v, "uniform") == 0 || strcmp(v, "opposed") == 0) {
+            cli->inputs = v[0] == 'u' ? ATTN_INPUTS_UNIFORM : ATTN_INPUTS_OPPOSED;
+            return 0;
+        }
+        return usage_error(err, err_len, "error: --inputs must be uniform or opposed (got '%s')",
+                           v);
     case OPT_SEED:
         if (parse_unsigned(v, UINT64_MAX, &seed) != 0)
             return usage_error(err, err_len,

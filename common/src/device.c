@@ -7,6 +7,7 @@
 #include <string.h>
 
 #ifdef ATTN_BACKEND_SIM
+#include <cudasim.h>
 static const bool simulated = true;
 #else
 static const bool simulated = false;
@@ -123,4 +124,14 @@ size_t attn_device_mem_used(void) {
         return 0;
     }
     return total_bytes - free_bytes;
+}
+
+void attn_device_label_launches(const char *example, const char *kernel) {
+#ifdef ATTN_BACKEND_SIM
+    char label[256];
+    snprintf(label, sizeof label, "%s:%s", example, kernel);
+    cudasim_set_launch_label(label);
+#else
+    (void)example, (void)kernel;
+#endif
 }

@@ -264,11 +264,13 @@ static void print_banner(const session *s) {
     if (d->simulated)
         printf("CPU simulator: results are checked exactly as on a GPU, but timings are not GPU "
                "performance.\n");
-    printf("problem: B=%d H=%d Lq=%d Lk=%d D=%d %s %s, scale %g, seed %llu, amplitude %g "
+    printf("problem: B=%d H=%d Lq=%d Lk=%d D=%d %s %s, scale %g, seed %llu, amplitude %g%s "
            "(%.3g GFLOP)\n",
            p->B, p->H, p->Lq, p->Lk, p->D, attn_dtype_name(p->dtype),
            p->causal ? "causal" : "non-causal", (double)p->scale, (unsigned long long)s->cli.seed,
-           (double)s->cli.amplitude, attn_problem_flops(p) * 1e-9);
+           (double)s->cli.amplitude,
+           s->cli.inputs == ATTN_INPUTS_OPPOSED ? ", opposed signs (Q, V >= 0, K <= 0)" : "",
+           attn_problem_flops(p) * 1e-9);
     if (attn_problem_is_varlen(p)) {
         print_seqlens("varlen: packed [total, H, D], query lengths", p->cu_seqlens_q, p->B);
         print_seqlens(", key lengths", p->cu_seqlens_k, p->B);
@@ -335,10 +337,10 @@ static int make_data(session *s) {
         if (rc != 0)
             return 1;
     }
-    attn_inputs_fn inputs = m != NULL ? m->inputs : NULL;
+    attn_inputs_fn change = m != NULL ? m->inputs : NULL;
     if (attn_problem_data_make_with(&s->data, &s->p, mask, dense_too, s->cli.seed, s->cli.amplitude,
-                                    attn_cli_rows_to_check(&s->cli, &s->p), s->cli.quiet, inputs,
-                                    s->state) != 0)
+                                    s->cli.inputs, attn_cli_rows_to_check(&s->cli, &s->p),
+                                    s->cli.quiet, change, s->state) != 0)
         return 1;
     if (m != NULL && m->buffers != NULL)
         m->buffers(s->state, &s->data.dev);
@@ -489,6 +491,7 @@ static int run_chunk(session *s, const attn_stage *st, stage_run *r, const attn_
     kb.chunks = 0;
     if (st->clear != NULL && st->clear(s->state, r->k, c) != 0)
         return 1;
+    attn_device_label_launches(s->ex->name, r->k->name);
     if (attn_launch_synchronized(r->k, &s->p, &kb, r->o->note, sizeof r->o->note) != 0) {
         r->o->rec.status = "ERROR";
         r->failed_launch = true;

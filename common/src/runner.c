@@ -86,7 +86,7 @@ static int compute_reference(attn_problem_data *d, int sample, const attn_mask *
 
 /* Host arrays, inputs and reference. 0 on success. */
 static int make_host_data(attn_problem_data *d, const attn_mask *mask, bool dense_too,
-                          uint64_t seed, int sample, attn_inputs_fn inputs, void *ctx) {
+                          uint64_t seed, int sample, attn_inputs_fn change, void *ctx) {
     const attn_problem *p = &d->p;
     size_t q = attn_problem_q_elems(p), k = attn_problem_k_elems(p);
     size_t lse = attn_problem_lse_elems(p);
@@ -94,7 +94,8 @@ static int make_host_data(attn_problem_data *d, const attn_mask *mask, bool dens
         fprintf(stderr, "error: out of host memory for the inputs\n");
         return 1;
     }
-    if (inputs != NULL && inputs(ctx, p, &d->in) != 0)
+    attn_inputs_apply(d->inputs, d->in.q, q, d->in.k, k, d->in.v, k);
+    if (change != NULL && change(ctx, p, &d->in) != 0)
         return 1;
     d->ref = (float *)malloc(q * sizeof(float));
     d->ref_lse = (float *)malloc(lse * sizeof(float));
@@ -156,20 +157,21 @@ static int make_device_data(attn_problem_data *d) {
 }
 
 int attn_problem_data_make_with(attn_problem_data *d, const attn_problem *p, const attn_mask *mask,
-                                bool dense_too, uint64_t seed, float amplitude, int check_rows,
-                                bool quiet, attn_inputs_fn inputs, void *ctx) {
+                                bool dense_too, uint64_t seed, float amplitude, attn_inputs signs,
+                                int check_rows, bool quiet, attn_inputs_fn change, void *ctx) {
     memset(d, 0, sizeof *d);
     d->p = *p;
     d->amplitude = amplitude;
+    d->inputs = signs;
     d->quiet = quiet;
-    return make_host_data(d, mask, dense_too, seed, check_rows, inputs, ctx) || make_device_data(d);
+    return make_host_data(d, mask, dense_too, seed, check_rows, change, ctx) || make_device_data(d);
 }
 
 int attn_problem_data_make(attn_problem_data *d, const attn_problem *p, const attn_mask *mask,
                            bool dense_too, uint64_t seed, float amplitude, int check_rows,
                            bool quiet) {
-    return attn_problem_data_make_with(d, p, mask, dense_too, seed, amplitude, check_rows, quiet,
-                                       NULL, NULL);
+    return attn_problem_data_make_with(d, p, mask, dense_too, seed, amplitude, ATTN_INPUTS_UNIFORM,
+                                       check_rows, quiet, NULL, NULL);
 }
 
 void attn_problem_data_free(attn_problem_data *d) {
@@ -284,6 +286,7 @@ static int launch_and_check(attn_problem_data *d, const attn_kernel *k, const at
         set_status(o, "ERROR", "filling the outputs with NaN failed");
         return 1;
     }
+    attn_device_label_launches(o->rec.example, k->name);
     char note[256];
     if (attn_launch_synchronized(k, p, buf, note, sizeof note) != 0) {
         set_status(o, "ERROR", note);

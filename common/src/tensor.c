@@ -1,6 +1,7 @@
 /* tensor.c — seeded inputs, dtype packing, NaN fills and the raw tensor file format. */
 #include "attn/tensor.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +102,18 @@ int attn_host_inputs_make(attn_host_inputs *in, const attn_problem *p, uint64_t 
     attn_fill_uniform(in->k, in->k_elems, seed, 1, amplitude, p->dtype);
     attn_fill_uniform(in->v, in->k_elems, seed, 2, amplitude, p->dtype);
     return 0;
+}
+
+void attn_inputs_apply(attn_inputs kind, float *q, size_t nq, float *k, size_t nk, float *v,
+                       size_t nv) {
+    if (kind != ATTN_INPUTS_OPPOSED)
+        return;
+    for (size_t n = 0; n < nq; ++n)
+        q[n] = fabsf(q[n]);
+    for (size_t n = 0; n < nk; ++n)
+        k[n] = -fabsf(k[n]);
+    for (size_t n = 0; n < nv; ++n)
+        v[n] = fabsf(v[n]);
 }
 
 void attn_host_inputs_free(attn_host_inputs *in) {

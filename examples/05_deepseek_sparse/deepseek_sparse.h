@@ -117,6 +117,7 @@ typedef struct ds_state {
     int k_eff;                 /* min(topk, Lk): the selection's width (no query sees more keys) */
     int corrupt_value, stride; /* checked positions: i % stride == 0 and each sequence's last */
     float amplitude;
+    attn_inputs inputs; /* --inputs: the attention inputs' signs (attn/tensor.h) */
     uint64_t seed;
     int64_t rows_q, rows_k;
     float *q, *k1, *v1, *kx, *vx, *qi, *ki, *w; /* kx, vx: K, V copied into every head */

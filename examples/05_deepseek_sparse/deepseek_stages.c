@@ -146,6 +146,7 @@ static int make_inputs(ds_state *s, uint64_t seed, float amplitude) {
     attn_fill_uniform(s->q, q_elems, seed, 0, amplitude, p->dtype);
     attn_fill_uniform(s->k1, k1_elems, seed, 1, amplitude, p->dtype);
     attn_fill_uniform(s->v1, k1_elems, seed, 2, 1.0f, p->dtype);
+    attn_inputs_apply(s->inputs, s->q, q_elems, s->k1, k1_elems, s->v1, k1_elems);
     attn_fill_uniform(s->qi, qi_elems, seed, 3, 1.0f, p->dtype);
     attn_fill_uniform(s->ki, ki_elems, seed, 4, 1.0f, p->dtype);
     /* DeepSeek scales the head weights by H_I^-1/2 (and the softmax scale D_I^-1/2) */
@@ -211,6 +212,7 @@ int ds_setup(void *state, const attn_problem *p, const attn_cli *cli, int check_
     ds_state *s = of(state);
     s->p = *p;
     s->amplitude = cli->amplitude;
+    s->inputs = cli->inputs;
     s->seed = cli->seed;
     s->rows_q = attn_problem_q_rows(p);
     s->rows_k = attn_problem_k_rows(p);

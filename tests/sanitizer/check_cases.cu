@@ -123,6 +123,34 @@ __global__ void correct(const float *in, float *out) {
     out[t] = (t == 0 ? s[0] : 0.0f) + x;
 }
 
+// The barrier record (CUDASIM_BARRIER_RECORD): two tiles of a loop, two warps. Each thread
+// writes its element of the tile and reads another warp's after the first barrier (a read after
+// write ordered by it alone: shown), then the next tile overwrites what the other warp read
+// (ordered by the end-of-tile barrier alone: shown). A cp.async lands at its thread's wait: the
+// barrier after the issue and before the wait orders nothing (reached only); the one after the
+// wait orders the landing before another thread's read (shown). The last barrier guards no
+// shared memory at all (reached only).
+__global__ void barrier_record(const float *in, float *out) {
+    __shared__ float s[n];
+    __shared__ __align__(16) float tile[4 * n];
+    unsigned t = threadIdx.x;
+    float acc = 0.0f;
+    for (int j = 0; j < 2; ++j) {
+        s[t] = in[j * n + t];
+        __syncthreads(); // @record_raw
+        acc += s[(t + 32) % n];
+        __syncthreads(); // @record_war
+    }
+    cp_async_16(tile + 4 * t, in + 4 * t, true);
+    cp_async_commit();
+    __syncthreads(); // @record_issue_only
+    cp_async_wait<0>();
+    __syncthreads(); // @record_landed
+    acc += tile[4 * ((t + 32) % n)];
+    __syncthreads(); // @record_nothing
+    out[t] = acc;
+}
+
 static float *device_copy(const std::vector<float> &h) {
     float *d = nullptr;
     cudaMalloc(&d, h.size() * sizeof(float));
@@ -163,11 +191,17 @@ int main(int argc, char **argv) {
         wrong_wait_group<<<1, 32>>>(in, out);
     else if (c == "correct")
         correct<<<2, n>>>(in, out);
+    else if (c == "barrier_record")
+        barrier_record<<<1, n>>>(in, out);
     else {
         std::fprintf(stderr, "check_cases: unknown case '%s'\n", c.c_str());
         return 2;
     }
     cudaError_t e = cudaDeviceSynchronize();
+    if (c == "barrier_record") {
+        std::printf("barrier_record: launch returned %s\n", cudaGetErrorName(e));
+        return e == cudaSuccess ? 0 : 1;
+    }
     if (c == "correct") {
         std::vector<float> back(n);
         cudaMemcpy(back.data(), out, n * sizeof(float), cudaMemcpyDeviceToHost);

@@ -28,6 +28,7 @@ static void test_defaults(void) {
     CHECK(!c.help && !c.list && !c.check_only && !c.quiet && !c.causal && !c.dtype_set);
     CHECK(c.kernel == 0 && c.B == 0 && c.H == 0 && c.Lq == 0 && c.Lk == 0 && c.D == 0);
     CHECK(c.scale == 0.0f && c.amplitude == 1.0f && c.seed == 1234u);
+    CHECK(c.inputs == ATTN_INPUTS_UNIFORM);
     CHECK(c.reps == -1 && c.warmup == -1 && c.json_path == NULL && c.csv_path == NULL);
     CHECK(c.check_rows == -1);
 }
@@ -38,14 +39,15 @@ static void test_every_flag(void) {
     CHECK_EQ(
         parse(&c, err, sizeof err,
               ARGS("-B", "2", "--heads=3", "-L", "100", "--lq", "50", "-D=64", "--dtype", "bf16",
-                   "--causal", "--scale", "0.5", "--amplitude=10", "--seed", "18446744073709551615",
-                   "--reps", "7", "--warmup", "0", "--check-only", "--json", "out.json", "--csv=-",
-                   "--quiet", "--kernel", "2", "--list", "-h")),
+                   "--causal", "--scale", "0.5", "--amplitude=10", "--inputs", "opposed", "--seed",
+                   "18446744073709551615", "--reps", "7", "--warmup", "0", "--check-only", "--json",
+                   "out.json", "--csv=-", "--quiet", "--kernel", "2", "--list", "-h")),
         0);
     CHECK(err[0] == '\0');
     CHECK(c.B == 2 && c.H == 3 && c.Lq == 50 && c.Lk == 100 && c.D == 64);
     CHECK(c.dtype_set && c.dtype == ATTN_BF16 && c.causal);
     CHECK(c.scale == 0.5f && c.amplitude == 10.0f && c.seed == UINT64_MAX);
+    CHECK(c.inputs == ATTN_INPUTS_OPPOSED);
     CHECK(c.reps == 7 && c.warmup == 0 && c.check_only && c.quiet && c.list && c.help);
     CHECK(c.kernel == 2 && strcmp(c.json_path, "out.json") == 0 && strcmp(c.csv_path, "-") == 0);
 
@@ -104,6 +106,7 @@ static void test_bad_values(void) {
         {{"--scale", "0.5x"}, "--scale must be a positive finite number"},
         {{"--amplitude", "0"}, "--amplitude must be a positive finite number"},
         {{"--amplitude="}, "--amplitude must be a positive finite number (got '')"},
+        {{"--inputs", "gaussian"}, "--inputs must be uniform or opposed (got 'gaussian')"},
         {{"--seed", "-1"}, "--seed must be an integer in 0..18446744073709551615 (got '-1')"},
         {{"--seed", "18446744073709551616"}, "--seed must be an integer"},
         {{"--reps", "0"}, "--reps must be a positive integer"},
@@ -276,6 +279,7 @@ static void test_usage(void) {
                                            "--causal",
                                            "--scale X",
                                            "--amplitude X",
+                                           "--inputs uniform|opposed",
                                            "--seed N",
                                            "--reps N",
                                            "--warmup N",

@@ -123,6 +123,13 @@ static void test_inputs(void) {
     CHECK(in.q == NULL);
     p.D = 0;
     CHECK(attn_host_inputs_make(&in, &p, 77u, 2.0f) != 0);
+    /* --inputs opposed: the same magnitudes, Q and V >= 0, K <= 0 (every score q . k <= 0) */
+    float q[3] = {-0.5f, 0.25f, 0.0f}, k[2] = {0.75f, -1.0f}, v[2] = {-2.0f, 3.0f};
+    attn_inputs_apply(ATTN_INPUTS_UNIFORM, q, 3, k, 2, v, 2);
+    CHECK(q[0] == -0.5f && k[0] == 0.75f && v[0] == -2.0f);
+    attn_inputs_apply(ATTN_INPUTS_OPPOSED, q, 3, k, 2, v, 2);
+    CHECK(q[0] == 0.5f && q[1] == 0.25f && q[2] == 0.0f);
+    CHECK(k[0] == -0.75f && k[1] == -1.0f && v[0] == 2.0f && v[1] == 3.0f);
 }
 
 static void test_save(void) {

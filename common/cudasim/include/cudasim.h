@@ -73,6 +73,14 @@ void cudasim_set_symbolizer(int to_fd, int from_fd);
  * outside a cudaMalloc'd block). "" if none since the start or the last cudaDeviceReset. */
 const char *cudasim_last_error_message(void);
 
+/* Names the launches that follow (NULL or "": unnamed), for the barrier record of the checked
+ * build: with CUDASIM_BARRIER_RECORD=<folder>, a process writes <folder>/barriers.<pid>.tsv at
+ * exit, one line per launch label, kernel and __syncthreads() site its blocks completed, with 1
+ * when racecheck saw that barrier matter (two threads' conflicting accesses to one shared byte
+ * ordered by it alone: deleting it is a race) and 0 when it was only reached. The harness labels
+ * each launch "<example>:<kernel version>" (tests/README.md, "Every barrier shown to matter"). */
+void cudasim_set_launch_label(const char *label);
+
 /* Measures one fiber switch (two fibers switching back and forth): nanoseconds per switch. */
 double cudasim_measure_switch_ns(long iterations);
 

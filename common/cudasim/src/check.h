@@ -58,6 +58,8 @@ void install_checkers();
 // exited): the report of a deferred finding (a read of shared memory no thread wrote), or "".
 std::string checks_epoch_end();
 void checks_block_start();
+// A __syncthreads() at file:line completed in the block on this OS thread (the barrier record).
+void checks_barrier(const char *file, int line);
 
 // Device memory (cudaMalloc): in the sim-check build each block has a redzone on both sides and
 // the checkers know it; otherwise plain malloc/free of exactly the size asked (ASan's redzones).

@@ -11,6 +11,11 @@
 //   racecheck  two accesses to the same shared byte by different threads, at least one a
 //              write, with no __syncthreads() between them (or, within a warp, no __syncwarp()
 //              or other warp collective).
+//   the barrier record (CUDASIM_BARRIER_RECORD=<folder>): which __syncthreads() sites each
+//              launch label reached, and which of them racecheck showed to matter: two accesses
+//              of different threads to one shared byte, one a write, ordered by that barrier
+//              alone (deleting it would be a race racecheck reports). Tests use it to prove that
+//              every barrier of a kernel is covered by a checked case (tests/README.md).
 //
 // Shared-memory shadow, one cell per 4-byte word and per OS thread (a block runs on one OS
 // thread): the last write and up to two reads since, each with its thread, the bytes of the
@@ -24,7 +29,13 @@
 #include "check.h"
 #include "internal.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <unistd.h>
 #include <vector>
 
 namespace cudasim {
@@ -180,6 +191,96 @@ void initcheck_global(const access_event &e) {
                                  off + i, e.object_size));
 }
 
+// ---- the barrier record ----------------------------------------------------------------------
+
+// A cp.async counts as written where it lands (at its issuing thread's wait), since that is what
+// a barrier after the wait orders before the readers.
+// Enabled by CUDASIM_BARRIER_RECORD=<folder>: at exit the process writes
+// <folder>/barriers.<pid>.tsv, one line per (launch label, kernel, barrier site):
+//   label <TAB> kernel <TAB> file <TAB> line <TAB> shown (1: shown to matter, 0: only reached)
+// and one line with an empty file and line 0 per (label, kernel) launched.
+struct site_key {
+    std::string label, kernel, file;
+    int line;
+    bool operator<(const site_key &o) const {
+        return std::tie(label, kernel, file, line) < std::tie(o.label, o.kernel, o.file, o.line);
+    }
+};
+
+struct barrier_record {
+    std::string folder;
+    std::mutex m;
+    std::map<site_key, bool> sites;  // -> shown
+    std::string label, kernel;       // of the launch in flight (set between launches)
+    std::atomic<uint64_t> launch{0}; // grows at every launch: the per-thread caches' key
+};
+
+barrier_record *record() {
+    static barrier_record *r = [] {
+        const char *v = std::getenv("CUDASIM_BARRIER_RECORD");
+        if (v == nullptr || *v == '\0')
+            return static_cast<barrier_record *>(nullptr);
+        auto *rec = new barrier_record();
+        rec->folder = v;
+        std::atexit([] {
+            barrier_record *r = record();
+            std::string path = r->folder + format("/barriers.%ld.tsv", static_cast<long>(getpid()));
+            std::lock_guard<std::mutex> lock(r->m);
+            if (r->sites.empty())
+                return;
+            FILE *f = std::fopen(path.c_str(), "w");
+            if (f == nullptr) {
+                std::fprintf(stderr, "cudasim: CUDASIM_BARRIER_RECORD: cannot write %s\n",
+                             path.c_str());
+                return;
+            }
+            for (const auto &s : r->sites)
+                std::fprintf(f, "%s\t%s\t%s\t%d\t%d\n", s.first.label.c_str(),
+                             s.first.kernel.c_str(), s.first.file.c_str(), s.first.line,
+                             s.second ? 1 : 0);
+            std::fclose(f);
+        });
+        return rec;
+    }();
+    return r;
+}
+
+std::string &launch_label() {
+    static std::string *l = new std::string();
+    return *l;
+}
+
+// The last barrier that completed in the block on this OS thread (nullptr: none yet).
+thread_local const char *tl_bar_file = nullptr;
+thread_local int tl_bar_line = 0;
+
+// Notes (shown or reached) the site file:line for the launch in flight. A few recent sites per
+// OS thread are remembered, so that the lock is taken once per site, not once per barrier.
+void note_site(const char *file, int line, bool shown) {
+    barrier_record *r = record();
+    struct seen {
+        const char *file;
+        int line;
+        bool shown;
+    };
+    static thread_local std::vector<seen> cache;
+    static thread_local uint64_t cache_launch = 0;
+    uint64_t launch = r->launch.load(std::memory_order_relaxed);
+    if (cache_launch != launch) {
+        cache.clear();
+        cache_launch = launch;
+    }
+    for (seen &c : cache)
+        if (c.file == file && c.line == line && (c.shown || !shown))
+            return;
+    std::lock_guard<std::mutex> lock(r->m);
+    bool &s = r->sites[site_key{r->label, r->kernel, file, line}];
+    s = s || shown;
+    if (cache.size() >= 16)
+        cache.erase(cache.begin());
+    cache.push_back(seen{file, line, s});
+}
+
 // ---- shared memory: initcheck and racecheck --------------------------------------------------
 
 // Code addresses are kept as 32-bit offsets from a function of this program (kernels and the
@@ -204,6 +305,7 @@ struct access_rec {
 // different bytes of a word, e.g. two threads' __half stores, apart).
 struct cell {
     access_rec w, r1, r2;
+    access_rec landed;      // the barrier record only: the last cp.async to land here, at its wait
     int32_t pending_pc = 0; // a cp.async to this word not yet waited for (0: none)
     uint16_t pending_thread = 0;
     uint8_t written = 0;        // bytes written in the block of written_epoch (initcheck)
@@ -244,6 +346,20 @@ inline bool ordered(const access_rec &p, uint32_t t, uint32_t epoch, uint32_t wg
     return p.thread / 32 == t / 32 && p.wgen != wgen;
 }
 
+// The barrier record: earlier access p and this one (thread t, a write or p a write) conflict
+// and are ordered by the last barrier of the block alone (one epoch apart, not by the warp's
+// collectives): that barrier is shown to matter.
+inline void note_shown(const access_rec &p, uint32_t t, uint32_t epoch, uint32_t wgen,
+                       uint8_t mask) {
+    const sim_context &c = sim_ctx();
+    if (p.epoch + 1 != epoch || p.epoch < c.block_epoch || p.thread == t || !(p.mask & mask) ||
+        tl_bar_file == nullptr)
+        return;
+    if (p.thread / 32 == t / 32 && p.wgen != wgen)
+        return;
+    note_site(tl_bar_file, tl_bar_line, true);
+}
+
 std::string shared_name(const access_event &e) {
     return e.object == mem_object::dynamic_shared
                ? format("dynamic shared memory offset %zu", e.addr - e.object_base)
@@ -282,6 +398,7 @@ void check_shared(const access_event &e) {
     now.pc = pc_code(e.pc);
     now.thread = static_cast<uint16_t>(t);
     bool rd = reads(e.op), wr = writes(e.op), uninit_noted = false;
+    const bool recording = record() != nullptr;
     uintptr_t end = std::min<uintptr_t>(e.addr + e.size, e.object_base + e.object_size);
     for (uintptr_t a = e.addr; a < end;) {
         cell *k = shadow_cells(a, e.object, e.object_base, e.object_size);
@@ -310,6 +427,10 @@ void check_shared(const access_event &e) {
             }
             if (!ordered(k->w, t, epoch, wgen, mask))
                 race(e, k->w, true);
+            if (recording) {
+                note_shown(k->w, t, epoch, wgen, mask);
+                note_shown(k->landed, t, epoch, wgen, mask); /* a cp.async that landed */
+            }
             // Keep up to two readers of this epoch, of different threads.
             if (k->r1.epoch != epoch || k->r1.thread == t) {
                 uint8_t m = k->r1.epoch == epoch ? k->r1.mask : 0;
@@ -328,6 +449,11 @@ void check_shared(const access_event &e) {
                 race(e, k->r1, false);
             if (!ordered(k->r2, t, epoch, wgen, mask))
                 race(e, k->r2, false);
+            if (recording) {
+                note_shown(k->w, t, epoch, wgen, mask);
+                note_shown(k->r1, t, epoch, wgen, mask);
+                note_shown(k->r2, t, epoch, wgen, mask);
+            }
             // Another thread's write of other bytes of the word in this epoch is forgotten
             // (a later race on those bytes may go unreported; never a false one).
             uint8_t m = k->w.epoch == epoch && k->w.thread == t ? k->w.mask : 0;
@@ -348,6 +474,15 @@ void check_shared(const access_event &e) {
 
 class checker : public access_observer {
   public:
+    void launch_begin(const launch_info &li) override {
+        if (barrier_record *r = record()) {
+            std::lock_guard<std::mutex> lock(r->m);
+            r->label = launch_label().empty() ? "-" : launch_label();
+            r->kernel = li.kernel;
+            r->launch.fetch_add(1, std::memory_order_relaxed);
+            r->sites.emplace(site_key{r->label, r->kernel, "", 0}, false); // the launch itself
+        }
+    }
     void access(const access_event &e) override {
         memcheck(e);
         if (e.space == mem_space::global)
@@ -381,9 +516,18 @@ void complete(const pending_copy &p) {
     classify_address(e);
     if (e.space != mem_space::shared)
         return;
+    const bool recording = record() != nullptr;
+    const sim_context &c = sim_ctx();
     for (uintptr_t a = e.addr; a < e.addr + 16; a += 4)
-        if (cell *k = shadow_cells(a, e.object, e.object_base, e.object_size))
+        if (cell *k = shadow_cells(a, e.object, e.object_base, e.object_size)) {
             k->pending_pc = 0;
+            if (recording && in_kernel()) { /* the copy lands now, in the waiting thread */
+                k->landed.epoch = c.epoch;
+                k->landed.wgen = c.warp_gen[c.thread / 32];
+                k->landed.thread = static_cast<uint16_t>(c.thread);
+                k->landed.mask = 0xF;
+            }
+        }
 }
 
 } // namespace
@@ -407,7 +551,17 @@ std::string checks_epoch_end() {
     return msg;
 }
 
-void checks_block_start() { tl_uninit.clear(); }
+void checks_block_start() {
+    tl_uninit.clear();
+    tl_bar_file = nullptr;
+}
+
+void checks_barrier(const char *file, int line) {
+    tl_bar_file = file;
+    tl_bar_line = line;
+    if (record() != nullptr)
+        note_site(file, line, false);
+}
 
 void ptx_row_read(void *dst, const void *row) {
     deliver_explicit(row, 16, access_op::ldmatrix_row, __builtin_return_address(0));
@@ -489,3 +643,7 @@ void cp_async_reset_block(uint32_t nthreads) {
 
 } // namespace detail
 } // namespace cudasim
+
+extern "C" void cudasim_set_launch_label(const char *label) {
+    cudasim::detail::launch_label() = label != nullptr ? label : "";
+}

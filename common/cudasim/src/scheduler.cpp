@@ -653,6 +653,7 @@ int block_runner::barrier(const char *file, int line, bar_reduce op, int predica
             std::string late = checks_epoch_end();
             if (!late.empty())
                 fail(late);
+            checks_barrier(file, line);
         }
         ++sim_ctx().epoch; // what threads did before this barrier is ordered before what follows
         if (ls_->order == CUDASIM_ORDER_SHUFFLE)

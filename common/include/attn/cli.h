@@ -18,6 +18,9 @@
  *   --causal               causal (bottom-right aligned) attention
  *   --scale X              softmax scale (default 1/sqrt(D))
  *   --amplitude X          inputs uniform in [-X, X) (default 1; large values stress softmax)
+ *   --inputs uniform|opposed  the inputs' signs (attn_inputs, attn/tensor.h): opposed makes every
+ *                          score negative, so that a masking bug that lets a zero-score key in
+ *                          is a large error, not one within the tolerance
  *   --seed N               input seed (default 1234)
  *   --reps N --warmup N    timing repetitions (defaults: GPU 20/5, simulator 2/0)
  *   --check-only           check correctness, skip timing
@@ -48,6 +51,7 @@
 #include <stdio.h>
 
 #include "attn/problem.h"
+#include "attn/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -92,6 +96,7 @@ typedef struct attn_cli {
     bool causal;
     float scale; /* 0 = 1/sqrt(D) */
     float amplitude;
+    attn_inputs inputs; /* --inputs (attn/tensor.h) */
     uint64_t seed;
     int reps, warmup;      /* -1 = backend default */
     int check_rows;        /* -1 = default (see above), 0 = every row */

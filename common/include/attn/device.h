@@ -65,6 +65,11 @@ int attn_device_fill_nan(void *dst, size_t bytes);
 /* Bytes of device memory currently in use (GPU: total - free; sim: the simulator's count). */
 size_t attn_device_mem_used(void);
 
+/* Names the launches that follow "<example>:<kernel>" (a registry's example and kernel version):
+ * on the simulator, for the checked build's barrier record (cudasim_set_launch_label); nothing on
+ * a GPU. */
+void attn_device_label_launches(const char *example, const char *kernel);
+
 #ifdef __cplusplus
 }
 #endif

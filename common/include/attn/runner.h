@@ -33,9 +33,10 @@ extern "C" {
 /* Host arrays are fp32 in the problem's layout. */
 typedef struct attn_problem_data {
     attn_problem p;
-    float amplitude;   /* of the inputs: the fp32 tolerance depends on it */
-    bool quiet;        /* no progress or check lines on stdout */
-    size_t mem_before; /* attn_device_mem_used() before the device buffers were allocated */
+    float amplitude;    /* of the inputs: the fp32 tolerance depends on it */
+    attn_inputs inputs; /* their signs (attn/tensor.h) */
+    bool quiet;         /* no progress or check lines on stdout */
+    size_t mem_before;  /* attn_device_mem_used() before the device buffers were allocated */
     attn_host_inputs in;
     float *ref;     /* [q_elems] double-precision reference output (NaN in rows not computed) */
     float *ref_lse; /* [lse_elems] */
@@ -65,10 +66,11 @@ int attn_problem_data_make(attn_problem_data *d, const attn_problem *p, const at
  * that the reference is attention on the rotated inputs. ctx is the caller's. 0, or 1 after a
  * message on stderr. */
 typedef int (*attn_inputs_fn)(void *ctx, const attn_problem *p, attn_host_inputs *in);
-/* attn_problem_data_make with such a change (inputs NULL: none). */
+/* attn_problem_data_make with the inputs' signs set as `signs` says (--inputs, attn/tensor.h),
+ * then changed by `change` (NULL: none). */
 int attn_problem_data_make_with(attn_problem_data *d, const attn_problem *p, const attn_mask *mask,
-                                bool dense_too, uint64_t seed, float amplitude, int check_rows,
-                                bool quiet, attn_inputs_fn inputs, void *ctx);
+                                bool dense_too, uint64_t seed, float amplitude, attn_inputs signs,
+                                int check_rows, bool quiet, attn_inputs_fn change, void *ctx);
 void attn_problem_data_free(attn_problem_data *d);
 
 typedef enum attn_verdict {

@@ -39,6 +39,17 @@ void attn_unpack(float *dst, const void *src, size_t count, attn_dtype t);
  */
 void attn_fill_nan_host(void *dst, size_t bytes);
 
+/* The signs of the seeded inputs (--inputs). UNIFORM: every value uniform in [-A, A). OPPOSED:
+ * the same draws with Q and V made non-negative and K non-positive, so that every score q . k is
+ * negative (or 0): a key that should be masked but leaks in with score 0 (a zero-filled tile row
+ * past Lk, an empty selection slot) then outweighs every real key, and the output moves towards
+ * that key's zero V: a masking bug becomes an error of the order of the output itself. */
+typedef enum attn_inputs { ATTN_INPUTS_UNIFORM = 0, ATTN_INPUTS_OPPOSED = 1 } attn_inputs;
+
+/* Sets the signs of q[0..nq), k[0..nk), v[0..nv) as kind says (nothing for UNIFORM). */
+void attn_inputs_apply(attn_inputs kind, float *q, size_t nq, float *k, size_t nk, float *v,
+                       size_t nv);
+
 /* The inputs of one problem, on the host. */
 typedef struct attn_host_inputs {
     float *q, *k, *v; /* fp32 values, already rounded to the problem's dtype */
