@@ -779,9 +779,9 @@ static void launch_preprocess(const attn_problem *p, const bwd_args *a, float *D
 
 template <typename T>
 static void launch_convert(const float *src, void *dst, size_t n, float mul, cudaStream_t stream) {
-    const unsigned blocks = (unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
-    bwd_convert_kernel<T> < < <blocks> 0 ? blocks : 1, 256, 0,
-        stream >>> (src, (T *)dst, (int64_t)n, mul);
+    const size_t want = (n + 255) / 256;
+    const unsigned blocks = (unsigned)(want < 1 ? 1 : want < 4096 ? want : 4096);
+    bwd_convert_kernel<T><<<blocks, 256, 0, stream>>>(src, (T *)dst, (int64_t)n, mul);
 }
 
 /* Version 1. */
