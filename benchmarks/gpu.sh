@@ -10,7 +10,7 @@
 #
 # Usage: benchmarks/gpu.sh [--steps LIST] [--quick]
 #   --steps   comma-separated, in this order (default all):
-#             build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,plots
+#             build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,plots
 #             c: bench_attention --grid dense; torch: the SDPA backends and naive PyTorch on the
 #             same grid; fp32: examples 01/02 and FA2 v1 (fp32) at B=1 H=16 D=64; flex:
 #             FlexAttention (compiled once per shape: the slowest step); sparse: example 04's
@@ -19,6 +19,8 @@
 #             sdpa_flash on the dense problems, bench_torch.py --grid sparse; ladder: example
 #             06's pattern at 50/25/10 % density, bench_attention --grid ladder; deepseek: example
 #             05's pipeline on DeepSeek-like shapes and torch.topk (benchmarks/bench_deepseek.py);
+#             backward: example 07's forward + backward TFLOP/s beside torch SDPA's backward,
+#             and its block-sparse backward against density (bench_backward.py there);
 #             plots: figures + tables
 #   --quick   L up to 4k only (a first look in about three minutes)
 # Each step stops starting new problems when its time budget is spent (--budget-s), so the whole
@@ -29,7 +31,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
-steps="build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,plots"
+steps="build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,plots"
 quick=0
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -132,6 +134,20 @@ if has deepseek; then
         --program "$build/examples/05_deepseek_sparse/deepseek_sparse_gpu" ||
         echo "warning: bench_deepseek reported failures" >&2
     ran+=(deepseek)
+fi
+
+if has backward; then
+    say "bench_backward: example 07, forward + backward beside SDPA, B*L = 16K, L = 512..16K"
+    cmake --build "$build" -j "$(nproc)" --target flash_bwd_gpu >>"$out/.build.log" 2>&1 ||
+        { tail -50 "$out/.build.log"; exit 1; }
+    bw=()
+    [ $quick -eq 1 ] && bw=(--L 1024,4096 --no-sparse)
+    rm -f "$out/backward.jsonl"
+    "$py" examples/07_flash_attention_backward/bench_backward.py "${bw[@]}" --commit "$commit" \
+        --out "$out/backward.jsonl" \
+        --program "$build/examples/07_flash_attention_backward/flash_bwd_gpu" ||
+        echo "warning: bench_backward reported failures" >&2
+    ran+=(backward)
 fi
 
 nvcc_version=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' || true)
