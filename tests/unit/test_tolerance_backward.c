@@ -1,23 +1,24 @@
-/* test_bwd_tolerance.c — example 07's fp32 tolerance (bwd_reference.c: each gradient element's
- * bound, derived from the rounding errors of an fp32 backward), measured.
+/* test_tolerance_backward.c — the backward pass's fp32 tolerance (reference_backward.c: each
+ * gradient element's bound, derived from the rounding errors of an fp32 backward), measured.
  *
- * A correct fp32 backward (bwd_reference_lowp in fp32: the formulas in single precision) must stay
- * at least 4x inside the tolerance of every element, while a backward with the wrong scale (1/D
- * instead of 1/sqrt(D)) or one that drops the last key must fail it.
+ * A correct fp32 backward (attn_reference_backward_lowp in fp32: the formulas in single precision)
+ * must stay at least 4x inside the tolerance of every element, while a backward with the wrong
+ * scale (1/D instead of 1/sqrt(D)) or one that drops the last key must fail it.
  *
- *   test_bwd_tolerance_sim          a reduced grid (about a second): the CTest
- *   test_bwd_tolerance_sim --full   the grid of README.md's "Tolerances" table: D in {16, 64,
- *                                   128}, L up to 1024, amplitude 1 and 10, causal and not
- * Prints one line per problem: the correct backward's largest error and its margin (smallest
- * tolerance / error), and the wrong ones' largest error / tolerance. Exit 1 if a margin is below
- * 4 or a wrong backward passes. */
+ *   unit_tolerance_backward_<backend>          a reduced grid (about a second):
+ * unit.tolerance_backward unit_tolerance_backward_<backend> --full   the grid of the table in
+ *                                   examples/07_flash_attention_backward/README.md ("How it is
+ *                                   checked"): D in {16, 64, 128}, L up to 1024, amplitude 1 and
+ * 10, causal and not Prints one line per problem: the correct backward's largest error and its
+ * margin (smallest tolerance / error), and the wrong ones' largest error / tolerance. Exit 1 if a
+ * margin is below 4 or a wrong backward passes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/reference.h"
 #include "attn/tensor.h"
-#include "flash_bwd.h"
 
 static int keep_all_but_last(const void *ctx, int b, int h, int i, int j) {
     (void)b, (void)h, (void)i;
@@ -25,7 +26,7 @@ static int keep_all_but_last(const void *ctx, int b, int h, int i, int j) {
 }
 
 /* Largest |got - ref| / tol over the three gradients (> 1: the check fails). */
-static double worst_ratio(const bwd_grads *got, const bwd_grads *ref, const bwd_grads *tol,
+static double worst_ratio(const attn_grads *got, const attn_grads *ref, const attn_grads *tol,
                           size_t qn, size_t kn, double *max_err) {
     double worst = 0.0;
     const float *g[3] = {got->dq, got->dk, got->dv}, *r[3] = {ref->dq, ref->dk, ref->dv};
@@ -42,11 +43,11 @@ static double worst_ratio(const bwd_grads *got, const bwd_grads *ref, const bwd_
     return worst;
 }
 
-static bwd_grads alloc3(size_t qn, size_t kn) {
-    bwd_grads g = {malloc(qn * 4), malloc(kn * 4), malloc(kn * 4)};
+static attn_grads alloc3(size_t qn, size_t kn) {
+    attn_grads g = {malloc(qn * 4), malloc(kn * 4), malloc(kn * 4)};
     return g;
 }
-static void free3(bwd_grads *g) { free(g->dq), free(g->dk), free(g->dv); }
+static void free3(attn_grads *g) { free(g->dq), free(g->dk), free(g->dv); }
 
 static int measure(int D, int L, float amplitude, bool causal) {
     attn_problem p;
@@ -59,21 +60,21 @@ static int measure(int D, int L, float amplitude, bool causal) {
     attn_fill_uniform(k, kn, seed, 1, amplitude, ATTN_F32);
     attn_fill_uniform(v, kn, seed, 2, amplitude, ATTN_F32);
     attn_fill_uniform(g, qn, seed, 3, 1.0f, ATTN_F32);
-    bwd_grads ref = alloc3(qn, kn), tol = alloc3(qn, kn), out = alloc3(qn, kn);
-    bwd_reference(&p, NULL, q, k, v, g, NULL, &ref, NULL, &tol);
+    attn_grads ref = alloc3(qn, kn), tol = alloc3(qn, kn), out = alloc3(qn, kn);
+    attn_reference_backward(&p, NULL, q, k, v, g, NULL, &ref, NULL, &tol);
 
     double max_err = 0.0;
-    bwd_reference_lowp(&p, NULL, q, k, v, g, NULL, &out);
+    attn_reference_backward_lowp(&p, NULL, q, k, v, g, NULL, &out);
     const double margin = 1.0 / worst_ratio(&out, &ref, &tol, qn, kn, &max_err);
 
     attn_problem wrong = p; /* the wrong scale: 1/D */
     wrong.scale = 1.0f / (float)D;
-    bwd_reference_lowp(&wrong, NULL, q, k, v, g, NULL, &out);
+    attn_reference_backward_lowp(&wrong, NULL, q, k, v, g, NULL, &out);
     const double scale_ratio = worst_ratio(&out, &ref, &tol, qn, kn, NULL);
 
     int last = L - 1; /* the last key dropped */
     attn_mask drop = {ATTN_MASK_PREDICATE, keep_all_but_last, &last, NULL, NULL};
-    bwd_reference_lowp(&p, &drop, q, k, v, g, NULL, &out);
+    attn_reference_backward_lowp(&p, &drop, q, k, v, g, NULL, &out);
     const double drop_ratio = worst_ratio(&out, &ref, &tol, qn, kn, NULL);
 
     /* with a single key the scale changes nothing (P = 1, dS = 0); at amplitude 10 the last key
@@ -94,14 +95,14 @@ int main(int argc, char **argv) {
     const int *dims = full ? dims_full : dims_ci, *lens = full ? lens_full : lens_ci;
     const int nd = full ? 3 : 2, nl = full ? 4 : 2;
     static const float amps[] = {1.0f, 10.0f};
-    int failures = 0;
+    int failures = 0, problems = 0;
     printf("    D     L    a        | correct backward: | wrong scale, drop last key:\n");
     printf("                        |   max err  margin | largest error / tolerance\n");
     for (int a = 0; a < 2; ++a)
         for (int c = 0; c < 2; ++c)
             for (int x = 0; x < nd; ++x)
                 for (int y = 0; y < nl; ++y)
-                    failures += measure(dims[x], lens[y], amps[a], c == 1);
-    printf("%s\n", failures ? "FAILED" : "all passed");
+                    failures += measure(dims[x], lens[y], amps[a], c == 1), ++problems;
+    printf("%d passed, %d failed\n", problems - failures, failures);
     return failures ? 1 : 0;
 }
