@@ -1,12 +1,13 @@
 /* bwd_stages.c — example 07's stages on the one driver (attn/example.h): its flags, its inputs,
- * and what each stage is checked against. The kernels are in flash_bwd.cu, the CPU oracles in
- * bwd_reference.c.
+ * and what each stage is checked against. The kernels are in flash_bwd.cu; the CPU oracles are
+ * the harness's (attn/reference.h: attn_reference for the forward, attn_reference_backward).
  *
  *   stage     kernels                              checked against
  *   forward   fwd_fa2 (example 03), fwd_block_     attn_reference under the problem's mask (the
  *             sparse (04), fwd_topk (05): the      harness's forward oracle), FlashAttention's
  *             one that serves the problem          2x rule for fp16/bf16; LSE to 1e-3 / 2e-2
- *   backward  versions 1-6                         bwd_reference (double, from the formulas):
+ *   backward  versions 1-6                         attn_reference_backward (double, from the
+ *                                                  formulas; attn_check_gradient, attn/check.h):
  *                                                  dQ, dK, dV each; fp32 element by element
  *                                                  against a derived tolerance, fp16/bf16 by
  *                                                  FlashAttention's 2x rule per gradient
@@ -452,14 +453,14 @@ int bwd_check_forward(void *state, const attn_kernel *k, int chunk, attn_stage_c
 /* ---- the backward stage ------------------------------------------------------------------------
  */
 
-static int alloc_grads(bwd_grads *g, size_t qn, size_t kn) {
+static int alloc_grads(attn_grads *g, size_t qn, size_t kn) {
     g->dq = xmalloc(qn * sizeof(float));
     g->dk = xmalloc(kn * sizeof(float));
     g->dv = xmalloc(kn * sizeof(float));
     return g->dq && g->dk && g->dv ? 0 : 1;
 }
 
-static void free_grads(bwd_grads *g) {
+static void free_grads(attn_grads *g) {
     free(g->dq);
     free(g->dk);
     free(g->dv);
@@ -473,9 +474,10 @@ int bwd_prepare_backward(void *state, char *why, size_t len) {
     const bool f32 = p->dtype == ATTN_F32;
     if (alloc_grads(&s->ref, qn, kn) || alloc_grads(&s->got, qn, kn) ||
         (f32 ? alloc_grads(&s->tol, qn, kn) : alloc_grads(&s->lowp, qn, kn)) ||
-        bwd_reference(p, s->mask, s->q, s->k, s->v, s->dout, s->slices, &s->ref, NULL,
-                      f32 ? &s->tol : NULL) ||
-        (!f32 && bwd_reference_lowp(p, s->mask, s->q, s->k, s->v, s->dout, s->slices, &s->lowp))) {
+        attn_reference_backward(p, s->mask, s->q, s->k, s->v, s->dout, s->slices, &s->ref, NULL,
+                                f32 ? &s->tol : NULL) ||
+        (!f32 && attn_reference_backward_lowp(p, s->mask, s->q, s->k, s->v, s->dout, s->slices,
+                                              &s->lowp))) {
         fprintf(stderr, "error: the gradients' reference failed (out of host memory?)\n");
         return 1;
     }
@@ -492,83 +494,7 @@ int bwd_clear_backward(void *state, const attn_kernel *k, int chunk) {
            attn_device_fill_nan(s->d_dv, attn_problem_k_elems(&s->p) * el);
 }
 
-/* One gradient against its reference: the error and bound of the element closest to its bound
- * (fp32: each element's own tolerance; fp16/bf16: FlashAttention's rule, one bound for the
- * gradient), the count of wrong elements and the first. */
-typedef struct grad_check {
-    const char *name;
-    size_t checked, bad;
-    double err, bound, ratio; /* at the element closest to failing */
-    double lowp_err;          /* fp16/bf16: max |lowp - ref| */
-    int64_t first;            /* first wrong element, -1 if none */
-    double first_got, first_want, first_bound;
-} grad_check;
-
-/* One unit in the last place of a 16-bit dtype at x (0 for fp32). */
-static double ulp_at(attn_dtype t, double x) {
-    if (t == ATTN_F32 || x == 0.0)
-        return 0.0;
-    int e;
-    frexp(x, &e); /* x = f 2^e, f in [0.5, 1): the ulp of x is 2^(e - 1 - mantissa bits) */
-    return ldexp(1.0, e - 1 - (t == ATTN_BF16 ? 7 : 10));
-}
-
-static grad_check compare(const char *name, attn_dtype t, const float *got, const float *ref,
-                          const float *tol, const float *lowp, size_t n) {
-    grad_check c = {name, 0, 0, 0.0, 0.0, -1.0, 0.0, -1, 0.0, 0.0, 0.0};
-    double bound = 0.0;
-    if (t != ATTN_F32) { /* FlashAttention's rule: 2 x the same-precision error, + 1 ulp */
-        double ref_max = 0.0;
-        for (size_t e = 0; e < n; ++e) {
-            if (isnan(ref[e]))
-                continue;
-            const double d = fabs((double)lowp[e] - (double)ref[e]);
-            c.lowp_err = isfinite(d) && d > c.lowp_err ? d : c.lowp_err;
-            ref_max = fabs(ref[e]) > ref_max ? fabs(ref[e]) : ref_max;
-        }
-        bound = 2.0 * c.lowp_err + ulp_at(t, ref_max);
-    }
-    for (size_t e = 0; e < n; ++e) {
-        if (isnan(ref[e])) /* a slice left out of the check */
-            continue;
-        c.checked++;
-        const double b = t == ATTN_F32 ? tol[e] : bound;
-        const double err = fabs((double)got[e] - (double)ref[e]);
-        const double ratio = b > 0.0 ? err / b : (err == 0.0 ? 0.0 : INFINITY);
-        if (!(err <= b)) { /* NaN fails */
-            if (c.bad++ == 0)
-                c.first = (int64_t)e, c.first_got = got[e], c.first_want = ref[e],
-                c.first_bound = b;
-        }
-        if (!(ratio <= c.ratio) || c.ratio < 0.0)
-            c.ratio = isnan(ratio) ? INFINITY : ratio, c.err = isnan(err) ? INFINITY : err,
-            c.bound = b;
-    }
-    return c;
-}
-
-/* (b, h, i, d) of element e of a tensor with the problem's q (or k) rows. */
-static void locate(const attn_problem *p, bool is_q, int64_t e, int *b, int *h, int *i, int *d) {
-    const int64_t row = e / p->D;
-    *d = (int)(e % p->D);
-    if (p->cu_seqlens_q == NULL) {
-        const int L = is_q ? p->Lq : p->Lk;
-        *i = (int)(row % L);
-        *h = (int)(row / L % p->H);
-        *b = (int)(row / L / p->H);
-        return;
-    }
-    const int *cu = is_q ? p->cu_seqlens_q : p->cu_seqlens_k;
-    const int64_t packed = row / p->H;
-    *h = (int)(row % p->H);
-    int bb = 0;
-    while (bb + 1 < p->B && cu[bb + 1] <= packed)
-        ++bb;
-    *b = bb;
-    *i = (int)(packed - cu[bb]);
-}
-
-static int dump_grads(const bwd_state *s, const char *suffix, const bwd_grads *g) {
+static int dump_grads(const bwd_state *s, const char *suffix, const attn_grads *g) {
     const attn_problem *p = &s->p;
     const int64_t qd[2] = {(int64_t)(attn_problem_q_elems(p) / (size_t)p->D), p->D};
     const int64_t kd[2] = {(int64_t)(attn_problem_k_elems(p) / (size_t)p->D), p->D};
@@ -600,25 +526,23 @@ int bwd_check_backward(void *state, const attn_kernel *k, int chunk, attn_stage_
         attn_unpack(host[t], s->staging, n, p->dtype);
     }
     const bool f32 = p->dtype == ATTN_F32;
-    grad_check c[3] = {
-        compare("dQ", p->dtype, s->got.dq, s->ref.dq, s->tol.dq, s->lowp.dq, qn),
-        compare("dK", p->dtype, s->got.dk, s->ref.dk, s->tol.dk, s->lowp.dk, kn),
-        compare("dV", p->dtype, s->got.dv, s->ref.dv, s->tol.dv, s->lowp.dv, kn),
+    static const char *const names[3] = {"dQ", "dK", "dV"};
+    attn_grad_check c[3] = {
+        attn_check_gradient(p, true, s->got.dq, s->ref.dq, s->tol.dq, s->lowp.dq, qn),
+        attn_check_gradient(p, false, s->got.dk, s->ref.dk, s->tol.dk, s->lowp.dk, kn),
+        attn_check_gradient(p, false, s->got.dv, s->ref.dv, s->tol.dv, s->lowp.dv, kn),
     };
     int worst = 0;
     out->pass = true;
     out->rows = s->checked_rows;
     for (int t = 0; t < 3; ++t) {
         worst = c[t].ratio > c[worst].ratio ? t : worst;
-        if (c[t].bad > 0 && out->pass) {
-            int b, h, i, d;
-            locate(p, t == 0, c[t].first, &b, &h, &i, &d);
+        if (c[t].bad > 0 && out->pass)
             snprintf(out->detail, sizeof out->detail,
                      "%s: %zu of %zu elements wrong; first (b=%d h=%d %s=%d d=%d): %.6g, want "
                      "%.6g (bound %.3g)",
-                     c[t].name, c[t].bad, c[t].checked, b, h, t == 0 ? "i" : "j", i, d,
-                     c[t].first_got, c[t].first_want, c[t].first_bound);
-        }
+                     names[t], c[t].bad, c[t].checked, c[t].b, c[t].h, t == 0 ? "i" : "j", c[t].i,
+                     c[t].d, c[t].first_got, c[t].first_want, c[t].first_bound);
         out->pass = out->pass && c[t].bad == 0;
     }
     out->max_err = c[worst].err;
@@ -626,9 +550,9 @@ int bwd_check_backward(void *state, const attn_kernel *k, int chunk, attn_stage_
     if (!s->quiet) { /* each gradient: its error and bound at the element closest to failing */
         printf("    [%d] %s:", k->id, k->name);
         for (int t = 0; t < 3; ++t)
-            printf(" %s %.3g / %.3g%s", c[t].name, c[t].err, c[t].bound, t < 2 ? "," : "");
+            printf(" %s %.3g / %.3g%s", names[t], c[t].err, c[t].bound, t < 2 ? "," : "");
         if (f32)
-            printf("  (err / its own tolerance, bwd_reference.c)\n");
+            printf("  (err / its own tolerance, attn_reference_backward)\n");
         else
             printf("  (err / 2 x the %s backward's error + 1 ulp: %.3g, %.3g, %.3g)\n",
                    attn_dtype_name(p->dtype), c[0].lowp_err, c[1].lowp_err, c[2].lowp_err);

@@ -69,9 +69,10 @@
 #include "flash_bwd.h"
 
 /* ============================== CPU reference ============================================= */
-/* bwd_reference.c: the gradients in double precision from their formulas (bwd_reference), with
- * each element's fp32 tolerance, and the same-precision backward of FlashAttention's 2x rule
- * (bwd_reference_lowp). The forward stage is checked by the harness's attn_reference. */
+/* The harness's attn_reference_backward (common/src/reference_backward.c, attn/reference.h): the
+ * gradients in double precision from their formulas, with each element's fp32 tolerance, and the
+ * same-precision backward of FlashAttention's 2x rule (attn_reference_backward_lowp), compared by
+ * attn_check_gradient (attn/check.h). The forward stage is checked by attn_reference. */
 
 /* ================================== kernels =============================================== */
 
@@ -991,13 +992,13 @@ static const attn_kernel bwd_kernels[] = {
      launch_block_sparse, flash2_fa2_mma.req, ws_d_only, 0, NULL, STAGE_BACKWARD},
     {6, "topk", "example 05's selection: dQ per query, dK/dV scattered by atomics", launch_topk,
      gather_requirements, ws_topk, 0, NULL, STAGE_BACKWARD},
-    {7, "fwd_fa2_fp32", "forward: example 03's fa2_fp32 (O and LSE for versions 1, 2)",
-     run_fwd_fa2_fp32, fp32_requirements, NULL, 0, NULL, STAGE_FORWARD},
-    {8, "fwd_fa2", "forward: example 03's fa2_mma (O and LSE for versions 3, 4)", run_fwd_fa2,
+    {7, "fwd_fa2_fp32", "example 03's fa2_fp32: O and LSE for versions 1 and 2", run_fwd_fa2_fp32,
+     fp32_requirements, NULL, 0, NULL, STAGE_FORWARD},
+    {8, "fwd_fa2", "example 03's fa2_mma: O and LSE for versions 3 and 4", run_fwd_fa2,
      flash2_fa2_mma.req, NULL, 0, NULL, STAGE_FORWARD},
-    {9, "fwd_block_sparse", "forward: example 04's block_sparse (O and LSE for version 5)",
+    {9, "fwd_block_sparse", "example 04's block_sparse: O and LSE for version 5",
      run_fwd_block_sparse, flash2_fa2_mma.req, NULL, 0, NULL, STAGE_FORWARD},
-    {10, "fwd_topk", "forward: example 05's sparse_gather (O and LSE for version 6)", run_fwd_topk,
+    {10, "fwd_topk", "example 05's sparse_gather: O and LSE for version 6", run_fwd_topk,
      gather_requirements, NULL, 0, NULL, STAGE_FORWARD},
 };
 

@@ -1,5 +1,6 @@
 /* flash_bwd.h — Example 07's interface between the kernels (flash_bwd.cu), the CPU references
- * (bwd_reference.c) and the stages on the one driver (bwd_stages.c).
+ * (the harness's attn_reference_backward; bwd_selection.c) and the stages on the one driver
+ * (bwd_stages.c).
  *
  * Tensors (the chapter's layouts, README.md "Conventions" at the top of the repository):
  *   q, o, dO, dQ   [B,H,Lq,D] row-major, or varlen [total_q,H,D]      (dtype of the problem)
@@ -61,31 +62,8 @@ typedef struct bwd_workspace {
     float *P, *dS;          /* [B*H, Lq, Lk] or NULL (version 1) */
 } bwd_workspace;
 
-/* ---- CPU references (bwd_reference.c) ------------------------------------------------------ */
-
-/* The gradients of the loss sum(dO * O), O = softmax(scale * Q K^T, masked) V, by the
- * formulas of the README ("The derivation"), in double precision:
- *     P_ij  = exp(scale q_i.k_j - LSE_i)           LSE_i = log sum_j exp(scale q_i.k_j)
- *     dP_ij = dO_i . v_j        D_i = sum_j P_ij dP_ij        dS_ij = P_ij (dP_ij - D_i)
- *     dV_j  = sum_i P_ij dO_i   dQ_i = scale sum_j dS_ij k_j   dK_j = scale sum_i dS_ij q_i
- * over the visible entries (causality and mask, attn_entry_visible). Slice s = b*H + h is
- * computed iff slices[s] (NULL: all); the others are NaN (not checked). lse (may be NULL) gets
- * the LSE it used (-inf for a row that sees no key, whose gradients are 0). tol (may be NULL;
- * [3] arrays dq, dk, dv) gets each element's fp32 tolerance, derived in bwd_reference.c. Inputs
- * and outputs are fp32 values in the layouts above. 0, or -1 (no memory). */
-typedef struct bwd_grads {
-    float *dq, *dk, *dv;
-} bwd_grads;
-int bwd_reference(const attn_problem *p, const attn_mask *mask, const float *q, const float *k,
-                  const float *v, const float *dout, const uint8_t *slices, bwd_grads *ref,
-                  float *lse, bwd_grads *tol);
-
-/* The straightforward backward in the problem's own precision, what FlashAttention's 2x rule
- * measures a kernel against: S = scale Q K^T in fp32, softmax in fp32 with P rounded to the
- * dtype, dP = dO V^T rounded, dS = P (dP - rowsum(P dP)) rounded, dV = P^T dO, dQ = scale dS K,
- * dK = scale dS^T Q (fp32 accumulation, rounded to the dtype). fp32: plain single precision. */
-int bwd_reference_lowp(const attn_problem *p, const attn_mask *mask, const float *q, const float *k,
-                       const float *v, const float *dout, const uint8_t *slices, bwd_grads *out);
+/* ---- the selection (bwd_selection.c); the gradients' reference is the harness's
+ * attn_reference_backward (attn/reference.h) ------------------------------------------------ */
 
 /* A seeded selection in example 05's format: for each query (packed row r of sequence b,
  * position i), min(K, n) distinct keys drawn uniformly from the n keys it sees (causality),
@@ -123,7 +101,7 @@ typedef struct bwd_state {
     int32_t *col_idx;
     float *q, *k, *v, *dout, *o, *lse; /* inputs; o, lse: the forward's, read back */
     float *o_ref, *lse_ref, *o_lowp;   /* the forward's references (checked rows) */
-    bwd_grads ref, tol, lowp, got;     /* the gradients' references and a kernel's */
+    attn_grads ref, tol, lowp, got;    /* the gradients' references and a kernel's */
     bool ref_done;
     void *staging;
     void *d_q, *d_k, *d_v, *d_o, *d_dout, *d_dq, *d_dk, *d_dv;
