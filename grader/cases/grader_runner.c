@@ -32,17 +32,18 @@ typedef struct rbuf {
     size_t bytes, lead, trail;
 } rbuf;
 
-/* The guard pages the fault handler knows: Q, K, V. */
+/* The guard pages the fault handler knows: Q, K, V and the extra inputs. */
+#define GUARDS (3 + GRADER_RPC_MAX_EXTRA)
 static struct {
     const unsigned char *page, *end; /* the page; the end of the data */
     const char *name;
-} guards[3];
+} guards[GUARDS];
 static struct sigaction previous_segv;
 
 static void on_segv(int sig, siginfo_t *info, void *uctx) {
     const unsigned char *a = info->si_addr;
     long page = sysconf(_SC_PAGESIZE);
-    for (int t = 0; t < 3; ++t) {
+    for (int t = 0; t < GUARDS; ++t) {
         if (guards[t].page != NULL && a >= guards[t].page && a < guards[t].page + page) {
             char where[96], line[400];
             grader_runner_where(where, sizeof where);
@@ -123,6 +124,10 @@ static int rbuf_put(grader_rpc_buf *out, const rbuf *b) {
 typedef struct runner {
     const grader_runner_hooks *hooks;
     rbuf in[3], o, lse;
+    rbuf extra[GRADER_RPC_MAX_EXTRA]; /* the extra buffers of the launch (grader_rpc.h) */
+    char extra_name[GRADER_RPC_MAX_EXTRA][17];
+    void *extra_ptr[GRADER_RPC_MAX_EXTRA]; /* their device addresses: attn_buffers.args */
+    int n_extra;
     attn_problem p;
     attn_block_mask host_mask, dev_mask;
     attn_sparse_inputs sparse;
@@ -131,10 +136,13 @@ typedef struct runner {
 } runner;
 
 static void release(runner *r) {
-    for (int t = 0; t < 3; ++t) {
+    for (int t = 0; t < GUARDS; ++t)
         guards[t].page = NULL;
+    for (int t = 0; t < 3; ++t)
         rbuf_free(&r->in[t]);
-    }
+    for (int x = 0; x < GRADER_RPC_MAX_EXTRA; ++x)
+        rbuf_free(&r->extra[x]);
+    r->n_extra = 0;
     rbuf_free(&r->o);
     rbuf_free(&r->lse);
     attn_block_mask_free(&r->host_mask);
@@ -180,6 +188,36 @@ static void serve_launch(runner *r, grader_rpc_buf *in, grader_rpc_buf *out) {
         guards[t].end = r->in[t].data + sizes[3 + t];
         guards[t].name = names[t];
     }
+    const uint32_t *count = grader_rpc_get(in, sizeof(uint32_t));
+    if (count == NULL || *count > GRADER_RPC_MAX_EXTRA) {
+        put_error(out, -1, "bad request", "");
+        return;
+    }
+    r->n_extra = (int)*count;
+    for (int x = 0; x < r->n_extra; ++x) {
+        const char *name = grader_rpc_get(in, 16);
+        const uint32_t *input = grader_rpc_get(in, sizeof(uint32_t));
+        const uint64_t *bytes = grader_rpc_get(in, sizeof(uint64_t));
+        const void *src =
+            input != NULL && *input && bytes != NULL ? grader_rpc_get(in, *bytes) : NULL;
+        if (name == NULL || input == NULL || bytes == NULL || (*input && src == NULL)) {
+            put_error(out, -1, "bad request", "");
+            return;
+        }
+        memcpy(r->extra_name[x], name, 16);
+        r->extra_name[x][16] = '\0';
+        if (rbuf_alloc(&r->extra[x], *bytes, sizes[0], *input != 0) ||
+            (*input && attn_to_device(r->extra[x].data, src, *bytes))) {
+            put_error(out, -1, "out of memory", "");
+            return;
+        }
+        if (*input) {
+            guards[3 + x].page = r->extra[x].page;
+            guards[3 + x].end = r->extra[x].data + *bytes;
+            guards[3 + x].name = r->extra_name[x];
+        }
+        r->extra_ptr[x] = r->extra[x].data;
+    }
     if (rbuf_alloc(&r->o, sizes[1], sizes[0], false) ||
         rbuf_alloc(&r->lse, sizes[2], sizes[0], false) ||
         (*has_mask && attn_block_mask_to_device(&r->host_mask, &r->dev_mask))) {
@@ -192,6 +230,8 @@ static void serve_launch(runner *r, grader_rpc_buf *in, grader_rpc_buf *out) {
     r->buf.v = r->in[2].data;
     r->buf.o = r->o.data;
     r->buf.lse = (float *)r->lse.data;
+    if (r->n_extra > 0)
+        r->buf.args = r->extra_ptr;
     if (*has_mask) {
         memset(&r->sparse, 0, sizeof r->sparse);
         r->sparse.block_mask = &r->dev_mask;
@@ -209,6 +249,9 @@ static void serve_launch(runner *r, grader_rpc_buf *in, grader_rpc_buf *out) {
     const rbuf *all[5] = {&r->in[0], &r->in[1], &r->in[2], &r->o, &r->lse};
     for (int t = 0; t < 5; ++t)
         if (rbuf_put(out, all[t]))
+            out->bad = true;
+    for (int x = 0; x < r->n_extra; ++x)
+        if (rbuf_put(out, &r->extra[x]))
             out->bad = true;
 }
 
