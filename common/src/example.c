@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "attn/bench.h"
+#include "attn/check.h"
 #include "attn/cli.h"
 #include "attn/device.h"
 #include "attn/profile.h"
@@ -184,8 +185,8 @@ static int prepare(session *s, int argc, char **argv) {
             return 1;
         }
     }
-    if (attn_cli_parse_options(&s->cli, argc, argv, m ? m->options : NULL,
-                               m ? m->num_options : 0, s->opts, msg, sizeof msg) != 0) {
+    if (attn_cli_parse_options(&s->cli, argc, argv, m ? m->options : NULL, m ? m->num_options : 0,
+                               s->opts, msg, sizeof msg) != 0) {
         fprintf(stderr, "%s\n", msg);
         return ATTN_EXIT_USAGE;
     }
@@ -259,7 +260,8 @@ static void print_banner(const session *s) {
         s->m->banner(s->state, p);
 }
 
-/* ---- run options, shared by both kinds --------------------------------------------------------- */
+/* ---- run options, shared by both kinds ---------------------------------------------------------
+ */
 
 /* The examples time a kernel even when it fails its check: a student sees both. The simulator
  * has no clocks or caches to warm up and its timings are only indicative: 2 launches keep a plain
@@ -294,7 +296,8 @@ static void print_table(const session *s, attn_outcome *outcomes, int n_run) {
     free(recs);
 }
 
-/* ---- 3 and 4: an attention example ------------------------------------------------------------- */
+/* ---- 3 and 4: an attention example -------------------------------------------------------------
+ */
 
 /* A module first (a sparse example: the pattern's masks, since the reference needs its
  * predicate, and for a dense baseline timed beside the sparse kernels a second, dense,
@@ -389,7 +392,8 @@ static int run_attention(session *s, attn_outcome *outcomes, int *n_run) {
     return rc;
 }
 
-/* ---- 3 and 4: a staged example ------------------------------------------------------------------ */
+/* ---- 3 and 4: a staged example ------------------------------------------------------------------
+ */
 
 /* Which kernels run: the selected ones, and for every stage before the last selected kernel's
  * stage, the kernel whose output the next stage reads (its last kernel that can run here), so
@@ -657,6 +661,27 @@ static int run_staged(session *s, attn_outcome *outcomes, int *n_run) {
     free(runs);
     free(rs);
     return rc;
+}
+
+/* ---- a stage's attention check --------------------------------------------------------------- */
+
+void attn_stage_check_attention(const attn_problem *p, const float *o, const float *lse,
+                                const float *ref, const float *ref_lse, const float *lowp,
+                                double amplitude, attn_stage_check *out) {
+    const attn_check_result co = attn_check_output(p, o, ref, lowp, amplitude);
+    const attn_check_result cl = attn_check_lse(p, lse, ref_lse);
+    out->pass = co.pass && cl.pass;
+    out->rows = (int64_t)(co.checked / (size_t)(p->D > 0 ? p->D : 1));
+    out->max_err = co.nonfinite ? INFINITY : co.max_abs_err;
+    out->bound = co.bound;
+    if (!co.pass && co.num_reported > 0)
+        snprintf(out->detail, sizeof out->detail,
+                 "O: %zu of %zu elements wrong; first (b=%d h=%d i=%d d=%d): %.6g, want %.6g",
+                 co.bad, co.checked, co.first[0].b, co.first[0].h, co.first[0].i, co.first[0].d,
+                 co.first[0].got, co.first[0].want);
+    else if (!cl.pass && cl.num_reported > 0)
+        snprintf(out->detail, sizeof out->detail, "LSE (b=%d h=%d i=%d): %.6g, want %.6g",
+                 cl.first[0].b, cl.first[0].h, cl.first[0].i, cl.first[0].got, cl.first[0].want);
 }
 
 /* ---- the driver ------------------------------------------------------------------------------ */

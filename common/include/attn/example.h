@@ -38,14 +38,15 @@ extern "C" {
 
 int attn_example_main(int argc, char **argv, const attn_example *ex);
 
-/* ---- a staged example's stages ---------------------------------------------------------------- */
+/* ---- a staged example's stages ----------------------------------------------------------------
+ */
 
 /* What a stage's check found for one kernel (over one chunk; the driver merges the chunks). */
 typedef struct attn_stage_check {
     bool pass;
-    int64_t rows;   /* query rows compared */
-    double max_err; /* largest error over the rows compared (NaN: not a numeric comparison) */
-    double bound;   /* what it is held to (NaN: no single bound, e.g. the top-k tie rule) */
+    int64_t rows;     /* query rows compared */
+    double max_err;   /* largest error over the rows compared (NaN: not a numeric comparison) */
+    double bound;     /* what it is held to (NaN: no single bound, e.g. the top-k tie rule) */
     char detail[256]; /* the first failure (where and what), or "" */
 } attn_stage_check;
 
@@ -68,6 +69,14 @@ typedef struct attn_stage {
      * a message on stderr (a runtime error). */
     int (*check)(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
 } attn_stage;
+
+/* A stage whose kernel writes attention's output (a forward stage): out from O and LSE (fp32
+ * values read back) against the reference ref, ref_lse (and, fp16/bf16, lowp) on the rows the
+ * reference computed (attn_check_output and attn_check_lse of attn/check.h; amplitude: the
+ * inputs'), with the first failure in out->detail. */
+void attn_stage_check_attention(const attn_problem *p, const float *o, const float *lse,
+                                const float *ref, const float *ref_lse, const float *lowp,
+                                double amplitude, attn_stage_check *out);
 
 /* ---- the module -------------------------------------------------------------------------------
  * Every hook may be NULL. state is the module's own storage (state_size bytes, zeroed, kept for
