@@ -228,14 +228,8 @@ void bwd_banner(void *state, const attn_problem *p) {
 
 /* ---- step 3: inputs and references -------------------------------------------------------- */
 
-/* Uploads count fp32 values as the problem's dtype into a new device buffer. */
 static int upload(bwd_state *s, void **dst, const float *src, size_t count) {
-    const size_t bytes = count * attn_dtype_size(s->p.dtype);
-    *dst = attn_device_alloc(bytes ? bytes : 16);
-    if (*dst == NULL)
-        return 1;
-    attn_pack(s->staging, src, count, s->p.dtype);
-    return attn_to_device(*dst, s->staging, bytes);
+    return attn_device_upload(dst, src, count, s->p.dtype, s->staging);
 }
 
 /* The (sequence, head) slices to check: all of them, or for a sample of about check_rows query
@@ -433,20 +427,7 @@ int bwd_check_forward(void *state, const attn_kernel *k, int chunk, attn_stage_c
         attn_to_host(s->lse, s->d_lse, ln * sizeof(float)))
         return 1;
     attn_unpack(s->o, s->staging, qn, p->dtype); /* what the backward reads (and --dump writes) */
-    const attn_check_result co = attn_check_output(p, s->o, s->o_ref, s->o_lowp, s->amplitude);
-    const attn_check_result cl = attn_check_lse(p, s->lse, s->lse_ref);
-    out->pass = co.pass && cl.pass;
-    out->rows = (int64_t)(co.checked / (size_t)p->D);
-    out->max_err = co.nonfinite ? INFINITY : co.max_abs_err;
-    out->bound = co.bound;
-    if (!co.pass && co.num_reported > 0)
-        snprintf(out->detail, sizeof out->detail,
-                 "O: %zu of %zu elements wrong; first (b=%d h=%d i=%d d=%d): %.6g, want %.6g",
-                 co.bad, co.checked, co.first[0].b, co.first[0].h, co.first[0].i, co.first[0].d,
-                 co.first[0].got, co.first[0].want);
-    else if (!cl.pass && cl.num_reported > 0)
-        snprintf(out->detail, sizeof out->detail, "LSE (b=%d h=%d i=%d): %.6g, want %.6g",
-                 cl.first[0].b, cl.first[0].h, cl.first[0].i, cl.first[0].got, cl.first[0].want);
+    attn_stage_check_attention(p, s->o, s->lse, s->o_ref, s->lse_ref, s->o_lowp, s->amplitude, out);
     return 0;
 }
 
