@@ -91,16 +91,17 @@ typedef struct grid_preset {
 #define SPARSE_BLOCK(L, w, r)                                                                      \
     {                                                                                              \
         LIST(1), LIST(16), LIST(L), LIST(128), LIST(F16, BF16), LIST(0), 2,                        \
-            {"window:w=" #w, "bigbird:b=128,r=" #r ",seed=1"}, NULL, NULL                          \
+            {"window:w=" #w, "bigbird:b=128,r=" #r ",seed=1"}, "04_sparse_patterns", NULL          \
     }
 
-/* Example 06's ladder (ladder:b=64,s=1,w=W) on example 04's block_sparse kernel against dense
- * causal FA2, 16 heads of D=128, f16/bf16: w from examples/06_custom_pattern/ladder.py --table,
- * densities 51.0/26.0/10.4 % of the causal entries at L=4k/8k/16k (the brief's 50/25/10 %). */
+/* Example 06's ladder (ladder:b=64,s=1,w=W) on its kernels (example 04's block_sparse specialised
+ * on the ladder) against dense causal FA2, 16 heads of D=128, f16/bf16: w from
+ * examples/06_custom_pattern/ladder.py --table, densities 51.0/26.0/10.4 % of the causal entries at
+ * L=4k/8k/16k (the brief's 50/25/10 %). */
 #define LADDER_BLOCK(L, w)                                                                         \
     {                                                                                              \
         LIST(1), LIST(16), LIST(L), LIST(128), LIST(F16, BF16), LIST(1), 1,                        \
-            {"ladder:b=64,s=1,w=" #w}, NULL, NULL                                                  \
+            {"ladder:b=64,s=1,w=" #w}, "06_custom_pattern", NULL                                   \
     }
 
 /* The course's comparison table: naive (example 01), flash (02), flash-v2 (03's fa2_mma, f16) and
@@ -161,10 +162,10 @@ static const grid_preset presets[] = {
        LIST(1),
        1,
        {"causal_window:w=4096"},
-       NULL,
+       "04_sparse_patterns",
        NULL}}},
     {"ladder",
-     "example 06's ladder on example 04's block_sparse vs dense_fa2, causal, B=1 H=16 D=128 "
+     "example 06's ladder on its block_sparse vs dense_fa2, causal, B=1 H=16 D=128 "
      "f16/bf16: density 51/26/10 % of the causal entries at L 4k/8k/16k",
      3,
      {LADDER_BLOCK(4096, 18), LADDER_BLOCK(8192, 15), LADDER_BLOCK(16384, 10)}},
@@ -180,7 +181,7 @@ static const grid_preset presets[] = {
        LIST(0),
        3,
        {"window:w=64", "bigbird:b=64,r=1,seed=1", "dilated:w=16,d=4"},
-       NULL,
+       "04_sparse_patterns",
        NULL},
       {LIST(1),
        LIST(1),
@@ -190,7 +191,7 @@ static const grid_preset presets[] = {
        LIST(1),
        1,
        {"causal_window:w=128"},
-       NULL,
+       "04_sparse_patterns",
        NULL}}},
     {"tiny-sparse",
      "smallest check of the sparse path (a CTest): B=1 H=1 D=64 f16, L 40 and 100, a window and "
@@ -204,7 +205,7 @@ static const grid_preset presets[] = {
        LIST(0, 1),
        2,
        {"window:w=8", "strided:l=8"},
-       NULL,
+       "04_sparse_patterns",
        NULL}}},
     {"seed-table",
      "the course's comparison table (use --table): naive (01), flash (02), flash-v2 (03 fa2_mma "
@@ -1091,6 +1092,14 @@ int main(int argc, char **argv) {
     static bench_problem problems[MAX_PROBLEMS];
     impl impls[MAX_IMPLS];
     int np = 0, ni = 0;
+    /* The pattern kinds the benchmarked examples define themselves (example 06's ladder), before
+     * --pattern and the grids' specs are parsed. */
+    for (const attn_example *const *e = attn_bench_examples; *e != NULL; ++e)
+        if (attn_sparse_config_of(*e) != NULL &&
+            attn_pattern_register(attn_sparse_config_of(*e)->kinds) != 0) {
+            fprintf(stderr, "error: %s: its pattern kinds cannot be registered\n", (*e)->name);
+            return 1;
+        }
     int rc = parse_args(&b.opt, argc, argv);
     if (rc != 0)
         return rc;

@@ -10,7 +10,10 @@
       (where torch has a GPU), as a line with kernel "torch.topk". --seed-rows adds the seed's
       "Sparse (k=512)" row: B=4, H=8, D=64, L=2048 and 8192, not causal.
   python benchmarks/bench_deepseek.py --table FILE.jsonl
-      the markdown table of a results file (example 05's README quotes it)
+      the markdown table of a results file
+  python benchmarks/bench_deepseek.py --readme [--check]
+      example 05's README table (between <!-- sim-table ... --> and <!-- end sim-table -->),
+      rewritten from the simulator's results file (or, with --check, compared: exit 1 if stale)
 
 Exit status: 0, 1 when a run failed, 77 when the program finds no GPU.
 """
@@ -21,7 +24,9 @@ import subprocess
 import sys
 
 STAGES = ("indexer", "topk_bitonic", "topk_radix", "sparse_mma", "sparse_gather", "end_to_end",
-          "dense fa2_mma")
+          "dense_fa2")
+# Names older results files use for the same kernels.
+OLD_NAMES = {"dense fa2_mma": "dense_fa2"}
 
 
 def parse_args(argv):
@@ -37,7 +42,34 @@ def parse_args(argv):
     ap.add_argument("--seed-rows", action="store_true",
                     help="also the seed's Sparse (k=512) row: B=4 H=8 D=64, L=2048 and 8192")
     ap.add_argument("--table", help="print the markdown table of this results file and exit")
+    ap.add_argument("--readme", action="store_true", help="rewrite example 05's README table")
+    ap.add_argument("--check", action="store_true", help="with --readme: only compare")
     return ap.parse_args(argv)
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+README = os.path.join(ROOT, "examples", "05_deepseek_sparse", "README.md")
+SIM_RESULTS = os.path.join(ROOT, "benchmarks", "results", "cudasim-AMD-EPYC-2-cores",
+                           "deepseek.jsonl")
+
+
+def readme(check):
+    """Example 05's README table from the simulator's results: 0 when it is (now) up to date."""
+    text = open(README, encoding="utf-8").read()
+    head, rest = text.split("<!-- sim-table", 1)
+    marker, rest = rest.split("-->\n", 1)
+    _, tail = rest.split("<!-- end sim-table -->", 1)
+    new = (head + "<!-- sim-table" + marker + "-->\n" + table(SIM_RESULTS) + "\n"
+           + "<!-- end sim-table -->" + tail)
+    if new == text:
+        print("example 05's README table is up to date")
+        return 0
+    if check:
+        print("example 05's README table is stale: python3 benchmarks/bench_deepseek.py --readme")
+        return 1
+    open(README, "w", encoding="utf-8").write(new)
+    print("rewrote example 05's README table")
+    return 0
 
 
 def ms(x):
@@ -53,7 +85,7 @@ def table(path):
             continue
         key = (r["Lq"], r.get("B", 1), r["H"], r["D"], r.get("causal", True), r.get("index_heads"),
                r.get("index_dim"), r.get("topk"))
-        runs.setdefault(key, {})[r["kernel"]] = r
+        runs.setdefault(key, {})[OLD_NAMES.get(r["kernel"], r["kernel"])] = r
     cols = [s for s in STAGES if any(s in v for v in runs.values())]
     torch_col = any("torch.topk" in v for v in runs.values())
     head = ["L", "B", "H", "D", "causal", "H_I x D_I", "k"] + cols
@@ -70,8 +102,8 @@ def table(path):
         if torch_col:
             cells.append(ms(v["torch.topk"]["median_ms"]) if "torch.topk" in v else "")
         ratio = ""
-        if "end_to_end" in v and "dense fa2_mma" in v:
-            ratio = f"{v['dense fa2_mma']['median_ms'] / v['end_to_end']['median_ms']:.2f}x"
+        if "end_to_end" in v and "dense_fa2" in v:
+            ratio = f"{v['dense_fa2']['median_ms'] / v['end_to_end']['median_ms']:.2f}x"
         out.append("| " + " | ".join(cells) + f" | {ratio} |")
     mems = {k: max(r.get("device_mem_bytes", 0) for r in v.values()) for k, v in runs.items()}
     out.append("")
@@ -106,6 +138,8 @@ def torch_topk(L, topk, chunk=512, reps=10):
 
 def main(argv):
     args = parse_args(argv)
+    if args.readme:
+        return readme(args.check)
     if args.table:
         print(table(args.table))
         return 0

@@ -100,7 +100,8 @@ endif()
 # attn_cuda_sources(<out-var> <backend> <sources...>)
 # sim: each .cu is rewritten by cudasim_rewrite into <build>/cudasim/<dir>/<name>.cu.cpp (the
 #      <<<...>>> launches and extern __shared__ declarations become simulator calls; #line keeps
-#      diagnostics on the original file) and compiled as C++17. Other sources pass through.
+#      diagnostics on the original file) and compiled as C++17, with any header next to it that
+#      launches kernels too (example 04's sparse_fa2.cuh). Other sources pass through.
 # gpu: sources pass through to nvcc / the host compilers.
 function(attn_cuda_sources out backend)
   set(result)
@@ -113,10 +114,13 @@ function(attn_cuda_sources out backend)
         cmake_path(GET abs FILENAME rel)
       endif()
       set(gen "${CMAKE_BINARY_DIR}/cudasim_gen/${rel}.cpp")
+      # The depfile lists the headers next to the .cu that launch kernels themselves and were
+      # rewritten with it (cudasim_rewrite's header): editing one rewrites the .cu again.
       add_custom_command(
         OUTPUT "${gen}"
-        COMMAND cudasim_rewrite "${abs}" "${gen}"
+        COMMAND cudasim_rewrite "${abs}" "${gen}" "${gen}.d"
         DEPENDS "${abs}" cudasim_rewrite
+        DEPFILE "${gen}.d"
         COMMENT "cudasim: rewriting ${rel}"
         VERBATIM)
       if(ATTN_SIM_CHECK)
@@ -255,6 +259,10 @@ endfunction()
 # instead: attn_example_bench(NONE "<reason>").
 function(attn_example_bench library symbol)
   cmake_path(GET CMAKE_CURRENT_SOURCE_DIR FILENAME folder)
+  # a reason may span lines, and a ';' would split it (a CMake list): one line, commas
+  string(REPLACE ";" "," symbol "${symbol}")
+  string(REGEX REPLACE "[ \n]+" " " symbol "${symbol}")
+  set_property(GLOBAL APPEND PROPERTY ATTN_BENCH_DECLARED "${folder}|${library}|${symbol}")
   if(library STREQUAL "NONE")
     set_property(GLOBAL APPEND PROPERTY ATTN_BENCH_SKIPPED "${folder}: ${symbol}")
   else()
@@ -263,8 +271,10 @@ function(attn_example_bench library symbol)
 endfunction()
 
 # attn_add_examples(): every examples/<NN_name>/ with a CMakeLists.txt, in learning-path order
-# (the top-level CMakeLists.txt), then the tour's list written to <build>/tour.txt (scripts/run.sh
-# reads it): one line per run, NN|folder|program|simulator arguments|GPU arguments.
+# (the top-level CMakeLists.txt), then what they declared written into the build folder:
+# tour.txt (scripts/run.sh reads it), one line per run, NN|folder|program|simulator
+# arguments|GPU arguments; bench.txt, one line per example, folder|kernel library or NONE|registry
+# symbol or why not (tests/docs/examples_declared.py checks both against the folders).
 function(attn_add_examples)
   file(GLOB dirs LIST_DIRECTORIES true "${ATTN_ROOT}/examples/[0-9][0-9]_*")
   list(SORT dirs)
@@ -276,7 +286,13 @@ function(attn_add_examples)
       add_subdirectory("${dir}" "${CMAKE_BINARY_DIR}/examples/${folder}")
     endif()
   endforeach()
-  get_property(tour GLOBAL PROPERTY ATTN_TOUR)
-  list(JOIN tour "\n" text)
-  file(WRITE "${CMAKE_BINARY_DIR}/tour.txt" "${text}\n")
+  foreach(what tour bench)
+    string(TOUPPER "${what}" key)
+    if(what STREQUAL "bench")
+      set(key BENCH_DECLARED)
+    endif()
+    get_property(lines GLOBAL PROPERTY ATTN_${key})
+    list(JOIN lines "\n" text)
+    file(WRITE "${CMAKE_BINARY_DIR}/${what}.txt" "${text}\n")
+  endforeach()
 endfunction()

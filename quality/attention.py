@@ -26,18 +26,26 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PATTERNS_PY = os.path.join(ROOT, "examples", "04_sparse_patterns", "sparse_patterns.py")
+LADDER_PY = os.path.join(ROOT, "examples", "06_custom_pattern", "ladder.py")
 _patterns = None
 
 
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def patterns():
-    """Example 04's sparse_patterns.py as a module (loaded by file path). Used from it:
-    parse_pattern(spec) (raises ValueError with a one-line reason) and pattern_mask(spec, lq, lk,
-    causal) (the boolean [lq, lk] mask)."""
+    """Example 04's sparse_patterns.py as a module (loaded by file path), with example 06's own
+    kind, the ladder, registered (its ladder.py). Used from it: parse_pattern(spec) (raises
+    ValueError with a one-line reason) and pattern_mask(spec, lq, lk, causal) (the boolean
+    [lq, lk] mask)."""
     global _patterns
     if _patterns is None:
-        spec = importlib.util.spec_from_file_location("sparse_patterns_04", PATTERNS_PY)
-        _patterns = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(_patterns)
+        _patterns = _load("ladder_06", LADDER_PY).register(
+            _load("sparse_patterns_04", PATTERNS_PY))
     return _patterns
 
 

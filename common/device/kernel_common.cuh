@@ -7,10 +7,10 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-/* Number of keys query i sees: all Lk, or under bottom-right causal alignment (attn/problem.h)
- * the keys j <= i + Lk - Lq, clamped to [0, Lk]. Keys are visible as a prefix, so "key j is
- * visible" is j < attn_visible_keys(i, ...), and a tile of queries [q0, q1) needs the keys below
- * attn_visible_keys(q1 - 1, ...) (its last row sees the most). */
+/* Number of keys query i sees: all Lk, or under bottom-right causal alignment (common/README.md,
+ * "Conventions") the keys j <= i + Lk - Lq, clamped to [0, Lk]. Keys are visible as a prefix, so
+ * "key j is visible" is j < attn_visible_keys(i, ...), and a tile of queries [q0, q1) needs the
+ * keys below attn_visible_keys(q1 - 1, ...) (its last row sees the most). */
 __device__ __forceinline__ int attn_visible_keys(int i, int Lq, int Lk, bool causal) {
     if (!causal)
         return Lk;
@@ -18,12 +18,11 @@ __device__ __forceinline__ int attn_visible_keys(int i, int Lq, int Lk, bool cau
     return n < 0 ? 0 : (n > Lk ? Lk : n);
 }
 
-/* Where the rows of one (sequence, head) live, in either layout of attn/problem.h, so that a
- * kernel addresses dense and variable-length batches with the same code:
- *   dense  [B,H,L,D]:   head bh = b*H + h owns L consecutive rows, D elements apart;
- *   varlen [total,H,D]: sequence b starts at packed row cu[b]; its rows of head h are H*D
- *                       elements apart; its LSE rows start at h*total_q + cu_q[b].
- * Row i of Q/O is at q + i*ld, of K/V at k + i*ld, its LSE at lse + i. */
+/* Where the rows of one (sequence, head) live, in either layout (common/README.md, "Conventions"),
+ * so that a kernel addresses dense and variable-length batches with the same code: dense [B,H,L,D]:
+ * head bh = b*H + h owns L consecutive rows, D elements apart; varlen [total,H,D]: sequence b
+ * starts at packed row cu[b]; its rows of head h are H*D elements apart; its LSE rows start at
+ * h*total_q + cu_q[b]. Row i of Q/O is at q + i*ld, of K/V at k + i*ld, its LSE at lse + i. */
 typedef struct attn_seq_head {
     int64_t q, k; /* element offset of row 0 in Q/O and in K/V */
     int64_t lse;  /* index of row 0 in the LSE buffer */

@@ -70,11 +70,12 @@
 //   row 7:     L28 | L29 | L30 | L31         row 6, 7:   L3   L7   ...   L31
 //
 // So the plain layout is that of a quadrant of A, the transposed one that of B. With a tile in
-// shared memory at `p`, `ld` elements per row:
+// shared memory at `p`, `ld` elements per row ("X-major": X is the contiguous dimension, as in the
+// PTX ISA's wgmma section and CuTe):
 //   A (16 x 16, row-major):       ldmatrix_x4(a, p + (lane % 16) * ld + (lane / 16) * 8)
-//   B stored k-major, [k][n]      ldmatrix_x2_trans(b, p + (lane % 16) * ld)
+//   B stored MN-major, [k][n]     ldmatrix_x2_trans(b, p + (lane % 16) * ld)
 //     (V in P * V):
-//   B stored n-major, [n][k]      ldmatrix_x2(b, p + (lane % 8) * ld + (lane / 8 % 2) * 8)
+//   B stored K-major, [n][k]      ldmatrix_x2(b, p + (lane % 8) * ld + (lane / 8 % 2) * 8)
 //     (K in Q * K^T):
 // The simulator reads each lane's row in that lane (so ASan and TSan see the access where the
 // GPU makes it) and exchanges the rows with one warp collective.

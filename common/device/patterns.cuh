@@ -6,8 +6,8 @@
  *
  * Positions. Query i of a sequence with Lq queries and Lk keys is compared with the keys at its
  * *aligned* position a = i + (Lk - Lq): the bottom-right alignment the chapter uses for causality
- * (attn/problem.h), so that with Lq = 1 (decoding) a window covers the last keys. For Lq = Lk,
- * a = i. With delta = j - a (how far key j lies after the query):
+ * (common/README.md, "Conventions"), so that with Lq = 1 (decoding) a window covers the last keys.
+ * For Lq = Lk, a = i. With delta = j - a (how far key j lies after the query):
  *
  *   window        w     |delta| <= w                                   Longformer, 2w+1 keys
  *   causal_window w=W   -W < delta <= 0                                Mistral 7B
@@ -17,9 +17,11 @@
  *   global        g     a in G or j in G (rows and columns of G dense) Longformer, BigBird
  *   bigbird       b, r, block size b, NB = ceil(Lk/b), I = floor(a/b), J = floor(j/b):
  *                 seed  |I - J| <= 1, or I or J in {0, NB-1}, or J in rand(I)   BigBird (ITC)
- *   ladder        b, s, block size b, I = floor(a/b), J = floor(j/b), D = |I - J|:
- *                 w     J < s (sink blocks), or D < w (local blocks), or D a power of two
- *                       (the ladder: blocks 1, 2, 4, 8, ... back)   example 06 (the chapter's own)
+ *
+ * An example may define kinds of its own in its own folder (example 06's ladder): kind numbers
+ * ATTN_PATTERN_KINDS and up, parameters in part.x[], the rule in the example (its host
+ * definition registered with attn/sparse/patterns.h, the same definition handed to its kernels
+ * as the Own type of attn_pattern_keep_with below).
  *
  * A pattern is the union of up to ATTN_PATTERN_MAX_PARTS parts ("window:w=64+global:g=0").
  * Causality is not part of a pattern: the problem's causal flag is applied on top (an entry is
@@ -53,24 +55,26 @@ typedef enum attn_pattern_kind {
     ATTN_PATTERN_FIXED = 4,
     ATTN_PATTERN_GLOBAL = 5,
     ATTN_PATTERN_BIGBIRD = 6,
-    ATTN_PATTERN_LADDER = 7,
-    ATTN_PATTERN_KINDS = 8
+    ATTN_PATTERN_KINDS = 7 /* the chapter's kinds; an example's own are numbered from here */
 } attn_pattern_kind;
+
+#define ATTN_PATTERN_MAX_OWN 4    /* kinds an example may define (ATTN_PATTERN_KINDS + 0..3) */
+#define ATTN_PATTERN_MAX_PARAMS 4 /* parameters of such a kind (attn_pattern_part.x) */
 
 #define ATTN_PATTERN_BIT(kind) (1u << (unsigned)(kind))
 
 /* One part. Only the fields of its kind are used; plain data, passed to kernels by value. */
 typedef struct attn_pattern_part {
     int kind;      /* attn_pattern_kind */
-    int w;         /* window, causal_window (W), dilated: width; ladder: local blocks */
+    int w;         /* window, causal_window (W), dilated: width */
     int d;         /* dilated: dilation */
     int l, c;      /* strided, fixed: stride l; fixed: summary columns c */
-    int b, r;      /* bigbird, ladder: block size; bigbird: random blocks per query block */
-    int s;         /* ladder: sink blocks */
+    int b, r;      /* bigbird: block size, random blocks per query block */
     uint64_t seed; /* bigbird */
     int n_ranges;  /* global: G = union of [lo[k], hi[k]) */
     int lo[ATTN_PATTERN_MAX_RANGES];
     int hi[ATTN_PATTERN_MAX_RANGES];
+    int x[ATTN_PATTERN_MAX_PARAMS]; /* an example's own kind: its parameters, in its order */
 } attn_pattern_part;
 
 typedef struct attn_pattern {
@@ -125,13 +129,6 @@ ATTN_HD int attn_bigbird_random(const attn_pattern_part *pt, int I, int NB, int 
     return n;
 }
 
-/* The ladder's rule on blocks: query block I keeps key block J (J >= 0; I < 0 when Lq > Lk).
- * D = 0 counts as a power of two: a block always sees itself. */
-ATTN_HD int attn_ladder_block_keep(const attn_pattern_part *pt, int I, int J) {
-    int D = I > J ? I - J : J - I;
-    return J < pt->s || D < pt->w || (D & (D - 1)) == 0;
-}
-
 /* Does part pt keep key j for the query at aligned position a (sequence of Lk keys)? */
 ATTN_HD int attn_pattern_part_keep(const attn_pattern_part *pt, int a, int j, int Lk) {
     int delta = j - a;
@@ -162,15 +159,15 @@ ATTN_HD int attn_pattern_part_keep(const attn_pattern_part *pt, int a, int j, in
                 return 1;
         return 0;
     }
-    case ATTN_PATTERN_LADDER:
-        return attn_ladder_block_keep(pt, attn_floor_div(a, pt->b), j / pt->b);
-    default:
+    default: /* an example's own kind: attn_pattern_keep_with */
         return 0;
     }
 }
 
 /* Does the pattern keep key j for query i of a sequence of Lq queries and Lk keys? A pattern of
- * no parts keeps everything (dense). Causality is not applied here (see above). */
+ * no parts keeps everything (dense). Causality is not applied here (see above). Parts of an
+ * example's own kinds keep nothing here: kernels that serve them use attn_pattern_keep_with, the
+ * host attn_pattern_keep_host (attn/sparse/patterns.h). */
 ATTN_HD int attn_pattern_keep(const attn_pattern *pat, int i, int j, int Lq, int Lk) {
     if (pat->n_parts == 0)
         return 1;
@@ -180,5 +177,29 @@ ATTN_HD int attn_pattern_keep(const attn_pattern *pat, int i, int j, int Lq, int
             return 1;
     return 0;
 }
+
+#ifdef __cplusplus
+/* The same predicate for a kernel specialised on an example's own kinds: Own::keep(pt, a, j, Lk)
+ * decides every part of kind >= ATTN_PATTERN_KINDS (the example's kinds, pt->kind -
+ * ATTN_PATTERN_KINDS in the order its configuration lists them). Resolved at compile time: no
+ * function pointer on the device. */
+struct attn_no_own_kinds {
+    ATTN_HD static int keep(const attn_pattern_part *, int, int, int) { return 0; }
+};
+
+template <class Own>
+ATTN_HD int attn_pattern_keep_with(const attn_pattern *pat, int i, int j, int Lq, int Lk) {
+    if (pat->n_parts == 0)
+        return 1;
+    int a = i + (Lk - Lq);
+    for (int p = 0; p < pat->n_parts; ++p) {
+        const attn_pattern_part *pt = &pat->part[p];
+        if (pt->kind >= ATTN_PATTERN_KINDS ? Own::keep(pt, a, j, Lk)
+                                           : attn_pattern_part_keep(pt, a, j, Lk))
+            return 1;
+    }
+    return 0;
+}
+#endif
 
 #endif /* ATTN_PATTERNS_CUH */

@@ -267,14 +267,13 @@ static int parse_positive_real(const opt *o, const char *s, float *out, char *er
 }
 
 /* An existing folder this process can write into. */
-static int parse_dir(const char *flag, const char *v, const char **out, char *err,
-                     size_t err_len) {
+static int parse_dir(const char *flag, const char *v, const char **out, char *err, size_t err_len) {
     struct stat st;
     if (v[0] == '\0')
         return usage_error(err, err_len, "error: %s needs a folder name", flag);
     if (stat(v, &st) != 0 || !S_ISDIR(st.st_mode))
-        return usage_error(err, err_len, "error: %s: '%s' is not an existing folder (create it first)",
-                           flag, v);
+        return usage_error(err, err_len,
+                           "error: %s: '%s' is not an existing folder (create it first)", flag, v);
     if (access(v, W_OK | X_OK) != 0)
         return usage_error(err, err_len, "error: %s: cannot write into '%s'", flag, v);
     *out = v;
@@ -527,8 +526,8 @@ static int parse_ranged_int(const char *flag, const char *s, int min, int max, i
     int rc = parse_unsigned(neg ? s + 1 : s, neg ? (uint64_t)INT_MAX + 1 : (uint64_t)INT_MAX, &v);
     long long x = neg ? -(long long)v : (long long)v;
     if (rc != 0 || x < min || x > max)
-        return usage_error(err, err_len, "error: %s must be an integer in [%d, %d] (got '%s')", flag,
-                           min, max, s);
+        return usage_error(err, err_len, "error: %s must be an integer in [%d, %d] (got '%s')",
+                           flag, min, max, s);
     *out = (int)x;
     return 0;
 }
@@ -626,7 +625,8 @@ int attn_cli_parse(attn_cli *cli, int argc, char **argv, char *err, size_t err_l
     return attn_cli_parse_options(cli, argc, argv, NULL, 0, NULL, err, err_len);
 }
 
-/* ---- what a run may cost ----------------------------------------------------------------------- */
+/* ---- what a run may cost -----------------------------------------------------------------------
+ */
 
 int attn_cli_sim_budget_check(const attn_cli *cli, double flops, char *why, size_t len) {
     if (!attn_on_simulator() || cli->allow_slow || flops <= ATTN_SIM_BUDGET_FLOPS)

@@ -457,15 +457,7 @@ static int run_chunk(session *s, const attn_stage *st, stage_run *r, const attn_
     kb.chunks = 0;
     if (st->clear != NULL && st->clear(s->state, r->k, c) != 0)
         return 1;
-    r->k->launch(&s->p, &kb, NULL);
-    cudaError_t err = cudaGetLastError(); /* launch errors: configuration, shared memory */
-    if (err == cudaSuccess)
-        err = cudaDeviceSynchronize(); /* errors while running: bad addresses, traps */
-    if (err == cudaSuccess)
-        err = cudaGetLastError();
-    if (err != cudaSuccess) {
-        snprintf(r->o->note, sizeof r->o->note, "%s: %s", cudaGetErrorName(err),
-                 cudaGetErrorString(err));
+    if (attn_launch_synchronized(r->k, &s->p, &kb, r->o->note, sizeof r->o->note) != 0) {
         r->o->rec.status = "ERROR";
         r->failed_launch = true;
         return 1;

@@ -1,5 +1,5 @@
 /* problem.c — problem description: dtypes, validation, both layouts' offsets, work counts, and
- * the kernel-requirements check. Conventions are stated once, in attn/problem.h. */
+ * the kernel-requirements check. Conventions: common/README.md, "Conventions". */
 #include "attn/problem.h"
 
 #include <math.h>

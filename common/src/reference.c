@@ -8,7 +8,7 @@
  *     o_d = sum_j exp(s_j - m) * v[j,d] / l
  *     lse = m + log(l)                              = log(sum_j exp(s_j))
  *
- * A row that sees no key outputs 0 and lse = -inf (the chapter's convention, problem.h).
+ * A row that sees no key outputs 0 and lse = -inf (common/README.md, "Conventions").
  * attn_reference_lowp is the same computation in the problem's own precision: the "straightforward
  * implementation" against which FlashAttention's tolerance rule measures a kernel (check.h).
  *

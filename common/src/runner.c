@@ -251,6 +251,20 @@ static int check_results(attn_problem_data *d, bool dense, bool quiet, attn_outc
     return 0;
 }
 
+int attn_launch_synchronized(const attn_kernel *k, const attn_problem *p, const attn_buffers *b,
+                             char *note, size_t len) {
+    k->launch(p, b, NULL);
+    cudaError_t err = cudaGetLastError(); /* launch errors: configuration, shared memory */
+    if (err == cudaSuccess)
+        err = cudaDeviceSynchronize(); /* errors while running: bad addresses, traps */
+    if (err == cudaSuccess)
+        err = cudaGetLastError();
+    if (err == cudaSuccess)
+        return 0;
+    snprintf(note, len, "%s: %s", cudaGetErrorName(err), cudaGetErrorString(err));
+    return 1;
+}
+
 /* NaN-fills the outputs, launches, synchronises, checks. 0 when the kernel ran (PASS or FAIL). */
 static int launch_and_check(attn_problem_data *d, const attn_kernel *k, const attn_buffers *buf,
                             const attn_run_opts *opts, attn_outcome *o) {
@@ -261,15 +275,8 @@ static int launch_and_check(attn_problem_data *d, const attn_kernel *k, const at
         set_status(o, "ERROR", "filling the outputs with NaN failed");
         return 1;
     }
-    k->launch(p, buf, NULL);
-    cudaError_t err = cudaGetLastError(); /* launch errors: configuration, shared memory */
-    if (err == cudaSuccess)
-        err = cudaDeviceSynchronize(); /* errors while running: bad addresses, traps */
-    if (err == cudaSuccess)
-        err = cudaGetLastError();
-    if (err != cudaSuccess) {
-        char note[256];
-        snprintf(note, sizeof note, "%s: %s", cudaGetErrorName(err), cudaGetErrorString(err));
+    char note[256];
+    if (attn_launch_synchronized(k, p, buf, note, sizeof note) != 0) {
         set_status(o, "ERROR", note);
         if (!quiet)
             printf("  ERROR: %s\n", note);

@@ -7,7 +7,7 @@ The same three steps as naive_attention.cu, written so a reader can step through
     P = softmax(S) per row      subtract the row max first (stability), masked entries -> 0
     O = P V
 
-Conventions shared with the C harness (common/include/attn/problem.h):
+Conventions shared with the C harness (common/README.md, "Conventions"):
   * layout [B, H, L, D];  scale defaults to 1/sqrt(D);
   * causal is bottom-right aligned: query i sees key j iff j <= i + Lk - Lq;
   * a query that sees no key outputs 0 and has log-sum-exp -inf.

@@ -17,7 +17,7 @@ matrix:
         O_i = O_i / l_i,  LSE_i = m_i + log(l_i)       rows that saw no key: 0 and -inf
 
 Notation of Dao et al., "FlashAttention", NeurIPS 2022, Algorithm 1. Conventions shared with the
-C harness (common/include/attn/problem.h): layout [B, H, L, D]; scale defaults to 1/sqrt(D);
+C harness (common/README.md, "Conventions"): layout [B, H, L, D]; scale defaults to 1/sqrt(D);
 causal is bottom-right aligned (query i sees key j iff j <= i + Lk - Lq).
 
 Run:

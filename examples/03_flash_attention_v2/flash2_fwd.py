@@ -20,7 +20,7 @@ the kernel; it owns Br = 64 query rows from start to finish:
         LSE_i = m_i + log(l_i)                              rows that saw no key: 0 and -inf
 
 Notation of Dao, "FlashAttention-2", 2023 (arXiv:2307.08691), Algorithm 1. Conventions shared
-with the C harness (common/include/attn/problem.h): layout [B, H, L, D]; scale defaults to
+with the C harness (common/README.md, "Conventions"): layout [B, H, L, D]; scale defaults to
 1/sqrt(D); causal is bottom-right aligned (query i sees key j iff j <= i + Lk - Lq).
 
 Variable length (flash2_fwd_varlen): FlashAttention's varlen layout, as the C harness's

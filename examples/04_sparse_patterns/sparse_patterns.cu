@@ -45,6 +45,7 @@
 #include "attn/sparse/sparse_example.h"
 #include "device/kernel_common.cuh"
 #include "device/mma.cuh"
+#include "sparse_fa2.cuh"
 
 /* ============================== CPU reference ============================================= */
 /* The oracle is the harness's attn_reference (common/src/reference.c) with the pattern's
@@ -54,174 +55,8 @@
 
 /* ================================== kernels =============================================== */
 
-#define BR 64          /* query rows per block; = ATTN_SPARSE_TILE, the block mask's block_q */
-#define BC ATTN_FA2_BC /* keys per K/V tile (64); = ATTN_SPARSE_TILE, the block mask's block_k */
-#define WARPS 4        /* warps per block; warp w owns rows 16w .. 16w+15 of the tile */
-#define WARP_ROWS ATTN_FA2_WARP_ROWS /* BR / WARPS = 16 */
-#define LOG2E 1.4426950408889634f
-#define LN2 0.6931471805599453f
-static_assert(BR == ATTN_SPARSE_TILE && BC == ATTN_SPARSE_TILE, "tiles must match the mask's");
-
-/* --- versions 2 and 3: one FA2 body, two sources of key tiles --------------------------------
- *
- * The kernel is example 03's fa2_mma (walkthrough there), built from the same warp-level steps
- * (attn_fa2_score_tile, _scale_and_mask, _online_softmax, _accumulate_pv, _finish_rows, _store_o
- * in examples/03_flash_attention_v2/fa2_tile.cuh), with one change: instead of the key
- * tiles 0, 1, ... up to the causal diagonal, a query tile visits the key tiles a *tile source*
- * lists, and applies the per-element mask only on the tiles the source marks as masked:
- *
- *   query tile qb            key tiles of qb (block mask row)     what the block does
- *   +------------------+     full:    [3, 4]                      S = Q K^T, softmax, P V
- *   | warp 0: rows 0-15|     partial: [2, 5]                      the same, plus: entries the
- *   | warp 1: rows16-31|                                            pattern drops get -inf
- *   | warp 2: rows32-47|     tiles never listed are never loaded: the work is
- *   | warp 3: rows48-63|     (listed tiles) x 64 x 64 instead of Lk x 64
- *   +------------------+
- *
- * block_list_tiles (version 2) reads the lists from the block mask in device memory;
- * band_tiles (version 3) computes them: the keys of a window lie in one band around the
- * diagonal, so the key tiles of a query tile are a contiguous range known from w alone.
- *
- *   grid  = (ceil(Lq/64), min(B*H, 65535)); blockIdx.y strides over the heads (b = bh / H)
- *   block = 128 threads = 4 warps; shared q_s, k_s, v_s [64][D + 8] as in fa2_mma */
-
-/* Tile source of version 2: the block mask's lists for (sequence b, query block qb). */
-struct block_list_tiles {
-    struct params {
-        attn_block_mask mask; /* arrays in device memory, 64 x 64 tiles */
-        attn_pattern pattern; /* the predicate of partial tiles (n_parts = 0: causal only) */
-    };
-    const params *p;
-    const int32_t *full, *part; /* [num_k_blocks] rows of the lists */
-    int n_full, n_part, seq_q, seq_k;
-    int diag; /* causal: the last key that every row of the tile sees (first row's aligned a) */
-    bool causal;
-
-    __device__ block_list_tiles(const params &prm, int b, int qb, const attn_seq_head &sh,
-                                bool is_causal)
-        : p(&prm), seq_q(sh.Lq), seq_k(sh.Lk), diag(qb * BR + sh.Lk - sh.Lq), causal(is_causal) {
-        const int64_t row = (int64_t)b * prm.mask.num_q_blocks + qb;
-        full = prm.mask.full_kv_indices + row * prm.mask.num_k_blocks;
-        part = prm.mask.kv_indices + row * prm.mask.num_k_blocks;
-        n_full = prm.mask.full_kv_num_blocks[row];
-        n_part = prm.mask.kv_num_blocks[row];
-    }
-    __device__ int count() const { return n_full + n_part; }
-    /* Key tile t (full ones first); *masked: needs the per-element test (partial, a tail, or a
-     * tile that crosses the causal diagonal: a user-built mask may list one as full, and
-     * causality still holds inside it). */
-    __device__ int key_tile(int t, bool *masked) const {
-        const int kb = t < n_full ? full[t] : part[t - n_full];
-        *masked = t >= n_full || (kb + 1) * BC > seq_k || (causal && (kb + 1) * BC - 1 > diag);
-        return kb;
-    }
-    __device__ bool visible(int i, int key) const {
-        return key < seq_k && (!causal || key <= i + seq_k - seq_q) &&
-               attn_pattern_keep(&p->pattern, i, key, seq_q, seq_k);
-    }
-};
-
-/* Tile source of version 3: key j is visible to the query at aligned position a = i + Lk - Lq
- * iff lo <= j - a <= hi (the union of the window parts; causal caps hi at 0). */
-struct band_tiles {
-    struct params {
-        int lo, hi; /* the band of delta = j - a; lo > hi: empty */
-    };
-    int lo, hi, first, n, a_first, a_last, seq_k, off;
-
-    __device__ band_tiles(const params &prm, int b, int qb, const attn_seq_head &sh, bool causal) {
-        (void)b;
-        off = sh.Lk - sh.Lq;
-        seq_k = sh.Lk;
-        lo = prm.lo;
-        hi = causal && prm.hi > 0 ? 0 : prm.hi;
-        a_first = qb * BR + off;
-        a_last = min(qb * BR + BR, sh.Lq) - 1 + off;
-        const int jmin = max(a_first + lo, 0), jmax = min(a_last + hi, seq_k - 1);
-        first = jmin / BC;
-        n = lo <= hi && jmin <= jmax ? jmax / BC - first + 1 : 0;
-    }
-    __device__ int count() const { return n; }
-    __device__ int key_tile(int t, bool *masked) const {
-        const int j0 = (first + t) * BC, j1 = j0 + BC - 1;
-        /* every (row, key) of the tile inside the band, and no key past the end */
-        *masked = !(j0 - a_last >= lo && j1 - a_first <= hi && j1 < seq_k);
-        return first + t;
-    }
-    __device__ bool visible(int i, int key) const {
-        const int d = key - (i + off);
-        return key < seq_k && d >= lo && d <= hi;
-    }
-};
-
-template <typename T, int D, typename Tiles>
-__global__ void sparse_fa2_kernel(const T *__restrict__ q, // [B,H,Lq,D] (varlen [tq,H,D])
-                                  const T *__restrict__ k, // [B,H,Lk,D] (varlen [tk,H,D])
-                                  const T *__restrict__ v, // [B,H,Lk,D] (varlen [tk,H,D])
-                                  T *__restrict__ o,       // [B,H,Lq,D] (varlen [tq,H,D])
-                                  float *__restrict__ lse, // [B,H,Lq] (varlen [H,tq]) or NULL
-                                  const int *cu_q,         // [B+1] or NULL (dense layout)
-                                  const int *cu_k,         // [B+1] or NULL
-                                  int B, int H, int Lq, int Lk, float scale, bool causal,
-                                  const typename Tiles::params tp) {
-    using Lay = attn_padded_layout<D>; /* rows D + 8 elements apart */
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    T *q_s = reinterpret_cast<T *>(smem_raw); /* [BR][LD] */
-    T *k_s = q_s + BR * Lay::LD;              /* [BC][LD] */
-    T *v_s = k_s + BC * Lay::LD;              /* [BC][LD] */
-    const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
-    const int q0 = blockIdx.x * BR;
-    const int row0 = q0 + warp * WARP_ROWS; /* first query row of this warp */
-    const float scale2 = scale * LOG2E;     /* scores in log2 units */
-
-    for (int bh = blockIdx.y; bh < B * H; bh += gridDim.y) {
-        const attn_seq_head sh = attn_seq_head_at(bh, B * H, H, D, Lq, Lk, cu_q, cu_k);
-        if (q0 >= sh.Lq) /* a short sequence of a varlen batch: the whole block skips */
-            continue;
-        const T *kb = k + sh.k, *vb = v + sh.k;
-        attn_load_tile_async<T, D, BR, Lay>(q_s, q + sh.q + q0 * sh.ld, sh.ld, sh.Lq - q0);
-        cp_async_commit();
-        cp_async_wait_all();
-        __syncthreads(); // the Q tile is complete before the warps read it with ldmatrix
-        uint32_t qf[D / 16][4];
-        attn_fa2_load_q_fragments<T, D, Lay>(qf, q_s);
-        __syncthreads(); // every warp holds its Q fragments before q_s can be reused (next head)
-
-        float of[D / 8][4] = {};
-        float m[2] = {-INFINITY, -INFINITY}; /* running max of rows g, g + 8 (log2 units) */
-        float l[2] = {0.0f, 0.0f};           /* this lane's part of the row sums */
-        const int rows[2] = {row0 + g, row0 + g + 8};
-
-        const Tiles tiles(tp, bh / H, blockIdx.x, sh, causal);
-        for (int t = 0; t < tiles.count(); ++t) {
-            bool masked;
-            const int j0 = tiles.key_tile(t, &masked) * BC;
-            attn_load_tile_async<T, D, BC, Lay>(k_s, kb + j0 * sh.ld, sh.ld, sh.Lk - j0);
-            cp_async_commit();
-            attn_load_tile_async<T, D, BC, Lay>(v_s, vb + j0 * sh.ld, sh.ld, sh.Lk - j0);
-            cp_async_commit();
-            cp_async_wait<1>();
-            __syncthreads(); // every thread's K_j copies done before any warp reads K_j
-
-            float s[BC / 8][4];
-            attn_fa2_score_tile<T, D, Lay>(s, qf, k_s);
-            /* The only difference from dense FA2: the mask test runs on masked tiles only, with
-             * the tile source's predicate. */
-            attn_fa2_scale_and_mask(s, j0, masked, scale2,
-                                    [&](int h, int key) { return tiles.visible(rows[h], key); });
-            attn_fa2_online_softmax<D>(s, of, m, l);
-
-            cp_async_wait<0>();
-            __syncthreads(); // every thread's V_j copies done before any warp reads V_j
-            attn_fa2_accumulate_pv<T, D, Lay>(of, s, v_s);
-            __syncthreads(); // all warps done with K_j and V_j before the next tile's copies
-        }
-
-        /* Deferred normalisation; a row that saw no key has l = 0 and outputs 0, LSE -inf. */
-        attn_fa2_finish_rows<D>(of, m, l, row0, sh, lse);
-        attn_fa2_store_o<T, D>(o, of, row0, sh);
-    }
-}
+/* Versions 2 and 3 are one kernel on two tile sources: sparse_fa2.cuh (example 06 specialises
+ * it on its own pattern). Version 4 follows. */
 
 /* --- version 4: gather -----------------------------------------------------------------------
  *
@@ -321,41 +156,11 @@ __global__ void gather_kernel(const T *__restrict__ q,             // [B,H,Lq,D]
  * this example's library links example 03's). */
 extern "C" const attn_kernel flash2_fa2_mma;
 
-/* Versions 2 and 3: one block of WARPS warps, shared q_s, k_s, v_s [64][D + ATTN_SMEM_PAD]. */
-static attn_launch_shape sparse_fa2_shape(const attn_problem *p) {
-    return {"sparse_fa2_kernel", WARPS * 32,
-            (size_t)(BR + 2 * BC) * (p->D + ATTN_SMEM_PAD) * attn_dtype_size(p->dtype)};
-}
+/* Versions 2 and 3: sparse_fa2_shape and launch_sparse, sparse_fa2.cuh. */
 
 /* Version 4: GATHER_WARPS warps, one query row each; no dynamic shared memory. */
 static attn_launch_shape gather_shape(const attn_problem *) {
     return {"gather_kernel", GATHER_WARPS * 32, 0};
-}
-
-template <typename T, int D, typename Tiles>
-static void launch_sparse_typed(const attn_problem *p, const attn_buffers *b,
-                                const typename Tiles::params &tp, cudaStream_t stream) {
-    static_assert(attn_padded_layout<D>::LD == D + ATTN_SMEM_PAD, "sparse_fa2_shape's rows");
-    const attn_launch_shape shape = sparse_fa2_shape(p);
-    cudaFuncSetAttribute(sparse_fa2_kernel<T, D, Tiles>,
-                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shape.smem_bytes);
-    dim3 grid((p->Lq + BR - 1) / BR, attn_head_blocks(p->B * p->H));
-    sparse_fa2_kernel<T, D, Tiles><<<grid, shape.threads, shape.smem_bytes, stream>>>(
-        (const T *)b->q, (const T *)b->k, (const T *)b->v, (T *)b->o, b->lse, b->cu_seqlens_q,
-        b->cu_seqlens_k, p->B, p->H, p->Lq, p->Lk, p->scale, p->causal, tp);
-}
-
-/* The registry admits only D = 64 or 128 and fp16/bf16 (fa2_mma's requirements, example 03). */
-template <typename Tiles>
-static void launch_sparse(const attn_problem *p, const attn_buffers *b,
-                          const typename Tiles::params &tp, cudaStream_t stream) {
-    const bool bf16 = p->dtype == ATTN_BF16;
-    if (p->D == 64)
-        bf16 ? launch_sparse_typed<__nv_bfloat16, 64, Tiles>(p, b, tp, stream)
-             : launch_sparse_typed<__half, 64, Tiles>(p, b, tp, stream);
-    else
-        bf16 ? launch_sparse_typed<__nv_bfloat16, 128, Tiles>(p, b, tp, stream)
-             : launch_sparse_typed<__half, 128, Tiles>(p, b, tp, stream);
 }
 
 /* Version 2 reads b->sparse->block_mask, which the harness builds in 64 x 64 tiles
@@ -364,12 +169,7 @@ static void launch_sparse(const attn_problem *p, const attn_buffers *b,
  * causality on top (README: "Your own block layout"; the reference's mask is
  * attn_block_mask_as_mask). */
 static void launch_block_sparse(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
-    block_list_tiles::params tp;
-    tp.mask = *b->sparse->block_mask;
-    memset(&tp.pattern, 0, sizeof tp.pattern);
-    if (b->sparse->pattern != NULL)
-        tp.pattern = *b->sparse->pattern;
-    launch_sparse<block_list_tiles>(p, b, tp, stream);
+    attn_launch_block_sparse<attn_no_own_kinds>(p, b, stream);
 }
 
 /* Version 3: the band [lo, hi] of delta = j - a is the union of the pattern's window parts
@@ -437,9 +237,6 @@ static const attn_kernel sparse_kernels[] = {
      launch_gather, gather_requirements, NULL, ALL_PATTERNS | ATTN_SERVES_DENSE | ATTN_SERVES_CSR,
      gather_shape},
 };
-
-/* Versions 1 and 2 by symbol: example 06 runs its ladder pattern (and its baselines) on them. */
-extern "C" const attn_kernel *const sparse_patterns_kernels = sparse_kernels;
 
 /* the default pattern: Longformer's local window, density ~12% at L=1024 */
 static const attn_sparse_config sparse_config = {"window:w=64", NULL};

@@ -12,9 +12,10 @@ independently in PyTorch, from the same spec strings:
     global:g=0,5-7      rows and columns of G dense
     bigbird:b=B,r=R,seed=S   ITC blocks: |I - J| <= 1, first/last block global, R seeded random
                              blocks per query block    (BigBird, Zaheer et al. 2020)
-    ladder:b=B,s=S,w=W  blocks of b: J < s, or |I - J| < w, or |I - J| a power of two
-                             (sink + local + ladder blocks: example 06)
     parts joined by '+' are a union; a = i + Lk - Lq (bottom-right alignment, as causality)
+
+An example may add a kind of its own (register_kind; example 06's ladder.py registers "ladder"),
+as the C harness lets it (attn_pattern_register).
 
 and, as FlexAttention's BlockMask, the block mask (per query tile the sorted full and partial key
 tiles). Where FlexAttention is available (torch.nn.attention.flex_attention) its create_block_mask
@@ -53,10 +54,22 @@ MASK64 = (1 << 64) - 1
 # The parameters of each kind, in the order attn_pattern_format writes them; global's "n=K" is
 # read as g=0-(K-1).
 PARAMS = {"window": ("w",), "causal_window": ("w",), "dilated": ("w", "d"), "strided": ("l",),
-          "fixed": ("l", "c"), "global": ("g",), "bigbird": ("b", "r", "seed"),
-          "ladder": ("b", "s", "w")}
+          "fixed": ("l", "c"), "global": ("g",), "bigbird": ("b", "r", "seed")}
 MIN = {"d": 1, "l": 1, "b": 1}  # smallest value of a parameter (others: 0)
 MAX_RANDOM = 16  # ATTN_PATTERN_MAX_RANDOM: bigbird's r
+
+# The kinds examples define themselves: name -> (defaults of the optional parameters, smallest
+# values, predicate(part) -> keep(a, j) on index tensors).
+OWN = {}
+
+
+def register_kind(name, params, defaults, minimum, predicate):
+    """Adds a pattern kind of an example's own: its parameter names (in attn_pattern_format's
+    order), defaults of the optional ones ({name: value}; the others are required), smallest
+    values ({name: value}), and predicate(part) returning keep(a, j) on broadcastable integer
+    tensors of aligned query positions and keys (causality not applied), as part_predicate's."""
+    PARAMS[name] = tuple(params)
+    OWN[name] = (dict(defaults), dict(minimum), predicate)
 
 
 def add_range(ranges, lo, hi):
@@ -84,11 +97,16 @@ def parse_pattern(spec):
         if kind not in PARAMS:
             raise ValueError(f"unknown pattern '{text}' (kinds: {', '.join(PARAMS)}, none)")
         part = {"kind": kind, "g": [], "seed": 0} if kind in ("global", "bigbird") else \
-            {"kind": kind, "s": 1} if kind == "ladder" else {"kind": kind}
+            dict(OWN[kind][0], kind=kind) if kind in OWN else {"kind": kind}
+        minimum = dict(MIN, **OWN[kind][1]) if kind in OWN else MIN
+        given = set()
         name = None
         for tok in params.split(",") if params else []:
             if "=" in tok:
                 name, tok = tok.split("=", 1)
+                if name in given:
+                    raise ValueError(f"pattern part '{text}': {name} is given twice")
+                given.add(name)
             elif name != "g":
                 raise ValueError(f"pattern part '{text}': expected name=value, got '{tok}'")
             known = PARAMS[kind] + (("n",) if kind == "global" else ())
@@ -104,18 +122,16 @@ def parse_pattern(spec):
                 if last < first:
                     raise ValueError(f"pattern part '{text}': bad global range '{tok}'")
                 part["g"] = add_range(part["g"], first, last + 1)
-            elif int(lo) < MIN.get(name, 0) or name == "r" and int(lo) > MAX_RANDOM:
+            elif int(lo) < minimum.get(name, 0) or name == "r" and int(lo) > MAX_RANDOM:
                 raise ValueError(f"pattern part '{text}': {name} must be at least "
-                                 f"{MIN.get(name, 0)}" + (f" and at most {MAX_RANDOM}"
-                                                          if name == "r" else ""))
+                                 f"{minimum.get(name, 0)}" + (f" and at most {MAX_RANDOM}"
+                                                              if name == "r" else ""))
             else:
                 part[name] = int(lo)
         missing = [p for p in PARAMS[kind] if p not in part or p == "g" and not part["g"]]
         if missing:
             raise ValueError(f"pattern part '{text}': missing parameter {missing[0]} "
                              f"({kind} takes {', '.join(PARAMS[kind])})")
-        if kind == "ladder" and part["w"] < 1:
-            raise ValueError(f"pattern part '{text}': w must be at least 1")
         if kind == "fixed" and part["c"] > part["l"]:
             raise ValueError(f"pattern part '{text}': c must be at most l")
         parts.append(part)
@@ -217,14 +233,8 @@ def part_predicate(part, lq, lk, device=None):
             I = (torch.div(a, b, rounding_mode="floor") - first).clamp(0, nq - 1)
             return table[I, torch.div(j, b, rounding_mode="floor").clamp(0, nb - 1)]
         return keep
-    if kind == "ladder":
-        b, s, w = part["b"], part["s"], part["w"]
-
-        def keep(a, j):
-            D = (torch.div(a, b, rounding_mode="floor") - torch.div(j, b, rounding_mode="floor"))
-            D = D.abs()
-            return (torch.div(j, b, rounding_mode="floor") < s) | (D < w) | ((D & (D - 1)) == 0)
-        return keep
+    if kind in OWN:
+        return OWN[kind][2](part)
     raise ValueError(f"unknown pattern kind {kind}")
 
 

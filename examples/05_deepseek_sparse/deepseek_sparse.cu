@@ -25,8 +25,8 @@
  *                    8-bit histogram find the k-th largest key's bit pattern (pass 1 over global
  *                    memory, then the candidates in the threshold bin are kept in shared memory),
  *                    one pass writes the selected indices in ascending order. Any k, any row
- *                    length.  ./build/sim/examples/05_deepseek_sparse/deepseek_sparse_sim --kernel 3
- *   4 sparse_mma     (stage attention) FA2 over the selected keys: 64 selected K/V rows gathered
+ *                    length.  ./build/sim/examples/05_deepseek_sparse/deepseek_sparse_sim --kernel
+ * 3 4 sparse_mma     (stage attention) FA2 over the selected keys: 64 selected K/V rows gathered
  *                    into shared memory per tile by cp.async, S and P V on tensor cores (example
  *                    03's warp steps, ../03_flash_attention_v2/fa2_tile.cuh) with the 64 heads of
  *                    one token as the rows, online softmax, LSE, -1 slots skipped. D = 64 or 128.
@@ -764,7 +764,6 @@ static void run_dense(const attn_problem *p, const attn_buffers *b, cudaStream_t
 
 const char *const ds_score_kinds[] = {"indexer", "equal", "neginf", "large", "ties"};
 
-
 /* fp16/bf16, D = 64 or 128, causal, varlen; every kernel runs on the simulator */
 static const attn_requirements ds_requirements = {
     ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), 128, 64, true, true, false};
@@ -788,8 +787,8 @@ static const attn_kernel ds_kernels[] = {
      run_sparse_mma, ds_requirements, NULL, 0, NULL, STAGE_ATTENTION},
     {5, "sparse_gather", "one warp per (token, head) over the selected keys, CUDA cores",
      run_sparse_gather, ds_requirements, NULL, 0, NULL, STAGE_ATTENTION},
-    {6, "end_to_end", "the pipeline: per chunk indexer + topk_radix, then sparse_mma",
-     run_pipeline, ds_requirements, NULL, 0, NULL, STAGE_ATTENTION},
+    {6, "end_to_end", "the pipeline: per chunk indexer + topk_radix, then sparse_mma", run_pipeline,
+     ds_requirements, NULL, 0, NULL, STAGE_ATTENTION},
     {7, "dense_fa2", "baseline: example 03's fa2_mma, dense, K and V copied into every head",
      run_dense, ds_requirements, NULL, ATTN_SERVES_BASELINE, NULL, STAGE_ATTENTION},
 };
@@ -798,8 +797,8 @@ static const attn_kernel ds_kernels[] = {
 static const attn_option ds_option_table[] = {
     {"--topk", "K", "keys kept per query (k >= the keys a query sees: all of them)",
      ATTN_OPTION_INT, OPT(topk), 1, INT_MAX, NULL, "64", "2048"},
-    {"--index-heads", "N", "indexer heads H_I: 16, 32, 48 or 64", ATTN_OPTION_INT,
-     OPT(index_heads), 16, DS_MAX_INDEX_HEADS, NULL, "16", "64"},
+    {"--index-heads", "N", "indexer heads H_I: 16, 32, 48 or 64", ATTN_OPTION_INT, OPT(index_heads),
+     16, DS_MAX_INDEX_HEADS, NULL, "16", "64"},
     {"--index-dim", "N", "indexer head dimension D_I: 64 or 128", ATTN_OPTION_INT, OPT(index_dim),
      64, 128, NULL, "64", "128"},
     {"--chunk", "N", "query positions per indexer chunk (0: as many as 1 GiB of logits holds)",

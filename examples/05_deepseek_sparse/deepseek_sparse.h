@@ -2,7 +2,7 @@
  * references (deepseek_reference.c) and the program (main.c).
  *
  * Layouts (packed rows: a dense batch's sequence b owns rows b*L .. b*L+L-1, a varlen batch's
- * rows cu[b] .. cu[b+1]-1, as in attn/problem.h):
+ * rows cu[b] .. cu[b+1]-1, as in common/README.md, "Conventions"):
  *   q_I     [rows_q, H_I, D_I]  indexer queries, H_I heads per token (fp16/bf16)
  *   k_I     [rows_k, D_I]       ONE indexer key per token, shared by the indexer heads
  *   w       [rows_q, H_I]       per-token head weights (fp32)
@@ -106,16 +106,16 @@ typedef struct ds_options {
 /* One run's data. Host arrays hold fp32 values already rounded to the dtype. */
 typedef struct ds_state {
     ds_options opt;
-    attn_problem p; /* H query heads; K and V: one shared head */
-    int k_eff;      /* min(topk, Lk): the selection's width (no query sees more keys) */
+    attn_problem p;            /* H query heads; K and V: one shared head */
+    int k_eff;                 /* min(topk, Lk): the selection's width (no query sees more keys) */
     int corrupt_value, stride; /* checked positions: i % stride == 0 and each sequence's last */
     float amplitude;
     uint64_t seed;
     int64_t rows_q, rows_k;
     float *q, *k1, *v1, *kx, *vx, *qi, *ki, *w; /* kx, vx: K, V copied into every head */
     float *logits;                              /* [B, chunk, Lk] host copy of one chunk */
-    int32_t *sel;  /* [rows_q, k_eff] the selection the top-k checks accepted */
-    int32_t *seen; /* [rows_q, k_eff] the device's selection as read back */
+    int32_t *sel;     /* [rows_q, k_eff] the selection the top-k checks accepted */
+    int32_t *seen;    /* [rows_q, k_eff] the device's selection as read back */
     int64_t *row_ptr; /* sel as the attention reference's CSR mask */
     int32_t *col_idx;
     float *out, *lse, *ref, *ref_lse, *lowp, *dense_ref, *dense_ref_lse, *dense_lowp;

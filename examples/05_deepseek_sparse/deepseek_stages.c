@@ -28,7 +28,8 @@
 #include "attn/tensor.h"
 #include "deepseek_sparse.h"
 
-/* ---- the run's data --------------------------------------------------------------------------- */
+/* ---- the run's data ---------------------------------------------------------------------------
+ */
 
 static ds_state *of(void *state) { return (ds_state *)state; }
 
@@ -67,9 +68,9 @@ int ds_prepare(void *state, const attn_example *ex, const attn_cli *cli, const v
         return ATTN_EXIT_USAGE;
     }
     if (s->opt.corrupt_text != NULL &&
-        attn_cli_parse_int("--corrupt-index", s->opt.corrupt_text[0] == '-'
-                                                   ? s->opt.corrupt_text + 1
-                                                   : s->opt.corrupt_text,
+        attn_cli_parse_int("--corrupt-index",
+                           s->opt.corrupt_text[0] == '-' ? s->opt.corrupt_text + 1
+                                                         : s->opt.corrupt_text,
                            0, &s->corrupt_value, why, len) != 0) {
         snprintf(why, len, "--corrupt-index must be an integer (got '%s')", s->opt.corrupt_text);
         return ATTN_EXIT_USAGE;
@@ -90,13 +91,15 @@ int ds_prepare(void *state, const attn_example *ex, const attn_cli *cli, const v
 attn_verdict ds_verdict(void *state, const attn_kernel *k, const attn_problem *p, char *why,
                         size_t len) {
     if (strcmp(k->name, "end_to_end") == 0 && of(state)->opt.scores != DS_SCORES_INDEXER) {
-        snprintf(why, len, "end_to_end selects on the indexer's own scores, which --scores %s "
-                           "replaces for the top-k stage only",
+        snprintf(why, len,
+                 "end_to_end selects on the indexer's own scores, which --scores %s "
+                 "replaces for the top-k stage only",
                  ds_score_kinds[of(state)->opt.scores]);
         return ATTN_KERNEL_CANNOT;
     }
     if (strcmp(k->name, "topk_bitonic") == 0 && p->Lk > DS_BITONIC_MAX_KEYS) {
-        snprintf(why, len, "topk_bitonic sorts a whole row in shared memory: at most %d keys (Lk=%d)",
+        snprintf(why, len,
+                 "topk_bitonic sorts a whole row in shared memory: at most %d keys (Lk=%d)",
                  DS_BITONIC_MAX_KEYS, p->Lk);
         return ATTN_KERNEL_CANNOT;
     }
@@ -187,10 +190,9 @@ static int make_device(ds_state *s) {
             attn_to_device(s->d_cu_k, p->cu_seqlens_k, n))
             return 1;
     }
-    s->args = (ds_args){&s->p,      HI,       DI,          s->k_eff,    s->opt.chunk,
-                        s->d_qi,    s->d_ki,  s->d_w,      s->d_logits, s->d_sel,
-                        s->d_q,     s->d_k1,  s->d_v1,     s->d_o,      s->d_lse,
-                        s->d_cu_q,  s->d_cu_k, &s->dense};
+    s->args = (ds_args){&s->p,   HI,     DI,          s->k_eff,  s->opt.chunk, s->d_qi,
+                        s->d_ki, s->d_w, s->d_logits, s->d_sel,  s->d_q,       s->d_k1,
+                        s->d_v1, s->d_o, s->d_lse,    s->d_cu_q, s->d_cu_k,    &s->dense};
     /* the dense baseline's buffers: MHA with K and V copied into every head */
     memset(&s->dense, 0, sizeof s->dense);
     s->dense.q = s->d_q;
@@ -310,8 +312,8 @@ int ds_check_indexer(void *state, const attn_kernel *k, int chunk, attn_stage_ch
                 }
             }
             /* --scores: the top-k stage's input replaced, once the indexer's is checked */
-            for (int t = 0; s->opt.scores != DS_SCORES_INDEXER && t < attn_problem_row_keys(p, b, i);
-                 ++t)
+            for (int t = 0;
+                 s->opt.scores != DS_SCORES_INDEXER && t < attn_problem_row_keys(p, b, i); ++t)
                 got[t] = synthetic_score(s->opt.scores, s->seed, ds_row_q(p, b, i), t);
         }
     }
@@ -434,7 +436,8 @@ int ds_prepare_attention(void *state, char *why, size_t len) {
 int ds_clear_output(void *state, const attn_kernel *k, int chunk) {
     (void)k, (void)chunk;
     const ds_state *s = of(state);
-    return attn_device_fill_nan(s->d_o, attn_problem_q_elems(&s->p) * attn_dtype_size(s->p.dtype)) ||
+    return attn_device_fill_nan(s->d_o,
+                                attn_problem_q_elems(&s->p) * attn_dtype_size(s->p.dtype)) ||
            attn_device_fill_nan(s->d_lse, attn_problem_lse_elems(&s->p) * sizeof(float));
 }
 
@@ -448,10 +451,10 @@ static int dense_reference(ds_state *s) {
     s->dense_ref_lse = xmalloc(lse_elems * sizeof(float) + 16);
     s->dense_lowp = xmalloc(q_elems * sizeof(float));
     uint8_t *rows = checked_rows(s);
-    const int rc = !s->dense_ref || !s->dense_ref_lse || !s->dense_lowp || !rows ||
-                   attn_reference_rows(p, NULL, s->q, s->kx, s->vx, s->dense_ref,
-                                       s->dense_ref_lse, rows) ||
-                   attn_reference_lowp_rows(p, NULL, s->q, s->kx, s->vx, s->dense_lowp, rows);
+    const int rc =
+        !s->dense_ref || !s->dense_ref_lse || !s->dense_lowp || !rows ||
+        attn_reference_rows(p, NULL, s->q, s->kx, s->vx, s->dense_ref, s->dense_ref_lse, rows) ||
+        attn_reference_lowp_rows(p, NULL, s->q, s->kx, s->vx, s->dense_lowp, rows);
     free(rows);
     if (rc)
         fprintf(stderr, "error: the dense reference failed (out of host memory?)\n");
@@ -477,13 +480,13 @@ int ds_check_attention(void *state, const attn_kernel *k, int chunk, attn_stage_
     out->max_err = co.nonfinite ? INFINITY : co.max_abs_err;
     out->bound = co.bound;
     if (!co.pass && co.num_reported > 0)
-        snprintf(out->detail, sizeof out->detail, "%zu of %zu elements wrong; first (b=%d h=%d i=%d d=%d): %.6g, want %.6g",
-                 co.bad, co.checked, co.first[0].b, co.first[0].h, co.first[0].i,
-                 co.first[0].d, co.first[0].got, co.first[0].want);
+        snprintf(out->detail, sizeof out->detail,
+                 "%zu of %zu elements wrong; first (b=%d h=%d i=%d d=%d): %.6g, want %.6g", co.bad,
+                 co.checked, co.first[0].b, co.first[0].h, co.first[0].i, co.first[0].d,
+                 co.first[0].got, co.first[0].want);
     else if (!cl.pass && cl.num_reported > 0)
         snprintf(out->detail, sizeof out->detail, "LSE (b=%d h=%d i=%d): %.6g, want %.6g",
-                 cl.first[0].b, cl.first[0].h, cl.first[0].i, cl.first[0].got,
-                 cl.first[0].want);
+                 cl.first[0].b, cl.first[0].h, cl.first[0].i, cl.first[0].got, cl.first[0].want);
     return 0;
 }
 
@@ -577,9 +580,10 @@ void ds_after_table(void *state, const attn_example *ex, const attn_run_record *
 
 void ds_release(void *state) {
     ds_state *s = of(state);
-    float *host[] = {s->q,  s->k1,  s->v1,      s->kx,        s->vx,       s->qi,
-                     s->ki, s->w,   s->logits,  s->out,       s->lse,      s->ref,
-                     s->ref_lse, s->lowp, s->dense_ref, s->dense_ref_lse, s->dense_lowp};
+    float *host[] = {
+        s->q,         s->k1,  s->v1,  s->kx,  s->vx,      s->qi,   s->ki,        s->w,
+        s->logits,    s->out, s->lse, s->ref, s->ref_lse, s->lowp, s->dense_ref, s->dense_ref_lse,
+        s->dense_lowp};
     void *dev[] = {s->d_q, s->d_k1, s->d_v1,     s->d_kx,  s->d_vx,  s->d_qi,   s->d_ki,
                    s->d_o, s->d_w,  s->d_logits, s->d_lse, s->d_sel, s->d_cu_q, s->d_cu_k};
     for (size_t n = 0; n < sizeof host / sizeof host[0]; ++n)

@@ -5,10 +5,10 @@ and cost, the parameters that reach a target density, and its heatmaps.
     ladder:b=B,s=S,w=W   blocks of b tokens; query block I = floor(a/b), key block J = floor(j/b),
                          D = |I - J|: keep iff J < s, or D < w, or D is a power of two (or 0)
 
-The rule is the one of common/device/patterns.cuh (attn_ladder_block_keep); the C kernels, the CPU
-reference and quality/ use that one (or example 04's sparse_patterns.py, its PyTorch copy, which
-this file's test compares with). Causality (j <= a) is applied on top, as everywhere in the
-chapter.
+The rule is the one of ladder.h (ladder_block_keep), which the C kernels and the CPU reference use
+through its registration as a pattern kind of this example's own; register() gives example 04's
+sparse_patterns.py the same kind in PyTorch (quality/ runs it in the model; tests/test_ladder.py
+compares the two). Causality (j <= a) is applied on top, as everywhere in the chapter.
 
     python ladder.py --table            parameters for 50 % @ 4K, 25 % @ 8K, 10 % @ 16K (b = 64)
     python ladder.py --plot images/     the heatmaps of README.md (tokens and tiles)
@@ -22,6 +22,25 @@ def block_keep(I, J, s, w):
     """Query block I keeps key block J."""
     D = abs(I - J)
     return J < s or D < w or D & (D - 1) == 0
+
+
+def register(patterns):
+    """Adds "ladder:b=B,s=S,w=W" (s defaults to 1) to example 04's sparse_patterns module (its
+    register_kind), with the rule above on index tensors, so that its parser, masks and
+    FlexAttention checks take the ladder like its own kinds."""
+    import torch
+
+    def predicate(part):
+        b, s, w = part["b"], part["s"], part["w"]
+
+        def keep(a, j):
+            I = torch.div(a, b, rounding_mode="floor")
+            J = torch.div(j, b, rounding_mode="floor")
+            D = (I - J).abs()
+            return (J < s) | (D < w) | ((D & (D - 1)) == 0)
+        return keep
+    patterns.register_kind("ladder", ("b", "s", "w"), {"s": 1}, {"b": 1, "w": 1}, predicate)
+    return patterns
 
 
 def kept_blocks(I, s, w):

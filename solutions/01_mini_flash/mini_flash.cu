@@ -10,7 +10,7 @@
  *                  K_j/V_j tiles of Bc = 16 keys in shared memory, online softmax, LSE.
  *                  ./build/sim/solutions/01_mini_flash/mini_flash_solution_sim --kernel 1
  * Supports fp32, any Lq and Lk (tail tiles, L = 1), Lq != Lk, D <= 64, causal (bottom-right
- * aligned as in attn/problem.h; a row that sees no key gets O = 0 and LSE = -inf).
+ * aligned, common/README.md, "Conventions"; a row that sees no key gets O = 0 and LSE = -inf).
  *
  * Sections: CPU reference | kernels | launchers | registry. main() is the exercise's main.c.
  */

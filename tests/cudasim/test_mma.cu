@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include <attn/half.h>
 #include "device/mma.cuh"
+#include <attn/half.h>
 
 #include "sim_test.h"
 
@@ -86,8 +86,9 @@ static void check_ldmatrix() {
 // ---- mma fed by ldmatrix ---------------------------------------------------------------------
 // Warp w multiplies its own A (16 x 16) by its own B (16 x 8) and adds its own C. A and B come
 // from global memory by cp.async into padded shared tiles, then to fragments by ldmatrix: A by
-// x4; B twice, by x2.trans from k-major storage (as V in P * V) and by x2 from n-major storage
-// (as K in Q * K^T). d[w][0] and d[w][1] are the two results, 16 x 8 each.
+// x4; B twice, by x2.trans from MN-major storage, [k][n] (as V in P * V), and by x2 from K-major
+// storage, [n][k] (as K in Q * K^T; "X-major": X is the contiguous dimension, device/mma.cuh).
+// d[w][0] and d[w][1] are the two results, 16 x 8 each.
 struct mma_tiles {
     uint16_t a[16][row_slot], bk[16][row_slot], bn[8][row_slot];
 };
@@ -100,8 +101,8 @@ __global__ void mma_from_shared(const uint16_t *a, const uint16_t *b, const floa
     mma_tiles &s = tiles[w];
     a += w * 16 * 16;
     b += w * 16 * 8;
-    // A: 32 chunks of 16 bytes, one per lane; B k-major by lanes 0..15, n-major by 16..31 (the
-    // n-major copy is transposed by plain stores, cp.async copies only contiguous bytes).
+    // A: 32 chunks of 16 bytes, one per lane; B MN-major by lanes 0..15, K-major by 16..31 (the
+    // K-major copy is transposed by plain stores, cp.async copies only contiguous bytes).
     cp_async_16(&s.a[lane / 2][lane % 2 * 8], a + lane * 8, true);
     if (lane < 16)
         cp_async_16(&s.bk[lane][0], b + lane * 8, true);

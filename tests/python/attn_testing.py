@@ -1,4 +1,4 @@
-"""attn_testing.py — what the python suite's test files share (tests/python/test_*.py).
+"""attn_testing.py — what the examples' Python checks share (examples/NN_name/tests/test_*.py).
 
   reference(name)     an example's PyTorch reference as a module, loaded from its file
   Checks              counts checks; close() compares tensors with absolute + relative tolerance
@@ -9,7 +9,8 @@
   main(doc, checks)   the command line of every test file: runs the checks, prints
                       "N passed, M failed", exit status 1 on a failure
 
-A test file is run as `python tests/python/test_NAME.py [--c-dump PATH]` (CTest does this; so does
+A test file is run as `python examples/NN_name/tests/test_NAME.py [--c-dump PATH]` (CTest does
+this, with tests/python on PYTHONPATH; the file also adds it itself; so does
 `python examples/.../NAME.py --all`). The example folders (01_attention_basics, ...) are not
 Python identifiers, so the references are loaded from their files rather than imported as
 packages.

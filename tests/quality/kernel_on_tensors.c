@@ -165,7 +165,8 @@ int main(int argc, char **argv) {
         memset(&st, 0, sizeof st);
         memset(&d, 0, sizeof d);
         if ((rc = attn_device_init_reported(&dev)) == 0 &&
-            (rc = attn_sparse_prepare(&st, attn_sparse_config_of(&sparse_patterns_example), spec, why, sizeof why))) {
+            (rc = attn_sparse_prepare(&st, attn_sparse_config_of(&sparse_patterns_example), spec,
+                                      why, sizeof why))) {
             fprintf(stderr, "error: %s\n", why);
         } else if (rc == 0) {
             bool csr = false, dense = false;

@@ -2,12 +2,45 @@
  * predicate on hand-checked entries, BigBird's seeded random blocks, and every pattern's fast
  * block mask builder and CSR against the exact ones built from the predicate
  * (attn_block_mask_from_mask, attn_block_mask_validate), over tails, Lq != Lk, causal and varlen
- * problems and the edge cases (window 0, window >= L, stride > L, rows that see nothing). */
+ * problems and the edge cases (window 0, window >= L, stride > L, rows that see nothing).
+ * An example's own kinds (attn_pattern_register) are exercised with two defined here: "band", a
+ * kind on blocks (its rule on blocks drives the builder), and "every", a kind on entries (the
+ * builder tests each entry of a tile). Example 06's ladder has its own test in its folder. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "attn/sparse/patterns.h"
 #include "unit_test.h"
+
+/* band:b=B[,r=R]: query block I keeps key block J iff |I - J| <= r (r = 1). */
+static int band_block_keep(const attn_pattern_part *pt, int I, int J, int NB) {
+    (void)NB;
+    return abs(I - J) <= pt->x[1];
+}
+static int band_keep(const attn_pattern_part *pt, int a, int j, int Lk) {
+    int b = pt->x[0];
+    return band_block_keep(pt, attn_floor_div(a, b), j / b, (Lk + b - 1) / b);
+}
+/* every:m=M: key j iff (a - j) is a multiple of m (both signs). */
+static int every_keep(const attn_pattern_part *pt, int a, int j, int Lk) {
+    (void)Lk;
+    return (a - j) % pt->x[0] == 0;
+}
+static const attn_pattern_kind_def band_def = {"band",
+                                               "band:b=B[,r=R]",
+                                               {"b", "r", NULL, NULL},
+                                               1u,
+                                               {0, 1, 0, 0},
+                                               {1, 0, 0, 0},
+                                               {1 << 20, 8, 0, 0},
+                                               band_keep,
+                                               0,
+                                               band_block_keep};
+static const attn_pattern_kind_def every_def = {
+    "every",      "every:m=M",  {"m", NULL, NULL, NULL}, 1u,
+    {0, 0, 0, 0}, {1, 0, 0, 0}, {1 << 20, 0, 0, 0},      every_keep,
+    -1,           NULL};
+static const attn_pattern_kind_def *const own_kinds[] = {&band_def, &every_def, NULL};
 
 static attn_pattern parse_ok(const char *spec) {
     attn_pattern pat;
@@ -25,7 +58,8 @@ static void test_parse(void) {
                                 "fixed:l=64,c=8",
                                 "global:g=0-2,7",
                                 "bigbird:b=64,r=3,seed=1",
-                                "ladder:b=64,s=1,w=4",
+                                "band:b=64,r=2",
+                                "every:m=3+window:w=1",
                                 "window:w=3+global:g=0-1",
                                 "none"};
     for (size_t n = 0; n < sizeof round_trip / sizeof round_trip[0]; ++n) {
@@ -57,8 +91,11 @@ static void test_parse_errors(void) {
         {"fixed:l=8,c=9", "c must be at most l"},
         {"bigbird:b=64,r=17", "r must be an integer in [0, 16]"},
         {"bigbird:b=64", "missing parameter r"},
-        {"ladder:b=64,w=0", "w must be an integer in [1,"},
-        {"ladder:w=2", "missing parameter b"},
+        {"band:b=0", "b must be an integer in [1,"},
+        {"band:r=2", "missing parameter b"},
+        {"band:b=4,q=1", "unknown parameter 'q' (band takes b,r (optional))"},
+        {"band:b=4,b=5", "b is given twice"},
+        {"window:w=3,w=4", "w is given twice"},
         {"global:g=5-2", "N or N-M"},
         {"global:g=0,2,4,6,8,10,12,14,16", "more than 8 separate global ranges"},
         {"window:w=1+", "empty part"},
@@ -181,9 +218,10 @@ static const char *const specs[] = {
     "global:g=6-9", "global:g=12-20,30-33", "global:g=15-16,23-25", "bigbird:b=8,r=2,seed=3",
     "bigbird:b=5,r=1", "bigbird:b=16,r=16,seed=9", "window:w=3+global:g=0-1",
     "causal_window:w=4+strided:l=5", "dilated:w=2,d=3+window:w=1+fixed:l=9,c=1",
-    /* example 06's ladder: blocks smaller than, equal to and larger than the tiles */
-    "ladder:b=3,s=1,w=1", "ladder:b=8,s=0,w=2", "ladder:b=16,s=2,w=1", "ladder:b=1,s=4,w=3",
-    "ladder:b=5,w=2+causal_window:w=2"};
+    /* an example's own kinds: on blocks smaller than, equal to and larger than the tiles, and on
+     * entries */
+    "band:b=3", "band:b=8,r=0", "band:b=16,r=2", "band:b=5+causal_window:w=2", "every:m=1",
+    "every:m=7", "every:m=4+global:n=1"};
 
 static void test_builders(void) {
     /* {B, Lq, Lk, causal} dense problems, tiles of 8 x 16 and 16 x 8 */
@@ -251,7 +289,25 @@ static void test_edges_and_stats(void) {
     CHECK(strcmp(attn_pattern_kind_name(ATTN_PATTERN_BIGBIRD), "bigbird") == 0);
 }
 
+static void test_own_kinds(void) {
+    attn_pattern pat = parse_ok("band:b=4");
+    CHECK_EQ(pat.part[0].kind, ATTN_PATTERN_KINDS);     /* the first kind registered */
+    CHECK_EQ(pat.part[0].x[1], 1);                      /* r's default */
+    CHECK(attn_pattern_keep_host(&pat, 9, 4, 20, 20));  /* blocks 2 and 1 */
+    CHECK(!attn_pattern_keep_host(&pat, 9, 3, 20, 20)); /* blocks 2 and 0 */
+    CHECK(!attn_pattern_keep(&pat, 9, 4, 20, 20));      /* the device's predicate alone: no */
+    CHECK(strcmp(attn_pattern_kind_name(ATTN_PATTERN_KINDS + 1), "every") == 0);
+    CHECK(attn_pattern_register(own_kinds) == 0); /* again: the same numbers */
+    CHECK_EQ(parse_ok("every:m=2").part[0].kind, ATTN_PATTERN_KINDS + 1);
+    static const attn_pattern_kind_def clash = {"window", "",  {"w"},      1u, {0},
+                                                {0},      {9}, every_keep, -1, NULL};
+    static const attn_pattern_kind_def *const bad[] = {&clash, NULL};
+    CHECK(attn_pattern_register(bad) == -1); /* a name the chapter uses */
+}
+
 int main(void) {
+    CHECK(attn_pattern_register(own_kinds) == 0);
+    test_own_kinds();
     test_parse();
     test_parse_errors();
     test_predicate();

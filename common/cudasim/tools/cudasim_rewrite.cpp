@@ -1,6 +1,6 @@
 // cudasim_rewrite — turns a CUDA source file into a host C++ translation unit for the simulator.
 //
-// Usage: cudasim_rewrite <in.cu> <out.cpp>
+// Usage: cudasim_rewrite <in.cu> <out.cpp> [<out.d>]
 //
 // Only two constructs of CUDA C are not valid host C++, so only they are rewritten:
 //   callee<<<grid, block[, smem[, stream]]>>>(args...)
@@ -9,6 +9,10 @@
 //       -> T *name = reinterpret_cast<T *>(::cudasim::dynamic_shared_memory());
 //   #include "header.cuh"   (found next to the .cu)
 //       -> #include "/absolute/dir/header.cuh"   (the output lives elsewhere, in the build tree)
+//   ... and a header found that way which itself launches kernels (a kernel shared by two
+//       examples, with its launcher) is rewritten the same way, into <out.cpp>.h/<n>.h beside the
+//       output, and included from there; <out.d>, when given, lists those headers for the build
+//       (a make-style depfile), so that editing one rewrites the .cu again.
 // Everything else is copied byte for byte. A rewritten construct keeps its newlines, and the output
 // starts with `#line 1 "<original path>"`, so diagnostics, __FILE__ and __LINE__ point at the .cu.
 //
@@ -152,10 +156,19 @@ std::string quote_path(const std::string &p) {
     return q + "\"";
 }
 
+// What one run shares among the rewriters of the .cu and the headers it pulls in: where rewritten
+// headers go, and which ones were rewritten (for the depfile).
+struct session {
+    std::filesystem::path header_dir;
+    std::vector<std::filesystem::path> rewritten; // originals, in order
+};
+
+std::string rewrite_file(const std::filesystem::path &path, session &ses);
+
 class rewriter {
   public:
-    rewriter(const std::string &src, std::filesystem::path dir)
-        : s_(src), t_(tokenizer(src).run()), dir_(std::move(dir)) {}
+    rewriter(const std::string &src, std::filesystem::path dir, session &ses)
+        : s_(src), t_(tokenizer(src).run()), dir_(std::move(dir)), ses_(ses) {}
 
     std::string run() {
         std::vector<bool> brace_is_block; // one entry per open brace: function/block scope?
@@ -348,9 +361,34 @@ class rewriter {
         std::error_code ec;
         if (name.empty() || !std::filesystem::is_regular_file(p, ec))
             return; // not next to the .cu: the include path finds it, as before
+        p = std::filesystem::absolute(p).lexically_normal();
         out_.append(s_, copied_, t_[lit].begin - copied_);
-        out_ += quote_path(p.lexically_normal().string());
+        out_ += quote_path(launches_inside(p) ? rewritten_header(p).string() : p.string());
         copied_ = t_[lit].end;
+    }
+
+    // Does the header launch a kernel (or include one next to it that does)?
+    static bool launches_inside(const std::filesystem::path &p) {
+        std::ifstream in(p, std::ios::binary);
+        std::stringstream buf;
+        buf << in.rdbuf();
+        return buf.str().find("<<<") != std::string::npos;
+    }
+
+    // The header rewritten (once per run) into the session's folder; its path.
+    std::filesystem::path rewritten_header(const std::filesystem::path &p) {
+        auto &done = ses_.rewritten;
+        size_t n = std::find(done.begin(), done.end(), p) - done.begin();
+        std::filesystem::path out = ses_.header_dir / (std::to_string(n) + ".h");
+        if (n == done.size()) {
+            done.push_back(p);
+            std::string text = rewrite_file(p, ses_);
+            std::error_code ec;
+            std::filesystem::create_directories(ses_.header_dir, ec);
+            std::ofstream o(out, std::ios::binary);
+            o << text;
+        }
+        return out;
     }
 
     size_t rewrite_extern_shared(size_t ext, bool block_scope) {
@@ -402,15 +440,26 @@ class rewriter {
     const std::string &s_;
     std::vector<token> t_;
     std::filesystem::path dir_; // the .cu's directory
+    session &ses_;
     std::string out_;
     size_t copied_ = 0; // source bytes before this index are already in out_
 };
 
+// The file rewritten: a #line directive first, so that diagnostics name the original.
+std::string rewrite_file(const std::filesystem::path &path, session &ses) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream buf;
+    buf << in.rdbuf();
+    std::string src = buf.str();
+    return "#line 1 " + quote_path(path.string()) + "\n" +
+           rewriter(src, path.parent_path(), ses).run();
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        std::fprintf(stderr, "usage: cudasim_rewrite <in.cu> <out.cpp>\n");
+    if (argc != 3 && argc != 4) {
+        std::fprintf(stderr, "usage: cudasim_rewrite <in.cu> <out.cpp> [<out.d>]\n");
         return 2;
     }
     namespace fs = std::filesystem;
@@ -419,15 +468,11 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "cudasim_rewrite: cannot read %s\n", argv[1]);
         return 1;
     }
-    std::stringstream buf;
-    buf << in.rdbuf();
-    std::string src = buf.str();
-
     fs::path path = fs::absolute(argv[1]).lexically_normal();
-    std::string out = "#include <cuda_runtime.h>\n#line 1 " + quote_path(path.string()) + "\n" +
-                      rewriter(src, path.parent_path()).run();
-
     fs::path out_path(argv[2]);
+    session ses{fs::absolute(out_path).lexically_normal().string() + ".h", {}};
+    std::string out = "#include <cuda_runtime.h>\n" + rewrite_file(path, ses);
+
     std::error_code ec;
     if (out_path.has_parent_path())
         fs::create_directories(out_path.parent_path(), ec);
@@ -436,6 +481,17 @@ int main(int argc, char **argv) {
     if (!o.good()) {
         std::fprintf(stderr, "cudasim_rewrite: cannot write %s\n", argv[2]);
         return 1;
+    }
+    if (argc == 4) { // make-style: the output depends on the .cu and the rewritten headers
+        std::ofstream d(argv[3], std::ios::binary);
+        d << argv[2] << ":";
+        for (const auto &h : ses.rewritten)
+            d << " " << h.string();
+        d << "\n";
+        if (!d.good()) {
+            std::fprintf(stderr, "cudasim_rewrite: cannot write %s\n", argv[3]);
+            return 1;
+        }
     }
     return 0;
 }

@@ -52,9 +52,9 @@ extern "C" {
 #endif
 
 /* ---- an example's own flags -------------------------------------------------------------------
- * Declared like the common ones and parsed with them (attn_cli_parse_options below): the same number
- * rules, the same one-line errors (exit 2), listed by --help under "<example> options" with their
- * defaults. The values land in the module's options struct at `offset`. */
+ * Declared like the common ones and parsed with them (attn_cli_parse_options below): the same
+ * number rules, the same one-line errors (exit 2), listed by --help under "<example> options" with
+ * their defaults. The values land in the module's options struct at `offset`. */
 typedef enum attn_option_type {
     ATTN_OPTION_SWITCH, /* no value; the int at offset becomes 1 */
     ATTN_OPTION_INT,    /* an int in [min, max] (decimal digits; '-' allowed when min < 0) */

@@ -1,14 +1,8 @@
 /* attn/problem.h — what an attention launch computes, where its data lives, and the
  * per-example kernel registry.
  *
- * Conventions (stated in common/README.md, "Conventions"):
- *   - Dense layout [B, H, L, D] row-major (PyTorch SDPA's).
- *   - Variable length (FlashAttention's varlen convention): packed [total, H, D] row-major with
- *     cu_seqlens_q/k of B+1 prefix offsets; sequence b owns rows cu[b] .. cu[b+1]-1.
- *   - Causal is bottom-right aligned (FlashAttention >= 2.1): query i of a sequence with Lq
- *     queries and Lk keys sees key j iff j <= i + (Lk - Lq). For Lq == Lk this is j <= i.
- *   - A query row that sees no key outputs 0 and log-sum-exp -inf.
- *   - scale defaults to 1/sqrt(D).
+ * Conventions (the dense and varlen layouts, causal alignment, rows that see no key, the scale):
+ * common/README.md, "Conventions".
  */
 #ifndef ATTN_PROBLEM_H
 #define ATTN_PROBLEM_H
@@ -40,7 +34,7 @@ typedef struct attn_problem {
     int Lk; /* keys per sequence (max over the batch when varlen) */
     int D;  /* head dimension (same for Q, K and V) */
     attn_dtype dtype;
-    bool causal; /* bottom-right aligned, see above */
+    bool causal; /* bottom-right aligned: common/README.md, "Conventions" */
     float scale; /* softmax scale; attn_problem_init sets 1/sqrt(D) */
     /* Variable length: NULL for the dense [B,H,L,D] layout. Host copies, B+1 entries each,
      * non-decreasing, starting at 0; the device copies live in attn_buffers. */

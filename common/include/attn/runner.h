@@ -98,6 +98,12 @@ typedef struct attn_outcome {
 void attn_outcome_init(attn_outcome *o, const attn_example *ex, const attn_kernel *k,
                        const attn_problem *p, const char *device);
 
+/* Launches k on p with b (stream 0), waits for it, and returns 0; or 1 with "<error name>:
+ * <error string>" in note (a launch error: configuration, shared memory; or one while it ran:
+ * a bad address, a trap). */
+int attn_launch_synchronized(const attn_kernel *k, const attn_problem *p, const attn_buffers *b,
+                             char *note, size_t len);
+
 /* Runs k on d as described above and fills o: status PASS, FAIL, SKIP (cannot run p here, with
  * the reason) or ERROR (launch or runtime error, or no memory for the workspace). */
 void attn_run_kernel(attn_problem_data *d, const attn_kernel *k, const attn_run_opts *opts,

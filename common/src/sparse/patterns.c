@@ -19,11 +19,15 @@
 #define MAX_PARAM (1 << 28)
 
 static const char *const kind_names[ATTN_PATTERN_KINDS] = {
-    "window", "causal_window", "dilated", "strided", "fixed", "global", "bigbird", "ladder"};
+    "window", "causal_window", "dilated", "strided", "fixed", "global", "bigbird"};
 
 /* Parameters each kind takes, required ones first; the rest are optional. */
-static const char *const kind_params[ATTN_PATTERN_KINDS] = {"w",   "w",   "w,d",      "l",
-                                                            "l,c", "g|n", "b,r;seed", "b,w;s"};
+static const char *const kind_params[ATTN_PATTERN_KINDS] = {"w",   "w",   "w,d",     "l",
+                                                            "l,c", "g|n", "b,r;seed"};
+
+/* The kinds examples defined and registered, numbered ATTN_PATTERN_KINDS + n. */
+static const attn_pattern_kind_def *own_kinds[ATTN_PATTERN_MAX_OWN];
+static int n_own;
 
 static int imin(int a, int b) { return a < b ? a : b; }
 static int imax(int a, int b) { return a > b ? a : b; }
@@ -37,17 +41,56 @@ static const char *const kind_usage[ATTN_PATTERN_KINDS] = {
     "strided:l=L              j <= a and (a - j < l or (a - j) mod l = 0) (Sparse Transformer)",
     "fixed:l=L,c=C            same l-block, or j mod l >= l - c (Sparse Transformer)",
     "global:g=I,J-K | n=N     rows and columns of G dense (n=N: tokens 0..N-1)",
-    "bigbird:b=B,r=R[,seed=S] blocks of b: |I - J| <= 1, first/last block, r random (BigBird)",
-    "ladder:b=B,w=W[,s=S]     blocks of b: J < s (s = 1), |I - J| < w, |I - J| a power of 2"};
+    "bigbird:b=B,r=R[,seed=S] blocks of b: |I - J| <= 1, first/last block, r random (BigBird)"};
 
 void attn_pattern_usage(FILE *f, const struct attn_pattern_kind_def *const *kinds) {
     for (int k = 0; k < ATTN_PATTERN_KINDS; ++k)
         fprintf(f, "  %s\n", kind_usage[k]);
-    (void)kinds;
+    for (int k = 0; kinds != NULL && kinds[k] != NULL; ++k)
+        fprintf(f, "  %s\n", kinds[k]->usage);
+}
+
+int attn_pattern_register(const attn_pattern_kind_def *const *kinds) {
+    for (int k = 0; kinds != NULL && kinds[k] != NULL; ++k) {
+        bool known = false;
+        for (int n = 0; n < n_own; ++n)
+            known |= own_kinds[n] == kinds[k];
+        for (int n = 0; n < ATTN_PATTERN_KINDS; ++n)
+            if (strcmp(kind_names[n], kinds[k]->name) == 0)
+                return -1;
+        if (known)
+            continue;
+        for (int n = 0; n < n_own; ++n)
+            if (strcmp(own_kinds[n]->name, kinds[k]->name) == 0)
+                return -1;
+        if (n_own == ATTN_PATTERN_MAX_OWN)
+            return -1;
+        own_kinds[n_own++] = kinds[k];
+    }
+    return 0;
+}
+
+const attn_pattern_kind_def *attn_pattern_own_kind(int kind) {
+    int n = kind - ATTN_PATTERN_KINDS;
+    return n >= 0 && n < n_own ? own_kinds[n] : NULL;
 }
 
 const char *attn_pattern_kind_name(int kind) {
-    return kind >= 0 && kind < ATTN_PATTERN_KINDS ? kind_names[kind] : NULL;
+    if (kind >= 0 && kind < ATTN_PATTERN_KINDS)
+        return kind_names[kind];
+    const attn_pattern_kind_def *def = attn_pattern_own_kind(kind);
+    return def != NULL ? def->name : NULL;
+}
+
+int attn_pattern_keep_host(const attn_pattern *pat, int i, int j, int Lq, int Lk) {
+    if (attn_pattern_keep(pat, i, j, Lq, Lk)) /* dense, or one of the chapter's kinds keeps it */
+        return 1;
+    for (int p = 0; p < pat->n_parts; ++p) { /* the parts of an example's own kinds */
+        const attn_pattern_kind_def *def = attn_pattern_own_kind(pat->part[p].kind);
+        if (def != NULL && def->keep(&pat->part[p], i + (Lk - Lq), j, Lk))
+            return 1;
+    }
+    return 0;
 }
 
 unsigned attn_pattern_kinds(const attn_pattern *pat) {
@@ -135,8 +178,41 @@ static int parse_global_item(attn_pattern_part *pt, const char *s, size_t n, con
 }
 
 /* Sets parameter name=value of part pt; a global list may continue (continuation). */
+/* "w, d" or "b, w; s": the parameters of an example's own kind, for messages. */
+static void own_params(const attn_pattern_kind_def *def, char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < ATTN_PATTERN_MAX_PARAMS && def->params[k] != NULL && used < len; ++k)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s%s", k ? "," : "", def->params[k],
+                                 def->required >> k & 1u ? "" : " (optional)");
+}
+
+/* Sets parameter name=value of a part of an example's own kind. */
+static int set_own_param(attn_pattern_part *pt, const attn_pattern_kind_def *def, const char *name,
+                         size_t name_len, const char *v, size_t n, const char *part, char *err,
+                         size_t len) {
+    for (int k = 0; k < ATTN_PATTERN_MAX_PARAMS && def->params[k] != NULL; ++k) {
+        uint64_t x = 0;
+        if (name_len != strlen(def->params[k]) || strncmp(name, def->params[k], name_len) != 0)
+            continue;
+        if (!parse_number(v, n, (uint64_t)def->max[k], &x) || (int)x < def->min[k])
+            return parse_error(
+                err, len, "pattern part '%s': %.*s must be an integer in [%d, %d] (got '%.*s')",
+                part, (int)name_len, name, def->min[k], def->max[k], (int)n, v);
+        pt->x[k] = (int)x;
+        return 0;
+    }
+    char names[64];
+    own_params(def, names, sizeof names);
+    return parse_error(err, len, "pattern part '%s': unknown parameter '%.*s' (%s takes %s)", part,
+                       (int)name_len, name, def->name, names);
+}
+
 static int set_param(attn_pattern_part *pt, const char *name, size_t name_len, const char *v,
                      size_t n, const char *part, char *err, size_t len) {
+    const attn_pattern_kind_def *def = attn_pattern_own_kind(pt->kind);
+    if (def != NULL)
+        return set_own_param(pt, def, name, name_len, v, n, part, err, len);
     const char *kind = kind_names[pt->kind];
 #define IS(s) (name_len == strlen(s) && strncmp(name, s, name_len) == 0)
     if (pt->kind == ATTN_PATTERN_GLOBAL && IS("g"))
@@ -173,10 +249,6 @@ static int set_param(attn_pattern_part *pt, const char *name, size_t name_len, c
         min = IS("b") ? 1 : 0;
         max = IS("r") ? ATTN_PATTERN_MAX_RANDOM : MAX_PARAM;
         break;
-    case ATTN_PATTERN_LADDER:
-        field = IS("b") ? &pt->b : IS("w") ? &pt->w : IS("s") ? &pt->s : NULL;
-        min = IS("s") ? 0 : 1;
-        break;
     }
 #undef IS
     if (field == NULL)
@@ -201,15 +273,24 @@ static int parse_part(const char *text, size_t n, attn_pattern_part *pt, char *e
     size_t kind_len = colon ? (size_t)(colon - text) : n;
     memset(pt, 0, sizeof *pt);
     pt->kind = -1;
-    for (int k = 0; k < ATTN_PATTERN_KINDS; ++k)
-        if (kind_len == strlen(kind_names[k]) && strncmp(text, kind_names[k], kind_len) == 0)
+    for (int k = 0; k < ATTN_PATTERN_KINDS + n_own; ++k) {
+        const char *name = attn_pattern_kind_name(k);
+        if (kind_len == strlen(name) && strncmp(text, name, kind_len) == 0)
             pt->kind = k;
-    if (pt->kind < 0)
-        return parse_error(err, len,
-                           "unknown pattern '%s' (kinds: window, causal_window, dilated, strided, "
-                           "fixed, global, bigbird, ladder, none)",
-                           part);
-    pt->w = pt->d = pt->l = pt->c = pt->b = pt->r = pt->s = -1; /* -1: not given */
+    }
+    if (pt->kind < 0) {
+        char kinds[256] = "";
+        for (int k = 0; k < ATTN_PATTERN_KINDS + n_own; ++k)
+            snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s, ",
+                     attn_pattern_kind_name(k));
+        return parse_error(err, len, "unknown pattern '%s' (kinds: %snone)", part, kinds);
+    }
+    pt->w = pt->d = pt->l = pt->c = pt->b = pt->r = -1; /* -1: not given */
+    for (int k = 0; k < ATTN_PATTERN_MAX_PARAMS; ++k)
+        pt->x[k] = -1;
+    const char *seen[16]; /* the parameter names given, so that one given twice is refused */
+    size_t seen_len[16];
+    int n_seen = 0;
     int given_g = 0;
     const char *cur = colon ? colon + 1 : text + n, *end = text + n;
     const char *name = NULL;
@@ -221,6 +302,12 @@ static int parse_part(const char *text, size_t n, attn_pattern_part *pt, char *e
         const char *value = cur;
         if (eq != NULL) {
             name = cur, name_len = (size_t)(eq - cur), value = eq + 1;
+            for (int s = 0; s < n_seen; ++s)
+                if (seen_len[s] == name_len && strncmp(seen[s], name, name_len) == 0)
+                    return parse_error(err, len, "pattern part '%s': %.*s is given twice", part,
+                                       (int)name_len, name);
+            if (n_seen < 16)
+                seen[n_seen] = name, seen_len[n_seen++] = name_len;
         } else if (name == NULL ||
                    !(pt->kind == ATTN_PATTERN_GLOBAL && name_len == 1 && name[0] == 'g')) {
             return parse_error(err, len, "pattern part '%s': expected name=value, got '%.*s'", part,
@@ -231,8 +318,22 @@ static int parse_part(const char *text, size_t n, attn_pattern_part *pt, char *e
             return -1;
         cur = comma ? comma + 1 : end;
     }
-    /* Required parameters. */
+    /* Required parameters; an example's own kind: its defaults for the optional ones. */
     const char *missing = NULL;
+    const attn_pattern_kind_def *def = attn_pattern_own_kind(pt->kind);
+    for (int k = 0; def != NULL && k < ATTN_PATTERN_MAX_PARAMS && def->params[k] != NULL; ++k) {
+        if (pt->x[k] < 0 && (def->required >> k & 1u) && missing == NULL)
+            missing = def->params[k];
+        pt->x[k] = pt->x[k] < 0 ? def->def[k] : pt->x[k];
+    }
+    if (def != NULL) {
+        char names[64];
+        own_params(def, names, sizeof names);
+        if (missing != NULL)
+            return parse_error(err, len, "pattern part '%s': missing parameter %s (%s takes %s)",
+                               part, missing, def->name, names);
+        return 0;
+    }
     switch (pt->kind) {
     case ATTN_PATTERN_WINDOW:
     case ATTN_PATTERN_CAUSAL_WINDOW:
@@ -258,10 +359,6 @@ static int parse_part(const char *text, size_t n, attn_pattern_part *pt, char *e
         break;
     case ATTN_PATTERN_BIGBIRD:
         missing = pt->b < 0 ? "b" : pt->r < 0 ? "r" : NULL;
-        break;
-    case ATTN_PATTERN_LADDER:
-        missing = pt->b < 0 ? "b" : pt->w < 0 ? "w" : NULL;
-        pt->s = pt->s < 0 ? 1 : pt->s; /* one sink block unless s is given */
         break;
     }
     if (missing != NULL)
@@ -316,7 +413,10 @@ void attn_pattern_format(const attn_pattern *pat, char *buf, size_t len) {
     } while (0)
     for (int p = 0; p < pat->n_parts; ++p) {
         const attn_pattern_part *pt = &pat->part[p];
-        PUT("%s%s:", p ? "+" : "", kind_names[pt->kind]);
+        const attn_pattern_kind_def *def = attn_pattern_own_kind(pt->kind);
+        PUT("%s%s:", p ? "+" : "", attn_pattern_kind_name(pt->kind));
+        for (int k = 0; def != NULL && k < ATTN_PATTERN_MAX_PARAMS && def->params[k] != NULL; ++k)
+            PUT("%s%s=%d", k ? "," : "", def->params[k], pt->x[k]);
         switch (pt->kind) {
         case ATTN_PATTERN_WINDOW:
         case ATTN_PATTERN_CAUSAL_WINDOW:
@@ -343,9 +443,6 @@ void attn_pattern_format(const attn_pattern *pat, char *buf, size_t len) {
         case ATTN_PATTERN_BIGBIRD:
             PUT("b=%d,r=%d,seed=%llu", pt->b, pt->r, (unsigned long long)pt->seed);
             break;
-        case ATTN_PATTERN_LADDER:
-            PUT("b=%d,s=%d,w=%d", pt->b, pt->s, pt->w);
-            break;
         }
     }
 #undef PUT
@@ -356,8 +453,8 @@ void attn_pattern_format(const attn_pattern *pat, char *buf, size_t len) {
 static int pattern_keep(const void *ctx, int b, int h, int i, int j) {
     (void)h;
     const attn_pattern_ctx *c = (const attn_pattern_ctx *)ctx;
-    return attn_pattern_keep(c->pattern, i, j, attn_problem_seq_q(c->problem, b),
-                             attn_problem_seq_k(c->problem, b));
+    return attn_pattern_keep_host(c->pattern, i, j, attn_problem_seq_q(c->problem, b),
+                                  attn_problem_seq_k(c->problem, b));
 }
 
 attn_mask attn_pattern_mask(const attn_pattern_ctx *ctx) {
@@ -472,21 +569,28 @@ static tile_class classify_fixed(const attn_pattern_part *pt, const tile *t) {
     return visible == 0 ? TILE_NONE : visible == entries ? TILE_FULL : TILE_PARTIAL;
 }
 
-/* The patterns defined on blocks of b tokens (bigbird, ladder): every (query block, key block)
- * pair the tile touches. */
-static tile_class classify_blocks(const attn_pattern_part *pt, const tile *t) {
-    int b = pt->b, nb = (t->Lk + b - 1) / b;
+/* BigBird's rule on blocks: query block I keeps key block J of NB. */
+static int bigbird_block_keep(const attn_pattern_part *pt, int I, int J, int nb) {
+    if ((I - J <= 1 && J - I <= 1) || I == 0 || I == nb - 1 || J == 0 || J == nb - 1)
+        return 1;
+    int rnd[ATTN_PATTERN_MAX_RANDOM];
+    int n = attn_bigbird_random(pt, I, nb, rnd);
+    for (int e = 0; e < n; ++e)
+        if (rnd[e] == J)
+            return 1;
+    return 0;
+}
+
+/* The patterns defined on blocks of b tokens (bigbird, an example's own block kinds): every
+ * (query block, key block) pair the tile touches, by the kind's rule on blocks. */
+static tile_class classify_blocks(const attn_pattern_part *pt, const tile *t, int b,
+                                  int (*block_keep)(const attn_pattern_part *, int, int, int)) {
+    int nb = (t->Lk + b - 1) / b;
     bool any = false, all = true;
     for (int I = attn_floor_div(t->a0, b); I <= attn_floor_div(t->a1, b); ++I) {
-        int rnd[ATTN_PATTERN_MAX_RANDOM];
-        int n = pt->kind == ATTN_PATTERN_BIGBIRD ? attn_bigbird_random(pt, I, nb, rnd) : 0;
         int ahi = imin(t->a1, I * b + b - 1);
         for (int J = t->j0 / b; J <= t->j1 / b; ++J) {
-            bool keep = pt->kind == ATTN_PATTERN_LADDER ? attn_ladder_block_keep(pt, I, J)
-                                                        : (I - J <= 1 && J - I <= 1) || I == 0 ||
-                                                              I == nb - 1 || J == 0 || J == nb - 1;
-            for (int e = 0; e < n && !keep; ++e)
-                keep = rnd[e] == J;
+            bool keep = block_keep(pt, I, J, nb) != 0;
             all = all && keep;
             any = any || (keep && (!t->causal || imax(t->j0, J * b) <= ahi));
         }
@@ -496,8 +600,25 @@ static tile_class classify_blocks(const attn_pattern_part *pt, const tile *t) {
     return all && (!t->causal || t->j1 <= t->a0) ? TILE_FULL : TILE_PARTIAL;
 }
 
+/* An example's own kind without a rule on blocks: every entry of the tile, by its rule. */
+static tile_class classify_entries(const attn_pattern_part *pt, const attn_pattern_kind_def *def,
+                                   const tile *t) {
+    int64_t kept = 0, entries = 0;
+    for (int a = t->a0; a <= t->a1; ++a)
+        for (int j = t->j0; j <= t->j1; ++j) {
+            ++entries;
+            kept += (!t->causal || j <= a) && def->keep(pt, a, j, t->Lk);
+        }
+    return kept == 0 ? TILE_NONE : kept == entries ? TILE_FULL : TILE_PARTIAL;
+}
+
 static tile_class classify_part(const attn_pattern_part *pt, const tile *t) {
     delta_set s = {1, 0, 0, 1, 0}; /* empty */
+    const attn_pattern_kind_def *def = attn_pattern_own_kind(pt->kind);
+    if (def != NULL)
+        return def->block_param >= 0
+                   ? classify_blocks(pt, t, pt->x[def->block_param], def->block_keep)
+                   : classify_entries(pt, def, t);
     switch (pt->kind) {
     case ATTN_PATTERN_WINDOW:
         s.blo = -pt->w, s.bhi = pt->w;
@@ -516,8 +637,7 @@ static tile_class classify_part(const attn_pattern_part *pt, const tile *t) {
     case ATTN_PATTERN_GLOBAL:
         return classify_global(pt, t);
     case ATTN_PATTERN_BIGBIRD:
-    case ATTN_PATTERN_LADDER:
-        return classify_blocks(pt, t);
+        return classify_blocks(pt, t, pt->b, bigbird_block_keep);
     }
     return TILE_NONE;
 }
@@ -589,7 +709,8 @@ static int64_t row_keys(const attn_pattern *pat, const attn_problem *p, const at
         int kb = is_full ? full[f++] : part[q++];
         int j1 = imin(kb * m->block_k + m->block_k, seq_k);
         for (int j = kb * m->block_k; j < j1; ++j) {
-            if (!is_full && ((p->causal && j > a) || !attn_pattern_keep(pat, i, j, seq_q, seq_k)))
+            if (!is_full &&
+                ((p->causal && j > a) || !attn_pattern_keep_host(pat, i, j, seq_q, seq_k)))
                 continue;
             if (cols != NULL)
                 cols[n] = j;

@@ -8,8 +8,7 @@
 #include "attn/sparse/sparse_run.h"
 
 const attn_sparse_config *attn_sparse_config_of(const attn_example *ex) {
-    return ex->module == &attn_sparse_module ? (const attn_sparse_config *)ex->module_config
-                                             : NULL;
+    return ex->module == &attn_sparse_module ? (const attn_sparse_config *)ex->module_config : NULL;
 }
 
 static int prepare(void *state, const attn_example *ex, const attn_cli *cli, const void *opts,
@@ -62,5 +61,7 @@ static void usage(const attn_example *ex, FILE *f) {
 }
 
 const attn_module attn_sparse_module = {
-    NULL,    0, 0, usage, sizeof(attn_sparse_run), prepare, verdict, NULL, build, buffers,
-    kernel_options, NULL, 0, NULL, NULL, NULL, NULL, after_table, release};
+    NULL,           0,       0,           usage,  sizeof(attn_sparse_run),
+    prepare,        verdict, NULL,        build,  buffers,
+    kernel_options, NULL,    0,           NULL,   NULL,
+    NULL,           NULL,    after_table, release};

@@ -9,7 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#define KIND_BITS (ATTN_PATTERN_BIT(ATTN_PATTERN_KINDS) - 1u)
+/* every kind's bit: the chapter's and the examples' own */
+#define KIND_BITS (ATTN_PATTERN_BIT(ATTN_PATTERN_KINDS + ATTN_PATTERN_MAX_OWN) - 1u)
 
 int attn_sparse_prepare(attn_sparse_run *st, const attn_sparse_config *cfg, const char *spec,
                         char *why, size_t len) {
@@ -25,6 +26,10 @@ int attn_sparse_prepare(attn_sparse_run *st, const attn_sparse_config *cfg, cons
     }
     if (spec == NULL)
         spec = cfg->default_pattern;
+    if (attn_pattern_register(cfg->kinds) != 0) { /* the example's own kinds: its registry's bug */
+        snprintf(why, len, "--pattern: cannot register this example's own pattern kinds");
+        return ATTN_EXIT_USAGE;
+    }
     char reason[224];
     if (attn_pattern_parse(spec, &st->pattern, reason, sizeof reason) != 0) {
         snprintf(why, len, "--pattern: %s", reason); /* the default: checked by tests */
@@ -43,8 +48,8 @@ static unsigned kernel_flags(const attn_sparse_run *st, const attn_kernel *k) {
 static void kind_list(unsigned bits, char *buf, size_t len) {
     size_t used = 0;
     buf[0] = '\0';
-    for (int k = 0; k < ATTN_PATTERN_KINDS && used < len; ++k)
-        if (bits & ATTN_PATTERN_BIT(k))
+    for (int k = 0; k < ATTN_PATTERN_KINDS + ATTN_PATTERN_MAX_OWN && used < len; ++k)
+        if ((bits & ATTN_PATTERN_BIT(k)) && attn_pattern_kind_name(k) != NULL)
             used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? ", " : "",
                                      attn_pattern_kind_name(k));
 }

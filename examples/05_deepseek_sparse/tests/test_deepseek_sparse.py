@@ -22,6 +22,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..")
+ROOT = os.path.join(EXAMPLE, "..", "..")
 SCRIPT = os.path.join(EXAMPLE, "sparse_attention.py")
 _spec = importlib.util.spec_from_file_location("sparse_attention", SCRIPT)
 dsa = importlib.util.module_from_spec(_spec)

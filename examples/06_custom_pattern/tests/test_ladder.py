@@ -15,6 +15,8 @@ sys.path.insert(0, os.path.join(ROOT, "examples", "04_sparse_patterns"))
 import ladder  # noqa: E402
 import sparse_patterns as sp  # noqa: E402
 
+ladder.register(sp)  # the ladder is example 06's own kind
+
 failures = []
 
 

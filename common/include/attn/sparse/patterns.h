@@ -14,7 +14,8 @@
  *   bigbird:b=64,r=3,seed=1      BigBird ITC blocks (seed defaults to 0)
  *   none                         no pattern (dense)
  * e.g. "window:w=256+global:n=16". A value list (global's g) continues after commas until the
- * next "name=".
+ * next "name="; a parameter given twice is refused. Kinds an example defines itself (example
+ * 06's ladder) parse the same way once registered ("An example's own pattern" below).
  */
 #ifndef ATTN_PATTERNS_H
 #define ATTN_PATTERNS_H
@@ -40,6 +41,40 @@ extern "C" {
  * one that serves every kind. */
 #define ATTN_SERVES_PATTERN(kind) ATTN_PATTERN_BIT(kind)
 #define ATTN_SERVES_ALL_PATTERNS (ATTN_PATTERN_BIT(ATTN_PATTERN_KINDS) - 1u)
+/* ... and of one that serves the n-th kind its example defines itself (below). */
+#define ATTN_SERVES_OWN_PATTERN(n) ATTN_PATTERN_BIT(ATTN_PATTERN_KINDS + (n))
+
+/* ---- An example's own pattern --------------------------------------------------------------
+ * A kind defined in an example's folder (example 06's ladder), not in common/: its name, its
+ * parameters (stored in attn_pattern_part.x, in this order), its rule, and optionally its rule on
+ * blocks. Registered (attn_pattern_register; the sparse module does it for the kinds an
+ * example's attn_sparse_config lists), it parses, formats, masks the reference, builds block
+ * masks and CSR like the chapter's kinds. Its kernels use the same rule through
+ * attn_pattern_keep_with (device/patterns.cuh). */
+typedef struct attn_pattern_kind_def {
+    const char *name;                            /* "ladder" */
+    const char *usage;                           /* one --help line: the spec and the rule */
+    const char *params[ATTN_PATTERN_MAX_PARAMS]; /* names in x[] order; unused ones NULL */
+    unsigned required; /* bit k set: params[k] must be given (the others take def[k]) */
+    int def[ATTN_PATTERN_MAX_PARAMS]; /* value of an optional one not given */
+    int min[ATTN_PATTERN_MAX_PARAMS], max[ATTN_PATTERN_MAX_PARAMS];
+    /* Does the part keep key j for the query at aligned position a (Lk keys)? Causality is
+     * applied on top. */
+    int (*keep)(const attn_pattern_part *pt, int a, int j, int Lk);
+    /* A kind defined on blocks of x[block_param] tokens (block_param >= 0): does query block I
+     * keep key block J of NB? The block mask builder then tests block pairs, not entries. */
+    int block_param;
+    int (*block_keep)(const attn_pattern_part *pt, int I, int J, int NB);
+} attn_pattern_kind_def;
+
+/* Registers the kinds (NULL-terminated; NULL: none) for this process; a kind registered before
+ * keeps its number. Returns 0, or -1 when more than ATTN_PATTERN_MAX_OWN kinds would be
+ * registered or a name is taken. */
+int attn_pattern_register(const attn_pattern_kind_def *const *kinds);
+/* The definition of registered kind `kind` (>= ATTN_PATTERN_KINDS), or NULL. */
+const attn_pattern_kind_def *attn_pattern_own_kind(int kind);
+/* attn_pattern_keep on the host, every kind (registered ones through their definitions). */
+int attn_pattern_keep_host(const attn_pattern *pat, int i, int j, int Lq, int Lk);
 
 /* Parses spec into *out. Returns 0, or -1 with a one-line reason in err (naming the part and the
  * offending text). */
