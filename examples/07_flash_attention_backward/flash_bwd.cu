@@ -934,9 +934,9 @@ static void launch_topk(const attn_problem *p, const attn_buffers *b, cudaStream
 }
 
 /* The forward stage: examples 03, 04 and 05's kernels, by symbol, on the problem's buffers. */
-extern "C" const attn_example flash2_fwd_example;            /* example 03 */
-extern "C" const attn_kernel flash2_fa2_mma;                 /* example 03, version 2 */
-extern "C" const attn_kernel *const sparse_patterns_kernels; /* example 04: [1] block_sparse */
+extern "C" const attn_example flash2_fwd_example;      /* example 03 */
+extern "C" const attn_kernel flash2_fa2_mma;           /* example 03, version 2 */
+extern "C" const attn_example sparse_patterns_example; /* example 04: 2 is block_sparse */
 
 static void run_fwd_fa2_fp32(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
     attn_example_find(&flash2_fwd_example, 1)->launch(p, &args_of(b)->fwd, stream);
@@ -946,7 +946,7 @@ static void run_fwd_fa2(const attn_problem *p, const attn_buffers *b, cudaStream
 }
 static void run_fwd_block_sparse(const attn_problem *p, const attn_buffers *b,
                                  cudaStream_t stream) {
-    sparse_patterns_kernels[1].launch(p, &args_of(b)->fwd, stream);
+    attn_example_find(&sparse_patterns_example, 2)->launch(p, &args_of(b)->fwd, stream);
 }
 static void run_fwd_topk(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
     const bwd_args *a = args_of(b);
