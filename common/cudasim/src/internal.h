@@ -89,6 +89,17 @@ bool in_kernel();
 [[noreturn]] void fail_in_kernel(const std::string &what);
 // The watchdog (CUDASIM_WATCHDOG): ends a launch whose blocks stop making progress.
 void start_watchdog();
+// The watchdog ends a stalled or failed launch by signalling its worker, whose handler abandons
+// the simulated thread it interrupts. Simulator code that takes a lock (naming a kernel, the
+// loader's lock in dladdr, recording a failure) runs inside a no_interrupt section: a signal that
+// arrives there is acted on when the section ends, never with the lock held (abandoned there, the
+// lock would stay taken and the worker's own report would wait for it forever).
+struct no_interrupt {
+    no_interrupt();
+    ~no_interrupt();
+    no_interrupt(const no_interrupt &) = delete;
+    no_interrupt &operator=(const no_interrupt &) = delete;
+};
 
 // runtime.cpp
 struct settings_t {

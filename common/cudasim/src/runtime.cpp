@@ -179,6 +179,7 @@ static std::string function_name(const void *fn, bool containing = false) {
 }
 
 std::string function_at(const void *pc, const void *same_object_as) {
+    no_interrupt quiet; // dladdr takes the loader's lock
     Dl_info a, b;
     if (!pc || !dladdr(pc, &a) || !dladdr(same_object_as, &b) || a.dli_fbase != b.dli_fbase)
         return "";
@@ -190,6 +191,7 @@ std::string kernel_label(const launch_desc &d) {
     static std::unordered_map<const void *, std::string> names; // looked up once per kernel
     std::string name;
     {
+        no_interrupt quiet; // the lock, and dladdr's
         std::lock_guard<std::mutex> lock(m);
         auto it = names.find(d.fn);
         name = it != names.end() ? it->second : (names[d.fn] = function_name(d.fn));

@@ -135,9 +135,17 @@ thread_local block_runner *tl_runner; // set while this OS thread runs blocks
 // abandoned: on an abandoned stack they would never be freed (LeakSanitizer reports them).
 #define CUDASIM_FAIL(...)                                                                          \
     do {                                                                                           \
-        record_failure(__VA_ARGS__);                                                               \
+        {                                                                                          \
+            no_interrupt quiet_;                                                                   \
+            record_failure(__VA_ARGS__);                                                           \
+        }                                                                                          \
         abandon();                                                                                 \
     } while (0)
+
+// no_interrupt (internal.h): sections nest; the watchdog's signal inside one is remembered here.
+thread_local volatile sig_atomic_t tl_no_interrupt = 0;
+thread_local volatile sig_atomic_t tl_interrupt_pending = 0;
+thread_local const void *volatile tl_interrupt_pc = nullptr;
 
 void on_fault(int sig, siginfo_t *info, void *uctx);
 void on_watchdog(int sig, siginfo_t *info, void *uctx);
@@ -597,7 +605,10 @@ void block_runner::thread_exit() {
 }
 
 void block_runner::fail(const std::string &what, cudaError_t code) {
-    record_failure(what, code);
+    {
+        no_interrupt quiet;
+        record_failure(what, code);
+    }
     abandon();
 }
 
@@ -1085,8 +1096,12 @@ void on_watchdog(int, siginfo_t *, void *uctx) {
 #else
     (void)uctx;
 #endif
-    if (block_runner *r = tl_runner)
+    if (tl_no_interrupt > 0) { // in simulator code holding a lock: act when the section ends
+        tl_interrupt_pc = pc;
+        tl_interrupt_pending = 1;
+    } else if (block_runner *r = tl_runner) {
         r->interrupted(pc);
+    }
     errno = saved_errno;
 }
 
@@ -1167,6 +1182,17 @@ void start_watchdog() {
         return;
     static std::once_flag once;
     std::call_once(once, [] { std::thread(watchdog_main).detach(); });
+}
+
+no_interrupt::no_interrupt() { tl_no_interrupt = tl_no_interrupt + 1; }
+
+no_interrupt::~no_interrupt() {
+    tl_no_interrupt = tl_no_interrupt - 1;
+    if (tl_no_interrupt == 0 && tl_interrupt_pending) {
+        tl_interrupt_pending = 0;
+        if (tl_runner)
+            tl_runner->interrupted(tl_interrupt_pc); // may abandon the thread: nothing is held now
+    }
 }
 
 bool in_kernel() { return tl_runner && tl_runner->running(); }
