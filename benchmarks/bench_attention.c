@@ -104,6 +104,17 @@ typedef struct grid_preset {
             {"ladder:b=64,s=1,w=" #w}, "06_custom_pattern", NULL                                   \
     }
 
+/* The crossover lab (benchmarks/crossover.py): example 04's kernels against dense causal FA2, 16
+ * heads of D=128, fp16, causal windows of about 3, 23 and 75 % of the causal entries (w = L/64,
+ * L/8, L/2) at L = 1k, 4k, 16k and the sparsest at 64k: the times gpu.sh's step crossover fits the
+ * cost model's parameters to. */
+#define CROSS_BLOCK(L, w1, w2, w3)                                                                 \
+    {                                                                                              \
+        LIST(1), LIST(16), LIST(L), LIST(128), LIST(F16), LIST(1), 3,                              \
+            {"causal_window:w=" #w1, "causal_window:w=" #w2, "causal_window:w=" #w3},              \
+            "04_sparse_patterns", NULL                                                             \
+    }
+
 /* The course's comparison table: naive (example 01), flash (02), flash-v2 (03's fa2_mma, f16) and
  * a sliding window of 512 keys (04's window kernel, window:w=256: 2w+1 = 513 keys per query),
  * non-causal, D=64; --table prints it. One block per row: its kernel, dtype and pattern. */
@@ -169,6 +180,37 @@ static const grid_preset presets[] = {
      "f16/bf16: density 51/26/10 % of the causal entries at L 4k/8k/16k",
      3,
      {LADDER_BLOCK(4096, 18), LADDER_BLOCK(8192, 15), LADDER_BLOCK(16384, 10)}},
+    {"crossover",
+     "the crossover lab on a GPU: example 04's kernels vs dense_fa2, causal, B=1 H=16 D=128 f16, "
+     "causal windows w = L/64, L/8, L/2 at L 1k/4k/16k, w = L/64 at 64k",
+     4,
+     {CROSS_BLOCK(1024, 16, 128, 512),
+      CROSS_BLOCK(4096, 64, 512, 2048),
+      CROSS_BLOCK(16384, 256, 2048, 8192),
+      {LIST(1),
+       LIST(16),
+       LIST(65536),
+       LIST(128),
+       LIST(F16),
+       LIST(1),
+       1,
+       {"causal_window:w=1024"},
+       "04_sparse_patterns",
+       NULL}}},
+    {"seed-128k",
+     "the course's 128K table: example 04's kernels vs dense_fa2 at L=128k, not causal, B=1 H=16 "
+     "D=128 f16: sliding window (1 %), BigBird b=256 (3 %), dilated d=4 (2 %)",
+     1,
+     {{LIST(1),
+       LIST(16),
+       LIST(131072),
+       LIST(128),
+       LIST(F16),
+       LIST(0),
+       3,
+       {"window:w=655", "bigbird:b=256,r=9,seed=1", "dilated:w=1310,d=4"},
+       "04_sparse_patterns",
+       NULL}}},
     {"sim-sparse",
      "example 04 on the simulator: B=1 H=1 D=64 f16, L 512/1024: window, BigBird, dilated; "
      "causal window at L=1024",

@@ -9,6 +9,10 @@ side by side:
     torch/sdpa_math       ... pinned to MATH (the unfused reference composite)
     torch/flex            FlexAttention (torch.compile'd) with a BlockMask (causal or --pattern)
     torch/naive           matmul, softmax, matmul: the L x L scores materialised
+    torch/torch_sparse    torch.sparse, one head at a time: the pattern's CSR (built once per
+                          problem, not timed, like our kernels' CSR), the scores of its entries by
+                          torch.sparse.sampled_addmm (a sampled dense-dense product), a softmax over
+                          each row's values, then the sparse x dense product with V (fp32 inside)
 
 Example 04's sparse patterns (--pattern SPEC, or --grid sparse) take the harness's spec syntax
 (attn/sparse/patterns.h: window, causal_window, dilated, strided, fixed, global, bigbird, unions with
@@ -47,7 +51,8 @@ import time
 import warnings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-IMPLS = ["sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "sdpa_math", "flex", "naive"]
+IMPLS = ["sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "sdpa_math", "flex", "naive",
+         "torch_sparse"]
 DENSE_L = [1024, 2048, 4096, 8192, 16384]
 # Example 04's grid, as bench_attention's: (L, causal, patterns) at B=1 H=16 D=128 f16/bf16, for
 # the densities 50 / 25 / 10 % and Mistral's window at 128k. On each pattern problem the peers
@@ -64,6 +69,9 @@ SPARSE = [(4096, False, ["window:w=1199", "bigbird:b=128,r=10,seed=1"]),
 #   seed-table  the course's comparison table: B=4 H=8 D=64 f16 at L 2048 and 8192, non-causal;
 #               sdpa_flash and naive PyTorch dense, FlexAttention under a window of 256 each side
 #               (513 keys per query: the table's "sparse k=512")
+#   seed-128k   the course's 128K table (benchmarks/crossover.py): B=1 H=16 D=128 f16 at L=128k,
+#               non-causal, sliding window (1 %), BigBird b=256 (3 %), dilated d=4 (2 %):
+#               torch.sparse on the patterns, sdpa_flash on the dense problem (PyTorch dense)
 GRIDS = {
     "dense": [dict(B=[1], H=[16], L=DENSE_L, D=[128], dtype=["f16", "bf16"], causal=[False, True]),
               dict(B=[1], H=[32], L=DENSE_L, D=[64], dtype=["f16", "bf16"], causal=[False, True])],
@@ -74,6 +82,9 @@ GRIDS = {
     "seed-table": [dict(B=[4], H=[8], L=[2048, 8192], D=[64], dtype=["f16"], causal=[False],
                         pattern=["window:w=256"], impls=["flex"],
                         dense_impls=["sdpa_flash", "naive"])],
+    "seed-128k": [dict(B=[1], H=[16], L=[131072], D=[128], dtype=["f16"], causal=[False],
+                       pattern=["window:w=655", "bigbird:b=256,r=9,seed=1", "dilated:w=1310,d=4"],
+                       impls=["torch_sparse"], dense_impls=["sdpa_flash"])],
 }
 MASK_LIMIT = 2 << 30  # bytes: the largest dense boolean mask given to SDPA and naive PyTorch
 DEVICE = "cuda"
@@ -244,6 +255,45 @@ class Pattern:
 
 # ---- the implementations ---------------------------------------------------------------------
 
+def pattern_csr(torch, keep, L, device, chunk=1 << 26):
+    """The CSR of an [L, L] pattern given by its predicate keep(i, j) on index tensors, built in
+    chunks of query rows of about `chunk` entries (never the whole mask): (crow [L+1], col [nnz],
+    row [nnz]) as int64 tensors on device."""
+    j = torch.arange(L, device=device)
+    rows = max(1, chunk // L)
+    counts, cols = [], []
+    for r0 in range(0, L, rows):
+        i = torch.arange(r0, min(L, r0 + rows), device=device)
+        m = keep(i[:, None], j[None, :])
+        counts.append(m.sum(dim=1))
+        cols.append(m.nonzero()[:, 1])
+    counts = torch.cat(counts)
+    crow = torch.zeros(L + 1, dtype=torch.int64, device=device)
+    crow[1:] = torch.cumsum(counts, 0)
+    return crow, torch.cat(cols), torch.repeat_interleave(torch.arange(L, device=device), counts)
+
+
+def csr_attention(torch, q, k, v, crow, col, row, scale):
+    """Attention of one head through torch.sparse: S = scale Q K^T on the CSR's entries only
+    (sampled_addmm), a softmax over each row's values, O = P V (sparse x dense); fp32 inside, the
+    result in q's dtype. A row with no entry outputs 0."""
+    L, size = q.shape[0], (q.shape[0], k.shape[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
+        s = torch.sparse_csr_tensor(crow, col, torch.zeros(col.numel(), dtype=torch.float32,
+                                                            device=q.device), size=size,
+                                    check_invariants=False)
+        s = torch.sparse.sampled_addmm(s, q.float(), k.float().transpose(0, 1), beta=0.0,
+                                       alpha=scale)
+        vals = s.values()
+        top = torch.full((L,), float("-inf"), device=q.device).scatter_reduce(
+            0, row, vals, "amax", include_self=True)
+        e = torch.exp(vals - top[row])
+        den = torch.zeros(L, device=q.device).scatter_add(0, row, e)
+        p = torch.sparse_csr_tensor(crow, col, e / den[row], size=size, check_invariants=False)
+        return torch.sparse.mm(p, v.float()).to(q.dtype)
+
+
 class Skip(Exception):
     """This implementation cannot run this problem here; the message says why."""
 
@@ -319,9 +369,27 @@ def make_impls(torch, args):
         p = torch.softmax(s.float(), dim=-1).to(q.dtype)
         return torch.matmul(p, v)
 
+    csrs = {}
+
+    def run_torch_sparse(q, k, v, prob, pat, mask):
+        """torch.sparse one head at a time over the pattern's CSR (built once per pattern)."""
+        if not pat.parts:
+            raise Skip("torch_sparse runs sparse patterns only (the dense problem: sdpa_flash)")
+        key = (pat.spec, pat.L, pat.causal)
+        if key not in csrs:
+            csrs.clear()  # one pattern's lists at a time: they take nnz x 16 bytes
+            csrs[key] = pattern_csr(torch, pat.keep, pat.L, q.device)
+        crow, col, row = csrs[key]
+        out = torch.empty_like(q)
+        scale = 1.0 / math.sqrt(prob["D"])
+        for b in range(q.shape[0]):
+            for h in range(q.shape[1]):
+                out[b, h] = csr_attention(torch, q[b, h], k[b, h], v[b, h], crow, col, row, scale)
+        return out
+
     return {"sdpa_flash": sdpa("FLASH_ATTENTION"), "sdpa_cudnn": sdpa("CUDNN_ATTENTION"),
             "sdpa_efficient": sdpa("EFFICIENT_ATTENTION"), "sdpa_math": sdpa("MATH"),
-            "flex": run_flex, "naive": run_naive}
+            "flex": run_flex, "naive": run_naive, "torch_sparse": run_torch_sparse}
 
 
 # ---- checking and timing ---------------------------------------------------------------------
@@ -440,7 +508,7 @@ def run_one(torch, fn, name, prob, pat, args, pv, flush):
         gen = torch.Generator(device=DEVICE).manual_seed(args.seed)
         q, k, v = (torch.rand(B, H, L, D, device=DEVICE, dtype=dt, generator=gen) * 2 - 1
                    for _ in range(3))
-        if name not in ("flex", "sdpa_flash"):
+        if name not in ("flex", "sdpa_flash", "torch_sparse"):
             mask = pat.dense_mask(torch, DEVICE)
         torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()

@@ -4,13 +4,17 @@
 # (bench_torch.py) over the dense grid and example 04's sparse grid (sparse patterns), and writes
 #   benchmarks/results/<device>/bench_attention.jsonl   our kernels (checked, then timed)
 #   benchmarks/results/<device>/bench_torch.jsonl       SDPA flash/cuDNN/efficient/math, FlexAttention, naive
+#   benchmarks/results/<device>/backward.jsonl          example 07's forward + backward beside SDPA's
+#   benchmarks/results/<device>/crossover*.jsonl        the crossover lab's kernels, the 128K table
+#   benchmarks/results/<device>/flex08.jsonl            example 08 beside compiled FlexAttention, SDPA
 #   benchmarks/results/<device>/meta.json               device, CUDA, driver, torch, commit, date, steps
 #   benchmarks/results/<device>/plots/*.png|svg         plot.py and memory_analysis.py
 # then regenerates the README tables (update_tables.py). Commit the results folder and READMEs.
 #
 # Usage: benchmarks/gpu.sh [--steps LIST] [--quick]
 #   --steps   comma-separated, in this order (default all):
-#             build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,plots
+#             build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,crossover,
+#             example08,plots
 #             c: bench_attention --grid dense; torch: the SDPA backends and naive PyTorch on the
 #             same grid; fp32: examples 01/02 and FA2 v1 (fp32) at B=1 H=16 D=64; flex:
 #             FlexAttention (compiled once per shape: the slowest step); sparse: example 04's
@@ -21,23 +25,32 @@
 #             05's pipeline on DeepSeek-like shapes and torch.topk (benchmarks/bench_deepseek.py);
 #             backward: example 07's forward + backward TFLOP/s beside torch SDPA's backward,
 #             and its block-sparse backward against density (bench_backward.py there);
+#             crossover: the crossover lab's kernels (bench_attention --grid crossover) and the
+#             course's 128K table (--grid seed-128k; bench_torch.py --grid seed-128k: SDPA dense
+#             and torch.sparse), to which benchmarks/crossover.py fits its cost model and whose
+#             measured columns replace "model" in its tables;
+#             example08: example 08's modifications (causal, 8 documents, ALiBi, soft-cap) at
+#             L 1k-16k, D 64/128, beside compiled FlexAttention and SDPA with an explicit
+#             mask/bias (examples/08_flex_attention/bench_gpu.py, flex08.jsonl);
 #             plots: figures + tables
 #   --quick   L up to 4k only (a first look in about three minutes)
 # Each step stops starting new problems when its time budget is spent (--budget-s), so the whole
-# script stays within about 13 minutes on an H100; c and torch rewrite their file, the other
-# steps append to it (rerun c or torch before rerunning one of those alone).
+# script stays within about 13 minutes on an H100, 21 with the crossover step (its budgets: 8
+# minutes), plus example08's budget of 10 minutes and the backward step's fixed grid (neither
+# measured yet); c and torch rewrite their file, the other steps append to it (rerun c or torch
+# before rerunning one of those alone).
 # Without a GPU it says so and exits 77.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
-steps="build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,plots"
+steps="build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,crossover,example08,plots"
 quick=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --steps) steps="${2:?--steps needs a list}"; shift 2 ;;
     --quick) quick=1; shift ;;
-    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,/^# Without a GPU/p' "$0"; exit 0 ;;
     *) echo "error: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -150,6 +163,35 @@ if has backward; then
     ran+=(backward)
 fi
 
+if has crossover; then
+    say "bench_attention: the crossover lab and the 128K table (budget 300 s)"
+    cross=(--grid crossover,seed-128k)
+    [ $quick -eq 1 ] && cross=(--grid crossover --L 1024,4096)
+    "$bench" "${cross[@]}" --check-rows 64 --quiet --budget-s 300 --max-seconds 1 \
+        --commit "$commit" --out "$out/crossover.jsonl" ||
+        echo "warning: bench_attention (crossover) reported failures" >&2
+    say "bench_torch: PyTorch dense (SDPA flash) and torch.sparse at 128K (budget 200 s)"
+    # torch.sparse takes seconds per call at 128K: one warm-up, three timed calls
+    [ $quick -eq 1 ] || "$py" benchmarks/bench_torch.py --grid seed-128k --check-rows 16 \
+        --warmup 1 --reps 3 --max-reps 3 --budget-s 200 --max-seconds 1 --commit "$commit" \
+        --out "$out/crossover_torch.jsonl" ||
+        echo "warning: bench_torch (seed-128k) reported failures" >&2
+    ran+=(crossover)
+fi
+
+if has example08; then
+    say "example 08: FlexAttention in CUDA C beside compiled FlexAttention and SDPA (budget 600 s)"
+    cmake --build "$build" -j "$(nproc)" --target flex_attention_gpu >>"$out/.build.log" 2>&1 ||
+        { tail -50 "$out/.build.log"; exit 1; }
+    l08=()
+    [ $quick -eq 1 ] && l08=(--L 1024,2048,4096)
+    rm -f "$out/flex08.jsonl"
+    "$py" examples/08_flex_attention/bench_gpu.py "${l08[@]}" --budget-s 600 --commit "$commit" \
+        --program "$build/examples/08_flex_attention/flex_attention_gpu" --out "$out/flex08.jsonl" ||
+        echo "warning: bench_gpu.py (example 08) reported failures" >&2
+    ran+=(example08)
+fi
+
 nvcc_version=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' || true)
 torch_version=$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none)
 cat >"$out/meta.json" <<EOF
@@ -163,5 +205,7 @@ if has plots; then
     "$py" benchmarks/plot.py "$out"
     "$py" benchmarks/memory_analysis.py --results "$out" | tail -5
     python3 benchmarks/update_tables.py
+    "$py" benchmarks/crossover.py # the crossover lab: the model fitted to crossover*.jsonl
+    python3 examples/08_flex_attention/make_tables.py
 fi
 say "done: commit $out and the READMEs (git add $out benchmarks/README.md)"

@@ -176,15 +176,15 @@ def record_key(r):
     return (r["example"], r["kernel"], r["dtype"], r["Lq"], r["D"])
 
 
-def merge_into(path, new):
-    """Replaces the records of path that new measures again (same kernel and problem), under a
-    lock: jobs running parts of the grid at once (--only) share the file."""
+def merge_into(path, new, key=record_key):
+    """Replaces the records of path that new measures again (same key: kernel and problem), under
+    a lock: jobs running parts of the grid at once (--only) share the file."""
     import fcntl
     with open(path + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        keys = {record_key(r) for r in new}
-        old = [r for r in read_jsonl(path) if record_key(r) not in keys]
-        write_jsonl(path, sorted(old + new, key=record_key))
+        keys = {key(r) for r in new}
+        old = [r for r in read_jsonl(path) if key(r) not in keys]
+        write_jsonl(path, sorted(old + new, key=key))
 
 
 def run_all(build, lengths, dims, only):
@@ -350,27 +350,33 @@ READMES = [f"examples/{e}/README.md" for e in
             "04_sparse_patterns", "05_deepseek_sparse"]] + ["common/cudasim/README.md"]
 
 
-def update(check):
+def update_blocks(rels, tag, render, check, command):
+    """Rewrites every block <!-- TAG:NAME --> ... <!-- /TAG:NAME --> of the files rels (paths
+    from the repository root) with render(NAME, rel); with check, writes nothing and returns 1
+    (naming the command that regenerates them) when a block is out of date."""
     stale = []
-    for rel in READMES:
+    for rel in rels:
         path = os.path.join(ROOT, rel)
         with open(path) as f:
             text = f.read()
-        example = rel.split("/")[1]
 
         def repl(m):
-            return f"{m.group(1)}\n{BLOCKS[m.group(2)](example)}{m.group(3)}"
-        new = re.sub(r"(<!-- profile:(\w+) -->)\n.*?(<!-- /profile:\2 -->)", repl, text,
-                     flags=re.S)
+            return f"{m.group(1)}\n{render(m.group(2), rel)}{m.group(3)}"
+        new = re.sub(rf"(<!-- {tag}:(\w+) -->)\n.*?(<!-- /{tag}:\2 -->)", repl, text, flags=re.S)
         if new != text:
             stale.append(rel)
             if not check:
                 with open(path, "w") as f:
                     f.write(new)
     if check and stale:
-        print("out of date (python3 benchmarks/io_complexity.py): " + ", ".join(stale))
+        print(f"out of date ({command}): " + ", ".join(stale))
         return 1
     return 0
+
+
+def update(check):
+    return update_blocks(READMES, "profile", lambda name, rel: BLOCKS[name](rel.split("/")[1]),
+                         check, "python3 benchmarks/io_complexity.py")
 
 
 # ---- the figures ------------------------------------------------------------------------------

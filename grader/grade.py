@@ -22,6 +22,7 @@ import hmac
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -33,20 +34,32 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXIT_USAGE = 2
 EXIT_NO_GPU = 77
 COMPILE_LINES = 40
-# Symbols a submission may not use: the harness's oracle and checker (a "kernel" that returns the
-# reference), the example driver, and ways to run other code. grading.json may replace the list.
+# Symbols a submission may not use: the harness's oracles and checker (a "kernel" that returns
+# the reference, a builder that returns the exact block mask), the example driver, ways to run
+# other code, the simulator's controls and the environment (the grader sets how a case runs).
+# grading.json may replace the list.
 DEFAULT_FORBIDDEN = ["attn_reference*", "attn_check_*", "attn_example_main", "attn_host_inputs_*",
-                     "system", "popen", "fork", "execv*", "execl*", "dlopen", "dlsym",
-                     "*_solution"]
+                     "attn_block_mask_from_mask", "attn_block_mask_validate",
+                     "attn_block_mask_count_empty", "attn_block_mask_lists",
+                     "attn_block_mask_as_mask", "system", "popen", "fork", "execv*", "execl*",
+                     "dlopen", "dlsym", "*_solution", "cudasim_set_*", "cudasim_lock_*",
+                     "cudasim_prepare", "cudasim_*guard*", "setenv", "putenv", "unsetenv",
+                     "clearenv"]
 # The variables a case process inherits (prefixes): never ATTN_GRADER_* (the secret, its path).
 CHILD_ENV = ("PATH", "LANG", "LC_", "CUDASIM_", "OMP_", "CUDA_", "ASAN_", "TSAN_", "UBSAN_",
              "LSAN_", "LD_LIBRARY_PATH")
-# Resource limits of a case process (prlimit; the CPU time is the case's timeout + 1 s).
-LIMITS = {"--fsize": 256 << 20, "--nproc": 64, "--as": 8 << 30}
-SANDBOX_ID = 65534  # nobody / nogroup: the user a case runs as when the grader is root
-SANDBOX_NAMES = {"namespace": "each case as nobody in its own PID and mount namespace",
-                 "user": "each case as nobody (no namespaces here: /tmp is shared)",
-                 "none": "resource limits only (the grader is not root)"}
+SANDBOX_ID = 65534  # nobody / nogroup: the user a step runs as when the grader is root
+SANDBOX_NAMES = {
+    "namespace": "each compile and case as nobody in its own PID, mount, network and IPC "
+                 "namespaces, with a root of its own (the system and what the step needs, "
+                 "read-only) and a fresh /tmp, /var/tmp and /dev/shm",
+    "userns": "each compile and case in its own user, PID, mount, network and IPC namespaces "
+              "(the grader is not root), with a root of its own and a fresh /tmp, /var/tmp and "
+              "/dev/shm",
+    "user": "each compile and case as nobody (no namespaces here: cases one at a time, "
+            "/tmp shared, the submission's program may write no file)",
+    "none": "the grader's own user (not root, no namespaces): resource limits and seccomp "
+            "filters only"}
 
 
 class UsageError(Exception):
@@ -163,6 +176,11 @@ def read_secret(args):
         path = args.secret_file or os.environ["ATTN_GRADER_SECRET_FILE"]
         if not os.path.isfile(path):
             raise UsageError(f"secret file not found: {path}")
+        mode = os.stat(path).st_mode & 0o777
+        if mode & 0o077:
+            raise UsageError(f"the secret file {path} is readable by others (mode {mode:04o}): "
+                             f"a submission could read it; make it its owner's only "
+                             f"(chmod 600 {path})")
         with open(path, "rb") as f:
             secret = f.read().strip()
     elif os.environ.get("ATTN_GRADER_SECRET"):
@@ -175,6 +193,88 @@ def read_secret(args):
 
 
 # ---- building a submission ---------------------------------------------------------------------
+
+# Compile of ONE submission file, in the sandbox, as its user (README: "How a submission is
+# built"): CPU seconds and wall seconds; then the address space and the files it may write.
+COMPILE_CPU_S = 60
+COMPILE_LIMITS = {"as": 4 << 30, "fsize": 64 << 20, "nproc": 64}
+MAX_SOURCE_BYTES = 1 << 20
+# Reads of other files a compile could make that the dependency file does not list, and
+# assembler directives that read files: refused in the source (README: "What is refused").
+SOURCE_REFUSALS = [
+    (re.compile(r"incbin", re.I), ".incbin (the assembler copies a file into the program)"),
+    (re.compile(r"\.include\b"), ".include (the assembler reads another file)"),
+    (re.compile(r"__has_include"), "__has_include (it tells which files exist)"),
+    (re.compile(r"#\s*pragma\s+(GCC\s+)?dependency"), "#pragma GCC dependency (it reads another "
+     "file's date)"),
+    (re.compile(r"#\s*(embed|include_next|import)\b"), "#embed, #include_next or #import"),
+]
+ASM_TOKEN = re.compile(r"(?<![\w$])(asm|__asm|__asm__)(?![\w$])")
+# A submission defines its exports and nothing else with C linkage (no replacement of a library
+# or harness function the submission's program calls: write, memcpy, prctl, attn_to_host ...);
+# the simulator's built-in variables come with its headers. C++ functions of its own are fine,
+# but not operator new/delete or definitions in std:: or cudasim:: (strong ones).
+BUILTIN_DEFINITIONS = {"threadIdx", "blockIdx", "blockDim", "gridDim"}
+FORBIDDEN_CXX = re.compile(r"^_Z(n[wa]|d[la]|NSt|St|NKSt|N7cudasim|NK7cudasim)")
+
+
+def strip_comments(text):
+    """The source without comments (string and character literals kept)."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            out.append(" ")
+            i = n if j < 0 else j + 2
+        elif c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c:
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i:j + 1])
+            i = j + 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def literal_text(text):
+    """The characters of every string literal, adjacent literals joined and escapes decoded
+    (".inc" "bin" and "\x69ncbin" both read incbin)."""
+    parts = re.findall(r'"((?:[^"\\\n]|\\.)*)"', text)
+    joined = "".join(parts)
+    try:
+        return joined.encode("latin-1", "backslashreplace").decode("unicode_escape")
+    except (UnicodeDecodeError, ValueError):
+        return joined
+
+
+def source_refusal(text):
+    """Why the submission's text is refused before it is compiled, or None."""
+    code = strip_comments(text)
+    for where in (code, literal_text(code)):
+        for pattern, what in SOURCE_REFUSALS:
+            if pattern.search(where):
+                return (f"uses {what}: a submission may not make its compile read other files "
+                        "(grader/README.md, 'What is refused')")
+    return None
+
+
+def submission_lines(preprocessed, source):
+    """The lines of a preprocessed file (.ii) that come from `source` (its line markers)."""
+    own, out = False, []
+    for line in preprocessed.splitlines():
+        m = re.match(r'#\s*\d+\s+"([^"]*)"', line)
+        if m:
+            own = os.path.realpath(m.group(1)) == source if m.group(1) else False
+        elif own:
+            out.append(line)
+    return out
+
 
 class Build:
     """The chapter build that holds the exercise's grader targets (grader/CMakeLists.txt)."""
@@ -191,7 +291,12 @@ class Build:
                              "backend (is the solution there? see grader/README.md)")
         with open(self.info_path) as f:
             self.info = json.load(f)
+        if "compile_commands" not in self.info:
+            self._configure()  # a build configured before the compile sandbox: once more
+            with open(self.info_path) as f:
+                self.info = json.load(f)
         self.backend = backend
+        self._command = None
 
     def _configure(self):
         preset = os.path.basename(self.build_dir)
@@ -206,88 +311,286 @@ class Build:
         if done.returncode != 0:
             raise UsageError("cmake configure failed:\n" + (done.stdout + done.stderr)[-3000:])
 
-    def compile(self, submission, workdir):
-        """Builds the case program with `submission` in the slot; copies it into workdir.
-        Returns (program path or None, log lines for the learner)."""
-        slot = self.info["slot"]
-        with open(os.path.join(self.build_dir, "grader", self.spec["exercise"] + ".lock"),
-                  "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # one slot per build: one build at a time
-            with open(submission, "rb") as f:
-                body = f.read()
-            old = open(slot, "rb").read() if os.path.isfile(slot) else None
-            if old != body:
-                with open(slot, "wb") as f:
-                    f.write(body)
-            done = subprocess.run(["cmake", "--build", self.build_dir, "--target",
-                                   self.info["runner_target"], self.info["target"]],
+    def lock(self):
+        """The build's lock: one make at a time in this build tree (graders of the same build
+        take turns to bring it up to date and to link; compiles run without it)."""
+        f = open(os.path.join(self.build_dir, "grader", "build.lock"), "w")
+        fcntl.flock(f, fcntl.LOCK_EX)
+        return f
+
+    def prepare(self):
+        """Brings the grader's programs up to date once per run (a fresh build: all of them,
+        the rewriter a compile needs among them); then each submission only relinks the
+        submission's program (compile())."""
+        fresh = not all(os.path.isfile(self.info[k]) for k in ("program", "runner", "exec"))
+        if fresh:
+            say("building the grader's programs (once) ...", self.quiet)
+        targets = [self.info["target"], "grader_exec"] + ([self.info["runner_target"]] if fresh
+                                                          else [])
+        with self.lock():
+            done = subprocess.run(["cmake", "--build", self.build_dir, "--target"] + targets,
                                   capture_output=True, text=True)
-            log = done.stdout + done.stderr
+        if done.returncode != 0:
+            raise UsageError("the grader's programs do not build:\n" +
+                             (done.stdout + done.stderr)[-3000:])
+
+    def compile_command(self):
+        """The compiler's command line for the submission's file (the skeleton's entry of
+        compile_commands.json, which the build writes for that target only), as a list."""
+        if self._command is None:
+            marker = f"grader_{self.spec['exercise']}_submission_{self.backend}.dir"
+            try:
+                with open(self.info["compile_commands"]) as f:
+                    entries = json.load(f)
+            except (OSError, ValueError):
+                entries = []
+            for e in entries:
+                args = e.get("arguments") or shlex.split(e.get("command", ""))
+                if any(marker in a for a in args):
+                    # paths relative to the build's folder (nvcc's --options-file) made absolute
+                    where = e.get("directory", self.build_dir)
+                    self._command = [os.path.join(where, args[n]) if n > 0 and
+                                     args[n - 1] == "--options-file" else a
+                                     for n, a in enumerate(args)]
+                    break
+            if self._command is None:
+                raise UsageError(f"{self.info['compile_commands']} has no compile command of "
+                                 "the submission: reconfigure the build (cmake --preset ...)")
+        return list(self._command)
+
+    def compile(self, submission, workdir, cpu_s=COMPILE_CPU_S):
+        """Compiles the learner's file in the sandbox (its own folder, as the sandbox user,
+        with CPU, time and memory limits), checks it, links the submission's program and copies
+        the programs of a case into workdir. Returns ((checker, submission's program,
+        grader_exec) or None, lines for the learner)."""
+        name = os.path.basename(submission)
+        try:
+            with open(submission, "rb") as f:
+                body = f.read(MAX_SOURCE_BYTES + 1)
+        except OSError as e:
+            return None, [f"{name}: cannot be read ({e.strerror})"]
+        if len(body) > MAX_SOURCE_BYTES:
+            return None, [f"{name} is larger than {MAX_SOURCE_BYTES >> 20} MiB: refused"]
+        text = body.decode("utf-8", "replace")
+        why = source_refusal(text)
+        if why:
+            return None, [f"{name} {why}"]
+        cdir = os.path.join(workdir, "compile")
+        os.makedirs(cdir)
+        src = os.path.join(cdir, self.spec["submission_file"])
+        with open(src, "wb") as f:
+            f.write(body)
+        obj, dep, lib = (os.path.join(cdir, n) for n in ("submission.o", "submission.d",
+                                                         "libsubmission.a"))
+        tu = src + ".cpp" if self.backend == "sim" else src
+        cmd = self.compile_command()
+        compiler = []
+        skip = False
+        for a in cmd:  # the skeleton's command with this file, object and dependency file
+            if skip:
+                skip = False
+            elif a in ("-o", "-MF", "-MT", "-MQ"):
+                skip = True
+            elif a in ("-c", "-MD", "-MMD") or a.startswith(("-MF", "-MT", "-MQ")) or \
+                    os.path.basename(a) == os.path.basename(tu):
+                pass
+            else:
+                compiler.append(a)
+        compiler += ["-MD", "-MF", dep, "-o", obj, "-c", tu]
+        if self.backend == "sim":
+            compiler.insert(1, "-save-temps=obj")
+        steps = []
+        if self.backend == "sim":
+            steps.append([self.info["rewriter"], src, tu])
+        steps.append(compiler)
+        steps.append([self.info["ar"], "qc", lib, obj])
+        script = "set -e\n" + "\n".join(" ".join(shlex.quote(a) for a in s) for s in steps)
+        if sandbox_mode() in ("namespace", "user"):
+            os.chown(cdir, SANDBOX_ID, SANDBOX_ID)
+        limits = dict(COMPILE_LIMITS, cpu=int(cpu_s))
+        if self.info.get("sanitizer"):  # its rewriter is sanitized: terabytes of address space
+            del limits["as"]
+        binds = compile_binds(self, cmd)
+        sh = sandboxed(["/bin/sh", "-c", script], cdir, limits, self.info["exec"], ro=binds,
+                       rw=[cdir])
+        env = {k: v for k, v in os.environ.items() if k.startswith(("PATH", "LANG", "LC_"))}
+        env.update({"HOME": cdir, "TMPDIR": "/tmp" if sandbox_private() else cdir})
+        with tempfile.TemporaryFile("w+", errors="replace") as out:
+            proc = subprocess.Popen(sh, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cdir,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            try:
+                rc = proc.wait(timeout=cpu_s * 1.5)
+            except subprocess.TimeoutExpired:
+                rc = None
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # the compiler's own processes too
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.wait()
+            out.seek(0)
+            log = out.read(1 << 20)
+        if rc is None:
+            return None, [f"the compile of {name} took longer than {cpu_s * 1.5:g} s (a "
+                          "constexpr or template computation that does not end?): refused"]
+        if rc in (128 + signal.SIGXCPU, -signal.SIGXCPU, 128 + signal.SIGKILL, -signal.SIGKILL) \
+                or re.search(r"Killed signal terminated program|CPU time limit", log):
+            return None, [f"the compile of {name} used more than {cpu_s:g} s of CPU or too "
+                          "much memory (a constexpr or template computation that does not end?)"]
+        lines = learner_lines(log, src, name)
+        if self.backend == "sim":  # also when the compile failed: the assembler may be why
+            ii = next((os.path.join(cdir, n) for n in os.listdir(cdir) if n.endswith(".ii")), None)
+            own = []
+            if ii is not None:
+                with open(ii, errors="replace") as f:
+                    own = submission_lines(f.read(), os.path.realpath(src))
+            if any(ASM_TOKEN.search(strip_comments(l)) for l in own):
+                return None, [f"{name} uses inline assembly (asm): a kernel on the simulator has "
+                              "no use for it, and it could read files at assembly time"]
+            if ii is None and rc == 0:
+                return None, ["(no preprocessed file of the compile: the checks cannot be made)"]
+        if rc != 0:
+            return None, compile_errors(lines, log, self.spec)
+        bad = forbidden_symbols(obj, self.spec)
+        if bad:
+            return None, [f"{name} uses {', '.join(bad)}: a submission must compute the output "
+                          "in its kernel (the harness's reference, checker and process "
+                          "functions are off limits)"]
+        bad = foreign_definitions(obj, self.spec)
+        if bad:
+            return None, [f"{name} defines {', '.join(bad)}: a submission may define only "
+                          f"{', '.join(self.spec['exports'])} outside 'static' (make the others "
+                          "static; the C library's and the harness's functions stay theirs)"]
+        foreign = foreign_includes(self.build_dir, self.spec, self.backend, dep)
+        if foreign:
+            return None, [f"{name} includes {', '.join(foreign)}: a submission may include the "
+                          "exercise folder's headers, the harness's public headers and system "
+                          "headers only"]
+        with self.lock():  # one slot per exercise and build: one link at a time
+            tmp = self.info["slot_library"] + ".tmp"
+            shutil.copyfile(lib, tmp)
+            os.replace(tmp, self.info["slot_library"])
+            done = subprocess.run(["cmake", "--build", self.build_dir, "--target",
+                                   self.info["runner_target"]], capture_output=True, text=True,
+                                  errors="replace")
             if done.returncode != 0:
-                if old is not None:  # the slot's last good file: the build tree stays buildable
-                    with open(slot, "wb") as f:
-                        f.write(old)
-                return None, compile_errors(log, slot, submission, self.spec)
-            bad = forbidden_symbols(self.info["submission_library"], self.spec)
-            if bad:
-                return None, [f"{os.path.basename(submission)} uses {', '.join(bad)}: a submission "
-                              "must compute the output in its kernel (the harness's reference, "
-                              "checker and process functions are off limits)"]
-            foreign = foreign_includes(self.build_dir, self.spec, self.backend)
-            if foreign:
-                return None, [f"{os.path.basename(submission)} includes {', '.join(foreign)}: a "
-                              "submission may include the exercise folder's headers, the "
-                              "harness's public headers and system headers only"]
+                return None, compile_errors(learner_lines(done.stdout + done.stderr, src, name),
+                                            done.stdout + done.stderr, self.spec, link=True)
             programs = []
-            for key in ("program", "runner"):  # the checker, the submission's program
+            for key in ("program", "runner", "exec"):  # checker, submission's program, launcher
                 programs.append(os.path.join(workdir, os.path.basename(self.info[key])))
                 shutil.copy2(self.info[key], programs[-1])
-                os.chmod(programs[-1], 0o755)
-        return tuple(programs), warnings_of(log, slot, submission)
+                # the checker is the grader's (never the sandbox user's to read or replace)
+                os.chmod(programs[-1], 0o700 if key == "program" and os.geteuid() == 0 else 0o755)
+        return tuple(programs), warnings_of(lines, name)
+
+
+def compile_binds(build, cmd):
+    """What a compile needs to see (the sandbox's root holds nothing else): the exercise
+    folder, the harness's public headers, cudasim's headers, the device helpers, the rewriter,
+    and on a GPU the CUDA toolkit; the system directories come with every sandbox."""
+    roots = {os.path.realpath(ROOT), source_dir_of(build.build_dir)}
+    binds = [os.path.join(r, d) for r in roots for d in (
+        os.path.join("exercises", build.spec["exercise"]), "common/include",
+        "common/cudasim/include", "common/device")]
+    for tool in (build.info.get("rewriter"), cmd[0], build.info["ar"]):
+        if tool and os.path.isabs(tool) and not tool.startswith(SYSTEM_DIRS):
+            binds.append(tool)
+    binds += [cmd[n + 1] for n in range(len(cmd) - 1) if cmd[n] == "--options-file"]
+    if cuda_root(build.build_dir):
+        binds.append(cuda_root(build.build_dir).rstrip("/"))
+    return sorted({b for b in binds if os.path.exists(b)})
 
 
 NOISE = re.compile(r"^(\[\s*\d+%\]|g?make(\[\d+\])?:|ninja:|FAILED:|Consolidate compiler|"
                    r"cudasim: rewriting|-- |Scanning dependencies|Built target|\s*$)")
+# A compiler message's location: "file:line[:col]: ", "file: In function", "file(line): " (nvcc).
+LOCATION = re.compile(r"^(?:In file included from |\s+from )?(?P<file>[^\s:(][^:(]*?)"
+                      r"(?::\d+(?::\d+)?[:,]|: (?:In |At )|\(\d+\): )")
+TOOL_LINE = re.compile(r"^(cc1plus|cc1|clang|g\+\+|gcc|c\+\+|nvcc|ptxas|as|ld|collect2|"
+                       r"/usr/bin/ld)[^:]*: ")
 
 
-def learner_lines(log, slot, submission):
-    name = os.path.basename(submission)
-    lines = []
+def learner_lines(log, src, name):
+    """The compiler's messages about the learner's own file, and only those: a message located
+    in another file (a header, the solution, a file read by mistake) is left out with the lines
+    that quote it, so that no other file's text reaches the learner; paths become `name`."""
+    own, kept, dropped = False, [], 0
+    real_src = os.path.realpath(src)
     for line in log.splitlines():
         if NOISE.match(line):
             continue
-        lines.append(line.replace(slot, name).replace(os.path.dirname(slot) + "/", ""))
-    return lines
+        m = LOCATION.match(line)
+        if m:
+            f = m.group("file").strip()
+            own = f in (src, name) or os.path.realpath(f) == real_src
+        elif TOOL_LINE.match(line):
+            own = False
+        elif line.startswith("compilation terminated"):
+            own = True
+        if own:
+            kept.append(line.replace(src, name).replace(os.path.dirname(src) + "/", ""))
+        else:
+            dropped += 1
+    if dropped and kept:
+        kept.append(f"({dropped} lines about other files left out)")
+    return kept
 
 
-def compile_errors(log, slot, submission, spec):
-    lines = learner_lines(log, slot, submission)
-    if any("multiple definition of" in l for l in lines):
+def compile_errors(lines, log, spec, link=False):
+    lines = list(lines)
+    if any("multiple definition of" in l for l in log.splitlines()):
         lines.append("hint: make every function and variable of your file 'static' except "
                      + ", ".join(spec["exports"]))
+    if any("undefined reference to" in l for l in log.splitlines()) and link:
+        names = sorted(set(re.findall(r"undefined reference to [`']([^']+)'", log)))[:5]
+        lines.append("the link failed: undefined " + ", ".join(names))
     if not lines:
-        lines = ["the build failed with no compiler message; the build log ends:"]
-        lines += log.splitlines()[-10:]
+        lines = ["the build failed; its messages are about other files than yours (left out)"]
     if len(lines) > COMPILE_LINES:
         lines = lines[:COMPILE_LINES] + [f"... ({len(lines) - COMPILE_LINES} more lines)"]
     return lines
 
 
-def warnings_of(log, slot, submission):
-    return [l for l in learner_lines(log, slot, submission) if os.path.basename(submission) in l
-            and "warning" in l][:10]
+def warnings_of(lines, name):
+    return [l for l in lines if name in l and "warning" in l][:10]
 
 
-def forbidden_symbols(library, spec):
-    patterns = spec.get("forbidden_symbols", DEFAULT_FORBIDDEN)
+def nm_symbols(path, *flags):
     try:
-        done = subprocess.run(["nm", "-u", "--format=posix", library], capture_output=True,
-                              text=True)
+        done = subprocess.run(["nm", "--format=posix"] + list(flags) + [path],
+                              capture_output=True, text=True)
     except FileNotFoundError:
-        return []  # no binutils: the check is skipped (the case checks still apply)
-    used = {line.split()[0] for line in done.stdout.splitlines() if line.strip()
-            and not line.endswith(":")}
+        return None  # no binutils: the check is skipped (the case checks still apply)
+    rows = []
+    for line in done.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and not line.endswith(":"):
+            rows.append((parts[0], parts[1]))
+    return rows
+
+
+def forbidden_symbols(obj, spec):
+    patterns = spec.get("forbidden_symbols", DEFAULT_FORBIDDEN)
+    rows = nm_symbols(obj, "-u")
+    used = {name for name, _ in rows or []}
     return sorted(s for s in used if any(fnmatch.fnmatchcase(s, p) for p in patterns))
+
+
+def foreign_definitions(obj, spec):
+    """Global symbols the submission defines that would replace the C library's, the harness's
+    or the simulator's in its program (README: "What is refused")."""
+    rows = nm_symbols(obj, "--defined-only", "--extern-only")
+    bad = set()
+    for name, kind in rows or []:
+        if name in spec["exports"] or name in BUILTIN_DEFINITIONS:
+            continue
+        if not re.fullmatch(r"[A-Za-z_]\w*", name):
+            continue  # the compiler's own (DW.ref.__gxx_personality_v0): no function can call it
+        if not name.startswith("_Z"):
+            bad.add(name)
+        elif FORBIDDEN_CXX.match(name) and kind in "TDBR":
+            bad.add(name)
+    return sorted(bad)
 
 
 def source_dir_of(build_dir):
@@ -315,32 +618,28 @@ def cuda_root(build_dir):
     return None
 
 
-def foreign_includes(build_dir, spec, backend):
+def foreign_includes(build_dir, spec, backend, depfile):
     """The files the submission's compile read (the compiler's dependency file: g++ on the
     simulator, nvcc on a GPU) outside the exercise folder, the public headers, the CUDA toolkit
     and the system: e.g. the solution, or its translation unit generated in the build tree. A
     missing dependency file refuses the submission (the check cannot be made)."""
-    pattern = os.path.join(build_dir, "grader", "CMakeFiles", f"grader_{spec['exercise']}_"
-                           f"submission_{backend}.dir", "**", "*.o.d")
     roots = {os.path.realpath(ROOT), source_dir_of(build_dir)}  # the build: maybe another copy
     allowed = ["/usr/"] + [os.path.join(root, d, "") for root in roots for d in (
         os.path.join("exercises", spec["exercise"]), "common/include", "common/cudasim/include",
         "common/device")]
     if cuda_root(build_dir):
         allowed.append(cuda_root(build_dir))
-    depfiles = glob.glob(pattern, recursive=True)
-    if not depfiles:
+    if not os.path.isfile(depfile):
         return ["(no dependency file of the compile: the include check cannot be made)"]
+    with open(depfile) as f:
+        words = f.read().replace("\\\n", " ").split()
+    # "<object>:" or "<object> :" (nvcc), then the submission's own translation unit
+    colon = next((n for n, w in enumerate(words) if w.endswith(":")), len(words))
     foreign = []
-    for depfile in depfiles:
-        with open(depfile) as f:
-            words = f.read().replace("\\\n", " ").split()
-        # "<object>:" or "<object> :" (nvcc), then the submission's own translation unit
-        colon = next((n for n, w in enumerate(words) if w.endswith(":")), len(words))
-        for word in words[colon + 2:]:
-            path = os.path.realpath(os.path.join(build_dir, word))
-            if not path.startswith(tuple(allowed)):
-                foreign.append(os.path.relpath(path, ROOT) if path.startswith(ROOT) else path)
+    for word in words[colon + 2:]:
+        path = os.path.realpath(os.path.join(os.path.dirname(depfile), word))
+        if not path.startswith(tuple(allowed)):
+            foreign.append(os.path.relpath(path, ROOT) if path.startswith(ROOT) else path)
     return sorted(set(foreign))
 
 
@@ -348,7 +647,7 @@ def foreign_includes(build_dir, spec, backend):
 
 # Lines kept in a failure message wherever they are in stderr: the simulator's report (kernel,
 # block, thread, file:line) and the runner's guard-page report (grader_runner.c).
-OWN_REPORTS = ("cudasim: error:", "grader: out-of-bounds read")
+OWN_REPORTS = ("cudasim: error:", "grader: out-of-bounds")
 SANITIZER = re.compile(r"(ThreadSanitizer|AddressSanitizer|UndefinedBehaviorSanitizer|"
                        r"LeakSanitizer|runtime error:)")
 
@@ -373,11 +672,22 @@ def tail(text, lines=6, chars=700):
     return out if len(out) <= chars else "..." + out[-chars:]
 
 
-def run_case(programs, case, timeout, jobs, rename):
+def run_case(programs, case, timeout, jobs, rename, checked):
     """One case in its own processes. Returns (score fraction, status, message, details).
-    programs: (checker, submission's program); rename: (slot path, learner's file name) for the
-    paths in the simulator's reports."""
-    fraction, status, message, result = _run_case(programs, case, timeout, jobs)
+    programs: (checker, submission's program, grader_exec); rename: (a path, the learner's file
+    name) for the paths in the simulator's reports. Never raises: a failure of the grader itself
+    (a checker that is gone or changed, ...) is a failed case that says so."""
+    try:
+        if not checker_intact(programs[0]):
+            return 0.0, "failed", ("grader error: the checker program was removed or changed "
+                                   "while grading (by a process of the submission?); this case "
+                                   "is not graded"), None
+        work = os.path.dirname(programs[1])
+        with tempfile.TemporaryDirectory(prefix=f"case-{case.name}-", dir=work) as case_dir:
+            fraction, status, message, result = _run_case_in(programs, case, timeout, jobs,
+                                                             case_dir, checked)
+    except Exception as e:  # noqa: BLE001 -- a case must never end the grading
+        return 0.0, "failed", f"grader error (please report): {type(e).__name__}: {e}", None
     return fraction, status, message.replace(rename[0], rename[1]), result
 
 
@@ -386,84 +696,169 @@ def with_stderr(message, err, lines=6, chars=700):
     return f"{message}; stderr: {shown}" if shown else message
 
 
+# ---- the sandbox --------------------------------------------------------------------------------
+
 _SANDBOX = []
+_CHECKERS = {}  # a checker copy -> its sha256 when it was copied (checker_intact)
+SYSTEM_DIRS = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/lib32/", "/libx32/")
+MODE_ORDER = {"namespace": 3, "userns": 2, "user": 1, "none": 0}
+
+
+def _works(cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def sandbox_mode():
-    """What this machine allows (probed once): "namespace" (root, unshare works: PID and mount
-    namespaces, private /tmp, user nobody), "user" (root, no namespaces: user nobody only) or
-    "none" (not root: limits only). README: "The sandbox"."""
+    """What this machine allows (probed once; README: "The sandbox"): "namespace" (root, and
+    unshare works: PID, mount, network and IPC namespaces, a root of the case's own, user
+    nobody), "userns" (not root, but user namespaces work: the same namespaces, the grader's
+    own user inside with no capabilities), "user" (root, no namespaces: user nobody, cases one
+    at a time) or "none" (neither: the grader's user). ATTN_GRADER_SANDBOX picks a weaker one
+    (tests, or an instructor who wants to see what each mode does)."""
     if not _SANDBOX:
-        mode = "none"
-        drop = ["setpriv", f"--reuid={SANDBOX_ID}", f"--regid={SANDBOX_ID}", "--clear-groups",
-                "--no-new-privs", "--", "true"]
-        ns = ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",
-              "--propagation", "private", "--", "/bin/sh", "-c", "mount -t tmpfs tmpfs /tmp"]
-        if os.geteuid() == 0 and shutil.which("setpriv") and shutil.which("prlimit"):
-            if subprocess.run(drop, capture_output=True).returncode == 0:
-                mode = "user"
-                if shutil.which("unshare") and subprocess.run(ns, capture_output=True).returncode \
-                        == 0:
-                    mode = "namespace"
-        _SANDBOX.append(mode)
+        unshare = shutil.which("unshare") is not None
+        probe = ["--mount", "--pid", "--net", "--ipc", "--uts", "--fork", "--kill-child", "--",
+                 "/bin/sh", "-c", "mount -t tmpfs tmpfs /tmp"]
+        if os.geteuid() == 0:  # root: grader_exec drops to nobody wherever it runs
+            best = "namespace" if unshare and _works(["unshare"] + probe) else "user"
+        else:
+            best = "userns" if unshare and _works(["unshare", "--user", "--map-root-user"] +
+                                                  probe) else "none"
+        forced = os.environ.get("ATTN_GRADER_SANDBOX")
+        if forced:
+            if forced not in MODE_ORDER:
+                raise UsageError(f"ATTN_GRADER_SANDBOX={forced}: one of "
+                                 f"{', '.join(MODE_ORDER)}")
+            allowed = {"namespace": ("namespace", "user", "none"), "user": ("user", "none"),
+                       "userns": ("userns", "none"), "none": ("none",)}[best]
+            if forced not in allowed:
+                raise UsageError(f"ATTN_GRADER_SANDBOX={forced}: this machine allows "
+                                 f"{', '.join(allowed)}")
+            best = forced
+        _SANDBOX.append(best)
     return _SANDBOX[0]
 
 
-def sandboxed(cmd, case_dir, timeout, program):
-    """The command line of one case: resource limits (prlimit); when the grader is root, the
-    unprivileged user nobody (setpriv) and, where the kernel allows it, a private /tmp and /proc
-    and a PID namespace (unshare: every process of the case dies with it)."""
-    limits = dict(LIMITS, **{"--cpu": int(timeout) + 1})
-    with open(program, "rb") as f:
-        if re.search(rb"__(asan|tsan)_init", f.read()):
-            del limits["--as"]  # the sanitizers reserve terabytes of address space
-    if shutil.which("prlimit"):
-        cmd = ["prlimit"] + [f"{k}={v}" for k, v in limits.items()] + ["--"] + cmd
+def sandbox_private():
+    """True when every step has its own /tmp (and /dev/shm, /var/tmp, network)."""
+    return sandbox_mode() in ("namespace", "userns")
+
+
+def sandboxed(cmd, cwd, limits, helper, ro=(), rw=(), gpu=False, filtered=False,
+              symbolizer=False):
+    """The command line of one step of a submission (its compile, or its program in a case)
+    under the sandbox of this machine, through grader_exec (`helper`, grader/cases/
+    grader_exec.c): resource limits; when the grader is root, the user nobody; where namespaces
+    work, a root, PID, network, IPC and UTS namespace of its own (unshare) whose root shows the
+    step only the system directories, the read-only paths `ro` and its folders `rw` (its cwd
+    among them); `filtered`: the base seccomp filter from the program's first instruction."""
     mode = sandbox_mode()
-    if mode == "none":
-        return cmd
-    os.chown(case_dir, SANDBOX_ID, SANDBOX_ID)
-    drop = ["setpriv", f"--reuid={SANDBOX_ID}", f"--regid={SANDBOX_ID}", "--clear-groups",
-            "--no-new-privs", "--"]
-    if mode == "user":
-        return drop + cmd
-    # sh stays the namespace's first process (the kernel ignores some signals sent to that one,
-    # e.g. abort()'s SIGABRT); a signal death comes back as 128 + the signal (see _run_case_in).
-    # The fresh /tmp would hide the program's folder when the build tree itself lies under /tmp
-    # (a clone in /tmp): that folder is then carried over the new /tmp by a bind mount via /mnt.
-    tmpfs = "mount -t tmpfs -o size=256m,mode=1777 tmpfs /tmp"
-    script = ('w="$1"; shift; case "$w" in /tmp/*) mkdir -p /mnt && mount --bind "$w" /mnt && '
-              + tmpfs + ' && mkdir -p "$w" && mount --bind /mnt "$w" && umount /mnt ;; *) '
-              + tmpfs + ' ;; esac && ' + " ".join(drop) + ' "$@"')
-    work = os.path.dirname(os.path.realpath(program))
-    return ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",
-            "--propagation", "private", "--", "/bin/sh", "-c", script, "sh", work] + cmd
+    opts = []
+    for key, value in limits.items():
+        if value is not None:
+            opts += ["--limit", f"{key}={int(value)}"]
+    if mode in ("namespace", "user"):
+        opts += ["--uid", str(SANDBOX_ID)]
+    elif mode == "userns":  # the namespace's root is the grader's user outside: no capabilities
+        opts += ["--drop-caps"]
+    if filtered:
+        opts += ["--filter"] + (["--gpu"] if gpu else []) + (["--symbolizer"] if symbolizer
+                                                             else [])
+    if mode in ("user", "none"):
+        return [helper] + opts + ["--"] + cmd
+    root = os.path.join(os.path.dirname(os.path.realpath(cwd)), ".root")
+    os.makedirs(root, exist_ok=True)
+    where = ["--root", root, "--wd", os.path.realpath(cwd)]
+    for flag, paths in (("--ro", ro), ("--rw", rw)):
+        for path in paths:
+            where += [flag, os.path.realpath(path)]
+    if gpu:
+        where.append("--devices")
+    ns = ["unshare", "--mount", "--pid", "--net", "--ipc", "--uts", "--fork", "--kill-child",
+          "--propagation", "private"]
+    if mode == "userns":
+        ns[1:1] = ["--user", "--map-root-user"]
+    return ns + ["--", helper] + where + opts + ["--"] + cmd
 
 
-def _run_case(programs, case, timeout, jobs):
-    work = os.path.dirname(programs[1])
-    with tempfile.TemporaryDirectory(prefix=f"case-{case.name}-", dir=work) as case_dir:
-        return _run_case_in(programs, case, timeout, jobs, case_dir)
+def file_digest(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
-def _run_case_in(programs, case, timeout, jobs, case_dir):
+def checker_intact(path):
+    """The checker copy is still the one the grader made (a submission that runs as the
+    grader's user, in "none" mode, could replace it)."""
+    try:
+        return file_digest(path) == _CHECKERS.get(path)
+    except OSError:
+        return False
+
+
+def readable_by_others(path):
+    """True if a user other than the file's owner and group (nobody) can read path."""
+    try:
+        parts = os.path.realpath(path).split("/")
+        for n in range(2, len(parts)):
+            st = os.stat("/".join(parts[:n]) or "/")
+            if not st.st_mode & 0o001:
+                return False
+        return bool(os.stat(path).st_mode & 0o004)
+    except OSError:
+        return False
+
+
+# Resource limits of a case's processes (setrlimit by grader_exec; the CPU time is the case's timeout + 1 s):
+# the submission's program, and the checker (trusted, but it reads what the submission sends).
+RUN_LIMITS = {"fsize": 256 << 20, "nproc": 64, "as": 8 << 30}
+CHECKER_LIMITS = {"fsize": 64 << 20, "as": 8 << 30}
+
+
+def _run_case_in(programs, case, timeout, jobs, case_dir, checked):
     """The case as two processes joined by two pipes (grader/README.md, "Case programs"): the
     checker (trusted: the reference, the solution, the comparison; its JSON line is the verdict)
     and the submission's program (sandboxed; it only answers the checker's requests). Nothing the
     submission's program prints is read as a result."""
-    checker, runner = programs
+    checker, runner, launcher = programs
     env = {k: v for k, v in os.environ.items() if k.startswith(CHILD_ENV)}
-    env.update({"HOME": case_dir, "TMPDIR": case_dir})
+    env.update({"HOME": case_dir, "TMPDIR": "/tmp" if sandbox_private() else case_dir,
+                "MALLOC_ARENA_MAX": "1"})
     env.update({k: str(v) for k, v in case.env.items()})
     if jobs > 1:  # cases run side by side: one OS thread each (the reference, the simulator)
         env.setdefault("OMP_NUM_THREADS", "1")
         env.setdefault("CUDASIM_THREADS", "1")
+    with open(runner, "rb") as f:
+        sanitized = re.search(rb"__(asan|tsan)_init", f.read()) is not None
+    run_limits = dict(RUN_LIMITS, cpu=int(timeout) + 1)
+    chk_limits = dict(CHECKER_LIMITS, cpu=int(timeout) + 1)
+    if sanitized:  # the sanitizers reserve terabytes of address space
+        del run_limits["as"], chk_limits["as"]
+        # LeakSanitizer stops the world with ptrace from a process of its own, which the
+        # submission's seccomp filter forbids: no leak check there (the checker keeps its own)
+        run_env = dict(env, ASAN_OPTIONS=(env.get("ASAN_OPTIONS", "") + ":detect_leaks=0")
+                       .lstrip(":"))
+    else:
+        run_env = env
+    if sandbox_mode() in ("none", "userns"):
+        del run_limits["nproc"]  # it would count every process of the grader's user
+    if sandbox_mode() in ("namespace", "user"):
+        os.chown(case_dir, SANDBOX_ID, SANDBOX_ID)
     to_runner = os.pipe()    # checker -> runner
     from_runner = os.pipe()  # runner -> checker
-    run_cmd = sandboxed([runner, "--rpc", f"{to_runner[0]},{from_runner[1]}"], case_dir, timeout,
-                        runner)
-    chk_cmd = [checker, "--case", case.name, "--seed", str(case.seed)] + list(case.args) + [
-        "--json", "--rpc", f"{to_runner[1]},{from_runner[0]}"]
+    gpu = os.path.basename(runner).endswith("_gpu")
+    run_cmd = sandboxed([runner, "--rpc", f"{to_runner[0]},{from_runner[1]}"], case_dir,
+                        run_limits, launcher, ro=[runner], rw=[case_dir], gpu=gpu,
+                        filtered=True,
+                        symbolizer=checked and shutil.which("llvm-symbolizer-14") is not None)
+    chk_cmd = [launcher] + [a for k, v in chk_limits.items() for a in ("--limit", f"{k}={v}")]
+    chk_cmd += ["--", checker, "--case", case.name, "--seed", str(case.seed)] + list(
+        case.args) + ["--json", "--rpc", f"{to_runner[1]},{from_runner[0]}"]
     in_namespace = run_cmd[0] == "unshare"
     start = time.monotonic()
     # stdout and stderr go to files of the grader, not pipes: a process the case leaves behind
@@ -472,13 +867,18 @@ def _run_case_in(programs, case, timeout, jobs, case_dir):
     procs = []
     try:
         procs.append(subprocess.Popen(run_cmd, stdout=files[0], stderr=files[1],
-                                      stdin=subprocess.DEVNULL, env=env, cwd=case_dir,
+                                      stdin=subprocess.DEVNULL, env=run_env, cwd=case_dir,
                                       start_new_session=True,
                                       pass_fds=(to_runner[0], from_runner[1])))
         procs.append(subprocess.Popen(chk_cmd, stdout=files[2], stderr=files[3],
                                       stdin=subprocess.DEVNULL, env=env, cwd=case_dir,
                                       start_new_session=True,
                                       pass_fds=(to_runner[1], from_runner[0])))
+    except OSError:
+        for proc in procs:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        raise
     finally:
         for fd in to_runner + from_runner:
             os.close(fd)
@@ -493,10 +893,11 @@ def _run_case_in(programs, case, timeout, jobs, case_dir):
     except subprocess.TimeoutExpired:
         pass
     for proc in procs:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the whole group, also after a normal exit
-        except ProcessLookupError:
-            pass
+        for kill in (lambda: os.killpg(proc.pid, signal.SIGKILL), proc.kill):
+            try:  # the whole group, also after a normal exit; the process itself if it left it
+                kill()
+            except (ProcessLookupError, PermissionError):
+                pass
         proc.wait()
     texts = []
     for f in files:
@@ -521,16 +922,18 @@ def _run_case_in(programs, case, timeout, jobs, case_dir):
         run_rc = 128 - run_rc  # the shell's 128 + N: killed by signal N
     rc = chk_proc.returncode
     if result is not None and result.get("runner_gone"):
-        if run_rc < 0 and run_rc != -signal.SIGKILL:
+        # SIGPIPE: it wrote to a checker that had already given up on it (the checker says why)
+        if run_rc < 0 and run_rc not in (-signal.SIGKILL, -signal.SIGPIPE):
             try:
                 sig = signal.Signals(-run_rc).name
             except ValueError:
                 sig = f"signal {-run_rc}"
             hint = {"SIGSEGV": ": an out-of-bounds access?", "SIGABRT": ": the simulator or the "
-                    "C library stopped the program", "SIGFPE": ": an integer division by zero?"}
+                    "C library stopped the program", "SIGFPE": ": an integer division by zero?",
+                    "SIGSYS": ": a system call the sandbox forbids"}
             return 0.0, "failed", with_stderr(f"crashed ({sig}{hint.get(sig, '')})", err), None
-        if "grader: out-of-bounds read" in err:
-            return 0.0, "failed", with_stderr("read past the end of an input", err), None
+        if "grader: out-of-bounds" in err:
+            return 0.0, "failed", with_stderr("an access past the end of a buffer", err), None
         how = (f" (exit status {run_rc}; exit() in a constructor?)" if run_rc >= 0 else "")
         return 0.0, "failed", with_stderr(
             f"{result.get('message', 'the submission stopped')}{how}", err), None
@@ -558,8 +961,17 @@ def _run_case_in(programs, case, timeout, jobs, case_dir):
     status = "passed" if rc == 0 and result.get("passed") else "failed"
     if status == "failed":
         message = with_stderr(message, err, 3, 400)
+        if not checked and "CUDASIM_ORDER" in case.env and " differs from " in message:
+            message += BARRIER_HINT
     result["seconds"] = seconds
     return fraction, status, message, result
+
+
+# A wrong value only in another thread order is the mark of a missing __syncthreads(); the
+# checked build names both accesses of the race (racecheck) in every order.
+BARRIER_HINT = (" (right in the other cases, wrong in shuffled thread order: a missing "
+                "__syncthreads()? grade with --build-dir build/sim-check to have racecheck name "
+                "both lines)")
 
 
 class Results:
@@ -571,6 +983,9 @@ class Results:
         self.tests = []
         self.start = time.time()
         self.sandbox = None
+        self.setup = None      # the submission's program's set-up (GRADER_SETUP_* of a case)
+        self.finished = False  # until the end: a stopped grader leaves "did not finish"
+        self.notes = []        # lines for the end of the output and the report
 
     def add(self, name, score, max_score, status, output, visibility, case=None):
         self.tests.append({"name": name, "score": round(score, 4), "max_score": max_score,
@@ -594,6 +1009,8 @@ class Results:
                 f"graded {where}")
         if not self.secret_given and self.spec.get("hidden"):
             line += "; hidden cases not run (no instructor secret)"
+        if not self.finished:
+            line += "; grading did not finish (so far)"
         return line
 
     def write(self):
@@ -612,7 +1029,9 @@ class Results:
         lines = [f"# Grade report: {self.spec.get('title', self.spec['exercise'])}", "",
                  f"- submission: `{self.submission}`", f"- {self.summary()}",
                  f"- sandbox: {SANDBOX_NAMES.get(self.sandbox, 'not used (no case ran)')}",
-                 f"- score: **{self.score:g} / {self.max_score:g}**", "",
+                 f"- the submission's program: {setup_text(self.setup)}",
+                 f"- score: **{self.score:g} / {self.max_score:g}**", ""] + [
+                 f"- {n}" for n in self.notes] + ["",
                  "| test | score | status | message |", "|---|---:|---|---|"]
         for t in self.tests:
             msg = t["output"].splitlines()[0] if t["output"] else ""
@@ -629,11 +1048,25 @@ class Results:
         return "\n".join(lines) + "\n"
 
 
+# GRADER_SETUP_* of grader/cases/grader_rpc.h: what the submission's program had in place.
+SETUP_BITS = ((1, "the simulator's settings fixed"), (2, "seccomp filter"),
+              (4, "every buffer ends at an inaccessible page"), (8, "reports name source lines"))
+
+
+def setup_text(setup):
+    if setup is None:
+        return "not started (no case ran)"
+    parts = [text for bit, text in SETUP_BITS if setup & bit]
+    return ", ".join(parts) if parts else "none of its protections (a GPU build?)"
+
+
 def grade_submission(spec, build, submission, outdir, args, secret, label=None):
-    """Grades one file. Returns the Results."""
+    """Grades one file. Returns the Results. results.json exists from the start and says
+    "did not finish" until the end, so a stopped grader never leaves an older run's."""
     os.makedirs(outdir, exist_ok=True)
     results_path = args.results or os.path.join(outdir, "results.json")
     res = Results(spec, build.backend, submission, results_path, secret is not None)
+    res.write()
     cases = all_cases(spec, secret, build.backend, os.urandom(16))
     if args.cases:
         wanted = args.cases.split(",")
@@ -644,9 +1077,10 @@ def grade_submission(spec, build, submission, outdir, args, secret, label=None):
     prefix = f"{label}: " if label else ""
     work_root = os.path.join(build.build_dir, "grader", "work")
     os.makedirs(work_root, exist_ok=True)
+    checked = bool(build.info.get("checked"))
     with tempfile.TemporaryDirectory(prefix="grade-", dir=work_root) as work:
-        os.chmod(work, 0o711)  # a sandboxed case may run the program, not list or write here
-        program, log = build.compile(submission, work)
+        os.chmod(work, 0o711)  # a sandboxed step may run a program here, not list or write
+        program, log = build.compile(submission, work, args.compile_timeout)
         if program is None:
             res.add("compile", 0, 0, "failed", "\n".join(log), "visible")
             say(f"{prefix}compile: FAILED\n  " + "\n  ".join(log[:COMPILE_LINES]), args.quiet)
@@ -654,29 +1088,45 @@ def grade_submission(spec, build, submission, outdir, args, secret, label=None):
                 res.add(c.name, 0, c.points, "failed", "not run: the submission does not compile "
                         "(see the compile test)", c.visibility, c)
         else:
+            _CHECKERS[program[0]] = file_digest(build.info["program"])
             res.add("compile", 0, 0, "passed", "\n".join(log) or "compiled", "visible")
             say(f"{prefix}compile: ok", args.quiet)
-            jobs = max(1, args.jobs)
+            # user mode shares /tmp, /var/tmp, /dev/shm (where the submission's program cannot
+            # write, but may read): cases one at a time
+            jobs = 1 if sandbox_mode() == "user" else max(1, args.jobs)
             res.sandbox = sandbox_mode()
+            rename = (os.path.join(work, "compile", spec["submission_file"]),
+                      os.path.basename(submission))
+            hint = False
             with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-                rename = (build.info["slot"], os.path.basename(submission))
-                futures = {pool.submit(run_case, program, c, timeout, jobs, rename): c
+                futures = {pool.submit(run_case, program, c, timeout, jobs, rename, checked): c
                            for c in cases}
                 for fut in concurrent.futures.as_completed(futures):
                     c = futures[fut]
-                    fraction, status, message, _ = fut.result()
+                    fraction, status, message, details = fut.result()
+                    if details and res.setup is None and "runner_setup" in details:
+                        res.setup = int(details["runner_setup"])
                     if c.kind == "performance" and build.backend != "gpu":
                         status = "skipped"
                         message = ("not run: performance points need a GPU; the simulator's "
                                    "timings are not GPU performance (0 of 0 points here)")
+                    hint = hint or message.endswith(BARRIER_HINT)
                     out_status = "passed" if status in ("passed", "skipped") else "failed"
                     res.add(c.name, c.points * fraction, c.points, out_status, message,
                             c.visibility, c)
                     shown = message if c.kind != "hidden" or status != "passed" else "passed"
                     say(f"{prefix}{c.name}: {status.upper()} {c.points * fraction:g}/{c.points:g}"
                         f"  {shown}", args.quiet)
+            if hint:
+                res.notes.append(
+                    "hint: a case in shuffled thread order failed by its values: a missing "
+                    "__syncthreads()? Grade again with `--build-dir build/sim-check` (the checked "
+                    "build: clang-14; the first time builds it, a few minutes): its racecheck "
+                    "names both lines of the race")
+                say(prefix + res.notes[-1], args.quiet)
     order = {c.name: n for n, c in enumerate(cases)}
     res.tests.sort(key=lambda t: order.get(t["name"], -1))
+    res.finished = True
     res.write()
     with open(os.path.join(outdir, "report.md"), "w") as f:
         f.write(res.report())
@@ -760,11 +1210,39 @@ def parse_args(argv):
     ap.add_argument("--secret-file", help="instructor secret for the hidden cases (or env "
                     "ATTN_GRADER_SECRET / ATTN_GRADER_SECRET_FILE)")
     ap.add_argument("--timeout", type=float, help="seconds per case (default: grading.json)")
+    ap.add_argument("--compile-timeout", type=float, default=COMPILE_CPU_S,
+                    help=f"seconds of CPU for the compile of a submission (default "
+                    f"{COMPILE_CPU_S}; its wall time may be half as long again)")
     ap.add_argument("--cases", help="only these cases (comma-separated names, * allowed)")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                     help="cases run at the same time (default 2)")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     return ap.parse_args(argv)
+
+
+def refuse_unsafe(spec, build, secret):
+    """Set-ups in which the hidden cases would not stay hidden (README: "What is refused"):
+    one line saying how to grade safely, exit status 2."""
+    if secret is None or not spec.get("hidden"):
+        return
+    mode = sandbox_mode()
+    if mode == "none":
+        raise UsageError("hidden cases are refused in the 'none' sandbox (the grader is not root "
+                         "and has no user namespaces, or ATTN_GRADER_SANDBOX=none): the "
+                         "submission would run as the grader's own user, who can read the "
+                         "secret; grade as root or where user namespaces work, or without the "
+                         "secret (the public cases only)")
+    if mode == "user":
+        name = spec["submission_file"]
+        texts = [os.path.join(ROOT, "solutions", spec["exercise"], name),
+                 os.path.join(build.build_dir, "cudasim_gen", "solutions", spec["exercise"],
+                              name + ".cpp")]
+        readable = [p for p in texts if os.path.exists(p) and readable_by_others(p)]
+        if readable:
+            raise UsageError(f"without namespaces the submission runs as nobody, who can read "
+                             f"{' and '.join(readable)}: make them unreadable to others "
+                             f"(chmod -R o-rwx on their folders, as the Gradescope zip's "
+                             f"run_autograder does) or grade where namespaces work")
 
 
 def main(argv):
@@ -778,6 +1256,8 @@ def main(argv):
             build_dir, "grader", f"{spec['exercise']}.gpu.json")) and not os.path.isfile(
             os.path.join(build_dir, "grader", f"{spec['exercise']}.sim.json")) else "sim")
         build = Build(spec, build_dir, backend, args.quiet)
+        refuse_unsafe(spec, build, secret)
+        build.prepare()
         ex = spec["exercise"]
         target = args.submission or os.path.join(spec["_dir"], spec["submission_file"])
         if not os.path.exists(target):

@@ -37,7 +37,7 @@ if ! printf '3.24\\n%s\\n' "$(cmake --version | awk 'NR==1{{print $3}}')" | sort
 fi
 cd /autograder/source/repo
 cmake --preset sim >/dev/null
-cmake --build --preset sim -j "$(nproc)" --target grader_{ex}_sim grader_{ex}_runner_sim
+cmake --build --preset sim -j "$(nproc)" --target grader_{ex}_sim grader_{ex}_runner_sim grader_exec
 """
 
 RUN = """#!/usr/bin/env bash
@@ -51,9 +51,12 @@ build="${{ATTN_GRADER_BUILD:-$src/repo/build/sim}}"
 results="$root/results"
 mkdir -p "$results"
 secret=()
-# the secret readable by its owner only: a case runs as nobody and knows this path
+# the secret readable by its owner only: a case runs as nobody and knows this path (the grader
+# refuses a secret others can read); so are the solutions' texts, which a container without
+# namespaces would leave readable to the submission (the grader refuses that too)
 [ -f "$src/grader_secret.txt" ] && chmod 600 "$src/grader_secret.txt" &&
     secret=(--secret-file "$src/grader_secret.txt")
+chmod -R go-rwx "$src/repo/solutions" "$build/cudasim_gen/solutions" 2>/dev/null
 python3 "$src/repo/grader/grade.py" {ex} "$root/submission" --one --build-dir "$build" \\
     --out "$results/report" --results "$results/results.json" "${{secret[@]}}" "$@" \\
     2>"$results/stderr.txt"

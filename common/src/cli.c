@@ -104,8 +104,8 @@ static const opt options[] = {
      "the simulator's profile of each kernel's checked launch (requests, sectors, DRAM bytes, "
      "bank conflicts, roofline bound); no timing; needs the sim-check preset"},
     {OPT_DUMP, NULL, "--dump", "DIR",
-     "write the inputs, the reference and each kernel's output as tensor files into the existing "
-     "folder DIR"},
+     "write the inputs, the reference and each kernel's output and log-sum-exp as tensor files "
+     "into the existing folder DIR"},
     {OPT_ALLOW_SLOW, NULL, "--allow-slow", NULL,
      "run a problem the simulator would take more than its budget (~10 min) for"},
 };

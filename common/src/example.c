@@ -317,21 +317,25 @@ static int make_data(session *s) {
         if (rc != 0)
             return 1;
     }
-    if (attn_problem_data_make(&s->data, &s->p, mask, dense_too, s->cli.seed, s->cli.amplitude,
-                               attn_cli_rows_to_check(&s->cli, &s->p), s->cli.quiet) != 0)
+    attn_inputs_fn inputs = m != NULL ? m->inputs : NULL;
+    if (attn_problem_data_make_with(&s->data, &s->p, mask, dense_too, s->cli.seed, s->cli.amplitude,
+                                    attn_cli_rows_to_check(&s->cli, &s->p), s->cli.quiet, inputs,
+                                    s->state) != 0)
         return 1;
     if (m != NULL && m->buffers != NULL)
         m->buffers(s->state, &s->data.dev);
     return 0;
 }
 
-/* --dump DIR of an attention example: the inputs and the reference, once; each kernel's output
- * (as fp32 values) after its checked run. */
-static int dump_tensor(const session *s, const char *name, const float *data, int64_t rows) {
+/* --dump DIR of an attention example: the inputs and the reference (q, k, v, o_ref [rows, D],
+ * lse_ref [lse_elems]), once; each kernel's output and log-sum-exp (o_<kernel>, lse_<kernel>, as
+ * fp32 values) after its checked run; then the module's own tensors (attn_module.dump). */
+static int dump_tensor(const session *s, const char *name, const float *data, int64_t rows,
+                       int64_t cols) {
     char path[1024];
-    int64_t dims[2] = {rows, s->p.D};
+    int64_t dims[2] = {rows, cols};
     snprintf(path, sizeof path, "%s/%s.bin", s->cli.dump_dir, name);
-    if (attn_tensor_save(path, data, 2, dims) != 0) {
+    if (attn_tensor_save(path, data, cols > 0 ? 2 : 1, dims) != 0) {
         fprintf(stderr, "error: --dump: cannot write %s\n", path);
         return 1;
     }
@@ -340,10 +344,13 @@ static int dump_tensor(const session *s, const char *name, const float *data, in
 
 static int dump_inputs(const session *s) {
     const attn_problem_data *d = &s->data;
-    int64_t q_rows = (int64_t)(attn_problem_q_elems(&s->p) / (size_t)s->p.D);
-    int64_t k_rows = (int64_t)(attn_problem_k_elems(&s->p) / (size_t)s->p.D);
-    return dump_tensor(s, "q", d->in.q, q_rows) || dump_tensor(s, "k", d->in.k, k_rows) ||
-           dump_tensor(s, "v", d->in.v, k_rows) || dump_tensor(s, "o_ref", d->ref, q_rows);
+    const int D = s->p.D;
+    int64_t q_rows = (int64_t)(attn_problem_q_elems(&s->p) / (size_t)D);
+    int64_t k_rows = (int64_t)(attn_problem_k_elems(&s->p) / (size_t)D);
+    return dump_tensor(s, "q", d->in.q, q_rows, D) || dump_tensor(s, "k", d->in.k, k_rows, D) ||
+           dump_tensor(s, "v", d->in.v, k_rows, D) || dump_tensor(s, "o_ref", d->ref, q_rows, D) ||
+           dump_tensor(s, "lse_ref", d->ref_lse, (int64_t)attn_problem_lse_elems(&s->p), 0) ||
+           (s->m != NULL && s->m->dump != NULL && s->m->dump(s->state, s->cli.dump_dir) != 0);
 }
 
 static int run_attention(session *s, attn_outcome *outcomes, int *n_run) {
@@ -364,7 +371,7 @@ static int run_attention(session *s, attn_outcome *outcomes, int *n_run) {
         char why[256];
         if (s->m != NULL && s->m->kernel_options != NULL)
             s->m->kernel_options(s->state, k, &s->p, &opts, why, sizeof why);
-        char profile_json[1024] = "";
+        char profile_json[1024] = "", mine[512] = "", extra[1536];
         if (s->cli.profile) { /* the checked launch only, profiled (attn/profile.h) */
             opts.time = false;
             attn_profile_set_flops(opts.flops > 0.0 ? opts.flops : attn_problem_flops(&s->p));
@@ -374,18 +381,25 @@ static int run_attention(session *s, attn_outcome *outcomes, int *n_run) {
             attn_profile prof;
             attn_profile_collect(stdout, &prof);
             attn_profile_json(&prof, profile_json, sizeof profile_json);
-            o->rec.extra_json = profile_json;
         }
+        if (s->m != NULL && s->m->record_json != NULL)
+            s->m->record_json(s->state, k, mine, sizeof mine);
+        snprintf(extra, sizeof extra, "%s%s%s", mine, mine[0] && profile_json[0] ? "," : "",
+                 profile_json);
+        o->rec.extra_json = extra;
         if (strcmp(o->rec.status, "FAIL") == 0 || strcmp(o->rec.status, "ERROR") == 0)
             rc = 1;
         if (append_record(s, &o->rec))
             rc = 1;
-        o->rec.extra_json = NULL; /* profile_json ends here */
+        o->rec.extra_json = NULL; /* extra ends here */
         if (s->cli.dump_dir != NULL && strcmp(o->rec.status, "SKIP") != 0) {
             char name[96];
             snprintf(name, sizeof name, "o_%s", k->name);
             if (dump_tensor(s, name, s->data.out,
-                            (int64_t)(attn_problem_q_elems(&s->p) / (size_t)s->p.D)) != 0)
+                            (int64_t)(attn_problem_q_elems(&s->p) / (size_t)s->p.D), s->p.D))
+                rc = 1;
+            snprintf(name, sizeof name, "lse_%s", k->name);
+            if (dump_tensor(s, name, s->data.lse, (int64_t)attn_problem_lse_elems(&s->p), 0))
                 rc = 1;
         }
     }

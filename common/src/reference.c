@@ -2,7 +2,8 @@
  *
  * For each query row (b, h, i), in double precision:
  *
- *     s_j = scale * sum_d q[i,d] * k[j,d]          for every key j the row sees
+ *     s_j = scale * sum_d q[i,d] * k[j,d]          for every key j the row sees (then, with a
+ *                                                   score modification, s_j = score(.., s_j))
  *     m   = max_j s_j                               (subtracted before exp: exp(s_j - m) <= 1, so
  *     l   = sum_j exp(s_j - m)                       scores of +-1000 cannot overflow)
  *     o_d = sum_j exp(s_j - m) * v[j,d] / l
@@ -26,38 +27,12 @@
 
 #include "attn/tensor.h"
 
-/* ---- which entries a row sees ---------------------------------------------------------------- */
-
-/* CSR row r holds a sorted key list: binary search for j. */
-static bool csr_contains(const attn_mask *mask, int64_t r, int j) {
-    int64_t lo = mask->row_ptr[r], hi = mask->row_ptr[r + 1];
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (mask->col_idx[mid] == j)
-            return true;
-        if (mask->col_idx[mid] < j)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return false;
-}
-
-bool attn_entry_visible(const attn_problem *p, const attn_mask *mask, int b, int h, int i, int j) {
-    /* Bottom-right causal alignment: the last query sees the last key. */
-    if (p->causal && j > i + attn_problem_seq_k(p, b) - attn_problem_seq_q(p, b))
-        return false;
-    if (mask == NULL)
-        return true;
-    switch (mask->kind) {
-    case ATTN_MASK_NONE:
-        return true;
-    case ATTN_MASK_PREDICATE:
-        return mask->keep(mask->ctx, b, h, i, j) != 0;
-    case ATTN_MASK_CSR:
-        return csr_contains(mask, (int64_t)b * p->Lq + i, j);
-    }
-    return false;
+/* The score of entry (i, j) of row r: scale * q.k, or what the mask's score modification makes
+ * of it (FlexAttention's score_mod). */
+static double modified_score(const attn_mask *mask, const attn_row *r, int j, double s) {
+    return mask != NULL && mask->score != NULL
+               ? mask->score(mask->score_ctx, r->b, r->h, r->i, j, s)
+               : s;
 }
 
 /* ---- double-precision reference -------------------------------------------------------------- */
@@ -80,7 +55,7 @@ static void reference_row(const attn_problem *p, const attn_mask *mask, const at
         s[j] = -INFINITY; /* masked: exp(-inf - m) = 0 */
         if (attn_entry_visible(p, mask, r->b, r->h, r->i, j)) {
             const float *kj = k + attn_problem_row_offset(p, false, r->b, r->h, j);
-            s[j] = (double)p->scale * dot_double(qi, kj, D);
+            s[j] = modified_score(mask, r, j, (double)p->scale * dot_double(qi, kj, D));
             m = s[j] > m ? s[j] : m;
         }
     }
@@ -136,7 +111,7 @@ static void lowp_row(const attn_problem *p, const attn_mask *mask, const attn_ro
         s[j] = -INFINITY;
         if (attn_entry_visible(p, mask, r->b, r->h, r->i, j)) {
             const float *kj = k + attn_problem_row_offset(p, false, r->b, r->h, j);
-            s[j] = p->scale * dot_float(qi, kj, D);
+            s[j] = (float)modified_score(mask, r, j, p->scale * dot_float(qi, kj, D));
             m = s[j] > m ? s[j] : m;
         }
     }

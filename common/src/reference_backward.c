@@ -241,6 +241,8 @@ static void ref_key(const attn_problem *p, const attn_mask *mask, int b, int h, 
 int attn_reference_backward(const attn_problem *p, const attn_mask *mask, const float *q,
                             const float *k, const float *v, const float *dout,
                             const uint8_t *slices, attn_grads *ref, float *lse, attn_grads *tol) {
+    if (mask != NULL && mask->score != NULL)
+        return -1; /* a score modification's backward is not derived here (attn/reference.h) */
     const size_t qn = attn_problem_q_elems(p), kn = attn_problem_k_elems(p);
     const size_t ln = attn_problem_lse_elems(p);
     row_stats *stats = (row_stats *)calloc(ln ? ln : 1, sizeof *stats);
@@ -380,6 +382,8 @@ static void lowp_key(const attn_problem *p, const attn_mask *mask, int b, int h,
 int attn_reference_backward_lowp(const attn_problem *p, const attn_mask *mask, const float *q,
                                  const float *k, const float *v, const float *dout,
                                  const uint8_t *slices, attn_grads *out) {
+    if (mask != NULL && mask->score != NULL)
+        return -1;
     const size_t ln = attn_problem_lse_elems(p);
     row_lowp *stats = (row_lowp *)calloc(ln ? ln : 1, sizeof *stats);
     if (stats == NULL)

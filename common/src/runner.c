@@ -86,7 +86,7 @@ static int compute_reference(attn_problem_data *d, int sample, const attn_mask *
 
 /* Host arrays, inputs and reference. 0 on success. */
 static int make_host_data(attn_problem_data *d, const attn_mask *mask, bool dense_too,
-                          uint64_t seed, int sample) {
+                          uint64_t seed, int sample, attn_inputs_fn inputs, void *ctx) {
     const attn_problem *p = &d->p;
     size_t q = attn_problem_q_elems(p), k = attn_problem_k_elems(p);
     size_t lse = attn_problem_lse_elems(p);
@@ -94,6 +94,8 @@ static int make_host_data(attn_problem_data *d, const attn_mask *mask, bool dens
         fprintf(stderr, "error: out of host memory for the inputs\n");
         return 1;
     }
+    if (inputs != NULL && inputs(ctx, p, &d->in) != 0)
+        return 1;
     d->ref = (float *)malloc(q * sizeof(float));
     d->ref_lse = (float *)malloc(lse * sizeof(float));
     d->out = (float *)malloc(q * sizeof(float));
@@ -153,14 +155,21 @@ static int make_device_data(attn_problem_data *d) {
            upload(d, b->v, d->in.v, k);
 }
 
-int attn_problem_data_make(attn_problem_data *d, const attn_problem *p, const attn_mask *mask,
-                           bool dense_too, uint64_t seed, float amplitude, int check_rows,
-                           bool quiet) {
+int attn_problem_data_make_with(attn_problem_data *d, const attn_problem *p, const attn_mask *mask,
+                                bool dense_too, uint64_t seed, float amplitude, int check_rows,
+                                bool quiet, attn_inputs_fn inputs, void *ctx) {
     memset(d, 0, sizeof *d);
     d->p = *p;
     d->amplitude = amplitude;
     d->quiet = quiet;
-    return make_host_data(d, mask, dense_too, seed, check_rows) || make_device_data(d);
+    return make_host_data(d, mask, dense_too, seed, check_rows, inputs, ctx) || make_device_data(d);
+}
+
+int attn_problem_data_make(attn_problem_data *d, const attn_problem *p, const attn_mask *mask,
+                           bool dense_too, uint64_t seed, float amplitude, int check_rows,
+                           bool quiet) {
+    return attn_problem_data_make_with(d, p, mask, dense_too, seed, amplitude, check_rows, quiet,
+                                       NULL, NULL);
 }
 
 void attn_problem_data_free(attn_problem_data *d) {

@@ -29,6 +29,8 @@ int grader_remote_launch(const attn_problem *p, const struct attn_block_mask *ho
     return -1; /* never called: grader_remote_is is false */
 }
 
+unsigned grader_remote_setup(void) { return 0; }
+
 int grader_remote_time(double *ms) {
     (void)ms;
     return 1;

@@ -283,6 +283,27 @@ static void diagnose(run_state *s, const grader_case *c, float *scratch, float *
     }
 }
 
+/* Appends whether the LSE is right to a failed O's message: a right LSE with a wrong O means the
+ * running max m and sum l are right, and the accumulator (its rescaling, its normalisation, or
+ * the V it sums) is not. */
+static void lse_verdict(const attn_problem *p, const float *lse, const float *ref_lse,
+                        grader_result *r) {
+    attn_check_result cl = attn_check_lse(p, lse, ref_lse);
+    size_t n = strlen(r->message);
+    if (cl.pass) {
+        snprintf(r->message + n, sizeof r->message - n,
+                 "; LSE: correct (so m and l are right: look at how O's accumulator is rescaled "
+                 "and normalised)");
+    } else if (cl.num_reported > 0) {
+        const attn_mismatch *m = &cl.first[0];
+        snprintf(r->message + n, sizeof r->message - n,
+                 "; LSE: wrong too (%zu of %zu, first at [b=%d,h=%d,i=%d]: got %.6g, want %.6g)",
+                 cl.bad, cl.checked, m->b, m->h, m->i, isnan(m->got) ? NAN : m->got, m->want);
+    } else {
+        snprintf(r->message + n, sizeof r->message - n, "; LSE: wrong too");
+    }
+}
+
 static int run_checks(run_state *s, const grader_case *c, const attn_kernel *sub,
                       const attn_kernel *sol, const attn_mask *mask, grader_result *r) {
     const attn_problem *p = s->p;
@@ -322,6 +343,8 @@ static int run_checks(run_state *s, const grader_case *c, const attn_kernel *sub
     r->max_err = cr.max_abs_err;
     if (!cr.pass) {
         mismatch_message(r, "O", "reference", &cr);
+        if (!all_nan(sol_lse, lse_elems)) /* what the LSE says, as the harness's run does */
+            lse_verdict(p, s->lse, ref_lse, r);
         diagnose(s, c, sol_out, sol_lse, r); /* the solution's copies are not needed any more */
         goto done;
     }
@@ -493,7 +516,7 @@ int grader_emit(const grader_case *c, const grader_result *r, int status) {
     json_number(r->time_ms);
     printf(", \"solution_ms\": ");
     json_number(r->solution_ms);
-    printf("}\n");
+    printf(", \"runner_setup\": %u}\n", grader_remote_setup());
     fflush(stdout);
     return status;
 }

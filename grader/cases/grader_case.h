@@ -107,6 +107,9 @@ int grader_remote_launch_extra(const attn_problem *p, const struct attn_block_ma
                                int n_extra, grader_remote_answer *a);
 /* The median time of the last launch's configuration (GPU): 0, or 1. */
 int grader_remote_time(double *ms);
+/* What the submission's program answered to CONFIG (GRADER_SETUP_* of grader_rpc.h; 0 before
+ * the first request). */
+unsigned grader_remote_setup(void);
 /* The submission's pattern predicate and block-mask builder (exercise 02), through the channel. */
 int grader_remote_keep(int Lq, int Lk, int i, int j);
 int grader_remote_build(struct attn_block_mask *m, const attn_problem *p, int block_q, int block_k);

@@ -3,6 +3,7 @@
  * program); its pattern and builder are proxies. Whatever comes back is only data that
  * grader_case.c and the case programs judge. If the submission's program is gone (it crashed, or
  * exited in a constructor), the case fails with "runner_gone" and grade.py reports how it ended. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,8 +11,13 @@
 #include "attn/device.h"
 #include "grader_case.h"
 #include "grader_rpc.h"
+#ifdef ATTN_BACKEND_SIM
+#include <cudasim.h>
+#endif
 
-#define MAX_ANSWER ((size_t)1 << 30)
+/* Every answer is read against the most it can be for its request (a runner that claims more,
+ * e.g. a 2^62-byte header, is "a malformed message", never an allocation). */
+#define SMALL_ANSWER 4096
 
 static struct {
     int in, out; /* to the runner, from the runner */
@@ -25,9 +31,14 @@ static struct {
         int8_t *table;
     } keep[2]; /* the last two keep tables */
     int keep_next;
+    bool configured;
+    uint32_t setup; /* the runner's answer to CONFIG (GRADER_SETUP_*) */
 } rm = {.in = -1, .out = -1};
 
 void grader_remote_connect(int to_runner, int from_runner, const char *case_name) {
+    /* A runner that is gone when a request is written to it: the write fails (EPIPE) and the
+     * case says so, rather than this program ending by SIGPIPE. */
+    signal(SIGPIPE, SIG_IGN);
     rm.in = to_runner;
     rm.out = from_runner;
     rm.case_name = case_name;
@@ -42,33 +53,74 @@ static _Noreturn void lost(const char *what) {
     exit(1);
 }
 
-/* Sends rm.req as `type`, receives the answer into rm.ans. */
-static void ask(uint32_t type) {
+static void ask_raw(uint32_t type, size_t max_answer) {
     uint32_t got;
-    if (rm.in < 0 || grader_rpc_send(rm.in, type, &rm.req) != 0 ||
-        grader_rpc_recv(rm.out, &got, &rm.ans, MAX_ANSWER) != 0)
+    if (rm.in < 0 || grader_rpc_send(rm.in, type, &rm.req) != 0)
         lost("stopped before it answered");
+    int rc = grader_rpc_recv(rm.out, &got, &rm.ans, max_answer);
+    if (rc == -2)
+        lost("answered a malformed message");
+    if (rc != 0)
+        lost(rm.ans.bad ? "answered a malformed message (larger than its request allows)"
+                        : "stopped before it answered");
     if (got != type)
         lost("answered out of turn");
 }
 
+/* The first request: how the case runs (this program's own simulator settings, which grade.py
+ * set from the case's environment); the runner applies and fixes them, then installs its filter
+ * (grader_runner.c). */
+static void configure(void) {
+    grader_rpc_config c;
+    memset(&c, 0, sizeof c);
+    c.watchdog_s = -1.0;
+#ifdef ATTN_BACKEND_SIM
+    c.order = (int32_t)cudasim_get_order();
+    c.seed = cudasim_get_seed();
+    c.checks = cudasim_get_checks();
+    c.threads = cudasim_get_threads();
+    c.watchdog_s = cudasim_set_watchdog(-1.0);
+#endif
+    rm.configured = true;
+    grader_rpc_put(&rm.req, &c, sizeof c);
+    ask_raw(GRADER_RPC_CONFIG, sizeof(uint32_t));
+    if (grader_rpc_read(&rm.ans, &rm.setup, sizeof rm.setup))
+        lost("answered a malformed message");
+}
+
+/* Sends rm.req as `type`, receives the answer (at most max_answer bytes) into rm.ans. */
+static void ask(uint32_t type, size_t max_answer) {
+    if (!rm.configured) {
+        grader_rpc_buf pending = rm.req; /* CONFIG goes first */
+        memset(&rm.req, 0, sizeof rm.req);
+        configure();
+        grader_rpc_free(&rm.req);
+        rm.req = pending;
+    }
+    ask_raw(type, max_answer);
+}
+
+unsigned grader_remote_setup(void) { return rm.setup; }
+
 const attn_example *grader_remote_example(void) {
     if (!rm.hello) {
-        ask(GRADER_RPC_HELLO);
-        const int32_t *has = grader_rpc_get(&rm.ans, sizeof(int32_t));
-        const attn_requirements *req = grader_rpc_get(&rm.ans, sizeof(attn_requirements));
-        const uint32_t *serves = grader_rpc_get(&rm.ans, sizeof(uint32_t));
-        if (has == NULL || req == NULL || serves == NULL)
+        ask(GRADER_RPC_HELLO, SMALL_ANSWER);
+        int32_t has;
+        attn_requirements req;
+        uint32_t serves;
+        if (grader_rpc_read(&rm.ans, &has, sizeof has) ||
+            grader_rpc_read(&rm.ans, &req, sizeof req) ||
+            grader_rpc_read(&rm.ans, &serves, sizeof serves))
             lost("answered a malformed message");
         memset(&rm.kernel, 0, sizeof rm.kernel);
         rm.kernel.id = 1;
         rm.kernel.name = "submission";
         rm.kernel.description = "the submission's kernel 1 (in its own process)";
-        rm.kernel.req = *req;
-        rm.kernel.serves = *serves;
+        rm.kernel.req = req;
+        rm.kernel.serves = serves;
         rm.example.name = "submission";
         rm.example.kernels = &rm.kernel;
-        rm.example.num_kernels = *has ? 1 : 0;
+        rm.example.num_kernels = has ? 1 : 0;
         rm.hello = true;
     }
     return &rm.example;
@@ -97,6 +149,7 @@ int grader_remote_launch_extra(const attn_problem *p, const attn_block_mask *hos
         grader_rpc_put(&rm.req, packed[t], in_bytes[t]);
     uint32_t count = (uint32_t)n_extra;
     grader_rpc_put(&rm.req, &count, sizeof count);
+    size_t extra_bytes = 0;
     for (int x = 0; x < n_extra; ++x) {
         char name[16] = {0};
         snprintf(name, sizeof name, "%s", extra[x].name ? extra[x].name : "");
@@ -107,8 +160,13 @@ int grader_remote_launch_extra(const attn_problem *p, const attn_block_mask *hos
         grader_rpc_put(&rm.req, &bytes, sizeof bytes);
         if (input)
             grader_rpc_put(&rm.req, extra[x].data, extra[x].bytes);
+        extra_bytes += extra[x].bytes;
     }
-    ask(GRADER_RPC_LAUNCH);
+    /* the error, then each buffer (Q, K, V, O, LSE, the extra ones): its three lengths, the lead
+     * guard, the data, at most a guard */
+    size_t most = SMALL_ANSWER + (size_t)(5 + n_extra) * (3 * sizeof(uint64_t) + 2 * guard) +
+                  in_bytes[0] + in_bytes[1] + in_bytes[2] + o_bytes + lse_bytes + extra_bytes;
+    ask(GRADER_RPC_LAUNCH, most);
     const int32_t *err = grader_rpc_get(&rm.ans, sizeof(int32_t));
     const char *name = grader_rpc_get(&rm.ans, 64), *text = grader_rpc_get(&rm.ans, 192);
     if (err == NULL || name == NULL || text == NULL)
@@ -123,8 +181,9 @@ int grader_remote_launch_extra(const attn_problem *p, const attn_block_mask *hos
     for (int x = 0; x < n_extra; ++x)
         want[5 + x] = extra[x].bytes;
     for (int t = 0; t < 5 + n_extra; ++t) {
-        const uint64_t *n = grader_rpc_get(&rm.ans, 3 * sizeof(uint64_t));
-        if (n == NULL || n[0] != guard || n[1] != want[t] || n[2] > guard)
+        uint64_t n[3];
+        if (grader_rpc_read(&rm.ans, n, sizeof n) || n[0] != guard || n[1] != want[t] ||
+            n[2] > guard)
             lost("answered a malformed message");
         a->lead[t] = grader_rpc_get(&rm.ans, n[0]);
         a->data[t] = grader_rpc_get(&rm.ans, n[1]);
@@ -145,13 +204,11 @@ int grader_remote_launch(const attn_problem *p, const attn_block_mask *host_mask
 }
 
 int grader_remote_time(double *ms) {
-    ask(GRADER_RPC_TIME);
-    const int32_t *ok = grader_rpc_get(&rm.ans, sizeof(int32_t));
-    const double *t = grader_rpc_get(&rm.ans, sizeof(double));
-    if (ok == NULL || t == NULL)
+    ask(GRADER_RPC_TIME, SMALL_ANSWER);
+    int32_t ok;
+    if (grader_rpc_read(&rm.ans, &ok, sizeof ok) || grader_rpc_read(&rm.ans, ms, sizeof *ms))
         lost("answered a malformed message");
-    *ms = *t;
-    return *ok ? 0 : 1;
+    return ok ? 0 : 1;
 }
 
 int grader_remote_keep(int Lq, int Lk, int i, int j) {
@@ -162,8 +219,8 @@ int grader_remote_keep(int Lq, int Lk, int i, int j) {
             return rm.keep[c].table[(size_t)i * (size_t)Lk + (size_t)j];
     int32_t shape[2] = {Lq, Lk};
     grader_rpc_put(&rm.req, shape, sizeof shape);
-    ask(GRADER_RPC_KEEP);
     size_t n = (size_t)Lq * (size_t)Lk;
+    ask(GRADER_RPC_KEEP, n);
     const void *table = grader_rpc_get(&rm.ans, n);
     if (table == NULL)
         lost("answered a malformed message (the pattern's table)");
@@ -186,7 +243,10 @@ int grader_remote_build(attn_block_mask *m, const attn_problem *p, int block_q, 
     grader_rpc_put_problem(&rm.req, p);
     int32_t tiles[2] = {block_q, block_k};
     grader_rpc_put(&rm.req, tiles, sizeof tiles);
-    ask(GRADER_RPC_BUILD);
+    /* rc, the shape, then four arrays of B * nq (* nk) int32 */
+    uint64_t nq = block_q > 0 ? ((uint64_t)p->Lq + (uint64_t)block_q - 1) / (uint64_t)block_q : 0;
+    uint64_t nk = block_k > 0 ? ((uint64_t)p->Lk + (uint64_t)block_k - 1) / (uint64_t)block_k : 0;
+    ask(GRADER_RPC_BUILD, SMALL_ANSWER + 2 * (uint64_t)p->B * nq * (1 + nk) * sizeof(int32_t));
     const int32_t *rc = grader_rpc_get(&rm.ans, sizeof(int32_t));
     if (rc == NULL)
         lost("answered a malformed message");

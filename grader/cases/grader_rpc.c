@@ -36,6 +36,14 @@ const void *grader_rpc_get(grader_rpc_buf *b, size_t n) {
     return x;
 }
 
+int grader_rpc_read(grader_rpc_buf *b, void *x, size_t n) {
+    const void *at = grader_rpc_get(b, n);
+    if (at == NULL)
+        return -1;
+    memcpy(x, at, n);
+    return 0;
+}
+
 void grader_rpc_free(grader_rpc_buf *b) {
     free(b->data);
     memset(b, 0, sizeof *b);
@@ -73,8 +81,14 @@ int grader_rpc_recv(int fd, uint32_t *type, grader_rpc_buf *b, size_t max_bytes)
     grader_rpc_header h;
     b->len = b->pos = 0;
     b->bad = false;
-    if (read_all(fd, &h, sizeof h) || h.magic != GRADER_RPC_MAGIC || h.bytes > max_bytes)
+    if (read_all(fd, &h, sizeof h))
         return -1;
+    if (h.magic != GRADER_RPC_MAGIC)
+        return -2; /* not a message of the channel */
+    if (h.bytes > max_bytes) {
+        b->bad = true; /* more than the request allows: nothing is read or allocated */
+        return -1;
+    }
     if (h.bytes > b->cap) {
         unsigned char *d = realloc(b->data, h.bytes);
         if (d == NULL)
@@ -96,14 +110,14 @@ void grader_rpc_put_problem(grader_rpc_buf *b, const attn_problem *p) {
 }
 
 int grader_rpc_get_problem(grader_rpc_buf *b, attn_problem *p) {
-    const int32_t *f = grader_rpc_get(b, 7 * sizeof(int32_t));
-    const float *scale = grader_rpc_get(b, sizeof(float));
-    if (f == NULL || scale == NULL)
+    int32_t f[7];
+    float scale;
+    if (grader_rpc_read(b, f, sizeof f) || grader_rpc_read(b, &scale, sizeof scale))
         return -1;
     attn_problem_init(p, f[0], f[1], f[2], f[3], f[4]);
     p->dtype = (attn_dtype)f[5];
     p->causal = f[6] != 0;
-    p->scale = *scale;
+    p->scale = scale;
     return attn_problem_validate(p, NULL, 0) == 0 ? 0 : -1;
 }
 
@@ -124,8 +138,9 @@ void grader_rpc_put_mask(grader_rpc_buf *b, const attn_block_mask *m) {
 
 int grader_rpc_get_mask(grader_rpc_buf *b, attn_block_mask *m) {
     memset(m, 0, sizeof *m);
-    const int32_t *f = grader_rpc_get(b, 7 * sizeof(int32_t));
-    if (f == NULL || f[0] <= 0 || f[1] <= 0 || f[2] <= 0 || f[3] <= 0 || f[4] <= 0)
+    int32_t f[7];
+    if (grader_rpc_read(b, f, sizeof f) || f[0] <= 0 || f[1] <= 0 || f[2] <= 0 || f[3] <= 0 ||
+        f[4] <= 0)
         return -1;
     /* The four arrays must be in the message before anything is allocated for them. */
     uint64_t nq = ((uint64_t)f[1] + (uint64_t)f[3] - 1) / (uint64_t)f[3];

@@ -10,10 +10,12 @@
     figure from the fixture;
   * memory_analysis.py writes its table and plot, and adds measured points from a results folder;
   * bench_torch.py: usage errors exit 2; --grid sparse --dry-run lists the problems of the sparse
-    grid, --grid seed-table those of the course's comparison table; its patterns (Pattern:
-    predicate, FlexAttention mask_mod, entry counts) equal
-    sparse_patterns.pattern_mask on small problems of every kind; without a GPU it prints one
-    line and exits 77, with one it runs a tiny problem and writes valid records.
+    grid, --grid seed-table those of the course's comparison table, --grid seed-128k those of the
+    128K table; its patterns (Pattern: predicate, FlexAttention mask_mod, entry counts) equal
+    sparse_patterns.pattern_mask on small problems of every kind; torch_sparse's CSR (built in
+    chunks of rows) and its CSR attention (sampled_addmm, row softmax, sparse x dense) equal
+    masked attention in float64 on the CPU; without a GPU it prints one line and exits 77, with
+    one it runs a tiny problem and writes valid records.
 The generated records' numbers are made up for the test (they are written to a temporary folder,
 never to benchmarks/results).
 
@@ -259,6 +261,28 @@ def test_bench_torch_grids(work):
         idx = torch.arange(L)
         check(bool((pat.keep(idx[:, None], idx[None, :]) == want).all()) and
               pat.entries == int(want.sum()), f"bench_torch's predicate and entries of {spec}")
+    # torch_sparse's path on the CPU: the chunked CSR and the CSR attention against masked
+    # attention in float64 (chunks of 500 entries: several chunks per pattern)
+    for spec, L, causal in (("window:w=5", 70, False), ("strided:l=6", 70, True),
+                            ("global:g=0,30-33", 70, True), ("dilated:w=3,d=4", 66, False)):
+        pat = bench_torch.Pattern(dict(L=L, causal=causal, pattern=spec), "cpu")
+        crow, col, row = bench_torch.pattern_csr(torch, pat.keep, L, "cpu", chunk=500)
+        want = sparse_patterns.pattern_mask(spec, L, L, causal)
+        dense = torch.zeros(L, L, dtype=torch.bool)
+        dense[row, col] = True
+        check(int(crow[-1]) == int(want.sum()) and bool((dense == want).all()),
+              f"pattern_csr of {spec}")
+        gen = torch.Generator().manual_seed(3)
+        q, k, v = (torch.rand(L, 32, generator=gen, dtype=torch.float16) * 2 - 1 for _ in range(3))
+        got = bench_torch.csr_attention(torch, q, k, v, crow, col, row, 32 ** -0.5)
+        s = (q.double() @ k.double().T * 32 ** -0.5).masked_fill(~want, float("-inf"))
+        ref = torch.softmax(s, dim=-1).nan_to_num(0.0) @ v.double()
+        err = (got.double() - ref).abs().max().item()
+        check(err < 2 ** -10, f"csr_attention of {spec}: error {err} (fp16 output: 2^-11 ulp)")
+    p = run(script, "--grid", "seed-128k", "--dry-run")
+    check(p.stdout.split()[-4:] == ["4", "problems,", "4", "runs"] and
+          p.stdout.count("torch/torch_sparse") == 3 and "dense" in p.stdout and
+          "torch/sdpa_flash" in p.stdout, f"--grid seed-128k --dry-run lists:\n{p.stdout}")
     s = bench_torch.Pattern(dict(L=1000, causal=True, pattern="causal_window:w=100"), "cpu").stats()
     check(s["pattern"] == "causal_window:w=100" and abs(s["density"] - 95050 / 1e6) < 1e-12 and
           abs(s["speedup_bound"] - 500500 / 95050) < 1e-12, f"Pattern.stats: {s}")

@@ -310,13 +310,20 @@ def claims_ex02():
 # ---- the grader: its own wall time for a class (benchmarks/grader_class.py) -----------------
 
 def claims_grader():
-    """The class benchmark as its result file records it (a measurement, quoted, not typed)."""
-    with open(os.path.join(ROOT, "benchmarks/results/grader/class_01_mini_flash.json")) as f:
-        r = json.load(f)
-    return [f"a class of {r['learners']} copies of exercise 01's solution "
+    """The class benchmark as its result files record it (a measurement, quoted, not typed):
+    the grader as it is, and as it was at the commit the "before" file names."""
+    claims = []
+    for name in ("class_01_mini_flash.json", "class_01_mini_flash_before.json"):
+        with open(os.path.join(ROOT, "benchmarks/results/grader", name)) as f:
+            r = json.load(f)
+        claims.append(
+            f"a class of {r['learners']} copies of exercise 01's solution "
             f"({r['cases_per_learner']} cases each, `--jobs {r['jobs']}`) took {r['seconds']:g} s, "
             f"{r['seconds_per_learner']:g} s per learner ({r['machine']}, load average "
-            f"{r['load_average']:g} at the start, {r['date']}; sandbox: {r['sandbox']})"]
+            f"{r['load_average']:g} at the start, {r['date']}; sandbox: {r['sandbox']})")
+        if name.endswith("_before.json"):
+            claims.append(f"at commit {r['commit']}")
+    return claims
 
 
 TABLES = {EX01: {"01-memory": table_01_memory}}

@@ -17,6 +17,7 @@ so these tests still pass after the learner has solved the exercise.
 """
 import argparse
 import atexit
+import fcntl
 import importlib.util
 import json
 import os
@@ -367,6 +368,105 @@ def check_gradescope(args):
         fail("run_autograder must leave the secret readable by its owner only")
 
 
+# What the submission's program must not contain (grader/README.md, "Case programs"): the
+# oracles a submission could call through its own symbol table.
+ORACLES = ("attn_reference*", "attn_check_*", "attn_block_mask_from_mask",
+           "attn_block_mask_validate", "attn_block_mask_count_empty", "attn_example_main",
+           "*_solution")
+
+
+def check_runner_links(args):
+    """The submission's program as built links no reference, checker, exact block-mask builder
+    or solution (nm of its symbol table), and the checker does link them (the check can fail)."""
+    import fnmatch
+    with open(os.path.join(args.build_dir, "grader", f"{args.exercise}.sim.json")) as f:
+        info = json.load(f)
+    for key, want_none in (("runner", True), ("program", False)):
+        # under grade.py's build lock: a grader running beside this test relinks the runner
+        with open(os.path.join(args.build_dir, "grader", "build.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            done = subprocess.run(["nm", "--defined-only", info[key]], capture_output=True,
+                                  text=True, check=True)
+        names = {line.split()[-1] for line in done.stdout.splitlines() if line.strip()}
+        found = sorted(n for n in names if any(fnmatch.fnmatchcase(n, p) for p in ORACLES))
+        print(f"{os.path.basename(info[key])}: {len(names)} symbols, oracles: {found[:6]}")
+        if want_none and found:
+            fail(f"the submission's program links {', '.join(found[:5])}")
+        if not want_none and not found:
+            fail("the checker links no oracle: the check above cannot see one")
+
+
+def check_modes(args):
+    """The weaker sandboxes, forced where a stronger one works (ATTN_GRADER_SANDBOX): "user"
+    (nobody, no namespaces: cases one at a time, nobody's files removed after each; hidden cases
+    refused while the solution's text is readable by others) and "none" (the grader's own user:
+    the seccomp filters only; hidden cases refused). Needs root for "user"; as another user only
+    "none" is tried."""
+    spec = spec_of(args.exercise)
+    first = spec["cases"][0]["name"]
+    modes = ["user", "none"] if os.geteuid() == 0 else ["none"]
+    for mode in modes:
+        env = dict(os.environ, ATTN_GRADER_SANDBOX=mode)
+        env.pop("ATTN_GRADER_SECRET", None)
+        # the solution, public cases: full marks; the sandbox is named in the report
+        out = tempfile.mkdtemp(prefix=f"modes-{mode}-", dir=WORK)
+        done = subprocess.run([sys.executable, GRADE, args.exercise, solution_path(args),
+                               "--build-dir", args.build_dir, "--out", out, "--cases",
+                               first], capture_output=True, text=True, env=env)
+        print(done.stdout[-1500:], done.stderr[-1500:])
+        with open(os.path.join(out, "report.md")) as f:
+            report = f.read()
+        if done.returncode != 0 or f"sandbox: {SANDBOX_WORDS[mode]}" not in report:
+            fail(f"{mode} mode: the solution must get full marks, the report name the sandbox")
+        # hidden cases: refused where the submission could read the secret or the solution
+        done = subprocess.run([sys.executable, GRADE, args.exercise, solution_path(args),
+                               "--build-dir", args.build_dir, "--out", out, "--cases", first],
+                              capture_output=True, text=True,
+                              env=dict(env, ATTN_GRADER_SECRET=SECRET))
+        lines = done.stderr.strip().splitlines()
+        readable = os.stat(solution_path(args)).st_mode & 0o004
+        if mode == "none" or readable:
+            if done.returncode != 2 or len(lines) != 1 or "grade" not in lines[0]:
+                fail(f"{mode} mode with the secret: want one line and exit 2, got "
+                     f"{done.returncode}: {done.stderr!r}")
+        # a secret file others can read: refused in every mode
+        secret_file = os.path.join(out, "open-secret.txt")
+        with open(secret_file, "w") as f:
+            f.write(SECRET)
+        os.chmod(secret_file, 0o644)
+        done = subprocess.run([sys.executable, GRADE, args.exercise, solution_path(args),
+                               "--build-dir", args.build_dir, "--out", out, "--secret-file",
+                               secret_file], capture_output=True, text=True, env=env)
+        if done.returncode != 2 or "readable by others" not in done.stderr:
+            fail(f"{mode} mode: a secret file readable by others must be refused")
+    # A checker copy that is gone or changed while grading: a failed case saying so, no crash.
+    path = os.path.join(ROOT, "grader", "grade.py")
+    loader = importlib.util.spec_from_file_location("grade", path)
+    g = sys.modules["grade"] = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(g)
+    case = g.all_cases(spec, None, "sim")[0]
+    copy = os.path.join(tempfile.mkdtemp(dir=WORK), "checker")
+    with open(copy, "w") as f:
+        f.write("#!/bin/sh\n")
+    g._CHECKERS[copy] = g.file_digest(copy)
+    for change in ("replaced", "removed"):
+        if change == "replaced":
+            with open(copy, "w") as f:
+                f.write("#!/bin/sh\necho '{\"passed\": true, \"fraction\": 1}'\n")
+        else:
+            os.unlink(copy)
+        result = g.run_case((copy, copy + "-runner", copy + "-exec"), case, 5, 1, ("", ""),
+                            False)
+        if result[1] != "failed" or "checker program was removed or changed" not in result[2]:
+            fail(f"a checker {change} while grading: want a failed case saying so, got {result}")
+    print(f"modes tried: {', '.join(modes)}; a checker replaced or removed: a failed case")
+
+
+# The first words of each sandbox's line in report.md (grade.py's SANDBOX_NAMES).
+SANDBOX_WORDS = {"user": "each compile and case as nobody (no namespaces",
+                 "none": "the grader's own user"}
+
+
 # ---- planted cheats (cheats.json) -------------------------------------------------------------
 
 def cheats(exercise):
@@ -377,22 +477,26 @@ def cheats(exercise):
             and c.get("exercise", exercise) == exercise}
 
 
-def list_cheats(exercise):
-    for name in sorted(cheats(exercise)):
-        print(name)
+def list_cheats(exercise, preset=""):
+    """The cheat:<name> tests to register: those of the plain build, or of `preset` (check)."""
+    for name, cheat in sorted(cheats(exercise).items()):
+        if preset in cheat.get("presets", [""]):
+            print(name)
 
 
 def cheat_copy(args, name, folder, **fill):
-    """The cheat `name` written as the submission file in folder (@OUT@, @VICTIM@ filled)."""
+    """The cheat `name` written as the submission file in folder (@OUT@, @VICTIM@, ... filled)."""
     cheat = cheats(args.exercise)[name]
     body = ""
-    if cheat["base"] != "empty":
-        base = skeleton_path(args) if cheat["base"] == "skeleton" else solution_path(args)
-        with open(base) as f:
+    base = cheat["base"]
+    if base.startswith("planted:"):  # a planted bug of planted.json, hidden by the cheat
+        body = open(planted_copy(args, base.split(":", 1)[1])[0]).read()
+    elif base != "empty":
+        with open(skeleton_path(args) if base == "skeleton" else solution_path(args)) as f:
             body = f.read()
     for text, replacement in cheat.get("replace", []):
         if body.count(text) != 1:
-            fail(f"cheat {name}: the text {text!r} is not in the {cheat['base']} exactly once")
+            fail(f"cheat {name}: the text {text!r} is not in the {base} exactly once")
         body = body.replace(text, replacement)
     extra = cheat.get("append", "")
     for key, value in fill.items():
@@ -404,15 +508,44 @@ def cheat_copy(args, name, folder, **fill):
     return path, cheat
 
 
+def solution_text_lines(args):
+    """Lines of the solution that the shipped skeleton does not have (long enough to be the
+    solution's own text): none may reach a learner's output."""
+    with open(solution_path(args)) as f:
+        sol = [l.strip() for l in f]
+    with open(skeleton_path(args)) as f:
+        skel = {l.strip() for l in f}
+    return [l for l in sol
+            if len(l) >= 30 and l not in skel and not l.startswith(("//", "/*", "*"))]
+
+
+MARKERS = ("attn_cheat",)  # the files a cheat leaves behind are named so (nothing_left)
+
+
+def left_behind():
+    found = []
+    for top in ("/tmp", "/var/tmp", "/dev/shm"):
+        try:
+            found += [os.path.join(top, n) for n in os.listdir(top) if n.startswith(MARKERS)]
+        except OSError:
+            pass
+    return found
+
+
 def check_cheat(args, name):
-    """A planted cheat must score 0 and leave every other file alone."""
+    """A planted cheat must lose points (score 0 for most), say what it is told to, show no
+    secret and no solution text, and leave every other file alone."""
     work = tempfile.mkdtemp(prefix=f"cheat-{name}-", dir=WORK)
+    os.chmod(work, 0o755)
     cheat = cheats(args.exercise)[name]
-    kind = cheat["check"]
-    first = spec_of(args.exercise)["cases"][0]["name"]
-    if kind == "victim_kept":
+    kinds = cheat["check"] if isinstance(cheat["check"], list) else [cheat["check"]]
+    spec = spec_of(args.exercise)
+    first = spec["cases"][0]["name"]
+    fill_cases = {"@FIRST@": first, "@SECOND@": spec["cases"][1]["name"]}
+    cases = [fill_cases.get(c, c) for c in cheat.get("cases", [])]
+    if "victim_kept" in kinds:
         folder = os.path.join(work, "class")
-        victim = os.path.join(folder, "alice", spec_of(args.exercise)["submission_file"])
+        victim = os.path.join(folder, "alice", spec["submission_file"])
         os.makedirs(os.path.dirname(victim))
         shutil.copy(solution_path(args), victim)
         with open(victim, "rb") as f:
@@ -434,29 +567,38 @@ def check_cheat(args, name):
     out = os.path.join(work, "out")
     os.makedirs(out)
     solution_tu = os.path.join(args.build_dir, "cudasim_gen", "solutions", args.exercise,
-                               spec_of(args.exercise)["submission_file"] + ".cpp")
-    path, _ = cheat_copy(args, name, os.path.join(work, "sub"), out=out, solution_tu=solution_tu)
+                               spec["submission_file"] + ".cpp")
+    secret_file = os.path.join(work, "secret.txt")
+    with open(secret_file, "w") as f:
+        f.write(SECRET + "-file\n")
+    os.chmod(secret_file, 0o600)
+    path, _ = cheat_copy(args, name, os.path.join(work, "sub"), out=out, solution_tu=solution_tu,
+                         solution=solution_path(args), secret=secret_file)
     extra = []
-    if kind == "no_secret":  # the secret both ways: a file on the command line and a variable
-        secret_file = os.path.join(work, "secret.txt")
-        with open(secret_file, "w") as f:
-            f.write(SECRET + "-file\n")
+    if "no_secret" in kinds:  # the secret both ways: a file on the command line and a variable
         extra = ["--secret-file", secret_file]
-    if kind == "no_cache_hit":
-        extra = ["--jobs", "1", "--cases", ",".join(c["name"] for c in
-                                                    spec_of(args.exercise)["cases"][:2])]
-    if kind == "finishes":  # one case, a 5 s limit: a grader that waits for the process fails
+    if "no_cache_hit" in kinds:
+        extra = ["--jobs", "1", "--cases", ",".join(c["name"] for c in spec["cases"][:2])]
+    if "finishes" in kinds and not cases:  # one case, a 5 s limit: a grader that waits fails
         extra = ["--cases", first, "--timeout", "5"]
+    if cases:
+        extra += ["--cases", ",".join(cases)]
+    if cheat.get("compile_timeout"):
+        extra += ["--compile-timeout", str(cheat["compile_timeout"])]
     env = dict(os.environ, ATTN_GRADER_SECRET=SECRET)
+    if args.sandbox:  # a weaker sandbox than the machine's (the secret is refused there)
+        env["ATTN_GRADER_SANDBOX"] = args.sandbox
+        env.pop("ATTN_GRADER_SECRET")
+        extra = [a for a in extra if a != "--secret-file" and a != secret_file]
     start = time.monotonic()
     done = subprocess.run([sys.executable, GRADE, args.exercise, path, "--build-dir",
                            args.build_dir, "--out", out] + extra, capture_output=True, text=True,
                           env=env, timeout=300)
     seconds = time.monotonic() - start
     print(done.stdout[-3000:], done.stderr[-2000:])
-    if kind == "finishes" and seconds > 30:
-        fail(f"one case with a 5 s limit took the grader {seconds:.0f} s")
-    if kind == "results_kept":
+    if "finishes" in kinds and seconds > 30:
+        fail(f"the grader took {seconds:.0f} s on this cheat")
+    if "results_kept" in kinds:
         time.sleep(4)  # a process left behind would have written by now
     try:
         with open(os.path.join(out, "results.json")) as f:
@@ -467,17 +609,34 @@ def check_cheat(args, name):
         report = f.read()
     score, top = totals(res)
     print(f"cheat {name}: {score:g} / {top:g}")
-    if score != 0 or top <= 0 or done.returncode != 1:
+    if "did not finish" in res.get("output", ""):
+        fail("results.json says the grading did not finish")
+    if "loses" in kinds:
+        if score >= top or done.returncode != 1:
+            fail(f"cheat '{name}' ({cheat['why']}) lost no points (exit {done.returncode})")
+    elif score != 0 or top <= 0 or done.returncode != 1:
         fail(f"cheat '{name}' ({cheat['why']}) must score 0 (exit {done.returncode})")
+    by_name = {t["name"]: t for t in res["tests"]}
+    for case in cheat.get("fails", []):
+        if case not in by_name or by_name[case]["score"] >= by_name[case]["max_score"]:
+            fail(f"cheat '{name}': case {case} did not lose its points")
     seen = done.stdout + done.stderr + json.dumps(res) + report
     if cheat.get("expect") and cheat["expect"] not in seen:
         fail(f"cheat '{name}': expected the message {cheat['expect']!r}")
-    if kind == "no_secret" and SECRET in seen:
+    if "no_marker" in kinds and cheat["marker"] in seen:
+        fail(f"cheat '{name}': its marker {cheat['marker']!r} reached the output")
+    if "no_secret" in kinds and SECRET in seen:
         fail("the instructor secret reached the learner's output")
-    if kind == "no_cache_hit" and "CACHE-HIT" in seen:
+    if "no_solution_text" in kinds:
+        shown = [l for l in solution_text_lines(args) if l in seen]
+        if shown:
+            fail(f"solution text reached the output: {shown[0]!r}")
+    if "nothing_left" in kinds and left_behind():
+        fail(f"files left on the machine after grading: {', '.join(left_behind())}")
+    if "no_cache_hit" in kinds and "CACHE-HIT" in seen:
         fail("a case found a file that an earlier case left in /tmp")
-    if kind == "results_kept" and (os.path.exists(os.path.join(out, "cheat_was_here"))
-                                   or len(os.listdir(out)) != 2):
+    if "results_kept" in kinds and (os.path.exists(os.path.join(out, "cheat_was_here"))
+                                    or len(os.listdir(out)) != 2):
         fail(f"a process of the submission outlived the grader and wrote in {out}")
 
 
@@ -487,19 +646,22 @@ def main():
     ap.add_argument("--exercise", required=True)
     ap.add_argument("--list-planted", metavar="SANITIZER", nargs="?", const="",
                     help="print the planted bugs to test (under SANITIZER: those marked for it)")
-    ap.add_argument("--list-cheats", action="store_true", help="print the planted cheats")
+    ap.add_argument("--list-cheats", metavar="PRESET", nargs="?", const="",
+                    help="print the planted cheats (of the plain build, or of PRESET: check)")
+    ap.add_argument("--sandbox", help="cheat:<name> under this (weaker) sandbox mode")
     ap.add_argument("check", nargs="?")
     args = ap.parse_args()
     if args.list_planted is not None:
         list_planted(args.exercise, args.list_planted)
         return
-    if args.list_cheats:
-        list_cheats(args.exercise)
+    if args.list_cheats is not None:
+        list_cheats(args.exercise, args.list_cheats)
         return
     args.build_dir = os.path.abspath(args.build_dir)
     checks = {"solution": check_solution, "skeleton": check_skeleton, "hang": check_hang,
               "crash": check_crash, "compile_error": check_compile_error, "class": check_class,
-              "hidden": check_hidden, "usage": check_usage, "gradescope": check_gradescope}
+              "hidden": check_hidden, "usage": check_usage, "gradescope": check_gradescope,
+              "modes": check_modes, "runner_links": check_runner_links}
     if args.check.startswith("planted:"):
         check_planted(args, args.check.split(":", 1)[1])
     elif args.check.startswith("cheat:"):

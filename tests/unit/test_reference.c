@@ -1,6 +1,7 @@
 /* test_reference.c — the CPU oracle against a brute-force implementation written independently
  * here, and against closed-form cases: equal scores, one dominant key, fully masked rows, scores
- * of +-1000; masks (predicate and CSR agree), variable length, the same-precision variant; the
+ * of +-1000; masks (predicate and CSR agree), a score modification (a bias, a cap, dropped
+ * entries), variable length, the same-precision variant; the
  * row sample and the reference on selected rows; parallel runs equal to a one-thread run. */
 #include <math.h>
 #include <stdint.h>
@@ -251,6 +252,71 @@ static void test_mask_empty_row(void) {
     CHECK_EQ(attn_reference(&p, &m, q, k, v, out, lse), 0);
     CHECK(out[2] == 0.0f && out[3] == 0.0f && lse[1] == -INFINITY);
     CHECK(isfinite(lse[0]) && isfinite(lse[2]) && out[0] != 0.0f);
+}
+
+/* ---- a score modification (FlexAttention's score_mod) -----------------------------------------
+ */
+
+/* bias[h] * (j - i), capped at +-2 (2 tanh(s / 2)), and key 0 dropped (-inf) for head 1 */
+static double biased_capped(const void *ctx, int b, int h, int i, int j, double s) {
+    (void)b;
+    const double *bias = (const double *)ctx;
+    if (h == 1 && j == 0)
+        return -INFINITY;
+    return 2.0 * tanh((s + bias[h] * (j - i)) / 2.0);
+}
+
+/* The reference with a score modification against the brute force of this file on scores
+ * modified by hand (the brute force takes no modification: each row is one problem of its own,
+ * its keys' scores set through K), with and without a mask; lowp applies it too. */
+static void test_score_modification(void) {
+    enum { H = 2, Lq = 5, Lk = 7, D = 1 };
+    const double bias[H] = {0.5, -0.25};
+    float q[H * Lq * D], k[H * Lk * D], v[H * Lk * D], out[H * Lq], lse[H * Lq], low[H * Lq];
+    for (int e = 0; e < H * Lq; ++e)
+        q[e] = 0.3f * (float)(e % 4) - 0.5f;
+    for (int e = 0; e < H * Lk; ++e) {
+        k[e] = 0.7f * (float)(e % 5) - 1.0f;
+        v[e] = (float)(e % 3) + 0.25f * (float)e;
+    }
+    attn_problem p;
+    attn_problem_init(&p, 1, H, Lq, Lk, D);
+    attn_mask m = {ATTN_MASK_NONE, NULL, NULL, NULL, NULL, biased_capped, bias};
+    CHECK_EQ(attn_reference(&p, &m, q, k, v, out, lse), 0);
+    CHECK_EQ(attn_reference_lowp(&p, &m, q, k, v, low), 0);
+    int bad = 0;
+    for (int h = 0; h < H; ++h)
+        for (int i = 0; i < Lq; ++i) {
+            /* one query (q = 1, scale 1), keys whose plain score is the modified one */
+            float q1[1] = {1.0f}, kk[Lk], vv[Lk], kept[Lk], vk[Lk];
+            int n = 0;
+            for (int j = 0; j < Lk; ++j) {
+                double s = biased_capped(bias, 0, h, i, j, p.scale * q[h * Lq + i] * k[h * Lk + j]);
+                kk[j] = (float)s;
+                vv[j] = v[h * Lk + j];
+                if (s != -INFINITY) {
+                    kept[n] = kk[j];
+                    vk[n++] = vv[j];
+                }
+            }
+            attn_problem one;
+            attn_problem_init(&one, 1, 1, 1, n, 1);
+            one.scale = 1.0f;
+            double want[1], want_lse[1];
+            brute_force(&one, q1, kept, vk, want, want_lse);
+            /* kept[] holds fp32-rounded scores: agreement to fp32 precision */
+            bad += !(fabs(out[h * Lq + i] - want[0]) <= 1e-6 * (1 + fabs(want[0])));
+            bad += !(fabs(lse[h * Lq + i] - want_lse[0]) <= 1e-6 * (1 + fabs(want_lse[0])));
+            bad += !(fabs(low[h * Lq + i] - want[0]) <= 1e-5 * (1 + fabs(want[0])));
+        }
+    CHECK_EQ(bad, 0);
+    /* with a mask that drops row 1 entirely: the row is 0 and -inf, the others unchanged */
+    attn_mask both = {
+        ATTN_MASK_PREDICATE, keep_none_for_row_1, NULL, NULL, NULL, biased_capped, bias};
+    float out2[H * Lq], lse2[H * Lq];
+    CHECK_EQ(attn_reference(&p, &both, q, k, v, out2, lse2), 0);
+    CHECK(out2[1] == 0.0f && lse2[1] == -INFINITY && out2[Lq + 1] == 0.0f);
+    CHECK(out2[0] == out[0] && lse2[2] == lse[2] && out2[Lq + 4] == out[Lq + 4]);
 }
 
 /* ---- variable length: each packed sequence equals a dense B=1 problem of its own lengths ----- */
@@ -556,6 +622,7 @@ int main(void) {
     test_large_scores();
     test_masks_agree();
     test_mask_empty_row();
+    test_score_modification();
     test_varlen();
     test_lowp();
     test_reference_rows();

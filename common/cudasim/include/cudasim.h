@@ -35,6 +35,39 @@ int cudasim_get_threads(void);
  * off; a negative value changes nothing. Returns the value in effect. */
 double cudasim_set_watchdog(double seconds);
 
+/* The sim-check build's checkers (memcheck, racecheck, initcheck): on (default) or off, as
+ * CUDASIM_CHECK=0 sets them at the start. Returns 1 when they are on (always 0 in a build that
+ * is not instrumented). */
+int cudasim_set_checks(int on);
+int cudasim_get_checks(void);
+unsigned long long cudasim_get_seed(void);
+
+/* Fixes the settings above (order and seed, threads, watchdog, checks) for the rest of the
+ * process: later calls of the setters change nothing, and the memory that holds them becomes
+ * read-only. For a program that runs code it does not trust after its own set-up (the grader's
+ * submission program, grader/README.md). Returns 0, or -1 if the memory could not be protected
+ * (the settings are fixed all the same). */
+int cudasim_lock_settings(void);
+
+/* Starts now what the first launch would start: the OS threads that run blocks
+ * (cudasim_set_threads), the watchdog, and each thread's signal handlers. For a program that
+ * forbids thread creation and signal-handler changes afterwards (a seccomp filter). */
+void cudasim_prepare(void);
+
+/* Tells the simulator that [lo, lo + bytes) is inaccessible memory (PROT_NONE) placed right after
+ * a buffer whose data ends at data_end, e.g. a page after a kernel's input: a kernel's access
+ * there is reported like the simulator's other errors, "out-of-bounds read past the end of
+ * <name> (byte +N after its last element)", with the kernel, block, thread and, in the checked
+ * build, the line, and fails the launch (cudaErrorIllegalAddress). Up to 16 regions; 0, or -1
+ * when the table is full. cudasim_clear_guard_regions() forgets them (between launches). */
+int cudasim_add_guard_region(const void *lo, size_t bytes, const void *data_end, const char *name);
+void cudasim_clear_guard_regions(void);
+
+/* Symbolization of the sim-check build's reports through a running llvm-symbolizer (started
+ * with --functions=none; its stdin is to_fd, its stdout from_fd) instead of one started per
+ * report: for a program that may not create processes when it reports. -1, -1: the default. */
+void cudasim_set_symbolizer(int to_fd, int from_fd);
+
 /* The simulator's explanation of the last error: a failed launch (the report printed after
  * "cudasim: error: "), a rejected launch configuration, or a failed runtime call (e.g. a copy
  * outside a cudaMalloc'd block). "" if none since the start or the last cudaDeviceReset. */

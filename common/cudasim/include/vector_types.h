@@ -12,9 +12,19 @@
  * the instrumentation does not see (common/cudasim/README.md, "The profile"). Vectors of 8 bytes
  * or less are copied by plain loads and stores, which it does see, and stay trivially copyable
  * (warp shuffles take them). */
+/* Their copy constructor is made non-trivial too, by an empty member that takes no room: the
+ * initialisation `float4 v = *p` then binds a reference to *p, which -fsanitize=alignment checks
+ * (a trivial copy is an unchecked memcpy), so a misaligned vector load is reported there as a GPU
+ * would fault on it. */
 #if defined(__cplusplus) && defined(CUDASIM_TRACE_COPIES)
 extern "C" void cudasim_traced_copy(void *dst, const void *src, unsigned long bytes);
+struct cudasim_copy_probe {
+    cudasim_copy_probe() = default;
+    cudasim_copy_probe(const cudasim_copy_probe &) {}
+    cudasim_copy_probe &operator=(const cudasim_copy_probe &) = default;
+};
 #define CUDASIM_WIDE_ASSIGN(type)                                                                  \
+    [[no_unique_address]] cudasim_copy_probe cudasim_probe_;                                       \
     type &operator=(const type &o) {                                                               \
         cudasim_traced_copy(this, &o, sizeof(type));                                               \
         return *this;                                                                              \

@@ -93,6 +93,22 @@ bool access_stream_available();
 std::string symbolize_pc(const void *pc);
 // Fills symbolize_pc's cache for many code addresses at once (one symbolizer run per object).
 void symbolize_pcs(const std::vector<const void *> &pcs);
+// Both ask a running llvm-symbolizer on these pipes instead (cudasim_set_symbolizer; -1: not).
+void set_symbolizer(int to_fd, int from_fd);
+
+// True if a lies in the static data or code of a loaded module (its PT_LOAD segments).
+bool in_static_image(uintptr_t a);
+// A pointer argument of the running launch into the host's static data (an array or variable of
+// the program): a GPU kernel cannot reach it. memcheck reports the kernel's accesses to it.
+struct host_argument {
+    uintptr_t at;     // the pointer
+    uintptr_t lo, hi; // the object it points into ([at, at + 1) if unnamed)
+    int position;     // 1-based
+    std::string name; // the object's name, or ""
+};
+// Set by the launch before its blocks run, cleared after it (launches are synchronous).
+void set_host_arguments(std::vector<host_argument> args);
+const host_argument *host_argument_at(uintptr_t a);
 
 // Delivery, called by the simulator (the instrumentation hooks, the PTX emulation, the launch).
 // Each is one relaxed load when no observer is registered.

@@ -73,9 +73,18 @@ void memcheck(const access_event &e) {
     uintptr_t a = e.addr, base = e.object_base;
     size_t size = e.object_size;
     switch (e.object) {
+    case mem_object::static_image:
+        if (const host_argument *h = host_argument_at(a))
+            report(e, "memcheck: " + access_text(e) +
+                          format(" is in the host's static data (%s, passed as argument %d of "
+                                 "the launch): a GPU kernel cannot reach host memory; copy it to "
+                                 "cudaMalloc'd memory",
+                                 h->name.empty() ? "an object of the program"
+                                                 : ("'" + h->name + "'").c_str(),
+                                 h->position));
+        break;
     case mem_object::stack:
     case mem_object::builtin:
-    case mem_object::static_image:
     case mem_object::static_shared:
         break;
     case mem_object::allocation:

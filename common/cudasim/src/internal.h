@@ -87,6 +87,10 @@ void run_blocks(launch_state &ls);
 bool in_kernel();
 // From inside a kernel: reports `what` against the current thread and ends its launch.
 [[noreturn]] void fail_in_kernel(const std::string &what);
+// The same in two statements, for a report built from temporaries: record it (they are freed at
+// the end of that statement), then end the thread, which leaks nothing under LeakSanitizer.
+void record_kernel_failure(const std::string &what);
+[[noreturn]] void end_failed_thread();
 // The watchdog (CUDASIM_WATCHDOG): ends a launch whose blocks stop making progress.
 void start_watchdog();
 // The watchdog ends a stalled or failed launch by signalling its worker, whose handler abandons
@@ -100,14 +104,25 @@ struct no_interrupt {
     no_interrupt(const no_interrupt &) = delete;
     no_interrupt &operator=(const no_interrupt &) = delete;
 };
+// Creates the calling OS thread's block runner now (its signal handlers, its alternate stack).
+void prepare_runner();
+// Inaccessible ranges a program guards its buffers with (cudasim_add_guard_region): a kernel's
+// access there is reported as past the end of `name`.
+int add_guard_region(const void *lo, size_t bytes, const void *data_end, const char *name);
+void clear_guard_regions();
+// launch.cpp: starts the worker threads that `threads` OS threads running blocks need.
+void prepare_workers(unsigned threads);
 
 // runtime.cpp
+// The settings live alone in one page of their own: cudasim_lock_settings() makes it read-only.
 struct settings_t {
     std::atomic<int> order{CUDASIM_ORDER_FORWARD};
     std::atomic<unsigned long long> seed{0};
     std::atomic<int> threads{1};
     size_t stack_bytes = 256 * 1024;
     std::atomic<double> watchdog_s{10.0}; // seconds without progress before a launch ends; 0: off
+    std::atomic<int> checks{1};           // the sim-check build's checkers (CUDASIM_CHECK=0: off)
+    bool locked = false;                  // cudasim_lock_settings(): the setters change nothing
 };
 settings_t &settings();
 // Prints "cudasim: error: <message>" and keeps it for cudasim_last_error_message().
@@ -133,6 +148,10 @@ std::string kernel_label(const launch_desc &d);
 // The function whose code contains `pc` (from the symbol table, demangled), or "" (also if pc
 // is not in the same executable or library as `same_object_as`, e.g. in a sanitizer runtime).
 std::string function_at(const void *pc, const void *same_object_as);
+// The static data object (an array, a variable) that contains p, and its extent; "" if none.
+std::string object_at(const void *p, uintptr_t *lo, uintptr_t *hi);
+// True if p lies in a live cudaMalloc'd block or just past its end.
+bool in_device_allocation(const void *p);
 
 } // namespace detail
 } // namespace cudasim

@@ -59,11 +59,9 @@ class worker_pool {
             run_blocks(ls);
             return;
         }
+        start(workers);
         {
             std::lock_guard<std::mutex> lock(m_);
-            while (threads_ + 1 < workers) {
-                std::thread(&worker_pool::work, this, threads_++).detach();
-            }
             job_ = &ls;
             wanted_ = workers - 1;
             pending_ = wanted_;
@@ -76,8 +74,16 @@ class worker_pool {
         job_ = nullptr;
     }
 
+    // Starts the OS threads that `workers` need now rather than at a launch.
+    void start(unsigned workers) {
+        std::lock_guard<std::mutex> lock(m_);
+        while (threads_ + 1 < workers)
+            std::thread(&worker_pool::work, this, threads_++).detach();
+    }
+
   private:
     void work(unsigned index) {
+        prepare_runner(); // its signal handlers and alternate stack, before any job
         uint64_t seen = 0;
         for (;;) {
             launch_state *job;
@@ -110,6 +116,31 @@ worker_pool &pool() {
 
 } // namespace
 
+void prepare_workers(unsigned threads) { pool().start(threads); }
+
+namespace {
+// The pointer arguments of d into the host's static data: not in a cudaMalloc'd block, but in
+// the program's image (a static array passed to a kernel, which works here and faults on a GPU).
+std::vector<host_argument> host_static_arguments(const launch_desc &d) {
+    std::vector<host_argument> found;
+    for (int n = 0; n < d.num_pointer_args; ++n) {
+        const void *p = d.pointer_args[n];
+        uintptr_t a = reinterpret_cast<uintptr_t>(p);
+        if (!p || in_device_allocation(p) || !in_static_image(a))
+            continue;
+        host_argument h{a, a, a + 1, d.pointer_positions[n], ""};
+        uintptr_t lo = 0, hi = 0;
+        h.name = object_at(p, &lo, &hi);
+        if (!h.name.empty() && lo <= a && a < hi) {
+            h.lo = lo;
+            h.hi = hi;
+        }
+        found.push_back(h);
+    }
+    return found;
+}
+} // namespace
+
 cudaError_t launch_kernel(const launch_desc &d) {
     if (in_kernel())
         fail_in_kernel(format("launch of kernel '%s' at %s:%d from device code: dynamic "
@@ -124,6 +155,26 @@ cudaError_t launch_kernel(const launch_desc &d) {
                             cudaGetErrorName(e)));
         return set_last_error(e);
     }
+    // A pointer to the host's static data: the checked build reports the kernel's first access
+    // to it (memcheck: kernel, block, thread, line); a build that does not see accesses reports
+    // it now, before any thread runs, as a GPU would fault at that access.
+    std::vector<host_argument> hosts = host_static_arguments(d);
+    if (!hosts.empty() && !checks_enabled()) {
+        const host_argument &h = hosts.front();
+        std::string what =
+            h.name.empty() ? std::string("an object of the program") : "'" + h.name + "'";
+        if (h.at != h.lo)
+            what += format(" + %zu bytes", static_cast<size_t>(h.at - h.lo));
+        report_error(format("kernel %s launched at %s:%d: argument %d points to the host's "
+                            "static data (%s): a GPU kernel cannot reach host memory and faults "
+                            "at its first access (copy it to cudaMalloc'd memory); reported at "
+                            "the launch, since this build does not see the kernel's accesses "
+                            "(the sim-check build names the access)",
+                            kernel_label(d).c_str(), d.file, d.line, h.position, what.c_str()));
+        set_sticky(cudaErrorIllegalAddress);
+        return set_last_error(cudaErrorIllegalAddress);
+    }
+    set_host_arguments(std::move(hosts));
     static std::atomic<uint64_t> launches{0};
     launch_state ls;
     ls.desc = &d;
@@ -142,6 +193,7 @@ cudaError_t launch_kernel(const launch_desc &d) {
     deliver_launch_begin(li);
     pool().run(ls, static_cast<unsigned>(workers));
     deliver_launch_end(li, ls.failed);
+    set_host_arguments({});
     if (ls.failed) {
         report_error(ls.error);
         set_sticky(ls.code);

@@ -1,5 +1,6 @@
 // runtime.cpp — the CUDA runtime API of cuda_runtime_api.h on the CPU (memory, errors, the
 // virtual device, streams, events, function attributes) and the controls of cudasim.h.
+#include "access.h"
 #include "check.h"
 #include "internal.h"
 
@@ -13,6 +14,8 @@
 #include <elf.h>
 #include <fstream>
 #include <map>
+#include <new>
+#include <sys/mman.h>
 #include <thread>
 #include <unistd.h>
 #include <unordered_map>
@@ -88,7 +91,11 @@ int env_int(const char *name, int fallback) {
 
 settings_t &settings() {
     static settings_t *s = [] {
-        auto *st = new settings_t();
+        // A page of its own (see settings_t), mapped before any kernel runs.
+        size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+        void *mem = mmap(nullptr, std::max(page, sizeof(settings_t)), PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        auto *st = mem != MAP_FAILED ? new (mem) settings_t() : new settings_t();
         if (const char *o = std::getenv("CUDASIM_ORDER")) {
             if (!std::strcmp(o, "reverse"))
                 st->order = CUDASIM_ORDER_REVERSE;
@@ -107,6 +114,8 @@ settings_t &settings() {
 #endif
         if (const char *w = std::getenv("CUDASIM_WATCHDOG"); w && *w)
             st->watchdog_s = std::max(0.0, std::strtod(w, nullptr));
+        if (const char *c = std::getenv("CUDASIM_CHECK"); c && !std::strcmp(c, "0"))
+            st->checks = 0;
         int kb = env_int("CUDASIM_STACK_KB", 256);
         st->stack_bytes = static_cast<size_t>(std::max(kb, 16)) * 1024;
         return st;
@@ -136,10 +145,12 @@ void report_error(const std::string &message) {
     std::fflush(stderr);
 }
 
-// The name of the function at `fn` (or, with `containing`, whose code contains fn) from the ELF
-// symbol table of the file that holds it (static functions are not in the dynamic table, so
+// The name of the function at `fn` (or, with `containing`, whose code contains fn; with
+// `object`, the data object that contains it, whose extent goes to *lo, *hi) from the ELF symbol
+// table of the file that holds it (static functions and arrays are not in the dynamic table, so
 // dladdr alone cannot name them); "" if not found.
-static std::string function_name(const void *fn, bool containing = false) {
+static std::string function_name(const void *fn, bool containing = false, bool object = false,
+                                 uintptr_t *lo = nullptr, uintptr_t *hi = nullptr) {
     Dl_info info;
     if (!dladdr(fn, &info) || !info.dli_fname)
         return "";
@@ -162,10 +173,14 @@ static std::string function_name(const void *fn, bool containing = false) {
         for (size_t n = 0; n < sh[s].sh_size / sizeof(Elf64_Sym); ++n) {
             bool hit =
                 containing ? target - sym[n].st_value < sym[n].st_size : sym[n].st_value == target;
-            if (ELF64_ST_TYPE(sym[n].st_info) != STT_FUNC || !hit ||
+            if (ELF64_ST_TYPE(sym[n].st_info) != (object ? STT_OBJECT : STT_FUNC) || !hit ||
                 strtab.sh_offset + sym[n].st_name >= elf.size())
                 continue;
             const char *mangled = elf.data() + strtab.sh_offset + sym[n].st_name;
+            if (lo && hi) {
+                *lo = reinterpret_cast<uintptr_t>(fn) - (target - sym[n].st_value);
+                *hi = *lo + sym[n].st_size;
+            }
             int status = 0;
             char *plain = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
             std::string name = status == 0 && plain ? plain : mangled;
@@ -176,6 +191,20 @@ static std::string function_name(const void *fn, bool containing = false) {
         }
     }
     return "";
+}
+
+std::string object_at(const void *p, uintptr_t *lo, uintptr_t *hi) {
+    return function_name(p, true, true, lo, hi);
+}
+
+bool in_device_allocation(const void *p) {
+    const char *c = static_cast<const char *>(p);
+    std::lock_guard<std::mutex> lock(dev().m);
+    auto it = dev().allocations.upper_bound(c);
+    if (it == dev().allocations.begin())
+        return false;
+    --it;
+    return c >= it->first && c <= it->first + it->second; // one past the end included
 }
 
 std::string function_at(const void *pc, const void *same_object_as) {
@@ -689,6 +718,8 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, const voi
 // ---- cudasim.h
 // -----------------------------------------------------------------------------------
 void cudasim_set_order(cudasim_order order, unsigned long long seed) {
+    if (settings().locked)
+        return;
     settings().order = order;
     settings().seed = seed;
 }
@@ -699,7 +730,8 @@ cudasim_order cudasim_get_order(void) {
 
 int cudasim_set_threads(int threads) {
 #if !CUDASIM_ASAN
-    settings().threads = std::max(1, threads);
+    if (!settings().locked)
+        settings().threads = std::max(1, threads);
 #else
     (void)threads;
 #endif
@@ -709,9 +741,46 @@ int cudasim_set_threads(int threads) {
 int cudasim_get_threads(void) { return settings().threads; }
 
 double cudasim_set_watchdog(double seconds) {
-    if (seconds >= 0)
+    if (seconds >= 0 && !settings().locked)
         settings().watchdog_s = seconds;
     return settings().watchdog_s;
+}
+
+int cudasim_set_checks(int on) {
+    if (!settings().locked)
+        settings().checks = on != 0;
+    return cudasim_get_checks();
+}
+
+int cudasim_get_checks(void) { return access_stream_available() && settings().checks != 0; }
+
+unsigned long long cudasim_get_seed(void) { return settings().seed; }
+
+int cudasim_lock_settings(void) {
+    settings_t &s = settings();
+    s.locked = true;
+    size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    uintptr_t at = reinterpret_cast<uintptr_t>(&s);
+    if (at % page != 0) // not in its own page (mmap failed at the start): locked, not protected
+        return -1;
+    return mprotect(&s, std::max(page, sizeof(settings_t)), PROT_READ) == 0 ? 0 : -1;
+}
+
+int cudasim_add_guard_region(const void *lo, size_t bytes, const void *data_end, const char *name) {
+    return cudasim::detail::add_guard_region(lo, bytes, data_end, name);
+}
+
+void cudasim_clear_guard_regions(void) { cudasim::detail::clear_guard_regions(); }
+
+void cudasim_set_symbolizer(int to_fd, int from_fd) {
+    cudasim::detail::set_symbolizer(to_fd, from_fd);
+}
+
+void cudasim_prepare(void) {
+    using namespace cudasim::detail;
+    prepare_runner();
+    prepare_workers(static_cast<unsigned>(settings().threads));
+    start_watchdog();
 }
 
 const char *cudasim_last_error_message(void) {

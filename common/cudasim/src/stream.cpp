@@ -11,6 +11,7 @@
 #include "internal.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <link.h>
 #include <unistd.h>
 
@@ -222,11 +223,9 @@ bool access_stream_available() {
 
 bool checks_enabled() {
 #if CUDASIM_CHECK
-    static const bool on = [] {
-        const char *v = std::getenv("CUDASIM_CHECK");
-        return !(v && !std::strcmp(v, "0"));
-    }();
-    return on;
+    // CUDASIM_CHECK=0 or cudasim_set_checks(0); read at every use, so that a program that fixes
+    // the settings (cudasim_lock_settings) decides, whatever ran before it.
+    return settings().checks.load(std::memory_order_relaxed) != 0;
 #else
     return false;
 #endif
@@ -280,6 +279,48 @@ std::string kernel_line(const std::vector<std::string> &frames) {
     return where;
 }
 
+// A running llvm-symbolizer (cudasim_set_symbolizer): its stdin and stdout, or -1.
+int symbolizer_to = -1, symbolizer_from = -1;
+
+// One line read from fd (without its newline); false at the end of the stream.
+bool read_line(int fd, std::string &line) {
+    line.clear();
+    char c;
+    for (;;) {
+        ssize_t n = read(fd, &c, 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        if (c == '\n')
+            return true;
+        line += c;
+    }
+}
+
+// The running symbolizer's answer for each offset of the object at path (the chain of inlined
+// calls, innermost first); empty if it does not answer. Called with symbol_mutex held.
+std::vector<std::vector<std::string>> ask_symbolizer(const std::string &path,
+                                                     const std::vector<unsigned long long> &offs) {
+    std::string q;
+    for (unsigned long long off : offs)
+        q += format("\"%s\" 0x%llx\n", path.c_str(), off);
+    for (size_t done = 0; done < q.size();) {
+        ssize_t n = write(symbolizer_to, q.data() + done, q.size() - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return {};
+        done += static_cast<size_t>(n);
+    }
+    std::vector<std::vector<std::string>> answers(offs.size());
+    std::string line;
+    for (auto &a : answers)
+        while (read_line(symbolizer_from, line) && !line.empty())
+            a.push_back(line);
+    return answers;
+}
+
 // The output lines of a shell command.
 std::vector<std::string> command_lines(const std::string &cmd) {
     std::vector<std::string> out;
@@ -314,6 +355,16 @@ void symbolize_pcs(const std::vector<const void *> &pcs) {
     for (auto &kv : by_object)
         for (size_t from = 0; from < kv.second.size(); from += 256) {
             size_t to = std::min(kv.second.size(), from + 256);
+            if (symbolizer_to >= 0) {
+                std::lock_guard<std::mutex> lock(symbol_mutex);
+                std::vector<unsigned long long> offs;
+                for (size_t i = from; i < to; ++i)
+                    offs.push_back(kv.second[i].second);
+                std::vector<std::vector<std::string>> answers = ask_symbolizer(kv.first, offs);
+                for (size_t i = from; i < to && answers.size() == offs.size(); ++i)
+                    symbol_cache()[kv.second[i].first] = kernel_line(answers[i - from]);
+                continue;
+            }
             std::string cmd =
                 format("llvm-symbolizer-14 --functions=none --obj='%s'", kv.first.c_str());
             for (size_t i = from; i < to; ++i)
@@ -342,7 +393,11 @@ std::string symbolize_pc(const void *pc) {
         return it->second;
     std::string where = "?", path;
     unsigned long long off = 0;
-    if (object_of(pc, &path, &off)) {
+    if (object_of(pc, &path, &off) && symbolizer_to >= 0) {
+        std::vector<std::vector<std::string>> answers = ask_symbolizer(path, {off});
+        if (answers.size() == 1)
+            where = kernel_line(answers[0]);
+    } else if (object_of(pc, &path, &off)) {
         std::string cmd =
             format("llvm-symbolizer-14 --functions=none --obj='%s' 0x%llx </dev/null 2>/dev/null"
                    " || addr2line -i -e '%s' 0x%llx </dev/null 2>/dev/null",
@@ -351,6 +406,35 @@ std::string symbolize_pc(const void *pc) {
     }
     symbol_cache()[pc] = where;
     return where;
+}
+
+void set_symbolizer(int to_fd, int from_fd) {
+    std::lock_guard<std::mutex> lock(symbol_mutex);
+    symbolizer_to = to_fd;
+    symbolizer_from = from_fd;
+}
+
+bool in_static_image(uintptr_t a) {
+    std::call_once(image_once, [] { dl_iterate_phdr(collect_image, nullptr); });
+    for (const range &r : image_ranges)
+        if (a >= r.lo && a < r.hi)
+            return true;
+    return false;
+}
+
+namespace {
+std::vector<host_argument> running_host_arguments;
+} // namespace
+
+void set_host_arguments(std::vector<host_argument> args) {
+    running_host_arguments = std::move(args);
+}
+
+const host_argument *host_argument_at(uintptr_t a) {
+    for (const host_argument &h : running_host_arguments)
+        if (a >= h.lo && a < h.hi)
+            return &h;
+    return nullptr;
 }
 
 // ---- device memory ------------------------------------------------------------------------------
@@ -438,13 +522,14 @@ CUDASIM_HOOKS(4, uint32_t)
 CUDASIM_HOOKS(8, uint64_t)
 CUDASIM_HOOKS(16, __int128)
 
-#if CUDASIM_CHECK // only the sim-check build asks for -fsanitize=alignment; the sim-asan
-                  // build links UBSan's own handlers
 // ---- typed alignment --------------------------------------------------------------------------
-// The kernel sources are also compiled with -fsanitize=alignment, whose checks call this handler
-// (the UBSan runtime is not linked: this is the only definition) when a pointer to T is
+// The kernel sources are also compiled with -fsanitize=alignment (sim-check, sim-tsan; sim-asan
+// has all of -fsanitize=undefined), whose checks call this handler when a pointer to T is
 // dereferenced at an address not aligned for T: a float4 load a GPU makes in one 16-byte access
-// may be split into four 4-byte ones on the host, so the hooks alone cannot see it.
+// may be split into four 4-byte ones on the host, so the hooks alone cannot see it. In sim-check
+// and sim-tsan the UBSan runtime is not linked (this is the only definition); in sim-asan (GCC:
+// its runtime is a shared library, which these definitions come before) what is not a
+// misaligned access of a kernel goes on to UBSan's own handler.
 namespace {
 struct ubsan_location {
     const char *file;
@@ -460,10 +545,16 @@ struct ubsan_mismatch {
     unsigned char log_alignment;
     unsigned char check_kind;
 };
-void misaligned(const ubsan_mismatch *d, uintptr_t ptr) {
+// True (and reported, the launch ended) for a kernel's misaligned access.
+bool misaligned(const ubsan_mismatch *d, uintptr_t ptr) {
     using namespace cudasim::detail;
+#if CUDASIM_CHECK
     if (!tl_sim.active || !checks_enabled() || !ptr)
-        return;
+        return false;
+#else
+    if (!in_kernel() || !ptr || ptr % (uintptr_t{1} << d->log_alignment) == 0)
+        return false;
+#endif
     static const char *const kinds[] = {"read",
                                         "write",
                                         "reference binding",
@@ -477,18 +568,41 @@ void misaligned(const ubsan_mismatch *d, uintptr_t ptr) {
                                         "nonnull binding",
                                         "dynamic operation"};
     const char *kind = d->check_kind < 12 ? kinds[d->check_kind] : "access";
-    fail_in_kernel(current_where() +
-                   format(" at %s:%u: memcheck: misaligned %s of type %s at %p: it needs a "
-                          "%u-byte aligned address",
-                          d->loc.file, d->loc.line, kind, d->type->name,
-                          reinterpret_cast<void *>(ptr), 1u << d->log_alignment));
+    record_kernel_failure(current_where() +
+                          format(" at %s:%u: memcheck: misaligned %s of type %s at %p: it needs "
+                                 "a %u-byte aligned address",
+                                 d->loc.file, d->loc.line, kind, d->type->name,
+                                 reinterpret_cast<void *>(ptr), 1u << d->log_alignment));
+    end_failed_thread();
 }
+
+#if CUDASIM_ASAN
+// UBSan's own handler of that name (the next definition after this program's).
+void ubsan_next(const char *name, const ubsan_mismatch *d, uintptr_t ptr) {
+    using handler = void (*)(const void *, void *);
+    if (auto next = reinterpret_cast<handler>(dlsym(RTLD_NEXT, name)))
+        next(d, reinterpret_cast<void *>(ptr));
+}
+#endif
 } // namespace
 
-extern "C" void __ubsan_handle_type_mismatch_v1(const ubsan_mismatch *d, uintptr_t ptr) {
-    misaligned(d, ptr);
+// (void *, void *): the parameters GCC declares them with when it sanitizes this file too.
+extern "C" void __ubsan_handle_type_mismatch_v1(void *data, void *pointer) {
+    auto d = static_cast<const ubsan_mismatch *>(data);
+    auto ptr = reinterpret_cast<uintptr_t>(pointer);
+    if (misaligned(d, ptr))
+        return;
+#if CUDASIM_ASAN
+    ubsan_next("__ubsan_handle_type_mismatch_v1", d, ptr);
+#endif
 }
-extern "C" void __ubsan_handle_type_mismatch_v1_abort(const ubsan_mismatch *d, uintptr_t ptr) {
-    misaligned(d, ptr);
+extern "C" void __ubsan_handle_type_mismatch_v1_abort(void *data, void *pointer) {
+    auto d = static_cast<const ubsan_mismatch *>(data);
+    auto ptr = reinterpret_cast<uintptr_t>(pointer);
+    if (!misaligned(d, ptr)) {
+#if CUDASIM_ASAN
+        ubsan_next("__ubsan_handle_type_mismatch_v1_abort", d, ptr);
+#endif
+    }
+    std::abort(); /* "abort": it does not return (misaligned() ends the thread when true) */
 }
-#endif // CUDASIM_CHECK

@@ -13,6 +13,12 @@
 //       examples, with its launcher) is rewritten the same way, into <out.cpp>.h/<n>.h beside the
 //       output, and included from there; <out.d>, when given, lists those headers for the build
 //       (a make-style depfile), so that editing one rewrites the .cu again.
+// and one that is valid C++ but behaves otherwise on a GPU:
+//   reinterpret_cast<const float4 *>(x)   (static_cast too; any vector type wider than its
+//                                          element: float2, float4, int4, uint4, double2, ...)
+//       -> ::cudasim::detail::vector_reinterpret_cast<const float4 *>(__FILE__, __LINE__,
+//                                                                    "const float4 *", x)
+//      which reports a pointer a GPU's vector access would fault on (misaligned), in a kernel.
 // Everything else is copied byte for byte. A rewritten construct keeps its newlines, and the output
 // starts with `#line 1 "<original path>"`, so diagnostics, __FILE__ and __LINE__ point at the .cu.
 //
@@ -184,6 +190,10 @@ class rewriter {
                     rewrite_local_include(i + 2);
                 continue;
             }
+            if ((is(i, "reinterpret_cast") || is(i, "static_cast")) && is(i + 1, "<")) {
+                i = rewrite_vector_cast(i);
+                continue;
+            }
             if (is(i, "extern") && is(i + 1, "__shared__")) {
                 bool block_scope = !brace_is_block.empty() && brace_is_block.back();
                 i = rewrite_extern_shared(i, block_scope);
@@ -353,6 +363,46 @@ class rewriter {
         out_ += ")";
         copied_ = t_[close + 2].end;
         return close + 2;
+    }
+
+    // Vector types whose alignment exceeds their element's: a pointer to one may be misaligned.
+    static bool is_wide_vector(const std::string &name) {
+        static const char *const bases[] = {"char",  "uchar",    "short",     "ushort",
+                                            "int",   "uint",     "long",      "ulong",
+                                            "float", "longlong", "ulonglong", "double"};
+        for (const char *b : bases)
+            for (const char *n : {"2", "4"})
+                if (name == std::string(b) + n)
+                    return true;
+        return false;
+    }
+
+    // `reinterpret_cast<T>(` or `static_cast<T>(` with T a pointer to a wide vector type (cv and
+    // a leading :: allowed): the checked cast of kernel.h. Returns the last token handled.
+    size_t rewrite_vector_cast(size_t cast) {
+        size_t close = cast + 2;
+        int stars = 0, vectors = 0;
+        std::string type;
+        for (; close < t_.size() && !is(close, ">"); ++close) {
+            if (is(close, "*"))
+                ++stars;
+            else if (t_[close].kind == tok_kind::ident && is_wide_vector(text(close)))
+                ++vectors;
+            else if (!is(close, "const") && !is(close, "volatile") && !is(close, "::"))
+                return cast + 1; // anything else (a template, a reference): left alone
+            type += (type.empty() || is(close, "*") ? "" : " ") + text(close);
+        }
+        if (close >= t_.size() || !is(close + 1, "(") || stars != 1 || vectors != 1 ||
+            t_[cast].begin < copied_)
+            return cast + 1;
+        std::string kind = is(cast, "reinterpret_cast") ? "reinterpret" : "static";
+        out_.append(s_, copied_, t_[cast].begin - copied_);
+        out_ += "::cudasim::detail::vector_" + kind + "_cast<";
+        out_.append(s_, t_[cast + 2].begin, t_[close].begin - t_[cast + 2].begin);
+        out_ += ">(__FILE__, __LINE__, \"" + kind + "_cast<" + type + ">\", ";
+        out_.append(count_newlines(t_[cast].begin, t_[close + 1].end), '\n');
+        copied_ = t_[close + 1].end;
+        return close + 1;
     }
 
     void rewrite_local_include(size_t lit) {

@@ -31,8 +31,10 @@
  *                          requests, sectors, DRAM bytes under an L2 model, bank conflicts, a
  *                          roofline bound: attn/profile.h); no timing. Needs an instrumented
  *                          build (the sim-check preset): elsewhere one line saying so, exit 2
- *   --dump DIR             write the inputs, the reference and every kernel's output as attn
- *                          tensor files (attn/tensor.h) into the existing folder DIR
+ *   --dump DIR             write the inputs, the reference and every kernel's output (an
+ *                          attention example: q, k, v, o_ref, lse_ref, o_<kernel>, lse_<kernel>;
+ *                          with the module's own tensors) as attn tensor files (attn/tensor.h)
+ *                          into the existing folder DIR
  *   --allow-slow           run a problem the simulator would take longer than its budget for
  *                          (attn_cli_sim_budget_check: refused up front otherwise)
  * plus the example's own flags (attn_option below, declared by its module, attn/example.h).

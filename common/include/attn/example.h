@@ -105,6 +105,7 @@ typedef struct attn_module {
                  bool quiet, const attn_mask **mask, bool *dense_too);
     /* The module's inputs of the kernels, in the device buffers. */
     void (*buffers)(void *state, attn_buffers *b);
+    /* (The hook `inputs`, between the seeded inputs and the reference, is the last member.) */
     /* Per kernel: its refusal, reference and FLOPs (attn_run_opts). */
     void (*kernel_options)(void *state, const attn_kernel *k, const attn_problem *p,
                            attn_run_opts *opts, char *why, size_t len);
@@ -120,15 +121,25 @@ typedef struct attn_module {
                  attn_buffers *b, int *chunks);
     /* FLOPs of kernel k for TFLOP/s (NULL or 0: not reported). */
     double (*flops)(void *state, const attn_kernel *k);
-    /* More JSON members of k's record (--json), e.g. the module's settings; "" for none. */
+    /* More JSON members of k's record (--json), e.g. the module's settings; "" for none (both
+     * kinds). */
     void (*record_json)(void *state, const attn_kernel *k, char *out, size_t len);
-    /* --dump DIR: writes the module's tensors (inputs, stage outputs) as attn tensor files
-     * (attn/tensor.h). 0, or 1 after a message on stderr. */
+    /* --dump DIR: writes the module's tensors (inputs, stage outputs; an attention example's own
+     * inputs beside the driver's q, k, v and references) as attn tensor files (attn/tensor.h).
+     * 0, or 1 after a message on stderr (both kinds). */
     int (*dump)(void *state, const char *dir);
 
     /* After the table of results (both kinds). */
     void (*after_table)(void *state, const attn_example *ex, const attn_run_record *recs, int n);
     void (*release)(void *state);
+
+    /* An attention example, step 3: the seeded inputs, changed in place before the reference is
+     * computed from them and before they are uploaded (attn_problem_data_make_with, attn/runner.h):
+     * e.g. Q and K rotated by a position embedding, the reference then being attention on the
+     * rotated inputs, while the module keeps the originals for a kernel that rotates them itself.
+     * NULL: the inputs as seeded. 0, or 1 after a message on stderr. (Last, so that the modules'
+     * positional initialisers stay valid.) */
+    int (*inputs)(void *state, const attn_problem *p, attn_host_inputs *in);
 } attn_module;
 
 /* The stage of kernel k in ex ("attention" for an example without stages). */

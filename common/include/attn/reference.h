@@ -1,7 +1,8 @@
 /* attn/reference.h — the CPU oracle: attention in double precision on the host.
  *
  * Every test compares against this. It covers dense, causal (bottom-right aligned), any mask
- * (predicate or CSR), and variable length through the problem's cu_seqlens. It is itself checked
+ * (predicate or CSR), a score modification (FlexAttention's score_mod: a bias, a soft-cap), and
+ * variable length through the problem's cu_seqlens. It is itself checked
  * against PyTorch/NumPy by the Python tests (tests/python). For problems too big to compute whole,
  * the *_rows variants compute a selection of rows (attn_reference_sample_rows picks one).
  */
@@ -33,13 +34,23 @@ typedef struct attn_mask {
      * positions inside sequence b. row_ptr has B*Lq + 1 entries. */
     const int64_t *row_ptr;
     const int32_t *col_idx;
+    /* Optional, with any kind: a score modification (FlexAttention's score_mod), applied to the
+     * scaled score of every entry that the row sees: s' = score(score_ctx, b, h, i, j, s) with
+     * s = scale * q_i . k_j, i, j as for keep. NULL: none. The softmax is taken over s', and the
+     * log-sum-exp is log(sum_j exp(s'_j)). A result of -inf drops the entry like the mask does;
+     * it must never be NaN. Called from several threads at once, like keep. The block mask
+     * builders (attn/sparse/block_mask.h) read only the mask part. */
+    double (*score)(const void *score_ctx, int b, int h, int i, int j, double s);
+    const void *score_ctx;
 } attn_mask;
 
 /* True if query i of sequence b, head h, sees key j under p (causal) and mask (may be NULL). */
 bool attn_entry_visible(const attn_problem *p, const attn_mask *mask, int b, int h, int i, int j);
 
 /* out = softmax(scale * Q K^T  (masked)) V with double accumulation; lse (may be NULL) gets
- * log(sum_j exp(scale * q.k_j)) per row, -inf for rows that see no key (whose output is 0).
+ * log(sum_j exp(scale * q.k_j)) per row, -inf for rows that see no key (whose output is 0). With
+ * a score modification (mask->score) the scores are the modified ones, here and in
+ * attn_reference_lowp.
  * q, k, v, out in the problem's layout as fp32. Returns 0, or -1 on an invalid problem (or when
  * scratch memory runs out).
  *
@@ -102,7 +113,9 @@ typedef struct attn_grads {
 
 /* ref gets the gradients; lse (may be NULL) the LSE the reference used (-inf for a row that sees
  * no key); tol (may be NULL) each element's fp32 tolerance, derived in reference_backward.c from
- * the rounding errors of an fp32 backward that follows the same formulas. 0, or -1 (no memory). */
+ * the rounding errors of an fp32 backward that follows the same formulas. 0, or -1 (no memory,
+ * or a mask with a score modification, mask->score: its backward is not derived here; both
+ * functions refuse it rather than return the gradients of the unmodified scores). */
 int attn_reference_backward(const attn_problem *p, const attn_mask *mask, const float *q,
                             const float *k, const float *v, const float *dout,
                             const uint8_t *slices, attn_grads *ref, float *lse, attn_grads *tol);

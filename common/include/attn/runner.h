@@ -60,6 +60,15 @@ typedef struct attn_problem_data {
 int attn_problem_data_make(attn_problem_data *d, const attn_problem *p, const attn_mask *mask,
                            bool dense_too, uint64_t seed, float amplitude, int check_rows,
                            bool quiet);
+/* What a caller may do to the seeded inputs before the reference is computed from them (in
+ * place; the device gets the changed inputs too): e.g. rotate Q and K by a position embedding, so
+ * that the reference is attention on the rotated inputs. ctx is the caller's. 0, or 1 after a
+ * message on stderr. */
+typedef int (*attn_inputs_fn)(void *ctx, const attn_problem *p, attn_host_inputs *in);
+/* attn_problem_data_make with such a change (inputs NULL: none). */
+int attn_problem_data_make_with(attn_problem_data *d, const attn_problem *p, const attn_mask *mask,
+                                bool dense_too, uint64_t seed, float amplitude, int check_rows,
+                                bool quiet, attn_inputs_fn inputs, void *ctx);
 void attn_problem_data_free(attn_problem_data *d);
 
 typedef enum attn_verdict {

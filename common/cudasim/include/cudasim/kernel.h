@@ -6,6 +6,7 @@
 #define CUDASIM_KERNEL_H
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <tuple>
 #include <type_traits>
@@ -92,6 +93,39 @@ template <typename T> T from_bits(unsigned long long bits) {
     return v;
 }
 
+// ---- vector pointers
+// ------------------------------------------------------------------------------ cudasim_rewrite
+// turns `reinterpret_cast<V *>(x)` and `static_cast<V *>(x)`, V a vector type wider than its
+// element (float4, int2, uint4, double2, ...; cv-qualified or not), into these, with the cast's
+// file, line and type. In a kernel, a pointer that is not aligned for V is reported at once
+// (kernel, block, thread, line): a GPU's vector load or store through it faults with a misaligned
+// address, while the host would split it and go on. The checked and sanitizer builds check the load
+// itself instead (-fsanitize=alignment), so these only cast there.
+[[noreturn]] void misaligned_vector_pointer(const void *p, size_t align, const char *type,
+                                            const char *file, int line);
+bool in_kernel();
+#if !defined(CUDASIM_CHECK) && !defined(CUDASIM_ASAN) && !defined(CUDASIM_TSAN)
+template <typename T>
+inline T checked_vector_pointer(T p, const char *type, const char *file, int line) {
+    constexpr size_t align = alignof(std::remove_cv_t<std::remove_pointer_t<T>>);
+    if (reinterpret_cast<uintptr_t>(p) % align != 0 && in_kernel())
+        misaligned_vector_pointer(p, align, type, file, line);
+    return p;
+}
+#else
+template <typename T> inline T checked_vector_pointer(T p, const char *, const char *, int) {
+    return p;
+}
+#endif
+template <typename T, typename U>
+inline T vector_reinterpret_cast(const char *file, int line, const char *type, U from) {
+    return checked_vector_pointer(reinterpret_cast<T>(from), type, file, line);
+}
+template <typename T, typename U>
+inline T vector_static_cast(const char *file, int line, const char *type, U from) {
+    return checked_vector_pointer(static_cast<T>(from), type, file, line);
+}
+
 // ---- launch -------------------------------------------------------------------------------------
 // One launch as the runtime sees it: the kernel's parameters are packed in a tuple that `invoke`
 // (instantiated for the kernel's signature) unpacks into a call, once per simulated thread.
@@ -104,7 +138,37 @@ struct launch_desc {
     size_t smem;
     void (*invoke)(const launch_desc &);
     const void *params;
+    // The values of its first pointer parameters and their positions (1-based), which the launch
+    // checks: a pointer to the host's own data faults on a GPU (src/launch.cpp).
+    static constexpr int max_pointer_args = 16;
+    int num_pointer_args;
+    const void *pointer_args[max_pointer_args];
+    int pointer_positions[max_pointer_args];
 };
+
+// A launch before its parameters are packed: the kernel, where it is launched, its configuration.
+inline launch_desc describe_launch(const char *name, const char *file, int line, const void *fn,
+                                   dim3 grid, dim3 block, size_t smem) {
+    return launch_desc{name, file, line, fn, grid, block, smem, nullptr, nullptr, 0, {}, {}};
+}
+
+// Records the pointer arguments (object pointers, not functions) of a launch in d.
+template <typename... P> void note_pointer_args(launch_desc &d, const P &...args) {
+    int position = 0;
+    d.num_pointer_args = 0;
+    auto note = [&](const auto &a) {
+        using A = std::decay_t<decltype(a)>;
+        ++position;
+        if constexpr (std::is_pointer_v<A> && !std::is_function_v<std::remove_pointer_t<A>>) {
+            if (d.num_pointer_args < launch_desc::max_pointer_args) {
+                d.pointer_args[d.num_pointer_args] =
+                    const_cast<const void *>(static_cast<const volatile void *>(a));
+                d.pointer_positions[d.num_pointer_args++] = position;
+            }
+        }
+    };
+    (note(args), ...);
+}
 
 cudaError_t launch_kernel(const launch_desc &d);
 
@@ -128,6 +192,7 @@ template <typename... P> class launcher {
         launch_desc d = d_;
         d.invoke = &invoke<P...>;
         d.params = &params;
+        std::apply([&d](const auto &...a) { note_pointer_args(d, a...); }, params);
         return launch_kernel(d);
     }
 
@@ -140,8 +205,8 @@ template <typename... P> class launcher {
 template <typename... P>
 launcher<P...> launch(const char *file, int line, const char *name, void (*fn)(P...), dim3 grid,
                       dim3 block, size_t smem = 0, cudaStream_t = nullptr) {
-    return launcher<P...>(launch_desc{name, file, line, reinterpret_cast<const void *>(fn), grid,
-                                      block, smem, nullptr, nullptr});
+    return launcher<P...>(
+        describe_launch(name, file, line, reinterpret_cast<const void *>(fn), grid, block, smem));
 }
 
 template <typename... P, size_t... I>
@@ -150,6 +215,7 @@ cudaError_t launch_packed(const launch_desc &d, void **args, std::index_sequence
     launch_desc copy = d;
     copy.invoke = &invoke<P...>;
     copy.params = &params;
+    std::apply([&copy](const auto &...a) { note_pointer_args(copy, a...); }, params);
     return launch_kernel(copy);
 }
 
@@ -175,15 +241,9 @@ template <typename... P>
 cudaError_t cudaLaunchKernel(void (*fn)(P...), dim3 grid, dim3 block, void **args, size_t smem = 0,
                              cudaStream_t = nullptr, const char *file = __builtin_FILE(),
                              int line = __builtin_LINE()) {
-    cudasim::detail::launch_desc d{"(kernel passed to cudaLaunchKernel)",
-                                   file,
-                                   line,
-                                   reinterpret_cast<const void *>(fn),
-                                   grid,
-                                   block,
-                                   smem,
-                                   nullptr,
-                                   nullptr};
+    cudasim::detail::launch_desc d =
+        cudasim::detail::describe_launch("(kernel passed to cudaLaunchKernel)", file, line,
+                                         reinterpret_cast<const void *>(fn), grid, block, smem);
     return cudasim::detail::launch_packed<P...>(d, args, std::index_sequence_for<P...>{});
 }
 
