@@ -4,14 +4,17 @@
 # (bench_torch.py) over the dense grid and example 04's sparse grid (sparse patterns), and writes
 #   benchmarks/results/<device>/bench_attention.jsonl   our kernels (checked, then timed)
 #   benchmarks/results/<device>/bench_torch.jsonl       SDPA flash/cuDNN/efficient/math, FlexAttention, naive
+#   benchmarks/results/<device>/backward.jsonl          example 07's forward + backward beside SDPA's
 #   benchmarks/results/<device>/crossover*.jsonl        the crossover lab's kernels, the 128K table
+#   benchmarks/results/<device>/flex08.jsonl            example 08 beside compiled FlexAttention, SDPA
 #   benchmarks/results/<device>/meta.json               device, CUDA, driver, torch, commit, date, steps
 #   benchmarks/results/<device>/plots/*.png|svg         plot.py and memory_analysis.py
 # then regenerates the README tables (update_tables.py). Commit the results folder and READMEs.
 #
 # Usage: benchmarks/gpu.sh [--steps LIST] [--quick]
 #   --steps   comma-separated, in this order (default all):
-#             build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,crossover,example08,decode,plots
+#             build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,crossover,
+#             example08,decode,plots
 #             c: bench_attention --grid dense; torch: the SDPA backends and naive PyTorch on the
 #             same grid; fp32: examples 01/02 and FA2 v1 (fp32) at B=1 H=16 D=64; flex:
 #             FlexAttention (compiled once per shape: the slowest step); sparse: example 04's
@@ -20,6 +23,8 @@
 #             sdpa_flash on the dense problems, bench_torch.py --grid sparse; ladder: example
 #             06's pattern at 50/25/10 % density, bench_attention --grid ladder; deepseek: example
 #             05's pipeline on DeepSeek-like shapes and torch.topk (benchmarks/bench_deepseek.py);
+#             backward: example 07's forward + backward TFLOP/s beside torch SDPA's backward,
+#             and its block-sparse backward against density (bench_backward.py there);
 #             crossover: the crossover lab's kernels (bench_attention --grid crossover) and the
 #             course's 128K table (--grid seed-128k; bench_torch.py --grid seed-128k: SDPA dense
 #             and torch.sparse), to which benchmarks/crossover.py fits its cost model and whose
@@ -34,21 +39,21 @@
 #   --quick   L up to 4k only (a first look in about three minutes)
 # Each step stops starting new problems when its time budget is spent (--budget-s), so the whole
 # script stays within about 13 minutes on an H100, 21 with the crossover step (its budgets: 8
-# minutes), plus example08's budget of 10 minutes and decode's of 150 s (neither measured yet);
-# c and torch rewrite their file, the other steps append to it (rerun c or torch before rerunning
-# one of those alone).
+# minutes), plus example08's budget of 10 minutes, decode's of 150 s and the backward step's
+# fixed grid (none measured yet); c and torch rewrite their file, the other steps append to it
+# (rerun c or torch before rerunning one of those alone).
 # Without a GPU it says so and exits 77.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
-steps="build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,crossover,example08,decode,plots"
+steps="build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,crossover,example08,decode,plots"
 quick=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --steps) steps="${2:?--steps needs a list}"; shift 2 ;;
     --quick) quick=1; shift ;;
-    -h | --help) sed -n '2,40p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,/^# Without a GPU/p' "$0"; exit 0 ;;
     *) echo "error: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -145,6 +150,20 @@ if has deepseek; then
         --program "$build/examples/05_deepseek_sparse/deepseek_sparse_gpu" ||
         echo "warning: bench_deepseek reported failures" >&2
     ran+=(deepseek)
+fi
+
+if has backward; then
+    say "bench_backward: example 07, forward + backward beside SDPA, B*L = 16K, L = 512..16K"
+    cmake --build "$build" -j "$(nproc)" --target flash_bwd_gpu >>"$out/.build.log" 2>&1 ||
+        { tail -50 "$out/.build.log"; exit 1; }
+    bw=()
+    [ $quick -eq 1 ] && bw=(--L 1024,4096 --no-sparse)
+    rm -f "$out/backward.jsonl"
+    "$py" examples/07_flash_attention_backward/bench_backward.py "${bw[@]}" --commit "$commit" \
+        --out "$out/backward.jsonl" \
+        --program "$build/examples/07_flash_attention_backward/flash_bwd_gpu" ||
+        echo "warning: bench_backward reported failures" >&2
+    ran+=(backward)
 fi
 
 if has crossover; then

@@ -6,6 +6,7 @@
 #include "attn/check.h"
 
 #include <math.h>
+#include <string.h>
 
 /* ---- fp32 tolerance --------------------------------------------------------------------------
  * Derivation. Inputs are uniform in [-a, a), so |q_d k_d| <= a^2 and |v| <= a; u = 2^-24.
@@ -144,6 +145,77 @@ attn_check_result attn_check_lse(const attn_problem *p, const float *lse, const 
         compare(&r, &row, -1, lse[row.lse_index], ref[row.lse_index], tol);
     r.pass = r.bad == 0;
     return r;
+}
+
+/* ---- the backward pass's gradients ------------------------------------------------------------
+ */
+
+/* One unit in the last place of a 16-bit dtype at x (0 for fp32). */
+static double ulp_at(attn_dtype t, double x) {
+    if (t == ATTN_F32 || x == 0.0)
+        return 0.0;
+    int e;
+    frexp(x, &e); /* x = f 2^e, f in [0.5, 1): the ulp of x is 2^(e - 1 - mantissa bits) */
+    return ldexp(1.0, e - 1 - (t == ATTN_BF16 ? 7 : 10));
+}
+
+/* (b, h, i, d) of element e of a tensor with Q's (is_q) or K's rows, in either layout. */
+static void locate(const attn_problem *p, bool is_q, int64_t e, int *b, int *h, int *i, int *d) {
+    const int64_t row = e / p->D;
+    *d = (int)(e % p->D);
+    if (p->cu_seqlens_q == NULL) {
+        const int L = is_q ? p->Lq : p->Lk;
+        *i = (int)(row % L);
+        *h = (int)(row / L % p->H);
+        *b = (int)(row / L / p->H);
+        return;
+    }
+    const int *cu = is_q ? p->cu_seqlens_q : p->cu_seqlens_k;
+    const int64_t packed = row / p->H;
+    int bb = 0;
+    while (bb + 1 < p->B && cu[bb + 1] <= packed)
+        ++bb;
+    *h = (int)(row % p->H);
+    *b = bb;
+    *i = (int)(packed - cu[bb]);
+}
+
+attn_grad_check attn_check_gradient(const attn_problem *p, bool is_q, const float *got,
+                                    const float *ref, const float *tol, const float *lowp,
+                                    size_t n) {
+    attn_grad_check c;
+    memset(&c, 0, sizeof c);
+    c.ratio = -1.0;
+    c.first = -1;
+    double bound = 0.0;
+    if (p->dtype != ATTN_F32) {
+        double ref_max = 0.0;
+        for (size_t e = 0; e < n; ++e) {
+            if (isnan(ref[e]))
+                continue;
+            const double diff = fabs((double)lowp[e] - (double)ref[e]);
+            c.lowp_err = isfinite(diff) && diff > c.lowp_err ? diff : c.lowp_err;
+            ref_max = fabs(ref[e]) > ref_max ? fabs(ref[e]) : ref_max;
+        }
+        bound = 2.0 * c.lowp_err + ulp_at(p->dtype, ref_max);
+    }
+    for (size_t e = 0; e < n; ++e) {
+        if (isnan(ref[e])) /* a slice left out of the check */
+            continue;
+        c.checked++;
+        const double b = p->dtype == ATTN_F32 ? tol[e] : bound;
+        const double err = fabs((double)got[e] - (double)ref[e]);
+        double ratio = b > 0.0 ? err / b : (err == 0.0 ? 0.0 : INFINITY);
+        ratio = isnan(ratio) ? INFINITY : ratio;
+        if (!(err <= b) && c.bad++ == 0) { /* NaN fails */
+            c.first = (int64_t)e;
+            c.first_got = got[e], c.first_want = ref[e], c.first_bound = b;
+            locate(p, is_q, (int64_t)e, &c.b, &c.h, &c.i, &c.d);
+        }
+        if (ratio > c.ratio)
+            c.ratio = ratio, c.err = isnan(err) ? INFINITY : err, c.bound = b;
+    }
+    return c;
 }
 
 /* ---- printing -------------------------------------------------------------------------------- */

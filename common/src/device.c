@@ -2,6 +2,7 @@
  * the CUDA runtime (ATTN_BACKEND_GPU) or the CPU simulator's runtime (ATTN_BACKEND_SIM), whose
  * API is the same; only the backend name and the no-device message differ. */
 #include "attn/device.h"
+#include "attn/tensor.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -134,4 +135,13 @@ void attn_device_label_launches(const char *example, const char *kernel) {
 #else
     (void)example, (void)kernel;
 #endif
+}
+
+int attn_device_upload(void **dst, const float *src, size_t count, attn_dtype t, void *staging) {
+    const size_t bytes = count * attn_dtype_size(t);
+    *dst = attn_device_alloc(bytes ? bytes : 16);
+    if (*dst == NULL)
+        return 1;
+    attn_pack(staging, src, count, t);
+    return attn_to_device(*dst, staging, bytes);
 }

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "attn/bench.h"
+#include "attn/check.h"
 #include "attn/cli.h"
 #include "attn/device.h"
 #include "attn/profile.h"
@@ -52,25 +53,6 @@ static const char *program_name(const char *argv0) {
 const char *attn_example_stage_name(const attn_example *ex, const attn_kernel *k) {
     const attn_module *m = ex->module;
     return m != NULL && m->stages != NULL ? m->stages[k->stage].name : "attention";
-}
-
-void attn_stage_check_attention(const attn_problem *p, const attn_check_result *o,
-                                const attn_check_result *lse, attn_stage_check *out) {
-    out->pass = o->pass && lse->pass;
-    out->rows = (int64_t)(o->checked / (size_t)(p->D > 0 ? p->D : 1));
-    out->max_err = o->nonfinite ? INFINITY : o->max_abs_err;
-    out->bound = o->bound;
-    out->detail[0] = '\0';
-    const attn_mismatch *m = !o->pass && o->num_reported > 0       ? &o->first[0]
-                             : !lse->pass && lse->num_reported > 0 ? &lse->first[0]
-                                                                   : NULL;
-    if (m != NULL && m == &o->first[0])
-        snprintf(out->detail, sizeof out->detail,
-                 "%zu of %zu elements wrong; first (b=%d h=%d i=%d d=%d): %.6g, want %.6g", o->bad,
-                 o->checked, m->b, m->h, m->i, m->d, m->got, m->want);
-    else if (m != NULL)
-        snprintf(out->detail, sizeof out->detail, "LSE (b=%d h=%d i=%d): %.6g, want %.6g", m->b,
-                 m->h, m->i, m->got, m->want);
 }
 
 static bool staged(const session *s) { return s->m != NULL && s->m->stages != NULL; }
@@ -688,6 +670,28 @@ static int run_staged(session *s, attn_outcome *outcomes, int *n_run) {
     free(runs);
     free(rs);
     return rc;
+}
+
+/* ---- a stage's attention check --------------------------------------------------------------- */
+
+void attn_stage_check_attention(const attn_problem *p, const float *o, const float *lse,
+                                const float *ref, const float *ref_lse, const float *lowp,
+                                double amplitude, attn_stage_check *out) {
+    const attn_check_result co = attn_check_output(p, o, ref, lowp, amplitude);
+    const attn_check_result cl = attn_check_lse(p, lse, ref_lse);
+    out->pass = co.pass && cl.pass;
+    out->rows = (int64_t)(co.checked / (size_t)(p->D > 0 ? p->D : 1));
+    out->max_err = co.nonfinite ? INFINITY : co.max_abs_err;
+    out->bound = co.bound;
+    out->detail[0] = '\0';
+    if (!co.pass && co.num_reported > 0)
+        snprintf(out->detail, sizeof out->detail,
+                 "O: %zu of %zu elements wrong; first (b=%d h=%d i=%d d=%d): %.6g, want %.6g",
+                 co.bad, co.checked, co.first[0].b, co.first[0].h, co.first[0].i, co.first[0].d,
+                 co.first[0].got, co.first[0].want);
+    else if (!cl.pass && cl.num_reported > 0)
+        snprintf(out->detail, sizeof out->detail, "LSE (b=%d h=%d i=%d): %.6g, want %.6g",
+                 cl.first[0].b, cl.first[0].h, cl.first[0].i, cl.first[0].got, cl.first[0].want);
 }
 
 /* ---- the driver ------------------------------------------------------------------------------ */

@@ -146,3 +146,55 @@ int attn_tensor_save(const char *path, const float *data, int ndim, const int64_
     int failed = ferror(f);
     return (fclose(f) != 0 || failed) ? -1 : 0;
 }
+
+int attn_tensor_load(const char *path, float **data, int *ndim, int64_t *dims, int max_dims,
+                     char *why, size_t why_len) {
+    *data = NULL;
+    *ndim = 0;
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        snprintf(why, why_len, "cannot open %s", path);
+        return -1;
+    }
+    char header[256];
+    size_t count = 1;
+    int n = 0, ok = fgets(header, sizeof header, f) != NULL &&
+                    strncmp(header, "attn-tensor v1 f32", 18) == 0 &&
+                    header[strlen(header) - 1] == '\n';
+    for (const char *s = header + 18; ok && *s != '\n';) {
+        char *end;
+        long long d = strtoll(s, &end, 10);
+        ok = end != s && d >= 0 && n < max_dims && (*end == ' ' || *end == '\n');
+        if (ok) {
+            dims[n++] = d;
+            count *= (size_t)d;
+            s = end;
+        }
+    }
+    if (!ok) {
+        fclose(f);
+        snprintf(why, why_len, "%s: not an attn-tensor v1 f32 file of at most %d dims", path,
+                 max_dims);
+        return -1;
+    }
+    float *values = (float *)malloc(count ? count * sizeof(float) : 1);
+    size_t got = 0;
+    unsigned char le[4];
+    while (values != NULL && got < count && fread(le, 1, sizeof le, f) == sizeof le) {
+        uint32_t u =
+            (uint32_t)le[0] | (uint32_t)le[1] << 8 | (uint32_t)le[2] << 16 | (uint32_t)le[3] << 24;
+        memcpy(&values[got++], &u, sizeof u);
+    }
+    fclose(f);
+    if (values == NULL || got < count) {
+        free(values);
+        snprintf(why, why_len,
+                 values == NULL ? "%s: out of host memory"
+                                : "%s holds fewer values than its header's dims",
+                 path);
+        return -1;
+    }
+    *data = values;
+    *ndim = n;
+    return 0;
+}

@@ -25,6 +25,7 @@
 #include "attn/cli.h"
 #include "attn/problem.h"
 #include "attn/reference.h"
+#include "grader_rpc.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -67,13 +68,26 @@ int grader_run_case(const grader_case *c, const attn_example *submission,
 /* ---- the submission, in its own program (grader_remote.c; channel: grader_rpc.h) ------------ */
 
 /* What the submission's program answered to a launch: its CUDA error, and each buffer (Q, K, V,
- * O, LSE) after the launch: the guard bytes before it, its data, the guard bytes after it. */
+ * O, LSE, then the extra ones in order) after the launch: the guard bytes before it, its data,
+ * the guard bytes after it. */
+#define GRADER_REMOTE_BUFFERS (5 + GRADER_RPC_MAX_EXTRA)
 typedef struct grader_remote_answer {
     int error;
     char error_name[64], error_text[192];
-    const unsigned char *lead[5], *data[5], *trail[5];
-    size_t lead_bytes[5], trail_bytes[5];
+    const unsigned char *lead[GRADER_REMOTE_BUFFERS], *data[GRADER_REMOTE_BUFFERS],
+        *trail[GRADER_REMOTE_BUFFERS];
+    size_t lead_bytes[GRADER_REMOTE_BUFFERS], trail_bytes[GRADER_REMOTE_BUFFERS];
 } grader_remote_answer;
+
+/* A buffer beyond Q, K, V, O and LSE (grader_rpc.h, LAUNCH): an input (its bytes sent, guarded
+ * like Q) or an output (NaN-filled like O); the kernel finds their device addresses in order in
+ * attn_buffers.args (void *const[]). name: for the runner's out-of-bounds message ("dO"). */
+typedef struct grader_remote_extra {
+    const char *name;
+    bool input;
+    const void *data; /* input: its bytes; output: NULL */
+    size_t bytes;
+} grader_remote_extra;
 
 /* --rpc IN,OUT (grader_case_parse) connects the channel. */
 void grader_remote_connect(int to_runner, int from_runner, const char *case_name);
@@ -85,6 +99,12 @@ bool grader_remote_is(const attn_kernel *k);
 int grader_remote_launch(const attn_problem *p, const struct attn_block_mask *host_mask,
                          void *const packed[3], const size_t in_bytes[3], size_t o_bytes,
                          size_t lse_bytes, size_t guard, grader_remote_answer *a);
+/* grader_remote_launch with n_extra (<= GRADER_RPC_MAX_EXTRA) extra buffers; the answer holds
+ * them after LSE (index 5 on). */
+int grader_remote_launch_extra(const attn_problem *p, const struct attn_block_mask *host_mask,
+                               void *const packed[3], const size_t in_bytes[3], size_t o_bytes,
+                               size_t lse_bytes, size_t guard, const grader_remote_extra *extra,
+                               int n_extra, grader_remote_answer *a);
 /* The median time of the last launch's configuration (GPU): 0, or 1. */
 int grader_remote_time(double *ms);
 /* What the submission's program answered to CONFIG (GRADER_SETUP_* of grader_rpc.h; 0 before

@@ -128,10 +128,16 @@ const attn_example *grader_remote_example(void) {
 
 bool grader_remote_is(const attn_kernel *k) { return k == &rm.kernel; }
 
-int grader_remote_launch(const attn_problem *p, const attn_block_mask *host_mask,
-                         void *const packed[3], const size_t in_bytes[3], size_t o_bytes,
-                         size_t lse_bytes, size_t guard, grader_remote_answer *a) {
+int grader_remote_launch_extra(const attn_problem *p, const attn_block_mask *host_mask,
+                               void *const packed[3], const size_t in_bytes[3], size_t o_bytes,
+                               size_t lse_bytes, size_t guard, const grader_remote_extra *extra,
+                               int n_extra, grader_remote_answer *a) {
     memset(a, 0, sizeof *a);
+    if (n_extra < 0 || n_extra > GRADER_RPC_MAX_EXTRA) {
+        fprintf(stderr, "grader error: %d extra buffers (at most %d)\n", n_extra,
+                GRADER_RPC_MAX_EXTRA);
+        exit(ATTN_EXIT_USAGE);
+    }
     grader_rpc_put_problem(&rm.req, p);
     int32_t has_mask = host_mask != NULL;
     grader_rpc_put(&rm.req, &has_mask, sizeof has_mask);
@@ -141,9 +147,25 @@ int grader_remote_launch(const attn_problem *p, const attn_block_mask *host_mask
     grader_rpc_put(&rm.req, sizes, sizeof sizes);
     for (int t = 0; t < 3; ++t)
         grader_rpc_put(&rm.req, packed[t], in_bytes[t]);
-    /* the error, then each buffer: its three lengths, the lead guard, the data, at most a guard */
-    size_t most = SMALL_ANSWER + 5 * (3 * sizeof(uint64_t) + 2 * guard) + in_bytes[0] +
-                  in_bytes[1] + in_bytes[2] + o_bytes + lse_bytes;
+    uint32_t count = (uint32_t)n_extra;
+    grader_rpc_put(&rm.req, &count, sizeof count);
+    size_t extra_bytes = 0;
+    for (int x = 0; x < n_extra; ++x) {
+        char name[16] = {0};
+        snprintf(name, sizeof name, "%s", extra[x].name ? extra[x].name : "");
+        uint32_t input = extra[x].input;
+        uint64_t bytes = extra[x].bytes;
+        grader_rpc_put(&rm.req, name, sizeof name);
+        grader_rpc_put(&rm.req, &input, sizeof input);
+        grader_rpc_put(&rm.req, &bytes, sizeof bytes);
+        if (input)
+            grader_rpc_put(&rm.req, extra[x].data, extra[x].bytes);
+        extra_bytes += extra[x].bytes;
+    }
+    /* the error, then each buffer (Q, K, V, O, LSE, the extra ones): its three lengths, the lead
+     * guard, the data, at most a guard */
+    size_t most = SMALL_ANSWER + (size_t)(5 + n_extra) * (3 * sizeof(uint64_t) + 2 * guard) +
+                  in_bytes[0] + in_bytes[1] + in_bytes[2] + o_bytes + lse_bytes + extra_bytes;
     ask(GRADER_RPC_LAUNCH, most);
     const int32_t *err = grader_rpc_get(&rm.ans, sizeof(int32_t));
     const char *name = grader_rpc_get(&rm.ans, 64), *text = grader_rpc_get(&rm.ans, 192);
@@ -154,8 +176,11 @@ int grader_remote_launch(const attn_problem *p, const attn_block_mask *host_mask
     snprintf(a->error_text, sizeof a->error_text, "%.191s", text);
     if (a->error != 0)
         return 0;
-    const size_t want[5] = {in_bytes[0], in_bytes[1], in_bytes[2], o_bytes, lse_bytes};
-    for (int t = 0; t < 5; ++t) {
+    size_t want[GRADER_REMOTE_BUFFERS] = {in_bytes[0], in_bytes[1], in_bytes[2], o_bytes,
+                                          lse_bytes};
+    for (int x = 0; x < n_extra; ++x)
+        want[5 + x] = extra[x].bytes;
+    for (int t = 0; t < 5 + n_extra; ++t) {
         uint64_t n[3];
         if (grader_rpc_read(&rm.ans, n, sizeof n) || n[0] != guard || n[1] != want[t] ||
             n[2] > guard)
@@ -169,6 +194,13 @@ int grader_remote_launch(const attn_problem *p, const attn_block_mask *host_mask
             lost("answered a malformed message");
     }
     return 0;
+}
+
+int grader_remote_launch(const attn_problem *p, const attn_block_mask *host_mask,
+                         void *const packed[3], const size_t in_bytes[3], size_t o_bytes,
+                         size_t lse_bytes, size_t guard, grader_remote_answer *a) {
+    return grader_remote_launch_extra(p, host_mask, packed, in_bytes, o_bytes, lse_bytes, guard,
+                                      NULL, 0, a);
 }
 
 int grader_remote_time(double *ms) {

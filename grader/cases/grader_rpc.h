@@ -14,8 +14,17 @@
  *                                              answers (grader_runner.c)
  *   HELLO   -                                  int32 has_kernel_1, attn_requirements, uint32 serves
  *   LAUNCH  problem, block mask?, Q, K, V,     int32 CUDA error, char[64] name, char[192] text,
- *           O and LSE sizes, guard bytes       then per buffer Q, K, V, O, LSE: uint64 lead, data,
- *                                              trail lengths and the bytes (post-launch contents)
+ *           O and LSE sizes, guard bytes,      then per buffer Q, K, V, O, LSE and each extra one:
+ *           uint32 count of extra buffers,     uint64 lead, data, trail lengths and the bytes
+ *           each: char[16] name, uint32 input, (post-launch contents)
+ *           uint64 bytes, the data if input
+ *           Extra buffers (at most GRADER_RPC_MAX_EXTRA) are what a kernel reads or writes beyond
+ *           Q, K, V, O and LSE (exercise 03's backward: O, dO, LSE in, dQ, dK, dV, D out):
+ *           the runner places them like Q, K, V (inputs) or like O (outputs: NaN-filled), each
+ *           with its guard zones and, on the simulator, its own inaccessible page and guard
+ *           region (grader_runner.c), and hands the kernel their device addresses, in order, as
+ *           attn_buffers.args (a void *const array). The answer's size is bounded by the
+ *           request's buffers, the extra ones included (grader_remote.c).
  *   TIME    -                                  int32 ok, double median ms (GPU performance case)
  *   KEEP    int32 Lq, Lk                       Lq * Lk int8: keep(Lq, Lk, i, j), row-major
  *   BUILD   problem, int32 block_q, block_k    int32 rc, then (rc == 0) a block mask
@@ -35,6 +44,7 @@ extern "C" {
 #endif
 
 #define GRADER_RPC_MAGIC 0x47525043u /* "GRPC" */
+#define GRADER_RPC_MAX_EXTRA 8       /* extra buffers of one LAUNCH */
 enum {
     GRADER_RPC_HELLO = 1,
     GRADER_RPC_LAUNCH,

@@ -56,19 +56,21 @@ typedef struct rbuf {
     size_t bytes, lead, trail;
 } rbuf;
 
-/* The guard pages the fault handler knows: Q, K, V, O, LSE. A kernel's access there is reported
- * by the simulator (cudasim_add_guard_region: kernel, block, thread and, in the checked build,
- * the line); this handler sees an access from host code (the submission's launcher). */
+/* The guard pages the fault handler knows: Q, K, V, O, LSE, then the launch's extra buffers
+ * (grader_rpc.h, LAUNCH). A kernel's access there is reported by the simulator
+ * (cudasim_add_guard_region: kernel, block, thread and, in the checked build, the line); this
+ * handler sees an access from host code (the submission's launcher). */
+#define GUARDS (5 + GRADER_RPC_MAX_EXTRA)
 static struct {
     const unsigned char *page, *end; /* the page; the end of the data */
     const char *name;
-} guards[5];
+} guards[GUARDS];
 static struct sigaction previous_segv;
 
 static void on_segv(int sig, siginfo_t *info, void *uctx) {
     const unsigned char *a = info->si_addr;
     long page = sysconf(_SC_PAGESIZE);
-    for (int t = 0; t < 5; ++t) {
+    for (int t = 0; t < GUARDS; ++t) {
         if (guards[t].page != NULL && a >= guards[t].page && a < guards[t].page + page) {
             char where[96], line[400];
             const char *what = "access";
@@ -159,6 +161,10 @@ static int rbuf_put(grader_rpc_buf *out, const rbuf *b) {
 typedef struct runner {
     const grader_runner_hooks *hooks;
     rbuf in[3], o, lse;
+    rbuf extra[GRADER_RPC_MAX_EXTRA];          /* the extra buffers of the launch (grader_rpc.h) */
+    char extra_name[GRADER_RPC_MAX_EXTRA][32]; /* "input dO", "output dQ": for the reports */
+    void *extra_ptr[GRADER_RPC_MAX_EXTRA];     /* their device addresses: attn_buffers.args */
+    int n_extra;
     attn_problem p;
     attn_block_mask host_mask, dev_mask;
     attn_sparse_inputs sparse;
@@ -168,13 +174,16 @@ typedef struct runner {
 } runner;
 
 static void release(runner *r) {
-    for (int t = 0; t < 5; ++t)
+    for (int t = 0; t < GUARDS; ++t)
         guards[t].page = NULL;
 #ifdef ATTN_BACKEND_SIM
     cudasim_clear_guard_regions();
 #endif
     for (int t = 0; t < 3; ++t)
         rbuf_free(&r->in[t]);
+    for (int x = 0; x < GRADER_RPC_MAX_EXTRA; ++x)
+        rbuf_free(&r->extra[x]);
+    r->n_extra = 0;
     rbuf_free(&r->o);
     rbuf_free(&r->lse);
     attn_block_mask_free(&r->host_mask);
@@ -235,21 +244,56 @@ static void serve_launch(runner *r, grader_rpc_buf *in, grader_rpc_buf *out) {
             return;
         }
     }
+    uint32_t count;
+    if (grader_rpc_read(in, &count, sizeof count) || count > GRADER_RPC_MAX_EXTRA) {
+        put_error(out, -1, "bad request", "");
+        return;
+    }
+    for (uint32_t x = 0; x < count; ++x) {
+        char name[17] = {0};
+        uint32_t input;
+        uint64_t bytes;
+        const void *src = NULL;
+        if (grader_rpc_read(in, name, 16) || grader_rpc_read(in, &input, sizeof input) ||
+            grader_rpc_read(in, &bytes, sizeof bytes) || bytes > MAX_REQUEST ||
+            (input && (src = grader_rpc_get(in, bytes)) == NULL)) {
+            put_error(out, -1, "bad request", "");
+            return;
+        }
+        r->n_extra = (int)x + 1; /* release() frees what was allocated, even on an error */
+        snprintf(r->extra_name[x], sizeof r->extra_name[x], "%s %s", input ? "input" : "output",
+                 name);
+        if (rbuf_alloc(&r->extra[x], bytes, sizes[0], input != 0) ||
+            (input && attn_to_device(r->extra[x].data, src, bytes))) {
+            put_error(out, -1, "out of memory", "");
+            return;
+        }
+        r->extra_ptr[x] = r->extra[x].data;
+    }
     if (rbuf_alloc(&r->o, sizes[1], sizes[0], false) ||
         rbuf_alloc(&r->lse, sizes[2], sizes[0], false) ||
         (*has_mask && attn_block_mask_to_device(&r->host_mask, &r->dev_mask))) {
         put_error(out, -1, "out of memory", "");
         return;
     }
-    const rbuf *all[5] = {&r->in[0], &r->in[1], &r->in[2], &r->o, &r->lse};
-    for (int t = 0; t < 5; ++t) {
+    /* every buffer of the launch, the extra ones included, ends at a guard page */
+    const rbuf *all[GUARDS] = {&r->in[0], &r->in[1], &r->in[2], &r->o, &r->lse};
+    const char *all_names[GUARDS] = {names[0], names[1], names[2], names[3], names[4]};
+    for (int x = 0; x < r->n_extra; ++x) {
+        all[5 + x] = &r->extra[x];
+        all_names[5 + x] = r->extra_name[x];
+    }
+    for (int t = 0; t < 5 + r->n_extra; ++t) {
         guards[t].page = all[t]->page;
         guards[t].end = all[t]->data + all[t]->bytes;
-        guards[t].name = names[t];
+        guards[t].name = all_names[t];
 #ifdef ATTN_BACKEND_SIM
-        if (all[t]->page != NULL)
+        if (all[t]->page != NULL &&
             cudasim_add_guard_region(all[t]->page, (size_t)sysconf(_SC_PAGESIZE), guards[t].end,
-                                     names[t]);
+                                     all_names[t]) != 0) {
+            put_error(out, -1, "too many buffers", "the simulator's guard-region table is full");
+            return;
+        }
 #endif
     }
     if (apply_settings(&r->config) != 0) {
@@ -264,6 +308,8 @@ static void serve_launch(runner *r, grader_rpc_buf *in, grader_rpc_buf *out) {
     r->buf.v = r->in[2].data;
     r->buf.o = r->o.data;
     r->buf.lse = (float *)r->lse.data;
+    if (r->n_extra > 0)
+        r->buf.args = r->extra_ptr;
     if (*has_mask) {
         memset(&r->sparse, 0, sizeof r->sparse);
         r->sparse.block_mask = &r->dev_mask;
@@ -278,7 +324,7 @@ static void serve_launch(runner *r, grader_rpc_buf *in, grader_rpc_buf *out) {
     if (err != cudaSuccess)
         return;
     r->launched = true;
-    for (int t = 0; t < 5; ++t)
+    for (int t = 0; t < 5 + r->n_extra; ++t)
         if (rbuf_put(out, all[t]))
             out->bad = true;
 }

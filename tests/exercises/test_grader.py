@@ -17,6 +17,7 @@ so these tests still pass after the learner has solved the exercise.
 """
 import argparse
 import atexit
+import fcntl
 import importlib.util
 import json
 import os
@@ -381,8 +382,11 @@ def check_runner_links(args):
     with open(os.path.join(args.build_dir, "grader", f"{args.exercise}.sim.json")) as f:
         info = json.load(f)
     for key, want_none in (("runner", True), ("program", False)):
-        done = subprocess.run(["nm", "--defined-only", info[key]], capture_output=True,
-                              text=True, check=True)
+        # under grade.py's build lock: a grader running beside this test relinks the runner
+        with open(os.path.join(args.build_dir, "grader", "build.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            done = subprocess.run(["nm", "--defined-only", info[key]], capture_output=True,
+                                  text=True, check=True)
         names = {line.split()[-1] for line in done.stdout.splitlines() if line.strip()}
         found = sorted(n for n in names if any(fnmatch.fnmatchcase(n, p) for p in ORACLES))
         print(f"{os.path.basename(info[key])}: {len(names)} symbols, oracles: {found[:6]}")

@@ -163,6 +163,65 @@ static void test_listed_tiles_mask(void) {
     attn_block_mask_free(&m);
 }
 
+/* The transposed view: for every key block, the query blocks that list it, ascending and in the
+ * same kind (full or partial); reading it with keys and queries exchanged lists the same tiles.
+ * A band with Lq != Lk, tiles of 4 x 3 (not square), two varlen slices of different lengths. */
+static void test_transpose(void) {
+    static const int cu_q[3] = {0, 10, 17}, cu_k[3] = {0, 13, 15};
+    attn_problem p;
+    attn_problem_init(&p, 2, 1, 10, 13, 8);
+    p.causal = true;
+    p.cu_seqlens_q = cu_q;
+    p.cu_seqlens_k = cu_k;
+    attn_mask mask = {ATTN_MASK_PREDICATE, band3, NULL, NULL, NULL};
+    attn_block_mask m, t;
+    CHECK(attn_block_mask_from_mask(&m, &p, &mask, 4, 3) == 0);
+    CHECK(attn_block_mask_transpose(&m, &t) == 0);
+    CHECK_EQ(t.Lq, 13);
+    CHECK_EQ(t.Lk, 10);
+    CHECK_EQ(t.block_q, 3);
+    CHECK_EQ(t.block_k, 4);
+    CHECK_EQ(t.num_q_blocks, m.num_k_blocks);
+    CHECK_EQ(t.num_k_blocks, m.num_q_blocks);
+    int agree = 0, listed = 0, kinds = 0, sorted = 1;
+    for (int b = 0; b < 2; ++b)
+        for (int i = 0; i < 12; ++i)
+            for (int j = 0; j < 15; ++j) {
+                bool in_m = attn_block_mask_lists(&m, b, i, j);
+                agree += in_m == attn_block_mask_lists(&t, b, j, i);
+                listed += in_m;
+            }
+    for (int b = 0; b < 2; ++b)
+        for (int kb = 0; kb < t.num_q_blocks; ++kb) {
+            const int row = b * t.num_q_blocks + kb;
+            for (int l = 0; l < 2; ++l) {
+                const int32_t *list = (l ? t.kv_indices : t.full_kv_indices) + row * t.num_k_blocks;
+                const int n = (l ? t.kv_num_blocks : t.full_kv_num_blocks)[row];
+                for (int e = 0; e < n; ++e) {
+                    sorted &= e == 0 || list[e] > list[e - 1];
+                    /* the same tile in m, in the same kind of list */
+                    const int mrow = b * m.num_q_blocks + list[e];
+                    const int32_t *ml =
+                        (l ? m.kv_indices : m.full_kv_indices) + mrow * m.num_k_blocks;
+                    const int mn = (l ? m.kv_num_blocks : m.full_kv_num_blocks)[mrow];
+                    int found = 0;
+                    for (int x = 0; x < mn; ++x)
+                        found |= ml[x] == kb;
+                    kinds += found;
+                }
+            }
+        }
+    CHECK_EQ(agree, 2 * 12 * 15);
+    CHECK(listed > 0);
+    CHECK(sorted);
+    attn_block_mask_stats sm = attn_block_mask_stats_of(&m), st = attn_block_mask_stats_of(&t);
+    CHECK_EQ(st.full_blocks, sm.full_blocks);
+    CHECK_EQ(st.partial_blocks, sm.partial_blocks);
+    CHECK_EQ(kinds, (int)(sm.full_blocks + sm.partial_blocks));
+    attn_block_mask_free(&t);
+    attn_block_mask_free(&m);
+}
+
 static void test_bad_sizes_and_device(void) {
     attn_block_mask m;
     CHECK(attn_block_mask_alloc(&m, 1, 0, 4, 4, 4) == -1);
@@ -199,6 +258,7 @@ int main(void) {
     test_band_lq_ne_lk();
     test_varlen();
     test_listed_tiles_mask();
+    test_transpose();
     test_bad_sizes_and_device();
     return unit_finish();
 }

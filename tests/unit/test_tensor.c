@@ -153,6 +153,43 @@ static void test_save(void) {
     CHECK(attn_tensor_save("/nonexistent-dir/x.bin", data, 2, dims) != 0);
 }
 
+/* attn_tensor_load reads back what attn_tensor_save wrote, and refuses a missing file, a file
+ * of another format, more dims than asked for and a truncated file, with a reason. */
+static void test_load(void) {
+    char path[] = "attn_unit_tensor_load.bin";
+    float data[6] = {1.0f, -2.0f, 0.5f, 0.0f, 3.0f, -0.25f}, *back = NULL;
+    int64_t dims[3] = {1, 2, 3}, got[3] = {0};
+    int ndim = 0;
+    char why[256] = "";
+    CHECK_EQ(attn_tensor_save(path, data, 3, dims), 0);
+    CHECK_EQ(attn_tensor_load(path, &back, &ndim, got, 3, why, sizeof why), 0);
+    CHECK_EQ(ndim, 3);
+    CHECK(got[0] == 1 && got[1] == 2 && got[2] == 3);
+    CHECK(back != NULL && memcmp(back, data, sizeof data) == 0);
+    free(back);
+    CHECK_EQ(attn_tensor_load(path, &back, &ndim, got, 2, why, sizeof why), -1);
+    CHECK_CONTAINS(why, "at most 2 dims");
+    CHECK(back == NULL);
+    FILE *f = fopen(path, "wb"); /* the header promises 6 values, 2 follow */
+    if (f != NULL) {
+        fputs("attn-tensor v1 f32 2 3\n", f);
+        fwrite(data, sizeof(float), 2, f);
+        fclose(f);
+    }
+    CHECK_EQ(attn_tensor_load(path, &back, &ndim, got, 3, why, sizeof why), -1);
+    CHECK_CONTAINS(why, "fewer values");
+    f = fopen(path, "wb");
+    if (f != NULL) {
+        fputs("P6 2 3\n", f);
+        fclose(f);
+    }
+    CHECK_EQ(attn_tensor_load(path, &back, &ndim, got, 3, why, sizeof why), -1);
+    CHECK_CONTAINS(why, "not an attn-tensor");
+    remove(path);
+    CHECK_EQ(attn_tensor_load("/nonexistent-dir/x.bin", &back, &ndim, got, 3, why, sizeof why), -1);
+    CHECK_CONTAINS(why, "cannot open");
+}
+
 int main(void) {
     test_rng_known_values();
     test_rng_formula();
@@ -162,5 +199,6 @@ int main(void) {
     test_nan_fill();
     test_inputs();
     test_save();
+    test_load();
     return unit_finish();
 }

@@ -58,7 +58,7 @@ void cudasim_prepare(void);
  * a buffer whose data ends at data_end, e.g. a page after a kernel's input: a kernel's access
  * there is reported like the simulator's other errors, "out-of-bounds read past the end of
  * <name> (byte +N after its last element)", with the kernel, block, thread and, in the checked
- * build, the line, and fails the launch (cudaErrorIllegalAddress). Up to 8 regions; 0, or -1
+ * build, the line, and fails the launch (cudaErrorIllegalAddress). Up to 16 regions; 0, or -1
  * when the table is full. cudasim_clear_guard_regions() forgets them (between launches). */
 int cudasim_add_guard_region(const void *lo, size_t bytes, const void *data_end, const char *name);
 void cudasim_clear_guard_regions(void);

@@ -1006,7 +1006,7 @@ struct guard_region {
     const char *lo, *hi, *end; // the inaccessible range; the end of the data it guards
     char name[64];
 };
-constexpr int max_guard_regions = 8;
+constexpr int max_guard_regions = 16; // the grader: 5 buffers + 8 extra ones (grader_rpc.h)
 guard_region guard_regions[max_guard_regions];
 int num_guard_regions = 0;
 

@@ -68,6 +68,27 @@ attn_check_result attn_check_output(const attn_problem *p, const float *out, con
  * for fp32 inputs, 2e-2*(1+|want|) for fp16/bf16. */
 attn_check_result attn_check_lse(const attn_problem *p, const float *lse, const float *ref);
 
+/* One gradient of the backward pass (attn_reference_backward) against its reference:
+ *   fp32       every element within its own tolerance (tol, from attn_reference_backward);
+ *   fp16/bf16  FlashAttention's rule for each gradient: max|got - ref| <= 2 max|lowp - ref| +
+ *              one unit in the last place of the dtype at max|ref| (lowp: the same gradient of
+ *              attn_reference_backward_lowp).
+ * Elements whose reference is NaN (a slice left out) are skipped; NaN or inf fails. is_q: the
+ * gradient has Q's layout (dQ), else K's (dK, dV), for the position of the first bad element. */
+typedef struct attn_grad_check {
+    size_t checked, bad;
+    double err, bound; /* at the element closest to its bound (err / bound largest) */
+    double ratio;      /* that err / bound; PASS iff bad == 0 */
+    double lowp_err;   /* fp16/bf16: max |lowp - ref| */
+    int64_t first;     /* the first bad element (index), -1 if none */
+    int b, h, i, d;    /* its position (i: the query or key position inside sequence b) */
+    double first_got, first_want, first_bound;
+} attn_grad_check;
+
+attn_grad_check attn_check_gradient(const attn_problem *p, bool is_q, const float *got,
+                                    const float *ref, const float *tol, const float *lowp,
+                                    size_t n);
+
 /* Prints a summary line (elements checked, and skipped when there are any) and the first
  * mismatches with (b,h,i,d) indices. */
 void attn_check_print(FILE *f, const char *what, const attn_check_result *r);

@@ -11,6 +11,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "attn/problem.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -59,6 +61,10 @@ void attn_device_free(void *p);
 /* Host <-> device copies; return 0 or 1 after reporting the error. */
 int attn_to_device(void *dst, const void *src, size_t bytes);
 int attn_to_host(void *dst, const void *src, size_t bytes);
+/* A new device buffer holding count fp32 values stored as dtype t (attn_pack through staging, a
+ * host scratch of at least count elements of t; at least 16 bytes are allocated). 0, or 1 after
+ * reporting the error (*dst NULL or to be freed by the caller). */
+int attn_device_upload(void **dst, const float *src, size_t count, attn_dtype t, void *staging);
 /* Fills device memory with 0xFF bytes (NaN in every float dtype) so unwritten outputs fail. */
 int attn_device_fill_nan(void *dst, size_t bytes);
 

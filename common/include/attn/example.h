@@ -71,12 +71,13 @@ typedef struct attn_stage {
     int (*check)(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
 } attn_stage;
 
-/* An attention stage's verdict from the harness's comparisons of its output and its log-sum-exp
- * (attn_check_output, attn_check_lse; attn/check.h): pass when both pass, the rows compared
- * (output elements / D), the largest error (infinite when an element is not finite) and its
- * bound, and as detail the first mismatch of the output, else of the LSE. */
-void attn_stage_check_attention(const attn_problem *p, const attn_check_result *o,
-                                const attn_check_result *lse, attn_stage_check *out);
+/* A stage whose kernel writes attention's output (a forward stage): out from O and LSE (fp32
+ * values read back) against the reference ref, ref_lse (and, fp16/bf16, lowp) on the rows the
+ * reference computed (attn_check_output and attn_check_lse of attn/check.h; amplitude: the
+ * inputs'), with the first failure in out->detail. */
+void attn_stage_check_attention(const attn_problem *p, const float *o, const float *lse,
+                                const float *ref, const float *ref_lse, const float *lowp,
+                                double amplitude, attn_stage_check *out);
 
 /* ---- the module -------------------------------------------------------------------------------
  * Every hook may be NULL. state is the module's own storage (state_size bytes, zeroed, kept for

@@ -95,6 +95,40 @@ int attn_reference_lowp_rows(const attn_problem *p, const attn_mask *mask, const
                              const float *k, const float *v, float *out,
                              const uint8_t *row_selected);
 
+/* ---- the backward pass ------------------------------------------------------------------------
+ * The gradients of the loss sum(dO * O), O = softmax(scale * Q K^T, masked) V, by their formulas
+ * (derived in examples/07_flash_attention_backward/README.md), in double precision:
+ *     P_ij  = exp(scale q_i.k_j - LSE_i)           LSE_i = log sum_j exp(scale q_i.k_j)
+ *     dP_ij = dO_i . v_j        D_i = sum_j P_ij dP_ij        dS_ij = P_ij (dP_ij - D_i)
+ *     dV_j  = sum_i P_ij dO_i   dQ_i = scale sum_j dS_ij k_j   dK_j = scale sum_i dS_ij q_i
+ * over the visible entries (attn_entry_visible). dout (dO) has the layout of Q; dq that of Q,
+ * dk and dv that of K. A row that sees no key, and a key no row sees, get zero gradients. Slice
+ * s = b*H + h is computed iff slices[s] (NULL: all; [B*H]); the elements of the others are NaN,
+ * which the checkers read as "not computed". No Lq x Lk matrix is stored: a row pass (LSE_i, D_i,
+ * dQ_i) then a column pass (dK_j, dV_j), on OpenMP threads, each element summed serially in a
+ * fixed order. */
+typedef struct attn_grads {
+    float *dq, *dk, *dv;
+} attn_grads;
+
+/* ref gets the gradients; lse (may be NULL) the LSE the reference used (-inf for a row that sees
+ * no key); tol (may be NULL) each element's fp32 tolerance, derived in reference_backward.c from
+ * the rounding errors of an fp32 backward that follows the same formulas. 0, or -1 (no memory,
+ * or a mask with a score modification, mask->score: its backward is not derived here; both
+ * functions refuse it rather than return the gradients of the unmodified scores). */
+int attn_reference_backward(const attn_problem *p, const attn_mask *mask, const float *q,
+                            const float *k, const float *v, const float *dout,
+                            const uint8_t *slices, attn_grads *ref, float *lse, attn_grads *tol);
+
+/* The straightforward backward in the problem's own precision, what FlashAttention's 2x rule
+ * measures a kernel against (attn_check_gradient): S = scale Q K^T in fp32, softmax in fp32 with
+ * P rounded to the dtype, dP = dO V^T rounded, dS = P (dP - rowsum(P dP)) rounded, dV = P^T dO,
+ * dQ = scale dS K, dK = scale dS^T Q with fp32 accumulation, rounded to the dtype. fp32: plain
+ * single precision. */
+int attn_reference_backward_lowp(const attn_problem *p, const attn_mask *mask, const float *q,
+                                 const float *k, const float *v, const float *dout,
+                                 const uint8_t *slices, attn_grads *out);
+
 #ifdef __cplusplus
 }
 #endif

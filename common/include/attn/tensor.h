@@ -65,6 +65,12 @@ void attn_host_inputs_free(attn_host_inputs *in);
 /* Writes a raw little-endian fp32 file with a one-line text header
  * "attn-tensor v1 f32 <dims...>\n" followed by the data. 0 on success. */
 int attn_tensor_save(const char *path, const float *data, int ndim, const int64_t *dims);
+/* Reads a file of attn_tensor_save: its dimensions into dims (at most max_dims of them; *ndim
+ * gets their number) and its values into a new array (*data, malloc'ed: free it). 0, or -1 with
+ * a one-line reason in why ("cannot open ...", "not an attn-tensor v1 f32 file", "... holds
+ * fewer values than its header's dims"); nothing is allocated then. */
+int attn_tensor_load(const char *path, float **data, int *ndim, int64_t *dims, int max_dims,
+                     char *why, size_t why_len);
 
 #ifdef __cplusplus
 }

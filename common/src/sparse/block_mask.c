@@ -65,6 +65,28 @@ attn_block_mask_stats attn_block_mask_stats_of(const attn_block_mask *m) {
     return s;
 }
 
+int attn_block_mask_transpose(const attn_block_mask *m, attn_block_mask *t) {
+    if (attn_block_mask_alloc(t, m->batches, m->Lk, m->Lq, m->block_k, m->block_q) != 0)
+        return -1;
+    /* Walking m's query blocks in ascending order appends each to its key blocks' lists in
+     * ascending order: the transposed lists come out sorted. */
+    for (int b = 0; b < m->batches; ++b)
+        for (int qb = 0; qb < m->num_q_blocks; ++qb) {
+            const size_t row = (size_t)b * m->num_q_blocks + (size_t)qb;
+            const int32_t *src[2] = {m->full_kv_indices + row * m->num_k_blocks,
+                                     m->kv_indices + row * m->num_k_blocks};
+            const int counts[2] = {m->full_kv_num_blocks[row], m->kv_num_blocks[row]};
+            int32_t *num[2] = {t->full_kv_num_blocks, t->kv_num_blocks};
+            int32_t *dst[2] = {t->full_kv_indices, t->kv_indices};
+            for (int l = 0; l < 2; ++l)
+                for (int e = 0; e < counts[l]; ++e) {
+                    const size_t trow = (size_t)b * t->num_q_blocks + (size_t)src[l][e];
+                    dst[l][trow * t->num_k_blocks + (size_t)num[l][trow]++] = qb;
+                }
+        }
+    return 0;
+}
+
 int attn_block_mask_to_device(const attn_block_mask *host, attn_block_mask *dev) {
     *dev = *host;
     dev->kv_num_blocks = dev->kv_indices = dev->full_kv_num_blocks = dev->full_kv_indices = NULL;

@@ -116,6 +116,16 @@ bool attn_block_mask_lists(const attn_block_mask *m, int b, int i, int j);
  * entry of every listed tile, with the problem's causality on top (attn_entry_visible). */
 attn_mask attn_block_mask_as_mask(const attn_block_mask *m);
 
+/* The transposed view (FlexAttention's q_num_blocks / q_indices, what a backward pass needs):
+ * for each key block, the query blocks whose lists name it, ascending, split the same way (a
+ * tile full in m is full in t, a partial one partial). t is a block mask of the transposed score
+ * matrix: t->Lq = m->Lk, t->block_q = m->block_k, t->num_q_blocks = m->num_k_blocks (its rows are
+ * key blocks) and the other way round, so every function above applies to it with keys and
+ * queries exchanged (attn_block_mask_lists(t, b, j, i) == attn_block_mask_lists(m, b, i, j)).
+ * A kernel whose block owns key block kb walks t's lists for row kb (example 07's backward).
+ * Returns 0, or -1 (no memory; *t zeroed). Free with attn_block_mask_free. */
+int attn_block_mask_transpose(const attn_block_mask *m, attn_block_mask *t);
+
 /* Device copy: allocates the four arrays in device memory and copies them; dev's sizes equal
  * host's. Returns 0, or 1 after reporting the error (dev zeroed). */
 int attn_block_mask_to_device(const attn_block_mask *host, attn_block_mask *dev);

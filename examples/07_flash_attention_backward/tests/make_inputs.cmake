@@ -1,0 +1,25 @@
+# make_inputs.cmake — the tensor folders the --inputs tests read (CTest fixture bwd_inputs):
+#   a/            a whole --dump of a top-k problem (B=1 H=2 L=40 D=64 f16 causal, top-k 5)
+#   missing_lse/  a/ without lse.bin
+#   bad_do/       a/ with the dO of an L=41 problem (82 rows instead of 80)
+#   cmake -DPROGRAM=<flash_bwd_sim> -DDIR=<folder> -P make_inputs.cmake
+cmake_minimum_required(VERSION 3.24)
+file(REMOVE_RECURSE "${DIR}")
+file(MAKE_DIRECTORY "${DIR}/a" "${DIR}/b" "${DIR}/missing_lse" "${DIR}/bad_do")
+foreach(run a:40 b:41)
+  string(REPLACE ":" ";" run "${run}")
+  list(GET run 0 name)
+  list(GET run 1 L)
+  execute_process(COMMAND "${PROGRAM}" --check-only --quiet -B 1 -H 2 -L ${L} -D 64 --dtype f16
+                          --topk 5 --causal --dump "${DIR}/${name}" RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${PROGRAM} --dump ${DIR}/${name} exited ${rc}")
+  endif()
+endforeach()
+foreach(t q k v do o lse sel)
+  if(NOT t STREQUAL "lse")
+    file(COPY "${DIR}/a/${t}.bin" DESTINATION "${DIR}/missing_lse")
+  endif()
+  file(COPY "${DIR}/a/${t}.bin" DESTINATION "${DIR}/bad_do")
+endforeach()
+file(COPY_FILE "${DIR}/b/do.bin" "${DIR}/bad_do/do.bin") # (COPY would keep the copy of a/)
