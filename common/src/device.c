@@ -118,6 +118,11 @@ int attn_device_fill_nan(void *dst, size_t bytes) {
     return 0;
 }
 
+int attn_device_fill_nan_output(const attn_problem *p, void *o, float *lse) {
+    return attn_device_fill_nan(o, attn_problem_q_elems(p) * attn_dtype_size(p->dtype)) ||
+           attn_device_fill_nan(lse, attn_problem_lse_elems(p) * sizeof(float));
+}
+
 size_t attn_device_mem_used(void) {
     size_t free_bytes = 0, total_bytes = 0;
     if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {

@@ -435,9 +435,7 @@ int ds_prepare_attention(void *state, char *why, size_t len) {
 int ds_clear_output(void *state, const attn_kernel *k, int chunk) {
     (void)k, (void)chunk;
     const ds_state *s = of(state);
-    return attn_device_fill_nan(s->d_o,
-                                attn_problem_q_elems(&s->p) * attn_dtype_size(s->p.dtype)) ||
-           attn_device_fill_nan(s->d_lse, attn_problem_lse_elems(&s->p) * sizeof(float));
+    return attn_device_fill_nan_output(&s->p, s->d_o, s->d_lse);
 }
 
 /* The dense reference of the baseline, on the checked rows (made on its first check). */

@@ -413,9 +413,7 @@ int bwd_prepare_forward(void *state, char *why, size_t len) {
 int bwd_clear_forward(void *state, const attn_kernel *k, int chunk) {
     (void)k, (void)chunk;
     const bwd_state *s = of(state);
-    return attn_device_fill_nan(s->d_o,
-                                attn_problem_q_elems(&s->p) * attn_dtype_size(s->p.dtype)) ||
-           attn_device_fill_nan(s->d_lse, attn_problem_lse_elems(&s->p) * sizeof(float));
+    return attn_device_fill_nan_output(&s->p, s->d_o, s->d_lse);
 }
 
 int bwd_check_forward(void *state, const attn_kernel *k, int chunk, attn_stage_check *out) {

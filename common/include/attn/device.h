@@ -67,6 +67,9 @@ int attn_to_host(void *dst, const void *src, size_t bytes);
 int attn_device_upload(void **dst, const float *src, size_t count, attn_dtype t, void *staging);
 /* Fills device memory with 0xFF bytes (NaN in every float dtype) so unwritten outputs fail. */
 int attn_device_fill_nan(void *dst, size_t bytes);
+/* The same for an attention output: o (dtype of p, attn_problem_q_elems values) and its LSE
+ * (attn_problem_lse_elems floats), as a stage's clear does before its kernel runs. */
+int attn_device_fill_nan_output(const attn_problem *p, void *o, float *lse);
 
 /* Bytes of device memory currently in use (GPU: total - free; sim: the simulator's count). */
 size_t attn_device_mem_used(void);
