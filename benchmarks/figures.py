@@ -42,6 +42,7 @@ FIGURES = [
     (["benchmarks/plot.py", SIM_RESULTS], [SIM_RESULTS + "/plots/*.png"]),
     (["benchmarks/memory_analysis.py", "--update"],
      ["benchmarks/results/memory_model/memory_model.png"]),
+    (["benchmarks/crossover.py"], ["benchmarks/results/model/*.png"]),
 ]
 
 

@@ -19,7 +19,7 @@
  * output at all: it is computed from Q, K, V and dO alone.
  *
  * A large problem is checked on whole (sequence, head) slices (each slice's gradients depend on
- * that slice only), as many as --check-rows asks for; --inputs DIR reads the tensors (the
+ * that slice only), as many as --check-rows asks for; --tensors DIR reads the tensors (the
  * forward's O and LSE included) from files instead, and the forward stage does not run.
  */
 #include <limits.h>
@@ -43,7 +43,7 @@ static const char *mode_name(bwd_mode m) {
     return m == BWD_PATTERN ? "block-sparse pattern" : m == BWD_TOPK ? "top-k selection" : "dense";
 }
 
-/* ---- step 1: the flags (and --inputs, read here so that a bad file is a usage error) ----------
+/* ---- step 1: the flags (and --tensors, read here so that a bad file is a usage error) ----------
  */
 
 /* Reads DIR/name.bin into *dst (malloc'ed) as rows x cols (cols 0: a 1-D tensor of rows values),
@@ -54,14 +54,14 @@ static int load_input(const bwd_state *s, const char *name, const char *what, in
     snprintf(path, sizeof path, "%s/%s.bin", s->opt.inputs, name);
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
-        snprintf(why, len, "--inputs: %s is missing: the backward needs %s", path, what);
+        snprintf(why, len, "--tensors: %s is missing: the backward needs %s", path, what);
         return ATTN_EXIT_USAGE;
     }
     fclose(f);
     int64_t dims[3] = {0, 0, 0};
     int ndim = 0;
     if (attn_tensor_load(path, dst, &ndim, dims, 3, reason, sizeof reason) != 0) {
-        snprintf(why, len, "--inputs: %s", reason);
+        snprintf(why, len, "--tensors: %s", reason);
         return ATTN_EXIT_USAGE;
     }
     const int want_ndim = cols > 0 ? 2 : 1;
@@ -75,7 +75,7 @@ static int load_input(const bwd_state *s, const char *name, const char *what, in
             snprintf(want, sizeof want, "[%lld, %lld]", (long long)rows, (long long)cols);
         else
             snprintf(want, sizeof want, "[%lld]", (long long)rows);
-        snprintf(why, len, "--inputs: %s.bin is [%s] but this problem's %s is %s", name, got, what,
+        snprintf(why, len, "--tensors: %s.bin is [%s] but this problem's %s is %s", name, got, what,
                  want);
         free(*dst);
         *dst = NULL;
@@ -97,13 +97,13 @@ static int load_selection(bwd_state *s, char *why, size_t len) {
     int64_t dims[3] = {0, 0, 0};
     int ndim = 0;
     if (attn_tensor_load(path, &vals, &ndim, dims, 3, reason, sizeof reason) != 0) {
-        snprintf(why, len, "--inputs: %s (--topk needs the selection, [%lld, %d])", reason,
+        snprintf(why, len, "--tensors: %s (--topk needs the selection, [%lld, %d])", reason,
                  (long long)rows, s->k_eff);
         return ATTN_EXIT_USAGE;
     }
     if (ndim != 2 || dims[0] != rows || dims[1] != s->k_eff) {
         snprintf(why, len,
-                 "--inputs: sel.bin has %lld slots per query for %lld queries, but --topk %d on "
+                 "--tensors: sel.bin has %lld slots per query for %lld queries, but --topk %d on "
                  "this problem needs %d slots (min(k, Lk)) for %lld",
                  ndim == 2 ? (long long)dims[1] : -1LL, (long long)dims[0], s->opt.topk, s->k_eff,
                  (long long)rows);
@@ -123,7 +123,7 @@ static int load_selection(bwd_state *s, char *why, size_t len) {
                                               (t == 0 || (prev >= 0 && x > prev)));
                 if (!ok) {
                     snprintf(why, len,
-                             "--inputs: sel.bin: query (b=%d, i=%d) slot %d holds %g, not an "
+                             "--tensors: sel.bin: query (b=%d, i=%d) slot %d holds %g, not an "
                              "ascending key in [0, %d) nor a trailing -1",
                              b, i, t, (double)x, n);
                     free(vals);
@@ -199,7 +199,7 @@ attn_verdict bwd_verdict(void *state, const attn_kernel *k, const attn_problem *
         return ATTN_KERNEL_CANNOT;
     }
     if (k->stage == 0 && s->from_files) {
-        snprintf(why, len, "the forward's O and LSE come from --inputs");
+        snprintf(why, len, "the forward's O and LSE come from --tensors");
         return ATTN_KERNEL_CANNOT;
     }
     if (strcmp(k->name, "naive") == 0) {
@@ -221,7 +221,7 @@ void bwd_banner(void *state, const attn_problem *p) {
     if (s->mode == BWD_TOPK)
         printf("; top-k %d (%d slots: min(k, Lk)), a seeded random selection shared by the heads",
                s->opt.topk, s->k_eff);
-    printf("\n%s\n", s->from_files ? "inputs, the forward's O and LSE: read from --inputs"
+    printf("\n%s\n", s->from_files ? "inputs, the forward's O and LSE: read from --tensors"
                                    : "forward stage: O and LSE from the kernel of examples 03-05 "
                                      "that serves the problem, checked, then read by the backward");
 }

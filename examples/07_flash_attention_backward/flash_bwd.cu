@@ -1015,7 +1015,7 @@ static const attn_option bwd_option_table[] = {
      "top-k backward (version 6): each query attends to K keys of a seeded random selection in "
      "example 05's format (0: none)",
      ATTN_OPTION_INT, OPT(topk), 0, 1 << 24, NULL, "0", NULL},
-    {"--inputs", "DIR",
+    {"--tensors", "DIR",
      "read q, k, v, do, o, lse (and sel with --topk) from DIR/<name>.bin (attn tensor files, as "
      "--dump writes them); the forward stage does not run",
      ATTN_OPTION_TEXT, OPT(inputs), 0, 0, NULL, NULL, NULL},

@@ -74,7 +74,7 @@ void bwd_random_selection(const attn_problem *p, int K, uint64_t seed, int32_t *
 
 typedef struct bwd_options {
     int topk;           /* 0: no selection */
-    const char *inputs; /* --inputs DIR, or NULL */
+    const char *inputs; /* --tensors DIR, or NULL */
 } bwd_options;
 
 /* One run's data. Host arrays are fp32 values already rounded to the dtype. */

@@ -30,10 +30,10 @@ Run:
   python flash_bwd.py              a short demo: the gradients of SDPA by autograd against
                                    Algorithm 2, dense, causal, a pattern and a top-k selection
   python flash_bwd.py --all        every check (tests/test_flash_bwd.py; with --program PATH the
-                                   C program's dumps and --inputs too)
+                                   C program's dumps and --tensors too)
   python flash_bwd.py --write DIR [-B 1 -H 2 -L 40 -D 64 --causal --seed 0]
                                    writes q, k, v, do and the forward's o, lse as attn tensor files
-                                   for the C program's --inputs DIR (fp32): the C kernels on
+                                   for the C program's --tensors DIR (fp32): the C kernels on
                                    PyTorch's tensors
 Exit status 0 when every check passes, 1 otherwise.
 """
@@ -147,7 +147,7 @@ def random_selection(b, lq, lk, k, causal, seed=0):
 
 
 def write_inputs(folder, b, h, l, d, causal, seed):
-    """q, k, v, do and the forward's o, lse as attn tensor files (float32) for --inputs."""
+    """q, k, v, do and the forward's o, lse as attn tensor files (float32) for --tensors."""
     g = torch.Generator().manual_seed(seed)
     q, k, v, do = ((torch.rand(b, h, l, d, generator=g, dtype=torch.float64) * 2 - 1).float()
                    for _ in range(4))
@@ -187,7 +187,7 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--all", action="store_true", help="every check (tests/test_flash_bwd.py)")
     ap.add_argument("--program", help="with --all: the C program (flash_bwd_sim) for its checks")
-    ap.add_argument("--write", metavar="DIR", help="write tensors for the C program's --inputs")
+    ap.add_argument("--write", metavar="DIR", help="write tensors for the C program's --tensors")
     ap.add_argument("-B", type=int, default=1)
     ap.add_argument("-H", type=int, default=2)
     ap.add_argument("-L", type=int, default=40)
@@ -202,7 +202,7 @@ def main(argv):
         write_inputs(args.write, args.B, args.H, args.L, args.D, args.causal, args.seed)
         print(f"wrote q, k, v, do, o, lse to {args.write}: run the C program with -B {args.B} "
               f"-H {args.H} -L {args.L} -D {args.D}{' --causal' if args.causal else ''} "
-              f"--inputs {args.write}")
+              f"--tensors {args.write}")
         return 0
     demo()
     return 0

@@ -1,4 +1,4 @@
-# make_inputs.cmake — the tensor folders the --inputs tests read (CTest fixture bwd_inputs):
+# make_inputs.cmake — the tensor folders the --tensors tests read (CTest fixture bwd_inputs):
 #   a/            a whole --dump of a top-k problem (B=1 H=2 L=40 D=64 f16 causal, top-k 5)
 #   missing_lse/  a/ without lse.bin
 #   bad_do/       a/ with the dO of an L=41 problem (82 rows instead of 80)

@@ -11,7 +11,7 @@ against it:
   - with the C program (argument: flash_bwd_sim): its --dump of a dense fp32, a block-sparse
     fp16 and a top-k bf16 problem — the C double reference against autograd on the same tensors,
     the C kernels' gradients against Algorithm 2 run on the O and LSE the forward kernel wrote,
-    the forward's O against PyTorch's — and the C kernels on tensors PyTorch wrote (--inputs).
+    the forward's O against PyTorch's — and the C kernels on tensors PyTorch wrote (--tensors).
 
     python examples/07_flash_attention_backward/tests/test_flash_bwd.py [build/sim/.../flash_bwd_sim]
 """
@@ -185,7 +185,7 @@ def check_c_inputs(c, program):
     with tempfile.TemporaryDirectory() as out:
         fb.write_inputs(out, 1, 2, 70, 48, True, seed=5)
         rc, text = run(program, ["--check-only", "-B", "1", "-H", "2", "-L", "70", "-D", "48",
-                                 "--causal", "--inputs", out])
+                                 "--causal", "--tensors", out])
         passed = [line for line in text.splitlines() if " backward  PASS" in line]
         c.expect(rc == 0 and len(passed) == 2,
                  f"C on PyTorch's tensors: exit {rc}, {len(passed)} PASS lines: {text[-800:]}")
