@@ -163,7 +163,8 @@ DTYPES = {"__half": "f16", "__nv_bfloat16": "bf16", "f": "f32"}
 def demangle(mangled):
     """(kernel, template args) of an Itanium-mangled kernel name such as
     _Z14fa2_mma_kernelI6__halfLi128EEv... -> ("fa2_mma_kernel", ["__half", 128]). Covers what our
-    kernels use: a plain or internal-linkage (L) name, type names and integer literals."""
+    kernels use: a plain or internal-linkage (L) name, type names (their own template arguments
+    left out) and integer literals."""
     m = re.match(r"_ZL?(\d+)", mangled)
     if not m:
         return mangled, []
@@ -183,6 +184,21 @@ def demangle(mangled):
                 k = int(typ.group(1))
                 args.append(rest[typ.end():typ.end() + k])
                 rest = rest[typ.end() + k:]
+                if rest.startswith("I"):  # the type's own template arguments: left out
+                    depth, i = 0, 0
+                    while i < len(rest):
+                        if rest[i] == "I":
+                            depth += 1
+                        elif rest[i] == "E":
+                            depth -= 1
+                            if depth == 0:
+                                break
+                        elif rest[i].isdigit():  # a length-prefixed name may hold I or E
+                            d = re.match(r"\d+", rest[i:])
+                            i += d.end() + int(d.group(0))
+                            continue
+                        i += 1
+                    rest = rest[i + 1:]
             else:
                 args.append(rest[0])
                 rest = rest[1:]

@@ -19,8 +19,13 @@ one-line message.
 """
 import ctypes
 import os
+import sys
 
-import numpy as np
+try:
+    import numpy as np
+except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
+    sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
+             "run scripts/setup.sh --quality, then use .venv/bin/python")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DTYPES = {"f32": 0, "f16": 1, "bf16": 2}

@@ -54,7 +54,11 @@ import time
 # (measured here: a 512-token forward took 54 s of wall time and 9 s of CPU with the default, 5 s
 # and 2 s passive). Set before torch starts its thread pool.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-import torch  # noqa: E402
+try:
+    import torch  # noqa: E402
+except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
+    sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
+             "run scripts/setup.sh --quality, then use .venv/bin/python")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)

@@ -24,8 +24,13 @@ The t distribution's CDF is the regularised incomplete beta function, evaluated 
 fraction (modified Lentz method); the quantile by bisection.
 """
 import math
+import sys
 
-import numpy as np
+try:
+    import numpy as np
+except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
+    sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
+             "run scripts/setup.sh --quality, then use .venv/bin/python")
 
 ALPHA = 0.05
 FLIPS = 100000

@@ -19,8 +19,13 @@ Ad-hoc sets (evaluate.py --text/--window/--windows) are made with adhoc(); they 
 SETS and no document quotes them.
 """
 import collections
+import sys
 
-import torch
+try:
+    import torch
+except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
+    sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
+             "run scripts/setup.sh --quality, then use .venv/bin/python")
 
 import texts
 

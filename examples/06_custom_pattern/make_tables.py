@@ -25,6 +25,12 @@ QUALITY = os.path.join(HERE, "..", "..", "quality")
 sys.path.insert(0, QUALITY)
 sys.path.insert(0, HERE)
 import ladder  # noqa: E402
+
+try:
+    import numpy  # noqa: F401  (quality's statistics need it)
+except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
+    sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
+             "run scripts/setup.sh --python, then use .venv/bin/python")
 import report  # noqa: E402
 import stats  # noqa: E402
 

@@ -17,8 +17,13 @@ h // (H // H_kv). New token i of sequence b sees the tokens t < cache_seqlens[b]
 a paged, grouped, speculative step against the plain formula, and split-KV against unsplit.
 """
 import math
+import sys
 
-import torch
+try:
+    import torch
+except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
+    sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
+             "run scripts/setup.sh --python, then use .venv/bin/python")
 
 
 def visible(lq, length):

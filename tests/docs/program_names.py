@@ -26,12 +26,14 @@ PATH = re.compile(r"\bbuild/(" + "|".join(re.escape(p) for p in PRESETS) +
 
 
 def built_files(build):
-    """Base names of the files under build (programs, lib<name>.a), scratch folders left out."""
+    """Base names of the files under build (programs, lib<name>.a, lib<name>.so), scratch folders
+    left out."""
     names = set()
     for folder, dirs, files in os.walk(build):
         dirs[:] = [d for d in dirs if d not in ("CMakeFiles", "Testing", "cudasim_gen")]
         for f in files:
-            names.add(f[3:-2] if f.startswith("lib") and f.endswith(".a") else f)
+            lib = f.startswith("lib") and f.endswith((".a", ".so"))
+            names.add(f[3:f.rindex(".")] if lib else f)
     return names
 
 
