@@ -69,19 +69,20 @@ def site_text(file, line):
 
 
 def read_exemptions(path):
-    """[(repo-relative file, text of the barrier's line, why)]."""
+    """[(repo-relative file, text of the barrier's line, why, kernel versions)]: the versions
+    ("<example>:<kernel>") the exemption is limited to, or none (every version reaching it)."""
     out = []
     with open(path) as f:
         for row in f:
             if row.strip():
-                file, text, why = row.rstrip("\n").split("\t")
-                out.append((file, text, why))
+                file, text, why, *versions = row.rstrip("\n").split("\t")
+                out.append((file, text, why, [v for v in versions if v]))
     return out
 
 
-def exempt_why(exemptions, where, text):
-    for file, needle, why in exemptions:
-        if where.startswith(file + ":") and needle in text:
+def exempt_why(exemptions, label, where, text):
+    for file, needle, why, versions in exemptions:
+        if where.startswith(file + ":") and needle in text and (not versions or label in versions):
             return why
     return None
 
@@ -90,7 +91,7 @@ def check(folder, exemptions_path, programs):
     records = read_records(folder)
     exemptions = read_exemptions(exemptions_path)
     problems, shown_count, versions = [], 0, 0
-    for file, needle, _ in exemptions:
+    for file, needle, _, _ in exemptions:
         try:
             with open(os.path.join(ROOT, file)) as f:
                 found = any("__syncthreads" in line and needle in line for line in f)
@@ -117,7 +118,7 @@ def check(folder, exemptions_path, programs):
                 if shown:
                     shown_count += 1
                     continue
-                why = exempt_why(exemptions, where, text)
+                why = exempt_why(exemptions, label, where, text)
                 if why is not None:
                     print(f"exempt  {label}: {where} `{text}`: {why}")
                     continue
