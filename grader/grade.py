@@ -963,6 +963,8 @@ def _run_case_in(programs, case, timeout, jobs, case_dir, checked):
         message = with_stderr(message, err, 3, 400)
         if not checked and "CUDASIM_ORDER" in case.env and " differs from " in message:
             message += BARRIER_HINT
+        elif not checked and "out-of-bounds" in message and "past the end of" in message:
+            message += BOUNDS_HINT
     result["seconds"] = seconds
     return fraction, status, message, result
 
@@ -972,6 +974,12 @@ def _run_case_in(programs, case, timeout, jobs, case_dir, checked):
 BARRIER_HINT = (" (right in the other cases, wrong in shuffled thread order: a missing "
                 "__syncthreads()? grade with --build-dir build/sim-check to have racecheck name "
                 "both lines)")
+
+
+# An access past a buffer's end is stopped by its guard page in every build; the checked build
+# also names the source line of the access.
+BOUNDS_HINT = (" (grade with --build-dir build/sim-check to have the checked build name the "
+               "source line of this access)")
 
 
 class Results:
