@@ -120,16 +120,23 @@ def check_latent(c):
             "MLA absorbed over one latent row = per-head attention with keys of 192")
 
 
-def check_c(c, tool):
-    args = ["--check-only", "--quiet", "--cache-lens", "40,0,17,70", "--queries", "2", "-H", "6",
-            "--kv-heads", "2", "--page-size", "16", "--topk", "8", "--splits", "3"]
+def dumped(c, tool, args):
+    """{name: tensor} of the C program's --dump with these flags (None if it failed)."""
+    args = ["--check-only", "--quiet"] + args
     with tempfile.TemporaryDirectory() as out:
         r = subprocess.run([tool, "--dump", out] + args, capture_output=True, text=True)
         c.expect(r.returncode == 0, f"{tool} {' '.join(args)}: exit {r.returncode} {r.stderr}")
         if r.returncode != 0:
-            return
-        t = {n[:-4]: torch.from_numpy(T.load_attn_tensor(os.path.join(out, n))).double()
-             for n in os.listdir(out)}
+            return None
+        return {n[:-4]: torch.from_numpy(T.load_attn_tensor(os.path.join(out, n))).double()
+                for n in os.listdir(out)}
+
+
+def check_c(c, tool):
+    t = dumped(c, tool, ["--cache-lens", "40,0,17,70", "--queries", "2", "-H", "6", "--kv-heads",
+                         "2", "--page-size", "16", "--topk", "8", "--splits", "3"])
+    if t is None:
+        return
     lens, table = t["cache_seqlens"].long(), t["block_table"].long()
     o = dec.paged_decode(t["q"], t["k_pages"], t["v_pages"], table, lens)
     c.close(o, t["o_ref"], 1e-6, 1e-6, "decode.py's paged decoding = the C reference")
@@ -156,15 +163,10 @@ def check_c(c, tool):
     c.close(dec.sparse_decode(t["q"], t["k_pages"], t["v_pages"], table, lens, csel),
             t["o_sparse_ref"], 1e-6, 1e-6, "decode.py's sparse decoding = the C reference")
     # version 10's data: one latent pool, no V pool; decode.py's latent decoding = the C reference
-    args = ["--check-only", "--quiet", "--latent", "--cache-lens", "17,0,40", "--queries", "2",
-            "-H", "4", "--page-size", "7", "--splits", "2"]
-    with tempfile.TemporaryDirectory() as out:
-        r = subprocess.run([tool, "--dump", out] + args, capture_output=True, text=True)
-        c.expect(r.returncode == 0, f"{tool} {' '.join(args)}: exit {r.returncode} {r.stderr}")
-        if r.returncode != 0:
-            return
-        t = {n[:-4]: torch.from_numpy(T.load_attn_tensor(os.path.join(out, n))).double()
-             for n in os.listdir(out)}
+    t = dumped(c, tool, ["--latent", "--cache-lens", "17,0,40", "--queries", "2", "-H", "4",
+                         "--page-size", "7", "--splits", "2"])
+    if t is None:
+        return
     c.expect("v_pages" not in t and t["k_pages"].shape[-2:] == (1, 576) and
              t["o_ref"].shape[-1] == 512, "--latent dumps one latent pool, 576 wide; O 512 wide")
     o = dec.latent_decode(t["q"], t["k_pages"], t["block_table"].long(),
