@@ -289,7 +289,9 @@ template <typename T, int D> __global__ void combine_kernel(const dec_params<T> 
  *   gets without asking, so the launcher opts in (cudaFuncAttributeMaxDynamicSharedMemorySize, as
  *   for every version here); an H100 gives a block up to 227 KB, two such blocks fit on an SM. The
  *   PV step's accumulators: 16 rows x 4 columns per thread (512 / 128). fp32 is refused (FlashMLA
- *   takes bf16 and fp16 only; its tile would be twice the bytes). */
+ *   takes bf16 and fp16 only; its tile would be twice the bytes). At Bc = 32 with 4 warps the
+ *   barrier after S orders nothing: score (r, jj) is written by warp r % 4, lane jj, the thread
+ *   that reads it in row r's softmax (it stays: at Bc = 64 it is needed). */
 template <typename T, int DK, int DV, bool LATENT> struct tile_cfg {
     static constexpr int BC = DK > 128 ? 32 : 64;    /* keys per tile */
     static constexpr int CH = 16 / (int)sizeof(T);   /* elements per 16-byte copy */

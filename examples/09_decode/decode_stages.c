@@ -138,7 +138,7 @@ int dec_prepare(void *state, const attn_example *ex, const attn_cli *cli, const 
     if (s->latent) {
         /* MLA's shape unless given: 576-wide rows; 16 heads on the simulator (DeepSeek-V3's 128
          * over 8-way tensor parallelism), its 128 on a GPU; bf16; the softmax scale of the
-         * unabsorbed head, 1/sqrt(128 + 64) (README.md, "Latent attention") */
+         * unabsorbed head, 1/sqrt(128 + 64) (README.md, "10. latent") */
         p->D = cli->D != 0 ? cli->D : DEC_LATENT_DK;
         p->H = cli->H != 0 ? cli->H : attn_on_simulator() ? 16 : 128;
         p->dtype = cli->dtype_set ? cli->dtype : ATTN_BF16;
