@@ -913,6 +913,8 @@ static const attn_module dec_module = {
     dec_dump,
     dec_after_table,
     dec_release,
+    NULL, /* inputs: an attention example's */
+    dec_host_bytes,
 };
 
 extern "C" const attn_example decode_example = {

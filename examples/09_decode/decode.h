@@ -240,6 +240,8 @@ void dec_record_json(void *state, const attn_kernel *k, char *out, size_t len);
 int dec_dump(void *state, const char *dir);
 void dec_after_table(void *state, const attn_example *ex, const attn_run_record *recs, int n);
 void dec_release(void *state);
+/* The host memory dec_setup will allocate (the driver checks it before the run). */
+double dec_host_bytes(void *state, const attn_problem *p);
 /* The model of the bytes kernel k moves (README.md, "Bytes per decoded token"). */
 double dec_model_bytes(void *state, const attn_kernel *k);
 

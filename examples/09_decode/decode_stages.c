@@ -540,6 +540,31 @@ int dec_setup(void *state, const attn_problem *p, const attn_cli *cli, int check
     return 0;
 }
 
+/* What make_inputs and dec_setup allocate on the host, for the driver's check before any of it
+ * is: the inputs in fp32 and packed, the pools before and after the append and one read back, the
+ * contiguous cache, the new tokens, the dense and sparse references (O, LSE, the same-precision
+ * O), what is read back, gqa's copy; on the simulator, whose device memory is host memory, the
+ * device's copies too (but the split partials, whose count the device decides). Latent: no V, no
+ * contiguous cache, no index-key pools. */
+double dec_host_bytes(void *state, const attn_problem *p) {
+    const dec_state *s = of(state);
+    const double dz = (double)attn_dtype_size(p->dtype), f = sizeof(float), lat = s->latent;
+    const double total_k = s->cu_k[s->B], rows = (double)s->B * s->Lq * s->H;
+    const double tok = (double)s->B * s->Lq, HkD = (double)s->H_kv * s->D, Dv = s->Dv;
+    const double QI = tok * s->opt.index_heads * s->opt.index_dim, DI = s->opt.index_dim;
+    const double slots = (double)s->num_pages * s->P;
+    const double inputs = rows * s->D * (f + dz) + total_k * HkD * f * (2 - lat) + QI * (f + dz) +
+                          total_k * DI * f + tok * s->opt.index_heads * f;
+    const double pools = slots * HkD * dz * (5 - 2 * lat) + (1 - lat) * slots * DI * dz * 2;
+    const double contiguous = (1 - lat) * 2.0 * s->B * s->H_kv * (double)s->L_cap * s->D * dz;
+    const double fresh = tok * (HkD * (2 - lat) + DI) * dz;
+    const double outputs = rows * Dv * (f + 2 * dz) + rows * f * 2 + tok * s->L_cap * f +
+                           tok * s->k_eff * 8.0 + 2 * rows * (2 * Dv + 1) * f;
+    const double device = slots * (HkD * (2 - lat) + (1 - lat) * DI) * dz + contiguous / 2 +
+                          rows * (s->D + Dv) * dz + tok * s->L_cap * f;
+    return inputs + pools + contiguous + fresh + outputs + (attn_on_simulator() ? device : 0.0);
+}
+
 /* ---- what each stage's kernels write, NaN-filled before they run ----------------------------- */
 
 int dec_clear(void *state, const attn_kernel *k, int chunk) {
