@@ -34,12 +34,14 @@
 #             mask/bias (examples/08_flex_attention/bench_gpu.py, flex08.jsonl);
 #             decode: example 09's decoding step, every version over B 1-64 and contexts 1K-128K,
 #             its achieved bandwidth beside torch SDPA and flash_attn_with_kvcache (if
-#             installed), DSA against dense at 32K and 128K (examples/09_decode/bench_decode.py);
+#             installed), DSA against dense at 32K and 128K, then version 10 on DeepSeek's MLA
+#             shape (128 heads over one latent row of 576, bf16, pages of 64, B 1-64, contexts
+#             1K-32K) beside SDPA on the same rows (examples/09_decode/bench_decode.py);
 #             plots: figures + tables
 #   --quick   L up to 4k only (a first look in about three minutes)
 # Each step stops starting new problems when its time budget is spent (--budget-s), so the whole
 # script stays within about 13 minutes on an H100, 21 with the crossover step (its budgets: 8
-# minutes), plus example08's budget of 10 minutes, decode's of 150 s and the backward step's
+# minutes), plus example08's budget of 10 minutes, decode's of 150 s + 60 s and the backward step's
 # fixed grid (none measured yet); c and torch rewrite their file, the other steps append to it
 # (rerun c or torch before rerunning one of those alone).
 # Without a GPU it says so and exits 77.
@@ -204,6 +206,12 @@ if has decode; then
     "$py" examples/09_decode/bench_decode.py "${dec[@]}" --commit "$commit" \
         --program "$build/examples/09_decode/decode_gpu" --out "$out/decode.jsonl" ||
         echo "warning: bench_decode reported failures" >&2
+    say "bench_decode: version 10 (MLA, 128 heads over one latent row), B 1-64, contexts 1K-32K (budget 60 s)"
+    lat=(--grid latent --budget-s 60)
+    [ $quick -eq 1 ] && lat+=(--quick)
+    "$py" examples/09_decode/bench_decode.py "${lat[@]}" --commit "$commit" \
+        --program "$build/examples/09_decode/decode_gpu" --out "$out/decode.jsonl" ||
+        echo "warning: bench_decode (latent) reported failures" >&2
     "$py" examples/09_decode/bench_decode.py --table "$out/decode.jsonl" >"$out/decode.md" || true
     ran+=(decode)
 fi

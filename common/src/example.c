@@ -159,13 +159,15 @@ static int check_selection(const session *s, char *why, size_t len) {
 }
 
 /* What the run costs, refused up front when it cannot fit: host memory for the inputs, the
- * reference and the results (an attention example's, as attn/runner.h allocates them: Q, O, the
- * reference, the same-precision one, the output read back, a staging copy; K and V), and on the
- * simulator the time its kernels would take. */
+ * reference and the results (the module's count when it has one, else an attention example's,
+ * as attn/runner.h allocates them: Q, O, the reference, the same-precision one, the output read
+ * back, a staging copy; K and V), and on the simulator the time its kernels would take. */
 static int check_cost(const session *s, char *why, size_t len) {
     const attn_problem *p = &s->p;
     double q = (double)attn_problem_q_elems(p), k = (double)attn_problem_k_elems(p);
-    if (attn_cli_memory_check(4.0 * (6.0 * q + 3.0 * k), why, len) != 0)
+    const double host = s->m != NULL && s->m->host_bytes != NULL ? s->m->host_bytes(s->state, p)
+                                                                 : 4.0 * (6.0 * q + 3.0 * k);
+    if (attn_cli_memory_check(host, why, len) != 0)
         return ATTN_EXIT_USAGE;
     int kernels = 0;
     for (int n = 0; n < s->ex->num_kernels; ++n)

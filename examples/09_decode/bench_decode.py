@@ -13,6 +13,11 @@ flash_attn_with_kvcache where the flash-attn package is installed) in the same r
       run beside the dense ones. Then torch SDPA (enable_gqa, contiguous cache) and
       flash_attn_with_kvcache (paged) at the same points, as lines with kernel "torch.sdpa" and
       "flash_attn_with_kvcache".
+  python examples/09_decode/bench_decode.py --grid latent --program ... --out ...
+      version 10 on DeepSeek's MLA shape (--latent: 128 query heads over one latent row of 576,
+      V its first 512, bf16, pages of 64 as FlashMLA's), B 1-64 and contexts 1K-32K up to a
+      million cached tokens, beside torch SDPA on the same latent rows (enable_gqa, K = the
+      rows, V = their first 512 columns), as lines with kernel "torch.sdpa_latent".
   python examples/09_decode/bench_decode.py --table FILE.jsonl [--peak-tbs X]
       the markdown tables: achieved bandwidth (model bytes / median time) and its share of the
       device's peak (H100 SXM: 3.35 TB/s, NVIDIA's datasheet), and DSA against dense.
@@ -37,7 +42,7 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--program", help="decode_gpu (or decode_sim)")
     ap.add_argument("--out", help="JSON Lines file to append to")
-    ap.add_argument("--grid", default="gpu", choices=["gpu", "tiny"])
+    ap.add_argument("--grid", default="gpu", choices=["gpu", "latent", "tiny", "tiny-latent"])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--budget-s", type=float, default=0, help="stop starting points after this")
@@ -48,9 +53,15 @@ def parse_args(argv):
 
 
 def points(grid, quick):
-    """(B, L, H, H_kv, D, dtype, page, topk) of the grid."""
+    """(B, L, H, H_kv, D, dtype, page, topk) of the grid (latent grids: D = 576, H_kv = 1)."""
     if grid == "tiny":
         return [(2, 300, 4, 2, 64, "f16", 16, 16), (1, 1000, 8, 2, 64, "bf16", 64, 64)]
+    if grid == "tiny-latent":
+        return [(2, 300, 16, 1, 576, "bf16", 64, 0)]
+    if grid == "latent":  # DeepSeek-V3's 128 heads on one GPU, FlashMLA's pages of 64
+        Bs, Ls = ([1, 16], [1024, 32768]) if quick else ([1, 4, 16, 64], [1024, 4096, 8192,
+                                                                          32768])
+        return [(B, L, 128, 1, 576, "bf16", 64, 0) for B in Bs for L in Ls if B * L <= 1 << 20]
     Bs, Ls = ([1, 16], [1024, 32768]) if quick else ([1, 4, 16, 64], [1024, 4096, 8192, 32768,
                                                                       131072])
     return [(B, L, 32, 8, 128, "bf16", 64, 2048 if L >= 32768 else 0) for B in Bs for L in Ls
@@ -58,7 +69,10 @@ def points(grid, quick):
 
 
 def kv_bytes(B, L, H, H_kv, D, dsize=2):
-    """What any decoding step must move: K and V once, q read and O written."""
+    """What any decoding step must move: K and V once, q read and O written (latent, D = 576:
+    the latent row once, q of 576 read and O of 512 written)."""
+    if D == 576:
+        return B * L * D * dsize + B * H * (576 + 512) * dsize
     return B * L * H_kv * D * 2 * dsize + B * H * D * 2 * dsize
 
 
@@ -73,7 +87,7 @@ def torch_peers(B, L, H, H_kv, D, page, reps):
     dt = torch.bfloat16
     q = torch.randn(B, H, 1, D, device="cuda", dtype=dt)
     k = torch.randn(B, H_kv, L, D, device="cuda", dtype=dt)
-    v = torch.randn_like(k)
+    v = torch.randn_like(k) if D != 576 else k[..., :512]  # latent: V = the rows' first 512
 
     def timed(fn):
         times = []
@@ -87,8 +101,11 @@ def torch_peers(B, L, H, H_kv, D, page, reps):
         times = sorted(times[2:])
         return times[len(times) // 2]
 
-    out = [("torch.sdpa", timed(lambda: torch.nn.functional.scaled_dot_product_attention(
-        q, k, v, enable_gqa=True)))]
+    out = [("torch.sdpa" if D != 576 else "torch.sdpa_latent",
+            timed(lambda: torch.nn.functional.scaled_dot_product_attention(
+                q, k, v, enable_gqa=True, scale=192 ** -0.5 if D == 576 else None)))]
+    if D == 576:  # flash_attn_with_kvcache takes one head dimension for K and V
+        return out
     try:
         from flash_attn import flash_attn_with_kvcache
     except ImportError:
@@ -114,6 +131,7 @@ def run(args):
         cmd = [args.program, "-B", str(B), "-L", str(L), "-H", str(H), "--kv-heads", str(H_kv),
                "-D", str(D), "--dtype", dtype, "--page-size", str(page), "--check-rows", "64",
                "--reps", str(args.reps), "--warmup", "2", "--quiet", "--json", args.out]
+        cmd += ["--latent", "--kernel", "10"] if D == 576 else []
         cmd += ["--topk", str(topk)] if topk else []
         print("$ " + " ".join(cmd), flush=True)
         rc = subprocess.run(cmd, stdout=subprocess.DEVNULL).returncode
@@ -130,21 +148,9 @@ def run(args):
     return 1 if failed else 0
 
 
-def table(path, peak_tbs):
-    runs, device = {}, ""
-    for line in open(path):
-        r = json.loads(line)
-        if r.get("example") != "09_decode" or r.get("median_ms") is None:
-            continue
-        device = r.get("device", device) if r.get("backend") != "torch" else device
-        runs.setdefault((r["B"], r["Lk"]), {})[r["kernel"]] = r
-    peak = peak_tbs or next((v for k, v in PEAKS_TBS.items() if k in device), None)
-    cols = [c for c in VERSIONS + ("torch.sdpa", "flash_attn_with_kvcache")
-            if any(c in v for v in runs.values())]
-    share = f" (share of {peak} TB/s)" if peak else ""
-    out = [f"Achieved bandwidth, GB/s{share}: the bytes each must move (model_bytes) over its "
-           f"median time; {device or 'device unknown'}.", "",
-           "| B | context | " + " | ".join(cols) + " |", "|---:|---:|" + "---:|" * len(cols)]
+def bandwidth_rows(runs, cols, peak):
+    """| B | context | GB/s (share of the peak) per column |, one row per (B, L)."""
+    out = ["| B | context | " + " | ".join(cols) + " |", "|---:|---:|" + "---:|" * len(cols)]
     for (B, L) in sorted(runs):
         v, cells = runs[(B, L)], []
         for c in cols:
@@ -154,6 +160,29 @@ def table(path, peak_tbs):
             gbs = v[c]["model_bytes"] / (v[c]["median_ms"] * 1e-3) * 1e-9
             cells.append(f"{gbs:.3g}" + (f" ({gbs / (peak * 1e3):.0%})" if peak else ""))
         out.append(f"| {B} | {L} | " + " | ".join(cells) + " |")
+    return out
+
+
+def table(path, peak_tbs):
+    runs, mla, device = {}, {}, ""  # mla: version 10's runs (--latent) and their SDPA peer
+    for line in open(path):
+        r = json.loads(line)
+        if r.get("example") != "09_decode" or r.get("median_ms") is None:
+            continue
+        device = r.get("device", device) if r.get("backend") != "torch" else device
+        latent = r.get("latent") or r["kernel"] == "torch.sdpa_latent"
+        (mla if latent else runs).setdefault((r["B"], r["Lk"]), {})[r["kernel"]] = r
+    peak = peak_tbs or next((v for k, v in PEAKS_TBS.items() if k in device), None)
+    cols = [c for c in VERSIONS + ("torch.sdpa", "flash_attn_with_kvcache")
+            if any(c in v for v in runs.values())]
+    share = f" (share of {peak} TB/s)" if peak else ""
+    out = [f"Achieved bandwidth, GB/s{share}: the bytes each must move (model_bytes) over its "
+           f"median time; {device or 'device unknown'}.", ""] + bandwidth_rows(runs, cols, peak)
+    if mla:
+        out += ["", "DeepSeek's MLA (version 10, `--latent`: 128 heads over one latent row of "
+                    "576, V its first 512, bf16), the same measure:", ""]
+        out += bandwidth_rows(mla, [c for c in ("latent", "torch.sdpa_latent")
+                                    if any(c in v for v in mla.values())], peak)
     dsa = [(k, v) for k, v in sorted(runs.items()) if all(s in v for s in DSA) and "paged" in v]
     if dsa:
         out += ["", "DSA (indexer + top-k + sparse) against dense (paged), median ms:", "",

@@ -40,12 +40,20 @@
  *                   tile loop of 5 with each tile's keys taken from the selection, split over the
  *                   selection, the combine of 3. Shared by the heads of a group.
  *                   ./build/sim/examples/09_decode/decode_sim --kernel 9
+ *  10 latent        (stage attention, --latent only) DeepSeek's multi-head latent attention at
+ *                   decode in its absorbed form (FlashMLA's layout): H query heads of 576 (512
+ *                   latent + 64 RoPE) over ONE paged latent row of 576 per token, read as K over
+ *                   its 576 columns and as V over its first 512 from the same tile in shared
+ *                   memory (no V pool); version 5's kernel with D_K = 576, D_V = 512, Bc = 32.
+ *                   ./build/sim/examples/09_decode/decode_sim --latent --cache-lens 300,17,0 -H 16
  * A plain run: ./build/sim/examples/09_decode/decode_sim (every version, checked, then timed).
  * On a GPU build use build/gpu/.../decode_gpu.
  *
- * All versions: f32, f16, bf16 (fp32 accumulation); D = 64 or 128; H divisible by H_kv
+ * Versions 1-9: f32, f16, bf16 (fp32 accumulation); D = 64 or 128; H divisible by H_kv
  * (g = 1: multi-head; H_kv = 1: multi-query); 1 to 8 new tokens per sequence, causal among them
  * (bottom-right aligned); a different cache length per sequence, 0 included (output 0, LSE -inf).
+ * Version 10: bf16, f16; D_K = 576, D_V = 512, H_kv = 1; the rest as above. With --latent only
+ * version 10 runs (the others answer "not a latent kernel"); without it, version 10 is skipped.
  *
  * Sections: CPU reference | kernels | launchers | registry. main() is in main.c, the stages'
  * inputs and checks in decode_stages.c, the page pool and the split rules in decode_host.c, the
@@ -78,19 +86,21 @@
 #define LN2 0.6931471805599453f
 #define TILE_THREADS 128 /* versions 4, 5, 9 and the combine: 4 warps */
 
-/* Where the keys come from (the tiled kernel's template argument). */
-enum { SRC_CONTIGUOUS, SRC_PAGED, SRC_SELECTED };
+/* Where the keys come from (the tiled kernel's template argument). SRC_LATENT: the paged latent
+ * cache of version 10, addressed as SRC_PAGED, whose V is the first D_V columns of the K rows. */
+enum { SRC_CONTIGUOUS, SRC_PAGED, SRC_SELECTED, SRC_LATENT };
 
 /* What every attention version reads, passed by value. */
 template <typename T> struct dec_params {
-    const T *q;         // [B, Lq, H, D]
-    T *o;               // [B, Lq, H, D]
+    const T *q;         // [B, Lq, H, D] (latent: D = D_K = 576)
+    T *o;               // [B, Lq, H, D] (latent: D_V = 512)
     float *lse;         // [H, B * Lq]
     const T *k, *v;     // [B, H_kv, L_cap, D] contiguous, or the pools [pages, P, H_kv, D]
+                        // (latent: k the pool [pages, P, 1, 576], v unused)
     const int *seqlens; // [B]
     const int *table;   // [B, W] block table (paged)
     const int32_t *sel; // [B * Lq, topk] (selected)
-    float *part;        // split-KV partials: O [splits][rows][D], then LSE [splits][rows]
+    float *part;        // split-KV partials: O [splits][rows][D_V], then LSE [splits][rows]
     int B, H, H_kv, Lq, L_cap, W, P, topk, splits, chunk; /* chunk: keys (slots) per split */
     float scale2; // scale * log2(e): scores in base 2, exp2f
 };
@@ -112,7 +122,8 @@ __device__ __forceinline__ int64_t dec_key_offset(const dec_params<T> &a, int b,
 }
 
 /* One output row's result: the final O and LSE when there is one split, else this split's
- * partial (O already divided by its l, LSE = m + log l; a split with no key: 0 and -inf). */
+ * partial (O already divided by its l, LSE = m + log l; a split with no key: 0 and -inf). D: the
+ * output row's width (D_V: the value width, 512 for the latent version, else the head's D). */
 template <typename T, int D>
 __device__ __forceinline__ void dec_store(const dec_params<T> &a, int split, int64_t row, int d,
                                           float value) {
@@ -227,8 +238,8 @@ template <typename T, int D> __global__ void combine_kernel(const dec_params<T> 
         a.lse[(row % a.H) * (rows / a.H) + row / a.H] = wsum > 0.0f ? mx + logf(wsum) : -INFINITY;
 }
 
-/* --- versions 4, 5 and 9: one block for the rows that share a K/V head
- * ----------------------------
+/* --- versions 4, 5, 9 and 10: one block for the rows that share a K/V head
+ * -----------------------
  *
  *   grid  = (splits, H_kv x row tiles, B)   [sparse: (splits, H_kv x row tiles, B x Lq)]
  *   block = 128 threads; its rows: up to 16 of the (new token i, head of the group) pairs that
@@ -238,7 +249,7 @@ template <typename T, int D> __global__ void combine_kernel(const dec_params<T> 
  *
  *   shared memory (rows padded by 16 bytes: a quarter-warp's 16-byte reads of 8 rows hit 8
  *   different bank groups)
- *     k_s, v_s  [Bc][D + 16/sizeof(T)]  a tile of Bc = 64 keys, cp.async
+ *     k_s, v_s  [Bc][D + 16/sizeof(T)]  a tile of Bc = 64 keys, cp.async (latent: k_s only)
  *     q_s       [16][D]    the rows' queries, fp32, scaled by scale * log2(e)
  *     p_s       [16][Bc]   S = Q K^T of the tile, then P = 2^(S - m)
  *     m_s, l_s, alpha_s [16]   the rows' running max, sum, and this tile's rescale factor
@@ -259,17 +270,42 @@ template <typename T, int D> __global__ void combine_kernel(const dec_params<T> 
  *
  * Contiguous (4) and paged (5) differ in one function, dec_key_offset: a tile's keys are looked up
  * in the block table once each, and every other step is the same code, so the two agree bit for
- * bit. */
-template <typename T, int D> struct tile_cfg {
-    static constexpr int BC = 64;                    /* keys per tile */
+ * bit.
+ *
+ * Version 10 (latent, FlashMLA's layout): the same kernel with D_K = 576 and D_V = 512 over the
+ * paged latent cache (H_kv = 1, so g = H: every query head reads the one latent row). Each tile is
+ * copied ONCE, into k_s: S reads it as K over its 576 columns, PV as V over its first 512; there is
+ * no v_s and no V pool. A 576-wide tile of 64 keys would be 74 KB in 16 bits, so Bc = 32:
+ *
+ *         k_s [32][576 + 8]  (bf16/fp16)                     q_s [16][576] fp32
+ *       +--------------------------------+--------+        +---------------------+
+ *   jj  | c_KV: columns 0 .. 511         | k_rope |  S <-- | latent q | rope q   |  rows (i, h)
+ *       | (read as V by PV)              | 512..575        +---------------------+
+ *       +--------------------------------+--------+
+ *       S = q_s . k_s[jj][0..575]       O += P[r][jj] k_s[jj][0..511]
+ *
+ *   bytes at 16 bits: k_s 32 x 584 x 2 = 37,376; off_s 256; q_s 16 x 576 x 4 = 36,864; p_s
+ *   16 x 32 x 4 = 2,048; m_s, l_s, alpha_s 192; tok_s 128: 76,864 in all, above the 48 KB a block
+ *   gets without asking, so the launcher opts in (cudaFuncAttributeMaxDynamicSharedMemorySize, as
+ *   for every version here); an H100 gives a block up to 227 KB, two such blocks fit on an SM. The
+ *   PV step's accumulators: 16 rows x 4 columns per thread (512 / 128). fp32 is refused (FlashMLA
+ *   takes bf16 and fp16 only; its tile would be twice the bytes). At Bc = 32 with 4 warps the
+ *   barrier after S orders nothing: score (r, jj) is written by warp r % 4, lane jj, the thread
+ *   that reads it in row r's softmax (it stays: at Bc = 64 it is needed). */
+template <typename T, int DK, int DV, bool LATENT> struct tile_cfg {
+    static constexpr int BC = DK > 128 ? 32 : 64;    /* keys per tile */
     static constexpr int CH = 16 / (int)sizeof(T);   /* elements per 16-byte copy */
-    static constexpr int LD = D + CH;                /* padded row of k_s, v_s */
+    static constexpr int LD = DK + CH;               /* padded row of k_s, v_s */
     static constexpr int PHASES = TILE_THREADS / BC; /* S step: row groups */
-    static constexpr int CPT = D >= TILE_THREADS ? D / TILE_THREADS : 1; /* PV: columns */
-    static constexpr int RSTRIDE = D >= TILE_THREADS ? 1 : TILE_THREADS / D;
+    static constexpr int CPT = DV >= TILE_THREADS ? DV / TILE_THREADS : 1; /* PV: columns */
+    static constexpr int RSTRIDE = DV >= TILE_THREADS ? 1 : TILE_THREADS / DV;
     static constexpr int RPT = DEC_ROWS / RSTRIDE; /* PV: rows per thread */
-    static constexpr size_t smem = 2 * (size_t)BC * LD * sizeof(T) + (size_t)BC * sizeof(int64_t) +
-                                   ((size_t)DEC_ROWS * (D + BC + 3) + BC) * sizeof(float);
+    static constexpr size_t smem = (LATENT ? 1 : 2) * (size_t)BC * LD * sizeof(T) +
+                                   (size_t)BC * sizeof(int64_t) +
+                                   ((size_t)DEC_ROWS * (DK + BC + 3) + BC) * sizeof(float);
+    static_assert(LATENT || DK == DV, "separate K and V tiles have one width");
+    static_assert(DV % TILE_THREADS == 0 || TILE_THREADS % DV == 0, "PV: columns over threads");
+    static_assert(!LATENT || sizeof(T) != 2 || smem == 76864, "the tile map's byte count");
 };
 
 /* q . k for a row of q_s (fp32) and a row of k_s (T), 16 bytes of k at a time. */
@@ -288,14 +324,18 @@ template <typename T, int D> __device__ __forceinline__ float dot_row(const floa
     return s;
 }
 
-template <typename T, int D, int SRC> __global__ void tiled_kernel(const dec_params<T> a) {
-    using C = tile_cfg<T, D>;
+/* D: the width of q and K (D_K); DV: of V and O (D_V); SRC: where the keys come from (SRC_LATENT:
+ * V is the K tile's first DV columns). */
+template <typename T, int D, int DV, int SRC> __global__ void tiled_kernel(const dec_params<T> a) {
+    constexpr bool LATENT = SRC == SRC_LATENT;
+    constexpr int KSRC = LATENT ? SRC_PAGED : SRC; /* how a key's row is found */
+    using C = tile_cfg<T, D, DV, LATENT>;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    T *k_s = reinterpret_cast<T *>(smem_raw);                          /* [BC][LD] */
-    T *v_s = k_s + C::BC * C::LD;                                      /* [BC][LD] */
-    int64_t *off_s = reinterpret_cast<int64_t *>(v_s + C::BC * C::LD); /* [BC] */
-    float *q_s = reinterpret_cast<float *>(off_s + C::BC);             /* [16][D] */
-    float *p_s = q_s + DEC_ROWS * D;                                   /* [16][BC] */
+    T *k_s = reinterpret_cast<T *>(smem_raw);    /* [BC][LD] */
+    T *v_s = LATENT ? k_s : k_s + C::BC * C::LD; /* [BC][LD]: latent, k_s itself */
+    int64_t *off_s = reinterpret_cast<int64_t *>(k_s + (LATENT ? 1 : 2) * C::BC * C::LD); /* [BC] */
+    float *q_s = reinterpret_cast<float *>(off_s + C::BC); /* [16][D] */
+    float *p_s = q_s + DEC_ROWS * D;                       /* [16][BC] */
     float *m_s = p_s + DEC_ROWS * C::BC, *l_s = m_s + DEC_ROWS, *alpha_s = l_s + DEC_ROWS;
     int *tok_s = reinterpret_cast<int *>(alpha_s + DEC_ROWS); /* [BC] */
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, split = blockIdx.x;
@@ -327,8 +367,8 @@ template <typename T, int D, int SRC> __global__ void tiled_kernel(const dec_par
     }
     __syncthreads(); // q rows and the running m, l are set before any thread reads them
     float acc[C::RPT][C::CPT] = {};
-    const int col0 = tid % (D < TILE_THREADS ? D : TILE_THREADS);
-    const int rphase = D < TILE_THREADS ? tid / D : 0;
+    const int col0 = tid % (DV < TILE_THREADS ? DV : TILE_THREADS);
+    const int rphase = DV < TILE_THREADS ? tid / DV : 0;
 
     for (int j0 = t0; j0 < t1; j0 += C::BC) {
         /* the tile's tokens and where their rows are (one block-table read per key) */
@@ -336,23 +376,28 @@ template <typename T, int D, int SRC> __global__ void tiled_kernel(const dec_par
             const int j = j0 + jj;
             const int t = j < t1 ? (SRC == SRC_SELECTED ? srow[j] : j) : -1;
             tok_s[jj] = t;
-            off_s[jj] = t >= 0 ? dec_key_offset<SRC>(a, b, hk, t, D) : -1;
+            off_s[jj] = t >= 0 ? dec_key_offset<KSRC>(a, b, hk, t, D) : -1;
         }
         __syncthreads(); // the tokens' row offsets are in place before the copies use them
-        /* K and V rows of the tile, 16 bytes per copy; a slot with no token: zeros */
+        /* K and V rows of the tile, 16 bytes per copy; a slot with no token: zeros. Latent: the
+         * K rows only (the V rows are their first DV columns) */
         for (int c = tid; c < C::BC * (D / C::CH); c += TILE_THREADS) {
             const int jj = c / (D / C::CH), col = c % (D / C::CH) * C::CH;
             const int64_t off = off_s[jj];
             cp_async_16(k_s + jj * C::LD + col, a.k + (off >= 0 ? off + col : 0), off >= 0);
         }
         cp_async_commit();
-        for (int c = tid; c < C::BC * (D / C::CH); c += TILE_THREADS) {
-            const int jj = c / (D / C::CH), col = c % (D / C::CH) * C::CH;
-            const int64_t off = off_s[jj];
-            cp_async_16(v_s + jj * C::LD + col, a.v + (off >= 0 ? off + col : 0), off >= 0);
+        if (!LATENT) {
+            for (int c = tid; c < C::BC * (D / C::CH); c += TILE_THREADS) {
+                const int jj = c / (D / C::CH), col = c % (D / C::CH) * C::CH;
+                const int64_t off = off_s[jj];
+                cp_async_16(v_s + jj * C::LD + col, a.v + (off >= 0 ? off + col : 0), off >= 0);
+            }
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
         }
-        cp_async_commit();
-        cp_async_wait<1>();
         __syncthreads(); // every thread's K rows have landed before any thread reads the tile
 
         /* S = Q K^T, masked: a slot with no token, or a token after what row r's token sees */
@@ -386,8 +431,8 @@ template <typename T, int D, int SRC> __global__ void tiled_kernel(const dec_par
                 m_s[r] = m_new;
             }
         }
-        cp_async_wait<0>();
-        __syncthreads(); // P, the rescale factors and every thread's V rows are in place
+        cp_async_wait<0>(); /* latent: nothing left in flight */
+        __syncthreads();    // P, the rescale factors and every thread's V rows are in place
 
         /* O = alpha O + P V */
         for (int x = 0; x < C::RPT; ++x) {
@@ -413,12 +458,12 @@ template <typename T, int D, int SRC> __global__ void tiled_kernel(const dec_par
         const int64_t row = ((int64_t)b * a.Lq + ROW_TOKEN(r)) * a.H + ROW_HEAD(r);
         const float l = l_s[r];
         for (int y = 0; y < C::CPT; ++y)
-            dec_store<T, D>(a, split, row, col0 + TILE_THREADS * y,
-                            l > 0.0f ? acc[x][y] / l : 0.0f);
+            dec_store<T, DV>(a, split, row, col0 + TILE_THREADS * y,
+                             l > 0.0f ? acc[x][y] / l : 0.0f);
     }
     for (int r = tid; r < R; r += TILE_THREADS) {
         const int64_t row = ((int64_t)b * a.Lq + ROW_TOKEN(r)) * a.H + ROW_HEAD(r);
-        dec_store_lse<T, D>(a, split, row, m_s[r], l_s[r]);
+        dec_store_lse<T, DV>(a, split, row, m_s[r], l_s[r]);
     }
 #undef ROW_TOKEN
 #undef ROW_HEAD
@@ -430,6 +475,7 @@ template <typename T, int D, int SRC> __global__ void tiled_kernel(const dec_par
  *   grid (Lq, B); block = 128 threads: new token i of sequence b goes to position
  *   pos = cache_seqlens[b] - Lq + i, i.e. page block_table[b][pos / P], slot pos % P; its H_kv x D
  *   keys (and values, and its index key) are one contiguous row on both sides: 16-byte copies.
+ *   Latent (no v_new, no ki_new): the token's 576-wide latent row alone.
  *
  *      k_new [B, Lq, H_kv, D]          k_pages [pages, P, H_kv, D]
  *      (b, i) ----------------------> page table[b][pos / P], slot pos % P */
@@ -445,12 +491,17 @@ __global__ void append_kernel(const T *k_new, const T *v_new, const T *ki_new, T
     const int64_t src = (int64_t)b * Lq + i;
     const int n16 = H_kv * D * (int)sizeof(T) / 16;
     const uint4 *ks = reinterpret_cast<const uint4 *>(k_new + src * H_kv * D);
-    const uint4 *vs = reinterpret_cast<const uint4 *>(v_new + src * H_kv * D);
     uint4 *kd = reinterpret_cast<uint4 *>(k_pages + slot * H_kv * D);
-    uint4 *vd = reinterpret_cast<uint4 *>(v_pages + slot * H_kv * D);
-    for (int c = threadIdx.x; c < n16; c += blockDim.x) {
-        kd[c] = ks[c];
-        vd[c] = vs[c];
+    if (v_new == NULL) { /* latent (version 10's cache): the one latent row */
+        for (int c = threadIdx.x; c < n16; c += blockDim.x)
+            kd[c] = ks[c];
+    } else {
+        const uint4 *vs = reinterpret_cast<const uint4 *>(v_new + src * H_kv * D);
+        uint4 *vd = reinterpret_cast<uint4 *>(v_pages + slot * H_kv * D);
+        for (int c = threadIdx.x; c < n16; c += blockDim.x) {
+            kd[c] = ks[c];
+            vd[c] = vs[c];
+        }
     }
     if (ki_new != NULL) {
         const uint4 *is = reinterpret_cast<const uint4 *>(ki_new + src * DI);
@@ -532,7 +583,7 @@ static dec_params<T> params_of(const dec_args *a, int src, int splits, int keys)
     p.o = (T *)a->o;
     p.lse = a->lse;
     p.k = (const T *)(contiguous ? a->k_cache : a->k_pages);
-    p.v = (const T *)(contiguous ? a->v_cache : a->v_pages);
+    p.v = (const T *)(contiguous ? a->v_cache : a->v_pages); /* latent: NULL, never read */
     p.seqlens = a->seqlens;
     p.table = a->block_table;
     p.sel = a->sel;
@@ -569,29 +620,31 @@ void dec_launch_split_kv(const dec_args *a, cudaStream_t stream) {
     by_type<split_kv_launch>(a->dtype, a->D, a, a->splits, stream);
 }
 
+/* The tiled kernel for keys from SRC, its shared memory opted in (above 48 KB a launch must ask),
+ * then the combine over D_V-wide partials. */
+template <typename T, int DK, int DV, int SRC>
+static void tiled_run(const dec_args *a, cudaStream_t stream) {
+    using C = tile_cfg<T, DK, DV, SRC == SRC_LATENT>;
+    const bool sparse = SRC == SRC_SELECTED;
+    const int keys = sparse ? a->topk : a->L_cap;
+    const dec_params<T> p = params_of<T>(a, SRC, a->splits, keys);
+    const int g = a->H / a->H_kv, rows = sparse ? g : a->Lq * g;
+    const dim3 grid(p.splits, a->H_kv * ((rows + DEC_ROWS - 1) / DEC_ROWS),
+                    sparse ? a->B * a->Lq : a->B);
+    cudaFuncSetAttribute(tiled_kernel<T, DK, DV, SRC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         (int)C::smem);
+    tiled_kernel<T, DK, DV, SRC><<<grid, TILE_THREADS, C::smem, stream>>>(p);
+    combine_launch<T, DV>::run(p, stream);
+}
+
 template <typename T, int D> struct tiled_launch {
     static void run(const dec_args *a, int src, cudaStream_t stream) {
-        using C = tile_cfg<T, D>;
-        const bool sparse = src == SRC_SELECTED;
-        const int keys = sparse ? a->topk : a->L_cap;
-        const dec_params<T> p = params_of<T>(a, src, a->splits, keys);
-        const int g = a->H / a->H_kv, rows = sparse ? g : a->Lq * g;
-        const dim3 grid(p.splits, a->H_kv * ((rows + DEC_ROWS - 1) / DEC_ROWS),
-                        sparse ? a->B * a->Lq : a->B);
-        if (src == SRC_CONTIGUOUS) {
-            cudaFuncSetAttribute(tiled_kernel<T, D, SRC_CONTIGUOUS>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::smem);
-            tiled_kernel<T, D, SRC_CONTIGUOUS><<<grid, TILE_THREADS, C::smem, stream>>>(p);
-        } else if (src == SRC_PAGED) {
-            cudaFuncSetAttribute(tiled_kernel<T, D, SRC_PAGED>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::smem);
-            tiled_kernel<T, D, SRC_PAGED><<<grid, TILE_THREADS, C::smem, stream>>>(p);
-        } else {
-            cudaFuncSetAttribute(tiled_kernel<T, D, SRC_SELECTED>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::smem);
-            tiled_kernel<T, D, SRC_SELECTED><<<grid, TILE_THREADS, C::smem, stream>>>(p);
-        }
-        combine_launch<T, D>::run(p, stream);
+        if (src == SRC_CONTIGUOUS)
+            tiled_run<T, D, D, SRC_CONTIGUOUS>(a, stream);
+        else if (src == SRC_PAGED)
+            tiled_run<T, D, D, SRC_PAGED>(a, stream);
+        else
+            tiled_run<T, D, D, SRC_SELECTED>(a, stream);
     }
 };
 
@@ -607,9 +660,18 @@ void dec_launch_sparse(const dec_args *a, cudaStream_t stream) {
     by_type<tiled_launch>(a->dtype, a->D, a, (int)SRC_SELECTED, stream);
 }
 
+/* 16-bit only (dec_latent_unsupported refuses fp32): D_K = 576, D_V = 512. */
+void dec_launch_latent(const dec_args *a, cudaStream_t stream) {
+    if (a->dtype == ATTN_BF16)
+        tiled_run<__nv_bfloat16, DEC_LATENT_DK, DEC_LATENT_DV, SRC_LATENT>(a, stream);
+    else if (a->dtype == ATTN_F16)
+        tiled_run<__half, DEC_LATENT_DK, DEC_LATENT_DV, SRC_LATENT>(a, stream);
+}
+
 size_t dec_workspace_bytes(const dec_args *a, int splits) {
     const size_t rows = (size_t)a->B * a->Lq * a->H;
-    return splits > 1 ? (size_t)splits * rows * ((size_t)a->D + 1) * sizeof(float) : 0;
+    const size_t dv = a->latent ? DEC_LATENT_DV : (size_t)a->D;
+    return splits > 1 ? (size_t)splits * rows * (dv + 1) * sizeof(float) : 0;
 }
 
 template <typename T> static void append_typed(const dec_args *a, cudaStream_t stream) {
@@ -668,9 +730,19 @@ void dec_launch_topk(const dec_args *a, bool bitonic, cudaStream_t stream) {
 
 /* ================================= registry =============================================== */
 
+const char *dec_latent_unsupported(int H_kv, int D, attn_dtype dtype) {
+    if (H_kv != 1)
+        return "--latent is multi-query: one latent row per token serves every head (--kv-heads 1)";
+    if (D != DEC_LATENT_DK)
+        return "--latent: the latent rows are 576 wide (512 + 64 of RoPE; -D 576 or no -D)";
+    if (dtype != ATTN_BF16 && dtype != ATTN_F16)
+        return "--latent takes bf16 or fp16 (FlashMLA's dtypes; --dtype bf16 or f16)";
+    return NULL;
+}
+
 const char *dec_unsupported(int H, int H_kv, int D, int Lq, int index_heads, int index_dim) {
     if (D != 64 && D != 128)
-        return "the kernels take D = 64 or 128 (-D)";
+        return "the kernels take D = 64 or 128 (-D; 576 is MLA's latent layout: --latent)";
     if (H_kv < 1 || H % H_kv != 0)
         return "the query heads must be a multiple of the key/value heads (-H, --kv-heads)";
     if (Lq < 1 || Lq > DEC_MAX_QUERIES)
@@ -730,6 +802,11 @@ static void run_sparse(const attn_problem *p, const attn_buffers *b, cudaStream_
     const dec_args a = with_splits(b, run_of(b)->splits_sparse);
     dec_launch_sparse(&a, s);
 }
+static void run_latent(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    (void)p;
+    const dec_args a = with_splits(b, run_of(b)->splits_tiled);
+    dec_launch_latent(&a, s);
+}
 
 /* f32/f16/bf16, D = 64 or 128 (the module refuses other D), new tokens causal among
  * themselves, a cache length per sequence; every kernel runs on the simulator */
@@ -740,6 +817,10 @@ static const attn_requirements dec_requirements = {
     true,
     true,
     false};
+
+/* version 10: bf16/fp16 (FlashMLA's), D = 576 (the latent row), --latent only (dec_verdict) */
+static const attn_requirements dec_latent_requirements = {
+    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), DEC_LATENT_DK, 64, true, true, false};
 
 static const attn_stage dec_stages[] = {
     {"append", false, NULL, dec_clear, dec_check_append},
@@ -768,6 +849,8 @@ static const attn_kernel dec_kernels[] = {
      run_topk_bitonic, dec_requirements, NULL, 0, NULL, DEC_STAGE_TOPK},
     {9, "sparse", "attention over the k selected tokens of the paged cache, split-KV", run_sparse,
      dec_requirements, NULL, 0, NULL, DEC_STAGE_SPARSE},
+    {10, "latent", "MLA: 576-wide queries over one paged latent row per token, V its first 512",
+     run_latent, dec_latent_requirements, NULL, 0, NULL, DEC_STAGE_ATTENTION},
 };
 
 #define OPT(field) offsetof(dec_options, field)
@@ -798,6 +881,11 @@ static const attn_option dec_option_table[] = {
      ATTN_OPTION_INT, OPT(table_pages), 0, INT_MAX, NULL, "0", NULL},
     {"--spare-pages", "N", "pages in the pool beyond those the sequences use", ATTN_OPTION_INT,
      OPT(spare_pages), 0, INT_MAX, NULL, "7", NULL},
+    {"--latent", NULL,
+     "DeepSeek's MLA decode (version 10): q [B,Lq,H,576], one paged latent row of 576 per token "
+     "(K; V = its first 512), o [B,Lq,H,512]; bf16 unless --dtype, scale 1/sqrt(192) unless "
+     "--scale",
+     ATTN_OPTION_SWITCH, OPT(latent), 0, 0, NULL, NULL, NULL},
     {"--corrupt-table", "V",
      "write V into the block table's first entry (a test: the program must refuse a page outside "
      "the pool)",
@@ -825,6 +913,8 @@ static const attn_module dec_module = {
     dec_dump,
     dec_after_table,
     dec_release,
+    NULL, /* inputs: an attention example's */
+    dec_host_bytes,
 };
 
 extern "C" const attn_example decode_example = {

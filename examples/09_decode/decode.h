@@ -28,6 +28,10 @@
  *                q_index [B, Lq, H_I, D_I] (T), w [B, Lq, H_I] (fp32)
  *                logits [B, Lq, L_cap] fp32: index scores (example 05's [B, chunk, Lk], chunk = Lq)
  *                sel [B * Lq, k] int32: selected token positions, ascending, then -1 (example 05's)
+ *   latent       (version 10, --latent: DeepSeek's MLA decode in FlashMLA's layout) H_kv = 1,
+ *                D = D_K = 576 (512 latent + 64 RoPE): q [B, Lq, H, 576], k_pages
+ *                [num_pages, P, 1, 576] (one latent row per token; V is its first D_V = 512
+ *                columns, there is no v_pages), o [B, Lq, H, 512]; lse and the table as above
  * Causal alignment among the Lq new tokens is the chapter's bottom-right rule: new token i of
  * sequence b sees the tokens t < cache_seqlens[b] - Lq + i + 1. An empty sequence
  * (cache_seqlens[b] = 0: an unused batch slot) has no new token; its rows output 0, LSE -inf.
@@ -53,10 +57,13 @@ extern "C" {
 #define DEC_MAX_INDEX_DIM 128  /* D_I, a multiple of 8 */
 #define DEC_MAX_PAGE_SIZE 4096
 #define DEC_MIN_KEYS_PER_SPLIT 256 /* our split rule never makes splits shorter than this */
+#define DEC_LATENT_DK 576          /* version 10: the latent row, 512 + 64 of RoPE (q and K) */
+#define DEC_LATENT_DV 512          /* version 10: V and O, the row's first 512 columns */
 
 /* What one decoding step's kernels read and write (device pointers; see the layouts above). */
 typedef struct dec_args {
     int B, H, H_kv, Lq, D, L_cap;
+    bool latent; /* version 10's layout (above): D = D_K = 576, V the first D_V = 512 of K */
     attn_dtype dtype;
     float scale;
     const int *seqlens; /* [B] cache_seqlens (after this step's append) */
@@ -94,10 +101,13 @@ void dec_launch_paged(const dec_args *a, cudaStream_t stream);
 void dec_launch_indexer(const dec_args *a, cudaStream_t stream);
 void dec_launch_topk(const dec_args *a, bool bitonic, cudaStream_t stream); /* example 05's */
 void dec_launch_sparse(const dec_args *a, cudaStream_t stream);
-/* The split-KV partials: splits x (B * Lq * H) rows of D + 1 floats (O, then LSE). */
+void dec_launch_latent(const dec_args *a, cudaStream_t stream); /* a->latent; bf16, fp16 */
+/* The split-KV partials: splits x (B * Lq * H) rows of D_V + 1 floats (O, then LSE). */
 size_t dec_workspace_bytes(const dec_args *a, int splits);
 /* One line naming what the kernels cannot do with these sizes, or NULL. */
 const char *dec_unsupported(int H, int H_kv, int D, int Lq, int index_heads, int index_dim);
+/* The same for version 10's layout (--latent): H_kv = 1, D = 576, bf16 or fp16. */
+const char *dec_latent_unsupported(int H_kv, int D, attn_dtype dtype);
 
 /* ---- host side (decode_host.c), shared by the program and the model's library ---------------- */
 
@@ -132,7 +142,8 @@ int dec_blocks_per_split(int B, int H, int H_kv, int Lq);
 
 /* The inputs the reference reads, as fp32 values (already rounded to the dtype): q [B, Lq, H, D],
  * k, v [total_k, H_kv, D] packed by cu_k (the sequences' tokens in order, unpaged), and per new
- * token an optional key list (sel [B * Lq, k], -1 = no key; NULL: every key the token sees). */
+ * token an optional key list (sel [B * Lq, k], -1 = no key; NULL: every key the token sees).
+ * Latent (v = NULL): V is the first D_v columns of each K row, and O rows are D_v wide. */
 typedef struct dec_ref_inputs {
     int B, H, H_kv, Lq, D;
     float scale;
@@ -141,9 +152,10 @@ typedef struct dec_ref_inputs {
     const float *q, *k, *v;
     const int32_t *sel;
     int topk;
+    int D_v; /* the width of V and O: D, or with v = NULL (latent) fewer, read from K's rows */
 } dec_ref_inputs;
 
-/* Row n = (b * Lq + i) * H + h of O (the layout above): out (D floats), its LSE; lowp (may be
+/* Row n = (b * Lq + i) * H + h of O (the layout above): out (D_v floats), its LSE; lowp (may be
  * NULL): the same row as the straightforward implementation in the dtype's precision that
  * FlashAttention's tolerance rule compares against (common/README.md, "Tolerance rules": scores
  * and softmax in fp32, P rounded to the dtype, P V accumulated in fp32 and rounded). A row that
@@ -163,6 +175,7 @@ typedef struct dec_options {
     int table_pages; /* --table-pages: the block table's width (0: what the lengths need) */
     int spare_pages; /* --spare-pages: unused pages in the pool */
     const char *corrupt_table; /* --corrupt-table V: block_table[0][0] = V (a test) */
+    int latent;                /* --latent: version 10's layout (decode.h, "latent") */
 } dec_options;
 
 /* The stages (attn_kernel.stage) and what their kernels read: a dec_run in attn_buffers.args. */
@@ -181,11 +194,13 @@ typedef struct dec_state {
     attn_problem p; /* the check's problem: varlen, cu_q = b * Lq, cu_k = the cache lengths */
     int *lens, *cu_q, *cu_k;                                      /* [B], [B+1], [B+1] host */
     int B, H, H_kv, Lq, D, L_cap, P, W, num_pages, k_eff, tokens; /* tokens: new ones, in all */
+    int Dv;      /* the width of V and O: D, or 512 with --latent (D = 576) */
+    bool latent; /* --latent: one paged latent pool, no V pool, no contiguous cache */
     int splits_mode, splits_fixed; /* 0 ours, 1 FlashAttention's, 2 fixed */
     float amplitude;
     uint64_t seed;
     int64_t stride; /* checked rows: (b * Lq + i) * H + h a multiple of it */
-    size_t dsize, pool_bytes, pool_ki_bytes, cache_bytes;
+    size_t dsize, pool_bytes, pool_v_bytes, pool_ki_bytes, cache_bytes; /* latent: v, ki, 0 */
     float *q, *k, *v, *qi, *ki, *w;  /* q [B,Lq,H,D], k, v [total_k, H_kv, D], qi, ki, w */
     int *table;                      /* [B, W] */
     unsigned char *kp0, *vp0, *kip0; /* pools before the append (new tokens' slots NaN) */
@@ -225,6 +240,8 @@ void dec_record_json(void *state, const attn_kernel *k, char *out, size_t len);
 int dec_dump(void *state, const char *dir);
 void dec_after_table(void *state, const attn_example *ex, const attn_run_record *recs, int n);
 void dec_release(void *state);
+/* The host memory dec_setup will allocate (the driver checks it before the run). */
+double dec_host_bytes(void *state, const attn_problem *p);
 /* The model of the bytes kernel k moves (README.md, "Bytes per decoded token"). */
 double dec_model_bytes(void *state, const attn_kernel *k);
 

@@ -9,12 +9,16 @@ version of decode.cu computes, in the layouts of decode.h.
     index_scores(q_index, ki_pages, weights, block_table, cache_seqlens)   DSA's indexer
     select_topk(scores, cache_seqlens, k)           the k best tokens of each new token
     sparse_decode(q, k_pages, v_pages, block_table, cache_seqlens, sel)
+    absorb_query(q_nope, q_rope, w_uk)              MLA: the query moved into the latent space
+    latent_decode(q, latent_pages, block_table, cache_seqlens)   MLA over one latent row (v10)
 
 Layouts (decode.h): q, o [B, Lq, H, D]; a contiguous cache [B, H_kv, L_cap, D]; pages
 [num_pages, P, H_kv, D] with block_table [B, W] and cache_seqlens [B]; query head h reads K/V head
 h // (H // H_kv). New token i of sequence b sees the tokens t < cache_seqlens[b] - Lq + i + 1
 (bottom-right causal); a sequence with no token outputs 0. Run `python decode.py` for a demo:
 a paged, grouped, speculative step against the plain formula, and split-KV against unsplit.
+Latent (version 10, DeepSeek's MLA in FlashMLA's layout): q [B, Lq, H, 576], one latent row per
+token in pages [num_pages, P, 1, 576] read as K, its first 512 columns as V; o [B, Lq, H, 512].
 """
 import math
 import sys
@@ -37,7 +41,7 @@ def decode_attention(q, k, v, cache_seqlens, scale=None):
     """O [B, Lq, H, D] of new queries q over a contiguous cache k, v [B, H_kv, L_cap, D]:
     per sequence, SDPA with enable_gqa (K/V head h // g for query head h) on its L_b tokens."""
     B, Lq, H, D = q.shape
-    out = torch.zeros_like(q)
+    out = q.new_zeros(B, Lq, H, v.shape[-1])  # V may be narrower than K (latent: 512 of 576)
     for b in range(B):
         n = int(cache_seqlens[b])
         if n == 0:
@@ -150,6 +154,25 @@ def sparse_decode(q, k_pages, v_pages, block_table, cache_seqlens, sel, scale=No
                 out[b, i, h] = torch.softmax((k[b, h // g, t] @ q[b, i, h]) * scale, 0) @ \
                     v[b, h // g, t]
     return out
+
+
+MLA_SCALE = 1.0 / math.sqrt(128 + 64)  # DeepSeek-V3: q.k over 128 (no RoPE) + 64 (RoPE) dims
+
+
+def absorb_query(q_nope, q_rope, w_uk):
+    """MLA's absorbed query: head h's key is k_h(t) = [W_UK[h] c(t); k_rope(t)], so
+    q_h . k_h(t) = (W_UK[h]^T q_nope[h]) . c(t) + q_rope[h] . k_rope(t) = q'_h . [c(t); k_rope(t)]
+    with q'_h = [W_UK[h]^T q_nope[h]; q_rope[h]]. q_nope [..., H, 128], q_rope [..., H, 64],
+    w_uk [H, 128, 512]: q' [..., H, 576]."""
+    return torch.cat([torch.einsum("...hn,hnc->...hc", q_nope, w_uk), q_rope], -1)
+
+
+def latent_decode(q, latent_pages, block_table, cache_seqlens, d_v=512, scale=MLA_SCALE):
+    """MLA decode over one latent row per token (H_kv = 1): K is the row (576 wide), V its first
+    d_v columns (the compressed c(t)); O [B, Lq, H, d_v] is still in the latent space (the model
+    multiplies it by W_UV[h], then W_O, outside attention)."""
+    k = paged_gather(latent_pages, block_table, cache_seqlens)  # [B, 1, L_cap, 576]
+    return decode_attention(q, k, k[..., :d_v], cache_seqlens, scale)
 
 
 def demo():

@@ -8,6 +8,9 @@
  * A row is new token i of sequence b for query head h: n = (b * Lq + i) * H + h (decode.h). It
  * sees the keys t < L_b - Lq + i + 1 of its sequence (bottom-right causal), or, with a selection,
  * the selected ones among them.
+ *
+ * Latent (version 10, in->v == NULL): one K row of D = 576 per token (H_kv = 1) and V its first
+ * D_v = 512 columns, read from the same rows: o = sum_t p_t c_t, c_t the row's first 512.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -17,6 +20,7 @@
 
 int dec_reference_row(const dec_ref_inputs *in, int64_t n, float *out, float *lse, float *lowp) {
     const int H = in->H, D = in->D, Lq = in->Lq, g = H / in->H_kv;
+    const int Dv = in->D_v > 0 ? in->D_v : D; /* the width of V and O */
     const int h = (int)(n % H), hk = h / g;
     const int64_t token = n / H; /* b * Lq + i */
     const int b = (int)(token / Lq), i = (int)(token % Lq);
@@ -28,8 +32,8 @@ int dec_reference_row(const dec_ref_inputs *in, int64_t n, float *out, float *ls
     int *keys = (int *)malloc(((size_t)slots + 1) * sizeof(int));
     double *s = (double *)malloc(((size_t)slots + 1) * sizeof(double));
     float *sf = (float *)malloc(((size_t)slots + 1) * sizeof(float));
-    double *acc = (double *)calloc((size_t)D, sizeof(double));
-    float *accf = (float *)calloc((size_t)D, sizeof(float));
+    double *acc = (double *)calloc((size_t)Dv, sizeof(double));
+    float *accf = (float *)calloc((size_t)Dv, sizeof(float));
     if (keys == NULL || s == NULL || sf == NULL || acc == NULL || accf == NULL) {
         free(keys), free(s), free(sf), free(acc), free(accf);
         return 1;
@@ -65,14 +69,15 @@ int dec_reference_row(const dec_ref_inputs *in, int64_t n, float *out, float *ls
         lf += sf[x];
     }
     for (int x = 0; x < count; ++x) {
-        const float *vr = in->v + (((int64_t)in->cu_k[b] + keys[x]) * in->H_kv + hk) * D;
+        const float *vbase = in->v != NULL ? in->v : in->k; /* latent: V is K's first Dv */
+        const float *vr = vbase + (((int64_t)in->cu_k[b] + keys[x]) * in->H_kv + hk) * D;
         const float pf = attn_round_dtype(sf[x] / lf, in->dtype);
-        for (int d = 0; d < D; ++d) {
+        for (int d = 0; d < Dv; ++d) {
             acc[d] += s[x] * (double)vr[d];
             accf[d] += pf * vr[d];
         }
     }
-    for (int d = 0; d < D; ++d) {
+    for (int d = 0; d < Dv; ++d) {
         out[d] = count > 0 ? (float)(acc[d] / l) : 0.0f;
         if (lowp != NULL)
             lowp[d] = attn_round_dtype(accf[d], in->dtype);

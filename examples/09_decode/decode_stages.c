@@ -7,11 +7,13 @@
  *   append     append                   the pools as a right append leaves them, byte for byte
  *                                       (the new tokens' slots, and that nothing else changed)
  *   attention  naive, split_kv, gqa,    dec_reference_row (double precision), FlashAttention's
- *              paged                    rule for fp16/bf16; paged also equal to gqa bit for bit
+ *              paged, latent            rule for fp16/bf16; paged also equal to gqa bit for bit
  *   indexer    indexer                  example 05's ds_index_scores_ref, fp32 rounding bound
  *   top-k      topk_radix, topk_bitonic example 05's tie rule on the indexer's own scores
  *   sparse     sparse                   dec_reference_row over the selection the top-k check
  *                                       accepted (never the device buffer read back later)
+ * With --latent (decode.h, "latent") the data is MLA-shaped: q 576 wide, one latent pool (no V
+ * pool, no contiguous cache, no index keys), o 512 wide; append and latent run, the rest skip.
  */
 #include <limits.h>
 #include <math.h>
@@ -132,10 +134,30 @@ int dec_prepare(void *state, const attn_example *ex, const attn_cli *cli, const 
         for (int b = 0; b < s->B; ++b)
             s->lens[b] = p->Lk;
     }
+    s->latent = s->opt.latent != 0;
+    if (s->latent) {
+        /* MLA's shape unless given: 576-wide rows; 16 heads on the simulator (DeepSeek-V3's 128
+         * over 8-way tensor parallelism), its 128 on a GPU; bf16; the softmax scale of the
+         * unabsorbed head, 1/sqrt(128 + 64) (README.md, "10. latent") */
+        p->D = cli->D != 0 ? cli->D : DEC_LATENT_DK;
+        p->H = cli->H != 0 ? cli->H : attn_on_simulator() ? 16 : 128;
+        p->dtype = cli->dtype_set ? cli->dtype : ATTN_BF16;
+        p->scale = cli->scale != 0.0f ? cli->scale : 1.0f / sqrtf(192.0f);
+    }
     s->H = p->H, s->D = p->D, s->Lq = s->opt.queries;
+    s->Dv = s->latent ? DEC_LATENT_DV : s->D;
     /* --kv-heads 0: the example's default grouping with its default heads, else none */
     const int def_kv = attn_on_simulator() ? 3 : 8;
     s->H_kv = s->opt.kv_heads > 0 ? s->opt.kv_heads : cli->H == 0 ? def_kv : s->H;
+    if (s->latent) {
+        s->H_kv = s->opt.kv_heads > 0 ? s->opt.kv_heads : 1;
+        const char *bad = dec_latent_unsupported(s->H_kv, s->D, p->dtype);
+        if (bad != NULL) {
+            snprintf(why, len, "%s (got --kv-heads %d, D=%d, %s)", bad, s->H_kv, s->D,
+                     attn_dtype_name(p->dtype));
+            return ATTN_EXIT_USAGE;
+        }
+    }
     if (s->H % s->H_kv != 0) {
         snprintf(why, len,
                  "-H %d is not a multiple of --kv-heads %d: every key/value head serves the "
@@ -143,8 +165,8 @@ int dec_prepare(void *state, const attn_example *ex, const attn_cli *cli, const 
                  s->H, s->H_kv);
         return ATTN_EXIT_USAGE;
     }
-    const char *bad =
-        dec_unsupported(s->H, s->H_kv, s->D, s->Lq, s->opt.index_heads, s->opt.index_dim);
+    const char *bad = dec_unsupported(s->H, s->H_kv, s->latent ? 64 : s->D, s->Lq,
+                                      s->opt.index_heads, s->opt.index_dim); /* latent D: above */
     if (bad != NULL) {
         snprintf(why, len, "%s (got D=%d)", bad, s->D);
         return ATTN_EXIT_USAGE;
@@ -257,6 +279,17 @@ int dec_prepare(void *state, const attn_example *ex, const attn_cli *cli, const 
 
 attn_verdict dec_verdict(void *state, const attn_kernel *k, const attn_problem *p, char *why,
                          size_t len) {
+    const bool latent_kernel = strcmp(k->name, "latent") == 0;
+    if (of(state)->latent && !latent_kernel && k->stage != DEC_STAGE_APPEND) {
+        snprintf(why, len, "not a latent kernel (--latent runs append and latent)");
+        return ATTN_KERNEL_CANNOT;
+    }
+    if (!of(state)->latent && latent_kernel) {
+        snprintf(why, len, "latent reads MLA's 576-wide latent cache: --latent");
+        return ATTN_KERNEL_CANNOT;
+    }
+    if (of(state)->latent && !latent_kernel) /* append: the latent row, any width (16 bytes) */
+        return ATTN_KERNEL_RUNS;
     if (strcmp(k->name, "topk_bitonic") == 0 && of(state)->L_cap > DS_BITONIC_MAX_KEYS) {
         snprintf(why, len,
                  "topk_bitonic sorts a whole cache in shared memory: at most %d tokens "
@@ -305,8 +338,12 @@ void dec_banner(void *state, const attn_problem *p) {
     printf("paged cache: pages of %d tokens, %d of a pool of %d in use (handed out in shuffled "
            "order), block table %d x %d\n",
            s->P, used, s->num_pages, s->B, s->W);
-    printf("split-KV (%s): split_kv %d, gqa/paged %d, sparse %d splits; DSA: k = %d, indexer "
-           "%d heads x %d\n",
+    if (s->latent)
+        printf("latent (MLA, FlashMLA's layout): q and K %d wide (%d latent + %d RoPE), V = the "
+               "first %d of each K row, no V pool; scale %g\n",
+               s->D, s->Dv, s->D - s->Dv, s->Dv, (double)s->p.scale);
+    printf("split-KV (%s): split_kv %d, gqa/paged/latent %d, sparse %d splits; DSA: k = %d, "
+           "indexer %d heads x %d\n",
            s->splits_mode == 0   ? "our rule"
            : s->splits_mode == 1 ? "FlashAttention-2's rule"
                                  : "--splits",
@@ -362,21 +399,23 @@ static int make_inputs(dec_state *s) {
     const int D = s->D, HI = s->opt.index_heads, DI = s->opt.index_dim, HkD = s->H_kv * D;
     const size_t total_k = (size_t)s->cu_k[s->B], rows = (size_t)rows_of(s);
     const size_t tok = (size_t)s->B * s->Lq;
+    const bool lat = s->latent; /* one latent pool: no V, no contiguous cache, no index keys */
     s->q = xmalloc(rows * D * sizeof(float));
     s->k = xmalloc(total_k * HkD * sizeof(float));
-    s->v = xmalloc(total_k * HkD * sizeof(float));
+    s->v = xmalloc(lat ? 0 : total_k * HkD * sizeof(float));
     s->qi = xmalloc(tok * HI * DI * sizeof(float));
     s->ki = xmalloc(total_k * DI * sizeof(float));
     s->w = xmalloc(tok * HI * sizeof(float));
     s->pool_bytes = (size_t)s->num_pages * s->P * HkD * s->dsize;
-    s->pool_ki_bytes = (size_t)s->num_pages * s->P * DI * s->dsize;
-    s->cache_bytes = (size_t)s->B * s->H_kv * s->L_cap * D * s->dsize;
-    s->kp0 = xmalloc(s->pool_bytes), s->vp0 = xmalloc(s->pool_bytes);
-    s->kp1 = xmalloc(s->pool_bytes), s->vp1 = xmalloc(s->pool_bytes);
+    s->pool_v_bytes = lat ? 0 : s->pool_bytes;
+    s->pool_ki_bytes = lat ? 0 : (size_t)s->num_pages * s->P * DI * s->dsize;
+    s->cache_bytes = lat ? 0 : (size_t)s->B * s->H_kv * s->L_cap * D * s->dsize;
+    s->kp0 = xmalloc(s->pool_bytes), s->vp0 = xmalloc(s->pool_v_bytes);
+    s->kp1 = xmalloc(s->pool_bytes), s->vp1 = xmalloc(s->pool_v_bytes);
     s->kip0 = xmalloc(s->pool_ki_bytes), s->kip1 = xmalloc(s->pool_ki_bytes);
     s->seen = xmalloc(s->pool_bytes > s->pool_ki_bytes ? s->pool_bytes : s->pool_ki_bytes);
     s->kc = xmalloc(s->cache_bytes), s->vc = xmalloc(s->cache_bytes);
-    s->knew = xmalloc(tok * HkD * s->dsize), s->vnew = xmalloc(tok * HkD * s->dsize);
+    s->knew = xmalloc(tok * HkD * s->dsize), s->vnew = xmalloc(lat ? 0 : tok * HkD * s->dsize);
     s->kinew = xmalloc(tok * DI * s->dsize);
     s->qb = xmalloc(rows * D * s->dsize), s->qib = xmalloc(tok * HI * DI * s->dsize);
     if (!s->q || !s->k || !s->v || !s->qi || !s->ki || !s->w || !s->kp0 || !s->vp0 || !s->kp1 ||
@@ -386,17 +425,23 @@ static int make_inputs(dec_state *s) {
     /* streams 0-2: Q, K, V (as the harness); 3-5: q_I, k_I, w (as example 05) */
     attn_fill_uniform(s->q, rows * D, s->seed, 0, s->amplitude, s->p.dtype);
     attn_fill_uniform(s->k, total_k * HkD, s->seed, 1, s->amplitude, s->p.dtype);
-    attn_fill_uniform(s->v, total_k * HkD, s->seed, 2, 1.0f, s->p.dtype);
+    if (!lat)
+        attn_fill_uniform(s->v, total_k * HkD, s->seed, 2, 1.0f, s->p.dtype);
     attn_fill_uniform(s->qi, tok * HI * DI, s->seed, 3, 1.0f, s->p.dtype);
     attn_fill_uniform(s->ki, total_k * DI, s->seed, 4, 1.0f, s->p.dtype);
     attn_fill_uniform(s->w, tok * HI, s->seed, 5, 1.0f / sqrtf((float)HI * DI), ATTN_F32);
     fill_pool(s, s->kp1, s->k, HkD);
+    memcpy(s->kp0, s->kp1, s->pool_bytes);
+    clear_new_slots(s, s->kp0, HkD);
+    fill_new(s, s->knew, s->k, HkD);
+    pack(s, s->qb, s->q, rows * D);
+    pack(s, s->qib, s->qi, tok * HI * DI);
+    if (lat)
+        return 0;
     fill_pool(s, s->vp1, s->v, HkD);
     fill_pool(s, s->kip1, s->ki, DI);
-    memcpy(s->kp0, s->kp1, s->pool_bytes);
     memcpy(s->vp0, s->vp1, s->pool_bytes);
     memcpy(s->kip0, s->kip1, s->pool_ki_bytes);
-    clear_new_slots(s, s->kp0, HkD);
     clear_new_slots(s, s->vp0, HkD);
     clear_new_slots(s, s->kip0, DI);
     /* the contiguous cache [B, H_kv, L_cap, D], NaN past each sequence's tokens */
@@ -410,11 +455,8 @@ static int make_inputs(dec_state *s) {
                 pack(s, s->kc + dst, s->k + src, (size_t)D);
                 pack(s, s->vc + dst, s->v + src, (size_t)D);
             }
-    fill_new(s, s->knew, s->k, HkD);
     fill_new(s, s->vnew, s->v, HkD);
     fill_new(s, s->kinew, s->ki, DI);
-    pack(s, s->qb, s->q, rows * D);
-    pack(s, s->qib, s->qi, tok * HI * DI);
     return 0;
 }
 
@@ -423,9 +465,9 @@ static int make_device(dec_state *s) {
     const int HkD = s->H_kv * s->D, HI = s->opt.index_heads, DI = s->opt.index_dim;
     if (upload(&s->d_q, s->qb, rows * s->D * s->dsize) || upload(&s->d_kc, s->kc, s->cache_bytes) ||
         upload(&s->d_vc, s->vc, s->cache_bytes) || upload(&s->d_kp, s->kp0, s->pool_bytes) ||
-        upload(&s->d_vp, s->vp0, s->pool_bytes) || upload(&s->d_kip, s->kip0, s->pool_ki_bytes) ||
+        upload(&s->d_vp, s->vp0, s->pool_v_bytes) || upload(&s->d_kip, s->kip0, s->pool_ki_bytes) ||
         upload(&s->d_knew, s->knew, tok * HkD * s->dsize) ||
-        upload(&s->d_vnew, s->vnew, tok * HkD * s->dsize) ||
+        upload(&s->d_vnew, s->vnew, s->latent ? 0 : tok * HkD * s->dsize) ||
         upload(&s->d_kinew, s->kinew, tok * DI * s->dsize) ||
         upload(&s->d_qi, s->qib, tok * HI * DI * s->dsize) ||
         upload((void **)&s->d_w, s->w, tok * HI * sizeof(float)) ||
@@ -434,13 +476,14 @@ static int make_device(dec_state *s) {
         upload((void **)&s->d_cu_q, s->cu_q, (size_t)(s->B + 1) * sizeof(int)) ||
         upload((void **)&s->d_cu_k, s->cu_k, (size_t)(s->B + 1) * sizeof(int)))
         return 1;
-    s->d_o = attn_device_alloc(rows * s->D * s->dsize + 16);
+    s->d_o = attn_device_alloc(rows * s->Dv * s->dsize + 16);
     s->d_lse = (float *)attn_device_alloc(rows * sizeof(float) + 16);
     s->d_logits = (float *)attn_device_alloc(tok * s->L_cap * sizeof(float) + 16);
     s->d_sel = (int32_t *)attn_device_alloc(tok * s->k_eff * sizeof(int32_t) + 16);
     dec_args *a = &s->run.args;
     memset(a, 0, sizeof *a);
     a->B = s->B, a->H = s->H, a->H_kv = s->H_kv, a->Lq = s->Lq, a->D = s->D, a->L_cap = s->L_cap;
+    a->latent = s->latent;
     a->dtype = s->p.dtype;
     a->scale = s->p.scale;
     int most = s->run.splits_split_kv;
@@ -456,6 +499,8 @@ static int make_device(dec_state *s) {
     a->block_table = s->d_table;
     a->table_width = s->W, a->page_size = s->P, a->num_pages = s->num_pages;
     a->k_new = s->d_knew, a->v_new = s->d_vnew, a->ki_new = s->d_kinew;
+    if (s->latent) /* the latent pool alone: nothing else is read or written */
+        a->v_pages = NULL, a->ki_pages = NULL, a->v_new = NULL, a->ki_new = NULL;
     a->q_index = s->d_qi, a->w = s->d_w;
     a->index_heads = HI, a->index_dim = DI;
     a->logits = s->d_logits, a->sel = s->d_sel, a->topk = s->k_eff;
@@ -476,12 +521,12 @@ int dec_setup(void *state, const attn_problem *p, const attn_cli *cli, int check
     s->paged_same = -1;
     choose_splits(s);
     const size_t rows = (size_t)rows_of(s), tok = (size_t)s->B * s->Lq;
-    s->out = xmalloc(rows * s->D * sizeof(float));
+    s->out = xmalloc(rows * s->Dv * sizeof(float));
     s->lse = xmalloc(rows * sizeof(float));
     s->logits = xmalloc(tok * s->L_cap * sizeof(float));
     s->sel = xmalloc(tok * s->k_eff * sizeof(int32_t));
     s->seen_sel = xmalloc(tok * s->k_eff * sizeof(int32_t));
-    s->staging = xmalloc(rows * s->D * s->dsize + 16);
+    s->staging = xmalloc(rows * s->Dv * s->dsize + 16);
     if (!s->out || !s->lse || !s->logits || !s->sel || !s->seen_sel || !s->staging ||
         make_inputs(s) != 0) {
         fprintf(stderr, "error: out of host memory for example 09's inputs and references\n");
@@ -495,6 +540,31 @@ int dec_setup(void *state, const attn_problem *p, const attn_cli *cli, int check
     return 0;
 }
 
+/* What make_inputs and dec_setup allocate on the host, for the driver's check before any of it
+ * is: the inputs in fp32 and packed, the pools before and after the append and one read back, the
+ * contiguous cache, the new tokens, the dense and sparse references (O, LSE, the same-precision
+ * O), what is read back, gqa's copy; on the simulator, whose device memory is host memory, the
+ * device's copies too (but the split partials, whose count the device decides). Latent: no V, no
+ * contiguous cache, no index-key pools. */
+double dec_host_bytes(void *state, const attn_problem *p) {
+    const dec_state *s = of(state);
+    const double dz = (double)attn_dtype_size(p->dtype), f = sizeof(float), lat = s->latent;
+    const double total_k = s->cu_k[s->B], rows = (double)s->B * s->Lq * s->H;
+    const double tok = (double)s->B * s->Lq, HkD = (double)s->H_kv * s->D, Dv = s->Dv;
+    const double QI = tok * s->opt.index_heads * s->opt.index_dim, DI = s->opt.index_dim;
+    const double slots = (double)s->num_pages * s->P;
+    const double inputs = rows * s->D * (f + dz) + total_k * HkD * f * (2 - lat) + QI * (f + dz) +
+                          total_k * DI * f + tok * s->opt.index_heads * f;
+    const double pools = slots * HkD * dz * (5 - 2 * lat) + (1 - lat) * slots * DI * dz * 2;
+    const double contiguous = (1 - lat) * 2.0 * s->B * s->H_kv * (double)s->L_cap * s->D * dz;
+    const double fresh = tok * (HkD * (2 - lat) + DI) * dz;
+    const double outputs = rows * Dv * (f + 2 * dz) + rows * f * 2 + tok * s->L_cap * f +
+                           tok * s->k_eff * 8.0 + 2 * rows * (2 * Dv + 1) * f;
+    const double device = slots * (HkD * (2 - lat) + (1 - lat) * DI) * dz + contiguous / 2 +
+                          rows * (s->D + Dv) * dz + tok * s->L_cap * f;
+    return inputs + pools + contiguous + fresh + outputs + (attn_on_simulator() ? device : 0.0);
+}
+
 /* ---- what each stage's kernels write, NaN-filled before they run ----------------------------- */
 
 int dec_clear(void *state, const attn_kernel *k, int chunk) {
@@ -504,14 +574,14 @@ int dec_clear(void *state, const attn_kernel *k, int chunk) {
     switch (k->stage) {
     case DEC_STAGE_APPEND: /* the pools as before the step: the new tokens' slots NaN */
         return attn_to_device(s->d_kp, s->kp0, s->pool_bytes) ||
-               attn_to_device(s->d_vp, s->vp0, s->pool_bytes) ||
+               attn_to_device(s->d_vp, s->vp0, s->pool_v_bytes) ||
                attn_to_device(s->d_kip, s->kip0, s->pool_ki_bytes);
     case DEC_STAGE_INDEXER:
         return attn_device_fill_nan(s->d_logits, tokens * s->L_cap * sizeof(float));
     case DEC_STAGE_TOPK:
         return attn_device_fill_nan(s->d_sel, tokens * s->k_eff * sizeof(int32_t));
     default: /* attention, dense or sparse */
-        return attn_device_fill_nan(s->d_o, rows * s->D * s->dsize) ||
+        return attn_device_fill_nan(s->d_o, rows * s->Dv * s->dsize) ||
                attn_device_fill_nan(s->d_lse, rows * sizeof(float));
     }
 }
@@ -540,7 +610,7 @@ int dec_check_append(void *state, const attn_kernel *k, int chunk, attn_stage_ch
     const size_t row = (size_t)s->H_kv * s->D * s->dsize;
     out->rows = s->tokens;
     if (compare_pool(s, "K", s->d_kp, s->kp1, s->pool_bytes, row, out) ||
-        compare_pool(s, "V", s->d_vp, s->vp1, s->pool_bytes, row, out) ||
+        compare_pool(s, "V", s->d_vp, s->vp1, s->pool_v_bytes, row, out) ||
         compare_pool(s, "index-key", s->d_kip, s->kip1, s->pool_ki_bytes,
                      (size_t)s->opt.index_dim * s->dsize, out))
         return 1;
@@ -553,7 +623,7 @@ int dec_check_append(void *state, const attn_kernel *k, int chunk, attn_stage_ch
  * row sees (sel NULL) or over a selection. */
 static int reference(dec_state *s, const int32_t *sel, float **ref, float **ref_lse, float **lowp) {
     const int64_t rows = rows_of(s);
-    const int D = s->D;
+    const int D = s->Dv; /* the output row's width */
     *ref = xmalloc((size_t)rows * D * sizeof(float));
     *ref_lse = xmalloc((size_t)rows * sizeof(float));
     *lowp = xmalloc((size_t)rows * D * sizeof(float));
@@ -561,8 +631,20 @@ static int reference(dec_state *s, const int32_t *sel, float **ref, float **ref_
         fprintf(stderr, "error: out of host memory for the reference\n");
         return 1;
     }
-    const dec_ref_inputs in = {s->B,    s->H, s->H_kv, s->Lq, D,   s->p.scale, s->p.dtype,
-                               s->cu_k, s->q, s->k,    s->v,  sel, s->k_eff};
+    const dec_ref_inputs in = {s->B,
+                               s->H,
+                               s->H_kv,
+                               s->Lq,
+                               s->D,
+                               s->p.scale,
+                               s->p.dtype,
+                               s->cu_k,
+                               s->q,
+                               s->k,
+                               s->latent ? NULL : s->v,
+                               sel,
+                               s->k_eff,
+                               s->Dv};
     int failed = 0;
 #pragma omp parallel for schedule(dynamic, 16) reduction(| : failed)
     for (int64_t n = 0; n < rows; ++n) {
@@ -583,12 +665,14 @@ static int reference(dec_state *s, const int32_t *sel, float **ref, float **ref_
 /* Reads the kernel's O and LSE back and compares them with a reference. */
 static int compare(dec_state *s, const float *ref, const float *ref_lse, const float *lowp,
                    attn_stage_check *out) {
-    const size_t elems = (size_t)rows_of(s) * s->D;
+    const size_t elems = (size_t)rows_of(s) * s->Dv;
     if (attn_to_host(s->staging, s->d_o, elems * s->dsize) ||
         attn_to_host(s->lse, s->d_lse, (size_t)rows_of(s) * sizeof(float)))
         return 1;
     attn_unpack(s->out, s->staging, elems, s->p.dtype);
-    attn_stage_check_attention(&s->p, s->out, s->lse, ref, ref_lse, lowp, s->amplitude, out);
+    attn_problem po = s->p; /* O's rows are D_v wide (latent: 512 of the 576) */
+    po.D = s->Dv;
+    attn_stage_check_attention(&po, s->out, s->lse, ref, ref_lse, lowp, s->amplitude, out);
     return 0;
 }
 
@@ -599,7 +683,7 @@ int dec_check_attention(void *state, const attn_kernel *k, int chunk, attn_stage
         return 1;
     if (compare(s, s->ref, s->ref_lse, s->lowp, out) != 0)
         return 1;
-    const size_t obytes = (size_t)rows_of(s) * s->D * s->dsize, lbytes = (size_t)rows_of(s) * 4;
+    const size_t obytes = (size_t)rows_of(s) * s->Dv * s->dsize, lbytes = (size_t)rows_of(s) * 4;
     if (strcmp(k->name, "gqa") == 0) { /* kept for paged's bit-for-bit comparison */
         s->gqa_bits = s->gqa_bits ? s->gqa_bits : xmalloc(obytes);
         s->gqa_lse = s->gqa_lse ? s->gqa_lse : xmalloc(lbytes);
@@ -735,8 +819,8 @@ static double seen_keys(const dec_state *s, int cap) {
 double dec_flops(void *state, const attn_kernel *k) {
     const dec_state *s = of(state);
     switch (k->stage) {
-    case DEC_STAGE_ATTENTION: /* QK^T and PV: 4 D flops per (row, key) */
-        return 4.0 * seen_keys(s, 0) * s->H * s->D;
+    case DEC_STAGE_ATTENTION: /* QK^T and PV: 2 D + 2 D_v flops per (row, key) */
+        return 2.0 * seen_keys(s, 0) * s->H * (s->D + s->Dv);
     case DEC_STAGE_SPARSE:
         return 4.0 * seen_keys(s, s->k_eff) * s->H * s->D;
     case DEC_STAGE_INDEXER: /* H_I dot products of D_I per (token, key) */
@@ -750,7 +834,7 @@ double dec_flops(void *state, const attn_kernel *k) {
  * (requests to global memory, as the simulator's profile counts them). */
 double dec_model_bytes(void *state, const attn_kernel *k) {
     const dec_state *s = of(state);
-    const double dz = (double)s->dsize, D = s->D, rows = (double)rows_of(s);
+    const double dz = (double)s->dsize, D = s->D, Dv = s->Dv, rows = (double)rows_of(s);
     const int g = s->H / s->H_kv, tiles = (s->Lq * g + DEC_ROWS - 1) / DEC_ROWS;
     const int tiles_g = (g + DEC_ROWS - 1) / DEC_ROWS, HI = s->opt.index_heads;
     const int DI = s->opt.index_dim;
@@ -768,11 +852,19 @@ double dec_model_bytes(void *state, const attn_kernel *k) {
             strcmp(k->name, "paged") == 0 ? 4.0 * ((32 + s->P - 1) / s->P) / 32.0 : 0.0;
         for (int b = 0; b < s->B; ++b) /* once per K/V head and row tile: the most a row sees */
             kv += (double)visible(s, b, s->Lq - 1) * s->H_kv * tiles * (2.0 * D * dz + table);
+    } else if (strcmp(k->name, "latent") == 0) {
+        S = s->run.splits_tiled;
+        /* the latent row (D = 576) once per row tile for all its heads: K and V are one read;
+         * one table entry per warp's keys as paged */
+        const double table = 4.0 * ((32 + s->P - 1) / s->P) / 32.0;
+        for (int b = 0; b < s->B; ++b)
+            kv += (double)visible(s, b, s->Lq - 1) * tiles * (D * dz + table);
     } else if (strcmp(k->name, "sparse") == 0) {
         S = s->run.splits_sparse;
         kv = seen_keys(s, s->k_eff) * s->H_kv * tiles_g * (2.0 * D * dz + 4.0 + 4.0);
-    } else if (strcmp(k->name, "append") == 0) {
-        return s->tokens * ((2.0 * s->H_kv * D + DI) * dz * 2.0 + 4.0);
+    } else if (strcmp(k->name, "append") == 0) { /* latent: the one latent row */
+        const double row = s->latent ? s->H_kv * D : 2.0 * s->H_kv * D + DI;
+        return s->tokens * (row * dz * 2.0 + 4.0);
     } else if (strcmp(k->name, "indexer") == 0) {
         return seen_keys(s, 0) * (DI * dz + 4.0 + 4.0) + s->tokens * HI * (DI * dz + 4.0);
     } else if (strcmp(k->name, "topk_radix") == 0 || strcmp(k->name, "topk_bitonic") == 0) {
@@ -788,23 +880,25 @@ double dec_model_bytes(void *state, const attn_kernel *k) {
             }
         return bytes;
     }
-    qo = rows * (D * dz * (S + 1) + 4.0);
-    const double part = S > 1 ? S * rows * (2.0 * D * 4.0 + 3.0 * 4.0) : 0.0;
+    qo = rows * (D * dz * S + Dv * dz + 4.0);
+    const double part = S > 1 ? S * rows * (2.0 * Dv * 4.0 + 3.0 * 4.0) : 0.0;
     return kv + qo + part;
 }
 
 void dec_record_json(void *state, const attn_kernel *k, char *out, size_t len) {
     dec_state *s = of(state);
     const int splits = strcmp(k->name, "split_kv") == 0 ? s->run.splits_split_kv
-                       : strcmp(k->name, "gqa") == 0 || strcmp(k->name, "paged") == 0
+                       : strcmp(k->name, "gqa") == 0 || strcmp(k->name, "paged") == 0 ||
+                               strcmp(k->name, "latent") == 0
                            ? s->run.splits_tiled
                        : strcmp(k->name, "sparse") == 0 ? s->run.splits_sparse
                                                         : 1;
     snprintf(out, len,
              "\"kv_heads\":%d,\"queries\":%d,\"page_size\":%d,\"splits\":%d,\"topk\":%d,"
-             "\"index_heads\":%d,\"index_dim\":%d,\"decoded_tokens\":%d,\"model_bytes\":%.0f",
+             "\"index_heads\":%d,\"index_dim\":%d,\"decoded_tokens\":%d,\"model_bytes\":%.0f,"
+             "\"latent\":%s,\"d_v\":%d",
              s->H_kv, s->Lq, s->P, splits, s->k_eff, s->opt.index_heads, s->opt.index_dim,
-             s->tokens, dec_model_bytes(state, k));
+             s->tokens, dec_model_bytes(state, k), s->latent ? "true" : "false", s->Dv);
 }
 
 /* --dump DIR: the inputs in the paged layout, the block table, the references and the selection
@@ -813,16 +907,20 @@ int dec_dump(void *state, const char *dir) {
     const dec_state *s = of(state);
     const int64_t slots = (int64_t)s->num_pages * s->P, tokens = (int64_t)s->B * s->Lq;
     const size_t pool_elems = (size_t)slots * s->H_kv * s->D;
-    float *kp = xmalloc(pool_elems * sizeof(float)), *vp = xmalloc(pool_elems * sizeof(float));
-    float *kip = xmalloc((size_t)slots * s->opt.index_dim * sizeof(float));
+    const bool lat = s->latent; /* the latent pool alone (its V: the first D_v columns of K) */
+    float *kp = xmalloc(pool_elems * sizeof(float));
+    float *vp = lat ? NULL : xmalloc(pool_elems * sizeof(float));
+    float *kip = lat ? NULL : xmalloc((size_t)slots * s->opt.index_dim * sizeof(float));
     float *table = xmalloc((size_t)s->B * s->W * sizeof(float));
     float *lens = xmalloc((size_t)s->B * sizeof(float));
     float *sel = xmalloc((size_t)tokens * s->k_eff * sizeof(float));
-    int rc = !kp || !vp || !kip || !table || !lens || !sel;
+    int rc = !kp || (!lat && (!vp || !kip)) || !table || !lens || !sel;
     if (!rc) {
         attn_unpack(kp, s->kp1, pool_elems, s->p.dtype);
-        attn_unpack(vp, s->vp1, pool_elems, s->p.dtype);
-        attn_unpack(kip, s->kip1, (size_t)slots * s->opt.index_dim, s->p.dtype);
+        if (!lat) {
+            attn_unpack(vp, s->vp1, pool_elems, s->p.dtype);
+            attn_unpack(kip, s->kip1, (size_t)slots * s->opt.index_dim, s->p.dtype);
+        }
         for (int64_t x = 0; x < (int64_t)s->B * s->W; ++x)
             table[x] = (float)s->table[x];
         for (int b = 0; b < s->B; ++b)
@@ -841,11 +939,11 @@ int dec_dump(void *state, const char *dir) {
         {"v_pages", vp, 4, s->num_pages, s->P, s->H_kv, s->D},
         {"block_table", table, 2, s->B, s->W, 0, 0},
         {"cache_seqlens", lens, 1, s->B, 0, 0, 0},
-        {"o_ref", s->ref, 4, s->B, s->Lq, s->H, s->D},
-        {"q_index", s->qi, 4, s->B, s->Lq, s->opt.index_heads, s->opt.index_dim},
+        {"o_ref", s->ref, 4, s->B, s->Lq, s->H, s->Dv},
+        {"q_index", lat ? NULL : s->qi, 4, s->B, s->Lq, s->opt.index_heads, s->opt.index_dim},
         {"ki_pages", kip, 3, s->num_pages, s->P, s->opt.index_dim, 0},
-        {"weights", s->w, 3, s->B, s->Lq, s->opt.index_heads, 0},
-        {"sel", sel, 3, s->B, s->Lq, s->k_eff, 0},
+        {"weights", lat ? NULL : s->w, 3, s->B, s->Lq, s->opt.index_heads, 0},
+        {"sel", lat ? NULL : sel, 3, s->B, s->Lq, s->k_eff, 0},
         {"o_sparse_ref", s->sref, 4, s->B, s->Lq, s->H, s->D},
     };
     char path[1024] = "";

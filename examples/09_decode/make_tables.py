@@ -33,14 +33,15 @@ def split_rules(program):
 def bytes_table():
     recs = [json.loads(line) for line in open(os.path.join(RESULTS, "bytes_per_token.jsonl"))]
     first = recs[0]
+    lat = next((r for r in recs if r["kernel"] == "latent"), None)
     n = first["decoded_tokens"]
     out = ["| version | model (B/token) | requested, profile (B/token) | profile / model | "
            "DRAM under the L2 model (B/token) |", "|---|---:|---:|---:|---:|"]
     for r in recs:
-        p = r["profile"]
-        out.append(f"| `{r['kernel']}` | {r['model_bytes'] / n:,.0f} | "
-                   f"{p['global_bytes'] / n:,.0f} | {p['global_bytes'] / r['model_bytes']:.3f} | "
-                   f"{p['dram_bytes'] / n:,.0f} |")
+        p, nt = r["profile"], r["decoded_tokens"]
+        out.append(f"| `{r['kernel']}` | {r['model_bytes'] / nt:,.0f} | "
+                   f"{p['global_bytes'] / nt:,.0f} | {p['global_bytes'] / r['model_bytes']:.3f} | "
+                   f"{p['dram_bytes'] / nt:,.0f} |")
     out += ["", f"`decode_sim {first['args']}` in the sim-check build: {first['B']} sequences of "
                 f"{first['Lk']} tokens, {first['H']} query heads over {first['kv_heads']} K/V heads, "
                 f"D = {first['D']}, {first['dtype']}, k = {first['topk']}; {n} decoded tokens "
@@ -48,6 +49,11 @@ def bytes_table():
                 f"{next(r['splits'] for r in recs if r['kernel'] == 'split_kv')}, gqa/paged "
                 f"{next(r['splits'] for r in recs if r['kernel'] == 'paged')}, sparse "
                 f"{next(r['splits'] for r in recs if r['kernel'] == 'sparse')}."]
+    if lat is not None:  # version 10 on its own, MLA-shaped problem
+        out += ["", f"`latent`: `decode_sim {lat['args']}`: {lat['B']} sequences of {lat['Lk']} "
+                    f"tokens, {lat['H']} query heads over one latent row of {lat['D']} per token "
+                    f"(V its first {lat['d_v']}), {lat['dtype']}, pages of {lat['page_size']}; "
+                    f"{lat['decoded_tokens']} decoded tokens; {lat['splits']} splits."]
     return "\n".join(out)
 
 

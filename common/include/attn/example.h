@@ -141,6 +141,12 @@ typedef struct attn_module {
      * NULL: the inputs as seeded. 0, or 1 after a message on stderr. (Last, so that the modules'
      * positional initialisers stay valid.) */
     int (*inputs)(void *state, const attn_problem *p, attn_host_inputs *in);
+    /* A staged example, step 1 (after prepare): the host memory its setup will allocate for p,
+     * which the driver checks against the machine's before anything is allocated. NULL: the
+     * estimate of an attention example's inputs and reference (one K and V head per query head),
+     * which can overstate a staged example's own layouts by far (example 09's grouped and latent
+     * caches). (Last, as inputs.) */
+    double (*host_bytes)(void *state, const attn_problem *p);
 } attn_module;
 
 /* The stage of kernel k in ex ("attention" for an example without stages). */
