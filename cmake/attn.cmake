@@ -11,10 +11,21 @@ set(ATTN_BACKENDS "auto" CACHE STRING
     "Backends to build: sim, gpu, 'sim;gpu', or auto (sim, plus gpu where nvcc is found)")
 set(ATTN_SANITIZER "" CACHE STRING "Sanitizer for the sim backend: '', asan (ASan+UBSan) or tsan")
 set_property(CACHE ATTN_SANITIZER PROPERTY STRINGS "" asan tsan)
+# What to build: all (the default), or examples: the simulator, the harness, the examples and the
+# benchmark with their tests (labels cudasim, examples, benchmarks), without the exercises, the
+# grader and the Python suites. The sim-asan and sim-tsan presets, which test only those labels,
+# build only them (tests/README.md, "What each preset runs, and why").
+set(ATTN_PARTS "all" CACHE STRING "What to build: all, or examples (see cmake/attn.cmake)")
+set_property(CACHE ATTN_PARTS PROPERTY STRINGS all examples)
+if(NOT ATTN_PARTS MATCHES "^(all|examples)$")
+  message(FATAL_ERROR "ATTN_PARTS is '${ATTN_PARTS}': use all or examples")
+endif()
 option(ATTN_SIM_CHECK "Simulator's checked mode: kernel sources instrumented (clang), memcheck, \
 racecheck and initcheck on (the sim-check preset)" OFF)
-# A fixed list, never 'native': configuring must work on machines without a GPU.
-set(ATTN_CUDA_ARCHITECTURES "80;86;89;90" CACHE STRING "GPU architectures for the gpu backend")
+# A fixed list, never 'native': configuring must work on machines without a GPU. One per major
+# version: sm_80's code runs on sm_86 and sm_89 GPUs too (CUDA's binary compatibility within a
+# major version), so adding 86 and 89 would double the build for no GPU it could not serve.
+set(ATTN_CUDA_ARCHITECTURES "80;90" CACHE STRING "GPU architectures for the gpu backend")
 
 set(CMAKE_C_STANDARD 11)
 set(CMAKE_C_STANDARD_REQUIRED ON)

@@ -8,7 +8,7 @@
 # once.
 set(ATTN_PYTHON "" CACHE FILEPATH "Python interpreter with torch and numpy for the python suite")
 set(ATTN_PY "")
-if("sim" IN_LIST ATTN_BACKEND_LIST)
+if("sim" IN_LIST ATTN_BACKEND_LIST AND ATTN_PARTS STREQUAL "all")
   if(ATTN_PYTHON)
     set(_py "${ATTN_PYTHON}")
   elseif(EXISTS "${ATTN_ROOT}/.venv/bin/python")
