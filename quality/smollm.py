@@ -212,13 +212,42 @@ def load(path=None):
     return _CACHE[key]
 
 
-def tokenizer(path=None):
+# Where tokenizer() keeps what it built (quality/.cache, beside the texts; ATTN_QUALITY_CACHE
+# moves it): reading the vocabulary out of the GGUF takes seconds, and every script and test
+# needs the tokenizer.
+CACHE = os.environ.get("ATTN_QUALITY_CACHE",
+                       os.path.join(os.path.dirname(os.path.abspath(__file__)), ".cache"))
+
+
+def cache_key(path=None):
+    """Names the GGUF file's version (name, size, modification time): the key of what is cached
+    from it."""
+    path = path or gguf_path()
+    st = os.stat(path)
+    return f"{os.path.basename(path)}-{st.st_size}-{st.st_mtime_ns}"
+
+
+def save_atomic(write, path):
+    """write(tmp) then rename onto path: a reader never sees half a file, and two processes
+    writing the same cache entry at once both leave a whole one."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def tokenizer(path=None, cached=True):
     """A tokenizers.Tokenizer rebuilt from the GGUF's vocabulary and merges: byte-level BPE with
-    digits split one by one (llama.cpp's 'smollm' pre-tokenizer). No BOS is added."""
+    digits split one by one (llama.cpp's 'smollm' pre-tokenizer). No BOS is added. Kept in
+    CACHE/tokenizer/ once built (cached=False: rebuilt from the GGUF, nothing read or written)."""
     try:
         from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     except ImportError:
         raise ModelMissing("tokenizers is missing: run scripts/setup.sh --quality")
+    path = path or gguf_path()
+    file = os.path.join(CACHE, "tokenizer", cache_key(path) + ".json")
+    if cached and os.path.isfile(file):
+        return Tokenizer.from_file(file)
     fields = reader(path).fields
 
     def strings(name):
@@ -232,6 +261,11 @@ def tokenizer(path=None):
         pre_tokenizers.Digits(individual_digits=True),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
     tok.decoder = decoders.ByteLevel()
+    if cached:
+        try:
+            save_atomic(tok.save, file)
+        except OSError:  # a read-only checkout: build it each time
+            pass
     return tok
 
 

@@ -19,6 +19,9 @@ Ad-hoc sets (evaluate.py --text/--window/--windows) are made with adhoc(); they 
 SETS and no document quotes them.
 """
 import collections
+import hashlib
+import json
+import os
 import sys
 
 try:
@@ -27,6 +30,7 @@ except ModuleNotFoundError as e:  # a Python without the chapter's packages: one
     sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
              "run scripts/setup.sh --quality, then use .venv/bin/python")
 
+import smollm
 import texts
 
 WindowSet = collections.namedtuple("WindowSet", "name text length count stride skip")
@@ -58,10 +62,30 @@ def starts(doc_tokens, length, count, stride, skip):
 _IDS = {}
 
 
+def write_json(value, path):
+    with open(path, "w") as f:
+        json.dump(value, f)
+
+
 def token_ids(text, tok):
-    """[(title, ids list)] of a text's documents (tokenized once per process)."""
+    """[(title, ids list)] of a text's documents (tokenized once per process, and kept in
+    smollm.CACHE/tokens/ under a hash of the documents and the tokenizer: the three texts take
+    seconds to tokenize, for every script and test that reads a window set)."""
     if text not in _IDS:
-        _IDS[text] = [(title, tok.encode(t).ids) for title, t in texts.documents(text)]
+        docs = texts.documents(text)
+        h = hashlib.sha256(tok.to_str().encode())
+        for title, t in docs:
+            h.update(title.encode() + b"\0" + t.encode() + b"\0")
+        file = os.path.join(smollm.CACHE, "tokens", f"{text}-{h.hexdigest()[:16]}.json")
+        try:
+            with open(file) as f:
+                _IDS[text] = [(title, ids) for title, ids in json.load(f)]
+        except (OSError, ValueError):
+            _IDS[text] = [(title, tok.encode(t).ids) for title, t in docs]
+            try:
+                smollm.save_atomic(lambda tmp: write_json(_IDS[text], tmp), file)
+            except OSError:  # a read-only checkout: tokenize each time
+                pass
     return _IDS[text]
 
 

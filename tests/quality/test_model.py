@@ -50,6 +50,9 @@ def main():
     ids = tok.encode(text).ids
     check(tok.decode(ids) == text, f"tokenizer round-trip on Pride & Prejudice ({len(ids)} tokens)")
     check(len(tok.encode("12345").ids) == 5, "digits are single tokens")
+    fresh = smollm.tokenizer(cached=False)  # the one in smollm.CACHE against one rebuilt now
+    check(fresh.encode(text).ids == ids and fresh.to_str() == tok.to_str(),
+          "the cached tokenizer is the GGUF's (same JSON, same ids on Pride & Prejudice)")
 
     w = torch.tensor(ids[WINDOW[0]:WINDOW[1]])
     nll = model.token_nll(w)
