@@ -430,6 +430,14 @@ def readme(check):
             doc = json.load(f)
     except (OSError, ValueError) as e:
         die(f"{PUBLISHED}: {e}")
+    # A mutant listed since the published run (in mutants/, not in results.json) is shown as
+    # 'not run': the documents never count fewer mutants than the lists hold.
+    published = {r["id"] for r in doc["mutants"]}
+    for m in load_mutants():
+        if m["id"] not in published:
+            doc["mutants"].append({"id": m["id"], "group": m["group"], "file": m["file"],
+                                   "bug": m["bug"], "equivalent": m.get("equivalent", ""),
+                                   "verdict": "not run", "by": [], "case": m.get("case", "")})
     blocks, bad = render(doc), 0
     for name, path in DOCS.items():
         with open(path) as f:
