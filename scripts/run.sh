@@ -104,6 +104,8 @@ for line in "${runs[@]}"; do
     set -e
     if [ $rc -eq 0 ]; then
         verdicts+=("example $nn ($program $args): PASS, $((SECONDS - t0)) s")
+    elif [ $rc -eq 77 ]; then # cannot run here (it printed why): not a failure
+        verdicts+=("example $nn ($program $args): SKIP (its line above says why)")
     else
         verdicts+=("example $nn ($program $args): FAIL (exit status $rc)")
         failed=1
