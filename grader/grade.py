@@ -308,6 +308,13 @@ class Build:
             raise UsageError(f"no build in {self.build_dir}: run 'cmake --preset sim' first")
         say(f"configuring {self.build_dir} (once) ...", self.quiet)
         done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        if done.returncode == 0 and cache_value(self.build_dir, "ATTN_PARTS") == "examples":
+            # a sanitizer preset's build, made without the exercises and the grader
+            # (cmake/attn.cmake): grading in it adds them
+            say(f"adding the exercises and the grader to {self.build_dir} (ATTN_PARTS=all)",
+                self.quiet)
+            done = subprocess.run(["cmake", "-DATTN_PARTS=all", self.build_dir], cwd=ROOT,
+                                  capture_output=True, text=True)
         if done.returncode != 0:
             raise UsageError("cmake configure failed:\n" + (done.stdout + done.stderr)[-3000:])
 
