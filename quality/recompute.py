@@ -406,9 +406,7 @@ def read_lines(path):
 
 def write_json(path, obj):
     """Write atomically (two runs may collect at once)."""
-    with open(path + ".tmp", "w") as f:
-        json.dump(obj, f, indent=1)
-    os.replace(path + ".tmp", path)
+    smollm.write_json(path, obj, indent=1)
 
 
 def mean_or_none(xs):

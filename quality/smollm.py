@@ -21,6 +21,7 @@ layer's normed input) and returns o [9, L, 64].
 attention.py has the dense, pattern, predicate and top-k versions.
 """
 import importlib.util
+import json
 import math
 import os
 import sys
@@ -234,6 +235,14 @@ def save_atomic(write, path):
     tmp = f"{path}.{os.getpid()}.tmp"
     write(tmp)
     os.replace(tmp, path)
+
+
+def write_json(path, obj, indent=None):
+    """obj as JSON into path, atomically (save_atomic)."""
+    def write(tmp):
+        with open(tmp, "w") as f:
+            json.dump(obj, f, indent=indent)
+    save_atomic(write, path)
 
 
 def tokenizer(path=None, cached=True):

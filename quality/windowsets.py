@@ -62,11 +62,6 @@ def starts(doc_tokens, length, count, stride, skip):
 _IDS = {}
 
 
-def write_json(value, path):
-    with open(path, "w") as f:
-        json.dump(value, f)
-
-
 def token_ids(text, tok):
     """[(title, ids list)] of a text's documents (tokenized once per process, and kept in
     smollm.CACHE/tokens/ under a hash of the documents and the tokenizer: the three texts take
@@ -83,7 +78,7 @@ def token_ids(text, tok):
         except (OSError, ValueError):
             _IDS[text] = [(title, tok.encode(t).ids) for title, t in docs]
             try:
-                smollm.save_atomic(lambda tmp: write_json(_IDS[text], tmp), file)
+                smollm.write_json(file, _IDS[text])
             except OSError:  # a read-only checkout: tokenize each time
                 pass
     return _IDS[text]
