@@ -32,8 +32,8 @@ attention's n is the set's count or the attention is absent.
     8k         Austen at 8,192: dense + probe, sink+window at 23 %, the indexer at DSA's
                k = 2,048, the ladder at 23 %, the oracle at k = 2,048
     2k-more    Austen at 2,048: the families at 12 % and 44 % (k = 128, 512)
-    8k-more    Austen at 8,192: the rest of the 23 % point, then 12 % and 44 %
     2k-texts   the Bible and the Go corpus at 2,048: dense, sink+window, ladder, oracle, indexer
+    8k-more    Austen at 8,192: the rest of the 23 % point, then 12 % and 44 %
 
 The frontier configurations (FRONTIER): at each length L the densities of a top-k selection with
 k = L/16, L/8, L/4 (0.121, 0.234, 0.438; k = 2,048 at 8,192 tokens is DeepSeek's), and for each
@@ -184,13 +184,13 @@ def phases():
                                            f8[2048]["indexer"], f8[1024]["ladder"],
                                            f8[2048]["oracle"]])))
     p.append(("2k-more", nll_jobs("austen-2k", [f2[k][f] for k in (128, 512) for f in FAMILIES])))
+    p.append(("2k-texts", [j for t in ("kjv", "go") for j in nll_jobs(
+        f"{t}-2k", ["dense"] + [f2[256][f] for f in ("sink+window", "ladder", "oracle",
+                                                    "indexer")])]))
     p.append(("8k-more", nll_jobs("austen-8k", [f8[1024][f] for f in (
         "indexer", "oracle", "window", "strided", "bigbird")] + [
         f8[k][f] for k in (512, 2048) for f in FAMILIES if (k, f) not in (
             (2048, "indexer"), (2048, "oracle"))])))
-    p.append(("2k-texts", [j for t in ("kjv", "go") for j in nll_jobs(
-        f"{t}-2k", ["dense"] + [f2[256][f] for f in ("sink+window", "ladder", "oracle",
-                                                    "indexer")])]))
     return p
 
 

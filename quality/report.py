@@ -224,10 +224,17 @@ def passkey_table(results=RESULTS, specs=None, names=None):
                          f"{c['trials']} | {c['accuracy']:.2f} [{lo:.2f}, {hi:.2f}] | " +
                          " | ".join(f"{c['depth'][str(x)]['hits']}/{c['depth'][str(x)]['trials']}"
                                     if str(x) in c["depth"] else "—" for x in depths) + " |")
+    cells = [c["depth"][k] for cfgs in d["lengths"].values() for c in cfgs.values()
+             for k in c["depth"]]
+    agree = sum(x["hits"] in (0, x["trials"]) for x in cells)
     lines += ["", f"Teacher-forced retrieval (a hit: all five digits are the model's most likely "
                   f"tokens) of {len(d['keys'])} keys at each of {len(depths)} depths of a filler "
                   f"from {d['filler']['doc']} (token {d['filler']['start']:,} on); "
-                  f"{d['model']}; {d['machine']}."]
+                  f"{d['model']}; {d['machine']}. The trials are not independent: in {agree} "
+                  f"of {len(cells)} (length, attention, depth) cells every key is found or none "
+                  f"is (one filler, the needle at the same place), so a depth counts for little "
+                  f"more than one trial and the Wilson intervals over all the trials of a row "
+                  f"are narrower than the evidence; read a row as depths reached."]
     return "\n".join(lines)
 
 
