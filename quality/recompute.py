@@ -29,10 +29,10 @@ attention's n is the set's count or the attention is absent.
     512-dsa    dense (with the recall probe of every selection) and the indexer at 512
     2k         Austen at 2,048: dense + probe and the seven families at 23 % (k = 256)
     passkey    passkey retrieval at 1,024 and 2,048 tokens, 5 depths x 5 keys
-    8k         Austen at 8,192: dense + probe, sink+window at 23 %, the indexer at DSA's
-               k = 2,048, the ladder at 23 %, the oracle at k = 2,048
     2k-more    Austen at 2,048: the families at 12 % and 44 % (k = 128, 512)
     2k-texts   the Bible and the Go corpus at 2,048: dense, sink+window, ladder, oracle, indexer
+    8k         Austen at 8,192: dense + probe, sink+window at 23 %, the indexer at DSA's
+               k = 2,048, the ladder at 23 %, the oracle at k = 2,048
     8k-more    Austen at 8,192: the rest of the 23 % point, then 12 % and 44 %
 
 The frontier configurations (FRONTIER): at each length L the densities of a top-k selection with
@@ -179,14 +179,14 @@ def phases():
     p.append(("passkey", [("passkey", L, spec, d, key) for L in PASSKEY_LENGTHS
                           for spec, _ in passkey_configs(L) for d in PASSKEY_DEPTHS
                           for key in PASSKEY_KEYS]))
-    f8 = FRONTIER[8192]
-    p.append(("8k", nll_jobs("austen-8k", ["dense", f8[1024]["sink+window"],
-                                           f8[2048]["indexer"], f8[1024]["ladder"],
-                                           f8[2048]["oracle"]])))
     p.append(("2k-more", nll_jobs("austen-2k", [f2[k][f] for k in (128, 512) for f in FAMILIES])))
     p.append(("2k-texts", [j for t in ("kjv", "go") for j in nll_jobs(
         f"{t}-2k", ["dense"] + [f2[256][f] for f in ("sink+window", "ladder", "oracle",
                                                     "indexer")])]))
+    f8 = FRONTIER[8192]
+    p.append(("8k", nll_jobs("austen-8k", ["dense", f8[1024]["sink+window"],
+                                           f8[2048]["indexer"], f8[1024]["ladder"],
+                                           f8[2048]["oracle"]])))
     p.append(("8k-more", nll_jobs("austen-8k", [f8[1024][f] for f in (
         "indexer", "oracle", "window", "strided", "bigbird")] + [
         f8[k][f] for k in (512, 2048) for f in FAMILIES if (k, f) not in (
