@@ -324,7 +324,6 @@ static void choose_splits(dec_state *s) {
 
 void dec_banner(void *state, const attn_problem *p) {
     dec_state *s = of(state);
-    (void)p;
     choose_splits(s);
     int empty = 0, used = 0;
     for (int b = 0; b < s->B; ++b) {
@@ -338,10 +337,12 @@ void dec_banner(void *state, const attn_problem *p) {
     printf("paged cache: pages of %d tokens, %d of a pool of %d in use (handed out in shuffled "
            "order), block table %d x %d\n",
            s->P, used, s->num_pages, s->B, s->W);
-    if (s->latent)
+    if (s->latent) /* the problem line's GFLOP is 4 D per (row, key); here V is D_v wide */
         printf("latent (MLA, FlashMLA's layout): q and K %d wide (%d latent + %d RoPE), V = the "
-               "first %d of each K row, no V pool; scale %g\n",
-               s->D, s->Dv, s->D - s->Dv, s->Dv, (double)s->p.scale);
+               "first %d of each K row, no V pool; scale %g; attention %.3g GFLOP (2 (D + D_v) "
+               "per row and key)\n",
+               s->D, s->Dv, s->D - s->Dv, s->Dv, (double)s->p.scale,
+               2.0 * (s->D + s->Dv) * attn_problem_entries(p) * 1e-9);
     printf("split-KV (%s): split_kv %d, gqa/paged/latent %d, sparse %d splits; DSA: k = %d, "
            "indexer %d heads x %d\n",
            s->splits_mode == 0   ? "our rule"
