@@ -788,8 +788,15 @@ def choices(pts):
     out.append("the fastest of all: " + describe_point(max(pts, key=lambda p: p["speedup"])))
     slower = [p for p in pts if p["speedup"] <= 1.0]
     if slower:
-        out.append("slower than dense at this length (the model): " + ", ".join(
-            sorted({p["family"] for p in slower}, key=FAMILY_ORDER.index)))
+        fams = sorted({p["family"] for p in slower}, key=FAMILY_ORDER.index)
+
+        def which(f):
+            ds = [p["density"] for p in slower if p["family"] == f]
+            if len(ds) == sum(p["family"] == f for p in pts):
+                return f"{f} (at every density)" if len(ds) > 1 else f
+            return f + " at " + ", ".join(f"{100 * d:.0f} %" for d in sorted(ds))
+        out.append("slower than dense at this length (the model): "
+                   + "; ".join(which(f) for f in fams))
     return out
 
 
