@@ -677,6 +677,9 @@ def seed_table(coef, dev):
 # every layer: not counted.
 FRONTIER_SHAPE = dict(B=1, H=9, D=64, dtype="f16")
 FRONTIER_LENGTHS = (2048, 8192, 32768)
+# The text of the frontier: its window sets run every family at every density (quality/recompute.py,
+# FRONTIER); a front mixes no texts, so the other texts' sets at these lengths are not read here.
+FRONTIER_TEXT = "austen"
 FAMILY_ORDER = ["window", "sink+window", "strided", "bigbird", "ladder", "oracle", "indexer"]
 FAMILY_KERNELS = {"window": ("window",), "sink+window": ("block_sparse",),
                   "strided": ("block_sparse", "gather"), "bigbird": ("block_sparse",),
@@ -697,7 +700,7 @@ def quality_sets(folder):
         if not isinstance(d, dict) or "configs" not in d or "set" not in d:
             continue
         L = d["set"].get("length")
-        if L in FRONTIER_LENGTHS:
+        if L in FRONTIER_LENGTHS and d["set"].get("text", FRONTIER_TEXT) == FRONTIER_TEXT:
             out.setdefault(L, []).append((d["set"].get("name", os.path.basename(path)), d))
     return out
 

@@ -124,6 +124,8 @@ def dsa_rows(d, ks, sel):
     """The DSA comparison rows of a set at budgets ks."""
     out = []
     L = d["set"]["length"]
+    text = OTHER_TEXTS.get(d["set"]["name"].split("-")[0])
+    Lt = f"{L:,}" + (f" ({text})" if text else "")
     for k in ks:
         specs = {"trained indexer": f"indexer:k={k}", "oracle top-k": f"oracle:k={k}",
                  "sink+window": f"global:n=4+causal_window:w={k - 4}"}
@@ -132,7 +134,7 @@ def dsa_rows(d, ks, sel):
                 continue
             c = complete(d, spec)
             if not c:
-                out.append(f"| {L:,} | {k} | {name} | — | — | not run | | | | | |")
+                out.append(f"| {Lt} | {k} | {name} | — | — | not run | | | | | |")
                 continue
             rec = c.get("recall", {})
             triv = 1 - rec["nontrivial"] / rec["rows"] if rec.get("rows") else None
@@ -143,7 +145,7 @@ def dsa_rows(d, ks, sel):
                 r = comparison(d, spec, specs["sink+window"])
                 cmp = (f"{fmt_ci(r['mean'], r['ci95_t'])}, p {stats.fmt_p(max(r['p_t'], r['p_signflip']))}"
                        f": {r['verdict']}" if r else "not run")
-            out.append(f"| {L:,} | {k} | {name} | {c['n']} | {c['density']:.3f} "
+            out.append(f"| {Lt} | {k} | {name} | {c['n']} | {c['density']:.3f} "
                        f"| {pct(rec.get('mass'))} | {pct(rec.get('set'))} | {pct(triv)} "
                        f"| {c['ppl']:.2f} | {fmt_ci(vs['mean'], vs['ci95_t']) if vs else '—'} "
                        f"| {cmp} |")
@@ -151,15 +153,18 @@ def dsa_rows(d, ks, sel):
 
 
 DSA_SELECTIONS = ("trained indexer", "oracle top-k", "sink+window")
+OTHER_TEXTS = {"kjv": "Bible", "go": "Go"}  # the L column names the text when it is not Austen
+DSA_SETS = (("austen-2k", (128, 256, 512)), ("kjv-2k", (256,)), ("go-2k", (256,)),
+            ("austen-8k", (1024, 2048)))
 
 
 def dsa_table(results=RESULTS):
     """The trained indexer against the oracle top-k and sink+window at the same budget k."""
-    head = ["| L | k | selection | n | density | mass recall | set recall@k | trivial queries "
+    head = ["| L (text) | k | selection | n | density | mass recall | set recall@k | trivial queries "
             "| perplexity | NLL change vs dense [95% CI] | vs sink+window [95% CI], p: verdict |",
             "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     lines, captions = [], []
-    for name, ks in (("austen-2k", (128, 256, 512)), ("austen-8k", (1024, 2048))):
+    for name, ks in DSA_SETS:
         d = load(f"{name}.json", results)
         if not d:
             continue
@@ -331,6 +336,8 @@ def tables(results=RESULTS):
         d = load(f"{name}.json", results)
         if d and name.endswith("-512"):
             out[name] = quality_table(d)
+        if d and name in ("kjv-2k", "go-2k"):  # phase 2k-texts: the configurations it runs
+            out[name] = quality_table(d, [s for s in d["configs"] if complete(d, s)])
         if d and name in ("austen-2k", "austen-8k"):
             out[f"frontier-{name[-2:]}"] = frontier_table(d)
     for name, make in (("dsa", dsa_table), ("passkey", passkey_table),

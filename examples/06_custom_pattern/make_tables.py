@@ -44,6 +44,11 @@ ROLES = {"dense": "dense (reference)", LADDER: "**ladder (ours)**",
          "ladder:b=4,s=2,w=12": "ablation: finer blocks (b=4)"}
 TEXTS = (("austen", "Austen"), ("kjv", "KJV"), ("go", "Go"))
 LONG = {2048: 256, 8192: 1024}  # the frontier's 23 % point at each length: k = L/8
+TEXT_NAMES = dict(TEXTS)
+# (L, window set, families shown; None: all): the other texts what phase 2k-texts runs
+TEXT_FAMILIES = ("sink+window", "ladder", "oracle", "indexer")
+LONG_SETS = ((2048, "austen-2k", None), (2048, "kjv-2k", TEXT_FAMILIES),
+             (2048, "go-2k", TEXT_FAMILIES), (8192, "austen-8k", None))
 
 
 def load(name):
@@ -116,29 +121,30 @@ def summary_table():
 def long_table():
     """The ladder against the other families at the frontier's 23 % point (quality/recompute.py's
     FRONTIER: each family's parameters reach the density of top-k with k = L/8), at 2,048 and
-    8,192 tokens of Austen."""
+    8,192 tokens of Austen, and at 2,048 tokens of the Bible and the Go sources (the families
+    their phase runs)."""
     import recompute
-    rows = ["| L | attention | spec | density | n | NLL change vs dense [95% CI] "
+    rows = ["| L | text | attention | spec | density | n | NLL change vs dense [95% CI] "
             "| contender - ladder NLL [95% CI] | p (t / sign-flip) | ladder is |",
-            "|---:|---|---|---:|---:|---:|---:|---:|---|"]
+            "|---:|---|---|---|---:|---:|---:|---:|---:|---|"]
     captions = []
-    for L, k in LONG.items():
-        name = f"austen-{L // 1024}k"
+    for L, name, families in LONG_SETS:
         d = load(f"{name}.json")
-        specs = recompute.FRONTIER[L][k]
+        specs = recompute.FRONTIER[L][LONG[L]]
         lad = report.complete(d, specs["ladder"]) if d else None
-        for fam in recompute.FAMILIES:
+        text = TEXT_NAMES[name.split("-")[0]]
+        for fam in families or recompute.FAMILIES:
             spec = specs[fam]
             c = report.complete(d, spec) if d else None
             if not c:
-                rows.append(f"| {L:,} | {report.NAMES[fam]} | `{spec}` | — | — | not run "
-                            f"| | | |")
+                rows.append(f"| {L:,} | {text} | {report.NAMES[fam]} | `{spec}` | — | — "
+                            f"| not run | | | |")
                 continue
             vs = c.get("vs_dense")
             dn = report.fmt_ci(vs["mean"], vs["ci95_t"]) if vs else "— (dense not run)"
             cmp, p, word = vs_ladder(c, lad, fam == "ladder")
-            rows.append(f"| {L:,} | {report.NAMES[fam]} | `{spec}` | {c['density']:.3f} "
-                        f"| {c['n']} | {dn} | {cmp} | {p} | {word} |")
+            rows.append(f"| {L:,} | {text} | {report.NAMES[fam]} | `{spec}` | "
+                        f"{c['density']:.3f} | {c['n']} | {dn} | {cmp} | {p} | {word} |")
         if d:
             captions.append(report.set_caption(d))
     return "\n".join(rows + [""] + captions)
