@@ -677,6 +677,7 @@ def seed_table(coef, dev):
 # every layer: not counted.
 FRONTIER_SHAPE = dict(B=1, H=9, D=64, dtype="f16")
 FRONTIER_LENGTHS = (2048, 8192, 32768)
+MODEL_CONTEXT = 8192  # SmolLM2-135M's context: no quality beyond it
 # The text of the frontier: its window sets run every family at every density (quality/recompute.py,
 # FRONTIER); a front mixes no texts, so the other texts' sets at these lengths are not read here.
 FRONTIER_TEXT = "austen"
@@ -833,12 +834,20 @@ def frontier_table(points, sets):
         out.append("")
         out += [f"- {line}" for line in choices(pts)]
         out.append("")
-    missing = [L for L in FRONTIER_LENGTHS if L not in points]
+        absent = [f for f in FAMILY_ORDER if f not in {p["family"] for p in pts}]
+        if absent:
+            out.append(f"Not yet at L = {L:,}: {', '.join(absent)} (their quality results are "
+                       "not committed yet; the front above is among the points that are).")
+            out.append("")
+    missing = [L for L in FRONTIER_LENGTHS if L not in points and L <= MODEL_CONTEXT]
     if missing:
-        out.append("Not yet: " + ", ".join(
-            f"L = {L:,}" + (" (beyond SmolLM2-135M's context of 8,192 tokens)" if L > 8192 else
-                            " (its quality results are not committed yet)") for L in missing)
-                   + ".")
+        out.append("Not yet: " + ", ".join(f"L = {L:,}" for L in missing)
+                   + " (its quality results are not committed yet).")
+    beyond = [L for L in FRONTIER_LENGTHS if L > MODEL_CONTEXT]
+    if beyond:
+        out.append("No frontier at " + ", ".join(f"L = {L:,}" for L in beyond)
+                   + f": beyond SmolLM2-135M's context of {MODEL_CONTEXT:,} tokens, so no "
+                   "quality can be measured there.")
     return "\n".join(out).rstrip("\n") + "\n"
 
 

@@ -144,7 +144,7 @@ def dsa_rows(d, ks, sel):
             else:
                 r = comparison(d, spec, specs["sink+window"])
                 cmp = (f"{fmt_ci(r['mean'], r['ci95_t'])}, p {stats.fmt_p(max(r['p_t'], r['p_signflip']))}"
-                       f": {r['verdict']}" if r else "not run")
+                       f": {r['verdict']}" if r else "— (sink+window at this k: no results)")
             out.append(f"| {Lt} | {k} | {name} | {c['n']} | {c['density']:.3f} "
                        f"| {pct(rec.get('mass'))} | {pct(rec.get('set'))} | {pct(triv)} "
                        f"| {c['ppl']:.2f} | {fmt_ci(vs['mean'], vs['ci95_t']) if vs else '—'} "
@@ -330,6 +330,41 @@ def cost_table(results=RESULTS):
     return "\n".join(lines)
 
 
+def verify_table(results=RESULTS):
+    """recompute.py --verify's records (results/verify.json), one block of rows per command: per
+    window set (passkey: per length), how many committed jobs were run again and how close each
+    came to its committed line."""
+    v = load("verify.json", results)
+    if not v:
+        return None
+    lines = ["| check | jobs of | run again | bit for bit | NLL within 1e-5 | within the "
+             "tolerance | disagree | largest NLL difference |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    notes = []
+    for i, (cmd, run) in enumerate(sorted(v["runs"].items())):
+        groups = {}
+        for r in run["jobs"]:
+            j = r["job"]
+            groups.setdefault(j[1] if j[0] == "nll" else f"passkey at {j[1]:,}", []).append(r)
+        for name in sorted(groups, key=lambda g: (g.startswith("passkey"), g)):
+            rs = groups[name]
+            d = [r["differences"] for r in rs]
+            exact = sum(all(x == 0 for x in x_.values()) for x_ in d)
+            close = sum(1 for r in rs if r["agrees"] and (r["differences"].get("nll") or 0)
+                        <= 1e-5 and not all(x == 0 for x in r["differences"].values()))
+            nll = [x["nll"] for x in d if x.get("nll") is not None]
+            lines.append(f"| {i + 1} | {name} | {len(rs)} | {exact} | {close} "
+                         f"| {sum(r['agrees'] for r in rs) - exact - close} "
+                         f"| {sum(not r['agrees'] for r in rs)} "
+                         f"| {f'{max(nll):.1e}' if nll else '— (hit or miss)'} |")
+        tol = ", ".join(f"{k} {x:g}" for k, x in run["tolerances"].items())
+        notes.append(f"{i + 1}: `recompute.py {cmd}` on {run['date']} ({run['machine']}; "
+                     f"--threads {run['threads']}; tolerance per field: {tol}).")
+    return "\n".join(lines + [""] + notes + [
+        "", "Bins are compared per token (relative to the bin's NLL sum). \"NLL within 1e-5\" "
+        "and \"within the tolerance\" count the jobs that are not bit for bit."])
+
+
 def tables(results=RESULTS):
     out = {"sets": sets_table(), "cost": cost_table(results)}
     for name in windowsets.SETS:
@@ -341,7 +376,7 @@ def tables(results=RESULTS):
         if d and name in ("austen-2k", "austen-8k"):
             out[f"frontier-{name[-2:]}"] = frontier_table(d)
     for name, make in (("dsa", dsa_table), ("passkey", passkey_table),
-                       ("training", training_table)):
+                       ("training", training_table), ("verify", verify_table)):
         t = make(results)
         if t:
             out[name] = t

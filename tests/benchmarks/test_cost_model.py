@@ -198,7 +198,7 @@ def check_frontier(c):
     """A made-up 2K window set in the quality toolkit's schema (quality/README.md: per spec its
     family, density, completeness and the paired NLL change against dense) through the frontier:
     one point per complete configuration, the Pareto front neither dominated nor missing a
-    point, the table with its figure and the lengths still to come."""
+    point, the table with its figure, the lengths and families still to come."""
     L = 2048
     specs = {"window": "causal_window:w=256", "sink+window": "global:n=4+causal_window:w=252",
              "strided": "strided:l=4", "bigbird": "bigbird:b=64,r=1,seed=1",
@@ -231,8 +231,12 @@ def check_frontier(c):
              "the trained indexer costs more than the oracle's selection alone")
     table = crossover.frontier_table({L: pts}, sets)
     c.expect("**L = 2,048**" in table and "frontier_2K.png" in table
-             and "L = 8,192 (its quality results" in table and "L = 32,768 (beyond" in table,
+             and "L = 8,192 (its quality results" in table
+             and "No frontier at L = 32,768: beyond" in table and "Not yet at L" not in table,
              f"the frontier table:\n{table}")
+    part = crossover.frontier_table({L: [p for p in pts if p["family"] != "strided"]}, sets)
+    c.expect("Not yet at L = 2,048: strided (" in part,
+             f"a family without results at a length is named:\n{part}")
 
 
 def check_break_even(c):

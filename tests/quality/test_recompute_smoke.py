@@ -6,7 +6,9 @@ four selections, and 4 passkey trials, and collects the result files; then the c
 have the format quality/README.md documents (per-window values, n, density, the paired tests,
 recall both ways with the trivial queries apart, Wilson intervals); the oracle's set recall is 1
 and its mass recall the highest; a second run finds every job done and runs none; a run stopped
-in the middle (a line of a finished job removed) runs only that job again; bad input (an unknown
+in the middle (a line of a finished job removed) runs only that job again; `--verify 3` runs
+three finished jobs again and finds them equal, and finds them changed once the lines are
+(NLL + 0.002, a passkey hit flipped); bad input (an unknown
 phase) is one line and exit status 2. About 30 s on 2 idle cores. Exit 0 when every check
 passes."""
 import json
@@ -69,6 +71,22 @@ def main():
             f.writelines(lines[:-1])
         r = run("--smoke", tmp)
         check(r.returncode == 0 and "1 jobs to run" in r.stderr, "a lost line: that job again")
+        r = run("--smoke", tmp, "--verify", "3")
+        check(r.returncode == 0 and "3 of 3 jobs agree" in r.stdout
+              and [len(v["jobs"]) for v in json.load(open(os.path.join(tmp, "verify.json")))
+                   ["runs"].values()] == [3],
+              f"--verify 3: three jobs run again agree: {r.stdout[-300:]!r}")
+        for name, change in (("austen-smoke", lambda x: dict(x, nll=x["nll"] + 0.002)),
+                             ("passkey", lambda x: dict(x, hit=not x["hit"]))):
+            path = os.path.join(tmp, "raw", f"{name}.jsonl")
+            with open(path) as f:
+                recs = [change(json.loads(line)) for line in f]
+            with open(path, "w") as f:
+                f.writelines(json.dumps(x) + "\n" for x in recs)
+        r = run("--smoke", tmp, "--verify", "3")
+        check(r.returncode == 1 and "0 of 3 jobs agree" in r.stdout,
+              f"--verify: lines changed by 0.002 nats or a flipped hit are caught: "
+              f"{r.stdout[-300:]!r}")
     r = run("--phases", "nonsense", "--list")
     lines = r.stderr.strip().splitlines()
     check(r.returncode == 2 and len(lines) == 1 and "unknown phase 'nonsense'" in lines[0],
