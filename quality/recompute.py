@@ -736,20 +736,14 @@ def verify(plan, runner, n, threads):
     print(f"{agree} of {len(rows)} jobs agree with their committed lines within {VERIFY_TOL}; "
           f"{sum(all(v == 0 for v in r['differences'].values()) for r in rows)} bit for bit"
           + (f"; NLL differences up to {max(nll):.1e}" if nll else ""))
-    path = os.path.join(runner.out, "verify.json")
-    runs = (load_json(path) or {}).get("runs", {})
+    import report
+    runs = (report.load("verify.json", runner.out) or {}).get("runs", {})
     runs[f"--verify {n} --phases {','.join(p for p, _ in plan)}"] = dict(
         date=datetime.date.today().isoformat(), machine=runner.machine(), threads=threads,
         tolerances=VERIFY_TOL, jobs=rows)
-    write_json(path, dict(runs=runs))  # one record per command: a rerun of it replaces its own
+    write_json(os.path.join(runner.out, "verify.json"), dict(runs=runs))  # one record per command: a rerun of it replaces its own
     return 0 if agree == len(rows) else 1
 
-
-def load_json(path):
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
 
 
 def solve(L):
