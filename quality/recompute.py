@@ -700,7 +700,8 @@ def verify(plan, runner, n, threads):
     jobs = verify_sample(plan, runner, n)
     if not jobs:
         raise ValueError(f"no finished job to verify in {runner.raw}")
-    est = sum(committed_line(runner, j)["seconds"] for j in jobs)
+    committed = [committed_line(runner, j) for j in jobs]  # read once, before the reruns
+    est = sum(c["seconds"] for c in committed)
     print(f"verifying {len(jobs)} committed jobs of {runner.out} (they took {est:.0f} s when "
           f"committed)", file=sys.stderr)
     scratch = tempfile.mkdtemp(prefix="verify-")
@@ -713,10 +714,10 @@ def verify(plan, runner, n, threads):
         print("| job | committed NLL or hit | rerun | largest difference (its field) | agrees |")
         print("|---|---:|---:|---|---|")
         start = time.time()
-        for i, job in enumerate(jobs):
+        for i, (job, a) in enumerate(zip(jobs, committed)):
             metrics.progress(i, len(jobs), " ".join(str(x) for x in job[1:])[:50], start)
             again.run(job)
-            a, b = committed_line(runner, job), committed_line(again, job)
+            b = committed_line(again, job)
             d = differences(a, b)
             ok = all(v is not None and v <= VERIFY_TOL.get(f, 0) for f, v in d.items())
             field = max(d, key=lambda f: float("inf") if d[f] is None else d[f] /
@@ -741,9 +742,9 @@ def verify(plan, runner, n, threads):
     runs[f"--verify {n} --phases {','.join(p for p, _ in plan)}"] = dict(
         date=datetime.date.today().isoformat(), machine=runner.machine(), threads=threads,
         tolerances=VERIFY_TOL, jobs=rows)
-    write_json(os.path.join(runner.out, "verify.json"), dict(runs=runs))  # one record per command: a rerun of it replaces its own
+    # one record per command: a rerun of the same command replaces its own
+    write_json(os.path.join(runner.out, "verify.json"), dict(runs=runs))
     return 0 if agree == len(rows) else 1
-
 
 
 def solve(L):
