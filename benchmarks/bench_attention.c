@@ -45,8 +45,7 @@
 
 #define SIM_WARNING "CPU simulator timings: they measure the simulator, not GPU performance"
 
-/* ---- grids ------------------------------------------------------------------------------------
- */
+/* ---- grids ----------------------------------------------------------------------------------- */
 
 #define MAX_VALUES 16
 typedef struct int_list {
@@ -264,8 +263,7 @@ static const grid_preset presets[] = {
 };
 #define NUM_PRESETS (int)(sizeof presets / sizeof presets[0])
 
-/* ---- command line -----------------------------------------------------------------------------
- */
+/* ---- command line ---------------------------------------------------------------------------- */
 
 typedef struct options {
     bool help, list, grids, dry_run, quiet, append, table, launch_shapes, profile;
@@ -478,8 +476,7 @@ static int parse_args(options *o, int argc, char **argv) {
     return 0;
 }
 
-/* ---- implementations --------------------------------------------------------------------------
- */
+/* ---- implementations ------------------------------------------------------------------------- */
 
 typedef struct impl {
     const attn_example *ex;
@@ -558,8 +555,7 @@ static void print_impls(const impl *impls, int n) {
                impls[m].sparse ? " [problems with a pattern]" : "");
 }
 
-/* ---- problems ---------------------------------------------------------------------------------
- */
+/* ---- problems -------------------------------------------------------------------------------- */
 
 #define MAX_PROBLEMS 4096
 
@@ -631,8 +627,7 @@ static bool pairs(const impl *m, const bench_problem *bp) {
            (bp->impl == NULL || pattern_matches(bp->impl, m));
 }
 
-/* ---- provenance -------------------------------------------------------------------------------
- */
+/* ---- provenance ------------------------------------------------------------------------------ */
 
 typedef struct provenance {
     char commit[64], date[32], host[160], runtime[16], driver[16], grid[64];
@@ -691,8 +686,7 @@ static void make_provenance(const options *o, const attn_device_info *dev, prove
                  " (modified)");
 }
 
-/* ---- one record -------------------------------------------------------------------------------
- */
+/* ---- one record ------------------------------------------------------------------------------ */
 
 /* Q, K, V, O and LSE in the problem's dtype, plus the kernel's workspace: the device memory a run
  * needs by the model (what attn_problem_data allocates). */
@@ -748,8 +742,7 @@ static void extra_members(const provenance *pv, const attn_device_info *dev, con
         dev->cc_major, dev->cc_minor, pv->host);
 }
 
-/* ---- the run ----------------------------------------------------------------------------------
- */
+/* ---- the run --------------------------------------------------------------------------------- */
 
 /* --table: one line per L and implementation (a grid's row name), grouped by L. */
 #define MAX_TABLE_ROWS 32

@@ -147,8 +147,7 @@ attn_check_result attn_check_lse(const attn_problem *p, const float *lse, const 
     return r;
 }
 
-/* ---- the backward pass's gradients ------------------------------------------------------------
- */
+/* ---- the backward pass's gradients ----------------------------------------------------------- */
 
 /* One unit in the last place of a 16-bit dtype at x (0 for fp32). */
 static double ulp_at(attn_dtype t, double x) {

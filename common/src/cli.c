@@ -636,8 +636,7 @@ int attn_cli_parse(attn_cli *cli, int argc, char **argv, char *err, size_t err_l
     return attn_cli_parse_options(cli, argc, argv, NULL, 0, NULL, err, err_len);
 }
 
-/* ---- what a run may cost -----------------------------------------------------------------------
- */
+/* ---- what a run may cost --------------------------------------------------------------------- */
 
 int attn_cli_sim_budget_check(const attn_cli *cli, double flops, char *why, size_t len) {
     if (!attn_on_simulator() || cli->allow_slow || flops <= ATTN_SIM_BUDGET_FLOPS)

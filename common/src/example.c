@@ -264,8 +264,7 @@ static void print_banner(const session *s) {
         s->m->banner(s->state, p);
 }
 
-/* ---- run options, shared by both kinds ---------------------------------------------------------
- */
+/* ---- run options, shared by both kinds ------------------------------------------------------- */
 
 /* The examples time a kernel even when it fails its check: a student sees both. The simulator
  * has no clocks or caches to warm up and its timings are only indicative: 2 launches keep a plain
@@ -300,8 +299,7 @@ static void print_table(const session *s, attn_outcome *outcomes, int n_run) {
     free(recs);
 }
 
-/* ---- 3 and 4: an attention example -------------------------------------------------------------
- */
+/* ---- 3 and 4: an attention example ----------------------------------------------------------- */
 
 /* A module first (a sparse example: the pattern's masks, since the reference needs its
  * predicate, and for a dense baseline timed beside the sparse kernels a second, dense,
@@ -410,8 +408,7 @@ static int run_attention(session *s, attn_outcome *outcomes, int *n_run) {
     return rc;
 }
 
-/* ---- 3 and 4: a staged example ------------------------------------------------------------------
- */
+/* ---- 3 and 4: a staged example --------------------------------------------------------------- */
 
 /* Which kernels run: the selected ones, and for every stage before the last selected kernel's
  * stage, the kernel whose output the next stage reads (its last kernel that can run here), so

@@ -22,8 +22,8 @@
  *                   D = 64 or 128.
  *     ./build/sim/examples/03_flash_attention_v2/flash2_fwd_sim --kernel 3 --dtype bf16
  * On a GPU build use build/gpu/.../flash2_fwd_gpu.
- * Measured (ms, B=1 H=4 L=512 D=64, median of 5): GPU to be measured; CPU simulator (not GPU
- * performance): fa2_fp32 342 (f32), fa2_mma 313 (f16), fa2_pipeline 311 (f16).
+ * Measured times: README.md, "Measured" (regenerated from the result files by
+ * benchmarks/update_tables.py; GPU to be measured, the simulator's are CPU times).
  *
  * All versions: any L (partial tail tiles), Lq != Lk, causal bottom-right aligned (query i sees
  * key j iff j <= i + Lk - Lq) with the K/V tiles that lie wholly above the diagonal never loaded,

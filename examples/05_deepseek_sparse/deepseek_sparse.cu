@@ -25,8 +25,9 @@
  *                    8-bit histogram find the k-th largest key's bit pattern (pass 1 over global
  *                    memory, then the candidates in the threshold bin are kept in shared memory),
  *                    one pass writes the selected indices in ascending order. Any k, any row
- *                    length.  ./build/sim/examples/05_deepseek_sparse/deepseek_sparse_sim --kernel
- * 3 4 sparse_mma     (stage attention) FA2 over the selected keys: 64 selected K/V rows gathered
+ *                    length.
+ *                    ./build/sim/examples/05_deepseek_sparse/deepseek_sparse_sim --kernel 3
+ *   4 sparse_mma     (stage attention) FA2 over the selected keys: 64 selected K/V rows gathered
  *                    into shared memory per tile by cp.async, S and P V on tensor cores (example
  *                    03's warp steps, ../03_flash_attention_v2/fa2_tile.cuh) with the 64 heads of
  *                    one token as the rows, online softmax, LSE, -1 slots skipped. D = 64 or 128.

@@ -28,8 +28,7 @@
 #include "attn/tensor.h"
 #include "deepseek_sparse.h"
 
-/* ---- the run's data ---------------------------------------------------------------------------
- */
+/* ---- the run's data -------------------------------------------------------------------------- */
 
 static ds_state *of(void *state) { return (ds_state *)state; }
 

@@ -33,7 +33,7 @@
  * batches (--seqlens, one block-mask slice per sequence), log-sum-exp written, rows with no key
  * output 0 (LSE -inf).
  *
- * Sections: CPU reference | kernels | registry. main() is in main.c.
+ * Sections: CPU reference | kernels | launchers | registry. main() is in main.c.
  */
 #include "../04_sparse_patterns/sparse_fa2.cuh"
 #include "attn/problem.h"

@@ -4,8 +4,7 @@
 #include "deepseek_sparse.h" /* ds_row_q: example 05's packed query rows */
 #include "flash_bwd.h"
 
-/* ---- the top-k selection ----------------------------------------------------------------------
- */
+/* ---- the top-k selection --------------------------------------------------------------------- */
 
 void bwd_random_selection(const attn_problem *p, int K, uint64_t seed, int32_t *sel) {
     for (int b = 0; b < p->B; ++b)

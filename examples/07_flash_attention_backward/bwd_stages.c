@@ -43,8 +43,7 @@ static const char *mode_name(bwd_mode m) {
     return m == BWD_PATTERN ? "block-sparse pattern" : m == BWD_TOPK ? "top-k selection" : "dense";
 }
 
-/* ---- step 1: the flags (and --tensors, read here so that a bad file is a usage error) ----------
- */
+/* ---- step 1: the flags (and --tensors, read here so that a bad file is a usage error) -------- */
 
 /* Reads DIR/name.bin into *dst (malloc'ed) as rows x cols (cols 0: a 1-D tensor of rows values),
  * each value rounded to the problem's dtype. 0, or ATTN_EXIT_USAGE with why. */
@@ -390,8 +389,7 @@ int bwd_setup(void *state, const attn_problem *p, const attn_cli *cli, int check
     return 0;
 }
 
-/* ---- the forward stage ------------------------------------------------------------------------
- */
+/* ---- the forward stage ----------------------------------------------------------------------- */
 
 int bwd_prepare_forward(void *state, char *why, size_t len) {
     (void)why, (void)len;
@@ -429,8 +427,7 @@ int bwd_check_forward(void *state, const attn_kernel *k, int chunk, attn_stage_c
     return 0;
 }
 
-/* ---- the backward stage ------------------------------------------------------------------------
- */
+/* ---- the backward stage ---------------------------------------------------------------------- */
 
 static int alloc_grads(attn_grads *g, size_t qn, size_t kn) {
     g->dq = xmalloc(qn * sizeof(float));

@@ -61,8 +61,7 @@ FLEX_HD void flex_sincos(float x, float *s, float *c) {
 #endif
 }
 
-/* ---- mask_mods ---------------------------------------------------------------------------------
- */
+/* ---- mask_mods ------------------------------------------------------------------------------- */
 
 /* Causal, bottom-right aligned: a key at or before the query's position. */
 struct flex_causal {
@@ -130,8 +129,7 @@ template <class A, class B> struct flex_or {
     }
 };
 
-/* ---- score_mods --------------------------------------------------------------------------------
- */
+/* ---- score_mods ------------------------------------------------------------------------------ */
 
 /* The score unchanged: the kernel then scales S exactly as the plain kernel does. */
 struct flex_identity {
@@ -189,8 +187,7 @@ struct flex_rel_bias {
     }
 };
 
-/* ---- a modification ----------------------------------------------------------------------------
- */
+/* ---- a modification -------------------------------------------------------------------------- */
 
 template <class Mask, class Score> struct flex_mod {
     Mask mask;

@@ -254,8 +254,7 @@ static void test_mask_empty_row(void) {
     CHECK(isfinite(lse[0]) && isfinite(lse[2]) && out[0] != 0.0f);
 }
 
-/* ---- a score modification (FlexAttention's score_mod) -----------------------------------------
- */
+/* ---- a score modification (FlexAttention's score_mod) ---------------------------------------- */
 
 /* bias[h] * (j - i), capped at +-2 (2 tanh(s / 2)), and key 0 dropped (-inf) for head 1 */
 static double biased_capped(const void *ctx, int b, int h, int i, int j, double s) {

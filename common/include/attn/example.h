@@ -39,8 +39,7 @@ extern "C" {
 
 int attn_example_main(int argc, char **argv, const attn_example *ex);
 
-/* ---- a staged example's stages ----------------------------------------------------------------
- */
+/* ---- a staged example's stages --------------------------------------------------------------- */
 
 /* What a stage's check found for one kernel (over one chunk; the driver merges the chunks). */
 typedef struct attn_stage_check {
