@@ -26,6 +26,7 @@ Standard library only (the records are read by bench_results.py).
 import os
 import re
 import sys
+from typing import NamedTuple
 
 import bench_results
 import memory_analysis
@@ -179,8 +180,19 @@ SPARSE_KERNELS = ["04_sparse_patterns/block_sparse", "04_sparse_patterns/window"
 NONE = "—"
 
 
+class Problem(NamedTuple):
+    """A benchmark record's problem, the key that pairs implementations run on it."""
+    B: int
+    H: int
+    Lq: int
+    Lk: int
+    D: int
+    dtype: str
+    causal: bool
+
+
 def problem_key(r):
-    return (r["B"], r["H"], r["Lq"], r["Lk"], r["D"], r["dtype"], r["causal"])
+    return Problem(r["B"], r["H"], r["Lq"], r["Lk"], r["D"], r["dtype"], r["causal"])
 
 
 def sparse_rows(recs):
@@ -203,8 +215,8 @@ def sparse_rows(recs):
     for row in rows.values():
         row["sdpa_flash"] = dense.get(row["key"])
     return sorted(rows.values(), key=lambda row: (
-        row["key"][0], row["key"][1], row["key"][4], row["key"][2], row["key"][6],
-        row["pattern"], row["key"][5]))
+        row["key"].B, row["key"].H, row["key"].D, row["key"].Lq, row["key"].causal,
+        row["pattern"], row["key"].dtype))
 
 
 def timed(r):
@@ -230,8 +242,8 @@ def run_cell(r, extra=""):
 
 def sparse_cells(row):
     impls = row["impls"]
-    cells = [row["pattern"], str(row["key"][2]), row["key"][5],
-             "yes" if row["key"][6] else "no",
+    cells = [row["pattern"], str(row["key"].Lq), row["key"].dtype,
+             "yes" if row["key"].causal else "no",
              NONE if row["density"] is None else f"{100 * row['density']:.3g} %",
              NONE if not row["bound"] else f"{row['bound']:.2f}×",
              run_cell(impls.get(DENSE))]
@@ -266,16 +278,16 @@ def sparse_targets(rows):
             for impl in impls:
                 up = speedup(row, impl)
                 if up is not None:
-                    items.append(f"{row['pattern']} {row['key'][5]} {impl.split('/')[1]}: "
+                    items.append(f"{row['pattern']} {row['key'].dtype} {impl.split('/')[1]}: "
                                  f"{up:.2f}× ({100 * up / row['bound']:.0f} % of "
                                  f"{row['bound']:.2f}×)")
         return "; ".join(items) or "not measured"
     for L, causal, what, bar in SPARSE_TARGETS:
-        sel = [row for row in rows if row["key"][2] == L and row["key"][6] == causal
+        sel = [row for row in rows if row["key"].Lq == L and row["key"].causal == causal
                and row["bound"]]
         out.append(f"| {what} vs dense | course bar {bar:g}×; ours ≥ 90 % of the ideal | "
                    f"{listed(sel, SPARSE_KERNELS[:1])} |")
-    sel = [row for row in rows if row["key"][2] == 131072 and row["key"][6]
+    sel = [row for row in rows if row["key"].Lq == 131072 and row["key"].causal
            and row["pattern"] == "causal_window:w=4096"]
     out.append("| causal window W = 4096 at L = 128k vs dense causal | ≥ 20× (the FLOP count "
                f"bounds it at 16.25×) | {listed(sel, SPARSE_KERNELS[:2])} |")
@@ -304,7 +316,7 @@ def table_sparse():
         out.append("")
         shapes = {}
         for row in rows:
-            shapes.setdefault(row["key"][:2] + row["key"][4:5], []).append(row)
+            shapes.setdefault((row["key"].B, row["key"].H, row["key"].D), []).append(row)
         for (B, H, D), group in shapes.items():
             out += [f"*B={B} H={H} D={D}*", "", header, "|---" * 13 + "|"]
             out += ["| " + " | ".join(sparse_cells(row)) + " |" for row in group]
