@@ -136,6 +136,33 @@ __device__ __forceinline__ void mma_m16n8k16_bf16(float *d, const uint32_t *a, c
 #endif
 }
 
+// D = A * B + C with FP8 inputs, m16n8k32 (sm_89 and later; layouts in cudasim/ptx.h, from the
+// ISA's "Matrix Fragments for mma.m16n8k32"); d may alias c. A and B are both e4m3 (DeepSeek's
+// choice for the indexer and FlashAttention-3's for the forward pass) or both e5m2. Compiled for
+// an older GPU, the call traps: such a kernel must not be launched there.
+#define ATTN_MMA_FP8(NAME, FMT, PTX_TYPE)                                                          \
+    __device__ __forceinline__ void NAME(float *d, const uint32_t *a, const uint32_t *b,           \
+                                         const float *c ATTN_MMA_CALL_SITE) {                      \
+        ATTN_MMA_FP8_BODY(NAME, FMT, PTX_TYPE)                                                     \
+    }
+#ifdef CUDASIM
+#define ATTN_MMA_FP8_BODY(NAME, FMT, PTX_TYPE)                                                     \
+    cudasim::ptx::mma_m16n8k32_fp8<FMT, FMT>(d, a, b, c, #NAME "()", file, line);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#define ATTN_MMA_FP8_BODY(NAME, FMT, PTX_TYPE)                                                     \
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32." PTX_TYPE "." PTX_TYPE ".f32 "            \
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"           \
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                  \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]),    \
+                   "f"(c[1]), "f"(c[2]), "f"(c[3]));
+#else
+#define ATTN_MMA_FP8_BODY(NAME, FMT, PTX_TYPE) __trap();
+#endif
+ATTN_MMA_FP8(mma_m16n8k32_e4m3, ATTN_FP8_E4M3, "e4m3")
+ATTN_MMA_FP8(mma_m16n8k32_e5m2, ATTN_FP8_E5M2, "e5m2")
+#undef ATTN_MMA_FP8
+#undef ATTN_MMA_FP8_BODY
+
 // Four 8 x 8 matrices into r[0..3]; lane 8i + j passes row j of matrix i.
 __device__ __forceinline__ void ldmatrix_x4(uint32_t *r, const void *smem_row ATTN_MMA_CALL_SITE) {
 #ifdef CUDASIM

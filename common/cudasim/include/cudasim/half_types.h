@@ -63,15 +63,26 @@ CUDASIM_LOWP_SCALAR(__half, __half_raw, attn_f32_to_f16, attn_f16_to_f32);
 CUDASIM_LOWP_SCALAR(__nv_bfloat16, __nv_bfloat16_raw, attn_f32_to_bf16, attn_bf16_to_f32);
 #undef CUDASIM_LOWP_SCALAR
 
+struct __attribute__((aligned(4))) __half2_raw {
+    unsigned short x, y;
+};
+struct __attribute__((aligned(4))) __nv_bfloat162_raw {
+    unsigned short x, y;
+};
 struct __attribute__((aligned(4))) __half2 {
     __half x, y;
     __half2() = default;
     constexpr __half2(__half a, __half b) : x(a), y(b) {}
+    constexpr __half2(__half2_raw r) : x(__half_raw{r.x}), y(__half_raw{r.y}) {}
+    operator __half2_raw() const { return __half2_raw{x.__x, y.__x}; }
 };
 struct __attribute__((aligned(4))) __nv_bfloat162 {
     __nv_bfloat16 x, y;
     __nv_bfloat162() = default;
     constexpr __nv_bfloat162(__nv_bfloat16 a, __nv_bfloat16 b) : x(a), y(b) {}
+    constexpr __nv_bfloat162(__nv_bfloat162_raw r)
+        : x(__nv_bfloat16_raw{r.x}), y(__nv_bfloat16_raw{r.y}) {}
+    operator __nv_bfloat162_raw() const { return __nv_bfloat162_raw{x.__x, y.__x}; }
 };
 
 typedef __half half;

@@ -1,5 +1,6 @@
 // cudasim/ptx.h — the simulator's versions of the PTX instructions that common/device/mma.cuh
-// wraps: mma.sync m16n8k16 (f16 and bf16 inputs, f32 accumulators), ldmatrix and cp.async.
+// wraps: mma.sync m16n8k16 (f16 and bf16 inputs, f32 accumulators), mma.sync m16n8k32 (e4m3 and
+// e5m2 inputs, f32 accumulators), ldmatrix and cp.async.
 //
 // Inline PTX cannot be compiled for the host, so under the simulator each wrapper of mma.cuh
 // calls the function here with the same operands. Each reproduces the instruction's per-lane
@@ -27,6 +28,8 @@
 
 #include <cuda_runtime.h>
 #include <cudasim/half_types.h>
+
+#include "../../../include/attn/fp8.h"
 
 // The trailing parameters a warp-wide wrapper takes on the simulator: its call site, for the
 // error reports of warp collectives.
@@ -113,6 +116,46 @@ inline void mma_m16n8k16(float *d, const uint32_t *a, const uint32_t *b, const f
         uint64_t block = blockIdx.x + gridDim.x * (blockIdx.y + (uint64_t)gridDim.y * blockIdx.z);
         unsigned thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
         detail::deliver_mma(block, thread / 32, 4096, file, line);
+    }
+}
+
+// mma.sync.aligned.m16n8k32.row.col.f32.{e4m3,e5m2}.{e4m3,e5m2}.f32 (sm_89 and later):
+// D = A * B + C with A 16 x 32 and B 32 x 8 in FP8, four to a register. The ISA's layout (section
+// "Matrix Fragments for mma.m16n8k32", and CuTe's SM89_16x8x32 traits): lane 4g + t holds
+// A[g + 8 (r % 2)][4t + 16 (r / 2) + j] in byte j of a[r], B[4t + 16 r + j][g] in byte j of b[r],
+// and D as m16n8k16 does. Every product of two FP8 values is exact in fp32; the sum runs over k
+// in order in fp32 (the tensor core's accumulation order and precision are not specified: a GPU
+// may differ in the last bits).
+template <attn_fp8_format fa, attn_fp8_format fb>
+inline void mma_m16n8k32_fp8(float *d, const uint32_t *a, const uint32_t *b, const float *c,
+                             const char *what, const char *file, int line) {
+    uint32_t mine[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
+    uint32_t regs[32][6]; // regs[lane] = that lane's a[0..3], b[0..1]
+    warp_allgather(mine, regs, sizeof mine, what, file, line);
+    unsigned lane = lane_id(), g = lane / 4, t = lane % 4;
+    // A[row][k] is byte k % 4 of register row / 8 + 2 (k / 16) in lane (row % 8) * 4 + (k % 16) /
+    // 4; B[k][col] byte k % 4 of register 4 + k / 16 (of `regs`) in lane col * 4 + (k % 16) / 4.
+    auto byte = [](uint32_t reg, unsigned k) { return static_cast<uint8_t>(reg >> 8 * (k % 4)); };
+    float arow[2][32], bcol[2][32];
+    for (unsigned h = 0; h < 2; ++h)
+        for (unsigned k = 0; k < 32; ++k) {
+            arow[h][k] = attn_fp8_to_f32(byte(regs[g * 4 + (k % 16) / 4][h + 2 * (k / 16)], k), fa);
+            bcol[h][k] =
+                attn_fp8_to_f32(byte(regs[(2 * t + h) * 4 + (k % 16) / 4][4 + k / 16], k), fb);
+        }
+    float out[4];
+    for (unsigned i = 0; i < 4; ++i) {
+        const float *ar = arow[i / 2], *bc = bcol[i % 2]; // row g + 8 * (i / 2), column 2t + i % 2
+        float acc = c[i];
+        for (unsigned k = 0; k < 32; ++k)
+            acc += ar[k] * bc[k];
+        out[i] = acc;
+    }
+    memcpy(d, out, sizeof out);
+    if (lane == 0) { // one warp instruction: 2 * 16 * 8 * 32 = 8192 FLOPs
+        uint64_t block = blockIdx.x + gridDim.x * (blockIdx.y + (uint64_t)gridDim.y * blockIdx.z);
+        unsigned thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+        detail::deliver_mma(block, thread / 32, 8192, file, line);
     }
 }
 
