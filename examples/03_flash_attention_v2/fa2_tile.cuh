@@ -4,6 +4,7 @@
  * their own loops, barriers and copy schedules; what is here is the math between two barriers:
  *
  *   attn_mma_traits<T>          the element type's mma.sync and float-pair packing
+ *   attn_e4m3x2                 two FP8 e4m3 values: the unit FP8 tiles move in (no packing)
  *   attn_padded_layout<D>       shared-memory tile layouts (row padding, XOR swizzle)
  *   attn_swizzled_layout<D>
  *   attn_load_tile_async        one thread's share of the cp.async copy of a tile
@@ -71,6 +72,24 @@ template <> struct attn_mma_traits<__nv_bfloat16> {
         uint32_t u;
         memcpy(&u, &h, sizeof u);
         return u;
+    }
+};
+
+/* Two FP8 e4m3 values (the lower byte first): the 16-bit unit in which cp.async, ldmatrix and the
+ * tile layouts below move FP8 data. A row of D e4m3 values is D / 2 such units, and ldmatrix's
+ * 16-bit fragment of 16 units (lane (g, t): row g, units 2t, 2t + 1 = bytes 4t .. 4t + 3) is
+ * exactly the A or B fragment of mma.sync m16n8k32 on e4m3 (device/mma.cuh): so a tile step
+ * written for 16-bit types runs FP8 with T = attn_e4m3x2 and D / 2 for D (example 05's FP8
+ * indexer). Nothing converts it to float: it feeds the mma only. */
+struct attn_e4m3x2 {
+    uint16_t bits;
+};
+
+template <> struct attn_mma_traits<attn_e4m3x2> {
+    static __device__ __forceinline__ void mma(float *d,            // [4] C/D fragment, 16 x 8
+                                               const uint32_t *a,   // [4] A fragment, 16 x 32
+                                               const uint32_t *b) { // [2] B fragment, 32 x 8
+        mma_m16n8k32_e4m3(d, a, b, d);
     }
 };
 

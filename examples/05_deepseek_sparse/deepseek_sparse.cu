@@ -41,9 +41,12 @@
  *   7 dense_fa2      (stage attention) the baseline: example 03's fa2_mma, dense, on K and V
  *                    copied into every head; checked against the dense reference.
  *                    ./build/sim/examples/05_deepseek_sparse/deepseek_sparse_sim --kernel 7
+ *   8 indexer_fp8    (stage indexer) version 1 in FP8 e4m3, as DeepSeek-V3.2 runs it: q_I and
+ *                    k_I quantized per row with a power-of-two scale, then version 1's kernel on
+ *                    the codes with mma.sync m16n8k32 (sm_89 and later); README, "FP8".
+ *                    ./build/sim/examples/05_deepseek_sparse/deepseek_sparse_sim --kernel 8
  * A plain run: ./build/sim/examples/05_deepseek_sparse/deepseek_sparse_sim --topk 64 -L 512
- * --causal. On a GPU build use build/gpu/.../deepseek_sparse_gpu. FP8 e4m3 indexer inputs
- * (DeepSeek's, on sm_89/sm_90 tensor cores) are not built here: README, "FP8".
+ * --causal. On a GPU build use build/gpu/.../deepseek_sparse_gpu.
  *
  * All versions: fp16/bf16, any L, Lq != Lk, causal bottom-right aligned, packed variable-length
  * batches (--seqlens), queries that see no key (output 0, LSE -inf).
@@ -53,6 +56,7 @@
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <limits.h>
 #include <math.h>
@@ -123,12 +127,14 @@ __device__ __forceinline__ ds_seq ds_seq_at(int b, int Lq, int Lk, const int *cu
 #define IDX_WARPS 4 /* queries per block */
 
 template <typename T, int DI>
-__global__ void indexer_kernel(const T *__restrict__ q_index, // [rows_q, H_I, D_I]
-                               const T *__restrict__ k_index, // [rows_k, D_I]
-                               const float *__restrict__ w,   // [rows_q, H_I]
-                               float *__restrict__ logits,    // [B, chunk, Lk]
-                               const int *__restrict__ cu_q,  // [B+1] or NULL
-                               const int *__restrict__ cu_k,  // [B+1] or NULL
+__global__ void indexer_kernel(const T *__restrict__ q_index,     // [rows_q, H_I, D_I]
+                               const T *__restrict__ k_index,     // [rows_k, D_I]
+                               const float *__restrict__ w,       // [rows_q, H_I]
+                               const float *__restrict__ q_scale, // [rows_q, H_I] or NULL (v. 8)
+                               const float *__restrict__ k_scale, // [rows_k] or NULL (v. 8)
+                               float *__restrict__ logits,        // [B, chunk, Lk]
+                               const int *__restrict__ cu_q,      // [B+1] or NULL
+                               const int *__restrict__ cu_k,      // [B+1] or NULL
                                int Lq, int Lk, int HI, int i0, int chunk, bool causal) {
     using Lay = attn_padded_layout<DI>;
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -152,8 +158,10 @@ __global__ void indexer_kernel(const T *__restrict__ q_index, // [rows_q, H_I, D
 
     float wv[DS_MAX_INDEX_HEADS / 16][2] = {}; /* w of heads 16hg + g and 16hg + g + 8 */
     for (int hg = 0; has && hg < HI / 16; ++hg)
-        for (int h = 0; h < 2; ++h)
-            wv[hg][h] = w[(sq.q0 + i) * HI + hg * 16 + g + 8 * h];
+        for (int h = 0; h < 2; ++h) {
+            const int64_t at = (sq.q0 + i) * HI + hg * 16 + g + 8 * h;
+            wv[hg][h] = q_scale != NULL ? w[at] * q_scale[at] : w[at]; /* FP8: the q scale */
+        }
     const int nkeys = attn_visible_keys(end - 1, sq.Lq, sq.Lk, causal); /* the block's last row */
     const int mine = has ? attn_visible_keys(i, sq.Lq, sq.Lk, causal) : 0;
     float *lrow = logits + ((int64_t)blockIdx.y * chunk + (i - i0)) * Lk;
@@ -184,13 +192,73 @@ __global__ void indexer_kernel(const T *__restrict__ q_index, // [rows_q, H_I, D
             for (int nt = 0; g == 0 && nt < TILE / 8; ++nt)
                 for (int c = 0; c < 2; ++c) {
                     const int key = j0 + nt * 8 + 2 * t + c;
-                    if (key < mine)
-                        lrow[key] = acc[nt][c];
+                    if (key < mine) /* FP8: the key's scale, once for all heads */
+                        lrow[key] =
+                            k_scale != NULL ? acc[nt][c] * k_scale[sq.k0 + key] : acc[nt][c];
                 }
         }
         __syncthreads(); // every warp done reading k_s before the next tile's copies overwrite it
     }
 }
+
+/* --- version 8: indexer_fp8 ---------------------------------------------------------------------
+ *
+ * DeepSeek-V3.2's indexer runs in FP8 e4m3 (inference/model.py, class Indexer: act_quant of q_I
+ * and k_I in blocks of 128 values, then fp8_index): each row of D_I values (one per token and
+ * indexer head of q_I, one per token of k_I) is stored as D_I e4m3 codes and one scale, a power of
+ * two (scale_fmt "ue8m0"; inference/kernel.py, act_quant_kernel and fast_round_scale):
+ *
+ *   a = max(amax(|x|), 1e-4)   s = 2^ceil(log2(fl32(a * (1/448))))   x8 = e4m3(x / s)
+ *
+ * 448 is e4m3's largest value: the row's largest element lands in [224, 448] and keeps e4m3's 3
+ * mantissa bits like every other; x / s is exact (s is a power of two). The scales are positive,
+ * so they pass through the ReLU:
+ *
+ *   I(t, s) = k_scale(s) * sum_j (w(t, j) q_scale(t, j)) * ReLU(q8(t, j) . k8(s))
+ *
+ * q_scale folds into the head weights (as DeepSeek does) and k_scale multiplies the head sum once
+ * per key; with power-of-two scales both products are exact. The dot products are mma.sync
+ * m16n8k32 on e4m3 (sm_89 and later) with fp32 accumulation: version 1's kernel itself, on
+ * T = attn_e4m3x2 (two codes per 16-bit unit, ../03_flash_attention_v2/fa2_tile.cuh) with D_I / 2
+ * units per row. Half the bytes of q_I and k_I, and twice the tensor-core rate of fp16 on an H100
+ * (the datasheet's; not measured here).
+ *
+ *   quantize_e4m3_rows: grid = ceil(rows / 4), block = 4 warps, one warp per row: amax by
+ *   __shfl_xor, then each lane converts its columns (no shared memory, no barrier). */
+#define QUANT_WARPS 4
+#define E4M3_MAX 448.0f
+
+/* 2^ceil(log2(r)) for r > 0, from r's bits: the exponent, plus one if any mantissa bit is set. */
+__device__ __forceinline__ float pow2_ceil(float r) {
+    const uint32_t b = __float_as_uint(r);
+    const int e = (int)((b >> 23) & 0xffu) - 127 + ((b & 0x7fffffu) != 0u);
+    return __uint_as_float((uint32_t)(e + 127) << 23);
+}
+
+template <typename T>
+__global__ void quantize_e4m3_rows_kernel(const T *__restrict__ x,  // [rows, d]
+                                          uint8_t *__restrict__ x8, // [rows, d] e4m3 codes
+                                          float *__restrict__ scale, int64_t rows, int d) {
+    const int lane = threadIdx.x % 32;
+    const int64_t r = (int64_t)blockIdx.x * QUANT_WARPS + threadIdx.x / 32;
+    if (r >= rows) /* warp-uniform: the shuffles below see all 32 lanes */
+        return;
+    const T *row = x + r * d;
+    float amax = 1e-4f; /* DeepSeek's floor: a row of zeros still gets a finite scale */
+    for (int c = lane; c < d; c += 32)
+        amax = fmaxf(amax, fabsf((float)row[c]));
+    for (int off = 16; off > 0; off >>= 1)
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    const float s = pow2_ceil(amax * (1.0f / E4M3_MAX));
+    for (int c = lane; c < d; c += 32)
+        x8[r * d + c] = __nv_cvt_float_to_fp8((float)row[c] / s, __NV_SATFINITE, __NV_E4M3);
+    if (lane == 0)
+        scale[r] = s;
+}
+
+/* --corrupt-scale F: a planted bug for the tests, one key's scale multiplied by F after the
+ * quantization (the FP8 indexer's checks must fail). */
+__global__ void plant_scale_kernel(float *scale, float factor) { scale[0] *= factor; }
 
 /* --- versions 2 and 3: top-k --------------------------------------------------------------------
  *
@@ -616,24 +684,61 @@ static void by_dtype(attn_dtype t, Args... args) {
         F<__half>::run(args...);
 }
 
+/* The indexer on rows of DI elements of T (versions 1 and 8); the scales NULL for fp16/bf16. */
+template <typename T, int DI>
+static void launch_indexer_kernel(const ds_args *a, const void *qi, const void *ki,
+                                  const float *q_scale, const float *k_scale, int i0,
+                                  cudaStream_t stream) {
+    using Lay = attn_padded_layout<DI>;
+    const size_t smem = (size_t)(TILE + IDX_WARPS * a->index_heads) * Lay::LD * sizeof(T);
+    cudaFuncSetAttribute(indexer_kernel<T, DI>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         (int)smem);
+    dim3 grid((a->chunk + IDX_WARPS - 1) / IDX_WARPS, a->p->B);
+    indexer_kernel<T, DI><<<grid, IDX_WARPS * 32, smem, stream>>>(
+        (const T *)qi, (const T *)ki, a->w, q_scale, k_scale, a->logits, a->cu_q, a->cu_k, a->p->Lq,
+        a->p->Lk, a->index_heads, i0, a->chunk, a->p->causal);
+}
+
 template <typename T> struct indexer_launch {
-    template <int DI> static void go(const ds_args *a, int i0, cudaStream_t stream) {
-        using Lay = attn_padded_layout<DI>;
-        const size_t smem = (size_t)(TILE + IDX_WARPS * a->index_heads) * Lay::LD * sizeof(T);
-        cudaFuncSetAttribute(indexer_kernel<T, DI>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)smem);
-        dim3 grid((a->chunk + IDX_WARPS - 1) / IDX_WARPS, a->p->B);
-        indexer_kernel<T, DI><<<grid, IDX_WARPS * 32, smem, stream>>>(
-            (const T *)a->q_index, (const T *)a->k_index, a->w, a->logits, a->cu_q, a->cu_k,
-            a->p->Lq, a->p->Lk, a->index_heads, i0, a->chunk, a->p->causal);
-    }
     static void run(const ds_args *a, int i0, cudaStream_t stream) {
-        a->index_dim == 64 ? go<64>(a, i0, stream) : go<128>(a, i0, stream);
+        if (a->index_dim == 64)
+            launch_indexer_kernel<T, 64>(a, a->q_index, a->k_index, NULL, NULL, i0, stream);
+        else
+            launch_indexer_kernel<T, 128>(a, a->q_index, a->k_index, NULL, NULL, i0, stream);
     }
 };
 
 void ds_launch_indexer(const ds_args *a, int i0, cudaStream_t stream) {
     by_dtype<indexer_launch>(a->p->dtype, a, i0, stream);
+}
+
+template <typename T> struct quantize_launch {
+    static void run(const void *x, uint8_t *x8, float *scale, int64_t rows, int d,
+                    cudaStream_t stream) {
+        const unsigned blocks = (unsigned)((rows + QUANT_WARPS - 1) / QUANT_WARPS);
+        if (blocks > 0)
+            quantize_e4m3_rows_kernel<T>
+                <<<blocks, QUANT_WARPS * 32, 0, stream>>>((const T *)x, x8, scale, rows, d);
+    }
+};
+
+/* Version 8: every row of q_I and k_I quantized (again for each chunk: a model keeps k_I
+ * quantized in its cache, example 09), then version 1's kernel on the codes. */
+void ds_launch_indexer_fp8(const ds_args *a, int i0, cudaStream_t stream) {
+    const attn_problem *p = a->p;
+    const int64_t q_rows = attn_problem_q_rows(p) * a->index_heads, k_rows = attn_problem_k_rows(p);
+    by_dtype<quantize_launch>(p->dtype, a->q_index, a->q_index8, a->q_scale, q_rows, a->index_dim,
+                              stream);
+    by_dtype<quantize_launch>(p->dtype, a->k_index, a->k_index8, a->k_scale, k_rows, a->index_dim,
+                              stream);
+    if (a->corrupt_scale != 0.0f && k_rows > 0)
+        plant_scale_kernel<<<1, 1, 0, stream>>>(a->k_scale, a->corrupt_scale);
+    if (a->index_dim == 64) /* D_I e4m3 codes = D_I / 2 units of attn_e4m3x2 */
+        launch_indexer_kernel<attn_e4m3x2, 32>(a, a->q_index8, a->k_index8, a->q_scale, a->k_scale,
+                                               i0, stream);
+    else
+        launch_indexer_kernel<attn_e4m3x2, 64>(a, a->q_index8, a->k_index8, a->q_scale, a->k_scale,
+                                               i0, stream);
 }
 
 void ds_launch_topk_radix(const ds_args *a, int i0, cudaStream_t stream) {
@@ -737,6 +842,10 @@ static void run_indexer(const attn_problem *p, const attn_buffers *b, cudaStream
     (void)p;
     ds_launch_indexer(args_of(b), b->chunk * args_of(b)->chunk, s);
 }
+static void run_indexer_fp8(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    (void)p;
+    ds_launch_indexer_fp8(args_of(b), b->chunk * args_of(b)->chunk, s);
+}
 static void run_topk_bitonic(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
     (void)p;
     ds_launch_topk_bitonic(args_of(b), b->chunk * args_of(b)->chunk, s);
@@ -792,6 +901,9 @@ static const attn_kernel ds_kernels[] = {
      ds_requirements, NULL, 0, NULL, STAGE_ATTENTION},
     {7, "dense_fa2", "baseline: example 03's fa2_mma, dense, K and V copied into every head",
      run_dense, ds_requirements, NULL, ATTN_SERVES_BASELINE, NULL, STAGE_ATTENTION},
+    {DS_KERNEL_INDEXER_FP8, "indexer_fp8",
+     "version 1 in FP8 e4m3: q_I, k_I per row with a power-of-two scale, mma.sync m16n8k32",
+     run_indexer_fp8, ds_requirements, NULL, 0, NULL, STAGE_INDEXER},
 };
 
 #define OPT(field) offsetof(ds_options, field)
@@ -808,6 +920,10 @@ static const attn_option ds_option_table[] = {
      "top-k input: the indexer's scores, or synthetic rows: equal (all 1), neginf (all -inf), "
      "large (+-3e38), ties (4 distinct values)",
      ATTN_OPTION_CHOICE, OPT(scores), 0, 0, "indexer|equal|neginf|large|ties", "indexer", NULL},
+    {"--corrupt-scale", "F",
+     "multiply the first key's FP8 scale by F after indexer_fp8's quantization (a test: its "
+     "checks must fail)",
+     ATTN_OPTION_TEXT, OPT(corrupt_scale_text), 0, 0, NULL, NULL, NULL},
     {"--corrupt-index", "V",
      "write V into the first slot of query 0's selection on the device after the top-k stage "
      "(a test: attention must refuse an invalid index, and fail on a valid wrong one)",

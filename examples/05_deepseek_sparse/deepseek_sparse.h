@@ -49,11 +49,18 @@ typedef struct ds_args {
     /* sparse_gather only: k and v are MHA tensors in q's layout, each head its own (the
      * benchmark's adapter, benchmarks/deepseek_k512.cu, runs DSA on the harness's Q, K, V). */
     bool mha;
+    /* indexer_fp8 (version 8): q_I and k_I as e4m3 codes, one fp32 scale per row of D_I */
+    uint8_t *q_index8, *k_index8; /* [rows_q, H_I, D_I], [rows_k, D_I] */
+    float *q_scale, *k_scale;     /* [rows_q, H_I], [rows_k] */
+    float corrupt_scale;          /* --corrupt-scale (0: none) */
 } ds_args;
+
+#define DS_KERNEL_INDEXER_FP8 8 /* its --kernel number */
 
 /* Stage launchers (asynchronous on stream). The first two work on the query positions
  * [i0, i0 + chunk) of every sequence. */
 void ds_launch_indexer(const ds_args *a, int i0, cudaStream_t stream);
+void ds_launch_indexer_fp8(const ds_args *a, int i0, cudaStream_t stream);
 void ds_launch_topk_radix(const ds_args *a, int i0, cudaStream_t stream);
 void ds_launch_topk_bitonic(const ds_args *a, int i0, cudaStream_t stream);
 void ds_launch_sparse_mma(const ds_args *a, cudaStream_t stream);
@@ -87,6 +94,32 @@ int ds_check_index_scores(const float *got, const double *want, const double *bo
 int ds_check_selection(const float *scores, int n, int topk, const int32_t *sel, char *why,
                        size_t why_len);
 
+/* ---- the FP8 indexer's oracles (deepseek_fp8.c) -------------------------------------------- */
+
+/* The value of an e4m3 code (NaN for 0x7f, 0xff). */
+double ds_fp8_value(uint8_t code);
+/* The scale of a row whose largest |x| is amax: 2^ceil(log2(fl32(max(amax, 1e-4) / 448))). */
+float ds_fp8_row_scale(float amax);
+/* rows x d values x quantized by the kernel into codes and one scale per row: 0 when every scale
+ * is ds_fp8_row_scale's and every code a nearest e4m3 value of x / scale, else 1 with why. */
+int ds_fp8_check_rows(const float *x, const uint8_t *codes, const float *scales, int64_t rows,
+                      int d, const char *what, char *why, size_t len);
+/* Codes to their values (exact in fp32). */
+void ds_fp8_decode(const uint8_t *codes, int64_t n, float *values);
+/* What version 8 computes, exactly: ds_index_scores_ref on the decoded codes with the head
+ * weights w_scaled = fl32(w * q_scale), each key's score (and bound) times its k_scale. */
+int ds_fp8_scores_ref(const attn_problem *p, int index_heads, int index_dim, const float *q_values,
+                      const float *w_scaled, const float *k_values, const float *k_scale, int b,
+                      int i, double *scores, double *bound);
+/* Per visible key of query i of sequence b: the largest |FP8 score - exact score| that e4m3
+ * quantization with amax/448 row scales and an fp32 evaluation allow (derivation: deepseek_fp8.c),
+ * from the unquantized q, k, w and mag = ds_index_scores_ref's bound for that query. */
+void ds_fp8_error_bound(const attn_problem *p, int index_heads, int index_dim, const float *q,
+                        const float *k, const float *w, int b, int i, const double *mag,
+                        double *bound);
+/* |top-k of exact[0..n) and of fp8[0..n)| / k (1 when n <= k). */
+double ds_fp8_set_recall(const double *exact, const float *fp8, int n, int k);
+
 /* The attention reference's mask: per (b, i) row (row r = b*Lq + i, Lq the longest sequence), the
  * selected keys of that query (sel's non-negative entries). row_ptr [B*Lq + 1], col_idx
  * [B*Lq*topk]. */
@@ -108,6 +141,7 @@ typedef struct ds_options {
     int topk, index_heads, index_dim, chunk; /* chunk 0: as many rows as fit 1 GiB of logits */
     int scores;                              /* DS_SCORES_* */
     const char *corrupt_text;                /* --corrupt-index V, or NULL */
+    const char *corrupt_scale_text;          /* --corrupt-scale F, or NULL */
 } ds_options;
 
 /* One run's data. Host arrays hold fp32 values already rounded to the dtype. */
@@ -116,8 +150,9 @@ typedef struct ds_state {
     attn_problem p;            /* H query heads; K and V: one shared head */
     int k_eff;                 /* min(topk, Lk): the selection's width (no query sees more keys) */
     int corrupt_value, stride; /* checked positions: i % stride == 0 and each sequence's last */
-    float amplitude;
-    attn_inputs inputs; /* --inputs: the attention inputs' signs (attn/tensor.h) */
+    float amplitude, corrupt_scale; /* corrupt_scale: --corrupt-scale, 0 when not given */
+    double fp8_worst, fp8_recall;   /* indexer_fp8 against the unquantized scores (measured) */
+    attn_inputs inputs;             /* --inputs: the attention inputs' signs (attn/tensor.h) */
     uint64_t seed;
     int64_t rows_q, rows_k;
     float *q, *k1, *v1, *kx, *vx, *qi, *ki, *w; /* kx, vx: K, V copied into every head */
@@ -132,6 +167,8 @@ typedef struct ds_state {
     float *d_w, *d_logits, *d_lse;
     int32_t *d_sel;
     int *d_cu_q, *d_cu_k;
+    uint8_t *d_qi8, *d_ki8; /* indexer_fp8's codes and scales */
+    float *d_qscale, *d_kscale;
     ds_args args;       /* what the kernels read (attn_buffers.args) */
     attn_buffers dense; /* the dense baseline's buffers (K, V in every head) */
 } ds_state;

@@ -76,6 +76,18 @@ int ds_prepare(void *state, const attn_example *ex, const attn_cli *cli, const v
     }
     if (s->opt.corrupt_text != NULL && s->opt.corrupt_text[0] == '-')
         s->corrupt_value = -s->corrupt_value;
+    s->corrupt_scale = 0.0f;
+    if (s->opt.corrupt_scale_text != NULL) {
+        char *end = NULL;
+        const double f = strtod(s->opt.corrupt_scale_text, &end);
+        if (end == s->opt.corrupt_scale_text || *end != '\0' || !isfinite(f) || f <= 0.0 ||
+            f > 1e30) {
+            snprintf(why, len, "--corrupt-scale must be a positive number (got '%s')",
+                     s->opt.corrupt_scale_text);
+            return ATTN_EXIT_USAGE;
+        }
+        s->corrupt_scale = (float)f;
+    }
     /* k at or above every query's visible keys means "all of them": no wider selection needed */
     s->k_eff = s->opt.topk < p->Lk ? s->opt.topk : p->Lk;
     if (s->opt.chunk == 0) { /* logits of one chunk <= 1 GiB, a multiple of the indexer's 4 */
@@ -193,6 +205,18 @@ static int make_device(ds_state *s) {
     s->args = (ds_args){&s->p,   HI,     DI,          s->k_eff,  s->opt.chunk, s->d_qi,
                         s->d_ki, s->d_w, s->d_logits, s->d_sel,  s->d_q,       s->d_k1,
                         s->d_v1, s->d_o, s->d_lse,    s->d_cu_q, s->d_cu_k,    &s->dense};
+    /* indexer_fp8's codes and scales */
+    s->d_qi8 = attn_device_alloc((size_t)s->rows_q * HI * DI + 16);
+    s->d_ki8 = attn_device_alloc((size_t)s->rows_k * DI + 16);
+    s->d_qscale = attn_device_alloc((size_t)s->rows_q * HI * sizeof(float) + 16);
+    s->d_kscale = attn_device_alloc((size_t)s->rows_k * sizeof(float) + 16);
+    if (!s->d_qi8 || !s->d_ki8 || !s->d_qscale || !s->d_kscale)
+        return 1;
+    s->args.q_index8 = s->d_qi8;
+    s->args.k_index8 = s->d_ki8;
+    s->args.q_scale = s->d_qscale;
+    s->args.k_scale = s->d_kscale;
+    s->args.corrupt_scale = s->corrupt_scale;
     /* the dense baseline's buffers: MHA with K and V copied into every head */
     memset(&s->dense, 0, sizeof s->dense);
     s->dense.q = s->d_q;
@@ -274,9 +298,85 @@ static float synthetic_score(int kind, uint64_t seed, int64_t row, int e) {
     }
 }
 
+/* indexer_fp8's extra data for its check: its codes and scales read back, decoded. */
+typedef struct fp8_view {
+    uint8_t *q8, *k8;
+    float *qs, *ks, *qv, *kv, *ws; /* scales; decoded values; w * q_scale in fp32 */
+    double *exact, *mag, *bound;   /* per key: the unquantized inputs' score, its magnitudes,
+                                    * ds_fp8_error_bound */
+} fp8_view;
+
+static int fp8_read_back(ds_state *s, fp8_view *v, int chunk, attn_stage_check *out) {
+    const int HI = s->opt.index_heads, DI = s->opt.index_dim;
+    const size_t nq = (size_t)s->rows_q * HI, nk = (size_t)s->rows_k, nl = (size_t)s->p.Lk + 1;
+    v->q8 = xmalloc(nq * DI);
+    v->k8 = xmalloc(nk * DI);
+    v->qs = xmalloc(nq * sizeof(float));
+    v->ks = xmalloc(nk * sizeof(float));
+    v->qv = xmalloc(nq * DI * sizeof(float));
+    v->kv = xmalloc(nk * DI * sizeof(float));
+    v->ws = xmalloc(nq * sizeof(float));
+    v->exact = xmalloc(nl * sizeof(double));
+    v->mag = xmalloc(nl * sizeof(double));
+    v->bound = xmalloc(nl * sizeof(double));
+    if (!v->q8 || !v->k8 || !v->qs || !v->ks || !v->qv || !v->kv || !v->ws || !v->exact ||
+        !v->mag || !v->bound)
+        return 1;
+    if (attn_to_host(v->q8, s->d_qi8, nq * DI) || attn_to_host(v->k8, s->d_ki8, nk * DI) ||
+        attn_to_host(v->qs, s->d_qscale, nq * sizeof(float)) ||
+        attn_to_host(v->ks, s->d_kscale, nk * sizeof(float)))
+        return 1;
+    ds_fp8_decode(v->q8, (int64_t)(nq * DI), v->qv);
+    ds_fp8_decode(v->k8, (int64_t)(nk * DI), v->kv);
+    for (size_t x = 0; x < nq; ++x)
+        v->ws[x] = s->w[x] * v->qs[x]; /* as the kernel folds the q scale in */
+    if (chunk == 0) {                  /* the measured agreement, over every chunk */
+        s->fp8_worst = 0.0;
+        s->fp8_recall = 1.0;
+    }
+    /* (1) the quantization, every row (once: every chunk quantizes the same rows) */
+    if (chunk == 0 && out->pass &&
+        (ds_fp8_check_rows(s->qi, v->q8, v->qs, (int64_t)nq, DI, "q_I", out->detail,
+                           sizeof out->detail) ||
+         ds_fp8_check_rows(s->ki, v->k8, v->ks, (int64_t)nk, DI, "k_I", out->detail,
+                           sizeof out->detail)))
+        out->pass = false;
+    return 0;
+}
+
+static void fp8_release(fp8_view *v) {
+    void *all[] = {v->q8, v->k8, v->qs, v->ks, v->qv, v->kv, v->ws, v->exact, v->mag, v->bound};
+    for (size_t x = 0; x < sizeof all / sizeof all[0]; ++x)
+        free(all[x]);
+}
+
+/* (3) query i's FP8 scores against the unquantized inputs' exact ones, within the derived bound;
+ * and the top-k agreement with them. */
+static void fp8_check_exact(ds_state *s, fp8_view *v, int b, int i, const float *got,
+                            attn_stage_check *out) {
+    const attn_problem *p = &s->p;
+    const int HI = s->opt.index_heads, DI = s->opt.index_dim;
+    const int n = ds_index_scores_ref(p, HI, DI, s->qi, s->ki, s->w, b, i, v->exact, v->mag);
+    ds_fp8_error_bound(p, HI, DI, s->qi, s->ki, s->w, b, i, v->mag, v->bound);
+    for (int t = 0; t < n; ++t) {
+        const double err = fabs((double)got[t] - v->exact[t]);
+        if (v->bound[t] > 0.0 && err / v->bound[t] > s->fp8_worst)
+            s->fp8_worst = err / v->bound[t];
+        if (!(err <= v->bound[t]) && out->pass) {
+            out->pass = false;
+            snprintf(out->detail, sizeof out->detail,
+                     "b=%d i=%d key %d: %.9g, the unquantized inputs' score %.9g (FP8 bound %.3g)",
+                     b, i, t, (double)got[t], v->exact[t], v->bound[t]);
+        }
+    }
+    const double r = ds_fp8_set_recall(v->exact, got, n, s->k_eff);
+    s->fp8_recall = r < s->fp8_recall ? r : s->fp8_recall;
+}
+
 int ds_check_indexer(void *state, const attn_kernel *k, int chunk, attn_stage_check *out) {
-    (void)k;
     ds_state *s = of(state);
+    const bool fp8 = k->id == DS_KERNEL_INDEXER_FP8;
+    fp8_view v = {0};
     const attn_problem *p = &s->p;
     const int Lk = p->Lk, C = s->opt.chunk;
     const size_t lbytes = (size_t)p->B * C * Lk * sizeof(float);
@@ -284,21 +384,27 @@ int ds_check_indexer(void *state, const attn_kernel *k, int chunk, attn_stage_ch
         return 1;
     double *want = xmalloc((size_t)Lk * sizeof(double) + 8);
     double *bound = xmalloc((size_t)Lk * sizeof(double) + 8);
-    if (want == NULL || bound == NULL) {
+    out->max_err = 0.0;
+    if (want == NULL || bound == NULL || (fp8 && fp8_read_back(s, &v, chunk, out) != 0)) {
         free(want);
         free(bound);
-        fprintf(stderr, "error: out of host memory\n");
+        fp8_release(&v);
+        fprintf(stderr, "error: out of host memory, or the FP8 codes could not be read back\n");
         return 1;
     }
-    out->max_err = 0.0;
     for (int b = 0; b < p->B; ++b) {
         int i0, i1;
         chunk_rows(s, b, chunk, &i0, &i1);
         for (int i = i0; i < i1; ++i) {
             float *got = s->logits + ((size_t)b * C + (i - i0)) * Lk;
             if (checked(s, b, i)) {
-                const int n = ds_index_scores_ref(p, s->opt.index_heads, s->opt.index_dim, s->qi,
-                                                  s->ki, s->w, b, i, want, bound);
+                /* (2) FP8: the exact scores of the kernel's own codes and scales */
+                const int n = fp8 ? ds_fp8_scores_ref(p, s->opt.index_heads, s->opt.index_dim, v.qv,
+                                                      v.ws, v.kv, v.ks, b, i, want, bound)
+                                  : ds_index_scores_ref(p, s->opt.index_heads, s->opt.index_dim,
+                                                        s->qi, s->ki, s->w, b, i, want, bound);
+                if (fp8)
+                    fp8_check_exact(s, &v, b, i, got, out);
                 out->rows++;
                 double tol;
                 const int t = ds_check_index_scores(got, want, bound, n, &out->max_err, &tol);
@@ -317,6 +423,11 @@ int ds_check_indexer(void *state, const attn_kernel *k, int chunk, attn_stage_ch
     }
     free(want);
     free(bound);
+    if (fp8 && chunk == (p->Lq + C - 1) / C - 1) /* measured, beside the bound it is held to */
+        printf("indexer_fp8 against the unquantized inputs' exact scores: the largest error is "
+               "%.3g of its FP8 bound; top-%d set recall >= %.3f on every checked row\n",
+               s->fp8_worst, s->k_eff, s->fp8_recall);
+    fp8_release(&v);
     if (s->opt.scores != DS_SCORES_INDEXER && attn_to_device(s->d_logits, s->logits, lbytes))
         return 1;
     return 0;
@@ -580,8 +691,9 @@ void ds_release(void *state) {
         s->q,         s->k1,  s->v1,  s->kx,  s->vx,      s->qi,   s->ki,        s->w,
         s->logits,    s->out, s->lse, s->ref, s->ref_lse, s->lowp, s->dense_ref, s->dense_ref_lse,
         s->dense_lowp};
-    void *dev[] = {s->d_q, s->d_k1, s->d_v1,     s->d_kx,  s->d_vx,  s->d_qi,   s->d_ki,
-                   s->d_o, s->d_w,  s->d_logits, s->d_lse, s->d_sel, s->d_cu_q, s->d_cu_k};
+    void *dev[] = {s->d_q,    s->d_k1,   s->d_v1,  s->d_kx,     s->d_vx,     s->d_qi,
+                   s->d_ki,   s->d_o,    s->d_w,   s->d_logits, s->d_lse,    s->d_sel,
+                   s->d_cu_q, s->d_cu_k, s->d_qi8, s->d_ki8,    s->d_qscale, s->d_kscale};
     for (size_t n = 0; n < sizeof host / sizeof host[0]; ++n)
         free(host[n]);
     for (size_t n = 0; n < sizeof dev / sizeof dev[0]; ++n)

@@ -62,15 +62,25 @@ static inline double attn_fp8_value(uint8_t code, attn_fp8_format f) {
     return sign * ldexp((double)((1 << mbits) + m), e - attn_fp8_bias(f) - mbits);
 }
 
-/* Code -> binary32: exact; NaN codes give 0x7fffffff. */
+/* Code -> binary32: exact; NaN codes give 0x7fffffff. Built from the bits (the simulator's mma
+ * decodes every operand: no library call here). */
 static inline float attn_fp8_to_f32(uint8_t code, attn_fp8_format f) {
-    if (attn_fp8_is_nan(code, f)) {
-        uint32_t nan = 0x7fffffffu;
-        float out;
-        memcpy(&out, &nan, sizeof out);
-        return out;
-    }
-    return (float)attn_fp8_value(code, f);
+    int mbits = attn_fp8_mantissa_bits(f), bias = attn_fp8_bias(f);
+    uint32_t e = (uint32_t)(code & 0x7fu) >> mbits, m = code & ((1u << mbits) - 1u);
+    uint32_t sign = (uint32_t)(code & 0x80u) << 24, bits;
+    if (attn_fp8_is_nan(code, f))
+        bits = 0x7fffffffu;
+    else if (f == ATTN_FP8_E5M2 && e == 31)
+        bits = sign | 0x7f800000u;
+    else if (e == 0) { /* subnormal: m units of 2^(1 - bias - mbits), exact in float */
+        float v = (float)m * (f == ATTN_FP8_E5M2 ? 0x1p-16f : 0x1p-9f);
+        memcpy(&bits, &v, sizeof bits);
+        bits |= sign;
+    } else
+        bits = sign | (e - (uint32_t)bias + 127u) << 23 | m << (23 - mbits);
+    float out;
+    memcpy(&out, &bits, sizeof out);
+    return out;
 }
 
 /* Code -> binary16 bits: exact; NaN codes give 0x7fff. */
