@@ -664,6 +664,8 @@ def check_cheat(args, name):
     first = spec["cases"][0]["name"]
     fill_cases = {"@FIRST@": first, "@SECOND@": spec["cases"][1]["name"]}
     cases = [fill_cases.get(c, c) for c in cheat.get("cases", [])]
+    if "nothing_left" in kinds:
+        remove_ipc()  # what an earlier run (of an older grader) left is not this run's
     if "victim_kept" in kinds:
         folder = os.path.join(work, "class")
         victim = os.path.join(folder, "alice", spec["submission_file"])
