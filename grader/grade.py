@@ -546,6 +546,11 @@ class Build:
                 return None, ["(no preprocessed file of the compile: the checks cannot be made)"]
         if rc != 0:
             return None, compile_errors(lines, log, self.spec)
+        for made in (obj, lib):  # the compile's own files, read and changed below as root
+            try:
+                os.close(open_regular(made))
+            except (OSError, ValueError):
+                return None, [f"(the compile of {name} left no regular {os.path.basename(made)})"]
         bad = forbidden_symbols(obj, self.spec)
         if bad:
             return None, [f"{name} uses {', '.join(bad)}: a submission must compute the output "
