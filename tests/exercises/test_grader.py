@@ -642,9 +642,10 @@ def left_behind():
 def remove_ipc():
     """Removes what a cheat left in the System V and POSIX IPC of this machine (so that a failed
     run does not change the next); True if a POSIX queue of a cheat was there."""
-    for kind, flag in (("msg", "-Q"), ("shm", "-M"), ("sem", "-S")):
-        for key in IPC_KEYS:
-            subprocess.run(["ipcrm", flag, f"{key:#x}"], capture_output=True)
+    if shutil.which("ipcrm"):
+        for flag in ("-Q", "-M", "-S"):  # message queues, shared memory, semaphores
+            for key in IPC_KEYS:
+                subprocess.run(["ipcrm", flag, f"{key:#x}"], capture_output=True)
     try:
         import ctypes
         rt = ctypes.CDLL("librt.so.1", use_errno=True)
