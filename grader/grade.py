@@ -14,6 +14,7 @@ format, rewritten after every case). Exit status: 0 full marks, 1 below full mar
 import argparse
 import concurrent.futures
 import csv
+import errno
 import fcntl
 import fnmatch
 import glob
@@ -25,6 +26,8 @@ import re
 import shlex
 import shutil
 import signal
+import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -34,6 +37,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXIT_USAGE = 2
 EXIT_NO_GPU = 77
 COMPILE_LINES = 40
+LINE_CHARS = 300  # the most characters of one quoted line (compiler messages)
 # Symbols a submission may not use: the harness's oracles and checker (a "kernel" that returns
 # the reference, a builder that returns the exact block mask), the example driver, ways to run
 # other code, the simulator's controls and the environment (the grader sets how a case runs).
@@ -210,6 +214,13 @@ SOURCE_REFUSALS = [
     (re.compile(r"#\s*(embed|include_next|import)\b"), "#embed, #include_next or #import"),
 ]
 ASM_TOKEN = re.compile(r"(?<![\w$])(asm|__asm|__asm__)(?![\w$])")
+# Ways to compile a function without the checked build's instrumentation (its memcheck, racecheck
+# and initcheck see a kernel through -fsanitize-coverage's calls): a no_sanitize attribute in any
+# spelling, and `#pragma clang attribute`, which applies one (or any other) to every function
+# after it; searched in the learner's lines of the preprocessed file, so that a macro, _Pragma or
+# token pasting is seen as the compiler saw it.
+UNCHECKED = re.compile(r"(?<![\w$])(__)?(no_sanitize\w*|disable_sanitizer_instrumentation)"
+                       r"(?![\w$])|#\s*pragma\s+clang\s+attribute")
 # A submission defines its exports and nothing else with C linkage (no replacement of a library
 # or harness function the submission's program calls: write, memcpy, prctl, attn_to_host ...);
 # the simulator's built-in variables come with its headers. C++ functions of its own are fine,
@@ -262,6 +273,67 @@ def source_refusal(text):
                 return (f"uses {what}: a submission may not make its compile read other files "
                         "(grader/README.md, 'What is refused')")
     return None
+
+
+def open_regular(path, base=None):
+    """A file descriptor of `path` for reading, opened without following a link anywhere below
+    `base` (the folder the grader was given; default the file's own folder): every folder on the
+    way and the file itself are opened with O_NOFOLLOW, one at a time. Raises OSError (ELOOP or
+    ENOTDIR for a link, ENOENT, ...) or ValueError (outside base, or not a regular file)."""
+    path = os.path.abspath(path)
+    base = os.path.abspath(base or os.path.dirname(path))
+    rel = os.path.relpath(path, base)
+    if rel == os.curdir or rel.startswith(os.pardir + os.sep) or rel == os.pardir:
+        raise ValueError("it is outside the submission's folder")
+    nofollow = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        parts = rel.split(os.sep)
+        for part in parts[:-1]:
+            sub = os.open(part, nofollow | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+        # O_NONBLOCK: a FIFO opens at once (and is refused below), never waits for a writer
+        sub = os.open(parts[-1], nofollow | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=fd)
+    finally:
+        os.close(fd)
+    st = os.fstat(sub)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(sub)
+        raise ValueError("it is not a regular file" if not stat.S_ISREG(st.st_mode) else
+                         f"it has {st.st_nlink} names (a hard link)")
+    return sub
+
+
+def read_submission(path, base=None, limit=MAX_SOURCE_BYTES + 1):
+    """(the first `limit` bytes of a learner's file, None) or (None, one line saying why it is
+    refused). A submission is a regular file of its own in its folder: a symbolic link (to the
+    solution, the secret, /proc/self/environ ...), a file in a linked folder, a hard link, a
+    device, a pipe or a socket is refused before a byte of it is read (grade.py runs as root)."""
+    name = os.path.basename(path)
+    why = "a submission must be a regular file in the submission's folder, not a link"
+    try:
+        fd = open_regular(path, base)
+    except ValueError as e:
+        return None, f"{name} is refused: {e}; {why}"
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            return None, (f"{name} is refused: it is a symbolic link or lies in a linked "
+                          f"folder; {why}")
+        return None, f"{name}: cannot be read ({e.strerror})"
+    with os.fdopen(fd, "rb") as f:
+        return f.read(limit), None
+
+
+def read_own(path):
+    """The text of a file the compile wrote in its folder (the sandbox user's), never through a
+    link; None if it is not a regular file there."""
+    try:
+        fd = open_regular(path)
+    except (OSError, ValueError):
+        return None
+    with os.fdopen(fd, "r", errors="replace") as f:
+        return f.read()
 
 
 def submission_lines(preprocessed, source):
@@ -377,17 +449,16 @@ class Build:
                                  "the submission: reconfigure the build (cmake --preset ...)")
         return list(self._command)
 
-    def compile(self, submission, workdir, cpu_s=COMPILE_CPU_S):
+    def compile(self, submission, workdir, cpu_s=COMPILE_CPU_S, base=None):
         """Compiles the learner's file in the sandbox (its own folder, as the sandbox user,
         with CPU, time and memory limits), checks it, links the submission's program and copies
-        the programs of a case into workdir. Returns ((checker, submission's program,
-        grader_exec) or None, lines for the learner)."""
+        the programs of a case into workdir. base: the folder the learner's file was found in
+        (no link below it is followed). Returns ((checker, submission's program, grader_exec)
+        or None, lines for the learner)."""
         name = os.path.basename(submission)
-        try:
-            with open(submission, "rb") as f:
-                body = f.read(MAX_SOURCE_BYTES + 1)
-        except OSError as e:
-            return None, [f"{name}: cannot be read ({e.strerror})"]
+        body, why = read_submission(submission, base)
+        if body is None:
+            return None, [why]
         if len(body) > MAX_SOURCE_BYTES:
             return None, [f"{name} is larger than {MAX_SOURCE_BYTES >> 20} MiB: refused"]
         text = body.decode("utf-8", "replace")
@@ -460,15 +531,26 @@ class Build:
             ii = next((os.path.join(cdir, n) for n in os.listdir(cdir) if n.endswith(".ii")), None)
             own = []
             if ii is not None:
-                with open(ii, errors="replace") as f:
-                    own = submission_lines(f.read(), os.path.realpath(src))
-            if any(ASM_TOKEN.search(strip_comments(l)) for l in own):
+                own = submission_lines(read_own(ii) or "", os.path.realpath(src))
+            own = [strip_comments(l) for l in own]
+            if any(ASM_TOKEN.search(l) for l in own):
                 return None, [f"{name} uses inline assembly (asm): a kernel on the simulator has "
                               "no use for it, and it could read files at assembly time"]
+            blind = next((m for m in map(UNCHECKED.search, own) if m), None)
+            if blind:
+                return None, [f"{name} uses {blind.group(0).strip()}: it would compile the code "
+                              "without the checked build's instrumentation (memcheck, racecheck "
+                              "and initcheck would not see its accesses); a submission may not "
+                              "turn the checkers off"]
             if ii is None and rc == 0:
                 return None, ["(no preprocessed file of the compile: the checks cannot be made)"]
         if rc != 0:
             return None, compile_errors(lines, log, self.spec)
+        for made in (obj, lib):  # the compile's own files, read and changed below as root
+            try:
+                os.close(open_regular(made))
+            except (OSError, ValueError):
+                return None, [f"(the compile of {name} left no regular {os.path.basename(made)})"]
         bad = forbidden_symbols(obj, self.spec)
         if bad:
             return None, [f"{name} uses {', '.join(bad)}: a submission must compute the output "
@@ -484,6 +566,10 @@ class Build:
             return None, [f"{name} includes {', '.join(foreign)}: a submission may include the "
                           "exercise folder's headers, the harness's public headers and system "
                           "headers only"]
+        if self.backend == "sim":  # its static initialisers run after the set-up (README)
+            why = defer_initialisers(obj, lib, self.build_dir)
+            if why:
+                return None, [f"{name} {why}"]
         with self.lock():  # one slot per exercise and build: one link at a time
             tmp = self.info["slot_library"] + ".tmp"
             shutil.copyfile(lib, tmp)
@@ -547,7 +633,10 @@ def learner_lines(log, src, name):
         elif line.startswith("compilation terminated"):
             own = True
         if own:
-            kept.append(line.replace(src, name).replace(os.path.dirname(src) + "/", ""))
+            line = line.replace(src, name).replace(os.path.dirname(src) + "/", "")
+            if len(line) > LINE_CHARS:
+                line = f"{line[:LINE_CHARS]} ... ({len(line) - LINE_CHARS} more characters)"
+            kept.append(line)
         else:
             dropped += 1
     if dropped and kept:
@@ -612,6 +701,66 @@ def foreign_definitions(obj, spec):
     return sorted(bad)
 
 
+# Code that runs before main(): the submission's static initialisers (constructors, C++ dynamic
+# initialisation) are moved to a section of this name, which the submission's program runs after
+# its set-up (grader_runner.c, run_submission_init); what cannot be moved is refused.
+INIT_SECTION = "attn_submission_init"
+SHT_INIT_ARRAY, SHT_FINI_ARRAY, SHT_PREINIT_ARRAY = 14, 15, 16
+
+
+def elf_sections(path):
+    """[(name, type)] of the sections of a 64-bit little-endian ELF object, or None."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+            return None
+        shoff = struct.unpack_from("<Q", data, 0x28)[0]
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+        headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + n * shentsize)
+                   for n in range(shnum)]
+        names = headers[shstrndx][4]
+        return [(data[names + h[0]:data.index(b"\0", names + h[0])].decode("latin-1"), h[1])
+                for h in headers[1:]]
+    except (OSError, struct.error, IndexError, ValueError):
+        return None
+
+
+def defer_initialisers(obj, lib, build_dir):
+    """Renames the submission's .init_array sections (in its library) to INIT_SECTION, so that
+    no code of it runs before the submission's program has fixed its settings and installed its
+    run filter. Returns why the submission is refused, or None: code that would still run
+    before main() (.preinit_array, .ctors, .init, an initialiser table under another name, an
+    indirect function's resolver)."""
+    sections = elf_sections(obj)
+    if sections is None or not sections:
+        return "(its object file cannot be read: the check of its static initialisers fails)"
+    move = sorted({n for n, _ in sections if n == ".init_array" or n.startswith(".init_array.")})
+    early = [n for n, t in sections if n not in move and not n.startswith(".rela") and (
+        n.startswith((".preinit_array", ".ctors", ".dtors")) or n == ".init" or
+        t in (SHT_INIT_ARRAY, SHT_PREINIT_ARRAY))]
+    if early:
+        return (f"has code that would run before main() (section {early[0]}): make it a "
+                "constructor or a static initialisation of C++")
+    rows = nm_symbols(obj, "--defined-only") or []
+    ifuncs = [n for n, kind in rows if kind == "i"]
+    if ifuncs:
+        return (f"defines {ifuncs[0]} as an indirect function (ifunc), whose resolver would run "
+                "before main(): refused")
+    if not move:
+        return None
+    objcopy = cache_value(build_dir, "CMAKE_OBJCOPY") or shutil.which("objcopy") or "objcopy"
+    cmd = [objcopy] + [a for n in move for a in ("--rename-section", f"{n}={INIT_SECTION}")]
+    try:
+        done = subprocess.run(cmd + [lib], capture_output=True, text=True, errors="replace")
+    except OSError:
+        done = None
+    if done is None or done.returncode != 0:
+        return ("has static initialisers, which cannot be moved after the set-up here (no "
+                "objcopy): make them constants or compute the values where they are used")
+    return None
+
+
 def cache_value(build_dir, key):
     """A variable of a CMake build's CMakeCache.txt ("KEY:TYPE=value"), or None."""
     try:
@@ -649,10 +798,10 @@ def foreign_includes(build_dir, spec, backend, depfile):
         "common/device")]
     if cuda_root(build_dir):
         allowed.append(cuda_root(build_dir))
-    if not os.path.isfile(depfile):
+    text = read_own(depfile)
+    if text is None:
         return ["(no dependency file of the compile: the include check cannot be made)"]
-    with open(depfile) as f:
-        words = f.read().replace("\\\n", " ").split()
+    words = text.replace("\\\n", " ").split()
     # "<object>:" or "<object> :" (nvcc), then the submission's own translation unit
     colon = next((n for n, w in enumerate(words) if w.endswith(":")), len(words))
     foreign = []
@@ -1088,9 +1237,10 @@ def setup_text(setup):
     return ", ".join(parts) if parts else "none of its protections (a GPU build?)"
 
 
-def grade_submission(spec, build, submission, outdir, args, secret, label=None):
-    """Grades one file. Returns the Results. results.json exists from the start and says
-    "did not finish" until the end, so a stopped grader never leaves an older run's."""
+def grade_submission(spec, build, submission, outdir, args, secret, label=None, base=None):
+    """Grades one file (found in the folder `base`: no link below it is followed). Returns the
+    Results. results.json exists from the start and says "did not finish" until the end, so a
+    stopped grader never leaves an older run's."""
     os.makedirs(outdir, exist_ok=True)
     results_path = args.results or os.path.join(outdir, "results.json")
     res = Results(spec, build.backend, submission, results_path, secret is not None)
@@ -1108,7 +1258,7 @@ def grade_submission(spec, build, submission, outdir, args, secret, label=None):
     checked = bool(build.info.get("checked"))
     with tempfile.TemporaryDirectory(prefix="grade-", dir=work_root) as work:
         os.chmod(work, 0o711)  # a sandboxed step may run a program here, not list or write
-        program, log = build.compile(submission, work, args.compile_timeout)
+        program, log = build.compile(submission, work, args.compile_timeout, base)
         if program is None:
             res.add("compile", 0, 0, "failed", "\n".join(log), "visible")
             say(f"{prefix}compile: FAILED\n  " + "\n  ".join(log[:COMPILE_LINES]), args.quiet)
@@ -1208,7 +1358,7 @@ def grade_class(spec, build, folder, outdir, args, secret):
             sub_args = argparse.Namespace(**vars(args))
             sub_args.results, sub_args.quiet = None, True
             res = grade_submission(spec, build, path, os.path.join(outdir, learner), sub_args,
-                                   secret)
+                                   secret, base=folder)
             scores = {t["name"]: t["score"] for t in res.tests}
             note = "does not compile" if res.tests and res.tests[0]["status"] == "failed" else ""
             writer.writerow([learner, round(res.score, 4), res.max_score, note] +
@@ -1293,13 +1443,15 @@ def main(argv):
         if os.path.isdir(target) and not args.one:
             outdir = args.out or os.path.join(build.build_dir, "grading", ex + "-class")
             return 0 if grade_class(spec, build, target, outdir, args, secret) else 1
+        base = None  # one file: its own folder; --one: the folder given (no link below it)
         if os.path.isdir(target):
             found = find_one(target, spec["submission_file"])
             if found is None:
                 raise UsageError(f"no {spec['submission_file']} in {target}")
-            target = found
+            base, target = os.path.abspath(target), found
         outdir = args.out or os.path.join(build.build_dir, "grading", ex)
-        res = grade_submission(spec, build, os.path.abspath(target), outdir, args, secret)
+        res = grade_submission(spec, build, os.path.abspath(target), outdir, args, secret,
+                               base=base)
         say(res.summary(), args.quiet)
         say(f"report: {os.path.join(outdir, 'report.md')}", args.quiet)
         return 0 if res.score >= res.max_score else 1

@@ -2,16 +2,20 @@
  * grader_rpc.h). Nothing here compares or scores.
  *
  * Its order of events, which the sandbox relies on (grader/README.md, "The sandbox"):
- *   1. the program starts under grader_exec's base seccomp filter; the submission's static
- *      constructors run (they may call anything, e.g. change the simulator's settings);
+ *   1. the program starts under grader_exec's base seccomp filter (no page ever executable once
+ *      written); no code of the submission runs before main(): on the simulator grade.py renamed
+ *      its static initialisers' table (.init_array) to `attn_submission_init`, which the loader
+ *      does not run;
  *   2. main(): the first request, CONFIG, says how the case runs (thread order, seed, checkers):
- *      the settings are applied over whatever the constructors did, the simulator's threads are
- *      started, and the settings fixed (read-only memory); every file descriptor but the
- *      channel's, the standard ones and the symbolizer's is closed; the run filter is installed;
- *   3. only then does submission code run again (launchers, kernels, the pattern and builder):
- *      it cannot open a file, start a process or thread, change a signal handler or make a
- *      guard page accessible. Right before each launch the settings are checked again and every
- *      buffer of the launch ends at an inaccessible page. */
+ *      the settings are applied, the simulator's threads are started, and the settings fixed
+ *      (read-only memory); every file descriptor but the channel's, the standard ones and the
+ *      symbolizer's is closed; the run filter is installed; then the submission's static
+ *      initialisers run (run_submission_init);
+ *   3. from then on submission code runs (initialisers, launchers, kernels, the pattern and
+ *      builder) under the run filter: it cannot open a file, start a process or thread, change
+ *      a signal handler, make a guard page accessible or any page executable. Right before each
+ *      launch the settings are checked again and every buffer of the launch ends at an
+ *      inaccessible page. */
 #define _GNU_SOURCE /* sigaction flags, mprotect, sysconf, REG_ERR */
 #include "grader_runner.h"
 
@@ -447,6 +451,22 @@ static uint32_t set_up(runner *r, const int *keep, int n_keep, int sym_to, int s
     return setup;
 }
 
+/* The submission's static initialisers (constructors, C++ dynamic initialisation): its
+ * .init_array, renamed by grade.py so that the loader does not run it (README: "How a submission
+ * is built"); the linker defines these two symbols when the section is there. They run once,
+ * after set_up(), with main()'s arguments, as the loader would have called them. */
+typedef void (*grader_init_fn)(int, char **, char **);
+extern grader_init_fn __start_attn_submission_init[] __attribute__((weak));
+extern grader_init_fn __stop_attn_submission_init[] __attribute__((weak));
+extern char **environ;
+
+static void run_submission_init(int argc, char **argv) {
+    if (__start_attn_submission_init == NULL || __stop_attn_submission_init == NULL)
+        return;
+    for (grader_init_fn *f = __start_attn_submission_init; f < __stop_attn_submission_init; ++f)
+        (*f)(argc, argv, environ);
+}
+
 int grader_runner_main(int argc, char **argv, const grader_runner_hooks *hooks) {
     int fd_in = -1, fd_out = -1, sym_to = -1, sym_from = -1;
     for (int a = 1; a + 1 < argc; ++a) {
@@ -483,6 +503,7 @@ int grader_runner_main(int argc, char **argv, const grader_runner_hooks *hooks) 
     r.config = *c;
     int keep[4] = {fd_in, fd_out, sym_to, sym_from};
     uint32_t setup = set_up(&r, keep, 4, sym_to, sym_from);
+    run_submission_init(argc, argv);
     grader_rpc_put(&out, &setup, sizeof setup);
     if (grader_rpc_send(fd_out, GRADER_RPC_CONFIG, &out) != 0)
         return 0;

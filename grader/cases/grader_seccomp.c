@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/personality.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -116,6 +117,10 @@ static void emit(filter *f, unsigned short code, unsigned char jt, unsigned char
 #ifndef SYS_faccessat2
 #define SYS_faccessat2 -1
 #endif
+#ifndef SYS_pkey_mprotect
+#define SYS_pkey_mprotect -1
+#define SYS_pkey_alloc -1
+#endif
 
 /* grader_seccomp.h says what each filter forbids, and why. The calls each one denies outright
  * (EPERM); the rules on arguments are in grader_seccomp() below. */
@@ -184,6 +189,15 @@ static const long base_host_denied[] = {SYS_unlinkat,
                                         SYS_utime,
                                         SYS_utimes,
                                         SYS_futimesat};
+/* base, not in a GPU program: code made from written bytes (a memory file, protection keys);
+ * messages, memory and semaphores shared with other processes (System V and POSIX IPC: in the
+ * user mode they would outlive the case and reach the next one) */
+static const long base_host_code_ipc_denied[] = {
+    SYS_memfd_create, SYS_pkey_mprotect, SYS_pkey_alloc,   SYS_msgget,          SYS_msgsnd,
+    SYS_msgrcv,       SYS_msgctl,        SYS_semget,       SYS_semop,           SYS_semtimedop,
+    SYS_semctl,       SYS_shmget,        SYS_shmat,        SYS_shmctl,          SYS_shmdt,
+    SYS_mq_open,      SYS_mq_unlink,     SYS_mq_timedsend, SYS_mq_timedreceive, SYS_mq_notify,
+    SYS_mq_getsetattr};
 /* run: no program executed */
 static const long run_denied[] = {SYS_execve, SYS_execveat};
 /* run, plain simulator builds: a file opened or looked up by name; a thread, a signal handler,
@@ -204,6 +218,8 @@ enum {
     UNLESS_EQUAL, /* fails unless the low 32 bits of argument `arg` equal `value` */
     UNLESS_BITS,  /* fails unless argument `arg` has one of the bits `value` */
     IF_BITS,      /* fails if argument `arg` has one of the bits `value` */
+    IF_ALL_BITS,  /* fails if argument `arg` has every bit of `value` */
+    IF_BITS_SET,  /* fails if argument `arg` has one of the bits `value` and is not ~0 (a query) */
     PLACED,       /* fails if the address (argument 0) is not NULL or the flags (3) fix it */
 };
 
@@ -213,7 +229,7 @@ static void emit_rule(filter *f, long nr, int what, int arg, uint32_t value, int
     if (nr < 0)
         return; /* a call this architecture does not have */
     uint32_t deny = SECCOMP_RET_ERRNO | (uint32_t)(err ? err : EPERM);
-    unsigned char size = what == ALWAYS ? 1 : what == PLACED ? 7 : 3;
+    unsigned char size = what == ALWAYS ? 1 : what == PLACED ? 7 : what >= IF_ALL_BITS ? 4 : 3;
     emit(f, BPF_LD | BPF_W | BPF_ABS, 0, 0, offsetof(struct seccomp_data, nr));
     emit(f, BPF_JMP | BPF_JEQ | BPF_K, 0, size, (uint32_t)nr);
     if (what == PLACED) { /* allowed only with a NULL address and no fixing flag */
@@ -229,8 +245,15 @@ static void emit_rule(filter *f, long nr, int what, int arg, uint32_t value, int
             emit(f, BPF_JMP | BPF_JEQ | BPF_K, 1, 0, value); /* equal: past the deny */
         else if (what == UNLESS_BITS)
             emit(f, BPF_JMP | BPF_JSET | BPF_K, 1, 0, value); /* a bit set: past the deny */
-        else
+        else if (what == IF_BITS)
             emit(f, BPF_JMP | BPF_JSET | BPF_K, 0, 1, value); /* no bit set: past the deny */
+        else if (what == IF_ALL_BITS) { /* not all of the bits: past the deny */
+            emit(f, BPF_ALU | BPF_AND | BPF_K, 0, 0, value);
+            emit(f, BPF_JMP | BPF_JEQ | BPF_K, 0, 1, value);
+        } else { /* IF_BITS_SET: a query (~0), or no bit set: past the deny */
+            emit(f, BPF_JMP | BPF_JEQ | BPF_K, 2, 0, 0xffffffffu);
+            emit(f, BPF_JMP | BPF_JSET | BPF_K, 0, 1, value);
+        }
     }
     emit(f, BPF_RET | BPF_K, 0, 0, deny);
 }
@@ -295,9 +318,19 @@ int grader_seccomp(int level, pid_t self, int device_files) {
             emit_rule(&f, SYS_open, IF_BITS, 1, writing, 0);
             emit_rule(&f, SYS_openat2, ALWAYS, 0, 0, ENOSYS); /* glibc then uses openat */
             DENY_ALL(&f, base_host_denied);
+            /* Code is never written and written bytes never run, from the first instruction:
+             * no page made executable (the loader maps the program's code executable with mmap,
+             * and never needs mprotect for it), none mapped writable and executable at once,
+             * no reading implying execution (personality), no memory file to map */
+            emit_rule(&f, SYS_mprotect, IF_BITS, 2, PROT_EXEC, 0);
+            emit_rule(&f, SYS_mmap, IF_ALL_BITS, 2, PROT_WRITE | PROT_EXEC, 0);
+            emit_rule(&f, SYS_personality, IF_BITS_SET, 0, READ_IMPLIES_EXEC, 0);
+            DENY_ALL(&f, base_host_code_ipc_denied);
         }
     } else {
         DENY_ALL(&f, run_denied);
+        if (!device_files) /* the program is loaded: no executable mapping at all any more */
+            emit_rule(&f, SYS_mmap, IF_BITS, 2, PROT_EXEC, 0);
         if (plain) {
             DENY_ALL(&f, run_plain_denied);
             emit_rule(&f, SYS_mprotect, UNLESS_EQUAL, 2, PROT_NONE, 0);

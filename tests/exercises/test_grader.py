@@ -4,16 +4,16 @@ grader").
 
   test_grader.py --build-dir build/sim --exercise 01_mini_flash CHECK
 
-CHECK is one of: solution, skeleton, planted:<name>, hang, crash, compile_error, class,
-hidden, usage, gradescope. A planted bug (planted.json) has "why", "replace" (exact
-[text, replacement] pairs), and optionally "expect" (a message the grader must print), "fails"
-(cases that must lose their points), "sanitizers" (also run in those presets) and "special" (used
-by one of the named checks, not as a planted:<name> test). Every check runs grader/grade.py as a
-user would (a subprocess) and reads the results.json it writes. Planted bugs are made from the
-solution at test time by exact text replacement; a text that is gone fails the test, so it never
-silently grades an unbroken kernel. The skeleton is the one the repository shipped
-(pristine.py: read from git objects by its recorded blob id), never the learner's working copy,
-so these tests still pass after the learner has solved the exercise.
+CHECK is one of: solution, skeleton, planted:<name>, cheat:<name>, hang, crash, compile_error,
+class, hidden, usage, gradescope, modes, runner_links, links. A planted bug (planted.json) has
+"why", "replace" (exact [text, replacement] pairs), and optionally "expect" (a message the grader
+must print), "fails" (cases that must lose their points), "sanitizers" (also run in those
+presets) and "special" (used by one of the named checks, not as a planted:<name> test). Every
+check runs grader/grade.py as a user would (a subprocess) and reads the results.json it writes.
+Planted bugs are made from the solution at test time by exact text replacement; a text that is
+gone fails the test, so it never silently grades an unbroken kernel. The skeleton is the one the
+repository shipped (pristine.py: read from git objects by its recorded blob id), never the
+learner's working copy, so these tests still pass after the learner has solved the exercise.
 """
 import argparse
 import atexit
@@ -287,6 +287,100 @@ def check_class(args):
         fail("no progress lines")
 
 
+def check_links(args):
+    """Submissions are files, not links: a symbolic link to the solution, to the secret or to
+    /proc/self/environ (the grader's environment, the secret in it), a file in a linked folder,
+    a hard link, a FIFO and a device are refused with one line, read by no one, in all three ways
+    of grading (one file, --one, a class); a compiler message quoting a 40 KB line is cut."""
+    spec = spec_of(args.exercise)
+    name = spec["submission_file"]
+    first = spec["cases"][0]["name"]
+    work = tempfile.mkdtemp(prefix="grading-links-", dir=WORK)
+    os.chmod(work, 0o755)
+    secret_file = os.path.join(work, "secret.txt")
+    with open(secret_file, "w") as f:
+        f.write(SECRET + "-file\n")
+    os.chmod(secret_file, 0o600)
+    sol = solution_text_lines(args)
+
+    def refused(seen, what):
+        if SECRET in seen:
+            fail(f"{what}: the instructor secret reached the output")
+        shown = [l for l in sol if l in seen]
+        if shown:
+            fail(f"{what}: solution text reached the output: {shown[0]!r}")
+        if "is refused" not in seen:
+            fail(f"{what}: no line saying that the file is refused")
+
+    def outputs(out):
+        text = ""
+        for d, _, files in os.walk(out):
+            for n in files:
+                with open(os.path.join(d, n), errors="replace") as f:
+                    text += f.read()
+        return text
+
+    # one file: a link to the solution
+    os.makedirs(os.path.join(work, "one"))
+    os.symlink(solution_path(args), os.path.join(work, "one", name))
+    rc, res, seen, _ = grade(args, os.path.join(work, "one", name), "--cases", first)
+    if rc != 1 or totals(res)[0] != 0:
+        fail(f"a link to the solution must score 0 (exit {rc})")
+    refused(seen + json.dumps(res), "a link to the solution")
+    # --one (Gradescope's layout): a link to the secret file, nested
+    os.makedirs(os.path.join(work, "gs", "nested"))
+    os.symlink(secret_file, os.path.join(work, "gs", "nested", name))
+    rc, res, seen, _ = grade(args, os.path.join(work, "gs"), "--one", "--cases", first,
+                             "--secret-file", secret_file)
+    refused(seen + json.dumps(res), "--one: a link to the secret file")
+    # a class: every other kind of link, a FIFO, a device, a long line, and one real solution
+    folder = os.path.join(work, "class")
+    makes = {
+        "environ": lambda p: os.symlink("/proc/self/environ", p),
+        "secret": lambda p: os.symlink(secret_file, p),
+        "fifo": os.mkfifo,
+        "device": lambda p: os.symlink("/dev/zero", p),
+        "hardlink": lambda p: os.link(shutil.copy(solution_path(args),
+                                                  os.path.join(work, "copy.cu")), p),
+    }
+    for learner, make in makes.items():
+        os.makedirs(os.path.join(folder, learner))
+        make(os.path.join(folder, learner, name))
+    hidden = os.path.join(work, "elsewhere")
+    os.makedirs(hidden)
+    shutil.copy(solution_path(args), os.path.join(hidden, name))
+    os.symlink(hidden, os.path.join(folder, "linked_folder"))
+    os.symlink(solution_path(args), os.path.join(folder, "linked_file.cu"))
+    os.makedirs(os.path.join(folder, "long_line"))
+    with open(solution_path(args)) as f:
+        body = f.read()
+    with open(os.path.join(folder, "long_line", name), "w") as f:
+        f.write(body + "\nstatic int long_line = undeclared_" + "x" * 40000 + ";\n")
+    os.makedirs(os.path.join(folder, "real"))
+    shutil.copy(solution_path(args), os.path.join(folder, "real", name))
+    out = os.path.join(work, "class-out")
+    env = dict(os.environ, ATTN_GRADER_SECRET=SECRET)
+    done = subprocess.run([sys.executable, GRADE, args.exercise, folder, "--build-dir",
+                           args.build_dir, "--out", out, "--cases", first],
+                          capture_output=True, text=True, env=env, timeout=300)
+    print(done.stdout[-3000:], done.stderr[-2000:])
+    with open(os.path.join(out, "class.csv")) as f:
+        rows = {r[0]: r for r in (line.split(",") for line in f.read().splitlines()[1:])}
+    for learner in list(makes) + ["linked_folder", "linked_file"]:
+        if learner not in rows or float(rows[learner][1]) != 0:
+            fail(f"class: {learner} must be listed with 0 points")
+        refused(outputs(os.path.join(out, learner)), f"class: {learner}")
+    if rows["real"][1] != rows["real"][2]:
+        fail("class: the learner with a regular file must have full marks")
+    if SECRET in done.stdout + done.stderr:
+        fail("class: the instructor secret reached the grader's output")
+    with open(os.path.join(out, "long_line", "results.json")) as f:
+        compile_test = json.load(f)["tests"][0]
+    longest = max(len(l) for l in compile_test["output"].splitlines())
+    if compile_test["status"] != "failed" or longest > 400:
+        fail(f"class: a compiler message quoting a 40 KB line must be cut (longest {longest})")
+
+
 def check_hidden(args):
     """Hidden cases: the same secret gives the same shapes, another secret others, none none."""
     # The grader is a script: loaded from its file here for its functions.
@@ -522,14 +616,42 @@ def solution_text_lines(args):
 MARKERS = ("attn_cheat",)  # the files a cheat leaves behind are named so (nothing_left)
 
 
+# The System V IPC keys of the cheats' queues, segments and semaphores (0x4174746e..0x41747470:
+# "Attn" .. "Attp"): nothing_left looks for them too.
+IPC_KEYS = range(0x4174746e, 0x41747471)
+
+
 def left_behind():
     found = []
-    for top in ("/tmp", "/var/tmp", "/dev/shm"):
+    for top in ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue"):
         try:
             found += [os.path.join(top, n) for n in os.listdir(top) if n.startswith(MARKERS)]
         except OSError:
             pass
+    for kind in ("msg", "shm", "sem"):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                rows = [line.split() for line in f.read().splitlines()[1:]]
+        except OSError:
+            continue
+        found += [f"System V {kind} key {int(r[0]) & 0xffffffff:#x}" for r in rows
+                  if r and int(r[0]) & 0xffffffff in IPC_KEYS]
     return found
+
+
+def remove_ipc():
+    """Removes what a cheat left in the System V and POSIX IPC of this machine (so that a failed
+    run does not change the next); True if a POSIX queue of a cheat was there."""
+    if shutil.which("ipcrm"):
+        for flag in ("-Q", "-M", "-S"):  # message queues, shared memory, semaphores
+            for key in IPC_KEYS:
+                subprocess.run(["ipcrm", flag, f"{key:#x}"], capture_output=True)
+    try:
+        import ctypes
+        rt = ctypes.CDLL("librt.so.1", use_errno=True)
+        return rt.mq_unlink(b"/attn_cheat_mq") == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def check_cheat(args, name):
@@ -543,6 +665,8 @@ def check_cheat(args, name):
     first = spec["cases"][0]["name"]
     fill_cases = {"@FIRST@": first, "@SECOND@": spec["cases"][1]["name"]}
     cases = [fill_cases.get(c, c) for c in cheat.get("cases", [])]
+    if "nothing_left" in kinds:
+        remove_ipc()  # what an earlier run (of an older grader) left is not this run's
     if "victim_kept" in kinds:
         folder = os.path.join(work, "class")
         victim = os.path.join(folder, "alice", spec["submission_file"])
@@ -631,8 +755,12 @@ def check_cheat(args, name):
         shown = [l for l in solution_text_lines(args) if l in seen]
         if shown:
             fail(f"solution text reached the output: {shown[0]!r}")
-    if "nothing_left" in kinds and left_behind():
-        fail(f"files left on the machine after grading: {', '.join(left_behind())}")
+    if "nothing_left" in kinds:
+        left = left_behind()
+        if remove_ipc():
+            left.append("the POSIX message queue /attn_cheat_mq")
+        if left:
+            fail(f"left on the machine after grading: {', '.join(left)}")
     if "no_cache_hit" in kinds and "CACHE-HIT" in seen:
         fail("a case found a file that an earlier case left in /tmp")
     if "results_kept" in kinds and (os.path.exists(os.path.join(out, "cheat_was_here"))
@@ -661,7 +789,7 @@ def main():
     checks = {"solution": check_solution, "skeleton": check_skeleton, "hang": check_hang,
               "crash": check_crash, "compile_error": check_compile_error, "class": check_class,
               "hidden": check_hidden, "usage": check_usage, "gradescope": check_gradescope,
-              "modes": check_modes, "runner_links": check_runner_links}
+              "modes": check_modes, "runner_links": check_runner_links, "links": check_links}
     if args.check.startswith("planted:"):
         check_planted(args, args.check.split(":", 1)[1])
     elif args.check.startswith("cheat:"):
