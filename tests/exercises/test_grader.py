@@ -184,6 +184,11 @@ def check_solution(args):
         fail(f"the solution must get full marks (exit {rc}, {score} / {top})")
     if len(hidden) != spec_of(args.exercise).get("hidden", {}).get("count", 0):
         fail("the hidden cases did not all run with the secret set")
+    by_name = {t["name"]: t for t in res["tests"]}
+    for case in spec_of(args.exercise)["cases"]:  # run by the plain build only, 0 of 0 elsewhere
+        if case.get("plain_only") and (by_name[case["name"]]["max_score"] > 0) != plain_build(
+                args):
+            fail(f"case {case['name']} is plain_only: its points count in the plain build only")
 
 
 def check_skeleton(args):
