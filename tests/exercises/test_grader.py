@@ -11,9 +11,9 @@ hidden, usage, gradescope. A planted bug (planted.json) has "why", "replace" (ex
 only in those presets), "pending" (not registered yet: what its check waits for), "hints" (the
 grader's hints it must get, HINTS below; no other), "min_lost" (points it must lose at least)
 and "special" (used by one of the named checks, not as a planted:<name> test). Every check runs
-grader/grade.py as a user would (a subprocess) and reads the results.json it writes. Planted bugs are made from the
-solution at test time by exact text replacement; a text that is gone fails the test, so it never
-silently grades an unbroken kernel. The skeleton is the one the repository shipped
+grader/grade.py as a user would (a subprocess) and reads the results.json it writes. Planted
+bugs are made from the solution at test time by exact text replacement; a text that is gone fails
+the test, so it never silently grades an unbroken kernel. The skeleton is the one the repository shipped
 (pristine.py: read from git objects by its recorded blob id), never the learner's working copy,
 so these tests still pass after the learner has solved the exercise.
 """
