@@ -78,9 +78,19 @@ def say(msg, quiet=False):
 # ---- the exercise ------------------------------------------------------------------------------
 
 class Case:
+    plain_only = False  # run only by the plain build (grading.json "plain_only")
+
     def __init__(self, name, args, seed, points, visibility, env, kind):
         self.name, self.args, self.seed, self.points = name, args, seed, points
         self.visibility, self.env, self.kind = visibility, env or {}, kind
+
+
+# A case that only the plain build runs: what it checks (e.g. indexing past a grid's 65535
+# rows) needs no checker, and the checked build's hooks or a sanitizer would make it several
+# times slower than the case's time limit allows.
+PLAIN_ONLY = ("not run in this build: a case for the plain simulator build (build/sim), which "
+              "runs it in one to two seconds of CPU; the hooks of this one make it several "
+              "times longer (0 of 0 points)")
 
 
 def load_spec(exercise):
@@ -166,6 +176,8 @@ def all_cases(spec, secret, backend, nonce=None):
     cases = [Case(c["name"], c["args"], c.get("seed", n + 1), float(c["points"]),
                   c.get("visibility", "visible"), c.get("env"), "public")
              for n, c in enumerate(spec["cases"])]
+    for case, c in zip(cases, spec["cases"]):
+        case.plain_only = bool(c.get("plain_only"))
     cases += hidden_cases(spec, secret, nonce)
     perf = spec.get("performance")
     if perf:
@@ -1130,19 +1142,45 @@ def _run_case_in(programs, case, timeout, jobs, case_dir, checked):
     status = "passed" if rc == 0 and result.get("passed") else "failed"
     if status == "failed":
         message = with_stderr(message, err, 3, 400)
-        if not checked and "CUDASIM_ORDER" in case.env and " differs from " in message:
-            message += BARRIER_HINT
-        elif not checked and "out-of-bounds" in message and "past the end of" in message:
+        if not checked and "out-of-bounds" in message and "past the end of" in message:
             message += BOUNDS_HINT
     result["seconds"] = seconds
     return fraction, status, message, result
 
 
-# A wrong value only in another thread order is the mark of a missing __syncthreads(); the
-# checked build names both accesses of the race (racecheck) in every order.
-BARRIER_HINT = (" (right in the other cases, wrong in shuffled thread order: a missing "
-                "__syncthreads()? grade with --build-dir build/sim-check to have racecheck name "
-                "both lines)")
+# A result that depends on the thread order is the mark of a missing __syncthreads(); the
+# checked build names both accesses of the race (racecheck) in every order. barrier_hints
+# decides, after every case has run, by running a failed shuffled-order case again.
+BARRIER_HINT = ("wrong in shuffled thread order, {default} in the default order on the same "
+                "inputs: a missing __syncthreads()? grade with --build-dir build/sim-check to have "
+                "racecheck name both lines")
+
+
+def barrier_hints(program, cases, outcomes, timeout, jobs, rename):
+    """{case name: hint} for the cases that failed by their values in a shuffled thread order
+    (env CUDASIM_ORDER) and whose result depends on it: run again on the same inputs in the
+    default order, the case passes or fails with another message. A failure that does not
+    depend on the order (a wrong formula, a tile skipped, the untouched skeleton) gets no hint,
+    however the other cases went. outcomes: {case name: (fraction, status, message, details)}
+    of the plain build (the checked build reports races itself)."""
+    hints = {}
+    for c in cases:
+        _, status, message, details = outcomes[c.name]
+        if status != "failed" or "CUDASIM_ORDER" not in c.env or " differs from " not in message:
+            continue
+        env = {k: v for k, v in c.env.items() if k not in ("CUDASIM_ORDER", "CUDASIM_SEED")}
+        again = Case(c.name, c.args, c.seed, c.points, c.visibility, env, c.kind)
+        _, status2, _, details2 = run_case(program, again, timeout, jobs, rename, False)
+        if status2 == "passed":
+            default = "right"
+        elif details and details2 and details.get("message") != details2.get("message"):
+            default = "different"
+        else:
+            continue
+        others = all(o[1] in ("passed", "skipped") for n, o in outcomes.items() if n != c.name)
+        hints[c.name] = (f" ({'right in the other cases, ' if others else ''}"
+                         f"{BARRIER_HINT.format(default=default)})")
+    return hints
 
 
 # An access past a buffer's end is stopped by its guard page in every build; the checked build
@@ -1275,10 +1313,16 @@ def grade_submission(spec, build, submission, outdir, args, secret, label=None, 
             res.sandbox = sandbox_mode()
             rename = (os.path.join(work, "compile", spec["submission_file"]),
                       os.path.basename(submission))
-            hint = False
+            outcomes = {}
+            plain = not checked and not build.info.get("sanitizer")
+            runs = [c for c in cases if plain or not c.plain_only]
+            for c in cases:
+                if c not in runs:
+                    res.add(c.name, 0, 0, "passed", PLAIN_ONLY, c.visibility, c)
+                    say(f"{prefix}{c.name}: SKIPPED 0/0  {PLAIN_ONLY}", args.quiet)
             with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
                 futures = {pool.submit(run_case, program, c, timeout, jobs, rename, checked): c
-                           for c in cases}
+                           for c in runs}
                 for fut in concurrent.futures.as_completed(futures):
                     c = futures[fut]
                     fraction, status, message, details = fut.result()
@@ -1288,19 +1332,25 @@ def grade_submission(spec, build, submission, outdir, args, secret, label=None, 
                         status = "skipped"
                         message = ("not run: performance points need a GPU; the simulator's "
                                    "timings are not GPU performance (0 of 0 points here)")
-                    hint = hint or message.endswith(BARRIER_HINT)
+                    outcomes[c.name] = (fraction, status, message, details)
                     out_status = "passed" if status in ("passed", "skipped") else "failed"
                     res.add(c.name, c.points * fraction, c.points, out_status, message,
                             c.visibility, c)
                     shown = message if c.kind != "hidden" or status != "passed" else "passed"
                     say(f"{prefix}{c.name}: {status.upper()} {c.points * fraction:g}/{c.points:g}"
                         f"  {shown}", args.quiet)
-            if hint:
+            hints = {} if checked else barrier_hints(program, runs, outcomes, timeout, jobs,
+                                                     rename)
+            for t in res.tests:
+                if t["name"] in hints:
+                    t["output"] += hints[t["name"]]
+                    say(f"{prefix}{t['name']}: hint:{hints[t['name']]}", args.quiet)
+            if hints:
                 res.notes.append(
-                    "hint: a case in shuffled thread order failed by its values: a missing "
-                    "__syncthreads()? Grade again with `--build-dir build/sim-check` (the checked "
-                    "build: clang-14; the first time builds it, a few minutes): its racecheck "
-                    "names both lines of the race")
+                    "hint: a case in shuffled thread order failed, and its result depends on "
+                    "the thread order: a missing __syncthreads()? Grade again with `--build-dir "
+                    "build/sim-check` (the checked build: clang-14; the first time builds it, a "
+                    "few minutes): its racecheck names both lines of the race")
                 say(prefix + res.notes[-1], args.quiet)
     order = {c.name: n for n, c in enumerate(cases)}
     res.tests.sort(key=lambda t: order.get(t["name"], -1))
@@ -1423,6 +1473,41 @@ def refuse_unsafe(spec, build, secret):
                              f"run_autograder does) or grade where namespaces work")
 
 
+NOBODY = 65534  # the sandbox user's uid and gid (grader_exec)
+
+
+def closed_to_nobody(path):
+    """The first folder on the way to path (resolved) that the sandbox user may not enter (no
+    execute permission for it: other, or its group or owner bits when it is nogroup or nobody),
+    else None. A checkout inside a folder of mode 0700 (as `mktemp -d` makes) is out of reach."""
+    parts = os.path.realpath(path).split("/")
+    for n in range(2, len(parts) + 1):
+        folder = "/".join(parts[:n])
+        try:
+            st = os.stat(folder)
+        except OSError:
+            return None
+        bit = 0o100 if st.st_uid == NOBODY else 0o010 if st.st_gid == NOBODY else 0o001
+        if stat.S_ISDIR(st.st_mode) and not st.st_mode & bit:
+            return folder
+    return None
+
+
+def refuse_unreachable(spec, build):
+    """In the 'user' sandbox the compile and the cases run as nobody in the machine's own file
+    tree: the chapter's folder and the build must be open to it (one line, exit status 2)."""
+    if sandbox_mode() != "user":
+        return
+    for path in (spec["_dir"], build.build_dir):
+        folder = closed_to_nobody(path)
+        if folder is not None:
+            mode = os.stat(folder).st_mode & 0o7777
+            raise UsageError(f"in the 'user' sandbox the compile and the cases run as nobody, "
+                             f"who cannot enter {folder} (mode {mode:04o}), so {path} is out of "
+                             f"its reach: chmod o+x {folder} (or grade from a checkout outside "
+                             f"it), or grade where namespaces work")
+
+
 def main(argv):
     args = parse_args(argv)
     try:
@@ -1435,6 +1520,7 @@ def main(argv):
             os.path.join(build_dir, "grader", f"{spec['exercise']}.sim.json")) else "sim")
         build = Build(spec, build_dir, backend, args.quiet)
         refuse_unsafe(spec, build, secret)
+        refuse_unreachable(spec, build)
         build.prepare()
         ex = spec["exercise"]
         target = args.submission or os.path.join(spec["_dir"], spec["submission_file"])

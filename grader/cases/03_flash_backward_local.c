@@ -1,5 +1,5 @@
 /* 03_flash_backward_local.c — the channel's API (grader_case.h, "the submission, in its own
- * program") answered in process, for the exercise's own check program flash_backward_check
+ * program") answered in process, for the exercise's own check program flash_backward_check_sim
  * (exercises/03_flash_backward/CMakeLists.txt): there the learner's file is linked beside the
  * case program, nothing is sandboxed and nothing is graded, so no second process is needed. The
  * buffers are laid out as the submission's program lays them out (NaN guard zones around each;

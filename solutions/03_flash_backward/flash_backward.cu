@@ -19,7 +19,7 @@
  *   1 flash_backward  the preprocessing (D), the dK/dV pass (a block of FB_KEYS threads owns a
  *                     key each, K_j and V_j in shared memory, the query tiles FB_ROWS rows at a
  *                     time; dK_j, dV_j in registers), and the dQ pass (one thread per query row)
- *                     ./build/sim/exercises/03_flash_backward/flash_backward_check --case
+ *                     ./build/sim/exercises/03_flash_backward/flash_backward_check_sim --case
  *                     correct --seed 1 -B 1 -H 2 -L 70 -D 32 --causal
  * Supports fp32, any Lq and Lk (tail tiles, L = 1), Lq != Lk, D <= 64, causal (bottom-right
  * aligned as in attn/problem.h: query i sees key j iff j <= i + Lk - Lq; a row that sees no key

@@ -8,12 +8,15 @@ CHECK is one of: solution, skeleton, planted:<name>, cheat:<name>, hang, crash, 
 class, hidden, usage, gradescope, modes, runner_links, links. A planted bug (planted.json) has
 "why", "replace" (exact [text, replacement] pairs), and optionally "expect" (a message the grader
 must print), "fails" (cases that must lose their points), "sanitizers" (also run in those
-presets) and "special" (used by one of the named checks, not as a planted:<name> test). Every
-check runs grader/grade.py as a user would (a subprocess) and reads the results.json it writes.
-Planted bugs are made from the solution at test time by exact text replacement; a text that is
-gone fails the test, so it never silently grades an unbroken kernel. The skeleton is the one the
-repository shipped (pristine.py: read from git objects by its recorded blob id), never the
-learner's working copy, so these tests still pass after the learner has solved the exercise.
+presets), "only_in" (run only in those presets), "pending" (not registered yet: what its check
+waits for), "hints" (the grader's hints it must get, HINTS below; no other), "min_lost" (points
+it must lose at least) and "special" (used by one of the named checks, not as a planted:<name>
+test). Every check runs grader/grade.py as a user would (a subprocess) and reads the
+results.json it writes. Planted bugs are made from the solution at test time by exact text
+replacement; a text that is gone fails the test, so it never silently grades an unbroken kernel.
+The skeleton is the one the repository shipped (pristine.py: read from git objects by its
+recorded blob id), never the learner's working copy, so these tests still pass after the learner
+has solved the exercise.
 """
 import argparse
 import atexit
@@ -97,9 +100,13 @@ def planted_bugs(exercise):
 
 
 def list_planted(exercise, sanitizer):
-    """The planted:<name> tests to register (CMake reads this at configure time)."""
+    """The planted:<name> tests to register (CMake reads this at configure time). A bug marked
+    "pending" (what the check that catches it still waits for) is not registered yet; one with
+    "only_in" only under those sanitizers (a race that only a checker sees)."""
     for name, bug in sorted(planted_bugs(exercise).items()):
-        if bug.get("special"):
+        if bug.get("special") or bug.get("pending"):
+            continue
+        if "only_in" in bug and sanitizer not in bug["only_in"]:
             continue
         if not sanitizer or sanitizer in bug.get("sanitizers", []):
             print(name)
@@ -178,6 +185,11 @@ def check_solution(args):
         fail(f"the solution must get full marks (exit {rc}, {score} / {top})")
     if len(hidden) != spec_of(args.exercise).get("hidden", {}).get("count", 0):
         fail("the hidden cases did not all run with the secret set")
+    by_name = {t["name"]: t for t in res["tests"]}
+    for case in spec_of(args.exercise)["cases"]:  # run by the plain build only, 0 of 0 elsewhere
+        if case.get("plain_only") and (by_name[case["name"]]["max_score"] > 0) != plain_build(
+                args):
+            fail(f"case {case['name']} is plain_only: its points count in the plain build only")
 
 
 def check_skeleton(args):
@@ -188,18 +200,47 @@ def check_skeleton(args):
         fail(f"the untouched skeleton must get zero (exit {rc}, {score} / {top})")
     if "not implemented" not in out:
         fail("the skeleton's 'not implemented' message is not shown to the learner")
+    if plain_build(args) and HINTS["barrier"] in out:  # it fails the same in every thread order
+        fail("the skeleton got the missing-barrier hint")
+
+
+# The grader's hints (grade.py and the case programs), by the words that only each one has. Every
+# planted bug lists the hints it must get ("hints"); it must get no other (in the plain build:
+# the checked build and the sanitizers report the bugs themselves, without these hints).
+HINTS = {"barrier": "a missing __syncthreads()?",
+         "bounds": "to have the checked build name the source line",
+         "dk_scale": "dK is the reference divided by the scale",
+         "partial_tile": "a partial tile was computed as full",
+         "lse_right": "LSE: correct (so m and l are right",
+         "heads": "only heads past the grid's 65535 rows"}
+
+
+def plain_build(args):
+    """True for a build without the checkers and sanitizers (where the hints are given)."""
+    with open(os.path.join(args.build_dir, "grader", f"{args.exercise}.sim.json")) as f:
+        info = json.load(f)
+    return not info.get("checked") and not info.get("sanitizer")
 
 
 def check_planted(args, name):
     path, bug = planted_copy(args, name)
+    if "hints" not in bug:
+        fail(f"planted bug '{name}' lists no \"hints\" (the hints it must get; [] for none)")
     rc, res, out, _ = grade(args, path)
     check_gradescope_shape(res)
     score, top = totals(res)
     print(f"planted {name}: {score:g} / {top:g}")
     if rc == 0 or score >= top:
         fail(f"planted bug '{name}' ({bug['why']}) lost no points")
+    if bug.get("min_lost") and top - score < bug["min_lost"]:
+        fail(f"planted bug '{name}' lost {top - score:g} points, fewer than {bug['min_lost']}")
     if bug.get("expect") and bug["expect"] not in out:
         fail(f"planted bug '{name}': expected the message {bug['expect']!r}")
+    if plain_build(args):
+        for hint, words in HINTS.items():
+            if (hint in bug["hints"]) != (words in out):
+                fail(f"planted bug '{name}': the {hint} hint ({words!r}) must "
+                     f"{'' if hint in bug['hints'] else 'not '}be given")
     by_name = {t["name"]: t for t in res["tests"]}
     for case in bug.get("fails", []):  # cases that must lose their points (others may too)
         if case not in by_name or by_name[case]["score"] >= by_name[case]["max_score"]:
@@ -499,6 +540,25 @@ def check_modes(args):
     spec = spec_of(args.exercise)
     first = spec["cases"][0]["name"]
     modes = ["user", "none"] if os.geteuid() == 0 else ["none"]
+    path = os.path.join(ROOT, "grader", "grade.py")
+    loader = importlib.util.spec_from_file_location("grade", path)
+    g = sys.modules["grade"] = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(g)
+    # A chapter inside a folder that nobody may not enter (mode 0700, as mktemp -d makes: WORK
+    # is one): the user mode says which folder and the fix, before anything is built.
+    inner = tempfile.mkdtemp(dir=WORK)
+    os.chmod(inner, 0o755)
+    closed = g.closed_to_nobody(inner)
+    if closed is None or os.stat(closed).st_mode & 0o001 or not inner.startswith(closed + "/"):
+        fail(f"closed_to_nobody({inner}) = {closed}: want the folder that nobody cannot enter")
+    g._SANDBOX[:] = ["user"]
+    try:
+        g.refuse_unreachable({"_dir": inner}, argparse.Namespace(build_dir=args.build_dir))
+        fail("user mode: a chapter folder that nobody cannot enter was not refused")
+    except g.UsageError as e:
+        if f"cannot enter {closed} " not in str(e) or f"chmod o+x {closed}" not in str(e):
+            fail(f"user mode, a closed folder: the refusal must name it and the fix: {e}")
+    g._SANDBOX[:] = []
     for mode in modes:
         env = dict(os.environ, ATTN_GRADER_SANDBOX=mode)
         env.pop("ATTN_GRADER_SECRET", None)
@@ -508,10 +568,13 @@ def check_modes(args):
                                "--build-dir", args.build_dir, "--out", out, "--cases",
                                first], capture_output=True, text=True, env=env)
         print(done.stdout[-1500:], done.stderr[-1500:])
-        with open(os.path.join(out, "report.md")) as f:
-            report = f.read()
+        report = ""
+        if os.path.isfile(os.path.join(out, "report.md")):
+            with open(os.path.join(out, "report.md")) as f:
+                report = f.read()
         if done.returncode != 0 or f"sandbox: {SANDBOX_WORDS[mode]}" not in report:
-            fail(f"{mode} mode: the solution must get full marks, the report name the sandbox")
+            fail(f"{mode} mode: the solution must get full marks, the report name the sandbox "
+                 f"({done.stderr.strip()[-300:]})")
         # hidden cases: refused where the submission could read the secret or the solution
         done = subprocess.run([sys.executable, GRADE, args.exercise, solution_path(args),
                                "--build-dir", args.build_dir, "--out", out, "--cases", first],
@@ -534,10 +597,6 @@ def check_modes(args):
         if done.returncode != 2 or "readable by others" not in done.stderr:
             fail(f"{mode} mode: a secret file readable by others must be refused")
     # A checker copy that is gone or changed while grading: a failed case saying so, no crash.
-    path = os.path.join(ROOT, "grader", "grade.py")
-    loader = importlib.util.spec_from_file_location("grade", path)
-    g = sys.modules["grade"] = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(g)
     case = g.all_cases(spec, None, "sim")[0]
     copy = os.path.join(tempfile.mkdtemp(dir=WORK), "checker")
     with open(copy, "w") as f:
