@@ -81,6 +81,28 @@ inline __attribute__((always_inline)) void ldmatrix(uint32_t *r, const void *row
     }
 }
 
+// The D fragment of an m16n8kK mma from this lane's two rows of A and two columns of B (already
+// in fp32): d[i] = c[i] + sum over k in order, row g + 8 (i / 2), column 2t + i % 2; and the
+// warp's instruction (2 * 16 * 8 * K FLOPs) handed to the profile once, by lane 0.
+template <unsigned K>
+inline void mma_accumulate(float *d, const float (&arow)[2][K], const float (&bcol)[2][K],
+                           const float *c, const char *file, int line) {
+    float out[4];
+    for (unsigned i = 0; i < 4; ++i) {
+        const float *ar = arow[i / 2], *bc = bcol[i % 2];
+        float acc = c[i];
+        for (unsigned k = 0; k < K; ++k)
+            acc += ar[k] * bc[k];
+        out[i] = acc;
+    }
+    memcpy(d, out, sizeof out);
+    if (lane_id() == 0) {
+        uint64_t block = blockIdx.x + gridDim.x * (blockIdx.y + (uint64_t)gridDim.y * blockIdx.z);
+        unsigned thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+        detail::deliver_mma(block, thread / 32, 2ull * 16 * 8 * K, file, line);
+    }
+}
+
 template <bool bf16> inline float to_f32(uint16_t bits) {
     return bf16 ? attn_bf16_to_f32(bits) : attn_f16_to_f32(bits);
 }
@@ -103,20 +125,7 @@ inline void mma_m16n8k16(float *d, const uint32_t *a, const uint32_t *b, const f
             bcol[h][k] =
                 to_f32<bf16>(element(regs[(2 * t + h) * 4 + (k % 8) / 2][4 + k / 8], k % 2));
         }
-    float out[4];
-    for (unsigned i = 0; i < 4; ++i) {
-        const float *ar = arow[i / 2], *bc = bcol[i % 2]; // row g + 8 * (i / 2), column 2t + i % 2
-        float acc = c[i];
-        for (unsigned k = 0; k < 16; ++k)
-            acc += ar[k] * bc[k];
-        out[i] = acc;
-    }
-    memcpy(d, out, sizeof out);
-    if (lane == 0) { // one warp instruction: 2 * 16 * 8 * 16 = 4096 FLOPs
-        uint64_t block = blockIdx.x + gridDim.x * (blockIdx.y + (uint64_t)gridDim.y * blockIdx.z);
-        unsigned thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-        detail::deliver_mma(block, thread / 32, 4096, file, line);
-    }
+    mma_accumulate<16>(d, arow, bcol, c, file, line);
 }
 
 // mma.sync.aligned.m16n8k32.row.col.f32.{e4m3,e5m2}.{e4m3,e5m2}.f32 (sm_89 and later):
@@ -143,20 +152,7 @@ inline void mma_m16n8k32_fp8(float *d, const uint32_t *a, const uint32_t *b, con
             bcol[h][k] =
                 attn_fp8_to_f32(byte(regs[(2 * t + h) * 4 + (k % 16) / 4][4 + k / 16], k), fb);
         }
-    float out[4];
-    for (unsigned i = 0; i < 4; ++i) {
-        const float *ar = arow[i / 2], *bc = bcol[i % 2]; // row g + 8 * (i / 2), column 2t + i % 2
-        float acc = c[i];
-        for (unsigned k = 0; k < 32; ++k)
-            acc += ar[k] * bc[k];
-        out[i] = acc;
-    }
-    memcpy(d, out, sizeof out);
-    if (lane == 0) { // one warp instruction: 2 * 16 * 8 * 32 = 8192 FLOPs
-        uint64_t block = blockIdx.x + gridDim.x * (blockIdx.y + (uint64_t)gridDim.y * blockIdx.z);
-        unsigned thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-        detail::deliver_mma(block, thread / 32, 8192, file, line);
-    }
+    mma_accumulate<32>(d, arow, bcol, c, file, line);
 }
 
 // cp.async.cg.shared.global [dst], [src], 16, src_size: 16 bytes, or 16 zeros when !pred (the
