@@ -4,6 +4,7 @@
 The three stages of example 05, written for reading (the CUDA kernels are deepseek_sparse.cu):
 
     1. lightning indexer   I[t, s] = sum_j w[t, j] * relu(q_I[t, j] . k_I[s])
+                           (1b: the same in FP8 e4m3 with per-row power-of-two scales)
     2. top-k selection     per query t, the k keys with the largest I[t, s] among those t sees
     3. sparse attention    softmax(scale * q_t K_sel^T) V_sel for every head, over the selected
                            keys only (one shared K/V head, as DeepSeek's MLA)
@@ -55,6 +56,45 @@ def index_scores(q_index, k_index, weights, causal):
     scores = (weights[:, :, None] * per_head.relu()).sum(dim=1)  # ReLU, weighted sum over heads
     ok = visible(q_index.shape[0], k_index.shape[0], causal)
     return scores.masked_fill(~ok, float("-inf"))
+
+
+# ----------------------------------------------------------------------------------------------
+# 1b. The lightning indexer in FP8 (e4m3), as DeepSeek-V3.2 runs it (kernel version 8)
+# ----------------------------------------------------------------------------------------------
+
+E4M3_MAX = 448.0  # e4m3's largest value
+
+
+def quantize_e4m3(x):
+    """x [..., D] -> (codes [..., D] as torch.float8_e4m3fn, scales [...]): one scale per row, a
+    power of two (DeepSeek's act_quant with scale_fmt ue8m0): a = max(amax |x|, 1e-4),
+    s = 2^ceil(log2(a / 448)), codes = e4m3(x / s), rounded to nearest even."""
+    a = x.abs().amax(dim=-1).float().clamp(min=1e-4)
+    mant, exp = torch.frexp(a * (1.0 / E4M3_MAX))          # a / 448 = mant * 2^exp, mant in [0.5, 1)
+    s = torch.ldexp(torch.ones_like(a), exp - (mant == 0.5).int())  # the power of two at or above
+    return (x.float() / s[..., None]).to(torch.float8_e4m3fn), s
+
+
+def index_scores_fp8(q_index, k_index, weights, causal):
+    """index_scores on e4m3 codes: I[t, s] = k_scale[s] * sum_j (w[t, j] q_scale[t, j])
+    * relu(q8[t, j] . k8[s]). The scales are positive, so they pass through the ReLU."""
+    q8, q_scale = quantize_e4m3(q_index)                        # [Lq, H_I, D_I], [Lq, H_I]
+    k8, k_scale = quantize_e4m3(k_index)                        # [Lk, D_I], [Lk]
+    per_head = torch.einsum("thd,sd->ths", q8.double(), k8.double())  # exact: 4-bit significands
+    w = weights.double() * q_scale.double()
+    scores = (w[:, :, None] * per_head.relu()).sum(dim=1) * k_scale.double()[None, :]
+    ok = visible(q_index.shape[0], k_index.shape[0], causal)
+    return scores.masked_fill(~ok, float("-inf"))
+
+
+def set_agreement(sel_a, sel_b):
+    """The share of the keys selection a keeps that selection b keeps too (rows with keys)."""
+    shared = kept = 0
+    for a, b in zip(sel_a.tolist(), sel_b.tolist()):
+        a = {x for x in a if x >= 0}
+        shared += len(a & {x for x in b if x >= 0})
+        kept += len(a)
+    return shared / max(kept, 1)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -274,11 +314,17 @@ def on_smollm2(layer=12, tokens=512, topk=64, start=1000):
         ~visible(n, n, True), float("-inf")), -1) for g in range(k.shape[0])])
     sels = {"trained indexer": select_topk(index_scores(q_index, k_index, weights, True), topk,
                                            True),
+            "trained indexer, FP8": select_topk(index_scores_fp8(q_index, k_index, weights, True),
+                                                topk, True),
             "oracle top-k": select_topk(dense.sum(0).masked_fill(
                 ~visible(n, n, True), float("-inf")), topk, True),
             "4 sinks + window": sink_window_selection(n, topk)}
     rows = torch.arange(n) >= topk  # queries that see more than topk keys
-    return {name: rec(sel)[:, rows].mean().item() for name, sel in sels.items()}
+    result = {name: rec(sel)[:, rows].mean().item() for name, sel in sels.items()}
+    # how many of the fp16 indexer's keys the FP8 indexer selects too (same rows)
+    result["FP8 = fp16 selection"] = set_agreement(sels["trained indexer"][rows],
+                                                   sels["trained indexer, FP8"][rows])
+    return result
 
 
 def trained_indexer_main(argv):
@@ -298,9 +344,10 @@ def trained_indexer_main(argv):
     except RuntimeError as e:  # the model or text package is missing
         sys.exit(f"error: {e}")
     print(f"SmolLM2-135M layer {a.layer}, {a.tokens} tokens of Pride & Prejudice, top-{a.topk}: "
-          f"recall (share of the dense attention mass kept), mean over heads and queries")
+          f"recall (share of the dense attention mass kept), mean over heads and queries; and the "
+          f"share of the fp16 indexer's keys the FP8 indexer selects too")
     for name, r in result.items():
-        print(f"  {name:18s} {r:.3f}")
+        print(f"  {name:22s} {r:.3f}")
     return result
 
 

@@ -6,7 +6,10 @@
   2. the tie rule accepts torch.topk's selection and rejects a wrong one (the check can fail);
   3. on a planted-needle input the indexer's selection keeps the needles' softmax mass (recall
      near 1) and a random selection of the same size does not;
-  4. given the C program (argument 1, deepseek_sparse_<backend>), its dumped tensors: the C
+  4. the FP8 indexer: power-of-two row scales and nearest codes, scores within the derived error
+     bound, most of the exact top-k kept, with and without an outlier channel; a doubled scale
+     fails both checks;
+  5. given the C program (argument 1, deepseek_sparse_<backend>), its dumped tensors: the C
      selection is right under the tie rule on the scores PyTorch computes, and PyTorch's
      attention over that selection equals the C double-precision reference.
 Exit status 0 when every check passes, 1 otherwise.
@@ -123,6 +126,58 @@ def test_readme_numbers():
               readme_block("sim-table") == out)
 
 
+def fp8_violations(x, codes, scales):
+    """Rows whose scale is not the power of two at or above max(amax, 1e-4) / 448, or elements
+    not within half an e4m3 spacing of x / scale (what nearest rounding guarantees)."""
+    a = x.abs().amax(dim=-1).clamp(min=1e-4)
+    pow2 = torch.log2(scales) == torch.round(torch.log2(scales))
+    bad_scale = ~pow2 | (scales < a / 448) | (scales / 2 >= a / 448)
+    y = x / scales[..., None]
+    e = torch.floor(torch.log2(y.abs().clamp(min=2.0 ** -6)))  # e4m3's binade (subnormals: -6)
+    bad_code = (codes.double() - y).abs() > 2.0 ** (e - 3) / 2
+    return int(bad_scale.sum()) + int(bad_code.sum())
+
+
+def test_fp8_indexer():
+    """The FP8 indexer (sparse_attention.index_scores_fp8): its quantization, its scores within
+    the error bound derived in deepseek_fp8.c, and its selection against the exact one's, on
+    random inputs and on inputs with an outlier channel; a doubled scale breaks both checks."""
+    u = 2.0 ** -4
+    for outlier in (False, True):
+        _, _, _, q_index, k_index, weights = dsa.random_inputs(1, 300, 64, 16, 64, seed=5)
+        if outlier:  # one channel 30x the rest, in every key: its row scale flattens the others
+            k_index[:, 7] *= 30.0
+        q8, qs = dsa.quantize_e4m3(q_index)
+        k8, ks = dsa.quantize_e4m3(k_index)
+        check(f"FP8 quantization: power-of-two scales, nearest codes (outlier={outlier})",
+              fp8_violations(q_index, q8, qs.double()) + fp8_violations(k_index, k8,
+                                                                      ks.double()) == 0)
+        exact = dsa.index_scores(q_index, k_index, weights, causal=True)
+        fp8 = dsa.index_scores_fp8(q_index, k_index, weights, causal=True)
+        mag = torch.einsum("th,thd,sd->ts", weights.abs(), q_index.abs(), k_index.abs())
+        q1 = torch.einsum("th,thd->t", weights.abs(), q_index.abs())
+        dq = torch.einsum("th,th->t", weights.abs(),
+                          2 * q_index.abs().amax(-1).clamp(min=1e-4) / 448 * 2.0 ** -10)
+        dk = 2 * k_index.abs().amax(-1).clamp(min=1e-4) / 448 * 2.0 ** -10
+        k1 = k_index.abs().sum(-1)
+        bound = ((2 * u + u * u) * mag + (1 + u) * dk[None] * q1[:, None]
+                 + (1 + u) * k1[None] * dq[:, None] + 64 * dk[None] * dq[:, None])
+        ok = torch.isfinite(exact)
+        ratio = ((fp8 - exact).abs() / bound)[ok].max().item()
+        check(f"FP8 scores within the derived bound (outlier={outlier})", ratio <= 1.0,
+              f"largest error {ratio:.3g} of the bound")
+        sel, sel8 = (dsa.select_topk(x, 32, True) for x in (exact, fp8))
+        rows = torch.arange(300) >= 32
+        agree = dsa.set_agreement(sel[rows], sel8[rows])
+        check(f"FP8 top-32 keeps most exact keys (outlier={outlier})", agree > 0.8,
+              f"agreement {agree:.3f}")
+        wrong = fp8 * 2.0  # a planted doubled scale
+        check(f"a doubled scale breaks the bound (outlier={outlier})",
+              ((wrong - exact).abs() > bound)[ok & (exact.abs() > bound)].any().item())
+        check("and the quantization check",
+              fp8_violations(k_index, k8, ks.double() * 2) > 0)
+
+
 def test_c_dump(program):
     with tempfile.TemporaryDirectory() as d:
         H, L, D, topk = 2, 100, 64, 12
@@ -155,6 +210,7 @@ if __name__ == "__main__":
     test_radix_worked_example()
     test_recall()
     test_readme_numbers()
+    test_fp8_indexer()
     if len(sys.argv) > 1:
         test_c_dump(sys.argv[1])
     print("FAIL: " + ", ".join(failures) if failures else "all checks passed")
