@@ -27,8 +27,8 @@ off = Lk - Lq: queries are aligned bottom-right, as everywhere in the chapter
 functions on padded indices too (past Lq and Lk in a tail tile); the table lookups clamp their
 index so that those evaluations stay in range (their results are discarded).
 
-RoPE (rotary position embeddings, rotate-half convention of GPT-NeoX and Llama; Su et al. 2021,
-RoFormer): rope(x, positions, base) turns the pairs (c, c + D/2) by positions * base^(-2c/D),
+RoPE (rotary position embeddings, rotate-half convention of GPT-NeoX and Hugging Face's Llama
+port, not Meta's interleaved pairs; Su et al. 2021, RoFormer): rope(x, positions, base) turns the pairs (c, c + D/2) by positions * base^(-2c/D),
 the angle formed in fp32 as flex_attention.cu forms it.
 
 Run:
