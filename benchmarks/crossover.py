@@ -38,6 +38,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import cost_model as cm  # noqa: E402
 import io_complexity  # noqa: E402  (the profile runner, JSON Lines and README-block helpers)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "quality"))
+import stats  # noqa: E402  (the quality toolkit's paired t-test; standard library only)
 
 ROOT = os.path.dirname(HERE)
 PROFILE_FILE = os.path.join(ROOT, "benchmarks", "results", "profile", "crossover.jsonl")
@@ -759,6 +761,12 @@ FAMILY_KERNELS = {"window": ("window",), "sink+window": ("block_sparse",),
                   "ladder": ("block_sparse",), "oracle": ("sparse_mma",),
                   "indexer": ("DSA end to end",)}
 TRAINED_INDEXER = (4, 32)  # H_I x D_I of the quality toolkit's trained indexer (quality/indexer.py)
+# The oracle selects with the dense model's own scores, a selection whose cost its modelled speed
+# leaves out and that no deployed model can make: the bound of the top-k families, not a choice.
+BOUND_FAMILIES = ("oracle",)
+# SmolLM2-135M's shape (its config.json, HuggingFaceTB/SmolLM2-135M): what its forward computes
+# besides attention, for the whole model's share of attention at a length.
+SMOLLM2 = dict(layers=30, d_model=576, heads=9, kv_heads=3, head_dim=64, mlp=1536, vocab=49152)
 
 
 def quality_sets(folder):
@@ -833,13 +841,14 @@ def frontier_points(sets, coef, dev, cache):
                     continue
                 pts.append(dict(family=fam, spec=spec, density=c.get("density"),
                                 nll=vs["mean"], ci=vs.get("ci95_t") or vs.get("ci95_boot"),
-                                n=vs.get("n"), speedup=sp, kernel=kernel, set=name))
+                                n=vs.get("n"), speedup=sp, kernel=kernel, set=name,
+                                windows=c.get("window_nll")))
         if pts:
+            built = [q for q in pts if q["family"] not in BOUND_FAMILIES]
             for p in pts:
-                p["front"] = not any(q is not p and q["speedup"] >= p["speedup"]
-                                     and q["nll"] <= p["nll"] and (q["speedup"] > p["speedup"]
-                                                                   or q["nll"] < p["nll"])
-                                     for q in pts)
+                p["front"] = p["family"] not in BOUND_FAMILIES and not any(
+                    q is not p and q["speedup"] >= p["speedup"] and q["nll"] <= p["nll"]
+                    and (q["speedup"] > p["speedup"] or q["nll"] < p["nll"]) for q in built)
             out[L] = sorted(pts, key=lambda p: (FAMILY_ORDER.index(p["family"]), p["density"]))
     return out
 
@@ -850,8 +859,11 @@ def describe_point(p):
 
 
 def choices(pts):
-    """Which configuration to choose, by the question asked of the front."""
+    """Which configuration to choose, by the question asked of the front: among the families that
+    can be built (the oracle is shown as the bound it is)."""
     out = []
+    bound = [p for p in pts if p["family"] in BOUND_FAMILIES]
+    pts = [p for p in pts if p["family"] not in BOUND_FAMILIES]
     faster = [p for p in pts if p["speedup"] > 1.0]
     if faster:
         out.append("the best quality among those faster than dense: "
@@ -873,7 +885,40 @@ def choices(pts):
             return f + " at " + ", ".join(f"{100 * d:.0f} %" for d in sorted(ds))
         out.append("slower than dense at this length (the model): "
                    + "; ".join(which(f) for f in fams))
+    if bound:
+        out.append("the bound, not a choice: the oracle selects with the dense model's own "
+                   "scores (its speed-up leaves that selection out, and no deployed model can "
+                   "make it): " + "; ".join(
+                       f"{100 * p['density']:.0f} % {p['nll']:+.3f} nats" for p in
+                       sorted(bound, key=lambda p: p["density"]))
+                   + ", what keeping the k highest dense scores loses at each budget")
     return out
+
+
+def front_ties(front):
+    """Pairs of front points whose per-window NLL do not differ significantly (paired t-test over
+    the same windows, p >= stats.ALPHA): [(a, b, p)]."""
+    out = []
+    for i, a in enumerate(front):
+        for b in front[i + 1:]:
+            if a["windows"] and b["windows"] and len(a["windows"]) == len(b["windows"]):
+                _, p = stats.t_test(a["windows"], b["windows"])
+                if p >= stats.ALPHA:
+                    out.append((a, b, p))
+    return out
+
+
+def attention_share(L, m=SMOLLM2):
+    """Attention's share of SmolLM2-135M's forward FLOPs at L tokens (causal, dense): the matrix
+    products of the projections, the MLP and the output layer against QK^T and PV."""
+    d, kv = m["d_model"], m["kv_heads"] * m["head_dim"]
+    rest = m["layers"] * 2 * (2 * d * d + 2 * d * kv + 3 * d * m["mlp"]) + 2 * d * m["vocab"]
+    att = m["layers"] * 4 * m["heads"] * m["head_dim"] * (L + 1) / 2
+    return att / (att + rest)
+
+
+def short(p):
+    return f"{p['family']} at {100 * p['density']:.0f} %"
 
 
 def frontier_table(points, sets):
@@ -893,18 +938,38 @@ def frontier_table(points, sets):
         out.append("| family | spec | density | NLL change vs dense [95 % CI] | modelled speed-up "
                    "| kernel | on the front |")
         out.append("|---|---|---:|---:|---:|---|---|")
+        front = sorted((p for p in pts if p["front"]), key=lambda p: -p["speedup"])
+        ties = front_ties(front)
+        tied = {id(x) for a, b, _ in ties for x in (a, b)}
         for p in pts:
             ci = f" [{p['ci'][0]:+.3f}, {p['ci'][1]:+.3f}]" if p["ci"] else ""
+            mark = ("bound (not buildable)" if p["family"] in BOUND_FAMILIES else
+                    "yes, tied (below)" if id(p) in tied else "yes" if p["front"] else "")
             out.append(f"| {p['family']} | `{p['spec']}` | {100 * p['density']:.1f} % | "
                        f"{p['nll']:+.3f}{ci} | {p['speedup']:.2f}× | {p['kernel']} | "
-                       f"{'yes' if p['front'] else ''} |")
+                       f"{mark} |")
         out.append("")
-        front = sorted((p for p in pts if p["front"]), key=lambda p: -p["speedup"])
-        out.append("The front, fastest first: " + "; ".join(
+        out.append("The front of the buildable families, fastest first: " + "; ".join(
             f"{p['family']} at {100 * p['density']:.0f} % ({p['speedup']:.2f}×, "
             f"{p['nll']:+.3f} nats)" for p in front) + ".")
+        if ties:
+            out.append("")
+            out.append("Not ordered in quality (paired t-test over the same windows, p ≥ "
+                       f"{stats.ALPHA:g}; the front's staircase draws them as if they were): "
+                       + "; ".join(f"{short(a)} and {short(b)} (p = {p:.2f})"
+                                   for a, b, p in ties) + ".")
         out.append("")
         out += [f"- {line}" for line in choices(pts)]
+        out.append("")
+        f = attention_share(L)
+        fast = max((p for p in pts if p["family"] not in BOUND_FAMILIES),
+                   key=lambda p: p["speedup"])
+        out.append(f"The speed-up is attention's alone. At {L:,} tokens attention is "
+                   f"{100 * f:.0f} % of SmolLM2-135M's forward FLOPs (the projections, the MLP "
+                   f"and the output layer are the rest), so if time followed FLOPs, s× on "
+                   f"attention would be 1 / (1 − {f:.2f} + {f:.2f} / s) on the whole forward: "
+                   f"the fastest point above ({short(fast)}, {fast['speedup']:.2f}×) would give "
+                   f"about {1 / (1 - f + f / fast['speedup']):.2f}×.")
         out.append("")
         absent = [f for f in FAMILY_ORDER if f not in {p["family"] for p in pts}]
         if absent:
