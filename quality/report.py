@@ -437,8 +437,11 @@ def rope_probe_table(results=RESULTS):
     r = load("rope_probe.json", results)
     if not r or not r["runs"]:
         return None
-    wins = sorted({x["window"] for x in r["runs"].values()})
     pairs = sorted({x["pair"] for x in r["runs"].values()})
+    wins = sorted(w for w in {x["window"] for x in r["runs"].values()}
+                  if all(f"pair {p}|{w}" in r["runs"] for p in pairs))  # every variant done
+    if not wins:
+        return None
 
     def per_bin(bins_of):  # {first position: NLL per token} summed over the windows
         acc = {}
@@ -452,8 +455,7 @@ def rope_probe_table(results=RESULTS):
     rows = [("dense (committed)", per_bin(r["committed"]["dense"][str(w)] for w in wins)),
             (f"trained indexer, k = {r['k']:,} (committed)",
              per_bin(r["committed"][f"indexer:k={r['k']}"][str(w)] for w in wins))]
-    full = [p for p in pairs if all(f"pair {p}|{w}" in r["runs"] for w in wins)]
-    for p in full:
+    for p in pairs:
         rows.append((f"the same, frequency pair {p} removed",
                      per_bin(r["runs"][f"pair {p}|{w}"]["bins"] for w in wins)))
     dense = rows[0][1]
@@ -466,7 +468,7 @@ def rope_probe_table(results=RESULTS):
             f"{v[b]:.3f}" + ("" if v is dense else f" ({v[b] - dense[b]:+.3f})") for b in bins)
             + " |")
     fq = r["frequencies"]
-    lines += ["", f"`{r['set']}` windows {', '.join(str(w) for w in wins)}; NLL in nats per token "
+    lines += ["", f"`{r['set']}` window{'s' if len(wins) > 1 else ''} {', '.join(str(w) for w in wins)}; NLL in nats per token "
               f"of the tokens of each position bin, over those windows. `rope_probe.py` "
               f"({r['machine']}); the committed rows are the same windows' lines of "
               f"results/raw/{r['set']}.jsonl. The indexer's RoPE frequencies θ_c (pair c) and the "
