@@ -54,20 +54,13 @@ def frequencies(ix):
 
 
 def without_pair(indexers, c):
-    """A scorer like indexer.scorer whose keys have rotate-half pair c (dims c, c + r/2) zeroed."""
-    def score(layer, q, k, h):
-        ix = indexers[layer]
-        with torch.no_grad():
-            keys = ix.keys(h).clone()
-            keys[:, c] = 0
-            keys[:, c + ix.rope_dim // 2] = 0
-
-        def rows(r, n):
-            with torch.no_grad():
-                qi, w = ix.queries(h, r)
-                return ix.combine(qi, keys[:n], w)
-        return rows
-    return score
+    """indexer.scorer with the keys' rotate-half pair c (dims c, c + r/2) zeroed."""
+    def drop(ix, keys):
+        keys = keys.clone()
+        keys[:, c] = 0
+        keys[:, c + ix.rope_dim // 2] = 0
+        return keys
+    return indexer.scorer(indexers, drop)
 
 
 def committed(windows):
