@@ -74,8 +74,9 @@ def parse_spec(spec):
 
 def alibi_slopes(H):
     """Press, Smith, Lewis, "Train Short, Test Long" (ICLR 2022): for H a power of two the
-    geometric sequence starting at 2^(-8/H) with that ratio; otherwise the slopes of the largest
-    power of two n < H, then every other slope of 2n heads for the remaining H - n."""
+    geometric sequence starting at 2^(-8/H) with that ratio (the paper's rule); otherwise, as the
+    authors' code does it (get_slopes, ofirpress/attention_with_linear_biases), the slopes of the
+    largest power of two n < H, then every other slope of 2n heads for the remaining H - n."""
     def power_of_two(n):
         start = 2.0 ** (-8.0 / n)
         return [start ** (i + 1) for i in range(n)]

@@ -188,7 +188,7 @@ def c_dump(c, program):
                 close(c, t["lse_" + kernel].reshape(B, H, lq), lse, 1e-2 * (1 + lse.abs()),
                       f"{what}: C {kernel} LSE")
         slopes = torch.tensor(fx.alibi_slopes(H), dtype=torch.float64)
-        close(c, t["alibi_slopes"], slopes, 1e-7 * slopes, f"{what}: C ALiBi slopes = the paper's")
+        close(c, t["alibi_slopes"], slopes, 1e-7 * slopes, f"{what}: C ALiBi slopes = the rule's")
         mask, _ = fx.explicit_mask_and_bias(spec, H, lq, lk, doc, table)
         full, partial = fx.tiles(mask if mask is not None else torch.ones(lq, lk, dtype=bool))
         nq = len(full)
