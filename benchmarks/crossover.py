@@ -38,6 +38,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import cost_model as cm  # noqa: E402
 import io_complexity  # noqa: E402  (the profile runner, JSON Lines and README-block helpers)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "quality"))
+import stats  # noqa: E402  (the quality toolkit's paired t-test; standard library only)
 
 ROOT = os.path.dirname(HERE)
 PROFILE_FILE = os.path.join(ROOT, "benchmarks", "results", "profile", "crossover.jsonl")
@@ -353,17 +355,21 @@ def fmt_L(L):
     return f"{L // 1024}K" if L >= 1024 and L % 1024 == 0 else str(L)
 
 
-def break_even(row):
+FIXED_DENSITY_NOTE = 0.10  # the density of the notes under the break-even table
+
+
+def break_even(row, margin=0.0):
     """The smallest L of the grid from which the kernel is faster than dense at every larger L
-    the pattern reaches; 'never' when it is not at the largest; None when never reachable."""
+    the pattern reaches (by more than the relative margin); 'never' when it is not at the
+    largest; None when never reachable."""
     Ls = sorted(L for L, c in row.items() if c is not None)
     if not Ls:
         return None
-    if row[Ls[-1]]["speedup"] <= 1.0:
+    if row[Ls[-1]]["speedup"] <= 1.0 + margin:
         return "never"
     first = Ls[-1]
     for L in reversed(Ls):
-        if row[L]["speedup"] <= 1.0:
+        if row[L]["speedup"] <= 1.0 + margin:
             break
         first = L
     return first
@@ -383,7 +389,10 @@ def model_caption():
     return f"*Model* (`cost_model.py`, {DEVICE_LABEL}; not measured)."
 
 
-def break_even_table(sw):
+def break_even_table(sw, margin=0.0):
+    """The break-even table; a cell whose break-even rests on speed-ups within `margin` (the count
+    model's largest error against the profile) gives the break-even with that margin beside it."""
+    flagged = []
     out = [model_caption(), "",
            "| kernel | " + " | ".join(f"{100 * d:g} %" for d in LAB_DENSITIES) + " |",
            "|---|" + "---:|" * len(LAB_DENSITIES)]
@@ -400,11 +409,76 @@ def break_even_table(sw):
                 cells.append(f"never (best {fmt_x(best)})")
             else:
                 top = row[max(LAB_LENGTHS)]
+                bm = break_even(row, margin)
+                within = "" if bm == b else (
+                    f" (†: {row[b]['speedup']:.3f}× there; "
+                    + (f"{fmt_L(bm)} with the margin)" if isinstance(bm, int)
+                       else "never with the margin)"))
+                if within:
+                    flagged.append(label)
                 cells.append(f"{fmt_L(b)}" + (f" (reached from {fmt_L(reach)})"
                                               if reach and reach > LAB_LENGTHS[0] and reach == b
-                                              else "") + f"; {fmt_x(top['speedup'])} at 128K")
+                                              else "") + within
+                             + f"; {fmt_x(top['speedup'])} at 128K")
         out.append(f"| {label} | " + " | ".join(cells) + " |")
+    if flagged:
+        out += ["", f"†: the break-even rests on modelled speed-ups within the count model's "
+                    f"largest error against the profile ({pct(margin)}, above): the cell gives "
+                    f"the speed-up at that L and the smallest L from which the kernel is faster "
+                    f"than dense by more than that margin."]
     return "\n".join(out) + "\n"
+
+
+def dsa_reread_note(coef, dev, density=FIXED_DENSITY_NOTE):
+    """Where DSA's speed-up drops between two lengths of the grid, and how much of the drop is the
+    top-k's stated re-read assumption (rows longer than its shared-memory candidates read again
+    from DRAM once the rows in flight exceed the L2): the same cells with the re-read left out."""
+    s = LAB_SHAPE
+    dense = {L: cm.pipeline_time(dense_stages(L, coef, s), dev)[1] for L in LAB_LENGTHS}
+    with_, without = {}, {}
+    for L in LAB_LENGTHS:
+        k = cm.dsa_k_for(L, density)
+        st = dsa_stages(L, k, coef, s)
+        with_[L] = dense[L] / cm.pipeline_time(st, dev)[1]
+        st2 = dict(st, **{"top-k": cm.dsa_stage_counts(
+            s["B"], s["H"], L, s["D"], k, s["dtype"], coef, l2_bytes=float("inf"))["top-k"]})
+        without[L] = dense[L] / cm.pipeline_time(st2, dev)[1]
+    Ls = list(LAB_LENGTHS)
+    drops = [(with_[a] - with_[b], a, b) for a, b in zip(Ls, Ls[1:])]
+    _, a, b = max(drops)
+    return (f"DSA at {100 * density:g} % density drops from {fmt_x(with_[a])} at {fmt_L(a)} to "
+            f"{fmt_x(with_[b])} at {fmt_L(b)}: that is the top-k's re-read assumption (stated "
+            f"above: rows longer than its shared-memory candidates are read three more times "
+            f"once the rows in flight exceed the L2), which the model switches on between those "
+            f"lengths. Without it the same cells give {fmt_x(without[a])} and "
+            f"{fmt_x(without[b])}, and {fmt_x(without[max(Ls)])} at 128K instead of "
+            f"{fmt_x(with_[max(Ls)])}. The profile never saw such rows (at most 1,024 long): "
+            f"the cliff is an assumption's, not a measurement's.\n")
+
+
+ETA_FACTOR = 0.8
+
+
+def eta_sensitivity(sw, coef, dev, density=FIXED_DENSITY_NOTE, L=131072):
+    """The lab's speed-ups at one length and density with the sparse kernels' efficiencies
+    (eta_tensor, eta_cuda) lowered by ETA_FACTOR while dense FA2 keeps the device's."""
+    slow = dict(dev, eta_tensor=ETA_FACTOR * dev["eta_tensor"],
+                eta_cuda=ETA_FACTOR * dev["eta_cuda"])
+    dense = cm.pipeline_time(dense_stages(L, coef, LAB_SHAPE), dev)[1]
+    parts = []
+    for key, label, _, fn in LAB:
+        got = fn(L, density, coef, LAB_SHAPE)
+        if got is None or sw[key][density].get(L) is None:
+            continue
+        parts.append(f"{label} {fmt_x(sw[key][density][L]['speedup'])} → "
+                     f"{fmt_x(dense / cm.pipeline_time(got[0], slow)[1])}")
+    return (f"**Sensitivity to the one η.** Every kernel, dense and sparse, gets the same "
+            f"efficiencies (η_tensor, η_cuda above), so the model makes them equally good at "
+            f"their own work by construction; a sparse kernel's gathers, masks and shorter rows "
+            f"may well reach less. With the sparse kernels at {ETA_FACTOR:g}× those efficiencies "
+            f"and dense FA2 unchanged, the speed-ups at {fmt_L(L)} and {100 * density:g} % "
+            f"become: " + "; ".join(parts) + " (stages bound by memory traffic do not move). A GPU "
+            f"fit (below) measures the efficiencies instead.\n")
 
 
 FIXED_LENGTHS = [256, 1024, 4096, 16384, 65536, 131072]
@@ -687,6 +761,12 @@ FAMILY_KERNELS = {"window": ("window",), "sink+window": ("block_sparse",),
                   "ladder": ("block_sparse",), "oracle": ("sparse_mma",),
                   "indexer": ("DSA end to end",)}
 TRAINED_INDEXER = (4, 32)  # H_I x D_I of the quality toolkit's trained indexer (quality/indexer.py)
+# The oracle selects with the dense model's own scores, a selection whose cost its modelled speed
+# leaves out and that no deployed model can make: the bound of the top-k families, not a choice.
+BOUND_FAMILIES = ("oracle",)
+# SmolLM2-135M's shape (its config.json, HuggingFaceTB/SmolLM2-135M): what its forward computes
+# besides attention, for the whole model's share of attention at a length.
+SMOLLM2 = dict(layers=30, d_model=576, heads=9, kv_heads=3, head_dim=64, mlp=1536, vocab=49152)
 
 
 def quality_sets(folder):
@@ -761,13 +841,14 @@ def frontier_points(sets, coef, dev, cache):
                     continue
                 pts.append(dict(family=fam, spec=spec, density=c.get("density"),
                                 nll=vs["mean"], ci=vs.get("ci95_t") or vs.get("ci95_boot"),
-                                n=vs.get("n"), speedup=sp, kernel=kernel, set=name))
+                                n=vs.get("n"), speedup=sp, kernel=kernel, set=name,
+                                windows=c.get("window_nll")))
         if pts:
+            built = [q for q in pts if q["family"] not in BOUND_FAMILIES]
             for p in pts:
-                p["front"] = not any(q is not p and q["speedup"] >= p["speedup"]
-                                     and q["nll"] <= p["nll"] and (q["speedup"] > p["speedup"]
-                                                                   or q["nll"] < p["nll"])
-                                     for q in pts)
+                p["front"] = p["family"] not in BOUND_FAMILIES and not any(
+                    q is not p and q["speedup"] >= p["speedup"] and q["nll"] <= p["nll"]
+                    and (q["speedup"] > p["speedup"] or q["nll"] < p["nll"]) for q in built)
             out[L] = sorted(pts, key=lambda p: (FAMILY_ORDER.index(p["family"]), p["density"]))
     return out
 
@@ -778,8 +859,11 @@ def describe_point(p):
 
 
 def choices(pts):
-    """Which configuration to choose, by the question asked of the front."""
+    """Which configuration to choose, by the question asked of the front: among the families that
+    can be built (the oracle is shown as the bound it is)."""
     out = []
+    bound = [p for p in pts if p["family"] in BOUND_FAMILIES]
+    pts = [p for p in pts if p["family"] not in BOUND_FAMILIES]
     faster = [p for p in pts if p["speedup"] > 1.0]
     if faster:
         out.append("the best quality among those faster than dense: "
@@ -801,7 +885,40 @@ def choices(pts):
             return f + " at " + ", ".join(f"{100 * d:.0f} %" for d in sorted(ds))
         out.append("slower than dense at this length (the model): "
                    + "; ".join(which(f) for f in fams))
+    if bound:
+        out.append("the bound, not a choice: the oracle selects with the dense model's own "
+                   "scores (its speed-up leaves that selection out, and no deployed model can "
+                   "make it): " + "; ".join(
+                       f"{100 * p['density']:.0f} % {p['nll']:+.3f} nats" for p in
+                       sorted(bound, key=lambda p: p["density"]))
+                   + ", what keeping the k highest dense scores loses at each budget")
     return out
+
+
+def front_ties(front):
+    """Pairs of front points whose per-window NLL do not differ significantly (paired t-test over
+    the same windows, p >= stats.ALPHA): [(a, b, p)]."""
+    out = []
+    for i, a in enumerate(front):
+        for b in front[i + 1:]:
+            if a["windows"] and b["windows"] and len(a["windows"]) == len(b["windows"]):
+                _, p = stats.t_test(a["windows"], b["windows"])
+                if p >= stats.ALPHA:
+                    out.append((a, b, p))
+    return out
+
+
+def attention_share(L, m=SMOLLM2):
+    """Attention's share of SmolLM2-135M's forward FLOPs at L tokens (causal, dense): the matrix
+    products of the projections, the MLP and the output layer against QK^T and PV."""
+    d, kv = m["d_model"], m["kv_heads"] * m["head_dim"]
+    rest = m["layers"] * 2 * (2 * d * d + 2 * d * kv + 3 * d * m["mlp"]) + 2 * d * m["vocab"]
+    att = m["layers"] * 4 * m["heads"] * m["head_dim"] * (L + 1) / 2
+    return att / (att + rest)
+
+
+def short(p):
+    return f"{p['family']} at {100 * p['density']:.0f} %"
 
 
 def frontier_table(points, sets):
@@ -821,18 +938,38 @@ def frontier_table(points, sets):
         out.append("| family | spec | density | NLL change vs dense [95 % CI] | modelled speed-up "
                    "| kernel | on the front |")
         out.append("|---|---|---:|---:|---:|---|---|")
+        front = sorted((p for p in pts if p["front"]), key=lambda p: -p["speedup"])
+        ties = front_ties(front)
+        tied = {id(x) for a, b, _ in ties for x in (a, b)}
         for p in pts:
             ci = f" [{p['ci'][0]:+.3f}, {p['ci'][1]:+.3f}]" if p["ci"] else ""
+            mark = ("bound (not buildable)" if p["family"] in BOUND_FAMILIES else
+                    "yes, tied (below)" if id(p) in tied else "yes" if p["front"] else "")
             out.append(f"| {p['family']} | `{p['spec']}` | {100 * p['density']:.1f} % | "
                        f"{p['nll']:+.3f}{ci} | {p['speedup']:.2f}× | {p['kernel']} | "
-                       f"{'yes' if p['front'] else ''} |")
+                       f"{mark} |")
         out.append("")
-        front = sorted((p for p in pts if p["front"]), key=lambda p: -p["speedup"])
-        out.append("The front, fastest first: " + "; ".join(
+        out.append("The front of the buildable families, fastest first: " + "; ".join(
             f"{p['family']} at {100 * p['density']:.0f} % ({p['speedup']:.2f}×, "
             f"{p['nll']:+.3f} nats)" for p in front) + ".")
+        if ties:
+            out.append("")
+            out.append("Not ordered in quality (paired t-test over the same windows, p ≥ "
+                       f"{stats.ALPHA:g}; the front's staircase draws them as if they were): "
+                       + "; ".join(f"{short(a)} and {short(b)} (p = {p:.2f})"
+                                   for a, b, p in ties) + ".")
         out.append("")
         out += [f"- {line}" for line in choices(pts)]
+        out.append("")
+        f = attention_share(L)
+        fast = max((p for p in pts if p["family"] not in BOUND_FAMILIES),
+                   key=lambda p: p["speedup"])
+        out.append(f"The speed-up is attention's alone. At {L:,} tokens attention is "
+                   f"{100 * f:.0f} % of SmolLM2-135M's forward FLOPs (the projections, the MLP "
+                   f"and the output layer are the rest), so if time followed FLOPs, s× on "
+                   f"attention would be 1 / (1 − {f:.2f} + {f:.2f} / s) on the whole forward: "
+                   f"the fastest point above ({short(fast)}, {fast['speedup']:.2f}×) would give "
+                   f"about {1 / (1 - f + f / fast['speedup']):.2f}×.")
         out.append("")
         absent = [f for f in FAMILY_ORDER if f not in {p["family"] for p in pts}]
         if absent:
@@ -1043,7 +1180,7 @@ def plot_all(sw, points):
 
 # ---- the lesson's numbers -----------------------------------------------------------------------
 
-def lesson(sw, seed_rows):
+def lesson(sw, seed_rows, margin=0.0):
     """The numbers the lesson quotes, as sentences (regenerated with the tables)."""
     d = FIXED_DENSITY
     cell = lambda key, L, dens=d: sw[key][dens].get(L)  # noqa: E731
@@ -1074,11 +1211,14 @@ def lesson(sw, seed_rows):
         f"{100 * abs(1 - top_ratio):.2f} %.")
     g1 = sw["gather"][0.01]
     be = break_even(g1)
+    be_m = break_even(g1, margin)
     out.append(
         f"- **Tokens are not tiles.** The `gather` kernel (CUDA cores, one warp per query row, its "
         f"CSR built per call) is slower than dense at every density of 2 % and above; at 1 % it "
         + (f"passes dense from L = {fmt_L(be)} and reaches {fmt_x(g1[131072]['speedup'])} at "
            f"128K" if isinstance(be, int) else "never passes dense")
+        + (f" ({'from ' + fmt_L(be_m) if isinstance(be_m, int) else 'never'} by more than the "
+           f"model's {pct(margin)} error)" if be_m != be else "")
         + f" (ideal {1 / g1[131072]['density']:.0f}×). Its L1 traffic (a K and a V row per kept "
         f"entry, no reuse between queries) is what the model charges it for.")
     lad = sw["ladder"][d]
@@ -1092,18 +1232,22 @@ def lesson(sw, seed_rows):
     top = ds[131072]
     ovd = overheads(top)
     be = break_even(sw["dsa"][d])
+    be_m = break_even(sw["dsa"][d], margin)
     best1 = max(c["speedup"] for c in sw["dsa"][0.01].values() if c)
     out.append(
         f"- **A learned selector costs an O(L²) pass.** DSA at {100 * d:g} % density (top-k "
         f"k = {top['params'].split('=')[1]} at 128K) "
         + (f"passes dense from L = {fmt_L(be)}" if isinstance(be, int) else "never passes dense")
+        + (f" ({'from ' + fmt_L(be_m) if isinstance(be_m, int) else 'never'} by more than the "
+           f"model's {pct(margin)} error)" if be_m != be else "")
         + f" and reaches only {top['speedup']:.2f}× at 128K: the indexer (16 heads × 64) is "
         f"{100 * ovd['indexer'] / top['t']:.0f} % of the pipeline's time and the top-k "
         f"{100 * ovd['top-k'] / top['t']:.0f} %, the attention over the selection "
         f"{100 * top['stages']['attention'][1] / top['t']:.0f} %. Even at 1 % density it is at "
-        f"best {best1:.2f}×. With 16 heads of D = 128 a dense (query, key) pair costs 8 × 16 × "
-        f"128 tensor FLOPs; the indexer's 2 × 16 × 64 are a quarter of that, before its scores "
-        f"make a round trip through DRAM for the top-k.")
+        f"best {best1:.2f}×. With 16 heads of D = 128 a dense (query, key) pair costs 4 × 16 × "
+        f"128 tensor FLOPs (2·D for its score and 2·D for its share of P·V, per head); the "
+        f"indexer's 2 × 16 × 64 are a quarter of that, before its scores make a round trip "
+        f"through DRAM for the top-k.")
     dg = cm.geometry_of(seed_rows[2]["spec"], SEED_L, False)
     dil_fill = dg.entries / (dg.tiles * cm.TILE * cm.TILE)
     win = seed_rows[0]
@@ -1130,9 +1274,12 @@ ARGS = None
 def blocks(coef, dev, fits, sw, points, sets):
     summary = error_summary(model_errors(profile_records(), coef, dev))
     seed_rows = seed_table_model(coef, dev)
+    margin = worst_errors(summary)[0]
     return {"params": params_table(), "error": error_table(summary, coef),
-            "breakeven": break_even_table(sw), "fixed": fixed_cost_table(sw),
-            "seed128k": seed_table(coef, dev), "lesson": lesson(sw, seed_rows),
+            "breakeven": break_even_table(sw, margin) + "\n" + dsa_reread_note(coef, dev)
+            + "\n" + eta_sensitivity(sw, coef, dev),
+            "fixed": fixed_cost_table(sw),
+            "seed128k": seed_table(coef, dev), "lesson": lesson(sw, seed_rows, margin),
             "fit": fit_table(fits, cm.DEVICES[cm.DEFAULT_DEVICE]),
             "frontier": frontier_table(points, sets)}, summary
 

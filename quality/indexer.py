@@ -140,13 +140,16 @@ def load(path=WEIGHTS):
     return out
 
 
-def scorer(indexers):
+def scorer(indexers, keys_transform=None):
     """attention.TopK's scorer: the layer's indexer scores of its normed input h, as a function
-    rows(r, n) -> I [len(r), n] (the keys projected once per layer)."""
+    rows(r, n) -> I [len(r), n] (the keys projected once per layer; keys_transform(ix, keys), if
+    given, returns the keys to score with instead: rope_probe.py's ablations)."""
     def score(layer, q, k, h):
         ix = indexers[layer]
         with torch.no_grad():
             keys = ix.keys(h)
+            if keys_transform is not None:
+                keys = keys_transform(ix, keys)
 
         def rows(r, n):
             with torch.no_grad():

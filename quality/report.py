@@ -32,6 +32,10 @@ import windowsets  # noqa: E402
 RESULTS = os.path.join(HERE, "results")
 README = os.path.join(HERE, "README.md")
 EX05_README = os.path.join(HERE, "..", "examples", "05_deepseek_sparse", "README.md")
+EX06 = os.path.join(HERE, "..", "examples", "06_custom_pattern")
+# Every document whose prose holds verdict words: together, the family of comparisons that Holm's
+# correction (holm_table) is taken over.
+VERDICT_DOCS = (README, EX05_README, os.path.join(EX06, "README.md"), os.path.join(EX06, "REPORT.md"))
 NAMES = {"dense": "dense", "window": "window", "sink+window": "sink+window",
          "strided": "strided", "bigbird": "BigBird", "ladder": "ladder",
          "oracle": "DSA top-k, oracle", "indexer": "DSA top-k, trained indexer"}
@@ -365,6 +369,115 @@ def verify_table(results=RESULTS):
         "and \"within the tolerance\" count the jobs that are not bit for bit."])
 
 
+def holm(ps):
+    """Holm's step-down adjusted p values (Holm 1979) of a list of p values, in the same order:
+    the i-th smallest times (m - i), made monotone, at most 1."""
+    m = len(ps)
+    order = sorted(range(m), key=lambda i: ps[i])
+    out, run = [0.0] * m, 0.0
+    for rank, i in enumerate(order):
+        run = max(run, min(1.0, (m - rank) * ps[i]))
+        out[i] = run
+    return out
+
+
+def verdict_family(results=RESULTS, docs=VERDICT_DOCS):
+    """[(set, A, B, comparison)] of the distinct verdict markers of the documents whose results
+    are complete (a 'not run' verdict is no comparison)."""
+    seen, out, cache = set(), [], {}
+    for path in docs:
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            for s, a, b, _ in VERDICT.findall(f.read()):
+                if (s, a, b) in seen:
+                    continue
+                seen.add((s, a, b))
+                if s not in cache:
+                    cache[s] = load(f"{s}.json", results)
+                r = comparison(cache[s], a, b)
+                if r:
+                    out.append((s, a, b, r))
+    return out
+
+
+def holm_table(results=RESULTS):
+    """The verdict words under Holm's correction over their whole family: its size, and every
+    verdict that does not hold once corrected (the p of a comparison: the larger of its two tests',
+    as the verdict requires both below alpha)."""
+    fam = verdict_family(results)
+    if not fam:
+        return None
+    ps = [max(r["p_t"], r["p_signflip"]) for *_, r in fam]
+    adj = holm(ps)
+    decided = [i for i, (*_, r) in enumerate(fam) if r["verdict"] != "no significant difference"]
+    lost = [i for i in decided if adj[i] >= stats.ALPHA]
+    lines = [f"Family: the {len(fam)} distinct comparisons whose verdict words appear in "
+             f"quality/README.md and the READMEs of examples 05 and 06 and example 06's report; "
+             f"{len(decided)} of them say \"better\" or \"worse\". Under Holm's correction at "
+             f"{stats.ALPHA:g} over that family (each comparison's p: the larger of its t-test's "
+             f"and sign-flip test's), {len(decided) - len(lost)} of those still hold"
+             + (":" if not lost else "; these do not:")]
+    if lost:
+        lines += ["", "| window set | A | B | NLL change of A vs B | p | Holm-adjusted p | verdict "
+                  "| under Holm |", "|---|---|---|---:|---:|---:|---|---|"]
+        for i in lost:
+            s, a, b, r = fam[i]
+            lines.append(f"| `{s}` | `{a}` | `{b}` | {r['mean']:+.4f} | {stats.fmt_p(ps[i])} "
+                         f"| {stats.fmt_p(adj[i])} | {r['verdict']} | no significant "
+                         f"difference |")
+    else:
+        lines[-1] = lines[-1][:-1] + ": every one."
+    return "\n".join(lines)
+
+
+def rope_probe_table(results=RESULTS):
+    """rope_probe.py's test of the 8K indexer's collapse: per variant, NLL per token over the
+    probed windows in the position bins from 1,024 on, and the indexer's RoPE frequencies."""
+    r = load("rope_probe.json", results)
+    if not r or not r["runs"]:
+        return None
+    pairs = sorted({x["pair"] for x in r["runs"].values()})
+    wins = sorted(w for w in {x["window"] for x in r["runs"].values()}
+                  if all(f"pair {p}|{w}" in r["runs"] for p in pairs))  # every variant done
+    if not wins:
+        return None
+
+    def per_bin(bins_of):  # {first position: NLL per token} summed over the windows
+        acc = {}
+        for bins in bins_of:
+            for lo, hi, total, n in bins:
+                a = acc.setdefault((lo, hi), [0.0, 0])
+                a[0] += total
+                a[1] += n
+        return {k: v[0] / v[1] for k, v in acc.items()}
+
+    rows = [("dense (committed)", per_bin(r["committed"]["dense"][str(w)] for w in wins)),
+            (f"trained indexer, k = {r['k']:,} (committed)",
+             per_bin(r["committed"][f"indexer:k={r['k']}"][str(w)] for w in wins))]
+    for p in pairs:
+        rows.append((f"the same, frequency pair {p} removed",
+                     per_bin(r["runs"][f"pair {p}|{w}"]["bins"] for w in wins)))
+    dense = rows[0][1]
+    bins = [b for b in sorted(dense) if b[0] >= 1024]
+    lines = ["| attention | " + " | ".join(f"queries {lo:,}–{hi:,}: NLL (vs dense)"
+                                           for lo, hi in bins) + " |",
+             "|---|" + "---:|" * len(bins)]
+    for name, v in rows:
+        lines.append(f"| {name} | " + " | ".join(
+            f"{v[b]:.3f}" + ("" if v is dense else f" ({v[b] - dense[b]:+.3f})") for b in bins)
+            + " |")
+    fq = r["frequencies"]
+    lines += ["", f"`{r['set']}` window{'s' if len(wins) > 1 else ''} {', '.join(str(w) for w in wins)}; NLL in nats per token "
+              f"of the tokens of each position bin, over those windows. `rope_probe.py` "
+              f"({r['machine']}); the committed rows are the same windows' lines of "
+              f"results/raw/{r['set']}.jsonl. The indexer's RoPE frequencies θ_c (pair c) and the "
+              "distance at which each turns by π; rotation at the longest distance it was trained "
+              "on (2,047): " + "; ".join(
+                  f"c = {c}: θ = {t:.3g}, π at {d:,.0f}, {a:.2f} rad" for c, t, d, a in fq) + "."]
+    return "\n".join(lines)
+
+
 def tables(results=RESULTS):
     out = {"sets": sets_table(), "cost": cost_table(results)}
     for name in windowsets.SETS:
@@ -376,7 +489,8 @@ def tables(results=RESULTS):
         if d and name in ("austen-2k", "austen-8k"):
             out[f"frontier-{name[-2:]}"] = frontier_table(d)
     for name, make in (("dsa", dsa_table), ("passkey", passkey_table),
-                       ("training", training_table), ("verify", verify_table)):
+                       ("training", training_table), ("verify", verify_table),
+                       ("holm", holm_table), ("rope-probe", rope_probe_table)):
         t = make(results)
         if t:
             out[name] = t

@@ -15,8 +15,8 @@ thousands of tokens apart), so n is the number of windows:
     bootstrap            percentile 95 % interval of mean(d), windows resampled BOOT times
 
     verdict              "better" (A's NLL lower) or "worse" when BOTH tests give p < 0.05,
-                         otherwise "no significant difference" (ALPHA; no correction for the
-                         number of comparisons in a table, whose p values are printed)
+                         otherwise "no significant difference" (ALPHA, per comparison; report.py's
+                         holm_table gives Holm's correction over the documents' verdicts)
 
 Passkey retrieval is a count of hits in n trials: Wilson's score interval (Wilson 1927).
 
@@ -28,9 +28,15 @@ import sys
 
 try:
     import numpy as np
-except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
-             "run scripts/setup.sh --quality, then use .venv/bin/python")
+except ModuleNotFoundError:  # the t-test alone (t_test) needs only the standard library
+    np = None
+
+
+def _need_numpy():
+    """One line and exit where a test needs NumPy and this Python has none."""
+    if np is None:
+        sys.exit(f"error: numpy is not installed for {sys.executable}: "
+                 "run scripts/setup.sh --quality, then use .venv/bin/python")
 
 ALPHA = 0.05
 FLIPS = 100000
@@ -88,6 +94,7 @@ def t_ppf(p, df):
 
 def sign_flip_p(d, flips=FLIPS, seed=0):
     """Two-sided sign-flip (permutation) test of mean(d) = 0."""
+    _need_numpy()
     d = np.asarray(d, dtype=np.float64)
     n, obs = len(d), abs(float(np.mean(d)))
     tol = 1e-12 * max(1.0, obs)
@@ -119,9 +126,24 @@ def verdict_word(mean, p_t, p_flip, alpha=ALPHA):
     return "better" if mean < 0 else "worse"
 
 
+def t_test(a, b):
+    """(mean difference, two-sided p) of the paired t-test of A's per-window values against B's
+    (standard library only: what paired() reports as mean and p_t)."""
+    d = [x - y for x, y in zip(a, b)]
+    n = len(d)
+    if n < 2:
+        raise ValueError(f"a paired test needs at least 2 windows (got {n})")
+    mean = sum(d) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
+    if sd == 0.0:
+        return mean, (1.0 if mean == 0.0 else 0.0)
+    return mean, t_sf2(mean / (sd / math.sqrt(n)), n - 1)
+
+
 def paired(a, b):
     """The paired comparison of per-window values a (A) and b (B): dict with n, mean, sd, t, p_t,
     ci95_t, p_signflip, ci95_boot, verdict (for A against B)."""
+    _need_numpy()
     d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
     n = len(d)
     if n < 2:

@@ -9,7 +9,7 @@
  *   sliding_window:w=W   causal and window(W)            -
  *   prefix_lm:p=P        causal or prefix(P)             -
  *   document             causal and same document        -
- *   alibi                causal                          ALiBi, the paper's head slopes
+ *   alibi                causal                          ALiBi's head slopes (paper, authors' code)
  *   softcap:cap=C        causal                          C tanh(s / C)
  *   rel_bias:r=R         -                               bias[h][clamp(a - kv, -R, R) + R]
  */

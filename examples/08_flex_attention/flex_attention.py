@@ -27,8 +27,8 @@ off = Lk - Lq: queries are aligned bottom-right, as everywhere in the chapter
 functions on padded indices too (past Lq and Lk in a tail tile); the table lookups clamp their
 index so that those evaluations stay in range (their results are discarded).
 
-RoPE (rotary position embeddings, rotate-half convention of GPT-NeoX and Llama; Su et al. 2021,
-RoFormer): rope(x, positions, base) turns the pairs (c, c + D/2) by positions * base^(-2c/D),
+RoPE (rotary position embeddings, rotate-half convention of GPT-NeoX and Hugging Face's Llama
+port, not Meta's interleaved pairs; Su et al. 2021, RoFormer): rope(x, positions, base) turns the pairs (c, c + D/2) by positions * base^(-2c/D),
 the angle formed in fp32 as flex_attention.cu forms it.
 
 Run:
@@ -74,8 +74,9 @@ def parse_spec(spec):
 
 def alibi_slopes(H):
     """Press, Smith, Lewis, "Train Short, Test Long" (ICLR 2022): for H a power of two the
-    geometric sequence starting at 2^(-8/H) with that ratio; otherwise the slopes of the largest
-    power of two n < H, then every other slope of 2n heads for the remaining H - n."""
+    geometric sequence starting at 2^(-8/H) with that ratio (the paper's rule); otherwise, as the
+    authors' code does it (get_slopes, ofirpress/attention_with_linear_biases), the slopes of the
+    largest power of two n < H, then every other slope of 2n heads for the remaining H - n."""
     def power_of_two(n):
         start = 2.0 ** (-8.0 / n)
         return [start ** (i + 1) for i in range(n)]

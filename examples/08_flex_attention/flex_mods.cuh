@@ -174,8 +174,9 @@ struct flex_softcap {
     }
 };
 
-/* A learned relative-position bias (T5, Shaw et al.): bias[h][d + r] with d = a - kv clamped to
- * [-r, r], one table of 2r + 1 values per head. */
+/* A learned relative-position bias with clipped distances (Shaw et al. 2018's clipping, as one
+ * scalar per head and distance): bias[h][d + r] with d = a - kv clamped to [-r, r], one table of
+ * 2r + 1 values per head. T5's bias buckets the distance logarithmically instead (not built). */
 struct flex_rel_bias {
     const float *table; /* [H][2r + 1]: host memory for the reference, device memory for a kernel */
     int off, r;
@@ -194,7 +195,8 @@ template <class Mask, class Score> struct flex_mod {
     Score score;
 };
 
-/* ---- rotary position embedding (RoPE), rotate-half convention (GPT-NeoX, Llama) ----------------
+/* ---- rotary position embedding (RoPE), rotate-half convention (GPT-NeoX, Hugging Face) ----------
+ * (Meta's Llama code rotates interleaved pairs (2c, 2c + 1) instead; see the README, "Fused RoPE")
  * Element c < D/2 of a row at position pos pairs with element c + D/2; the pair turns by the angle
  * pos * theta_c, theta_c = base^(-2c/D):
  *     x'_c        = x_c cos - x_{c+D/2} sin

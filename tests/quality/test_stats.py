@@ -6,7 +6,8 @@ interval [-0.0875, +0.0255]; Student's t quantiles (2.0395 for 31 degrees of fre
 3, 12.706 for 1); the two-sided tail of t = 1 with 1 degree of freedom is 1/2; the exact sign-flip
 test counts sign patterns (d = 1, 2, 3, 4: 2 of 16 reach |mean| 2.5) and its random version is
 within 0.003 of the exact one on 18 windows; Wilson's interval of 0/25 is [0, 0.1332] and of
-12/25 [0.3003, 0.6650]; a verdict needs both tests below 0.05. Exit 0 when every check passes."""
+12/25 [0.3003, 0.6650]; a verdict needs both tests below 0.05; the standard-library t-test equals the paired one's; Holm's
+adjusted p of 0.04, 0.01, 0.03 are 0.06, 0.03, 0.06. Exit 0 when every check passes."""
 import itertools
 import sys
 
@@ -47,6 +48,15 @@ def main():
     check(stats.verdict_word(-0.1, 0.01, 0.06) == "no significant difference"
           and stats.verdict_word(-0.1, 0.06, 0.01) == "no significant difference",
           "one test alone at p < 0.05 is no verdict")
+    m, p = stats.t_test([-.052, .012, -.017, -.067], [0, 0, 0, 0])
+    check(abs(p - r["p_t"]) < 1e-12 and abs(m - r["mean"]) < 1e-15,
+          f"t_test (standard library) = paired's mean and p_t: {m:.4f}, {p:.4f}")
+    # Holm (1979): sorted p 0.01, 0.03, 0.04 of m = 3 -> 0.03, max(0.06, 0.03), max(0.04, 0.06)
+    import report
+    got = report.holm([0.04, 0.01, 0.03])
+    check(all(abs(a - b) < 1e-12 for a, b in zip(got, [0.06, 0.03, 0.06])),
+          f"Holm's adjusted p of 0.04, 0.01, 0.03: {got} (want 0.06, 0.03, 0.06)")
+    check(report.holm([0.5, 0.9]) == [1.0, 1.0], "Holm's adjusted p is at most 1")
     return finish()
 
 

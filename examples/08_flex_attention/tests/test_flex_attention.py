@@ -5,7 +5,8 @@
   1. each modification through FlexAttention (eager, on the CPU) equals SDPA with the explicit
      mask and bias built from index grids (soft-capping: the softmax written out), float64,
      Lq = Lk and Lq != Lk both ways, rows that see no key (0, LSE -inf);
-  2. ALiBi's slopes: the paper's rule against its published values (H = 8, 3, 6, 12);
+  2. ALiBi's slopes against values worked out by hand: the paper's rule (H = 8) and, for H not
+     a power of two, the rule of the authors' code (H = 3, 6, 12);
   3. FlexAttention's create_block_mask (64 x 64) equals the tiles of the mask (at L a multiple
      of 64, where FlexAttention's padding rule and the C one agree);
   4. RoPE: the rotate-half formula against the complex-number form, and the scores' dependence
@@ -15,7 +16,7 @@
      applies before timing them;
   6. the C program's dumps (--dump), per modification: PyTorch's FlexAttention on the dumped
      inputs equals the C double-precision reference (O and LSE), the kernels' outputs are within
-     fp16/bf16 rounding of it, the dumped ALiBi slopes are the paper's, the dumped block mask is
+     fp16/bf16 rounding of it, the dumped ALiBi slopes are the rule's, the dumped block mask is
      the tiles of PyTorch's mask, and with --rope the dumped rotated Q and K are PyTorch's RoPE
      of the dumped originals.
 Prints "N passed, M failed"; exit status 1 on a failure.
@@ -187,7 +188,7 @@ def c_dump(c, program):
                 close(c, t["lse_" + kernel].reshape(B, H, lq), lse, 1e-2 * (1 + lse.abs()),
                       f"{what}: C {kernel} LSE")
         slopes = torch.tensor(fx.alibi_slopes(H), dtype=torch.float64)
-        close(c, t["alibi_slopes"], slopes, 1e-7 * slopes, f"{what}: C ALiBi slopes = the paper's")
+        close(c, t["alibi_slopes"], slopes, 1e-7 * slopes, f"{what}: C ALiBi slopes = the rule's")
         mask, _ = fx.explicit_mask_and_bias(spec, H, lq, lk, doc, table)
         full, partial = fx.tiles(mask if mask is not None else torch.ones(lq, lk, dtype=bool))
         nq = len(full)
