@@ -41,6 +41,14 @@ if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
   set(CMAKE_BUILD_TYPE Release CACHE STRING "Build type" FORCE)
 endif()
 
+# attn_write_if_changed(<path> <content>): writes <path> only when its content would change, so
+# that configuring again leaves a generated source (and what is compiled from it) alone.
+function(attn_write_if_changed path content)
+  file(WRITE "${path}.new" "${content}")
+  file(COPY_FILE "${path}.new" "${path}" ONLY_IF_DIFFERENT)
+  file(REMOVE "${path}.new")
+endfunction()
+
 # ---- which backends -------------------------------------------------------------------------
 if(ATTN_BACKENDS STREQUAL "auto")
   include(CheckLanguage)
@@ -290,7 +298,7 @@ endfunction()
 # simulator's, with the arguments given.
 function(_attn_program_launcher program)
   set(launcher "${CMAKE_CURRENT_BINARY_DIR}/${program}")
-  file(WRITE "${launcher}" "#!/bin/sh
+  attn_write_if_changed("${launcher}" "#!/bin/sh
 # ${program}: runs ${program}_gpu where a GPU answers, else ${program}_sim (the CPU simulator).
 # Written by cmake/attn.cmake (_attn_program_launcher).
 here=\$(dirname \"\$0\")
@@ -348,6 +356,6 @@ function(attn_add_examples)
     endif()
     get_property(lines GLOBAL PROPERTY ATTN_${key})
     list(JOIN lines "\n" text)
-    file(WRITE "${CMAKE_BINARY_DIR}/${what}.txt" "${text}\n")
+    attn_write_if_changed("${CMAKE_BINARY_DIR}/${what}.txt" "${text}\n")
   endforeach()
 endfunction()
