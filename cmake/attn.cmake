@@ -8,7 +8,8 @@ set(ATTN_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." CACHE INTERNAL "")
 cmake_path(NORMAL_PATH ATTN_ROOT)
 
 set(ATTN_BACKENDS "auto" CACHE STRING
-    "Backends to build: sim, gpu, 'sim;gpu', or auto (sim, plus gpu where nvcc is found)")
+    "Backends to build: sim, gpu, 'sim;gpu', or auto (the tour's: gpu where nvcc is found and a \
+GPU answers, else sim)")
 set(ATTN_SANITIZER "" CACHE STRING "Sanitizer for the sim backend: '', asan (ASan+UBSan) or tsan")
 set_property(CACHE ATTN_SANITIZER PROPERTY STRINGS "" asan tsan)
 # What to build: all (the default), or examples: the simulator, the harness, the examples and the
@@ -50,15 +51,39 @@ function(attn_write_if_changed path content)
 endfunction()
 
 # ---- which backends -------------------------------------------------------------------------
+# auto (the default, `cmake -B build`): the backend the chapter tour (scripts/run.sh) uses, said
+# up front: the gpu backend where nvcc is found and a GPU answers (nvidia-smi -L lists one), else
+# the simulator, even where nvcc is installed. Both would double the build (the GPU code is
+# compiled for two architectures); ATTN_BACKENDS="sim;gpu" asks for them.
 if(ATTN_BACKENDS STREQUAL "auto")
   include(CheckLanguage)
   check_language(CUDA)
+  set(_attn_gpu_answers FALSE)
   if(CMAKE_CUDA_COMPILER)
-    set(_attn_backends sim gpu)
+    find_program(ATTN_NVIDIA_SMI nvidia-smi)
+    if(ATTN_NVIDIA_SMI)
+      execute_process(COMMAND "${ATTN_NVIDIA_SMI}" -L OUTPUT_VARIABLE _attn_smi
+                      RESULT_VARIABLE _attn_smi_rc ERROR_QUIET)
+      if(_attn_smi_rc EQUAL 0 AND _attn_smi MATCHES "(^|\n)GPU ")
+        set(_attn_gpu_answers TRUE)
+      endif()
+    endif()
+  endif()
+  if(_attn_gpu_answers)
+    set(_attn_backends gpu)
+    set(_attn_why "a GPU answers (nvidia-smi -L) and nvcc is here")
   else()
     set(_attn_backends sim)
-    message(STATUS "attn: no CUDA compiler found; building the simulator backend only")
+    if(CMAKE_CUDA_COMPILER)
+      set(_attn_why "nvcc is here but no GPU answers (nvidia-smi -L); the gpu preset compiles the \
+GPU programs")
+    else()
+      set(_attn_why "no CUDA compiler found")
+    endif()
   endif()
+  message(NOTICE "attn: ATTN_BACKENDS=auto builds the ${_attn_backends} backend only, as \
+scripts/run.sh does: ${_attn_why}. -DATTN_BACKENDS=\"sim;gpu\" builds both. `cmake --build` \
+compiles one file at a time unless given -j: cmake --build <dir> -j$(nproc).")
 else()
   set(_attn_backends ${ATTN_BACKENDS})
 endif()
