@@ -86,6 +86,8 @@ for path in glob.glob(sys.argv[1] + "/*.xml"):
             p += 1
 print(f"{p} passed, {f} failed, {s} skipped")
 PY
+attn_cpu_seconds "$results/times.txt" # the time it took, wall and CPU (tests/README.md, "Time budgets")
+echo "took $SECONDS s, $ATTN_CPU s of CPU on $(nproc) cores"
 if [ ${#failed_presets[@]} -gt 0 ]; then
     echo "failed: ${failed_presets[*]}"
     exit 1
