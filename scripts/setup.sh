@@ -96,6 +96,7 @@ attn_have_gpu() {
 # shared with other jobs, CPU time / cores says more about a quiet machine than the wall time.
 attn_cpu_seconds() {
     times >"$1"
+    # shellcheck disable=SC2034 # read by the scripts that source this file
     ATTN_CPU=$(awk 'NR == 2 { for (i = 1; i <= 2; ++i) { split($i, t, "m"); s += t[1] * 60 + t[2] } }
                     END { printf "%.0f", s }' "$1")
 }
