@@ -7,10 +7,11 @@
 #   sim-check  example tests with the simulator's memcheck, racecheck and initcheck (clang-14)
 # Options:
 #   --fast       the quick suite: the sim build and its tests without the labels python, quality,
-#                grading and standalone (the sim-fast test preset); no Python set-up. Those
-#                labels, the other presets and the sanitizers are left to the full run.
+#                grading and standalone and one long case (the sim-fast test preset); no Python
+#                set-up. Those, the other presets and the sanitizers are left to the full run.
 #   --no-python  every preset, without the PyTorch set-up, the python and quality suites.
-# Ends with one line "N passed, M failed, K skipped"; exit status 0 only if nothing failed.
+# Ends with one line "N passed, M failed, K skipped" and the time it took, wall and CPU; exit
+# status 0 only if nothing failed.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 cd "$ROOT"

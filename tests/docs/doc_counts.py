@@ -2,7 +2,7 @@
 """doc_counts.py — the counts GETTING_STARTED.md states, against the build and the tree (CTest
 docs.doc_counts): the tour's steps (scripts/run.sh numbers them [k/N]: a build step, one per run
 of build/<preset>/tour.txt, the closing table), the quick suite's tests (`ctest --preset
-sim-fast -N`: the sim build's tests without the labels python, quality, grading, standalone), the
+sim-fast -N`: the sim build's tests but those its filter in CMakePresets.json leaves out), the
 number of exercises (exercises/NN_name/ folders), and a step of the path for every example and
 exercise (a link to its README).
 
@@ -13,6 +13,7 @@ Prints PASS, or one line per stale count and FAIL; exit 0, 1, or 2 on bad usage.
 exercise or test changes a count: run it with --write after configuring the sim preset
 (`cmake --preset sim && python3 tests/docs/doc_counts.py build/sim ctest --write`).
 """
+import json
 import os
 import re
 import subprocess
@@ -20,7 +21,6 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOC = os.path.join(ROOT, "GETTING_STARTED.md")
-FAST_EXCLUDED = "python|quality|grading|standalone"  # the sim-fast test preset's filter
 WORDS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
          "fifteen sixteen seventeen eighteen nineteen twenty").split()
 
@@ -37,8 +37,11 @@ def folders(parent):
 def counts(build, ctest):
     with open(os.path.join(build, "tour.txt"), encoding="utf-8") as f:
         runs = [line for line in f if line.strip()]
-    listed = subprocess.run([ctest, "-N", "-LE", FAST_EXCLUDED], cwd=build, capture_output=True,
-                            text=True, check=True).stdout
+    with open(os.path.join(ROOT, "CMakePresets.json"), encoding="utf-8") as f:
+        fast = next(p for p in json.load(f)["testPresets"] if p["name"] == "sim-fast")
+    exclude = fast["filter"]["exclude"]  # the quick suite's filter, as ctest's options
+    listed = subprocess.run([ctest, "-N", "-LE", exclude["label"], "-E", exclude["name"]],
+                            cwd=build, capture_output=True, text=True, check=True).stdout
     m = re.search(r"Total Tests: (\d+)", listed)
     if not m:
         sys.exit(f"error: ctest -N in {build} listed no total")
