@@ -45,5 +45,8 @@ def run_main(main):
     try:
         sys.exit(main(sys.argv[1:]))
     except ModuleNotFoundError as e:
-        sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
-                 "run scripts/setup.sh --python, then use .venv/bin/python")
+        import os  # the set-up's paths from where it was run (the checkout's root: ..)
+        up = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+        sys.exit(f"error: {e.name} is not installed for {sys.executable}: run "
+                 f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --python, then use "
+                 f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")

@@ -1,17 +1,26 @@
 #!/usr/bin/env python3
 """figures.py — every committed figure (PNG) of the chapter, the command that draws it, and a check
-that drawing it again gives the same bytes: a figure is either reproduced byte for byte from
-committed files or not tracked.
+that drawing it again gives the same figure: a figure is either reproduced from committed files or
+not tracked.
 
     python benchmarks/figures.py            redraw every committed figure in place
     python benchmarks/figures.py --check    redraw them in a scratch copy of the tracked files and
-                                            compare byte for byte (CTest python.figures_reproduce)
+                                            compare them with the committed ones (CTest
+                                            python.figures_reproduce)
     python benchmarks/figures.py --list     the commands and the figures each draws
+    python benchmarks/figures.py --compare A.png B.png   the comparison of two files, alone
 
-The bytes depend on Matplotlib's version (the text chunk names it, and its renderer draws the
-pixels): requirements.txt pins the one the figures were drawn with. A tracked PNG that no command
-below draws fails the check too. Exit status 0, 1 when a figure differs or a command fails, 2 on
-bad usage. Needs the chapter's Python (scripts/setup.sh --python).
+The comparison is an image comparison, as Matplotlib's own test suite makes it
+(matplotlib.testing.compare.compare_images), not a comparison of bytes: the bytes of a PNG depend
+on the machine as well as on Matplotlib's version (antialiasing can differ in a few pixels from one
+machine to another, drawn with the same Matplotlib). Two figures are the same when they have the
+same size, the RMS of their pixel difference is at most TOLERANCE (in levels of 0-255, as
+compare_images counts it) and at most MAX_PIXELS pixels differ by more than PIXEL_LEVELS levels in
+a channel: a few pixels of another antialiasing pass, a curve, bar or marker drawn from other data
+does not (tests/python/test_figures_compare.py plants both). requirements.txt pins the Matplotlib
+the figures were drawn with. A tracked PNG that no command below draws fails the check too. Exit
+status 0, 1 when a figure differs or a command fails, 2 on bad usage. Needs the chapter's Python
+(scripts/setup.sh --python).
 """
 import argparse
 import filecmp
@@ -25,6 +34,9 @@ import tempfile
 import bench_results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOLERANCE = 2.0  # RMS of the difference, levels of 0-255 (compare_images's tol)
+PIXEL_LEVELS = 32  # a pixel differs when a channel moved by more than this ...
+MAX_PIXELS = 64  # ... and at most this many may
 SIM_RESULTS = "benchmarks/results/cudasim-AMD-EPYC-2-cores"
 # (command, run from the repository root; the figures it draws, as glob patterns)
 FIGURES = [
@@ -52,6 +64,29 @@ def tracked(root):
     return [f for f in p.stdout.split("\0") if f]
 
 
+def differs(expected, actual):
+    """'' when actual is the figure expected (module docstring: the rule), else how it differs."""
+    if filecmp.cmp(expected, actual, shallow=False):
+        return ""
+    import numpy as np
+    from matplotlib.testing.compare import compare_images
+    from PIL import Image
+
+    a, b = (np.asarray(Image.open(f).convert("RGB"), dtype=np.int16) for f in (expected, actual))
+    if a.shape != b.shape:
+        return f"size {b.shape[1]} x {b.shape[0]}, the committed one {a.shape[1]} x {a.shape[0]}"
+    moved = int((np.abs(a - b).max(axis=2) > PIXEL_LEVELS).sum())
+    with tempfile.TemporaryDirectory() as tmp:  # compare_images writes its difference image there
+        copy = os.path.join(tmp, "actual.png")
+        shutil.copyfile(actual, copy)
+        result = compare_images(expected, copy, TOLERANCE, in_decorator=True)
+    rms = result["rms"] if result else float(np.sqrt(((a - b).astype(float) ** 2).mean()))
+    if result is None and moved <= MAX_PIXELS:
+        return ""
+    return (f"RMS difference {rms:.3g} (at most {TOLERANCE}), {moved} pixels moved by more than "
+            f"{PIXEL_LEVELS} levels (at most {MAX_PIXELS})")
+
+
 def draw(root):
     """Runs every command in root; the failures' messages."""
     failed = []
@@ -67,7 +102,15 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--compare", nargs=2, metavar=("EXPECTED", "ACTUAL"))
     args = ap.parse_args(argv)
+    if args.compare:
+        for f in args.compare:
+            if not os.path.isfile(f):
+                ap.error(f"--compare: {f} is not a file")
+        why = differs(*args.compare)
+        print(f"differ: {why}" if why else "same figure")
+        return 1 if why else 0
     files = tracked(ROOT)
     figures = [f for f in files if f.endswith(".png")]
     owner = {f: [cmd for cmd, pats in FIGURES if any(fnmatch.fnmatch(f, p) for p in pats)]
@@ -92,9 +135,9 @@ def main(argv):
             subprocess.run(["git", "init", "-q"], cwd=copy, check=True)  # for scripts that ask git
             problems += draw(copy)
             for f in figures:
-                if owner[f] and not filecmp.cmp(os.path.join(ROOT, f), os.path.join(copy, f),
-                                                shallow=False):
-                    problems.append(f"{f}: drawn again, its bytes differ (run python "
+                why = differs(os.path.join(ROOT, f), os.path.join(copy, f)) if owner[f] else ""
+                if why:
+                    problems.append(f"{f}: drawn again, another figure: {why} (run python "
                                     "benchmarks/figures.py with the pinned Matplotlib)")
     for p in problems:
         print(p)

@@ -14,7 +14,7 @@ one log-sum-exp per row (O(L)). Prints a Markdown table and draws a plot (PNG) f
         adds the peak memory measured by bench_attention / bench_torch on that device to the plot
         (<device>/plots/memory_model.png) and a measured-vs-model table (stdout)
 The plot needs Matplotlib (scripts/setup.sh --python); figures.py (the same folder) says how
-every committed figure is reproduced byte for byte.
+every committed figure is drawn again and compared.
 
 The model, per (batch x head) slice, elem = bytes of the dtype (2 for fp16/bf16, 4 for fp32):
     inputs and output  Q, K, V read, O written:      4 * L * D * elem

@@ -8,7 +8,8 @@ set(ATTN_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." CACHE INTERNAL "")
 cmake_path(NORMAL_PATH ATTN_ROOT)
 
 set(ATTN_BACKENDS "auto" CACHE STRING
-    "Backends to build: sim, gpu, 'sim;gpu', or auto (sim, plus gpu where nvcc is found)")
+    "Backends to build: sim, gpu, 'sim;gpu', or auto (the tour's: gpu where nvcc is found and a \
+GPU answers, else sim)")
 set(ATTN_SANITIZER "" CACHE STRING "Sanitizer for the sim backend: '', asan (ASan+UBSan) or tsan")
 set_property(CACHE ATTN_SANITIZER PROPERTY STRINGS "" asan tsan)
 # What to build: all (the default), or examples: the simulator, the harness, the examples and the
@@ -41,16 +42,48 @@ if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
   set(CMAKE_BUILD_TYPE Release CACHE STRING "Build type" FORCE)
 endif()
 
+# attn_write_if_changed(<path> <content>): writes <path> only when its content would change, so
+# that configuring again leaves a generated source (and what is compiled from it) alone.
+function(attn_write_if_changed path content)
+  file(WRITE "${path}.new" "${content}")
+  file(COPY_FILE "${path}.new" "${path}" ONLY_IF_DIFFERENT)
+  file(REMOVE "${path}.new")
+endfunction()
+
 # ---- which backends -------------------------------------------------------------------------
+# auto (the default, `cmake -B build`): the backend the chapter tour (scripts/run.sh) uses, said
+# up front: the gpu backend where nvcc is found and a GPU answers (nvidia-smi -L lists one), else
+# the simulator, even where nvcc is installed. Both would double the build (the GPU code is
+# compiled for two architectures); ATTN_BACKENDS="sim;gpu" asks for them.
 if(ATTN_BACKENDS STREQUAL "auto")
   include(CheckLanguage)
   check_language(CUDA)
+  set(_attn_gpu_answers FALSE)
   if(CMAKE_CUDA_COMPILER)
-    set(_attn_backends sim gpu)
+    find_program(ATTN_NVIDIA_SMI nvidia-smi)
+    if(ATTN_NVIDIA_SMI)
+      execute_process(COMMAND "${ATTN_NVIDIA_SMI}" -L OUTPUT_VARIABLE _attn_smi
+                      RESULT_VARIABLE _attn_smi_rc ERROR_QUIET)
+      if(_attn_smi_rc EQUAL 0 AND _attn_smi MATCHES "(^|\n)GPU ")
+        set(_attn_gpu_answers TRUE)
+      endif()
+    endif()
+  endif()
+  if(_attn_gpu_answers)
+    set(_attn_backends gpu)
+    set(_attn_why "a GPU answers (nvidia-smi -L) and nvcc is here")
   else()
     set(_attn_backends sim)
-    message(STATUS "attn: no CUDA compiler found; building the simulator backend only")
+    if(CMAKE_CUDA_COMPILER)
+      set(_attn_why "nvcc is here but no GPU answers (nvidia-smi -L); the gpu preset compiles the \
+GPU programs")
+    else()
+      set(_attn_why "no CUDA compiler found")
+    endif()
   endif()
+  message(NOTICE "attn: ATTN_BACKENDS=auto builds the ${_attn_backends} backend only, as \
+scripts/run.sh does: ${_attn_why}. -DATTN_BACKENDS=\"sim;gpu\" builds both. `cmake --build` \
+compiles one file at a time unless given -j: cmake --build <dir> -j$(nproc).")
 else()
   set(_attn_backends ${ATTN_BACKENDS})
 endif()
@@ -290,7 +323,7 @@ endfunction()
 # simulator's, with the arguments given.
 function(_attn_program_launcher program)
   set(launcher "${CMAKE_CURRENT_BINARY_DIR}/${program}")
-  file(WRITE "${launcher}" "#!/bin/sh
+  attn_write_if_changed("${launcher}" "#!/bin/sh
 # ${program}: runs ${program}_gpu where a GPU answers, else ${program}_sim (the CPU simulator).
 # Written by cmake/attn.cmake (_attn_program_launcher).
 here=\$(dirname \"\$0\")
@@ -348,6 +381,6 @@ function(attn_add_examples)
     endif()
     get_property(lines GLOBAL PROPERTY ATTN_${key})
     list(JOIN lines "\n" text)
-    file(WRITE "${CMAKE_BINARY_DIR}/${what}.txt" "${text}\n")
+    attn_write_if_changed("${CMAKE_BINARY_DIR}/${what}.txt" "${text}\n")
   endforeach()
 endfunction()

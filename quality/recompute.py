@@ -60,8 +60,11 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 try:
     import torch  # noqa: E402
 except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
-             "run scripts/setup.sh --quality, then use .venv/bin/python")
+    import os  # the set-up's paths from where it was run (the checkout's root: ..)
+    up = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    sys.exit(f"error: {e.name} is not installed for {sys.executable}: run "
+             f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --quality, then use "
+             f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)

@@ -33,10 +33,14 @@ except ModuleNotFoundError:  # the t-test alone (t_test) needs only the standard
 
 
 def _need_numpy():
-    """One line and exit where a test needs NumPy and this Python has none."""
+    """One line and exit where a test needs NumPy and this Python has none (the set-up's paths
+    from where it was run: the checkout's root is ..)."""
     if np is None:
-        sys.exit(f"error: numpy is not installed for {sys.executable}: "
-                 "run scripts/setup.sh --quality, then use .venv/bin/python")
+        import os
+        up = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+        sys.exit(f"error: numpy is not installed for {sys.executable}: run "
+                 f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --quality, then use "
+                 f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
 
 ALPHA = 0.05
 FLIPS = 100000

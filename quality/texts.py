@@ -50,7 +50,7 @@ def package_root(pkg, probe, system=True):
     for root in (os.path.join(CACHE, pkg),) + (("/",) if SYSTEM and system else ()):
         if os.path.exists(os.path.join(root, probe.lstrip("/"))):
             return root
-    raise TextMissing(f"Debian package {pkg} not found (run quality/install.sh, or: apt-get "
+    raise TextMissing(f"Debian package {pkg} not found (run scripts/setup.sh --quality, or: apt-get "
                       f"download {pkg} && dpkg -x {pkg}_*.deb {os.path.join(CACHE, pkg)})")
 
 

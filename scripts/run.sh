@@ -151,6 +151,7 @@ if [ -z "$only" ]; then
     fi
 fi
 
-say "summary ($backend backend, $((SECONDS - start)) s in all)"
+attn_cpu_seconds "build/$preset/tour.times" # CPU time too: GETTING_STARTED.md's times are so
+say "summary ($backend backend, $((SECONDS - start)) s in all, $ATTN_CPU s of CPU on $(nproc) cores)"
 printf '  %s\n' "${verdicts[@]}"
 exit $failed

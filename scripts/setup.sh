@@ -91,6 +91,16 @@ attn_have_gpu() {
     attn_have_nvcc
 }
 
+# attn_cpu_seconds FILE: the CPU time (user + system, whole seconds) of every process this shell
+# has run, into ATTN_CPU (FILE keeps bash's `times`, which a subshell would not see). On a machine
+# shared with other jobs, CPU time / cores says more about a quiet machine than the wall time.
+attn_cpu_seconds() {
+    times >"$1"
+    # shellcheck disable=SC2034 # read by the scripts that source this file
+    ATTN_CPU=$(awk 'NR == 2 { for (i = 1; i <= 2; ++i) { split($i, t, "m"); s += t[1] * 60 + t[2] } }
+                    END { printf "%.0f", s }' "$1")
+}
+
 # The quality toolkit (quality/): SmolLM2's GGUF, gguf and tokenizers into the venv, and the
 # Debian text packages unpacked into quality/.cache (quality/install.sh says how).
 attn_need_quality() {

@@ -7,10 +7,11 @@
 #   sim-check  example tests with the simulator's memcheck, racecheck and initcheck (clang-14)
 # Options:
 #   --fast       the quick suite: the sim build and its tests without the labels python, quality,
-#                grading and standalone (the sim-fast test preset); no Python set-up. Those
-#                labels, the other presets and the sanitizers are left to the full run.
+#                grading and standalone and one long case (the sim-fast test preset); no Python
+#                set-up. Those, the other presets and the sanitizers are left to the full run.
 #   --no-python  every preset, without the PyTorch set-up, the python and quality suites.
-# Ends with one line "N passed, M failed, K skipped"; exit status 0 only if nothing failed.
+# Ends with one line "N passed, M failed, K skipped" and the time it took, wall and CPU; exit
+# status 0 only if nothing failed.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 cd "$ROOT"
@@ -86,6 +87,8 @@ for path in glob.glob(sys.argv[1] + "/*.xml"):
             p += 1
 print(f"{p} passed, {f} failed, {s} skipped")
 PY
+attn_cpu_seconds "$results/times.txt" # the time it took, wall and CPU (tests/README.md, "Time budgets")
+echo "took $SECONDS s, $ATTN_CPU s of CPU on $(nproc) cores"
 if [ ${#failed_presets[@]} -gt 0 ]; then
     echo "failed: ${failed_presets[*]}"
     exit 1

@@ -248,13 +248,17 @@ static void print_banner(const session *s) {
     if (d->simulated)
         printf("CPU simulator: results are checked exactly as on a GPU, but timings are not GPU "
                "performance.\n");
-    printf("problem: B=%d H=%d Lq=%d Lk=%d D=%d %s %s, scale %g, seed %llu, amplitude %g%s "
-           "(%.3g GFLOP)\n",
-           p->B, p->H, p->Lq, p->Lk, p->D, attn_dtype_name(p->dtype),
-           p->causal ? "causal" : "non-causal", (double)p->scale, (unsigned long long)s->cli.seed,
-           (double)s->cli.amplitude,
-           s->cli.inputs == ATTN_INPUTS_OPPOSED ? ", opposed signs (Q, V >= 0, K <= 0)" : "",
-           attn_problem_flops(p) * 1e-9);
+    const char *read_from =
+        s->m != NULL && s->m->inputs_read_from != NULL ? s->m->inputs_read_from(s->state) : NULL;
+    printf("problem: B=%d H=%d Lq=%d Lk=%d D=%d %s %s, scale %g, ", p->B, p->H, p->Lq, p->Lk, p->D,
+           attn_dtype_name(p->dtype), p->causal ? "causal" : "non-causal", (double)p->scale);
+    if (read_from != NULL) /* no seed or amplitude made them */
+        printf("inputs read from %s", read_from);
+    else
+        printf("seed %llu, amplitude %g%s", (unsigned long long)s->cli.seed,
+               (double)s->cli.amplitude,
+               s->cli.inputs == ATTN_INPUTS_OPPOSED ? ", opposed signs (Q, V >= 0, K <= 0)" : "");
+    printf(" (%.3g GFLOP)\n", attn_problem_flops(p) * 1e-9);
     if (attn_problem_is_varlen(p)) {
         print_seqlens("varlen: packed [total, H, D], query lengths", p->cu_seqlens_q, p->B);
         print_seqlens(", key lengths", p->cu_seqlens_k, p->B);

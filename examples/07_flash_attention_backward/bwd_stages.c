@@ -215,11 +215,13 @@ attn_verdict bwd_verdict(void *state, const attn_kernel *k, const attn_problem *
 
 void bwd_banner(void *state, const attn_problem *p) {
     const bwd_state *s = of(state);
-    printf("backward of %s attention%s: dO uniform in [-1, 1)", mode_name(s->mode),
-           p->causal ? " (causal)" : "");
+    printf("backward of %s attention%s", mode_name(s->mode), p->causal ? " (causal)" : "");
+    if (!s->from_files) /* else dO is read too: no seed made it */
+        printf(": dO uniform in [-1, 1)");
     if (s->mode == BWD_TOPK)
-        printf("; top-k %d (%d slots: min(k, Lk)), a seeded random selection shared by the heads",
-               s->opt.topk, s->k_eff);
+        printf("; top-k %d (%d slots: min(k, Lk)), %s", s->opt.topk, s->k_eff,
+               s->from_files ? "the selection read from sel.bin"
+                             : "a seeded random selection shared by the heads");
     printf("\n%s\n", s->from_files ? "inputs, the forward's O and LSE: read from --tensors"
                                    : "forward stage: O and LSE from the kernel of examples 03-05 "
                                      "that serves the problem, checked, then read by the backward");
@@ -671,4 +673,10 @@ void bwd_release(void *state) {
     attn_block_mask_free(&s->cols);
     if (s->sparse_on)
         attn_sparse_free(&s->sparse);
+}
+
+/* --tensors DIR: the banner names the folder instead of a seed and amplitude. */
+const char *bwd_inputs_read_from(void *state) {
+    const bwd_state *s = (const bwd_state *)state;
+    return s->from_files ? s->opt.inputs : NULL;
 }

@@ -1049,6 +1049,9 @@ static const attn_module bwd_module = {
     bwd_dump,
     bwd_after_table,
     bwd_release,
+    NULL, /* inputs: an attention example's */
+    NULL, /* host_bytes: the driver's estimate */
+    bwd_inputs_read_from,
 };
 
 extern "C" const attn_example flash_bwd_example = {

@@ -129,6 +129,7 @@ void bwd_record_json(void *state, const attn_kernel *k, char *out, size_t len);
 int bwd_dump(void *state, const char *dir);
 void bwd_after_table(void *state, const attn_example *ex, const attn_run_record *recs, int n);
 void bwd_release(void *state);
+const char *bwd_inputs_read_from(void *state);
 
 /* Which mode a kernel serves (flash_bwd.cu's registry), for the verdict. */
 bwd_mode bwd_kernel_mode(const attn_kernel *k);

@@ -652,16 +652,24 @@ static void after_table(void *state, const attn_example *ex, const attn_run_reco
         if (id < 2 || id > FLEX_KERNELS || !s->counted[id - 1])
             continue;
         if (!any)
-            printf("\nmask_mod calls, counted on the device in each kernel's checked launch (all "
+            printf("\ntiles visited and mask_mod calls, counted on the device in each kernel's "
+                   "checked launch (all "
                    "(sequence, head) blocks; a tile is 64 x 64 entries):\n");
         any = true;
         const unsigned long long *c = s->calls[id - 1];
         const attn_kernel *k = attn_example_find(ex, id);
         printf("  %-19s FULL tiles %llu visited, %llu calls | PARTIAL tiles %llu visited, %llu "
-               "calls (%.0f per tile) | EMPTY tiles %llu never loaded\n",
+               "calls (%.0f per tile) | EMPTY tiles %llu never loaded",
                k->name, c[0], c[2], c[1], c[3], c[1] ? (double)c[3] / (double)c[1] : 0.0,
                (unsigned long long)((s->n_full + s->n_part + s->n_empty) * s->p.H) - c[0] - c[1]);
+        if (recs[r].timed) /* the count beside the time it took */
+            printf(" | median %.4g ms", recs[r].time.median_ms);
+        printf("\n");
     }
+    if (any && strcmp(attn_backend_name(), "sim") == 0)
+        printf("The counts are the work each kernel did; the simulator's times are wall time on "
+               "this machine's CPU,\nwhich another process's load can reorder "
+               "(examples/08_flex_attention/README.md, \"Counts, not CPU time\").\n");
 }
 
 /* ---- --dump ---------------------------------------------------------------------------------- */

@@ -26,8 +26,11 @@ import sys
 try:
     import torch
 except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
-             "run scripts/setup.sh --python, then use .venv/bin/python")
+    import os  # the set-up's paths from where it was run (the checkout's root: ../..)
+    up = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../.."))
+    sys.exit(f"error: {e.name} is not installed for {sys.executable}: run "
+             f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --python, then use "
+             f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
 
 
 def visible(lq, length):

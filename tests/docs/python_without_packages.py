@@ -13,6 +13,7 @@ one). Prints PASS, or one line per script that fails and FAIL; exit 0 or 1.
 """
 import glob
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -32,6 +33,9 @@ LATER = [
     ("examples/01_attention_basics/naive_attention.py", ["--all"], False),
 ]
 
+# A script run from its example's folder (cd examples/07_flash_attention_backward).
+FROM_FOLDER = "examples/07_flash_attention_backward/flash_bwd.py"
+
 
 def tracked_state():
     """The committed figures' contents (what a plot command would rewrite), or None without git."""
@@ -42,14 +46,14 @@ def tracked_state():
             if os.path.isfile(os.path.join(ROOT, f))}
 
 
-def run(script, args, tmp):
+def run(script, args, tmp, cwd=None):
     cmd = [sys.executable, "-S", "-E", os.path.join(ROOT, script)]
     cmd += [a.format(tmp=tmp, root=ROOT) for a in args]
-    p = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(cmd, cwd=cwd or tmp, capture_output=True, text=True, timeout=300)
     return p.returncode, p.stdout + p.stderr
 
 
-def verdict(script, args, rc, out, prints_first):
+def verdict(script, args, rc, out, prints_first, cwd):
     """'' when the run is acceptable, else why not."""
     where = " ".join([script] + args)
     lines = [line for line in out.splitlines() if line.strip()]
@@ -64,6 +68,18 @@ def verdict(script, args, rc, out, prints_first):
         return f"{where}: exit {rc}, last line {last!r} (not one error line naming {setup})"
     if not prints_first and len(lines) != 1:
         return f"{where}: {len(lines)} lines, not one:\n{out[-1500:]}"
+    return paths_from(cwd, where, last)
+
+
+def paths_from(cwd, where, last):
+    """'' when the set-up command and the Python the line names are this checkout's, read from
+    cwd (where the script was run); else why not."""
+    m = re.search(r"run (\S+) --\w+, then use (\S+)$", last)
+    if not m:
+        return f"{where}: {last!r} names no set-up command and Python"
+    for named, want in ((m.group(1), "scripts/setup.sh"), (m.group(2), ".venv/bin/python")):
+        if os.path.normpath(os.path.join(cwd, named)) != os.path.join(ROOT, want):
+            return f"{where}: run from {cwd}, it names {named}, not {want} of this checkout"
     return ""
 
 
@@ -76,12 +92,17 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for script in scripts:
             rc, out = run(script, ["--help"], tmp)
-            problems.append(verdict(script, ["--help"], rc, out, False))
+            problems.append(verdict(script, ["--help"], rc, out, False, tmp))
         for script, args, prints_first in LATER:
             rc, out = run(script, args, tmp)
             if rc == 0:
                 problems.append(f"{script}: exit 0 without its packages: {out[-500:]}")
-            problems.append(verdict(script, args, rc, out, prints_first))
+            problems.append(verdict(script, args, rc, out, prints_first, tmp))
+        # ... and run from its own folder and from the root, as the READMEs write it: the paths
+        # it names are right from there too.
+        for cwd in (os.path.join(ROOT, os.path.dirname(FROM_FOLDER)), ROOT):
+            rc, out = run(FROM_FOLDER, [], tmp, cwd)
+            problems.append(verdict(FROM_FOLDER, [], rc, out, False, cwd))
     after = tracked_state()
     if before is not None and after != before:
         problems.append("committed figures rewritten: " +

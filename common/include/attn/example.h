@@ -146,6 +146,10 @@ typedef struct attn_module {
      * which can overstate a staged example's own layouts by far (example 09's grouped and latent
      * caches). (Last, as inputs.) */
     double (*host_bytes)(void *state, const attn_problem *p);
+    /* Where the inputs were read from when they were not seeded (example 07's --tensors DIR): the
+     * banner names it instead of the seed and amplitude. NULL, or NULL returned: seeded. (Last,
+     * as inputs.) */
+    const char *(*inputs_read_from)(void *state);
 } attn_module;
 
 /* The stage of kernel k in ex ("attention" for an example without stages). */
