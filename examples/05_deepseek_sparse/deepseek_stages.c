@@ -471,7 +471,8 @@ int ds_check_attention(void *state, const attn_kernel *k, int chunk, attn_stage_
     attn_unpack(s->out, s->staging, q_elems, p->dtype);
     const attn_check_result co = attn_check_output(p, s->out, dense ? s->dense_ref : s->ref,
                                                    dense ? s->dense_lowp : s->lowp, s->amplitude);
-    const attn_check_result cl = attn_check_lse(p, s->lse, dense ? s->dense_ref_lse : s->ref_lse);
+    const attn_check_result cl = attn_check_lse_at(p, s->lse, dense ? s->dense_ref_lse : s->ref_lse,
+                                                   s->amplitude);
     out->pass = co.pass && cl.pass;
     out->rows = (int64_t)(co.checked / (size_t)(p->D > 0 ? p->D : 1));
     out->max_err = co.nonfinite ? INFINITY : co.max_abs_err;

@@ -451,10 +451,11 @@ int bwd_prepare_backward(void *state, char *why, size_t len) {
     const attn_problem *p = &s->p;
     const size_t qn = attn_problem_q_elems(p), kn = attn_problem_k_elems(p);
     const bool f32 = p->dtype == ATTN_F32;
+    /* tol: fp32's tolerance, and fp16/bf16's floor (attn_check_gradient) */
     if (alloc_grads(&s->ref, qn, kn) || alloc_grads(&s->got, qn, kn) ||
-        (f32 ? alloc_grads(&s->tol, qn, kn) : alloc_grads(&s->lowp, qn, kn)) ||
+        alloc_grads(&s->tol, qn, kn) || (!f32 && alloc_grads(&s->lowp, qn, kn)) ||
         attn_reference_backward(p, s->mask, s->q, s->k, s->v, s->dout, s->slices, &s->ref, NULL,
-                                f32 ? &s->tol : NULL) ||
+                                &s->tol) ||
         (!f32 && attn_reference_backward_lowp(p, s->mask, s->q, s->k, s->v, s->dout, s->slices,
                                               &s->lowp))) {
         fprintf(stderr, "error: the gradients' reference failed (out of host memory?)\n");
@@ -533,7 +534,7 @@ int bwd_check_backward(void *state, const attn_kernel *k, int chunk, attn_stage_
         if (f32)
             printf("  (err / its own tolerance, attn_reference_backward)\n");
         else
-            printf("  (err / 2 x the %s backward's error + 1 ulp: %.3g, %.3g, %.3g)\n",
+            printf("  (err / 2 x the %s backward's error + 1 ulp + floor: %.3g, %.3g, %.3g)\n",
                    attn_dtype_name(p->dtype), c[0].lowp_err, c[1].lowp_err, c[2].lowp_err);
     }
     if (s->dump_dir != NULL && dump_grads(s, k->name, &s->got) != 0)
