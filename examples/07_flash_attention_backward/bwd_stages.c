@@ -5,7 +5,7 @@
  *   stage     kernels                              checked against
  *   forward   fwd_fa2 (example 03), fwd_block_     attn_reference under the problem's mask (the
  *             sparse (04), fwd_topk (05): the      harness's forward oracle), FlashAttention's
- *             one that serves the problem          2x rule for fp16/bf16; LSE to 1e-3 / 2e-2
+ *             one that serves the problem          2x rule for fp16/bf16; LSE: attn_check_lse_at
  *   backward  versions 1-6                         attn_reference_backward (double, from the
  *                                                  formulas; attn_check_gradient, attn/check.h):
  *                                                  dQ, dK, dV each; fp32 element by element
@@ -273,6 +273,7 @@ static int make_inputs(bwd_state *s) {
     attn_fill_uniform(s->k, kn, s->seed, 1, s->amplitude, p->dtype);
     attn_fill_uniform(s->v, kn, s->seed, 2, s->amplitude, p->dtype);
     attn_fill_uniform(s->dout, qn, s->seed, 3, 1.0f, p->dtype);
+    attn_inputs_apply(s->inputs, s->q, qn, s->k, kn, s->v, kn); /* --inputs: dO keeps its signs */
     attn_fill_nan_host(s->o, qn * sizeof(float));
     attn_fill_nan_host(s->lse, attn_problem_lse_elems(p) * sizeof(float));
     return 0;
@@ -365,6 +366,7 @@ int bwd_setup(void *state, const attn_problem *p, const attn_cli *cli, int check
     s->quiet = cli->quiet;
     s->dump_dir = cli->dump_dir;
     s->amplitude = cli->amplitude;
+    s->inputs = cli->inputs;
     s->seed = cli->seed;
     const size_t qn = attn_problem_q_elems(p), kn = attn_problem_k_elems(p);
     const size_t most = qn > kn ? qn : kn;
