@@ -334,9 +334,9 @@ static void test_gradient_floor(attn_dtype t) {
             const double fl = g[x].tol[e] + ulp16(t, g[x].tol[e]);
             memcpy(got, g[x].ref, g[x].n * 4);
             got[e] = (float)(0.98 * fl);
-            CHECK_EQ(attn_check_gradient(&p, g[x].is_q, got, g[x].ref, g[x].tol, g[x].low, g[x].n)
-                         .bad,
-                     0);
+            CHECK_EQ(
+                attn_check_gradient(&p, g[x].is_q, got, g[x].ref, g[x].tol, g[x].low, g[x].n).bad,
+                0);
             got[e] = (float)(-1.02 * fl);
             attn_grad_check c =
                 attn_check_gradient(&p, g[x].is_q, got, g[x].ref, g[x].tol, g[x].low, g[x].n);
