@@ -9,8 +9,9 @@ execute_process(COMMAND ${CMD} --inputs opposed --amplitude 3 --dump "${DIR}"
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "the run failed (exit ${rc}):\n${out}\n${err}")
 endif()
-execute_process(COMMAND "${CHECK}" "${DIR}" 3 RESULT_VARIABLE rc OUTPUT_VARIABLE out)
-message("${out}")
+execute_process(COMMAND "${CHECK}" "${DIR}" 3 RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                ERROR_VARIABLE err)
+message("${out}${err}")
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "the dumped inputs do not follow --inputs opposed --amplitude 3")
 endif()
