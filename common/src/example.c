@@ -681,7 +681,7 @@ void attn_stage_check_attention(const attn_problem *p, const float *o, const flo
                                 const float *ref, const float *ref_lse, const float *lowp,
                                 double amplitude, attn_stage_check *out) {
     const attn_check_result co = attn_check_output(p, o, ref, lowp, amplitude);
-    const attn_check_result cl = attn_check_lse(p, lse, ref_lse);
+    const attn_check_result cl = attn_check_lse_at(p, lse, ref_lse, amplitude);
     out->pass = co.pass && cl.pass;
     out->rows = (int64_t)(co.checked / (size_t)(p->D > 0 ? p->D : 1));
     out->max_err = co.nonfinite ? INFINITY : co.max_abs_err;

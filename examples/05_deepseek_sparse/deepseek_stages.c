@@ -156,7 +156,7 @@ static int make_inputs(ds_state *s, uint64_t seed, float amplitude) {
     /* streams 0-2: Q, K, V (as the harness); 3-5: q_I, k_I, w */
     attn_fill_uniform(s->q, q_elems, seed, 0, amplitude, p->dtype);
     attn_fill_uniform(s->k1, k1_elems, seed, 1, amplitude, p->dtype);
-    attn_fill_uniform(s->v1, k1_elems, seed, 2, 1.0f, p->dtype);
+    attn_fill_uniform(s->v1, k1_elems, seed, 2, amplitude, p->dtype);
     attn_inputs_apply(s->inputs, s->q, q_elems, s->k1, k1_elems, s->v1, k1_elems);
     attn_fill_uniform(s->qi, qi_elems, seed, 3, 1.0f, p->dtype);
     attn_fill_uniform(s->ki, ki_elems, seed, 4, 1.0f, p->dtype);
@@ -581,7 +581,8 @@ int ds_check_attention(void *state, const attn_kernel *k, int chunk, attn_stage_
     attn_unpack(s->out, s->staging, q_elems, p->dtype);
     const attn_check_result co = attn_check_output(p, s->out, dense ? s->dense_ref : s->ref,
                                                    dense ? s->dense_lowp : s->lowp, s->amplitude);
-    const attn_check_result cl = attn_check_lse(p, s->lse, dense ? s->dense_ref_lse : s->ref_lse);
+    const attn_check_result cl =
+        attn_check_lse_at(p, s->lse, dense ? s->dense_ref_lse : s->ref_lse, s->amplitude);
     out->pass = co.pass && cl.pass;
     out->rows = (int64_t)(co.checked / (size_t)(p->D > 0 ? p->D : 1));
     out->max_err = co.nonfinite ? INFINITY : co.max_abs_err;

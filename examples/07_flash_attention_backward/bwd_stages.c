@@ -5,7 +5,7 @@
  *   stage     kernels                              checked against
  *   forward   fwd_fa2 (example 03), fwd_block_     attn_reference under the problem's mask (the
  *             sparse (04), fwd_topk (05): the      harness's forward oracle), FlashAttention's
- *             one that serves the problem          2x rule for fp16/bf16; LSE to 1e-3 / 2e-2
+ *             one that serves the problem          2x rule for fp16/bf16; LSE: attn_check_lse_at
  *   backward  versions 1-6                         attn_reference_backward (double, from the
  *                                                  formulas; attn_check_gradient, attn/check.h):
  *                                                  dQ, dK, dV each; fp32 element by element
@@ -274,6 +274,7 @@ static int make_inputs(bwd_state *s) {
     attn_fill_uniform(s->k, kn, s->seed, 1, s->amplitude, p->dtype);
     attn_fill_uniform(s->v, kn, s->seed, 2, s->amplitude, p->dtype);
     attn_fill_uniform(s->dout, qn, s->seed, 3, 1.0f, p->dtype);
+    attn_inputs_apply(s->inputs, s->q, qn, s->k, kn, s->v, kn); /* --inputs: dO keeps its signs */
     attn_fill_nan_host(s->o, qn * sizeof(float));
     attn_fill_nan_host(s->lse, attn_problem_lse_elems(p) * sizeof(float));
     return 0;
@@ -366,6 +367,7 @@ int bwd_setup(void *state, const attn_problem *p, const attn_cli *cli, int check
     s->quiet = cli->quiet;
     s->dump_dir = cli->dump_dir;
     s->amplitude = cli->amplitude;
+    s->inputs = cli->inputs;
     s->seed = cli->seed;
     const size_t qn = attn_problem_q_elems(p), kn = attn_problem_k_elems(p);
     const size_t most = qn > kn ? qn : kn;
@@ -450,10 +452,11 @@ int bwd_prepare_backward(void *state, char *why, size_t len) {
     const attn_problem *p = &s->p;
     const size_t qn = attn_problem_q_elems(p), kn = attn_problem_k_elems(p);
     const bool f32 = p->dtype == ATTN_F32;
+    /* tol: fp32's tolerance, and fp16/bf16's floor (attn_check_gradient) */
     if (alloc_grads(&s->ref, qn, kn) || alloc_grads(&s->got, qn, kn) ||
-        (f32 ? alloc_grads(&s->tol, qn, kn) : alloc_grads(&s->lowp, qn, kn)) ||
+        alloc_grads(&s->tol, qn, kn) || (!f32 && alloc_grads(&s->lowp, qn, kn)) ||
         attn_reference_backward(p, s->mask, s->q, s->k, s->v, s->dout, s->slices, &s->ref, NULL,
-                                f32 ? &s->tol : NULL) ||
+                                &s->tol) ||
         (!f32 && attn_reference_backward_lowp(p, s->mask, s->q, s->k, s->v, s->dout, s->slices,
                                               &s->lowp))) {
         fprintf(stderr, "error: the gradients' reference failed (out of host memory?)\n");
@@ -532,7 +535,7 @@ int bwd_check_backward(void *state, const attn_kernel *k, int chunk, attn_stage_
         if (f32)
             printf("  (err / its own tolerance, attn_reference_backward)\n");
         else
-            printf("  (err / 2 x the %s backward's error + 1 ulp: %.3g, %.3g, %.3g)\n",
+            printf("  (err / 2 x the %s backward's error + 1 ulp + floor: %.3g, %.3g, %.3g)\n",
                    attn_dtype_name(p->dtype), c[0].lowp_err, c[1].lowp_err, c[2].lowp_err);
     }
     if (s->dump_dir != NULL && dump_grads(s, k->name, &s->got) != 0)

@@ -85,6 +85,7 @@ typedef struct bwd_state {
     bool quiet, from_files;
     const char *dump_dir;
     float amplitude;
+    attn_inputs inputs; /* --inputs: the signs of Q, K, V */
     uint64_t seed;
     uint8_t *slices;      /* [B*H] the (sequence, head) slices checked */
     uint8_t *rows;        /* [row count] their query rows (the forward's reference) */

@@ -98,7 +98,10 @@ template <class Mask> struct flex_is_all : std::is_same<Mask, flex_all> {};
 /* ============================== CPU reference ============================================= */
 /* The oracle is the harness's attn_reference (common/src/reference.c), in double precision, with
  * the modification as its mask: keep() is the mask_mod, score() the score_mod, the very functors
- * the kernels inline (called here with F = double). Causality is part of the mask_mod, so the
+ * the kernels inline (called here with F = double), except where a functor holds arithmetic
+ * a test could not otherwise tell wrong: ALiBi's score_mod and slopes, and RoPE's rotation of the
+ * inputs, are the reference's own (flex_module.c, written from the published definitions).
+ * Causality is part of the mask_mod, so the
  * problem itself is not causal. fp16/bf16 are judged by FlashAttention's 2x rule against
  * attn_reference_lowp under the same mask (attn/check.h). */
 
@@ -139,19 +142,6 @@ extern "C" attn_mask flex_reference_mask(const flex_setting *s, flex_host_mod *s
 extern "C" void flex_alibi_slopes(int H, float *slopes) {
     for (int h = 0; h < H; ++h)
         slopes[h] = (float)flex_alibi_slope<double>(h, H);
-}
-
-extern "C" void flex_rope_rows(float *x, int64_t n, int D, int pos0, const float *inv_freq,
-                               attn_dtype t) {
-    for (int64_t r = 0; r < n; ++r) {
-        float *row = x + r * D;
-        for (int c = 0; c < D / 2; ++c) {
-            double y1, y2;
-            flex_rope_pair<double>(row[c], row[c + D / 2], pos0 + (int)r, inv_freq[c], &y1, &y2);
-            row[c] = attn_round_dtype((float)y1, t);
-            row[c + D / 2] = attn_round_dtype((float)y2, t);
-        }
-    }
 }
 
 /* ================================== kernels =============================================== */

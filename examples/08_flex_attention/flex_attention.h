@@ -90,17 +90,14 @@ void flex_alibi_slopes(int H, float *slopes);
 int flex_create_block_mask(const flex_setting *s, int B, attn_block_mask *m, int32_t *counts);
 
 /* Rotary position embedding, on the load of Q and K by the flex_rope kernel, and on the host by
- * flex_rope_rows (the reference's inputs): rotate-half pairs (c, c + D/2), angle pos * inv_freq[c]
- * (flex_mods.cuh). Positions: key j at offset + j, query i at offset + i + (Lk - Lq). */
+ * the reference's own rotation (flex_module.c): rotate-half pairs (c, c + D/2), angle
+ * pos * inv_freq[c] (flex_mods.cuh). Positions: key j at offset + j, query i at
+ * offset + i + (Lk - Lq). */
 typedef struct flex_rope {
     int on;                /* 0: the kernel reads Q and K as they are */
     int offset;            /* position of key 0 */
     const float *inv_freq; /* [D/2] base^(-2c/D) as fp32 (device memory for a kernel) */
 } flex_rope;
-
-/* Rotates rows [n][D] of positions pos0, pos0 + 1, ... in place (fp32 values, rounded to dtype t
- * afterwards, as a tensor of that type holds them). */
-void flex_rope_rows(float *x, int64_t n, int D, int pos0, const float *inv_freq, attn_dtype t);
 
 /* The kernels' arguments beyond attn_buffers (attn_buffers.args, made by flex_module.c). */
 typedef struct flex_args {
@@ -117,6 +114,8 @@ typedef struct flex_args {
 } flex_args;
 
 #define FLEX_TILE 64 /* Br = Bc of every kernel here, and the block mask's tile */
+#define FLEX_MAX_REL_DISTANCE (1 << 20) /* rel_bias:r at most this (a distance past any L) */
+#define FLEX_MAX_REL_TABLE (1 << 26)    /* and its table, H x (2r + 1), at most this many biases */
 #define FLEX_KERNELS 4
 
 #ifdef __cplusplus

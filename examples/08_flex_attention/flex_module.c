@@ -8,9 +8,10 @@
  *   build       the setting's arrays on the host and the device; the block mask made on the
  *               device by the mask_mod (flex_create_block_mask) and compared with the brute-force
  *               classification on the host (every entry, attn_block_mask_from_mask); the
- *               all-PARTIAL mask of flex_no_block_mask; the reference's mask (the functors)
+ *               all-PARTIAL mask of flex_no_block_mask; the reference's mask (the functors;
+ *               ALiBi's score_mod its own, ref_alibi_score)
  *   inputs      --rope: Q and K kept as seeded for flex_rope, rotated in place for the reference
- *               and the other kernels (RoPE applied first)
+ *               and the other kernels (RoPE applied first) by the reference's own ref_rope_rows
  *   per kernel  its reference (the baseline: dense), FLOPs (visible entries), a counted launch
  *   after       the mask_mod calls per tile class, as counted on the device
  */
@@ -133,6 +134,12 @@ int flex_parse_spec(const char *text, flex_spec *out, char *why, size_t len) {
                  param, min, value);
         return ATTN_EXIT_USAGE;
     }
+    if (kind == FLEX_REL_BIAS && v > FLEX_MAX_REL_DISTANCE) {
+        /* the table holds H x (2r + 1) biases: a distance past any sequence's is never read */
+        snprintf(why, len, "--mod rel_bias: r must be at most %d (got %d)", FLEX_MAX_REL_DISTANCE,
+                 v);
+        return ATTN_EXIT_USAGE;
+    }
     if (kind == FLEX_SLIDING_WINDOW)
         out->w = v;
     else if (kind == FLEX_PREFIX_LM)
@@ -161,10 +168,11 @@ typedef struct flex_state {
     uint64_t seed;
     /* the setting on the host (the reference) and its arrays */
     flex_setting host;
-    int *doc;      /* [Lk] */
-    float *table;  /* [H][2r + 1] */
-    float *slopes; /* [H] ALiBi's */
-    int n_docs;    /* documents (empty ones included) */
+    int *doc;           /* [Lk] */
+    float *table;       /* [H][2r + 1] */
+    float *slopes;      /* [H] ALiBi's, the kernels' table (flex_alibi_slopes) */
+    double *ref_slopes; /* [H] ALiBi's, the reference's own (ref_alibi_slope) */
+    int n_docs;         /* documents (empty ones included) */
     flex_host_mod store;
     attn_mask mask;
     /* RoPE */
@@ -275,7 +283,13 @@ static int make_documents(flex_state *s, char *why, size_t len) {
 /* The relative-position bias table [H][2r + 1]: --bias-table, or seeded values in [-1, 1) (the
  * harness's generator, stream 7). */
 static int make_table(flex_state *s, char *why, size_t len) {
-    const int H = s->p.H, r = s->spec.r, need = H * (2 * r + 1);
+    const int H = s->p.H, r = s->spec.r;
+    if ((int64_t)H * (2 * r + 1) > FLEX_MAX_REL_TABLE) {
+        snprintf(why, len, "--mod rel_bias:r=%d with -H %d: a table of %lld biases (at most %d)", r,
+                 H, (long long)H * (2 * r + 1), FLEX_MAX_REL_TABLE);
+        return ATTN_EXIT_USAGE;
+    }
+    const int need = H * (2 * r + 1);
     s->table = (float *)malloc((size_t)need * sizeof(float));
     if (s->table == NULL) {
         snprintf(why, len, "out of host memory for the bias table");
@@ -309,6 +323,51 @@ static int make_table(flex_state *s, char *why, size_t len) {
         return ATTN_EXIT_USAGE;
     }
     return 0;
+}
+
+/* ---- the reference's own RoPE and ALiBi --------------------------------------------------------
+ * Written here from their published definitions, not with the functors the kernels inline
+ * (flex_mods.cuh): a wrong sign in the kernels' rotation or a slope given to the wrong head is
+ * then a difference the check sees, where a reference calling the same functors would agree with
+ * it. */
+
+/* ALiBi's slope of head h of H (Press, Smith, Lewis, "Train Short, Test Long", 2022): for H a
+ * power of two the geometric sequence that starts at 2^(-8/H) and has that ratio, so head h has
+ * (2^(-8/H))^(h+1): 1/2, 1/4, ..., 1/256 for 8 heads. For other H the authors' code takes the
+ * n = 2^floor(log2 H) slopes of n heads, then the 1st, 3rd, 5th, ... slopes of 2n heads, H - n
+ * of them. */
+static double ref_alibi_slope(int h, int H) {
+    int n = 1;
+    while (2 * n <= H)
+        n *= 2;
+    if (h < n)
+        return pow(pow(2.0, -8.0 / n), h + 1);
+    return pow(pow(2.0, -8.0 / (2 * n)), 2 * (h - n) + 1); /* index 2(h - n) of 2n heads' */
+}
+
+/* ALiBi's score_mod: the distance penalty m_h (kv - q) on the aligned positions (query i at
+ * i + Lk - Lq), in double with the exact slope. */
+static double ref_alibi_score(const void *ctx, int b, int h, int i, int j, double s) {
+    (void)b;
+    const flex_state *st = (const flex_state *)ctx;
+    return s + st->ref_slopes[h] * (double)(j - (i + st->host.Lk - st->host.Lq));
+}
+
+/* RoPE, rotate-half convention (GPT-NeoX, Llama): elements c and c + D/2 of a row at position pos
+ * are the real and imaginary parts of one complex number, multiplied by e^(i pos theta_c); the
+ * angle is formed in fp32, float(pos) * inv_freq[c] (the convention the kernels and PyTorch's
+ * implementations share), the product in double, each value rounded to the dtype. */
+static void ref_rope_rows(float *x, int64_t n, int D, int pos0, const float *inv_freq,
+                          attn_dtype t) {
+    for (int64_t r = 0; r < n; ++r) {
+        float *row = x + r * D;
+        for (int c = 0; c < D / 2; ++c) {
+            const double angle = (double)((float)(pos0 + (int)r) * inv_freq[c]);
+            const double re = row[c], im = row[c + D / 2], wr = cos(angle), wi = sin(angle);
+            row[c] = attn_round_dtype((float)(re * wr - im * wi), t);
+            row[c + D / 2] = attn_round_dtype((float)(re * wi + im * wr), t);
+        }
+    }
 }
 
 static int prepare(void *state, const attn_example *ex, const attn_cli *cli, const void *opts,
@@ -361,9 +420,18 @@ static int prepare(void *state, const attn_example *ex, const attn_cli *cli, con
         snprintf(why, len, "--rope-base must be a number > 0 (got '%s')", s->opt.rope_base);
         return ATTN_EXIT_USAGE;
     }
-    /* positions are exact in fp32 below 2^24 (the angle is float(pos) * inv_freq) */
+    /* positions are exact in fp32 below 2^24 (the angle is float(pos) * inv_freq): a length
+     * alone beyond that is the length flag's fault, not --rope-offset's */
     const int last = p->Lq > p->Lk ? p->Lq : p->Lk;
-    if (s->opt.rope_offset > (1 << 24) - last) {
+    if (s->opt.rope && last > 1 << 24) {
+        snprintf(why, len, "%s %d: --rope's positions must stay below 2^24",
+                 cli->Lq == cli->Lk ? "-L"
+                 : p->Lq > p->Lk    ? "--lq"
+                                    : "--lk",
+                 last);
+        return ATTN_EXIT_USAGE;
+    }
+    if (s->opt.rope && s->opt.rope_offset > (1 << 24) - last) {
         snprintf(why, len, "--rope-offset %d: positions must stay below 2^24 (Lq, Lk up to %d)",
                  s->opt.rope_offset, last);
         return ATTN_EXIT_USAGE;
@@ -379,6 +447,13 @@ static int prepare(void *state, const attn_example *ex, const attn_cli *cli, con
             return ATTN_EXIT_USAGE;
         }
         flex_alibi_slopes(p->H, s->slopes);
+        s->ref_slopes = (double *)malloc((size_t)p->H * sizeof(double));
+        if (s->ref_slopes == NULL) {
+            snprintf(why, len, "out of host memory for ALiBi's slopes");
+            return ATTN_EXIT_USAGE;
+        }
+        for (int h = 0; h < p->H; ++h)
+            s->ref_slopes[h] = ref_alibi_slope(h, p->H);
     }
     return 0;
 }
@@ -488,6 +563,10 @@ static int build(void *state, const attn_example *ex, const bool *selected, cons
         *dense_too |= selected[n] && (ex->kernels[n].serves & ATTN_SERVES_BASELINE);
     s->host = (flex_setting){s->spec, p->H, p->Lq, p->Lk, s->doc, s->table, s->slopes};
     s->mask = flex_reference_mask(&s->host, &s->store);
+    if (s->spec.kind == FLEX_ALIBI) { /* the reference's own score_mod (above) */
+        s->mask.score = ref_alibi_score;
+        s->mask.score_ctx = s;
+    }
     *mask = &s->mask;
     /* the setting's arrays on the device */
     flex_setting dev = s->host;
@@ -566,10 +645,10 @@ static int inputs(void *state, const attn_problem *p, attn_host_inputs *in) {
     memcpy(s->q_raw, in->q, in->q_elems * sizeof(float));
     memcpy(s->k_raw, in->k, in->k_elems * sizeof(float));
     for (int bh = 0; bh < p->B * p->H; ++bh) {
-        flex_rope_rows(in->q + (size_t)bh * p->Lq * D, p->Lq, D, s->opt.rope_offset + p->Lk - p->Lq,
-                       s->inv_freq, p->dtype);
-        flex_rope_rows(in->k + (size_t)bh * p->Lk * D, p->Lk, D, s->opt.rope_offset, s->inv_freq,
-                       p->dtype);
+        ref_rope_rows(in->q + (size_t)bh * p->Lq * D, p->Lq, D, s->opt.rope_offset + p->Lk - p->Lq,
+                      s->inv_freq, p->dtype);
+        ref_rope_rows(in->k + (size_t)bh * p->Lk * D, p->Lk, D, s->opt.rope_offset, s->inv_freq,
+                      p->dtype);
     }
     return 0;
 }
@@ -736,6 +815,7 @@ static void release(void *state) {
     free(s->doc);
     free(s->table);
     free(s->slopes);
+    free(s->ref_slopes);
     free(s->q_raw);
     free(s->k_raw);
     free(s->counts);

@@ -198,6 +198,7 @@ typedef struct dec_state {
     bool latent; /* --latent: one paged latent pool, no V pool, no contiguous cache */
     int splits_mode, splits_fixed; /* 0 ours, 1 FlashAttention's, 2 fixed */
     float amplitude;
+    attn_inputs inputs; /* --inputs: the signs of Q, K, V */
     uint64_t seed;
     int64_t stride; /* checked rows: (b * Lq + i) * H + h a multiple of it */
     size_t dsize, pool_bytes, pool_v_bytes, pool_ki_bytes, cache_bytes; /* latent: v, ki, 0 */

@@ -125,6 +125,10 @@ int dec_prepare(void *state, const attn_example *ex, const attn_cli *cli, const 
             return ATTN_EXIT_USAGE;
         }
     } else {
+        if (p->Lk > 1 << 27) { /* the limit --cache-lens has for each length */
+            snprintf(why, len, "-L %d: a cache length is at most %d", p->Lk, 1 << 27);
+            return ATTN_EXIT_USAGE;
+        }
         s->B = p->B;
         s->lens = (int *)xmalloc((size_t)s->B * sizeof(int));
         if (s->lens == NULL) {
@@ -184,8 +188,8 @@ int dec_prepare(void *state, const attn_example *ex, const attn_cli *cli, const 
             return ATTN_EXIT_USAGE;
         }
     }
-    if (s->L_cap == 0 || total > INT_MAX) {
-        snprintf(why, len, "--cache-lens: %s",
+    if (s->L_cap == 0 || total > INT_MAX) { /* named by the flag that gave the lengths */
+        snprintf(why, len, "%s: %s", s->opt.cache_lens != NULL ? "--cache-lens" : "-B x -L",
                  s->L_cap == 0 ? "every sequence is empty"
                                : "the caches add up to more than 2^31 tokens");
         return ATTN_EXIT_USAGE;
@@ -423,11 +427,14 @@ static int make_inputs(dec_state *s) {
         !s->vp1 || !s->kip0 || !s->kip1 || !s->seen || !s->kc || !s->vc || !s->knew || !s->vnew ||
         !s->kinew || !s->qb || !s->qib)
         return 1;
-    /* streams 0-2: Q, K, V (as the harness); 3-5: q_I, k_I, w (as example 05) */
+    /* streams 0-2: Q, K, V (as the harness: --amplitude, --inputs); 3-5: q_I, k_I, w (as
+     * example 05). The latent pool is K and V at once: opposed signs make it non-positive. */
     attn_fill_uniform(s->q, rows * D, s->seed, 0, s->amplitude, s->p.dtype);
     attn_fill_uniform(s->k, total_k * HkD, s->seed, 1, s->amplitude, s->p.dtype);
     if (!lat)
-        attn_fill_uniform(s->v, total_k * HkD, s->seed, 2, 1.0f, s->p.dtype);
+        attn_fill_uniform(s->v, total_k * HkD, s->seed, 2, s->amplitude, s->p.dtype);
+    attn_inputs_apply(s->inputs, s->q, rows * D, s->k, total_k * HkD, s->v,
+                      lat ? 0 : total_k * HkD);
     attn_fill_uniform(s->qi, tok * HI * DI, s->seed, 3, 1.0f, s->p.dtype);
     attn_fill_uniform(s->ki, total_k * DI, s->seed, 4, 1.0f, s->p.dtype);
     attn_fill_uniform(s->w, tok * HI, s->seed, 5, 1.0f / sqrtf((float)HI * DI), ATTN_F32);
@@ -516,6 +523,7 @@ int dec_setup(void *state, const attn_problem *p, const attn_cli *cli, int check
     dec_state *s = of(state);
     s->p = *p;
     s->amplitude = cli->amplitude;
+    s->inputs = cli->inputs;
     s->seed = cli->seed;
     s->dsize = attn_dtype_size(p->dtype);
     s->stride = check_rows > 0 ? (rows_of(s) + check_rows - 1) / check_rows : 1;

@@ -287,8 +287,8 @@ static void diagnose(run_state *s, const grader_case *c, float *scratch, float *
  * running max m and sum l are right, and the accumulator (its rescaling, its normalisation, or
  * the V it sums) is not. */
 static void lse_verdict(const attn_problem *p, const float *lse, const float *ref_lse,
-                        grader_result *r) {
-    attn_check_result cl = attn_check_lse(p, lse, ref_lse);
+                        double amplitude, grader_result *r) {
+    attn_check_result cl = attn_check_lse_at(p, lse, ref_lse, amplitude);
     size_t n = strlen(r->message);
     if (cl.pass) {
         snprintf(r->message + n, sizeof r->message - n,
@@ -344,7 +344,7 @@ static int run_checks(run_state *s, const grader_case *c, const attn_kernel *sub
     if (!cr.pass) {
         mismatch_message(r, "O", "reference", &cr);
         if (!all_nan(sol_lse, lse_elems)) /* what the LSE says, as the harness's run does */
-            lse_verdict(p, s->lse, ref_lse, r);
+            lse_verdict(p, s->lse, ref_lse, c->cli.amplitude, r);
         diagnose(s, c, sol_out, sol_lse, r); /* the solution's copies are not needed any more */
         goto done;
     }
@@ -354,7 +354,7 @@ static int run_checks(run_state *s, const grader_case *c, const attn_kernel *sub
         goto done;
     }
     if (!all_nan(sol_lse, lse_elems)) { /* the solution writes the LSE: so must the submission */
-        attn_check_result cl = attn_check_lse(p, s->lse, ref_lse);
+        attn_check_result cl = attn_check_lse_at(p, s->lse, ref_lse, c->cli.amplitude);
         if (!cl.pass) {
             mismatch_message(r, "LSE", "reference", &cl);
             goto done;

@@ -1,5 +1,7 @@
 /* test_check.c — the checker: NaN/inf never pass, mismatches are reported at the right
- * (b,h,i,d) in both layouts, FlashAttention's rule for fp16/bf16, the LSE rule, the report text;
+ * (b,h,i,d) in both layouts, FlashAttention's rule for fp16/bf16, the LSE rule, the gradients'
+ * rule and its floor (each bound pinned by planted answers just inside and just over it), the
+ * report text;
  * a reference computed on a sample of rows (NaN elsewhere): only the sampled rows are checked. */
 #include <math.h>
 #include <stdint.h>
@@ -100,7 +102,7 @@ static void test_varlen_indices(void) {
     float *lse = malloc(attn_problem_lse_elems(&p) * 4);
     memcpy(lse, f.lse, attn_problem_lse_elems(&p) * 4);
     lse[attn_problem_lse_index(&p, 1, 0, 4)] += 1.0f;
-    r = attn_check_lse(&p, lse, f.lse);
+    r = attn_check_lse_at(&p, lse, f.lse, 1.0);
     CHECK(!r.pass && r.bad == 1 && mismatch_at(&r.first[0], 1, 0, 4, -1));
     free(lse);
     fixture_free(&f);
@@ -169,6 +171,13 @@ static void test_lowp_rule_amplitudes(attn_dtype t) {
         }
 }
 
+/* The LSE's bound as check.c states it, restated here so that a bound loosened there is caught:
+ * atol = 2 u ((sqrt(D) + 3) S + sqrt(Lk) + 2), rtol = 8 u, S = |scale| D a^2. */
+static double lse_bound(const attn_problem *p, double a, double want) {
+    const double u = 0x1p-24, S = fabs((double)p->scale) * p->D * a * a;
+    return 2 * u * ((sqrt((double)p->D) + 3) * S + sqrt((double)p->Lk) + 2) + 8 * u * fabs(want);
+}
+
 static void test_lse(void) {
     attn_problem p;
     attn_problem_init(&p, 1, 1, 4, 2, 4);
@@ -178,24 +187,169 @@ static void test_lse(void) {
     float lse[4];
     memcpy(lse, f.lse, sizeof lse);
     CHECK(f.lse[0] == -INFINITY && isfinite(f.lse[3]));
-    CHECK(attn_check_lse(&p, lse, f.lse).pass); /* equal infinities match */
-    lse[3] += (float)(0.5e-3 * (1 + fabs(f.lse[3])));
-    CHECK(attn_check_lse(&p, lse, f.lse).pass);
-    lse[3] = f.lse[3] + (float)(2e-3 * (1 + fabs(f.lse[3])));
-    CHECK(!attn_check_lse(&p, lse, f.lse).pass);
+    CHECK(attn_check_lse_at(&p, lse, f.lse, 1.0).pass); /* equal infinities match */
+    const double b3 = lse_bound(&p, 1.0, f.lse[3]);
+    lse[3] = (float)(f.lse[3] + 0.9 * b3); /* just inside the bound, just over it */
+    CHECK(attn_check_lse_at(&p, lse, f.lse, 1.0).pass);
+    lse[3] = (float)(f.lse[3] - 1.1 * b3);
+    CHECK(!attn_check_lse_at(&p, lse, f.lse, 1.0).pass);
     lse[3] = f.lse[3];
     lse[0] = 0.0f; /* a masked row must say -inf */
-    CHECK(!attn_check_lse(&p, lse, f.lse).pass);
+    CHECK(!attn_check_lse_at(&p, lse, f.lse, 1.0).pass);
     lse[0] = NAN;
-    attn_check_result r = attn_check_lse(&p, lse, f.lse);
+    attn_check_result r = attn_check_lse_at(&p, lse, f.lse, 1.0);
     CHECK(!r.pass && r.nonfinite == 1 && mismatch_at(&r.first[0], 0, 0, 0, -1));
     lse[0] = INFINITY;
-    CHECK(!attn_check_lse(&p, lse, f.lse).pass);
-    p.dtype = ATTN_F16; /* looser: 2e-2 * (1 + |want|) */
+    CHECK(!attn_check_lse_at(&p, lse, f.lse, 1.0).pass);
     lse[0] = -INFINITY;
-    lse[3] = f.lse[3] + (float)(1e-2 * (1 + fabs(f.lse[3])));
-    CHECK(attn_check_lse(&p, lse, f.lse).pass);
+    p.dtype = ATTN_F16; /* the LSE is fp32 in every kernel: the same bound for every dtype */
+    lse[3] = (float)(f.lse[3] + 1.1 * b3);
+    CHECK(!attn_check_lse_at(&p, lse, f.lse, 1.0).pass);
     fixture_free(&f);
+}
+
+/* The bound's size, pinned against its statement: at the amplitudes and sizes the examples use,
+ * an answer at 0.95 of the stated bound passes and one at 1.05 fails, for every dtype; and an LSE
+ * off by 0.01 (near LSE = 3.6, where the old rule 2e-2 (1 + |LSE|) let 0.09 through) fails even
+ * at the largest amplitude an exercise uses. */
+static void test_lse_bound_pinned(void) {
+    static const int dims[] = {16, 64, 128, 576};
+    static const double amps[] = {1.0, 4.0, 12.0, 16.0};
+    static const attn_dtype types[] = {ATTN_F32, ATTN_F16, ATTN_BF16};
+    for (int x = 0; x < 4; ++x)
+        for (int y = 0; y < 4; ++y)
+            for (int t = 0; t < 3; ++t) {
+                attn_problem p;
+                attn_problem_init(&p, 1, 1, 1, 1000, dims[x]);
+                p.dtype = types[t];
+                const float want = 3.6f;
+                const double b = lse_bound(&p, amps[y], want);
+                const attn_tolerance tol = attn_tolerance_lse(&p, amps[y]);
+                CHECK_NEAR(tol.atol + tol.rtol * want, b, 1e-12 * b);
+                float got = (float)(want + 0.95 * b);
+                CHECK(attn_check_lse_at(&p, &got, &want, amps[y]).pass);
+                got = (float)(want + 1.05 * b);
+                CHECK(!attn_check_lse_at(&p, &got, &want, amps[y]).pass);
+                got = want - 0.01f;
+                CHECK(dims[x] > 128 || !attn_check_lse_at(&p, &got, &want, amps[y]).pass);
+            }
+    /* the grader's largest amplitude (16): the 0.01 error at LSE 3.6 still fails */
+    attn_problem p;
+    attn_problem_init(&p, 1, 1, 1, 80, 64);
+    const float want = 3.6f;
+    float got = want + 0.01f;
+    CHECK(!attn_check_lse_at(&p, &got, &want, 16.0).pass);
+    got = (float)(want + 0.95 * lse_bound(&p, 16.0, want));
+    CHECK(attn_check_lse_at(&p, &got, &want, 16.0).pass);
+}
+
+/* One ulp of a 16-bit dtype at x > 0, as the formats have it: 10 (fp16) or 7 (bf16) mantissa
+ * bits, and below the normal range (2^-14, 2^-126) the subnormal step (2^-24, 2^-133). */
+static double ulp16(attn_dtype t, double x) {
+    const int mant = t == ATTN_BF16 ? 7 : 10, emin = t == ATTN_BF16 ? -126 : -14;
+    int e;
+    frexp(x, &e);
+    return x < ldexp(1.0, emin) ? ldexp(1.0, emin - mant) : ldexp(1.0, e - 1 - mant);
+}
+
+/* The gradient check's fp16/bf16 rule, pinned: max|got - ref| <= 2 max|lowp - ref| + 1 ulp at
+ * max|ref|. Planted answers at 0.98 and 1.02 of the stated bound, one element at a time; a NaN
+ * output and an element that is off by one index fail; a NaN reference is a slice left out. */
+static void test_gradient_rule(void) {
+    attn_problem p;
+    attn_problem_init(&p, 1, 1, 4, 4, 8);
+    p.dtype = ATTN_F16;
+    enum { N = 32 };
+    float ref[N], lowp[N], got[N];
+    for (int e = 0; e < N; ++e) {
+        ref[e] = attn_round_dtype((float)(0.5 * sin(e + 1.0)), ATTN_F16);
+        lowp[e] = ref[e];
+        got[e] = ref[e];
+    }
+    lowp[5] = ref[5] + 0x1p-9f; /* the same-precision error: 2^-9 */
+    double ref_max = 0.0;
+    for (int e = 0; e < N; ++e)
+        ref_max = fabs(ref[e]) > ref_max ? fabs(ref[e]) : ref_max;
+    const double bound = 2 * 0x1p-9 + ulp16(ATTN_F16, ref_max);
+    attn_grad_check c = attn_check_gradient(&p, true, got, ref, NULL, lowp, N);
+    CHECK(c.bad == 0 && c.checked == N && c.lowp_err == 0x1p-9);
+    for (int e = 0; e < N; e += 7) {
+        got[e] = (float)(ref[e] + 0.98 * bound);
+        CHECK_EQ(attn_check_gradient(&p, true, got, ref, NULL, lowp, N).bad, 0);
+        got[e] = (float)(ref[e] - 1.02 * bound);
+        c = attn_check_gradient(&p, true, got, ref, NULL, lowp, N);
+        CHECK(c.bad == 1 && c.first == e && c.i == e / 8 && c.d == e % 8);
+        CHECK_NEAR(c.first_bound, bound, 1e-12);
+        got[e] = NAN; /* an unwritten element */
+        c = attn_check_gradient(&p, true, got, ref, NULL, lowp, N);
+        CHECK(c.bad == 1 && c.first == e && c.checked == N);
+        got[e] = ref[e];
+    }
+    /* an off-by-one: every element holds its neighbour's value */
+    for (int e = 0; e < N; ++e)
+        got[e] = ref[(e + 1) % N];
+    CHECK(attn_check_gradient(&p, true, got, ref, NULL, lowp, N).bad > N / 2);
+    /* a slice left out (NaN reference) is skipped whatever is there */
+    for (int e = 0; e < N; ++e)
+        got[e] = ref[e];
+    ref[3] = NAN;
+    got[3] = 100.0f;
+    c = attn_check_gradient(&p, true, got, ref, NULL, lowp, N);
+    CHECK(c.bad == 0 && c.checked == N - 1);
+}
+
+/* The floor of the fp16/bf16 gradient check: every row sees one key (Lk = 1), so P = 1, dS = 0
+ * and dQ = dK = 0 exactly, in the reference and in the same-precision one: the rule's bound is 0
+ * and a kernel's fp32 rounding residue would fail it. The floor, tol_e + ulp(tol_e) (check.c),
+ * lets 0.98 of it pass and 1.02 of it fail; in every element of dQ and dK. */
+static void test_gradient_floor(attn_dtype t) {
+    attn_problem p;
+    attn_problem_init(&p, 1, 2, 9, 1, 16);
+    p.dtype = t;
+    const size_t qn = attn_problem_q_elems(&p), kn = attn_problem_k_elems(&p);
+    attn_host_inputs in;
+    attn_host_inputs_make(&in, &p, 5u, 1.0f);
+    float *dout = malloc(qn * 4);
+    attn_fill_uniform(dout, qn, 5u, 3, 1.0f, t);
+    float *buf = malloc((qn + 2 * kn) * 4 * 3);
+    attn_grads ref = {buf, buf + qn, buf + qn + kn};
+    attn_grads tol = {buf + qn + 2 * kn, buf + 2 * qn + 2 * kn, buf + 2 * qn + 3 * kn};
+    attn_grads low = {buf + 2 * (qn + 2 * kn), buf + 3 * qn + 4 * kn, buf + 3 * qn + 5 * kn};
+    CHECK_EQ(attn_reference_backward(&p, NULL, in.q, in.k, in.v, dout, NULL, &ref, NULL, &tol), 0);
+    CHECK_EQ(attn_reference_backward_lowp(&p, NULL, in.q, in.k, in.v, dout, NULL, &low), 0);
+    float *got = malloc(qn * 4);
+    const struct {
+        bool is_q;
+        const float *ref, *tol, *low;
+        size_t n;
+    } g[2] = {{true, ref.dq, tol.dq, low.dq, qn}, {false, ref.dk, tol.dk, low.dk, kn}};
+    for (int x = 0; x < 2; ++x) {
+        for (size_t e = 0; e < g[x].n; ++e)
+            CHECK(g[x].ref[e] == 0.0f && g[x].low[e] == 0.0f && g[x].tol[e] > 0.0f);
+        memcpy(got, g[x].ref, g[x].n * 4);
+        /* without the floor (tol NULL) the bound is the dtype's smallest step: a residue fails */
+        got[0] = 0x1p-22f;
+        CHECK_EQ(attn_check_gradient(&p, g[x].is_q, got, g[x].ref, NULL, g[x].low, g[x].n).bad, 1);
+        for (size_t e = 0; e < g[x].n; e += 5) {
+            const double fl = g[x].tol[e] + ulp16(t, g[x].tol[e]);
+            memcpy(got, g[x].ref, g[x].n * 4);
+            got[e] = (float)(0.98 * fl);
+            CHECK_EQ(
+                attn_check_gradient(&p, g[x].is_q, got, g[x].ref, g[x].tol, g[x].low, g[x].n).bad,
+                0);
+            got[e] = (float)(-1.02 * fl);
+            attn_grad_check c =
+                attn_check_gradient(&p, g[x].is_q, got, g[x].ref, g[x].tol, g[x].low, g[x].n);
+            CHECK(c.bad == 1 && c.first == (int64_t)e);
+        }
+        /* the floor is small: below 1e-4 of the inputs' scale at amplitude 1 */
+        for (size_t e = 0; e < g[x].n; ++e)
+            CHECK(g[x].tol[e] < 1e-4f);
+    }
+    free(got);
+    free(buf);
+    free(dout);
+    attn_host_inputs_free(&in);
 }
 
 /* The printed report, read back from a temporary file. */
@@ -248,7 +402,7 @@ static void test_sampled_reference(attn_dtype t) {
 
     attn_check_result r = attn_check_output(&p, f.out, ref, low, 1.0);
     CHECK(r.pass && r.checked == 20 * 8 && r.skipped == n - 20 * 8);
-    attn_check_result l = attn_check_lse(&p, f.lse, ref_lse);
+    attn_check_result l = attn_check_lse_at(&p, f.lse, ref_lse, 1.0);
     CHECK(l.pass && l.checked == 20 && l.skipped == nl - 20);
     if (t != ATTN_F32) /* the same-precision error comes from the sampled rows alone */
         CHECK(r.lowp_err > 0 &&
@@ -259,7 +413,7 @@ static void test_sampled_reference(attn_dtype t) {
     f.out[unsampled.offset + 1] += 100.0f;
     f.lse[unsampled.lse_index] = NAN;
     CHECK(attn_check_output(&p, f.out, ref, low, 1.0).pass);
-    CHECK(attn_check_lse(&p, f.lse, ref_lse).pass);
+    CHECK(attn_check_lse_at(&p, f.lse, ref_lse, 1.0).pass);
     /* ... but against the full reference it fails */
     CHECK(!attn_check_output(&p, f.out, f.ref, f.lowp, 1.0).pass);
 
@@ -269,14 +423,14 @@ static void test_sampled_reference(attn_dtype t) {
     CHECK(!r.pass && r.bad == 1 && r.nonfinite == 1);
     CHECK(mismatch_at(&r.first[0], sampled.b, sampled.h, sampled.i, 3));
     f.lse[sampled.lse_index] = NAN;
-    l = attn_check_lse(&p, f.lse, ref_lse);
+    l = attn_check_lse_at(&p, f.lse, ref_lse, 1.0);
     CHECK(!l.pass && l.bad == 1 && mismatch_at(&l.first[0], sampled.b, sampled.h, sampled.i, -1));
     /* so does a wrong value */
     f.out[sampled.offset + 3] = ref[sampled.offset + 3] + 1.0f;
     r = attn_check_output(&p, f.out, ref, low, 1.0);
     CHECK(!r.pass && r.bad == 1 && r.nonfinite == 0);
     f.lse[sampled.lse_index] = ref_lse[sampled.lse_index] + 1.0f;
-    CHECK(!attn_check_lse(&p, f.lse, ref_lse).pass);
+    CHECK(!attn_check_lse_at(&p, f.lse, ref_lse, 1.0).pass);
 
     /* the report says how many elements were left out */
     FILE *tmp = tmpfile();
@@ -301,6 +455,10 @@ int main(void) {
     test_lowp_rule_amplitudes(ATTN_F16);
     test_lowp_rule_amplitudes(ATTN_BF16);
     test_lse();
+    test_lse_bound_pinned();
+    test_gradient_rule();
+    test_gradient_floor(ATTN_F16);
+    test_gradient_floor(ATTN_BF16);
     test_print();
     test_sampled_reference(ATTN_F32);
     test_sampled_reference(ATTN_BF16);

@@ -64,15 +64,22 @@ attn_tolerance attn_tolerance_f32(const attn_problem *p, double amplitude);
 attn_check_result attn_check_output(const attn_problem *p, const float *out, const float *ref,
                                     const float *lowp, double amplitude);
 
-/* Compares a log-sum-exp buffer: equal infinities match; otherwise |got-want| <= 1e-3*(1+|want|)
- * for fp32 inputs, 2e-2*(1+|want|) for fp16/bf16. */
-attn_check_result attn_check_lse(const attn_problem *p, const float *lse, const float *ref);
+/* The log-sum-exp's tolerance for inputs of the given amplitude, the same for every dtype (every
+ * kernel computes the LSE in fp32; the derivation is in check.c). */
+attn_tolerance attn_tolerance_lse(const attn_problem *p, double amplitude);
+
+/* Compares a log-sum-exp buffer: equal infinities match; otherwise |got - want| <= atol +
+ * rtol*|want| of attn_tolerance_lse(p, amplitude). */
+attn_check_result attn_check_lse_at(const attn_problem *p, const float *lse, const float *ref,
+                                    double amplitude);
 
 /* One gradient of the backward pass (attn_reference_backward) against its reference:
  *   fp32       every element within its own tolerance (tol, from attn_reference_backward);
  *   fp16/bf16  FlashAttention's rule for each gradient: max|got - ref| <= 2 max|lowp - ref| +
  *              one unit in the last place of the dtype at max|ref| (lowp: the same gradient of
- *              attn_reference_backward_lowp).
+ *              attn_reference_backward_lowp), and for each element at least a floor: its fp32
+ *              tolerance tol (NULL: none) and one ulp of the dtype at that size, so that a
+ *              gradient that is exactly 0 by cancellation is not held to 0 (check.c derives it).
  * Elements whose reference is NaN (a slice left out) are skipped; NaN or inf fails. is_q: the
  * gradient has Q's layout (dQ), else K's (dK, dV), for the position of the first bad element. */
 typedef struct attn_grad_check {

@@ -72,7 +72,7 @@ typedef struct attn_stage {
 
 /* A stage whose kernel writes attention's output (a forward stage): out from O and LSE (fp32
  * values read back) against the reference ref, ref_lse (and, fp16/bf16, lowp) on the rows the
- * reference computed (attn_check_output and attn_check_lse of attn/check.h; amplitude: the
+ * reference computed (attn_check_output and attn_check_lse_at of attn/check.h; amplitude: the
  * inputs'), with the first failure in out->detail. */
 void attn_stage_check_attention(const attn_problem *p, const float *o, const float *lse,
                                 const float *ref, const float *ref_lse, const float *lowp,
