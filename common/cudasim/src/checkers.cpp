@@ -778,13 +778,15 @@ void checks_block_start() {
 void checks_launch_begin(uint64_t nblocks) {
     global_shadow &g = gshadow();
     g.generation.fetch_add(1, std::memory_order_relaxed);
-    g.on = checks_enabled() && nblocks < UINT32_MAX;
+    // CUDASIM_RACECHECK_MB: the shadow's cap in MiB (default 1024; 0: no racecheck of global
+    // memory).
     static const size_t cap_mb = [] {
         const char *v = std::getenv("CUDASIM_RACECHECK_MB");
         char *stop = nullptr;
-        unsigned long long mb = v && *v ? std::strtoull(v, &stop, 10) : 0;
-        return stop && *stop == '\0' && mb > 0 ? static_cast<size_t>(mb) : size_t(1024);
+        unsigned long long mb = v && *v ? std::strtoull(v, &stop, 10) : 1024;
+        return stop == nullptr || *stop == '\0' ? static_cast<size_t>(mb) : size_t(1024);
     }();
+    g.on = checks_enabled() && nblocks < UINT32_MAX && cap_mb > 0;
     g.cap_pages = cap_mb * (size_t(1) << 20) / sizeof(gpage);
 }
 
