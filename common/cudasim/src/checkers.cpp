@@ -538,13 +538,15 @@ struct gbyte {
     grec a2;   // the access of the lowest (block, thread) of a block other than a1's
 };
 struct gword {
+    gbyte whole; // the word's bytes' summary while every access covered all four (they are equal)
     word_recs r;
     uint32_t owner = 0; // block + 1 of the records
+    uint8_t split = 0;  // 1: an access covered part of the word: its bytes' summaries are in b
 };
 constexpr uintptr_t gpage_bytes = 4096;
 struct gpage {
-    gbyte b[gpage_bytes];
     gword w[gpage_bytes / 4];
+    gbyte b[gpage_bytes];
 };
 
 struct intra_race {
@@ -560,7 +562,19 @@ struct global_shadow {
     std::atomic<uint64_t> generation{0}; // grows at every launch: the per-thread caches' key
     std::mutex map_m;
     std::unordered_map<uintptr_t, gpage *> pages;
-    std::mutex stripes[64];
+    // The pages' locks: a spin lock each (held for a few dozen instructions, never across a
+    // switch of simulated threads).
+    struct spin {
+        std::atomic<bool> held{false};
+        void lock() {
+            while (held.exchange(true, std::memory_order_acquire))
+                while (held.load(std::memory_order_relaxed)) {
+                }
+        }
+        void unlock() { held.store(false, std::memory_order_release); }
+    };
+    spin stripes[64];
+    bool concurrent = false; // blocks run on several OS threads: the pages need their locks
     std::mutex found_m;
     bool have_intra = false;
     intra_race intra{};
@@ -570,15 +584,27 @@ global_shadow &gshadow() {
     return *g;
 }
 
-thread_local uint64_t tl_page_gen = 0;
-thread_local uintptr_t tl_page_base = 0;
-thread_local gpage *tl_page = nullptr;
+// Per OS thread, the pages it looked up last, direct-mapped by page number (a kernel alternates
+// between its operands' pages), valid for one launch.
+struct page_cache {
+    static constexpr unsigned n = 64;
+    uint64_t gen = 0;
+    uintptr_t base[n] = {};
+    gpage *page[n] = {};
+};
+thread_local page_cache tl_pages;
 
 // The shadow page of [base, base + 4 KiB), or nullptr past the cap (CUDASIM_RACECHECK_MB).
 gpage *page_of(global_shadow &g, uintptr_t base) {
+    page_cache &c = tl_pages;
     uint64_t gen = g.generation.load(std::memory_order_relaxed);
-    if (tl_page_gen == gen && tl_page_base == base)
-        return tl_page;
+    if (c.gen != gen) {
+        c = page_cache{};
+        c.gen = gen;
+    }
+    unsigned slot = static_cast<unsigned>(base / gpage_bytes) % page_cache::n;
+    if (c.base[slot] == base && base != 0)
+        return c.page[slot];
     std::lock_guard<std::mutex> lock(g.map_m);
     gpage *p = nullptr;
     auto it = g.pages.find(base);
@@ -589,9 +615,8 @@ gpage *page_of(global_shadow &g, uintptr_t base) {
         g.pages.emplace(base, p);
     else
         g.truncated = true;
-    tl_page_gen = gen;
-    tl_page_base = base;
-    tl_page = p;
+    c.base[slot] = base;
+    c.page[slot] = p;
     return p;
 }
 
@@ -616,6 +641,23 @@ const grec *other_block(const gbyte &b) {
     if (b.a1.block1 != b.wmin.block1)
         return &b.a1;
     return b.a2.block1 != 0 ? &b.a2 : nullptr;
+}
+
+// The lowest byte of the page's word i that races between blocks (its summary in *found), or -1.
+int racing_byte(const gpage &p, uintptr_t i, gbyte *found) {
+    const gword &k = p.w[i];
+    if (!k.split) {
+        if (other_block(k.whole) == nullptr)
+            return -1;
+        *found = k.whole;
+        return 0;
+    }
+    for (int j = 0; j < 4; ++j)
+        if (other_block(p.b[4 * i + j]) != nullptr) {
+            *found = p.b[4 * i + j];
+            return j;
+        }
+    return -1;
 }
 
 void note_intra(global_shadow &g, uint64_t block, uintptr_t addr, const access_rec &x,
@@ -650,15 +692,29 @@ void check_global(const access_event &e) {
         uintptr_t base = a & ~(gpage_bytes - 1), stop = std::min(end, base + gpage_bytes);
         gpage *p = page_of(g, base);
         if (p != nullptr) {
-            std::lock_guard<std::mutex> lock(g.stripes[(base / gpage_bytes) % 64]);
-            for (uintptr_t b = a; b < stop; ++b)
-                add_access(p->b[b - base], gr);
+            global_shadow::spin *held = nullptr;
+            if (g.concurrent) {
+                held = &g.stripes[(base / gpage_bytes) % 64];
+                held->lock();
+            }
             for (uintptr_t w = a & ~uintptr_t(3); w < stop; w += 4) {
                 uintptr_t lo = std::max(a, w), hi = std::min(stop, w + 4);
                 now.mask = static_cast<uint8_t>(((1u << (hi - lo)) - 1u) << (lo - w));
                 gword &k = p->w[(w - base) / 4];
-                if (k.owner != block1) {
-                    k = gword{};
+                if (now.mask == 0xF && !k.split) {
+                    add_access(k.whole, gr);
+                } else {
+                    gbyte *bytes = &p->b[w - base];
+                    if (!k.split) { // from now on byte by byte, each starting as the word was
+                        k.split = 1;
+                        for (int j = 0; j < 4; ++j)
+                            bytes[j] = k.whole;
+                    }
+                    for (uintptr_t b = lo; b < hi; ++b)
+                        add_access(bytes[b - w], gr);
+                }
+                if (k.owner != block1) { // another block's records: not this block's business
+                    k.r = word_recs{};
                     k.owner = block1;
                 }
                 if (const access_rec *q = conflict(k.r, now, t, epoch, wgen))
@@ -667,6 +723,8 @@ void check_global(const access_event &e) {
                                now);
                 remember(k.r, now, t, epoch);
             }
+            if (held != nullptr)
+                held->unlock();
         }
         a = stop;
     }
@@ -775,8 +833,9 @@ void checks_block_start() {
     tl_bar_file = nullptr;
 }
 
-void checks_launch_begin(uint64_t nblocks) {
+void checks_launch_begin(uint64_t nblocks, unsigned workers) {
     global_shadow &g = gshadow();
+    g.concurrent = workers > 1;
     g.generation.fetch_add(1, std::memory_order_relaxed);
     // CUDASIM_RACECHECK_MB: the shadow's cap in MiB (default 1024; 0: no racecheck of global
     // memory).
@@ -802,12 +861,13 @@ std::string checks_launch_end(const std::string &kernel, const unsigned grid[3],
         uintptr_t best = UINTPTR_MAX;
         gbyte found{};
         for (const auto &pg : g.pages)
-            for (uintptr_t i = 0; i < gpage_bytes && pg.first + i < best; ++i)
-                if (other_block(pg.second->b[i]) != nullptr) {
-                    best = pg.first + i;
-                    found = pg.second->b[i];
+            for (uintptr_t i = 0; i < gpage_bytes / 4 && pg.first + 4 * i < best; ++i) {
+                int j = racing_byte(*pg.second, i, &found);
+                if (j >= 0) {
+                    best = pg.first + 4 * i + static_cast<uintptr_t>(j);
                     break;
                 }
+            }
         if (best != UINTPTR_MAX) {
             const grec &w = found.wmin, &o = *other_block(found);
             msg = format("kernel %s blocks %s and %s: racecheck: write-%s hazard on %s: write by "

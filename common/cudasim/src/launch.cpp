@@ -192,7 +192,7 @@ cudaError_t launch_kernel(const launch_desc &d) {
     launch_info li{label.c_str(), ls.id, ls.nblocks, ls.nthreads, d.smem};
     const bool checking = checks_enabled();
     if (checking)
-        checks_launch_begin(ls.nblocks);
+        checks_launch_begin(ls.nblocks, static_cast<unsigned>(workers));
     deliver_launch_begin(li);
     pool().run(ls, static_cast<unsigned>(workers));
     if (checking) { // racecheck of global memory decides when every block has run
