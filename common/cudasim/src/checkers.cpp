@@ -9,8 +9,10 @@
 //              wrote since cudaMalloc; a read of shared memory that no thread of this block
 //              wrote (or whose cp.async has not been waited for).
 //   racecheck  two accesses to the same shared byte by different threads, at least one a
-//              write, with no __syncthreads() between them (or, within a warp, no __syncwarp()
-//              or other warp collective).
+//              plain write, with no __syncthreads() between them (or, within a warp, no
+//              __syncwarp() or other warp collective); an atomic races with a plain write only.
+//              The same in cudaMalloc'd memory, where accesses of different blocks of a launch
+//              are never ordered (reported when the launch ends; below, "global memory").
 //   the barrier record (CUDASIM_BARRIER_RECORD=<folder>): which __syncthreads() sites each
 //              launch label reached, and which of them racecheck showed to matter: two accesses
 //              of different threads to one shared byte, one a write, ordered by that barrier
