@@ -442,15 +442,22 @@ std::string shared_name(const access_event &e) {
     fail_in_kernel(current_where(false) + ": " + msg);
 }
 
+// The record of access e by the running thread, now.
+access_rec record_of(const access_event &e) {
+    const sim_context &c = sim_ctx();
+    access_rec now;
+    now.epoch = c.epoch;
+    now.wgen = c.warp_gen[c.thread / 32];
+    now.pc = pc_code(e.pc);
+    now.thread = static_cast<uint16_t>(c.thread);
+    now.kind = rec_kind(e.op);
+    return now;
+}
+
 void check_shared(const access_event &e) {
     const sim_context &c = sim_ctx();
     uint32_t t = c.thread, epoch = c.epoch, wgen = c.warp_gen[t / 32];
-    access_rec now;
-    now.epoch = epoch;
-    now.wgen = wgen;
-    now.pc = pc_code(e.pc);
-    now.thread = static_cast<uint16_t>(t);
-    now.kind = rec_kind(e.op);
+    access_rec now = record_of(e);
     // rd: the access reads (a read or an atomic); wr: it writes (a write or an atomic).
     bool rd = now.kind != rk_write, wr = now.kind != rk_read, uninit_noted = false;
     const bool recording = record() != nullptr;
@@ -678,12 +685,7 @@ void check_global(const access_event &e) {
     const sim_context &c = sim_ctx();
     uint32_t t = c.thread, epoch = c.epoch, wgen = c.warp_gen[t / 32];
     uint32_t block1 = static_cast<uint32_t>(c.block + 1);
-    access_rec now;
-    now.epoch = epoch;
-    now.wgen = wgen;
-    now.pc = pc_code(e.pc);
-    now.thread = static_cast<uint16_t>(t);
-    now.kind = rec_kind(e.op);
+    access_rec now = record_of(e);
     grec gr;
     gr.block1 = block1;
     gr.pc = now.pc;
