@@ -251,6 +251,23 @@ endfunction()
 # attn_add_test(<name> COMMAND <target-without-backend> [ARGS ...] LABELS ... [BACKENDS sim gpu]
 #               [PASS_REGEX re] [TIMEOUT s])
 # Registers <name>.<backend> for each built backend (or those given). Exit 77 = skipped (no GPU).
+# attn_text_line(<out> <file> <text>): the line of <file> where <text> starts (its first
+# occurrence; a configure error if it has none), so that a test's expected report follows the
+# source it names.
+function(attn_text_line out file text)
+  file(READ "${file}" body)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${file}")
+  string(FIND "${body}" "${text}" pos)
+  if(pos EQUAL -1)
+    message(FATAL_ERROR "'${text}' not found in ${file}")
+  endif()
+  string(SUBSTRING "${body}" 0 ${pos} before)
+  string(REGEX MATCHALL "\n" newlines "${before}")
+  list(LENGTH newlines n)
+  math(EXPR line "${n} + 1")
+  set(${out} ${line} PARENT_SCOPE)
+endfunction()
+
 function(attn_add_test name)
   cmake_parse_arguments(A "" "COMMAND;PASS_REGEX;TIMEOUT" "ARGS;LABELS;BACKENDS" ${ARGN})
   if(NOT A_BACKENDS)

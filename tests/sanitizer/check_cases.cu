@@ -120,7 +120,7 @@ __global__ void correct(const float *in, float *out) {
         __syncwarp();
         x = w[t ^ 1];
     }
-    out[t] = (t == 0 ? s[0] : 0.0f) + x;
+    out[blockIdx.x * n + t] = (t == 0 ? s[0] : 0.0f) + x;
 }
 
 // The barrier record (CUDASIM_BARRIER_RECORD): two tiles of a loop, two warps. Each thread

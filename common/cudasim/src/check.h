@@ -58,6 +58,13 @@ void install_checkers();
 // exited): the report of a deferred finding (a read of shared memory no thread wrote), or "".
 std::string checks_epoch_end();
 void checks_block_start();
+// A launch of nblocks blocks on `workers` OS threads begins (the shadow of global memory's
+// racecheck starts empty), and
+// ends: the report of a race on global memory (kernel: as reports name it; grid and block
+// dimensions), or "" (also when the launch failed otherwise).
+void checks_launch_begin(uint64_t nblocks, unsigned workers);
+std::string checks_launch_end(const std::string &kernel, const unsigned grid[3],
+                              const unsigned block[3], bool failed);
 // A __syncthreads() at file:line completed in the block on this OS thread (the barrier record).
 void checks_barrier(const char *file, int line);
 

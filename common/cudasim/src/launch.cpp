@@ -190,8 +190,18 @@ cudaError_t launch_kernel(const launch_desc &d) {
     install_checkers();
     std::string label = have_access_observers() ? kernel_label(d) : std::string();
     launch_info li{label.c_str(), ls.id, ls.nblocks, ls.nthreads, d.smem};
+    const bool checking = checks_enabled();
+    if (checking)
+        checks_launch_begin(ls.nblocks, static_cast<unsigned>(workers));
     deliver_launch_begin(li);
     pool().run(ls, static_cast<unsigned>(workers));
+    if (checking) { // racecheck of global memory decides when every block has run
+        const unsigned grid[3] = {d.grid.x, d.grid.y, d.grid.z},
+                       block[3] = {d.block.x, d.block.y, d.block.z};
+        std::string race = checks_launch_end(kernel_label(d), grid, block, ls.failed);
+        if (!race.empty())
+            ls.fail(race);
+    }
     deliver_launch_end(li, ls.failed);
     set_host_arguments({});
     if (ls.failed) {

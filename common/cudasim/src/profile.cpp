@@ -165,6 +165,10 @@ unsigned profile_observer::lanes_in_warp(uint32_t warp) const {
 void profile_observer::access(const access_event &e) {
     if (e.space != mem_space::global && e.space != mem_space::shared)
         return; // local memory (registers, stacks) and bad addresses: not memory traffic
+    // Atomics reach the stream for the checkers; the profile's tables, measured before they
+    // did, count plain loads and stores only.
+    if (e.op == access_op::atomic)
+        return;
     block_state &b = my_worker().b;
     if (b.block != e.block) {
         close_block(b);

@@ -207,6 +207,13 @@ extern "C" __attribute__((noinline)) void cudasim_traced_copy(void *dst, const v
     std::memmove(dst, src, bytes);
 }
 
+// An atomic of an instrumented kernel file (device_functions.h): one atomic access at the
+// kernel's line (the atomics are inlined there).
+extern "C" __attribute__((noinline)) void cudasim_traced_atomic(const void *p,
+                                                                unsigned long bytes) {
+    hook(p, static_cast<uint32_t>(bytes), access_op::atomic, __builtin_return_address(0));
+}
+
 // Called by the PTX emulation (ldmatrix rows, cp.async) and the atomics, which the compiler's
 // instrumentation does not see as plain loads and stores.
 void deliver_explicit(const void *p, uint32_t size, access_op op, const void *pc) {

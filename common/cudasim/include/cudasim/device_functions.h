@@ -31,12 +31,37 @@ inline void note_atomic() {
     if (n > spin_atomics)
         spin_yield();
 }
+} // namespace detail
+} // namespace cudasim
 
+// In an instrumented kernel file (the sim-check build) every atomic tells the checkers its
+// address, as an atomic access at the caller's line (racecheck does not take two atomics for a
+// race, but does an atomic and a plain store); the functions are then always inlined, so that
+// the call's return address lies in the kernel.
+#if defined(CUDASIM_TRACE_COPIES)
+extern "C" void cudasim_traced_atomic(const void *p, unsigned long bytes);
+#define CUDASIM_ATOMIC_INLINE inline __attribute__((always_inline))
+#define CUDASIM_NOTE_ATOMIC(p)                                                                     \
+    (cudasim_traced_atomic((p), sizeof(*(p))), cudasim::detail::note_atomic())
+#else
+#define CUDASIM_ATOMIC_INLINE inline
+#define CUDASIM_NOTE_ATOMIC(p) cudasim::detail::note_atomic()
+#endif
+
+namespace cudasim {
+namespace detail {
 // Read-modify-write through a compare-and-swap loop, for operations the builtins lack.
-template <typename T, typename F> T atomic_update(T *address, F f) {
-    note_atomic();
+template <typename T, typename F> CUDASIM_ATOMIC_INLINE T atomic_update(T *address, F f) {
+    CUDASIM_NOTE_ATOMIC(address);
     T old;
+#if defined(CUDASIM_TRACE_COPIES)
+    // The first value through a compare-and-swap (which writes back the same bytes when it
+    // matches): an atomic load would reach the checkers as a plain one.
+    std::memset(static_cast<void *>(&old), 0, sizeof old);
+    __atomic_compare_exchange(address, &old, &old, false, mo, mo);
+#else
     __atomic_load(address, &old, mo);
+#endif
     T desired = f(old);
     while (!__atomic_compare_exchange(address, &old, &desired, false, mo, mo))
         desired = f(old);
@@ -46,8 +71,8 @@ template <typename T, typename F> T atomic_update(T *address, F f) {
 } // namespace cudasim
 
 #define CUDASIM_ATOMIC_BUILTIN(name, builtin, T)                                                   \
-    inline T name(T *address, T val) {                                                             \
-        cudasim::detail::note_atomic();                                                            \
+    CUDASIM_ATOMIC_INLINE T name(T *address, T val) {                                              \
+        CUDASIM_NOTE_ATOMIC(address);                                                              \
         return builtin(address, val, cudasim::detail::mo);                                         \
     }
 CUDASIM_ATOMIC_BUILTIN(atomicAdd, __atomic_fetch_add, int)
@@ -70,7 +95,7 @@ CUDASIM_ATOMIC_BUILTIN(atomicExch, __atomic_exchange_n, unsigned long long)
 #undef CUDASIM_ATOMIC_BUILTIN
 
 #define CUDASIM_ATOMIC_CAS_LOOP(name, T, expr)                                                     \
-    inline T name(T *address, T val) {                                                             \
+    CUDASIM_ATOMIC_INLINE T name(T *address, T val) {                                              \
         return cudasim::detail::atomic_update(address, [val](T old) -> T { return expr; });        \
     }
 CUDASIM_ATOMIC_CAS_LOOP(atomicAdd, float, old + val)
@@ -88,16 +113,16 @@ CUDASIM_ATOMIC_CAS_LOOP(atomicInc, unsigned int, old >= val ? 0u : old + 1u)
 CUDASIM_ATOMIC_CAS_LOOP(atomicDec, unsigned int, (old == 0u || old > val) ? val : old - 1u)
 #undef CUDASIM_ATOMIC_CAS_LOOP
 
-inline float atomicExch(float *address, float val) {
-    cudasim::detail::note_atomic();
+CUDASIM_ATOMIC_INLINE float atomicExch(float *address, float val) {
+    CUDASIM_NOTE_ATOMIC(address);
     float old;
     __atomic_exchange(address, &val, &old, cudasim::detail::mo);
     return old;
 }
 
 #define CUDASIM_ATOMIC_CAS(T)                                                                      \
-    inline T atomicCAS(T *address, T compare, T val) {                                             \
-        cudasim::detail::note_atomic();                                                            \
+    CUDASIM_ATOMIC_INLINE T atomicCAS(T *address, T compare, T val) {                              \
+        CUDASIM_NOTE_ATOMIC(address);                                                              \
         __atomic_compare_exchange_n(address, &compare, val, false, cudasim::detail::mo,            \
                                     cudasim::detail::mo);                                          \
         return compare;                                                                            \

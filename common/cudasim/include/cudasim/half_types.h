@@ -279,7 +279,7 @@ inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) {
 /* ---- atomicAdd on fp16/bf16 values and pairs: a compare-and-swap loop on their storage ---- */
 #include "device_functions.h"
 #define CUDASIM_LOWP_ATOMIC_ADD(T)                                                                 \
-    inline T atomicAdd(T *address, T val) {                                                        \
+    CUDASIM_ATOMIC_INLINE T atomicAdd(T *address, T val) {                                         \
         return cudasim::detail::atomic_update(address, [val](T old) -> T { return old + val; });   \
     }
 CUDASIM_LOWP_ATOMIC_ADD(__half)
