@@ -31,9 +31,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 try:
     import torch
-except ModuleNotFoundError as e:
-    sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
-             "run scripts/setup.sh --quality, then use .venv/bin/python")
+except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
+    up = os.path.relpath(os.path.join(HERE, ".."))  # the set-up's paths from where it was run
+    sys.exit(f"error: {e.name} is not installed for {sys.executable}: run "
+             f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --quality, then use "
+             f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
 import attention  # noqa: E402
 import indexer  # noqa: E402
 import metrics  # noqa: E402
