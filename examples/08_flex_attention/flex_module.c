@@ -627,6 +627,36 @@ static int build(void *state, const attn_example *ex, const bool *selected, cons
     return 0;
 }
 
+/* flex_rope rotates Q and K itself (in fp32, rounding each value to the dtype) where the reference
+ * rotates them in double: the two roundings of one value may land one unit apart, and a unit is at
+ * most 2u |x| + s (u: the dtype's unit roundoff, s: its smallest subnormal step). A score moves by
+ * at most |scale| sum_d (|dq||k| + |q||dk| + |dq||dk|) <= |scale| ((4u + 4u^2) |q| |k| + ...) by
+ * Cauchy-Schwarz with the largest row norms, and the LSE (1-Lipschitz in the scores) no more. */
+static double rope_lse_allowance(const attn_problem *p, const attn_host_inputs *in) {
+    const double u = p->dtype == ATTN_F32 ? 0x1p-24 : p->dtype == ATTN_BF16 ? 0x1p-8 : 0x1p-11;
+    const double step = p->dtype == ATTN_F32    ? 0x1p-149
+                        : p->dtype == ATTN_BF16 ? 0x1p-133
+                                                : 0x1p-24;
+    double qn = 0.0, kn = 0.0; /* the largest row norms */
+    for (size_t r = 0; r < in->q_elems / p->D; ++r) {
+        double n2 = 0.0;
+        for (int d = 0; d < p->D; ++d)
+            n2 += (double)in->q[r * p->D + d] * in->q[r * p->D + d];
+        qn = n2 > qn ? n2 : qn;
+    }
+    for (size_t r = 0; r < in->k_elems / p->D; ++r) {
+        double n2 = 0.0;
+        for (int d = 0; d < p->D; ++d)
+            n2 += (double)in->k[r * p->D + d] * in->k[r * p->D + d];
+        kn = n2 > kn ? n2 : kn;
+    }
+    qn = sqrt(qn);
+    kn = sqrt(kn);
+    const double dq = 2.0 * u * qn + step * sqrt((double)p->D),
+                 dk = 2.0 * u * kn + step * sqrt((double)p->D);
+    return fabs((double)p->scale) * (dq * kn + qn * dk + dq * dk);
+}
+
 /* --rope: the seeded Q and K kept for flex_rope, then rotated in place (key j at offset + j,
  * query i at offset + i + Lk - Lq) for the reference and the kernels that read them rotated. */
 static int inputs(void *state, const attn_problem *p, attn_host_inputs *in) {
@@ -650,6 +680,7 @@ static int inputs(void *state, const attn_problem *p, attn_host_inputs *in) {
         ref_rope_rows(in->k + (size_t)bh * p->Lk * D, p->Lk, D, s->opt.rope_offset, s->inv_freq,
                       p->dtype);
     }
+    in->lse_allowance = rope_lse_allowance(p, in);
     return 0;
 }
 

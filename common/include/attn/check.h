@@ -72,6 +72,10 @@ attn_tolerance attn_tolerance_lse(const attn_problem *p, double amplitude);
  * rtol*|want| of attn_tolerance_lse(p, amplitude). */
 attn_check_result attn_check_lse_at(const attn_problem *p, const float *lse, const float *ref,
                                     double amplitude);
+/* attn_check_lse_at with extra_atol added to the atol: what inputs a kernel derives itself may
+ * move the LSE by (attn_host_inputs.lse_allowance); 0 elsewhere. */
+attn_check_result attn_check_lse_allowing(const attn_problem *p, const float *lse, const float *ref,
+                                          double amplitude, double extra_atol);
 
 /* One gradient of the backward pass (attn_reference_backward) against its reference:
  *   fp32       every element within its own tolerance (tol, from attn_reference_backward);

@@ -54,6 +54,11 @@ void attn_inputs_apply(attn_inputs kind, float *q, size_t nq, float *k, size_t n
 typedef struct attn_host_inputs {
     float *q, *k, *v; /* fp32 values, already rounded to the problem's dtype */
     size_t q_elems, k_elems;
+    /* 0, or what a module's inputs hook (attn/example.h) adds to the LSE check's atol when a kernel
+     * derives its inputs itself (example 08's flex_rope rotates Q and K on load): its rounding of
+     * those values to the dtype may differ by one unit from the reference's, which moves a score,
+     * and so the LSE, by at most this much (the hook derives it). */
+    double lse_allowance;
 } attn_host_inputs;
 
 /* Allocates and fills Q, K, V for p (streams 0, 1, 2), amplitude `amplitude` (1 = uniform in
