@@ -77,7 +77,17 @@ for line in "${runs[@]}"; do
     IFS='|' read -r _ _ program _ <<<"$line"
     [[ " ${targets[*]-} " == *" ${program}_$backend "* ]] || targets+=("${program}_$backend")
 done
-[ -n "$only" ] || targets+=("bench_attention_$backend")
+# On the simulator (unless --no-model) the closing table comes from the instrumented build's
+# benchmark, which adds the modelled columns (DRAM bytes, FLOP/B, roofline bound on an H100: the
+# simulator's profile, common/cudasim/README.md) beside the timings; it is built in the background
+# (preset sim-check) while the examples run, and the plain build's benchmark is not needed.
+if [ -z "$only" ] && [ "$backend" = sim ] && [ "$model" != 0 ] && ! attn_need_check_tools; then
+    [ "$model" = auto ] || die "--model needs clang-14 and llvm-14 (see above)"
+    echo "the closing table comes without its modelled columns (clang-14 and llvm-14 missing)"
+    model=0
+fi
+[ "$backend" = sim ] || model=0
+[ -n "$only" ] || [ "$model" != 0 ] || targets+=("bench_attention_$backend")
 step=0
 steps=$((${#runs[@]} + 1))
 [ -n "$only" ] || steps=$((steps + 1))
@@ -87,6 +97,17 @@ if ! cmake --build --preset "$preset" -j "$JOBS" --target "${targets[@]}" >>"$lo
     die "the build failed (full log: $log)"
 fi
 echo "built in $((SECONDS - start)) s"
+check_pid=""
+if [ -z "$only" ] && [ "$model" != 0 ]; then
+    say "building the instrumented benchmark for the modelled columns in the background (preset" \
+        "sim-check; log: build/sim-check/build.log; scripts/run.sh --no-model skips it)"
+    mkdir -p build/sim-check
+    # its own process group, ended with the tour however the tour ends (Ctrl-C included)
+    setsid bash -c 'cmake --preset sim-check && nice cmake --build --preset sim-check -j "$1" \
+        --target bench_attention_sim' _ "$JOBS" >build/sim-check/build.log 2>&1 &
+    check_pid=$!
+    trap 'kill -- -"$check_pid" 2>/dev/null || true' EXIT
+fi
 
 verdicts=()
 failed=0
@@ -114,29 +135,17 @@ done
 
 if [ -z "$only" ]; then
     bench="build/$preset/benchmarks/bench_attention_$backend"
-    # On the simulator (unless --no-model) the instrumented build's benchmark adds the modelled
-    # columns (DRAM bytes, FLOP/B, roofline bound on an H100: the simulator's profile,
-    # common/cudasim/README.md) beside the timings.
-    if [ "$backend" = sim ] && [ "$model" != 0 ]; then
-        if ! attn_need_check_tools; then
-            [ "$model" = auto ] || die "--model needs clang-14 and llvm-14 (see above)"
-            echo "the closing table comes without its modelled columns (clang-14 and llvm-14 missing)"
-            model=0
-        fi
-    fi
-    if [ "$backend" = sim ] && [ "$model" != 0 ]; then
-        say "building the instrumented benchmark for the modelled columns (preset sim-check;" \
-            "log: build/sim-check/build.log; scripts/run.sh --no-model skips it)"
-        mkdir -p build/sim-check
-        if { cmake --preset sim-check && cmake --build --preset sim-check -j "$JOBS" \
-            --target bench_attention_sim; } >build/sim-check/build.log 2>&1; then
+    if [ -n "$check_pid" ]; then
+        say "waiting for the instrumented benchmark's build (build/sim-check/build.log)"
+        if wait "$check_pid"; then
             bench=build/sim-check/benchmarks/bench_attention_sim
         else
             grep -E -A6 'error' build/sim-check/build.log | head -60
             echo "error: the sim-check build failed (full log: build/sim-check/build.log);" \
-                "the closing table comes without its modelled columns" >&2
+                "the closing table comes from the plain build, without its modelled columns" >&2
             failed=1
-            model=0
+            cmake --build --preset "$preset" -j "$JOBS" --target "bench_attention_$backend" \
+                >>"$log" 2>&1 || die "the build failed (full log: $log)"
         fi
     fi
     table_args="--grid seed-table --table"
