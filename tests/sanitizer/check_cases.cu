@@ -28,6 +28,18 @@ __global__ void oob_shared_write(float *out) {
     out[t] = buf[t];
 }
 
+// memcheck: two static shared arrays; thread 0 writes the (n+1)-th element of the first, which
+// would land in the second: reported at the write, naming the array (its guard, kernel.h).
+__global__ void oob_static_shared_write(float *out) {
+    __shared__ float first[n];
+    __shared__ float second[n];
+    unsigned t = threadIdx.x;
+    second[t] = 2.0f;
+    first[t == 0 ? n : t] = 1.0f; // @oob_static_shared_write
+    __syncthreads();
+    out[t] = first[t] + second[t];
+}
+
 // memcheck: float4 elements read through a pointer 4 bytes past a 16-byte boundary.
 __global__ void misaligned_load(const float *in, float *out) {
     const float4 *p = reinterpret_cast<const float4 *>(in + 1);
@@ -175,6 +187,8 @@ int main(int argc, char **argv) {
         oob_global_read<<<1, n>>>(small, out);
     else if (c == "oob_shared_write")
         oob_shared_write<<<1, n, n * sizeof(float)>>>(out);
+    else if (c == "oob_static_shared_write")
+        oob_static_shared_write<<<1, n>>>(out);
     else if (c == "misaligned_load")
         misaligned_load<<<1, 4>>>(in, out);
     else if (c == "misaligned_ldmatrix")

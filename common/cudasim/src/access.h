@@ -39,16 +39,17 @@ enum class access_op : uint8_t {
 
 // What an address lies in, in more detail than mem_space (memcheck names it in its reports).
 enum class mem_object : uint8_t {
-    allocation,     // a live cudaMalloc/cudaMallocHost block: base, size
-    static_image,   // the program's static data (__device__, __constant__ variables, literals)
-    dynamic_shared, // the launch's dynamic shared memory: base, size
-    static_shared,  // a __shared__ variable: base and size of all static shared memory
-    stack,          // the simulated thread's stack
-    builtin,        // threadIdx, blockIdx, blockDim, gridDim
-    redzone,        // just before or after a cudaMalloc block (base, size: that block)
-    shared_redzone, // just before or after the dynamic shared memory (base, size: it)
-    freed,          // a cudaFree'd block (base, size: that block)
-    unknown         // anything else (host memory)
+    allocation,          // a live cudaMalloc/cudaMallocHost block: base, size
+    static_image,        // the program's static data (__device__, __constant__ variables, literals)
+    dynamic_shared,      // the launch's dynamic shared memory: base, size
+    static_shared,       // a __shared__ variable: base and size of all static shared memory
+    static_shared_guard, // past the end of a static __shared__ array (base, size, name: it)
+    stack,               // the simulated thread's stack
+    builtin,             // threadIdx, blockIdx, blockDim, gridDim
+    redzone,             // just before or after a cudaMalloc block (base, size: that block)
+    shared_redzone,      // just before or after the dynamic shared memory (base, size: it)
+    freed,               // a cudaFree'd block (base, size: that block)
+    unknown              // anything else (host memory)
 };
 
 struct access_event {
@@ -62,6 +63,7 @@ struct access_event {
     mem_object object = mem_object::unknown;
     uintptr_t object_base = 0; // the object the address lies in (or next to), where known
     size_t object_size = 0;
+    const char *object_name = nullptr; // a static __shared__ array's name (static_shared_guard)
 };
 
 struct launch_info {

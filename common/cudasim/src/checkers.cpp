@@ -124,6 +124,12 @@ void memcheck(const access_event &e) {
                              "cudaMalloc block (%zu bytes past its end)",
                              static_cast<size_t>(a - base), size,
                              static_cast<size_t>(a - base - size)));
+    case mem_object::static_shared_guard:
+        report(e, "memcheck: " + access_text(e) +
+                      format(" runs past the end of the __shared__ array '%s' (%zu bytes): "
+                             "offset %lld of it",
+                             e.object_name ? e.object_name : "?", size,
+                             static_cast<long long>(a) - static_cast<long long>(base)));
     case mem_object::shared_redzone:
         report(e, "memcheck: " + access_text(e) +
                       format(" is outside the launch's %zu bytes of dynamic shared memory "

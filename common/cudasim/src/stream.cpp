@@ -119,6 +119,15 @@ bool is_builtin(const tls_info &t, uintptr_t a) {
     return false;
 }
 
+// The static __shared__ arrays this OS thread's kernels declared (kernel.h, shared_array_ref):
+// each array is followed by a guard of shared_guard_bytes. Few per program: a list.
+struct shared_array_info {
+    uintptr_t lo;
+    size_t bytes;
+    const char *name;
+};
+thread_local std::vector<shared_array_info> tl_shared_arrays;
+
 void set(access_event &e, mem_space s, mem_object o, uintptr_t base, size_t size) {
     e.space = s;
     e.object = o;
@@ -142,6 +151,12 @@ void classify_address(access_event &e) {
     if (a >= t.lo && a < t.hi) {
         if (is_builtin(t, a))
             return set(e, mem_space::local, mem_object::builtin, 0, 0);
+        for (const shared_array_info &s : tl_shared_arrays) // an access that runs past an array
+            if (a + e.size > s.lo + s.bytes && a < s.lo + s.bytes + shared_guard_bytes) {
+                set(e, mem_space::other, mem_object::static_shared_guard, s.lo, s.bytes);
+                e.object_name = s.name;
+                return;
+            }
         return set(e, mem_space::shared, mem_object::static_shared, t.lo, t.hi - t.lo);
     }
     auto &m = blocks();
@@ -508,6 +523,15 @@ void note_device_written(const void *p, size_t bytes) {
 }
 
 } // namespace detail
+
+void register_shared_array(const void *array, size_t bytes, const char *name) {
+    uintptr_t lo = reinterpret_cast<uintptr_t>(array);
+    for (const detail::shared_array_info &s : detail::tl_shared_arrays)
+        if (s.lo == lo)
+            return;
+    detail::tl_shared_arrays.push_back({lo, bytes, name});
+}
+
 } // namespace cudasim
 
 // ---- the hooks

@@ -2,11 +2,16 @@
 //
 // Usage: cudasim_rewrite <in.cu> <out.cpp> [<out.d>]
 //
-// Only two constructs of CUDA C are not valid host C++, so only they are rewritten:
+// Only two constructs of CUDA C are not valid host C++, so only they are rewritten (and static
+// shared arrays, for the checked build's memcheck):
 //   callee<<<grid, block[, smem[, stream]]>>>(args...)
 //       -> ::cudasim::detail::launch(__FILE__, __LINE__, "callee", callee, grid, block...)(args...)
 //   extern __shared__ [__align__(N)] T name[];          (inside a function)
 //       -> T *name = reinterpret_cast<T *>(::cudasim::dynamic_shared_memory());
+//   __shared__ [__align__(N)] T name[A][B];             (inside a function)
+//       -> __shared__ [__align__(N)] ::cudasim::shared_array<T[A][B]> name__cudasim_array;
+//          auto &name = ::cudasim::shared_array_ref(name__cudasim_array, "name");
+//      (kernel.h: in the checked build the array is followed by a guard that memcheck knows)
 //   #include "header.cuh"   (found next to the .cu)
 //       -> #include "/absolute/dir/header.cuh"   (the output lives elsewhere, in the build tree)
 //   ... and a header found that way which itself launches kernels (a kernel shared by two
@@ -199,6 +204,15 @@ class rewriter {
                 i = rewrite_extern_shared(i, block_scope);
                 stmt_start = i + 1;
                 continue;
+            }
+            if (is(i, "__shared__") && i == stmt_start && !brace_is_block.empty() &&
+                brace_is_block.back()) {
+                size_t end = rewrite_static_shared(i);
+                if (end != i) {
+                    i = end;
+                    stmt_start = i + 1;
+                    continue;
+                }
             }
             if (is(i, "{")) {
                 brace_is_block.push_back((!brace_is_block.empty() && brace_is_block.back()) ||
@@ -483,6 +497,75 @@ class rewriter {
         out_.append(s_, copied_, t_[ext].begin - copied_);
         out_ += replacement;
         out_.append(count_newlines(t_[ext].begin, t_[semi].end), '\n');
+        copied_ = t_[semi].end;
+        return semi;
+    }
+
+    // `__shared__ [attributes] T a[N]..., b[M]...;` in a function: each array inside a
+    // cudasim::shared_array (kernel.h: in the checked build a guard after it, which memcheck
+    // knows), named by a reference. Left alone (returns `sh`): scalars, initialisers, or anything
+    // else this scanner does not take apart.
+    size_t rewrite_static_shared(size_t sh) {
+        size_t semi = sh + 1;
+        int depth = 0;
+        std::vector<size_t> commas; // top-level commas: declarator boundaries
+        for (; semi < t_.size() && !(depth == 0 && is(semi, ";")); ++semi) {
+            if (t_[semi].directive || is(semi, "{") || is(semi, "}") || is(semi, "<"))
+                return sh;
+            depth += (is(semi, "(") || is(semi, "[")) - (is(semi, ")") || is(semi, "]"));
+            if (depth == 0 && is(semi, "="))
+                return sh;
+            if (depth == 0 && is(semi, ","))
+                commas.push_back(semi);
+        }
+        if (semi == t_.size())
+            return sh;
+        // The first declarator's name: the identifier before the first top-level '['.
+        size_t first = sh + 1;
+        depth = 0;
+        while (first < semi && !(depth == 0 && is(first, "["))) {
+            depth += is(first, "(") - is(first, ")");
+            ++first;
+        }
+        if (first == semi || first < sh + 3 || t_[first - 1].kind != tok_kind::ident)
+            return sh;
+        std::string attrs, type;
+        for (size_t j = sh + 1; j < first - 1; ++j) {
+            if (is(j, "__align__") || is(j, "alignas") || is(j, "__attribute__")) {
+                size_t from = j;
+                int d = 0;
+                for (++j; j < first - 1; ++j) {
+                    d += is(j, "(") - is(j, ")");
+                    if (d == 0)
+                        break;
+                }
+                for (size_t k = from; k <= j && k < first - 1; ++k)
+                    attrs += text(k) + " ";
+                continue;
+            }
+            type += text(j) + " ";
+        }
+        if (type.empty())
+            return sh;
+        // Every declarator: a name and one or more [..] (a scalar among them: left alone).
+        std::string out;
+        size_t from = first - 1;
+        commas.push_back(semi);
+        for (size_t end : commas) {
+            if (t_[from].kind != tok_kind::ident || from + 1 >= end || !is(from + 1, "[") ||
+                !is(end - 1, "]"))
+                return sh;
+            std::string dims, name = text(from), holder = name + "__cudasim_array";
+            for (size_t j = from + 1; j < end; ++j)
+                dims += text(j);
+            out += "__shared__ " + attrs + "::cudasim::shared_array< " + type + dims + " > " +
+                   holder + "; auto &" + name + " = ::cudasim::shared_array_ref(" + holder +
+                   ", \"" + name + "\");" + (end == semi ? "" : " ");
+            from = end + 1;
+        }
+        out_.append(s_, copied_, t_[sh].begin - copied_);
+        out_ += out;
+        out_.append(count_newlines(t_[sh].begin, t_[semi].end), '\n');
         copied_ = t_[semi].end;
         return semi;
     }

@@ -23,6 +23,18 @@ __global__ void reverse(const float *in, float *out) {
     out[threadIdx.x] = buf[blockDim.x - 1 - threadIdx.x];
 }
 
+// Static shared arrays: each declarator inside a cudasim::shared_array (the checked build's guard
+// after it), the scalar left as it is.
+__global__ void pairs(const float *in, float *out) {
+    __shared__ __align__(16) float even[32], odd[32];
+    __shared__ int count;
+    if (threadIdx.x == 0)
+        count = static_cast<int>(sizeof even / sizeof even[0]);
+    (threadIdx.x % 2 ? odd : even)[threadIdx.x / 2] = in[threadIdx.x];
+    __syncthreads();
+    out[threadIdx.x] = even[threadIdx.x % count] + odd[threadIdx.x % count];
+}
+
 int main() {
     const char *text = "k<<<1, 1>>>(x) and extern __shared__ float s[];";
     char quote = '"';
@@ -62,6 +74,9 @@ int main() {
     // clang-format on
     cudaMemcpy(hout, out, sizeof hout, cudaMemcpyDeviceToHost);
     bad += hout[0] != 63.0f || hout[63] != 0.0f;
+    pairs<<<1, 64>>>(in, out);
+    cudaMemcpy(hout, out, sizeof hout, cudaMemcpyDeviceToHost);
+    bad += hout[0] != 1.0f || hout[33] != 5.0f; // in[0] + in[1]; in[2] + in[3]
 
     bad += cudaGetLastError() != cudaSuccess;
     std::printf("%s %c %s\n", text, quote, bad ? "FAILED" : "rewrite sample passed");

@@ -53,6 +53,29 @@ inline thread_local void *dynamic_smem;
 // The current block's dynamic shared memory (what `extern __shared__ T name[];` names).
 inline void *dynamic_shared_memory() { return detail::dynamic_smem; }
 
+// A static `__shared__ T name[N]...;` array of a kernel, as the rewriter declares it
+// (`__shared__ cudasim::shared_array<T[N]...> name__cudasim_array; auto &name =
+// cudasim::shared_array_ref(name__cudasim_array, "name");`): the array itself, and in the
+// checked build (sim-check) a guard of shared_guard_bytes after it that the array's first use
+// makes known to memcheck, which then reports an access that runs past the array's end at that
+// access, naming the array (without it, a write past the end lands in the next array and nothing
+// is wrong until someone reads that one).
+constexpr size_t shared_guard_bytes = 64;
+void register_shared_array(const void *array, size_t bytes, const char *name);
+#if defined(CUDASIM_CHECK)
+template <class T> struct shared_array {
+    T value;
+    unsigned char guard[shared_guard_bytes];
+};
+template <class T> inline T &shared_array_ref(shared_array<T> &a, const char *name) {
+    register_shared_array(&a.value, sizeof(T), name); // an address, not an access: not traced
+    return a.value;
+}
+#else
+template <class T> struct shared_array { T value; };
+template <class T> inline T &shared_array_ref(shared_array<T> &a, const char *) { return a.value; }
+#endif
+
 namespace detail {
 
 // ---- barriers and warp collectives (implemented in the runtime) --------------------------------
