@@ -401,8 +401,8 @@ static void check_wgmma() {
                 }
 }
 
-
-// ---- TMA -------------------------------------------------------------------------------------------
+// ---- TMA
+// -------------------------------------------------------------------------------------------
 struct tma_case {
     CUtensorMapDataType type;
     int elem, rank;
@@ -488,7 +488,8 @@ static void run_tma(const tma_case &c) {
         for (int b = 0; b < c.elem; ++b) {
             unsigned char want = inside ? host[src + b] : 0;
             if (got[at + b] != want && bad++ < 3)
-                std::fprintf(stderr, "tma rank %d swizzle %d: box element %zu byte %d = %u, want %u\n",
+                std::fprintf(stderr,
+                             "tma rank %d swizzle %d: box element %zu byte %d = %u, want %u\n",
                              c.rank, (int)c.swizzle, i, b, got[at + b], want);
         }
     }
@@ -499,13 +500,43 @@ static void run_tma(const tma_case &c) {
 
 static void check_tma() {
     // 2-D f16 128B (K or V tile: 64 elements = 128 bytes per row), partly past both ends.
-    run_tma({CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, 2, {104, 70}, {64, 16}, {40, 60}, CU_TENSOR_MAP_SWIZZLE_128B});
-    run_tma({CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, 2, {64, 64}, {64, 64}, {0, 0}, CU_TENSOR_MAP_SWIZZLE_128B});
+    run_tma({CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+             2,
+             2,
+             {104, 70},
+             {64, 16},
+             {40, 60},
+             CU_TENSOR_MAP_SWIZZLE_128B});
+    run_tma({CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+             2,
+             2,
+             {64, 64},
+             {64, 64},
+             {0, 0},
+             CU_TENSOR_MAP_SWIZZLE_128B});
     // 3-D bf16 64B, one coordinate negative.
-    run_tma({CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, 3, {40, 9, 3}, {32, 8, 2}, {-8, 2, 1}, CU_TENSOR_MAP_SWIZZLE_64B});
+    run_tma({CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+             2,
+             3,
+             {40, 9, 3},
+             {32, 8, 2},
+             {-8, 2, 1},
+             CU_TENSOR_MAP_SWIZZLE_64B});
     // 4-D bytes 32B; 5-D floats, no swizzle.
-    run_tma({CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, 4, {48, 5, 4, 3}, {32, 4, 2, 2}, {16, 2, 3, 0}, CU_TENSOR_MAP_SWIZZLE_32B});
-    run_tma({CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, 5, {12, 3, 2, 2, 3}, {8, 2, 2, 1, 2}, {4, 2, 0, 1, 2}, CU_TENSOR_MAP_SWIZZLE_NONE});
+    run_tma({CU_TENSOR_MAP_DATA_TYPE_UINT8,
+             1,
+             4,
+             {48, 5, 4, 3},
+             {32, 4, 2, 2},
+             {16, 2, 3, 0},
+             CU_TENSOR_MAP_SWIZZLE_32B});
+    run_tma({CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+             4,
+             5,
+             {12, 3, 2, 2, 3},
+             {8, 2, 2, 1, 2},
+             {4, 2, 0, 1, 2},
+             CU_TENSOR_MAP_SWIZZLE_NONE});
 #ifdef CUDASIM
     // The driver's rules: an inner box wider than the span, a stride that is not a multiple of 16.
     CUtensorMap map;
@@ -513,8 +544,8 @@ static void check_tma() {
     CHECK_CUDA(cudaMalloc(&p, 1 << 16));
     cuuint64_t dim[2] = {128, 64}, stride[1] = {256}, odd[1] = {200};
     cuuint32_t box[2] = {128, 8}, ones[2] = {1, 1};
-    CHECK(cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p, dim, stride, box, ones,
-                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+    CHECK(cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p, dim, stride, box,
+                                 ones, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                  CU_TENSOR_MAP_L2_PROMOTION_NONE,
                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_ERROR_INVALID_VALUE);
     box[0] = 64;
@@ -526,11 +557,12 @@ static void check_tma() {
 #endif
 }
 
-// ---- a warp-specialised pipeline ------------------------------------------------------------------
-// Warpgroup 0 produces: one thread loads A (64 x 64 f16) once and then tiles B_j (64 x 64) by TMA
-// into a ring of 2 stages (full[s]: the bytes landed; empty[s]: the consumer released the
-// stage). Warpgroups 1 and 2 consume tiles j = 1, 3, ... and j = 0, 2, ... in turn, ordered by
-// two named barriers (ping-pong), each computing D_j = A B_j^T with four wgmma along K.
+// ---- a warp-specialised pipeline
+// ------------------------------------------------------------------ Warpgroup 0 produces: one
+// thread loads A (64 x 64 f16) once and then tiles B_j (64 x 64) by TMA into a ring of 2 stages
+// (full[s]: the bytes landed; empty[s]: the consumer released the stage). Warpgroups 1 and 2
+// consume tiles j = 1, 3, ... and j = 0, 2, ... in turn, ordered by two named barriers (ping-pong),
+// each computing D_j = A B_j^T with four wgmma along K.
 constexpr int pipe_tiles = 6, pipe_stages = 2;
 constexpr uint32_t tile_bytes = 64 * 64 * 2;
 
@@ -611,9 +643,11 @@ static void check_pipeline() {
     std::vector<float> af(a.size()), bf(b.size());
     auto hash = [](uint32_t i) { return (i * 2654435761u) >> 9; };
     for (uint32_t i = 0; i < a.size(); ++i)
-        af[i] = static_cast<float>(static_cast<int>(hash(i) % 7) - 3), a[i] = attn_f32_to_f16(af[i]);
+        af[i] = static_cast<float>(static_cast<int>(hash(i) % 7) - 3),
+        a[i] = attn_f32_to_f16(af[i]);
     for (uint32_t i = 0; i < b.size(); ++i)
-        bf[i] = static_cast<float>(static_cast<int>(hash(i + 31) % 5) - 2), b[i] = attn_f32_to_f16(bf[i]);
+        bf[i] = static_cast<float>(static_cast<int>(hash(i + 31) % 5) - 2),
+        b[i] = attn_f32_to_f16(bf[i]);
     void *da, *db;
     float *dout;
     CHECK_CUDA(cudaMalloc(&da, a.size() * 2));
@@ -649,7 +683,8 @@ static void check_pipeline() {
     // (2 x 64 x 16 x 2 bytes), and the setmaxnreg of 12 warps.
     cudasim::sm90::counts n = cudasim::sm90::take_counts();
     CHECK(n.tma_copies == 1 + pipe_tiles && n.tma_bytes == (1 + pipe_tiles) * tile_bytes);
-    CHECK(n.wgmma_ops == 4 * pipe_tiles && n.wgmma_smem_bytes == 4ull * pipe_tiles * 2 * 64 * 16 * 2);
+    CHECK(n.wgmma_ops == 4 * pipe_tiles &&
+          n.wgmma_smem_bytes == 4ull * pipe_tiles * 2 * 64 * 16 * 2);
     CHECK(n.setmaxnreg == 12);
 #endif
     cudaFree(da);

@@ -293,7 +293,11 @@ bool mbarrier_try_wait(void *bar, unsigned parity, bool block, const char *file,
     bool blocked = false;
     for (;;) {
         mbar_state &b = bar_of(bar, "mbarrier_wait()", file, line);
-        land(key, b);
+        // The phase of that parity may be done already (then the copies in flight stay in
+        // flight: a wait with the wrong parity passes before they land, as it can on a GPU);
+        // otherwise the copies on the barrier land now, which may complete it.
+        if ((b.phases & 1u) == (parity & 1u))
+            land(key, b);
         if ((b.phases & 1u) != (parity & 1u)) {
             b.seen[me()] = b.phases;
             c_waits.fetch_add(1, std::memory_order_relaxed);
