@@ -383,13 +383,13 @@ static CUtensorMap make_map(const void *base, const attn_problem *p, int L, int 
 template <bool BF16, int D, int V>
 static void launch_typed(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
     using P = plan<D, V>;
-    auto kernel = fa3_kernel<BF16, D, V>;
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)P::smem);
+    cudaFuncSetAttribute(fa3_kernel<BF16, D, V>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         (int)P::smem);
     CUtensorMap qm = make_map(b->q, p, p->Lq, BM), km = make_map(b->k, p, p->Lk, BN),
                 vm = make_map(b->v, p, p->Lk, BN);
     dim3 grid((p->Lq + P::rows - 1) / P::rows, p->B * p->H);
-    kernel<<<grid, P::threads, P::smem, stream>>>(qm, km, vm, (typename elem<BF16>::T *)b->o,
-                                                  b->lse, p->Lq, p->Lk, p->scale, p->causal);
+    fa3_kernel<BF16, D, V><<<grid, P::threads, P::smem, stream>>>(
+        qm, km, vm, (typename elem<BF16>::T *)b->o, b->lse, p->Lq, p->Lk, p->scale, p->causal);
 }
 
 template <int V>
