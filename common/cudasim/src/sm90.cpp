@@ -122,7 +122,10 @@ void maybe_complete(uintptr_t key, mbar_state &b) {
 }
 
 // The copies on this mbarrier land: their bytes replace the poison, the tx-count drops by them.
-void land(uintptr_t key, mbar_state &b) {
+// In the sim-check build the landing is a write of shared memory by the waiting thread at its
+// wait (pc), so that initcheck sees the bytes written and racecheck orders them before the
+// readers the phase's completion releases.
+void land(uintptr_t key, mbar_state &b, const void *pc) {
     bool any = false;
     for (size_t i = 0; i < tl.copies.size();) {
         copy_rec &c = tl.copies[i];
@@ -132,6 +135,11 @@ void land(uintptr_t key, mbar_state &b) {
         }
         detail::tsan_write_range(c.dst, c.data.size());
         std::memcpy(c.dst, c.data.data(), c.data.size());
+        if (detail::checks_enabled())
+            for (size_t off = 0; off < c.data.size(); off += 16)
+                detail::deliver_explicit(
+                    c.dst + off, static_cast<uint32_t>(std::min<size_t>(16, c.data.size() - off)),
+                    detail::access_op::store, pc);
         b.tx -= static_cast<int64_t>(c.data.size());
         tl.copies.erase(tl.copies.begin() + static_cast<ptrdiff_t>(i));
         any = true;
@@ -289,6 +297,7 @@ uint64_t mbarrier_arrive(void *bar, unsigned count, uint32_t tx, const char *fil
 }
 
 bool mbarrier_try_wait(void *bar, unsigned parity, bool block, const char *file, int line) {
+    const void *pc = __builtin_return_address(0);
     uintptr_t key = reinterpret_cast<uintptr_t>(bar);
     bool blocked = false;
     for (;;) {
@@ -297,7 +306,7 @@ bool mbarrier_try_wait(void *bar, unsigned parity, bool block, const char *file,
         // flight: a wait with the wrong parity passes before they land, as it can on a GPU);
         // otherwise the copies on the barrier land now, which may complete it.
         if ((b.phases & 1u) == (parity & 1u))
-            land(key, b);
+            land(key, b, pc);
         if ((b.phases & 1u) != (parity & 1u)) {
             b.seen[me()] = b.phases;
             c_waits.fetch_add(1, std::memory_order_relaxed);
