@@ -29,6 +29,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <type_traits>
+
+#include "../03_flash_attention_v2/fa2_tile.cuh"
 #include "attn/example.h"
 #include "device/sm90.cuh"
 
@@ -38,40 +41,27 @@ constexpr int BM = 64;                     // query rows per consumer warpgroup 
 constexpr int BN = 128;                    // keys per K/V tile (the N of S = Q K^T)
 constexpr uint32_t chunk_rows_bytes = 128; // one row of a 64-column block: 64 x 2 bytes
 
-// The two element types: storage, packing two floats into a register, and the wgmma calls.
-template <bool BF16> struct elem;
-template <> struct elem<false> {
-    using T = __half;
+// The element type: storage, packing two floats into a register (example 03's traits), and the
+// wgmma calls.
+template <bool BF16> struct elem {
+    using T = std::conditional_t<BF16, __nv_bfloat16, __half>;
     static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-        __half2 h = __floats2half2_rn(lo, hi);
-        uint32_t u;
-        memcpy(&u, &h, sizeof u);
-        return u;
+        return attn_mma_traits<T>::pack(lo, hi);
     }
     template <int N>
     static __device__ __forceinline__ void qk(float *s, uint64_t a, uint64_t b, bool acc) {
-        wgmma_ss_f16<N>(s, a, b, acc);
+        if constexpr (BF16)
+            wgmma_ss_bf16<N>(s, a, b, acc);
+        else
+            wgmma_ss_f16<N>(s, a, b, acc);
     }
+    // V is MN-major (its rows are keys, the K of P V): the transposed-B flag.
     template <int N>
     static __device__ __forceinline__ void pv(float *o, const uint32_t *p, uint64_t b) {
-        wgmma_rs_f16<N, 1>(o, p, b, true); // V is MN-major: the transposed-B flag
-    }
-};
-template <> struct elem<true> {
-    using T = __nv_bfloat16;
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        uint32_t u;
-        memcpy(&u, &h, sizeof u);
-        return u;
-    }
-    template <int N>
-    static __device__ __forceinline__ void qk(float *s, uint64_t a, uint64_t b, bool acc) {
-        wgmma_ss_bf16<N>(s, a, b, acc);
-    }
-    template <int N>
-    static __device__ __forceinline__ void pv(float *o, const uint32_t *p, uint64_t b) {
-        wgmma_rs_bf16<N, 1>(o, p, b, true);
+        if constexpr (BF16)
+            wgmma_rs_bf16<N, 1>(o, p, b, true);
+        else
+            wgmma_rs_f16<N, 1>(o, p, b, true);
     }
 };
 
