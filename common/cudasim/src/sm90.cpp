@@ -141,6 +141,7 @@ void land(uintptr_t key, mbar_state &b, const void *pc) {
                     c.dst + off, static_cast<uint32_t>(std::min<size_t>(16, c.data.size() - off)),
                     detail::access_op::store, pc);
         b.tx -= static_cast<int64_t>(c.data.size());
+        detail::tsan_release(&b);
         tl.copies.erase(tl.copies.begin() + static_cast<ptrdiff_t>(i));
         any = true;
     }
@@ -288,6 +289,8 @@ uint64_t mbarrier_arrive(void *bar, unsigned count, uint32_t tx, const char *fil
                        "more arrivals than its count in phase %u",
                        b.index, b.init_file, b.init_line, b.count, b.phases));
     b.pending -= count;
+    detail::tsan_release(
+        &b); // what the thread did before arriving happens before the waiters go on
     if (me() % 32 == 0)
         event(format("arrive on mbarrier #%u phase %u%s", b.index, b.phases,
                      tx ? format(" (expect %u bytes)", tx).c_str() : ""));
@@ -308,6 +311,7 @@ bool mbarrier_try_wait(void *bar, unsigned parity, bool block, const char *file,
         if ((b.phases & 1u) == (parity & 1u))
             land(key, b, pc);
         if ((b.phases & 1u) != (parity & 1u)) {
+            detail::tsan_acquire(&b);
             b.seen[me()] = b.phases;
             c_waits.fetch_add(1, std::memory_order_relaxed);
             if (blocked) {
@@ -394,7 +398,6 @@ void tma_load(void *dst, const CUtensorMap *map, void *bar, unsigned rank, const
     }
     c_tma_copies.fetch_add(1, std::memory_order_relaxed);
     c_tma_bytes.fetch_add(bytes, std::memory_order_relaxed);
-    detail::tsan_read_range(base, 0);
     // The transaction is the box's bytes (the zeros of elements out of the tensor included).
     image.resize(bytes);
     issue_copy(dst, std::move(image), bar, format("tma_load_%ud", rank).c_str(), file, line);
