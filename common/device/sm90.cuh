@@ -1,7 +1,7 @@
 // device/sm90.cuh — Hopper's (sm_90a) asynchronous building blocks for example 10
 // (FlashAttention-3): mbarriers, named barriers, setmaxnreg, TMA copies (cp.async.bulk.tensor
 // with a CUtensorMap, and the plain bulk copy) and wgmma (warpgroup MMA, m64nNk16 on f16/bf16 and
-// m64nNk32 on e4m3, f32 accumulators, N = 64 or 128).
+// m64nNk32 on e4m3 and e5m2, f32 accumulators, N = 64 or 128).
 //
 // Each function is one PTX instruction (or a short fixed sequence) on a GPU compiled for sm_90a;
 // compiled for another GPU it traps (such a kernel must not be launched there). Under the
@@ -412,66 +412,76 @@ ATTN_WGMMA_RS(wgmma_rs_bf16, bf16)
 #undef ATTN_WGMMA_SS
 #undef ATTN_WGMMA_RS
 
-// FP8 e4m3, m64nNk32 (K-major operands only, no transpose): the same, 32 values of K per call.
+// FP8 (e4m3 or e5m2, both operands the same), m64nNk32: the same with 32 values of K per call,
+// K-major operands only (no transpose flags).
 #ifdef CUDASIM
-template <int N>
-__device__ __forceinline__ void wgmma_ss_e4m3(float *d, uint64_t a_desc, uint64_t b_desc,
-                                              bool scale_d ATTN_SM90_SITE) {
-    static_assert(N == 64 || N == 128, "wgmma_ss_e4m3: N = 64 or 128");
-    cudasim::sm90::wgmma(d, N, cudasim::sm90::wg_type::e4m3, nullptr, a_desc, b_desc, scale_d,
-                         false, false, file, line);
-}
-template <int N>
-__device__ __forceinline__ void wgmma_rs_e4m3(float *d, const uint32_t *a, uint64_t b_desc,
-                                              bool scale_d ATTN_SM90_SITE) {
-    static_assert(N == 64 || N == 128, "wgmma_rs_e4m3: N = 64 or 128");
-    cudasim::sm90::wgmma(d, N, cudasim::sm90::wg_type::e4m3, a, 0, b_desc, scale_d, false, false,
-                         file, line);
-}
+#define ATTN_WGMMA_FP8(T)                                                                          \
+    template <int N>                                                                               \
+    __device__ __forceinline__ void wgmma_ss_##T(float *d, uint64_t a_desc, uint64_t b_desc,       \
+                                                 bool scale_d ATTN_SM90_SITE) {                    \
+        static_assert(N == 64 || N == 128, "wgmma_ss_" #T ": N = 64 or 128");                      \
+        cudasim::sm90::wgmma(d, N, cudasim::sm90::wg_type::T, nullptr, a_desc, b_desc, scale_d,    \
+                             false, false, file, line);                                            \
+    }                                                                                              \
+    template <int N>                                                                               \
+    __device__ __forceinline__ void wgmma_rs_##T(float *d, const uint32_t *a, uint64_t b_desc,     \
+                                                 bool scale_d ATTN_SM90_SITE) {                    \
+        static_assert(N == 64 || N == 128, "wgmma_rs_" #T ": N = 64 or 128");                      \
+        cudasim::sm90::wgmma(d, N, cudasim::sm90::wg_type::T, a, 0, b_desc, scale_d, false, false, \
+                             file, line);                                                          \
+    }
 #elif ATTN_SM90_PTX
-template <int N>
-__device__ __forceinline__ void wgmma_ss_e4m3(float *d, uint64_t a_desc, uint64_t b_desc,
-                                              bool scale_d) {
-    static_assert(N == 64 || N == 128, "wgmma_ss_e4m3: N = 64 or 128");
-    if constexpr (N == 64)
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
-                     "{" ATTN_WG_R32 "}, %32, %33, p, 1, 1;\n}\n"
-                     : ATTN_WG_D32
-                     : "l"(a_desc), "l"(b_desc), "r"(int(scale_d)));
-    else
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
-                     "{" ATTN_WG_R64 "}, %64, %65, p, 1, 1;\n}\n"
-                     : ATTN_WG_D64
-                     : "l"(a_desc), "l"(b_desc), "r"(int(scale_d)));
-}
-template <int N>
-__device__ __forceinline__ void wgmma_rs_e4m3(float *d, const uint32_t *a, uint64_t b_desc,
-                                              bool scale_d) {
-    static_assert(N == 64 || N == 128, "wgmma_rs_e4m3: N = 64 or 128");
-    if constexpr (N == 64)
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
-                     "{" ATTN_WG_R32 "}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
-                     : ATTN_WG_D32
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(int(scale_d)));
-    else
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
-                     "{" ATTN_WG_R64 "}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
-                     : ATTN_WG_D64
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(int(scale_d)));
-}
+#define ATTN_WGMMA_FP8(T)                                                                          \
+    template <int N>                                                                               \
+    __device__ __forceinline__ void wgmma_ss_##T(float *d, uint64_t a_desc, uint64_t b_desc,       \
+                                                 bool scale_d) {                                   \
+        static_assert(N == 64 || N == 128, "wgmma_ss_" #T ": N = 64 or 128");                      \
+        if constexpr (N == 64)                                                                     \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                              \
+                         "wgmma.mma_async.sync.aligned.m64n64k32.f32." #T "." #T " "               \
+                         "{" ATTN_WG_R32 "}, %32, %33, p, 1, 1;\n}\n"                              \
+                         : ATTN_WG_D32                                                             \
+                         : "l"(a_desc), "l"(b_desc), "r"(int(scale_d)));                           \
+        else                                                                                       \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                              \
+                         "wgmma.mma_async.sync.aligned.m64n128k32.f32." #T "." #T " "              \
+                         "{" ATTN_WG_R64 "}, %64, %65, p, 1, 1;\n}\n"                              \
+                         : ATTN_WG_D64                                                             \
+                         : "l"(a_desc), "l"(b_desc), "r"(int(scale_d)));                           \
+    }                                                                                              \
+    template <int N>                                                                               \
+    __device__ __forceinline__ void wgmma_rs_##T(float *d, const uint32_t *a, uint64_t b_desc,     \
+                                                 bool scale_d) {                                   \
+        static_assert(N == 64 || N == 128, "wgmma_rs_" #T ": N = 64 or 128");                      \
+        if constexpr (N == 64)                                                                     \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                              \
+                         "wgmma.mma_async.sync.aligned.m64n64k32.f32." #T "." #T " "               \
+                         "{" ATTN_WG_R32 "}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"             \
+                         : ATTN_WG_D32                                                             \
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc),                \
+                           "r"(int(scale_d)));                                                     \
+        else                                                                                       \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                              \
+                         "wgmma.mma_async.sync.aligned.m64n128k32.f32." #T "." #T " "              \
+                         "{" ATTN_WG_R64 "}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"             \
+                         : ATTN_WG_D64                                                             \
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc),                \
+                           "r"(int(scale_d)));                                                     \
+    }
 #else
-template <int N> __device__ __forceinline__ void wgmma_ss_e4m3(float *, uint64_t, uint64_t, bool) {
-    ATTN_SM90_UNSUPPORTED();
-}
-template <int N>
-__device__ __forceinline__ void wgmma_rs_e4m3(float *, const uint32_t *, uint64_t, bool) {
-    ATTN_SM90_UNSUPPORTED();
-}
+#define ATTN_WGMMA_FP8(T)                                                                          \
+    template <int N>                                                                               \
+    __device__ __forceinline__ void wgmma_ss_##T(float *, uint64_t, uint64_t, bool) {              \
+        ATTN_SM90_UNSUPPORTED();                                                                   \
+    }                                                                                              \
+    template <int N>                                                                               \
+    __device__ __forceinline__ void wgmma_rs_##T(float *, const uint32_t *, uint64_t, bool) {      \
+        ATTN_SM90_UNSUPPORTED();                                                                   \
+    }
 #endif
+ATTN_WGMMA_FP8(e4m3)
+ATTN_WGMMA_FP8(e5m2)
+#undef ATTN_WGMMA_FP8
 
 #undef ATTN_WG_R32
 #undef ATTN_WG_R64

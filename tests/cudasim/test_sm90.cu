@@ -7,7 +7,7 @@
 // "Tensor-map: swizzling modes" and cuda.h's CUtensorMapSwizzle).
 //
 //   tables   (simulator only) the simulator's layout functions (cudasim/sm90.h) against the data
-//   wgmma    A x B on f16, bf16 and e4m3, N = 64 and 128, A from shared memory and from
+//   wgmma    A x B on f16, bf16, e4m3 and e5m2, N = 64 and 128, A from shared memory and from
 //            registers, every swizzle mode, K-major and MN-major B, four instructions along K
 //            (the descriptor advanced as CUTLASS does); operands placed by the data's layouts;
 //            small integers, so every sum is exact and the check is equality
@@ -189,9 +189,9 @@ static void check_tables() {
 
 // ---- wgmma
 // -----------------------------------------------------------------------------------------
-enum class el { f16, bf16, e4m3 };
+enum class el { f16, bf16, e4m3, e5m2 };
 
-__host__ __device__ inline int el_size(el t) { return t == el::e4m3 ? 1 : 2; }
+__host__ __device__ inline int el_size(el t) { return t == el::e4m3 || t == el::e5m2 ? 1 : 2; }
 
 // Operand images (bytes of shared memory from a 1024-aligned base) and the result.
 struct wg_case {
@@ -261,10 +261,14 @@ __global__ void wgmma_kernel(const unsigned char *image, const uint32_t *a_regs_
         wgmma_rs_bf16<N>(d, ar, bd, acc);                                                          \
     else if (c.type == el::bf16)                                                                   \
         wgmma_rs_bf16<N, 1>(d, ar, bd, acc);                                                       \
-    else if (!c.a_regs)                                                                            \
+    else if (c.type == el::e4m3 && !c.a_regs)                                                      \
         wgmma_ss_e4m3<N>(d, ad, bd, acc);                                                          \
+    else if (c.type == el::e4m3)                                                                   \
+        wgmma_rs_e4m3<N>(d, ar, bd, acc);                                                          \
+    else if (!c.a_regs)                                                                            \
+        wgmma_ss_e5m2<N>(d, ad, bd, acc);                                                          \
     else                                                                                           \
-        wgmma_rs_e4m3<N>(d, ar, bd, acc);
+        wgmma_rs_e5m2<N>(d, ar, bd, acc);
         if (c.n == 64) {
             ATTN_TEST_WG(64)
         } else {
@@ -286,7 +290,7 @@ static uint16_t encode(el t, float v) {
         return attn_f32_to_f16(v);
     if (t == el::bf16)
         return attn_f32_to_bf16(v);
-    return attn_fp8_from_f32(v, ATTN_FP8_E4M3, true);
+    return attn_fp8_from_f32(v, t == el::e4m3 ? ATTN_FP8_E4M3 : ATTN_FP8_E5M2, true);
 }
 
 static void run_wgmma(const wg_case &c) {
@@ -376,7 +380,7 @@ static void check_wgmma() {
     // K-major, every mode: interleave with core matrices of 128 bytes, LBO 128 between the two
     // along K and SBO 1024 between 8-row groups (8 core matrices along K each); swizzled with
     // SBO = 8 rows of the span.
-    for (el t : {el::f16, el::bf16, el::e4m3})
+    for (el t : {el::f16, el::bf16, el::e4m3, el::e5m2})
         for (int n : {64, 128})
             for (unsigned layout = 0; layout < 4; ++layout)
                 for (int a_regs = 0; a_regs < 2; ++a_regs) {

@@ -127,6 +127,7 @@ void maybe_complete(uintptr_t key, mbar_state &b) {
 // readers the phase's completion releases.
 void land(uintptr_t key, mbar_state &b, const void *pc) {
     bool any = false;
+    detail::tsan_acquire(&b); // the issuing threads' copies (their poison, their images)
     for (size_t i = 0; i < tl.copies.size();) {
         copy_rec &c = tl.copies[i];
         if (c.bar != key) {
@@ -187,6 +188,7 @@ void issue_copy(void *dst, std::vector<unsigned char> &&image, void *bar, const 
     tl.fills.push_back(fill_rec{lo, hi, key, b.phases, me(), file, line});
     event(format("%s %zu bytes -> mbarrier #%u phase %u", what, image.size(), b.index, b.phases));
     tl.copies.push_back(copy_rec{key, p, std::move(image)});
+    detail::tsan_release(&b);   // the copy, as issued, happens before it lands in a waiter
     detail::mbarrier_wake(bar); // a thread blocked on it lands the copy
 }
 
