@@ -12,7 +12,8 @@
 //            (the descriptor advanced as CUTLASS does); operands placed by the data's layouts;
 //            small integers, so every sum is exact and the check is equality
 //   tma      2-D to 5-D boxes in every swizzle mode, with elements outside the tensor (zeros),
-//            compared byte for byte with the placement the swizzle table gives
+//            compared byte for byte with the placement the swizzle table gives; the plain bulk
+//            copy
 //   pipeline a producer warp loads tiles by TMA into a 2-stage ring guarded by full/empty
 //            mbarriers, two consumer warpgroups take turns (named barriers) and run wgmma on them
 // Runs natively on an sm_90 GPU (the kernels are compiled for sm_90a) and on the simulator; exit
@@ -561,6 +562,43 @@ static void check_tma() {
 #endif
 }
 
+// The plain bulk copy: 4 KiB from an offset of a global buffer into shared memory, two copies on
+// one mbarrier (the transaction count is their sum), copied back out.
+__global__ void bulk_kernel(const unsigned char *src, unsigned char *out) {
+    extern __shared__ unsigned char smem_raw[];
+    __shared__ uint64_t bar;
+    if (threadIdx.x == 0) {
+        mbarrier_init(&bar, 1);
+        fence_barrier_init();
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        mbarrier_arrive_expect_tx(&bar, 4096 + 1024);
+        bulk_copy_g2s(smem_raw, src + 512, 4096, &bar);
+        bulk_copy_g2s(smem_raw + 4096, src + 8192, 1024, &bar);
+    }
+    mbarrier_wait(&bar, 0);
+    for (int i = threadIdx.x; i < 5120; i += blockDim.x)
+        out[i] = smem_raw[i];
+}
+
+static void check_bulk() {
+    std::vector<unsigned char> host(16384), got(5120);
+    for (size_t i = 0; i < host.size(); ++i)
+        host[i] = static_cast<unsigned char>((i * 2654435761u) >> 13);
+    unsigned char *dsrc, *dout;
+    CHECK_CUDA(cudaMalloc(&dsrc, host.size()));
+    CHECK_CUDA(cudaMalloc(&dout, got.size()));
+    CHECK_CUDA(cudaMemcpy(dsrc, host.data(), host.size(), cudaMemcpyHostToDevice));
+    bulk_kernel<<<1, 128, 5120>>>(dsrc, dout);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    CHECK_CUDA(cudaMemcpy(got.data(), dout, got.size(), cudaMemcpyDeviceToHost));
+    CHECK(std::memcmp(got.data(), host.data() + 512, 4096) == 0);
+    CHECK(std::memcmp(got.data() + 4096, host.data() + 8192, 1024) == 0);
+    cudaFree(dsrc);
+    cudaFree(dout);
+}
+
 // ---- a warp-specialised pipeline
 // ------------------------------------------------------------------ Warpgroup 0 produces: one
 // thread loads A (64 x 64 f16) once and then tiles B_j (64 x 64) by TMA into a ring of 2 stages
@@ -709,6 +747,7 @@ int main() {
 #endif
     check_wgmma();
     check_tma();
+    check_bulk();
     check_pipeline();
     return sim_test_result("test_sm90");
 }
