@@ -25,11 +25,11 @@
 //                reported.
 //   named barrier bar.sync / bar.arrive with an id (1..15) and a thread count: a count that is not
 //                a multiple of 32, or that differs between the threads of one barrier, is
-//                reported; too many or too few threads show as a deadlock or at the block's end.
+//                reported; too few threads show as a deadlock (arrivals left over when the block
+//                ends are not reported: a ping-pong's last bar.arrive has no partner).
 //   setmaxnreg   checked (24..256, a multiple of 8) and counted; registers are not simulated.
 // At the end of a block: an mbarrier whose tx-count does not balance (the bytes expect_tx
-// announced against those the copies delivered), a named barrier left part-way, a wgmma group
-// never waited for.
+// announced against those the copies delivered), a wgmma group never waited for.
 #ifndef CUDASIM_SM90_H
 #define CUDASIM_SM90_H
 
