@@ -14,7 +14,7 @@
 # Usage: benchmarks/gpu.sh [--steps LIST] [--quick]
 #   --steps   comma-separated, in this order (default all):
 #             build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,crossover,
-#             example08,decode,plots
+#             example08,decode,example10,plots
 #             c: bench_attention --grid dense; torch: the SDPA backends and naive PyTorch on the
 #             same grid; fp32: examples 01/02 and FA2 v1 (fp32) at B=1 H=16 D=64; flex:
 #             FlexAttention (compiled once per shape: the slowest step); sparse: example 04's
@@ -37,6 +37,10 @@
 #             installed), DSA against dense at 32K and 128K, then version 10 on DeepSeek's MLA
 #             shape (128 heads over one latent row of 576, bf16, pages of 64, B 1-64, contexts
 #             1K-32K) beside SDPA on the same rows (examples/09_decode/bench_decode.py);
+#             example10: example 10's FlashAttention-3 versions (an sm_90 GPU: H100/H200;
+#             skipped elsewhere) at B 2, H 16, L 1k-16k, D 64/128, f16/bf16, causal or not
+#             (fa3.jsonl), beside SDPA's FlashAttention and cuDNN backends on the same shapes
+#             (bench_torch.py, fa3_torch.jsonl; on Hopper cuDNN's is its own FA3-class kernel);
 #             plots: figures + tables
 #   --quick   L up to 4k only (a first look in about three minutes)
 # Each step stops starting new problems when its time budget is spent (--budget-s), so the whole
@@ -49,7 +53,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
-steps="build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,crossover,example08,decode,plots"
+steps="build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,crossover,example08,decode,example10,plots"
 quick=0
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -214,6 +218,37 @@ if has decode; then
         echo "warning: bench_decode (latent) reported failures" >&2
     "$py" examples/09_decode/bench_decode.py --table "$out/decode.jsonl" >"$out/decode.md" || true
     ran+=(decode)
+fi
+
+if has example10; then
+    if [ "${cc%%.*}" != 9 ]; then
+        say "example 10: skipped (compute capability $cc; wgmma and TMA need sm_90)"
+    else
+        say "example 10: FlashAttention-3 versions beside SDPA flash/cuDNN"
+        cmake --build "$build" -j "$(nproc)" --target flash3_fwd_gpu >>"$out/.build.log" 2>&1 ||
+            { tail -50 "$out/.build.log"; exit 1; }
+        rm -f "$out/fa3.jsonl"
+        l10=(1024 2048 4096 8192 16384)
+        [ $quick -eq 1 ] && l10=(1024 2048 4096)
+        for L in "${l10[@]}"; do
+            for D in 64 128; do
+                for dt in f16 bf16; do
+                    for c in "" --causal; do
+                        "$build/examples/10_flash_attention_3/flash3_fwd_gpu" -B 2 -H 16 -L "$L" \
+                            -D "$D" --dtype "$dt" $c --check-rows 64 --json "$out/fa3.jsonl" \
+                            >/dev/null || echo "warning: flash3_fwd L=$L D=$D $dt $c failed" >&2
+                    done
+                done
+            done
+        done
+        tl=1k,2k,4k,8k,16k
+        [ $quick -eq 1 ] && tl=1k,2k,4k
+        "$py" benchmarks/bench_torch.py --B 2 --H 16 --L "$tl" \
+            --D 64,128 --dtype f16,bf16 --causal both --impl sdpa_flash,sdpa_cudnn \
+            --commit "$commit" --out "$out/fa3_torch.jsonl" ||
+            echo "warning: bench_torch.py (example 10's peers) reported failures" >&2
+        ran+=(example10)
+    fi
 fi
 
 nvcc_version=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' || true)

@@ -84,6 +84,18 @@ void cp_async_wait_group(int pending_allowed);
 // The block on this OS thread ended or was abandoned: forget its pending copies.
 void cp_async_reset_block(uint32_t nthreads);
 
+// Hopper's asynchronous machinery (sm90.cpp): the block on this OS thread starts (its mbarriers,
+// TMA copies and wgmma groups are forgotten), and ends: what it left unbalanced, or "";
+// sm90_deadlock_note: what the mbarriers say when the block is deadlocked ("" or lines).
+void sm90_block_start(uint32_t nthreads);
+std::string sm90_block_end();
+std::string sm90_deadlock_note();
+// The scheduler's side (scheduler.cpp): a named barrier; the current thread waits until
+// mbarrier_wake(bar) (the caller then checks the phase again); threads waiting on bar may go on.
+void named_barrier(unsigned id, unsigned count, bool wait, const char *file, int line);
+void mbarrier_block(const void *bar, const char *file, int line);
+void mbarrier_wake(const void *bar);
+
 } // namespace detail
 } // namespace cudasim
 

@@ -35,7 +35,8 @@ namespace {
 
 constexpr unsigned full_mask = 0xffffffffu;
 
-enum class wait_kind : unsigned char { running, barrier, warp, exited };
+// named: at a named barrier (bar.sync id, count); mbarrier: blocked in mbarrier_wait.
+enum class wait_kind : unsigned char { running, barrier, warp, named, mbarrier, exited };
 
 struct sim_thread : fiber_base {
     uint3 tid{};
@@ -45,7 +46,9 @@ struct sim_thread : fiber_base {
     bool abandoned = false; // left mid-run by a failed launch
     const char *file = "";  // where it waits
     int line = 0;
-    unsigned bar_phase = 0; // the barrier generation it waits in
+    unsigned bar_phase = 0;     // the barrier generation it waits in
+    unsigned named_id = 0;      // the named barrier it waits at
+    const void *mbar = nullptr; // the mbarrier it waits on
 };
 
 // One lane's part in a warp collective.
@@ -252,6 +255,23 @@ class block_runner {
         push(*cur_);
         yield();
     }
+    void named_barrier(unsigned id, unsigned count, bool wait, const char *file, int line);
+    // mbarrier_wait: the current thread waits until wake_mbarrier(bar); the caller checks again.
+    void block_on_mbarrier(const void *bar, const char *file, int line) {
+        cur_->wait = wait_kind::mbarrier;
+        cur_->mbar = bar;
+        cur_->file = file;
+        cur_->line = line;
+        tsan_release(&pause_sync_);
+        yield();
+        tsan_acquire(&pause_sync_);
+    }
+    void wake_mbarrier(const void *bar) {
+        progress();
+        for (unsigned i : order_)
+            if (threads_[i].wait == wait_kind::mbarrier && threads_[i].mbar == bar)
+                push(threads_[i]);
+    }
     unsigned active_mask() const {
         const warp_state &w = warps_[cur_->linear / 32];
         return w.present & ~w.exited;
@@ -395,6 +415,14 @@ class block_runner {
     int bar_result_[2] = {0, 0};
     unsigned bar_participants_[2] = {0, 0};
     char bar_sync_[2];
+    // Named barriers 1..15 (bar.sync / bar.arrive id, count): arrivals in the current generation,
+    // the count the first arrival passed, and where.
+    static constexpr unsigned named_barriers = 16;
+    unsigned nb_arrived_[named_barriers] = {}, nb_count_[named_barriers] = {};
+    const sim_thread *nb_first_[named_barriers] = {};
+    const char *nb_file_[named_barriers] = {};
+    int nb_line_[named_barriers] = {};
+    char nb_sync_[named_barriers] = {};
     char block_start_sync_ = 0, block_end_sync_ = 0;
     char abandon_sync_ = 0, pause_sync_ = 0;
     // The thread the watchdog interrupted, where, and whether its block timed out (or only
@@ -482,6 +510,8 @@ void block_runner::run_block(uint64_t b) {
     live_ = n_;
     first_exited_ = nullptr;
     bar_arrived_ = 0;
+    for (unsigned &a : nb_arrived_)
+        a = 0;
     failed_ = false;
     for (warp_state &w : warps_)
         w.exited = w.arrived = 0;
@@ -496,6 +526,7 @@ void block_runner::run_block(uint64_t b) {
     if (checks_enabled())
         checks_block_start();
     cp_async_reset_block(n_);
+    sm90_block_start(n_);
     tsan_release(&block_start_sync_);
     fill_order(b);
     progress();
@@ -526,8 +557,17 @@ void block_runner::run_block(uint64_t b) {
         faulted_ = nullptr;
     }
     if (!failed_ && live_ > 0) {
-        ls_->fail(deadlock_report());
+        ls_->fail(deadlock_report() + sm90_deadlock_note());
         failed_ = true;
+    }
+    if (!failed_) {
+        // (Arrivals left at a named barrier are not a fault: a ping-pong's last bar.arrive has
+        // no partner, on a GPU as here. A missing one shows as a deadlock.)
+        std::string left = sm90_block_end();
+        if (!left.empty()) {
+            ls_->fail(left);
+            failed_ = true;
+        }
     }
     if (!failed_ && checks_enabled()) {
         std::string late = checks_epoch_end();
@@ -884,15 +924,71 @@ void block_runner::release_lanes(warp_state &w, unsigned mask) {
     }
 }
 
+const char *const named_names[16] = {
+    "named barrier 0",  "named barrier 1",  "named barrier 2",  "named barrier 3",
+    "named barrier 4",  "named barrier 5",  "named barrier 6",  "named barrier 7",
+    "named barrier 8",  "named barrier 9",  "named barrier 10", "named barrier 11",
+    "named barrier 12", "named barrier 13", "named barrier 14", "named barrier 15"};
+
+// bar.sync / bar.arrive id, count: `count` threads (a multiple of 32) must arrive, in whole warps,
+// before the waiting ones go on. Barrier 0 is __syncthreads()'s.
+void block_runner::named_barrier(unsigned id, unsigned count, bool wait, const char *file,
+                                 int line) {
+    sim_thread &t = *cur_;
+    const char *op = wait ? "bar.sync" : "bar.arrive";
+    if (id == 0 || id >= named_barriers)
+        CUDASIM_FAIL(where_at(t, file, line) +
+                     format(": %s %u: named barriers are 1..15 (0 is __syncthreads()'s)", op, id));
+    if (count == 0 || count % 32 != 0 || count > n_)
+        CUDASIM_FAIL(where_at(t, file, line) +
+                     format(": %s %u, %u: a named barrier's thread count must be a positive "
+                            "multiple of 32 (whole warps) and at most the block's %u threads",
+                            op, id, count, n_));
+    if (nb_arrived_[id] == 0) {
+        nb_count_[id] = count;
+        nb_first_[id] = &t;
+        nb_file_[id] = file;
+        nb_line_[id] = line;
+    } else if (nb_count_[id] != count) {
+        CUDASIM_FAIL(where_at(t, file, line) +
+                     format(": %s %u with a thread count of %u, but thread %s arrived at it "
+                            "with %u (at %s:%d): every thread of one named barrier must pass "
+                            "the same count",
+                            op, id, count, fmt3(nb_first_[id]->tid).c_str(), nb_count_[id],
+                            nb_file_[id], nb_line_[id]));
+    }
+    tsan_release(&nb_sync_[id]);
+    if (wait) {
+        t.wait = wait_kind::named;
+        t.named_id = id;
+        t.file = file;
+        t.line = line;
+    }
+    if (++nb_arrived_[id] == count) {
+        nb_arrived_[id] = 0;
+        progress();
+        ++sim_ctx().epoch; // the participants' accesses before it are ordered before theirs after
+        for (unsigned i : order_)
+            if (threads_[i].wait == wait_kind::named && threads_[i].named_id == id)
+                push(threads_[i]);
+    }
+    if (wait) {
+        yield();
+        tsan_acquire(&nb_sync_[id]);
+    }
+}
+
 std::vector<block_runner::thread_group> block_runner::group_threads() const {
     std::vector<thread_group> groups;
     for (unsigned i = 0; i < n_; ++i) {
         const sim_thread &t = threads_[i];
         if (t.wait == wait_kind::exited)
             continue;
-        const char *what = t.wait == wait_kind::barrier ? "__syncthreads()"
-                           : t.wait == wait_kind::warp  ? warps_[i / 32].lane[i % 32].name
-                                                        : nullptr;
+        const char *what = t.wait == wait_kind::barrier    ? "__syncthreads()"
+                           : t.wait == wait_kind::warp     ? warps_[i / 32].lane[i % 32].name
+                           : t.wait == wait_kind::named    ? named_names[t.named_id]
+                           : t.wait == wait_kind::mbarrier ? "mbarrier_wait()"
+                                                           : nullptr;
         auto g = std::find_if(groups.begin(), groups.end(), [&](const thread_group &x) {
             return (x.what == what || (x.what && what && std::strcmp(x.what, what) == 0)) &&
                    same_site(x.file, x.line, t.file, t.line);
@@ -1323,6 +1419,18 @@ unsigned warp_reduce(reduce_op op, unsigned mask, unsigned value, const char *fi
                                      ->collective_op(collective::reduce, mask, value,
                                                      static_cast<int>(op), warpSize, file, line,
                                                      name));
+}
+
+void named_barrier(unsigned id, unsigned count, bool wait, const char *file, int line) {
+    current_runner(wait ? "bar.sync" : "bar.arrive", file, line)
+        ->named_barrier(id, count, wait, file, line);
+}
+void mbarrier_block(const void *bar, const char *file, int line) {
+    current_runner("mbarrier_wait()", file, line)->block_on_mbarrier(bar, file, line);
+}
+void mbarrier_wake(const void *bar) {
+    if (in_kernel())
+        tl_runner->wake_mbarrier(bar);
 }
 
 void spin_yield() {
