@@ -484,7 +484,7 @@ extern "C" const attn_example deepseek_v4_example = {
     "sliding window and a sink, prefill and decode",
     v4_kernels,
     (int)(sizeof v4_kernels / sizeof v4_kernels[0]),
-    {1, 64, 8192, 512}, /* GPU default: B, H, L, D */
+    {1, 16, 2048, 512}, /* GPU default: B, H, L, D */
     {1, 4, 64, 64},     /* simulator default */
     &v4_module_final,
     NULL,
