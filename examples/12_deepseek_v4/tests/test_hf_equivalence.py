@@ -9,8 +9,10 @@ on the CPU, a tiny random configuration, the same weights and inputs, in float64
   3. prefill -> decode -> prefill -> decode, chunk lengths that split windows, so the compressor's
      buffer (and CSA's overlap half) is handed over between calls;
   4. index_topk above the number of compressed entries;
-  5. the check can fail: the reference with the entry causal rule shifted by one token, and with
-     the sink left out, both differ from Hugging Face.
+  5. cost_model.py's V4-Flash configuration equals DeepseekV4Config()'s defaults;
+  6. the check can fail: the reference with the entry causal rule shifted by one token, and with
+     the sink left out, and CSA over every entry instead of the top-k, all differ from Hugging Face;
+     no comparison had a tie at the top-k boundary (where the selection order is not defined).
 
 Needs transformers (installed by scripts/setup.sh --quality, quality/requirements.txt).
 Prints PASS/FAIL lines and "N passed, M failed"; exit status 1 on a failed check.
@@ -184,6 +186,22 @@ def main():
     x = torch.randn(1, 21, big.hidden_size, dtype=torch.float64)
     run_schedule(big, 0, "csa", x, [13, 1, 1, 6], "csa index_topk 9 > entries")
 
+    # cost_model.py's V4-Flash configuration is transformers' default DeepseekV4Config.
+    _cm = importlib.util.spec_from_file_location("cost_model",
+                                                 os.path.join(HERE, "..", "cost_model.py"))
+    cm = importlib.util.module_from_spec(_cm)
+    _cm.loader.exec_module(cm)
+    d = DeepseekV4Config()
+    got = dict(layers=d.num_hidden_layers, csa=d.layer_types.count("compressed_sparse_attention"),
+               hca=d.layer_types.count("heavily_compressed_attention"),
+               sliding=d.layer_types.count("sliding_attention"), heads=d.num_attention_heads,
+               head_dim=d.head_dim, window=d.sliding_window,
+               m_csa=d.compress_rates["compressed_sparse_attention"],
+               m_hca=d.compress_rates["heavily_compressed_attention"],
+               index_heads=d.index_n_heads, index_dim=d.index_head_dim, topk=d.index_topk)
+    check("cost_model.py's V4-Flash configuration is DeepseekV4Config()'s", got == cm.V4F,
+          str({k: (v, cm.V4F.get(k)) for k, v in got.items() if cm.V4F.get(k) != v}))
+
     # The check can fail: a reference with a wrong causal rule or no sink differs.
     layer = make_layer(config, 1)
     rotary = hf.DeepseekV4RotaryEmbedding(config)
@@ -195,8 +213,7 @@ def main():
     early = ref.attention_layer(W, cfg, "hca", x)
     ref.visible_entries = saved
     check("planted: entry visible one token early differs", (got - early).abs().max() > 1e-3)
-    dense = ref.attention_layer(make_layer(config, 0) and weights_of(make_layer(config, 0)),
-                                dict(cfg, topk=99), "csa", x)
+    dense = ref.attention_layer(weights_of(make_layer(config, 0)), dict(cfg, topk=99), "csa", x)
     csa = hf_step(make_layer(config, 0), rotary, x, 0, None, config.sliding_window)
     check("planted: CSA over every entry (no top-k) differs", (csa - dense).abs().max() > 1e-3)
     W2 = dict(W, sinks=torch.full_like(W["sinks"], -1e30))
