@@ -86,6 +86,10 @@ int v4_prepare(void *state, const attn_example *ex, const attn_cli *cli, const v
     }
     s->n = c->L / c->m;
     s->K = c->topk < s->n ? c->topk : s->n;
+    /* example 05's indexer and top-k see a problem of L queries against n keys, not causal (the
+     * entries not yet visible are masked between the two) */
+    attn_problem_init(&s->dsp, c->B, 1, c->L, s->n > 0 ? s->n : 1, 64);
+    s->dsp.dtype = p->dtype;
     s->amplitude = cli->amplitude;
     s->rng = cli->seed * 2654435761u + 12345u;
     s->ties = getenv("V4_INDEX_TIES") != NULL; /* tests: every index query zero, every score tied */
@@ -283,10 +287,6 @@ int v4_setup(void *state, const attn_problem *p, const attn_cli *cli, int check_
             fprintf(stderr, "error: out of device memory for example 12's buffers\n");
             return 1;
         }
-    /* example 05's indexer and top-k see a problem of L queries against n keys, not causal (the
-     * entries not yet visible are masked between the two) */
-    attn_problem_init(&s->dsp, c->B, 1, c->L, s->n > 0 ? s->n : 1, 64);
-    s->dsp.dtype = p->dtype;
     for (int i = 0; i < 2; ++i) {
         ds_args *d = &s->ds[i];
         memset(d, 0, sizeof *d);
