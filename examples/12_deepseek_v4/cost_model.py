@@ -99,6 +99,9 @@ def table():
 
 
 def main(argv):
+    if argv[1:2] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
     text = table()
     if len(argv) == 1:
         sys.stdout.write(text)

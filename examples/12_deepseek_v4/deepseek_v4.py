@@ -23,8 +23,16 @@ The functions take a dict of weights with the same names as Hugging Face's Deeps
 Only what this layer computes is here: no MoE, no hyper-connections, no training.
 """
 import math
+import sys
 
-import torch
+try:
+    import torch
+except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
+    import os  # the set-up's paths from where it was run (the checkout's root: ../..)
+    up = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../.."))
+    sys.exit(f"error: {e.name} is not installed for {sys.executable}: run "
+             f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --python, then use "
+             f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
 
 DT = torch.float64
 
@@ -164,3 +172,35 @@ def attention_layer(W, cfg, kind, x, S=None):
     Wa = W["o_a_proj"].view(g, r, H * d // g)
     y = torch.einsum("bsgi,gri->bsgr", grouped, Wa).reshape(B, S, g * r)
     return y @ W["o_b_proj"].T
+
+
+def demo():
+    """A random CSA and HCA layer over 21 tokens: the outputs' shapes and norms."""
+    g = torch.Generator().manual_seed(0)
+    cfg = dict(heads=2, head_dim=16, rope_dim=8, eps=1e-6, sliding_window=6, rope_theta=1e4,
+               compress_rope_theta=1.6e5, m_csa=4, m_hca=8, index_head_dim=12, index_n_heads=4,
+               topk=2, o_groups=2, o_lora_rank=6)
+    hid, r, d, dI = 24, 10, 16, 12
+    shapes = {"q_a_proj": (r, hid), "q_a_norm": (r,), "q_b_proj": (2 * d, r), "kv_proj": (d, hid),
+              "kv_norm": (d,), "o_a_proj": (12, d), "o_b_proj": (hid, 12), "sinks": (2,),
+              "idx.kv_proj": (2 * dI, hid), "idx.gate_proj": (2 * dI, hid),
+              "idx.position_bias": (4, 2 * dI), "idx.kv_norm": (dI,), "idx.q_b_proj": (4 * dI, r),
+              "idx.weights_proj": (4, hid)}
+    x = torch.randn(1, 21, hid, generator=g, dtype=DT)
+    for kind, m in (("csa", 4), ("hca", 8)):
+        c = 2 * d if kind == "csa" else d
+        W = {k: torch.randn(v, generator=g, dtype=DT) * 0.5 for k, v in shapes.items()}
+        W.update({"c.kv_proj": torch.randn(c, hid, generator=g, dtype=DT) * 0.5,
+                  "c.gate_proj": torch.randn(c, hid, generator=g, dtype=DT) * 0.5,
+                  "c.position_bias": torch.randn(m, c, generator=g, dtype=DT) * 0.5,
+                  "c.kv_norm": torch.ones(d, dtype=DT)})
+        y = attention_layer(W, cfg, kind, x)
+        print(f"{kind}: output {tuple(y.shape)}, {21 // m} compressed entries, "
+              f"norm {y.norm().item():.4f}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        print(__doc__)
+        sys.exit(0 if sys.argv[1] in ("-h", "--help") else 2)
+    demo()
