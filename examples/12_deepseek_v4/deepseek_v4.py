@@ -4,7 +4,7 @@
 One layer of V4 attention (README.md, "What is computed") for a batch of token histories:
 
   compressed entries  every m tokens one entry, pooled with a per-channel softmax gate:
-                        CSA (overlap): slots = window w-1's "a" half + window w's "b" half (2m slots)
+                        CSA (overlap): window w-1's "a" half + window w's "b" half (2m slots)
                         HCA:           slots = window w (m slots)
                       then RMSNorm and RoPE at the window's first position w*m;
   causal rule         query at position t sees entry w iff (w+1)*m <= t+1 (its window is complete);
