@@ -464,7 +464,7 @@ static const attn_module v4_module = {
     v4_stages,
     (int)(sizeof v4_stages / sizeof v4_stages[0]),
     v4_setup,
-    NULL, /* flops */
+    v4_flops,
     NULL, /* record_json */
     NULL, /* dump */
     NULL, /* after_table */

@@ -128,6 +128,7 @@ int v4_check_index(void *state, const attn_kernel *k, int chunk, attn_stage_chec
 int v4_clear_attention(void *state, const attn_kernel *k, int chunk);
 int v4_check_attention(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
 void v4_release(void *state);
+double v4_flops(void *state, const attn_kernel *k);
 size_t v4_state_size(void);
 
 enum { V4_STAGE_COMPRESS, V4_STAGE_INDEX, V4_STAGE_ATTENTION };

@@ -192,6 +192,9 @@ int v4_setup(void *state, const attn_problem *p, const attn_cli *cli, int check_
     const float a = s->amplitude;
     s->q = make(s, B * L * H * D, a, 0.0f, true);
     s->kv = make(s, B * L * D, a, 0.0f, true);
+    /* --inputs opposed: the queries' and the tokens' signs set as the harness sets them (the
+     * tokens are keys and values at once) */
+    attn_inputs_apply(cli->inputs, s->q, B * L * H * D, s->kv, B * L * D, NULL, 0);
     s->ckv = make(s, B * L * cw, a, 0.0f, true);
     s->cgate = make(s, B * L * cw, 2.0f, 0.0f, true);
     s->cbias = make(s, (size_t)c->m * cw, 0.5f, 0.0f, false);
@@ -321,6 +324,34 @@ void v4_release(void *state) {
     free(s->ref_icomp);
     free(s->sel);
     free(s->seen);
+}
+
+/* FLOPs of kernel k, 2 per multiply-add: the weighted sums of the compressor, the indexer's scores
+ * (every entry, the masked ones included), attention's scores and values over the keys each row
+ * reads (the window and its entries); decode is all three, its indexer once per token. */
+double v4_flops(void *state, const attn_kernel *k) {
+    const v4_state *s = of(state);
+    const v4_config *c = &s->c;
+    const bool csa = c->kind == V4_CSA;
+    const double n = s->n, slots = csa ? 2.0 * c->m : c->m;
+    const double compress = 2.0 * c->B * n * slots * (c->D + (csa ? c->DI : 0));
+    const double index = csa ? 2.0 * c->B * c->L * n * c->HI * c->DI : 0.0;
+    double keys = 0.0;
+    for (int t = 0; t < c->L; ++t) {
+        const int vis = v4_ref_visible(c, t, s->n);
+        keys += (t + 1 < c->window ? t + 1 : c->window) + (csa ? (vis < s->K ? vis : s->K) : vis);
+    }
+    const double attend = 4.0 * c->B * c->H * c->D * keys;
+    switch (k->id) {
+    case V4_K_COMPRESS:
+        return compress;
+    case V4_K_INDEX:
+        return index;
+    case V4_K_DECODE:
+        return compress + index + attend;
+    default:
+        return attend;
+    }
 }
 
 /* ---- checks -------------------------------------------------------------------------------- */
