@@ -435,17 +435,17 @@ static const attn_option v4_option_table[] = {
     {"-m", "M", "compression rate: tokens per compressed entry (V4: 4 for CSA, 128 for HCA)",
      ATTN_OPTION_INT, OPT(m), 1, 512, NULL, "4", NULL},
     {"--window", "N", "sliding window n_win, the query included (V4: 128)", ATTN_OPTION_INT,
-     OPT(window), 1, 1 << 20, NULL, "16", "128"},
+     OPT(window), 1, 1 << 20, NULL, "16", NULL},
     {"--topk", "K", "CSA: entries selected per query (V4-Flash: 512)", ATTN_OPTION_INT, OPT(topk),
-     0, 1 << 20, NULL, "8", "512"},
+     0, 1 << 20, NULL, "8", NULL},
     {"--index-heads", "N", "CSA: indexer heads (example 05's kernel: 16, 32, 48 or 64)",
-     ATTN_OPTION_INT, OPT(index_heads), 16, 64, NULL, "16", "64"},
+     ATTN_OPTION_INT, OPT(index_heads), 16, 64, NULL, "16", NULL},
     {"--index-dim", "N", "CSA: indexer head dimension (64 or 128)", ATTN_OPTION_INT, OPT(index_dim),
-     64, 128, NULL, "64", "128"},
+     64, 128, NULL, "64", NULL},
     {"--rope-dim", "N", "rotated channels at the end of every vector (V4: 64)", ATTN_OPTION_INT,
-     OPT(rope_dim), 2, V4_MAX_D, NULL, "16", "64"},
+     OPT(rope_dim), 2, V4_MAX_D, NULL, "16", NULL},
     {"--page", "N", "decode: compressed entries per page of the pool", ATTN_OPTION_INT, OPT(page),
-     1, 1 << 16, NULL, "4", "64"},
+     1, 1 << 16, NULL, "4", NULL},
 };
 #undef OPT
 
