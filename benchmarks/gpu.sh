@@ -14,7 +14,7 @@
 # Usage: benchmarks/gpu.sh [--steps LIST] [--quick]
 #   --steps   comma-separated, in this order (default all):
 #             build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,crossover,
-#             example08,decode,example10,plots
+#             example08,decode,example10,v4,plots
 #             c: bench_attention --grid dense; torch: the SDPA backends and naive PyTorch on the
 #             same grid; fp32: examples 01/02 and FA2 v1 (fp32) at B=1 H=16 D=64; flex:
 #             FlexAttention (compiled once per shape: the slowest step); sparse: example 04's
@@ -41,6 +41,9 @@
 #             skipped elsewhere) at B 2, H 16, L 1k-16k, D 64/128, f16/bf16, causal or not
 #             (fa3.jsonl), beside SDPA's FlashAttention and cuDNN backends on the same shapes
 #             (bench_torch.py, fa3_torch.jsonl; on Hopper cuDNN's is its own FA3-class kernel);
+#             v4: example 12's DeepSeek-V4 layer (compressor, indexer + top-k, CSA and HCA
+#             attention, token-by-token decode), each kernel timed at V4's head shape (D 512,
+#             window 128), L 2K and 8K (deepseek_v4.jsonl; not measured yet);
 #             plots: figures + tables
 #   --quick   L up to 4k only (a first look in about three minutes)
 # Each step stops starting new problems when its time budget is spent (--budget-s), so the whole
@@ -53,7 +56,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
-steps="build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,crossover,example08,decode,example10,plots"
+steps="build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,crossover,example08,decode,example10,v4,plots"
 quick=0
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -249,6 +252,24 @@ if has example10; then
             echo "warning: bench_torch.py (example 10's peers) reported failures" >&2
         ran+=(example10)
     fi
+fi
+
+if has v4; then
+    say "example 12: DeepSeek-V4's CSA and HCA layers, prefill and decode, L 2K and 8K"
+    cmake --build "$build" -j "$(nproc)" --target deepseek_v4_gpu >>"$out/.build.log" 2>&1 ||
+        { tail -50 "$out/.build.log"; exit 1; }
+    rm -f "$out/deepseek_v4.jsonl"
+    lens=(2048 8192)
+    [ $quick -eq 1 ] && lens=(2048)
+    for L in "${lens[@]}"; do
+        "$build/examples/12_deepseek_v4/deepseek_v4_gpu" --quiet -B 1 -H 16 -L "$L" -D 512 \
+            --dtype bf16 --window 128 --topk 512 --index-heads 64 --index-dim 128 --rope-dim 64 \
+            --json "$out/deepseek_v4.jsonl" || echo "warning: example 12 (CSA) reported failures" >&2
+        "$build/examples/12_deepseek_v4/deepseek_v4_gpu" --quiet --kind hca -m 128 -B 1 -H 16 \
+            -L "$L" -D 512 --dtype bf16 --window 128 --rope-dim 64 \
+            --json "$out/deepseek_v4.jsonl" || echo "warning: example 12 (HCA) reported failures" >&2
+    done
+    ran+=(v4)
 fi
 
 nvcc_version=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' || true)

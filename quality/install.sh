@@ -13,7 +13,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 py="${1:?usage: quality/install.sh PYTHON}"
 cache="${ATTN_QUALITY_TEXTS:-$here/.cache/debian}"
 
-if ! "$py" -c 'import gguf, tokenizers' 2>/dev/null; then
+if ! "$py" -c 'import gguf, tokenizers, transformers' 2>/dev/null; then
     "$py" -m pip install -q --disable-pip-version-check -r "$here/requirements.txt" ||
         { echo "error: pip install -r quality/requirements.txt failed" >&2; exit 1; }
 fi

@@ -101,7 +101,8 @@ attn_cpu_seconds() {
                     END { printf "%.0f", s }' "$1")
 }
 
-# The quality toolkit (quality/): SmolLM2's GGUF, gguf and tokenizers into the venv, and the
+# The quality toolkit (quality/): SmolLM2's GGUF, gguf, tokenizers and transformers (example 12's
+# check against Hugging Face's DeepseekV4Attention) into the venv, and the
 # Debian text packages unpacked into quality/.cache (quality/install.sh says how).
 attn_need_quality() {
     say "quality toolkit: SmolLM2-135M weights and texts"
