@@ -581,5 +581,14 @@ int main(int argc, char **argv) {
         fclose(f);
     }
     (void)err_rel;
+    free(bounds), free(out), free(lse), free(ref), free(ref_lse), free(lowp), free(ref64);
+    free(lse64), free(knew), free(vnew), free(staging);
+    free(r.table), free(r.q), free(r.k), free(r.v), free(r.kd), free(r.vd), free(r.pool0);
+    free(r.pool1), free(r.vpool0), free(r.vpool1), free(r.ks0), free(r.ks1), free(r.vs0);
+    free(r.vs1);
+    void *bufs[] = {d_q, d_kn, d_vn, d_o, d_k8, d_v8, d_ks, d_vs, d_lse, d_part, d_table, d_lens};
+    for (size_t x = 0; x < sizeof bufs / sizeof bufs[0]; ++x)
+        if (bufs[x] != NULL)
+            attn_device_free(bufs[x]);
     return failed ? 1 : 0;
 }
