@@ -428,6 +428,8 @@ int main(int argc, char **argv) {
         a.part = d_part;
     }
     int failed = 0;
+    /* the cache's bytes per token (all its heads): codes and scales */
+    const size_t bpt = o->latent ? r.row8 : 2 * (r.row8 + 4 * (size_t)o->H_kv);
 
     /* 11: the append, then the planted wrong scale if asked */
     dec_launch_append_fp8(&a, 0);
@@ -473,7 +475,7 @@ int main(int argc, char **argv) {
             line("append_fp8", "append", true,
                  "%d new tokens: %zu bytes per token, pools equal the "
                  "CPU quantiser's byte for byte",
-                 o->B * o->Lq, o->latent ? r.row8 : 2 * (r.row8 + 4 * o->H_kv));
+                 o->B * o->Lq, bpt);
         failed |= bad_slot >= 0;
         free(seen), free(seen_s);
     }
@@ -489,7 +491,7 @@ int main(int argc, char **argv) {
     TRY(attn_to_host(lse, d_lse, (size_t)rows * 4));
     float *ref = xcalloc((size_t)rows * r.Dv, 4), *ref_lse = xcalloc((size_t)rows, 4);
     float *lowp = xcalloc((size_t)rows * r.Dv, 4), *ref64 = xcalloc((size_t)rows * r.Dv, 4);
-    float *lse64 = xcalloc((size_t)rows, 4);
+    float *lse64 = xcalloc((size_t)rows, 4), *lowp64 = xcalloc((size_t)rows * r.Dv, 4);
     dec_ref_inputs in = {o->B,
                          o->H,
                          o->H_kv,
@@ -512,7 +514,7 @@ int main(int argc, char **argv) {
     for (int64_t n = 0; n < rows; ++n) {
         TRY(dec_reference_row(&in, n, ref + n * r.Dv, ref_lse + n % o->H * (rows / o->H) + n / o->H,
                               lowp + n * r.Dv));
-        TRY(dec_reference_row(&in64, n, ref64 + n * r.Dv, lse64, NULL));
+        TRY(dec_reference_row(&in64, n, ref64 + n * r.Dv, lse64, lowp64 + n * r.Dv));
     }
     const char *version = o->latent ? "latent_fp8" : "paged_fp8";
     attn_problem p;
@@ -529,6 +531,7 @@ int main(int argc, char **argv) {
 
     /* against fp64 over the unquantised cache: the format's bound plus the kernel's allowance */
     double worst = 0.0, err_max = 0.0, bound_at = 0.0, err_rel = 0.0;
+    double err16 = 0.0; /* the same-precision computation over the unquantised (16-bit) cache */
     int64_t bad_row = -1;
     double *bounds = xcalloc((size_t)r.Dv, sizeof(double));
     for (int64_t n = 0; n < rows; ++n) {
@@ -553,6 +556,7 @@ int main(int argc, char **argv) {
                 worst = err / bound, bound_at = bound;
             err_max = fmax(err_max, err);
             err_rel = fmax(err_rel, err / fmax(fabs(ref64[n * r.Dv + d]), 1e-30));
+            err16 = fmax(err16, fabs((double)lowp64[n * r.Dv + d] - ref64[n * r.Dv + d]));
         }
     }
     line(version, "fp64", bad_row < 0,
@@ -564,7 +568,9 @@ int main(int argc, char **argv) {
     for (int64_t x = 0; x < total * (int64_t)HkD; ++x)
         if (!o->latent || x % o->D < DEC_LATENT_DV)
             kerr = fmax(kerr, fabs((double)r.kd[x] - r.k[x])), kmax = fmax(kmax, fabs(r.k[x]));
-    printf("K quantisation: max |k8 - k| %.3g over max |k| %.3g\n", kerr, kmax);
+    printf("K quantisation: max |k8 - k| %.3g over max |k| %.3g; the %s cache unquantised, "
+           "computed in its precision: max error %.3g vs fp64\n",
+           kerr, kmax, attn_dtype_name(o->dtype), err16);
     if (o->json != NULL) {
         FILE *f = fopen(o->json, "a");
         if (f == NULL) {
@@ -575,14 +581,15 @@ int main(int argc, char **argv) {
             f,
             "{\"version\": \"%s\", \"dtype\": \"%s\", \"outliers\": %g, \"H\": %d, \"H_kv\": %d, "
             "\"D\": %d, \"err_fp64\": %.6g, \"err_over_bound\": %.6g, \"err_dequant\": %.6g, "
-            "\"k_err\": %.6g, \"k_max\": %.6g, \"pass\": %s}\n",
+            "\"k_err\": %.6g, \"k_max\": %.6g, \"err_unquantised\": %.6g, \"L\": %d, "
+            "\"bytes_per_token\": %zu, \"pass\": %s}\n",
             version, attn_dtype_name(o->dtype), (double)o->outliers, o->H, o->H_kv, o->D, err_max,
-            worst, chk.max_err, kerr, kmax, failed ? "false" : "true");
+            worst, chk.max_err, kerr, kmax, err16, o->lens[0], bpt, failed ? "false" : "true");
         fclose(f);
     }
     (void)err_rel;
     free(bounds), free(out), free(lse), free(ref), free(ref_lse), free(lowp), free(ref64);
-    free(lse64), free(knew), free(vnew), free(staging);
+    free(lse64), free(lowp64), free(knew), free(vnew), free(staging);
     free(r.table), free(r.q), free(r.k), free(r.v), free(r.kd), free(r.vd), free(r.pool0);
     free(r.pool1), free(r.vpool0), free(r.vpool1), free(r.ks0), free(r.ks1), free(r.vs0);
     free(r.vs1);
