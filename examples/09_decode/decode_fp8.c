@@ -44,6 +44,7 @@
 #include <cuda_runtime.h>
 
 #include "../05_deepseek_sparse/deepseek_sparse.h"
+#include "attn/bench.h"
 #include "attn/check.h"
 #include "attn/device.h"
 #include "attn/example.h"
@@ -54,7 +55,7 @@
 #define EXIT_USAGE 2
 
 typedef struct opts {
-    int lens[MAX_B], B, H, H_kv, D, P, Lq, splits, latent;
+    int lens[MAX_B], B, H, H_kv, D, P, Lq, splits, latent, reps, check_rows;
     attn_dtype dtype;
     float outliers, corrupt;
     uint64_t seed;
@@ -98,7 +99,9 @@ static int parse(int argc, char **argv, opts *o) {
         if (strcmp(f, "--help") == 0) {
             printf("usage: decode_fp8 [--cache-lens L1,L2,..] [-H N] [--kv-heads N] [-D 64|128]\n"
                    "  [--page-size P] [--queries 1-8] [--splits N] [--dtype f32|f16|bf16]\n"
-                   "  [--latent] [--outliers F] [--corrupt-scale F] [--seed N] [--json FILE]\n");
+                   "  [--latent] [--outliers F] [--corrupt-scale F] [--seed N] [--json FILE]\n"
+                   "  [--reps N]  (time the attention kernel: N launches after 3 untimed)\n"
+                   "  [--check-rows N]  (check the first N output rows only)\n");
             exit(0);
         }
         if (v == NULL)
@@ -144,6 +147,12 @@ static int parse(int argc, char **argv, opts *o) {
                                                : "--corrupt-scale takes a factor in (0, 1e4]",
                                    v);
             *(f[2] == 'o' ? &o->outliers : &o->corrupt) = x;
+        } else if (strcmp(f, "--check-rows") == 0) {
+            if (parse_int(v, 1, 1 << 30, &o->check_rows))
+                return usage_error("--check-rows takes 1 to 2^30 rows", v);
+        } else if (strcmp(f, "--reps") == 0) {
+            if (parse_int(v, 0, 10000, &o->reps))
+                return usage_error("--reps takes 0 to 10000 timed launches", v);
         } else if (strcmp(f, "--seed") == 0) {
             int s;
             if (parse_int(v, 0, 1 << 30, &s))
@@ -359,6 +368,16 @@ static void line(const char *version, const char *check, bool pass, const char *
             return 1;                                                                              \
     } while (0)
 
+/* The FP8 attention as a harness kernel, for attn_time_kernel (its args: the dec_args). */
+static void launch_paged_fp8(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    (void)p;
+    dec_launch_paged_fp8((const dec_args *)b->args, s);
+}
+static void launch_latent_fp8(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
+    (void)p;
+    dec_launch_latent_fp8((const dec_args *)b->args, s);
+}
+
 int main(int argc, char **argv) {
     run r;
     memset(&r, 0, sizeof r);
@@ -511,12 +530,34 @@ int main(int argc, char **argv) {
     double amp = 0.0;
     for (int64_t x = 0; x < total * (int64_t)HkD; ++x)
         amp = fmax(amp, fmax(fabs(r.kd[x]), o->latent ? 0.0 : fabs(r.vd[x])));
-    for (int64_t n = 0; n < rows; ++n) {
+    const int64_t checked = o->check_rows > 0 && o->check_rows < rows ? o->check_rows : rows;
+    attn_fill_nan_host(ref + checked * r.Dv, (size_t)(rows - checked) * r.Dv * 4);
+    attn_fill_nan_host(lowp + checked * r.Dv, (size_t)(rows - checked) * r.Dv * 4);
+    attn_fill_nan_host(ref_lse, (size_t)rows * 4); /* rows not checked stay NaN: skipped */
+    for (int64_t n = 0; n < checked; ++n) {
         TRY(dec_reference_row(&in, n, ref + n * r.Dv, ref_lse + n % o->H * (rows / o->H) + n / o->H,
                               lowp + n * r.Dv));
         TRY(dec_reference_row(&in64, n, ref64 + n * r.Dv, lse64, lowp64 + n * r.Dv));
     }
     const char *version = o->latent ? "latent_fp8" : "paged_fp8";
+    attn_stats st = {0};
+    double cache_bytes = 0.0; /* the codes and scales the attention reads, once per row tile */
+    for (int b = 0; b < o->B; ++b)
+        cache_bytes += (double)o->lens[b] * (double)bpt *
+                       ((o->Lq * (o->H / o->H_kv) + DEC_ROWS - 1) / DEC_ROWS);
+    if (o->reps > 0) {
+        const attn_kernel k = {.id = o->latent ? 13 : 12,
+                               .name = version,
+                               .launch = o->latent ? launch_latent_fp8 : launch_paged_fp8};
+        const attn_buffers buf = {.args = &a};
+        const attn_timing_opts t = {.warmup = 3, .reps = o->reps, .flush_l2 = 1};
+        TRY(attn_time_kernel(&k, NULL, &buf, &t, &st));
+        printf("%s: median %.4g ms over %d launches; the cache's codes and scales %.4g MB: %.4g "
+               "GB/s%s\n",
+               version, st.median_ms, st.reps, cache_bytes * 1e-6,
+               cache_bytes / (st.median_ms * 1e-3) * 1e-9,
+               attn_on_simulator() ? " (simulator: CPU time, not GPU performance)" : "");
+    }
     attn_problem p;
     attn_problem_init(&p, o->B, o->H, o->Lq, r.L_cap, r.Dv);
     p.dtype = o->dtype, p.causal = true, p.scale = scale;
@@ -534,7 +575,7 @@ int main(int argc, char **argv) {
     double err16 = 0.0; /* the same-precision computation over the unquantised (16-bit) cache */
     int64_t bad_row = -1;
     double *bounds = xcalloc((size_t)r.Dv, sizeof(double));
-    for (int64_t n = 0; n < rows; ++n) {
+    for (int64_t n = 0; n < checked; ++n) {
         const int b = (int)(n / o->H / o->Lq);
         if (o->lens[b] == 0)
             continue;
@@ -582,9 +623,11 @@ int main(int argc, char **argv) {
             "{\"version\": \"%s\", \"dtype\": \"%s\", \"outliers\": %g, \"H\": %d, \"H_kv\": %d, "
             "\"D\": %d, \"err_fp64\": %.6g, \"err_over_bound\": %.6g, \"err_dequant\": %.6g, "
             "\"k_err\": %.6g, \"k_max\": %.6g, \"err_unquantised\": %.6g, \"L\": %d, "
-            "\"bytes_per_token\": %zu, \"pass\": %s}\n",
+            "\"bytes_per_token\": %zu, \"B\": %d, \"Lq\": %d, \"splits\": %d, \"median_ms\": %.6g, "
+            "\"cache_bytes\": %.0f, \"backend\": \"%s\", \"pass\": %s}\n",
             version, attn_dtype_name(o->dtype), (double)o->outliers, o->H, o->H_kv, o->D, err_max,
-            worst, chk.max_err, kerr, kmax, err16, o->lens[0], bpt, failed ? "false" : "true");
+            worst, chk.max_err, kerr, kmax, err16, o->lens[0], bpt, o->B, o->Lq, o->splits,
+            st.median_ms, cache_bytes, attn_backend_name(), failed ? "false" : "true");
         fclose(f);
     }
     (void)err_rel;

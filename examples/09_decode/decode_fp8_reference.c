@@ -4,7 +4,7 @@
  *
  *   value  example 05's oracle (ds_fp8_value: s eeee mmm, bias 7, e = 0 subnormal m 2^-9)
  *   code   the nearest value, ties to the even code (the one whose last mantissa bit is 0), and
- *          anything at or past 448 the largest (satfinite): a search over the 127 codes
+ *          anything at or past 448 the largest (satfinite): a bisection over the 127 codes
  *   scale  FlashMLA's rule (tests/quant.py): the smallest power of two s >= max(amax / 448, 1e-4),
  *          found by doubling and halving (example 05's indexer clamps amax at 1e-4 before the
  *          division, DeepSeek's act_quant: ds_fp8_row_scale; the two differ only below 1e-4)
@@ -24,12 +24,21 @@ uint8_t dec_fp8_code_ref(double x) {
     const double a = fabs(x);
     if (a >= DEC_FP8_MAX)
         return sign | 0x7e;
-    int best = 0;
-    double best_err = a;
-    for (int c = 1; c <= 0x7e; ++c) {
-        const double err = fabs(ds_fp8_value((uint8_t)c) - a);
-        if (err < best_err || (err == best_err && (c & 1) == 0)) /* a tie: the even code */
-            best = c, best_err = err;
+    /* the codes 0 .. 0x7e increase with their value: the last one at or below a, by bisection */
+    int lo = 0, hi = 0x7e;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (ds_fp8_value((uint8_t)mid) <= a)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    int best = lo; /* then the nearer of it and the next, a tie to the even code */
+    if (lo < 0x7e) {
+        const double below = a - ds_fp8_value((uint8_t)lo),
+                     above = ds_fp8_value((uint8_t)(lo + 1)) - a;
+        if (above < below || (above == below && ((lo + 1) & 1) == 0))
+            best = lo + 1;
     }
     return sign | (uint8_t)best;
 }
