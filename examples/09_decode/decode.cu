@@ -52,7 +52,8 @@
  *  12 paged_fp8     version 5 over the e4m3 K/V cache: each tile dequantised into shared memory
  *                   (code x scale, rounded to T), the rest of version 5 unchanged.
  *  13 latent_fp8    version 10 over FlashMLA's FP8 latent rows, dequantised the same way.
- *                   Versions 11-13 run in their own program, decode_fp8.c:
+ *                   Versions 11-13 run in their own program, decode_fp8.c (11 and 12 also in
+ *                   the model's library, decode_api.c, dec_session_use_fp8):
  *                   ./build/sim/examples/09_decode/decode_fp8_sim --latent --cache-lens 100,1
  * A plain run: ./build/sim/examples/09_decode/decode_sim (every version, checked, then timed).
  * On a GPU build use build/gpu/.../decode_gpu.

@@ -189,6 +189,12 @@ def main(argv):
     tables = {"split_rules": split_rules(args.split_table), "bytes": bytes_table(),
               "generate": generate_table(), "fp8_roofline": fp8_roofline(args.fp8_program),
               "fp8_errors": fp8_errors(args.fp8_program)}
+    return rewrite(tables, args.check, "make_tables.py")
+
+
+def rewrite(tables, check, script):
+    """README.md with each {name: body} between its markers: written, or with check compared
+    (exit status 1 if it differs; script: what to run to regenerate it)."""
     text = open(README).read()
     new = text
     for name, body in tables.items():
@@ -197,9 +203,9 @@ def main(argv):
             print(f"error: README.md has no <!-- table:{name} --> block", file=sys.stderr)
             return 1
         new = pat.sub(lambda m: f"<!-- table:{name} -->\n{body}\n<!-- /table:{name} -->", new)
-    if args.check:
+    if check:
         if new != text:
-            print("FAIL: README.md's tables differ from their sources (run make_tables.py)")
+            print(f"FAIL: README.md's tables differ from their sources (run {script})")
             return 1
         print("PASS")
         return 0
