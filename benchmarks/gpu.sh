@@ -14,7 +14,7 @@
 # Usage: benchmarks/gpu.sh [--steps LIST] [--quick]
 #   --steps   comma-separated, in this order (default all):
 #             build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,crossover,
-#             example08,decode,example10,v4,plots
+#             example08,decode,fp8,example10,v4,plots
 #             c: bench_attention --grid dense; torch: the SDPA backends and naive PyTorch on the
 #             same grid; fp32: examples 01/02 and FA2 v1 (fp32) at B=1 H=16 D=64; flex:
 #             FlexAttention (compiled once per shape: the slowest step); sparse: example 04's
@@ -37,6 +37,10 @@
 #             installed), DSA against dense at 32K and 128K, then version 10 on DeepSeek's MLA
 #             shape (128 heads over one latent row of 576, bf16, pages of 64, B 1-64, contexts
 #             1K-32K) beside SDPA on the same rows (examples/09_decode/bench_decode.py);
+#             fp8: example 09's attention over its FP8 cache (K/V and FlashMLA's latent rows)
+#             beside the 16-bit cache at the same points, and example 05's FP8 indexer beside
+#             the 16-bit one (examples/09_decode/bench_fp8.py, fp8.jsonl, fp8.md; not measured
+#             yet);
 #             example10: example 10's FlashAttention-3 versions (an sm_90 GPU: H100/H200;
 #             skipped elsewhere) at B 2, H 16, L 1k-16k, D 64/128, f16/bf16, causal or not
 #             (fa3.jsonl), beside SDPA's FlashAttention and cuDNN backends on the same shapes
@@ -48,7 +52,7 @@
 #   --quick   L up to 4k only (a first look in about three minutes)
 # Each step stops starting new problems when its time budget is spent (--budget-s), so the whole
 # script stays within about 13 minutes on an H100, 21 with the crossover step (its budgets: 8
-# minutes), plus example08's budget of 10 minutes, decode's of 150 s + 60 s and the backward step's
+# minutes), plus example08's budget of 10 minutes, decode's of 150 s + 60 s, fp8's of 120 s and the backward step's
 # fixed grid (none measured yet); c and torch rewrite their file, the other steps append to it
 # (rerun c or torch before rerunning one of those alone).
 # Without a GPU it says so and exits 77.
@@ -56,7 +60,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
-steps="build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,crossover,example08,decode,example10,v4,plots"
+steps="build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,crossover,example08,decode,fp8,example10,v4,plots"
 quick=0
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -221,6 +225,22 @@ if has decode; then
         echo "warning: bench_decode (latent) reported failures" >&2
     "$py" examples/09_decode/bench_decode.py --table "$out/decode.jsonl" >"$out/decode.md" || true
     ran+=(decode)
+fi
+
+if has fp8; then
+    say "bench_fp8: FP8 cache decode (example 09) and the FP8 indexer (example 05) (budget 120 s)"
+    cmake --build "$build" -j "$(nproc)" --target decode_fp8_gpu decode_gpu deepseek_sparse_gpu \
+        >>"$out/.build.log" 2>&1 || { tail -50 "$out/.build.log"; exit 1; }
+    f8=(--budget-s 120)
+    [ $quick -eq 1 ] && f8+=(--quick)
+    rm -f "$out/fp8.jsonl"
+    "$py" examples/09_decode/bench_fp8.py "${f8[@]}" --out "$out/fp8.jsonl" \
+        --decode-fp8 "$build/examples/09_decode/decode_fp8_gpu" \
+        --decode "$build/examples/09_decode/decode_gpu" \
+        --deepseek "$build/examples/05_deepseek_sparse/deepseek_sparse_gpu" ||
+        echo "warning: bench_fp8 reported failures" >&2
+    "$py" examples/09_decode/bench_fp8.py --table "$out/fp8.jsonl" >"$out/fp8.md" || true
+    ran+=(fp8)
 fi
 
 if has example10; then

@@ -69,6 +69,7 @@ class DecodeKernels:
         lib.dec_session_open.restype = p
         lib.dec_session_open.argtypes = [i] * 10 + [ctypes.c_ulonglong, ctypes.c_char_p, i]
         lib.dec_session_close.argtypes = [p]
+        lib.dec_session_use_fp8.argtypes = [p]
         lib.dec_session_error.restype = ctypes.c_char_p
         lib.dec_session_error.argtypes = [p]
         lib.dec_session_length.argtypes = [p, i]
@@ -96,7 +97,8 @@ class DecodeKernels:
 
 class Session:
     def __init__(self, kernels, layers, heads, kv_heads, head_dim, max_tokens, batch=1,
-                 dtype="f32", page_size=16, index_heads=0, index_dim=0, seed=1):
+                 dtype="f32", page_size=16, index_heads=0, index_dim=0, seed=1, kv_fp8=False):
+        """kv_fp8: the FP8 cache (e4m3, a scale per token and K/V head; dense attention only)."""
         self.k, self.lib = kernels, kernels.lib
         self.B, self.H, self.H_kv, self.D = batch, heads, kv_heads, head_dim
         self.HI, self.DI = index_heads, index_dim
@@ -106,6 +108,8 @@ class Session:
                                            index_dim, seed, err, 512)
         if not self.s:
             raise DecodeError(err.value.decode())
+        if kv_fp8:
+            self._check(self.lib.dec_session_use_fp8(self.s))
         self.n = 0
         self.last_topk = 0
 

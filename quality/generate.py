@@ -14,6 +14,8 @@ attention: decode.py's SDPA with enable_gqa over a PyTorch cache. Attentions (--
 
     torch             the reference (always run first)
     dense             example 09's version 5: GQA tiles over the paged cache, split-KV
+    dense-fp8         the same over the FP8 cache: appends quantise to e4m3 with a scale per
+                      token and K/V head (version 11), attention dequantises (version 12)
     dsa:k=K           DeepSeek sparse attention: the trained lightning indexer (version 6),
                       example 05's radix top-k, attention over the K tokens (version 9)
     sink:n=S,w=W      the S first tokens and the W latest (a selection made here, version 9)
@@ -89,7 +91,8 @@ class TorchCache:
 
 class KernelCache:
     """Example 09's kernels: a session of the C library, one paged cache per layer.
-    mode: "dense", "dsa" (k tokens chosen by the trained indexer) or "sink" (n first + w last)."""
+    mode: "dense", "dense-fp8" (the FP8 cache), "dsa" (k tokens chosen by the trained indexer) or
+    "sink" (n first + w last)."""
 
     def __init__(self, model, lib, mode="dense", k=0, sinks=0, window=0, dtype="f32",
                  page_size=16, max_tokens=2048, seed=1, indexers=None):
@@ -99,8 +102,9 @@ class KernelCache:
         self.s = lib.session(layers=model.n_layers, heads=model.n_heads, kv_heads=model.n_kv,
                              head_dim=model.head_dim, max_tokens=max_tokens, dtype=dtype,
                              page_size=page_size, index_heads=ix0.heads if ix0 else 0,
-                             index_dim=ix0.dim if ix0 else 0, seed=seed)
-        self.name = {"dense": "dense", "dsa": f"dsa:k={k}",
+                             index_dim=ix0.dim if ix0 else 0, seed=seed,
+                             kv_fp8=mode == "dense-fp8")
+        self.name = {"dense": "dense", "dense-fp8": "dense-fp8", "dsa": f"dsa:k={k}",
                      "sink": f"sink:n={sinks},w={window}"}[mode]
         self.pos = 0
 
@@ -146,7 +150,7 @@ class KernelCache:
         if self.ix:
             qi, ki, w = self.index(layer, h, self.pos)
         self.s.append(layer, self.rows(k), self.rows(v), None if ki is None else ki[None])
-        if self.mode == "dense":
+        if self.mode in ("dense", "dense-fp8"):
             o = self.s.attend(layer, self.rows(q))
         elif self.mode == "dsa":
             o = self.s.attend(layer, self.rows(q), mode="dsa", topk=self.k, q_index=qi[None],
@@ -207,8 +211,8 @@ def generate(model, cache, prompt, new, force=None):
 # ----------------------------------------------------------------------------------------------
 
 def parse_attention(spec):
-    """('torch'|'dense'|'dsa'|'sink', k, sinks, window) of an --attention entry."""
-    if spec in ("torch", "dense"):
+    """('torch'|'dense'|'dense-fp8'|'dsa'|'sink', k, sinks, window) of an --attention entry."""
+    if spec in ("torch", "dense", "dense-fp8"):
         return spec, 0, 0, 0
     try:
         if spec.startswith("dsa:k="):
@@ -222,7 +226,8 @@ def parse_attention(spec):
                 return "sink", 0, n, w
     except (ValueError, KeyError):
         pass
-    raise ValueError(f"--attention: '{spec}' is not torch, dense, dsa:k=K or sink:n=S,w=W")
+    raise ValueError(f"--attention: '{spec}' is not torch, dense, dense-fp8, dsa:k=K or "
+                     f"sink:n=S,w=W")
 
 
 def make_cache(model, lib, spec, args, indexers):

@@ -46,6 +46,15 @@
  *                   its 576 columns and as V over its first 512 from the same tile in shared
  *                   memory (no V pool); version 5's kernel with D_K = 576, D_V = 512, Bc = 32.
  *                   ./build/sim/examples/09_decode/decode_sim --latent --cache-lens 300,17,0 -H 16
+ *  11 append_fp8    version 1 quantising: each new token's K and V (per K/V head) or latent row
+ *                   (per 128 values, FlashMLA's 656-byte row) into e4m3 codes and a power-of-two
+ *                   scale (decode.h, "FP8 cache").
+ *  12 paged_fp8     version 5 over the e4m3 K/V cache: each tile dequantised into shared memory
+ *                   (code x scale, rounded to T), the rest of version 5 unchanged.
+ *  13 latent_fp8    version 10 over FlashMLA's FP8 latent rows, dequantised the same way.
+ *                   Versions 11-13 run in their own program, decode_fp8.c (11 and 12 also in
+ *                   the model's library, decode_api.c, dec_session_use_fp8):
+ *                   ./build/sim/examples/09_decode/decode_fp8_sim --latent --cache-lens 100,1
  * A plain run: ./build/sim/examples/09_decode/decode_sim (every version, checked, then timed).
  * On a GPU build use build/gpu/.../decode_gpu.
  *
@@ -61,6 +70,7 @@
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <limits.h>
 #include <math.h>
@@ -89,18 +99,25 @@
 /* Where the keys come from (the tiled kernel's template argument). SRC_LATENT: the paged latent
  * cache of version 10, addressed as SRC_PAGED, whose V is the first D_V columns of the K rows. */
 enum { SRC_CONTIGUOUS, SRC_PAGED, SRC_SELECTED, SRC_LATENT };
+/* How the cache stores its values (the tiled kernel's template argument Q): in T; in e4m3 with
+ * one scale per token and K/V head (versions 11-12, decode.h "FP8 cache"); in FlashMLA's 656-byte
+ * latent rows (version 13). */
+enum { Q_NONE, Q_TOKEN, Q_LATENT };
 
 /* What every attention version reads, passed by value. */
 template <typename T> struct dec_params {
-    const T *q;         // [B, Lq, H, D] (latent: D = D_K = 576)
-    T *o;               // [B, Lq, H, D] (latent: D_V = 512)
-    float *lse;         // [H, B * Lq]
-    const T *k, *v;     // [B, H_kv, L_cap, D] contiguous, or the pools [pages, P, H_kv, D]
-                        // (latent: k the pool [pages, P, 1, 576], v unused)
-    const int *seqlens; // [B]
-    const int *table;   // [B, W] block table (paged)
-    const int32_t *sel; // [B * Lq, topk] (selected)
-    float *part;        // split-KV partials: O [splits][rows][D_V], then LSE [splits][rows]
+    const T *q;             // [B, Lq, H, D] (latent: D = D_K = 576)
+    T *o;                   // [B, Lq, H, D] (latent: D_V = 512)
+    float *lse;             // [H, B * Lq]
+    const T *k, *v;         // [B, H_kv, L_cap, D] contiguous, or the pools [pages, P, H_kv, D]
+                            // (latent: k the pool [pages, P, 1, 576], v unused)
+    const int *seqlens;     // [B]
+    const int *table;       // [B, W] block table (paged)
+    const int32_t *sel;     // [B * Lq, topk] (selected)
+    float *part;            // split-KV partials: O [splits][rows][D_V], then LSE [splits][rows]
+    const uint8_t *k8, *v8; // the FP8 pools (Q_TOKEN: [pages, P, H_kv, D] e4m3; Q_LATENT: k8
+                            // [pages, P, 656]); NULL otherwise
+    const float *ks, *vs;   // Q_TOKEN: their scales [pages, P, H_kv]
     int B, H, H_kv, Lq, L_cap, W, P, topk, splits, chunk; /* chunk: keys (slots) per split */
     float scale2; // scale * log2(e): scores in base 2, exp2f
 };
@@ -326,7 +343,71 @@ template <typename T, int D> __device__ __forceinline__ float dot_row(const floa
 
 /* D: the width of q and K (D_K); DV: of V and O (D_V); SRC: where the keys come from (SRC_LATENT:
  * V is the K tile's first DV columns). */
-template <typename T, int D, int DV, int SRC> __global__ void tiled_kernel(const dec_params<T> a) {
+/* 16 e4m3 codes (one 16-byte load) times their scale, each rounded to T, into dst. The scales
+ * are powers of two: the products are exact in bf16 and fp32 (fp16: exact unless subnormal). */
+template <typename T>
+__device__ __forceinline__ void dequant16(const uint8_t *src, float scale, T *dst) {
+    uint4 chunk;
+    chunk = *reinterpret_cast<const uint4 *>(src);
+    uint8_t c[16];
+    memcpy(c, &chunk, sizeof chunk);
+    for (int x = 0; x < 16; ++x)
+        dst[x] = T(__half2float(__half(__nv_cvt_fp8_to_halfraw(c[x], __NV_E4M3))) * scale);
+}
+
+/* The K and V rows of a tile from an FP8 cache, dequantised to T on chip (FlashMLA dequantises
+ * to bf16 the same way): plain loads, no cp.async. A slot with no token: zeros.
+ *   Q_TOKEN   off_s[jj] is the row's element offset in [pages, P, H_kv, D]: its byte offset in
+ *             the e4m3 pools, and off / D its scale's index.
+ *   Q_LATENT  off / D is the token's row of 656 bytes: 512 e4m3 of c_t (4 scales, one per 128)
+ *             then the 64 RoPE values in T, copied as they are. */
+template <typename T, int D, int LD, int BC, int Q>
+__device__ __forceinline__ void fp8_tile(const dec_params<T> &a, const int64_t *off_s, T *k_s,
+                                         T *v_s) {
+    if (Q == Q_TOKEN) {
+        for (int c = threadIdx.x; c < BC * (D / 16); c += TILE_THREADS) {
+            const int jj = c / (D / 16), col = c % (D / 16) * 16;
+            const int64_t off = off_s[jj];
+            T *kd = k_s + jj * LD + col, *vd = v_s + jj * LD + col;
+            if (off >= 0) {
+                dequant16(a.k8 + off + col, a.ks[off / D], kd);
+                dequant16(a.v8 + off + col, a.vs[off / D], vd);
+            } else {
+                for (int x = 0; x < 16; ++x)
+                    kd[x] = vd[x] = T(0.0f);
+            }
+        }
+    } else {
+        constexpr int NOPE = DEC_LATENT_DV / 16, ROPE = (D - DEC_LATENT_DV) * 2 / 16;
+        static_assert(Q != Q_LATENT || sizeof(T) == 2,
+                      "the latent FP8 row keeps its RoPE part in 16 bits");
+        for (int c = threadIdx.x; c < BC * (NOPE + ROPE); c += TILE_THREADS) {
+            const int jj = c / (NOPE + ROPE), x = c % (NOPE + ROPE);
+            const int64_t off = off_s[jj];
+            const uint8_t *row = a.k8 + (off >= 0 ? off / D : 0) * DEC_FP8_LATENT_BYTES;
+            if (x < NOPE) {
+                if (off >= 0) {
+                    float scale; /* the scale of the 128 values this 16 belong to */
+                    memcpy(&scale, row + DEC_LATENT_DV + 4 * (x * 16 / 128), sizeof scale);
+                    dequant16(row + 16 * x, scale, k_s + jj * LD + 16 * x);
+                } else {
+                    for (int e = 0; e < 16; ++e)
+                        k_s[jj * LD + 16 * x + e] = T(0.0f);
+                }
+            } else {
+                const int e0 = DEC_LATENT_DV + 8 * (x - NOPE); /* 8 values of 16 bits */
+                uint4 chunk = make_uint4(0, 0, 0, 0);
+                if (off >= 0)
+                    chunk = *reinterpret_cast<const uint4 *>(row + DEC_LATENT_DV + 16 +
+                                                             2 * (e0 - DEC_LATENT_DV));
+                *reinterpret_cast<uint4 *>(k_s + jj * LD + e0) = chunk;
+            }
+        }
+    }
+}
+
+template <typename T, int D, int DV, int SRC, int Q = Q_NONE>
+__global__ void tiled_kernel(const dec_params<T> a) {
     constexpr bool LATENT = SRC == SRC_LATENT;
     constexpr int KSRC = LATENT ? SRC_PAGED : SRC; /* how a key's row is found */
     using C = tile_cfg<T, D, DV, LATENT>;
@@ -381,22 +462,26 @@ template <typename T, int D, int DV, int SRC> __global__ void tiled_kernel(const
         __syncthreads(); // the tokens' row offsets are in place before the copies use them
         /* K and V rows of the tile, 16 bytes per copy; a slot with no token: zeros. Latent: the
          * K rows only (the V rows are their first DV columns) */
-        for (int c = tid; c < C::BC * (D / C::CH); c += TILE_THREADS) {
-            const int jj = c / (D / C::CH), col = c % (D / C::CH) * C::CH;
-            const int64_t off = off_s[jj];
-            cp_async_16(k_s + jj * C::LD + col, a.k + (off >= 0 ? off + col : 0), off >= 0);
-        }
-        cp_async_commit();
-        if (!LATENT) {
+        if (Q != Q_NONE) {
+            fp8_tile<T, D, C::LD, C::BC, Q>(a, off_s, k_s, v_s);
+        } else {
             for (int c = tid; c < C::BC * (D / C::CH); c += TILE_THREADS) {
                 const int jj = c / (D / C::CH), col = c % (D / C::CH) * C::CH;
                 const int64_t off = off_s[jj];
-                cp_async_16(v_s + jj * C::LD + col, a.v + (off >= 0 ? off + col : 0), off >= 0);
+                cp_async_16(k_s + jj * C::LD + col, a.k + (off >= 0 ? off + col : 0), off >= 0);
             }
             cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
+            if (!LATENT) {
+                for (int c = tid; c < C::BC * (D / C::CH); c += TILE_THREADS) {
+                    const int jj = c / (D / C::CH), col = c % (D / C::CH) * C::CH;
+                    const int64_t off = off_s[jj];
+                    cp_async_16(v_s + jj * C::LD + col, a.v + (off >= 0 ? off + col : 0), off >= 0);
+                }
+                cp_async_commit();
+                cp_async_wait<1>();
+            } else {
+                cp_async_wait<0>();
+            }
         }
         __syncthreads(); // every thread's K rows have landed before any thread reads the tile
 
@@ -511,6 +596,67 @@ __global__ void append_kernel(const T *k_new, const T *v_new, const T *ki_new, T
     }
 }
 
+/* --- version 11: append_fp8
+ * -------------------------------------------------------------------------
+ *
+ *   grid (Lq, B); block = 4 warps; one warp per group of values that shares a scale:
+ *     a = max|x| over the group   s = 2^ceil(log2(max(a / 448, 1e-4)))   x8 = e4m3(x / s)
+ *   (FlashMLA's rule, tests/quant.py: a power-of-two scale, so x / s is exact and the group's
+ *   largest value lands in (224, 448], keeping e4m3's 3 mantissa bits). The groups:
+ *     K/V (v_new != NULL)  each K/V head's D values of the token, K and V apart: H_kv x 2 groups,
+ *                          codes at the row's place in [pages, P, H_kv, D], scales [pages, P, H_kv]
+ *     latent               the 4 groups of 128 of c_t (the row's first 512 values), then its 64
+ *                          RoPE values copied in T: FlashMLA's 656-byte row (decode.h) */
+__device__ __forceinline__ float fp8_scale_of(float amax) {
+    int e;
+    const float m = frexpf(fmaxf(amax / 448.0f, 1e-4f), &e); /* = m 2^e, m in [0.5, 1) */
+    return ldexpf(1.0f, m == 0.5f ? e - 1 : e);              /* 2^ceil(log2 .) */
+}
+
+/* One warp: n values of x quantised into codes with one scale, written to *scale. */
+template <typename T>
+__device__ __forceinline__ void fp8_quantize_group(const T *x, int n, uint8_t *codes,
+                                                   float *scale) {
+    const int lane = threadIdx.x % 32;
+    float amax = 0.0f;
+    for (int c = lane; c < n; c += 32)
+        amax = fmaxf(amax, fabsf(float(x[c])));
+    const float s = fp8_scale_of(attn_warp_max(amax));
+    for (int c = lane; c < n; c += 32)
+        codes[c] = __nv_cvt_float_to_fp8(float(x[c]) / s, __NV_SATFINITE, __NV_E4M3);
+    if (lane == 0)
+        *scale = s;
+}
+
+template <typename T>
+__global__ void append_fp8_kernel(const T *k_new, const T *v_new, uint8_t *k8, uint8_t *v8,
+                                  float *ks, float *vs, const int *seqlens, const int *table, int W,
+                                  int P, int Lq, int H_kv, int D) {
+    const int i = blockIdx.x, b = blockIdx.y, L = seqlens[b], warp = threadIdx.x / 32;
+    if (L == 0)
+        return;
+    const int pos = L - Lq + i;
+    const int64_t slot = (int64_t)table[(int64_t)b * W + pos / P] * P + pos % P;
+    const int64_t src = (int64_t)b * Lq + i;
+    if (v_new == NULL) { /* latent: D = 576 */
+        const T *x = k_new + src * D;
+        uint8_t *row = k8 + slot * DEC_FP8_LATENT_BYTES;
+        float *scales = reinterpret_cast<float *>(row + DEC_LATENT_DV);
+        for (int grp = warp; grp < DEC_LATENT_DV / 128; grp += blockDim.x / 32)
+            fp8_quantize_group(x + 128 * grp, 128, row + 128 * grp, scales + grp);
+        T *rope = reinterpret_cast<T *>(row + DEC_LATENT_DV + 16);
+        for (int c = threadIdx.x; c < D - DEC_LATENT_DV; c += blockDim.x)
+            rope[c] = x[DEC_LATENT_DV + c];
+        return;
+    }
+    for (int grp = warp; grp < 2 * H_kv; grp += blockDim.x / 32) {
+        const int hk = grp / 2;
+        const T *x = (grp % 2 ? v_new : k_new) + (src * H_kv + hk) * D;
+        uint8_t *codes = (grp % 2 ? v8 : k8) + (slot * H_kv + hk) * D;
+        fp8_quantize_group(x, D, codes, (grp % 2 ? vs : ks) + slot * H_kv + hk);
+    }
+}
+
 /* --- version 6: indexer
  * ----------------------------------------------------------------------------
  *
@@ -593,6 +739,7 @@ static dec_params<T> params_of(const dec_args *a, int src, int splits, int keys)
     p.splits = splits < 1 ? 1 : splits;
     p.chunk = keys > 0 ? (keys + p.splits - 1) / p.splits : 1;
     p.scale2 = a->scale * LOG2E;
+    p.k8 = a->k8_pages, p.v8 = a->v8_pages, p.ks = a->k8_scales, p.vs = a->v8_scales;
     return p;
 }
 
@@ -622,7 +769,7 @@ void dec_launch_split_kv(const dec_args *a, cudaStream_t stream) {
 
 /* The tiled kernel for keys from SRC, its shared memory opted in (above 48 KB a launch must ask),
  * then the combine over D_V-wide partials. */
-template <typename T, int DK, int DV, int SRC>
+template <typename T, int DK, int DV, int SRC, int Q = Q_NONE>
 static void tiled_run(const dec_args *a, cudaStream_t stream) {
     using C = tile_cfg<T, DK, DV, SRC == SRC_LATENT>;
     const bool sparse = SRC == SRC_SELECTED;
@@ -631,9 +778,9 @@ static void tiled_run(const dec_args *a, cudaStream_t stream) {
     const int g = a->H / a->H_kv, rows = sparse ? g : a->Lq * g;
     const dim3 grid(p.splits, a->H_kv * ((rows + DEC_ROWS - 1) / DEC_ROWS),
                     sparse ? a->B * a->Lq : a->B);
-    cudaFuncSetAttribute(tiled_kernel<T, DK, DV, SRC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         (int)C::smem);
-    tiled_kernel<T, DK, DV, SRC><<<grid, TILE_THREADS, C::smem, stream>>>(p);
+    cudaFuncSetAttribute(tiled_kernel<T, DK, DV, SRC, Q>,
+                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::smem);
+    tiled_kernel<T, DK, DV, SRC, Q><<<grid, TILE_THREADS, C::smem, stream>>>(p);
     combine_launch<T, DV>::run(p, stream);
 }
 
@@ -668,6 +815,25 @@ void dec_launch_latent(const dec_args *a, cudaStream_t stream) {
         tiled_run<__half, DEC_LATENT_DK, DEC_LATENT_DV, SRC_LATENT>(a, stream);
 }
 
+/* The FP8 cache's attention (versions 12, 13): version 5's and version 10's kernel with the tile
+ * dequantised on chip. */
+template <typename T, int D> struct paged_fp8_launch {
+    static void run(const dec_args *a, cudaStream_t stream) {
+        tiled_run<T, D, D, SRC_PAGED, Q_TOKEN>(a, stream);
+    }
+};
+
+void dec_launch_paged_fp8(const dec_args *a, cudaStream_t stream) {
+    by_type<paged_fp8_launch>(a->dtype, a->D, a, stream);
+}
+
+void dec_launch_latent_fp8(const dec_args *a, cudaStream_t stream) {
+    if (a->dtype == ATTN_BF16)
+        tiled_run<__nv_bfloat16, DEC_LATENT_DK, DEC_LATENT_DV, SRC_LATENT, Q_LATENT>(a, stream);
+    else if (a->dtype == ATTN_F16)
+        tiled_run<__half, DEC_LATENT_DK, DEC_LATENT_DV, SRC_LATENT, Q_LATENT>(a, stream);
+}
+
 size_t dec_workspace_bytes(const dec_args *a, int splits) {
     const size_t rows = (size_t)a->B * a->Lq * a->H;
     const size_t dv = a->latent ? DEC_LATENT_DV : (size_t)a->D;
@@ -679,6 +845,22 @@ template <typename T> static void append_typed(const dec_args *a, cudaStream_t s
         (const T *)a->k_new, (const T *)a->v_new, (const T *)a->ki_new, (T *)a->k_pages,
         (T *)a->v_pages, (T *)a->ki_pages, a->seqlens, a->block_table, a->table_width, a->page_size,
         a->Lq, a->H_kv, a->D, a->index_dim);
+}
+
+template <typename T> static void append_fp8_typed(const dec_args *a, cudaStream_t stream) {
+    append_fp8_kernel<T><<<dim3(a->Lq, a->B), 128, 0, stream>>>(
+        (const T *)a->k_new, (const T *)a->v_new, a->k8_pages, a->v8_pages, a->k8_scales,
+        a->v8_scales, a->seqlens, a->block_table, a->table_width, a->page_size, a->Lq, a->H_kv,
+        a->D);
+}
+
+void dec_launch_append_fp8(const dec_args *a, cudaStream_t stream) {
+    if (a->dtype == ATTN_BF16)
+        append_fp8_typed<__nv_bfloat16>(a, stream);
+    else if (a->dtype == ATTN_F16)
+        append_fp8_typed<__half>(a, stream);
+    else
+        append_fp8_typed<float>(a, stream);
 }
 
 void dec_launch_append(const dec_args *a, cudaStream_t stream) {

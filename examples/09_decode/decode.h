@@ -32,6 +32,15 @@
  *                D = D_K = 576 (512 latent + 64 RoPE): q [B, Lq, H, 576], k_pages
  *                [num_pages, P, 1, 576] (one latent row per token; V is its first D_V = 512
  *                columns, there is no v_pages), o [B, Lq, H, 512]; lse and the table as above
+ *   FP8 cache    (versions 11-13: decode_fp8.c's program) values in e4m3 with power-of-two scales
+ *                s = 2^ceil(log2(max(amax / 448, 1e-4))) over a group, value = code * s:
+ *                K/V   k8_pages, v8_pages [num_pages, P, H_kv, D] uint8 e4m3 codes,
+ *                      k8_scales, v8_scales [num_pages, P, H_kv] fp32: one scale per token and
+ *                      K/V head (its D values)
+ *                latent k8_pages [num_pages, P, 656] bytes per token, FlashMLA's "FP8 with scale"
+ *                      layout (deepseek-ai/FlashMLA, README "FP8 KV Cache", tests/quant.py):
+ *                      bytes 0..511 e4m3 codes of c_t, 512..527 four fp32 scales (one per 128
+ *                      codes), 528..655 the 64 RoPE values in the dtype (bf16 there), unquantised
  * Causal alignment among the Lq new tokens is the chapter's bottom-right rule: new token i of
  * sequence b sees the tokens t < cache_seqlens[b] - Lq + i + 1. An empty sequence
  * (cache_seqlens[b] = 0: an unused batch slot) has no new token; its rows output 0, LSE -inf.
@@ -59,6 +68,8 @@ extern "C" {
 #define DEC_MIN_KEYS_PER_SPLIT 256 /* our split rule never makes splits shorter than this */
 #define DEC_LATENT_DK 576          /* version 10: the latent row, 512 + 64 of RoPE (q and K) */
 #define DEC_LATENT_DV 512          /* version 10: V and O, the row's first 512 columns */
+#define DEC_FP8_LATENT_BYTES 656   /* FlashMLA's FP8 latent row: 512 e4m3, 4 fp32, 64 x 16 bits */
+#define DEC_FP8_MAX 448.0          /* e4m3's largest finite value */
 
 /* What one decoding step's kernels read and write (device pointers; see the layouts above). */
 typedef struct dec_args {
@@ -87,6 +98,9 @@ typedef struct dec_args {
     int topk;        /* the selection's width k (sel's row length) */
     const int *cu_q; /* [B+1] b * Lq (example 05's top-k reads the batch as varlen) */
     const int *cu_k; /* [B+1] prefix sums of cache_seqlens */
+    /* FP8 cache (versions 11-13; "FP8 cache" above): e4m3 pools and their scales */
+    uint8_t *k8_pages, *v8_pages; /* [num_pages, P, H_kv, D]; latent: k8 [num_pages, P, 656] */
+    float *k8_scales, *v8_scales; /* [num_pages, P, H_kv]; latent: in the rows */
     /* split-KV */
     int splits;  /* 1: one block per row group writes O and LSE itself, no combine */
     float *part; /* the partials: dec_workspace_bytes(a, splits) bytes (unused with 1 split) */
@@ -102,6 +116,11 @@ void dec_launch_indexer(const dec_args *a, cudaStream_t stream);
 void dec_launch_topk(const dec_args *a, bool bitonic, cudaStream_t stream); /* example 05's */
 void dec_launch_sparse(const dec_args *a, cudaStream_t stream);
 void dec_launch_latent(const dec_args *a, cudaStream_t stream); /* a->latent; bf16, fp16 */
+/* The FP8 cache ("FP8 cache" above): the append quantising (K/V, or latent with v_new = NULL),
+ * version 5 and version 10 reading it. */
+void dec_launch_append_fp8(const dec_args *a, cudaStream_t stream);
+void dec_launch_paged_fp8(const dec_args *a, cudaStream_t stream);
+void dec_launch_latent_fp8(const dec_args *a, cudaStream_t stream); /* bf16, fp16 */
 /* The split-KV partials: splits x (B * Lq * H) rows of D_V + 1 floats (O, then LSE). */
 size_t dec_workspace_bytes(const dec_args *a, int splits);
 /* One line naming what the kernels cannot do with these sizes, or NULL. */
@@ -161,6 +180,18 @@ typedef struct dec_ref_inputs {
  * and softmax in fp32, P rounded to the dtype, P V accumulated in fp32 and rounded). A row that
  * sees no key outputs 0 and LSE -inf. 0, or 1 when out of memory. */
 int dec_reference_row(const dec_ref_inputs *in, int64_t n, float *out, float *lse, float *lowp);
+
+/* ---- the FP8 cache's reference (decode_fp8_reference.c), independent of the kernels ---------- *
+ * A code's value: example 05's ds_fp8_value. */
+
+uint8_t dec_fp8_code_ref(double x);  /* nearest e4m3 code, ties to even, satfinite */
+float dec_fp8_scale_ref(float amax); /* 2^ceil(log2(max(amax / 448, 1e-4))) */
+/* n values into e4m3 codes with one scale (returned): codes[i] = code(x[i] / s). */
+float dec_fp8_quantize_ref(const float *x, int n, uint8_t *codes);
+/* FlashMLA's latent row: 576 values (already in dtype) <-> 656 bytes (layouts above); unpacked
+ * values are code * scale rounded to dtype, as the kernel holds them on chip. */
+void dec_fp8_pack_latent_ref(const float *row, attn_dtype dtype, uint8_t *out);
+void dec_fp8_unpack_latent_ref(const uint8_t *in, attn_dtype dtype, float *row);
 
 /* ---- the program's stages on the one driver (decode_stages.c; attn/example.h) --------------- */
 

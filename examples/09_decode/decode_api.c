@@ -1,6 +1,7 @@
 /* decode_api.c — example 09's kernels as a library for a model's decoding loop (decode_api.h):
  * the session's paged caches, its page allocator and the calls that launch decode.cu's versions
- * 1 (append), 5 (paged), 6 (indexer), example 05's radix top-k, and 9 (sparse).
+ * 1 (append), 5 (paged), 6 (indexer), example 05's radix top-k, and 9 (sparse); with the FP8
+ * cache (dec_session_use_fp8) 11 (append_fp8) and 12 (paged_fp8).
  */
 #include "decode_api.h"
 
@@ -21,6 +22,9 @@ struct dec_session {
     size_t dsize;
     int *lens, *table, *free_pages, n_free, *cu;
     void **k_pages, **v_pages, **ki_pages; /* per layer */
+    int fp8;                               /* dec_session_use_fp8: the FP8 pools below instead */
+    uint8_t **k8, **v8;                    /* per layer: e4m3 codes [pages, P, H_kv, D] */
+    float **k8s, **v8s;                    /* per layer: their scales [pages, P, H_kv] */
     int *d_table, *d_lens, *d_cu_q, *d_cu_k;
     void *d_q, *d_o, *d_knew, *d_vnew, *d_kinew, *d_qi, *d_w, *d_lse, *d_logits, *d_part, *d_sel;
     size_t cap_q, cap_o, cap_knew, cap_vnew, cap_kinew, cap_qi, cap_w, cap_lse, cap_logits,
@@ -101,7 +105,12 @@ void dec_session_close(dec_session *s) {
         attn_device_free(s->k_pages ? s->k_pages[l] : NULL);
         attn_device_free(s->v_pages ? s->v_pages[l] : NULL);
         attn_device_free(s->ki_pages ? s->ki_pages[l] : NULL);
+        if (s->fp8) {
+            attn_device_free(s->k8[l]), attn_device_free(s->v8[l]);
+            attn_device_free(s->k8s[l]), attn_device_free(s->v8s[l]);
+        }
     }
+    free(s->k8), free(s->v8), free(s->k8s), free(s->v8s);
     void *dev[] = {s->d_table, s->d_lens, s->d_cu_q,   s->d_cu_k,  s->d_q,
                    s->d_o,     s->d_knew, s->d_vnew,   s->d_kinew, s->d_qi,
                    s->d_w,     s->d_lse,  s->d_logits, s->d_part,  s->d_sel};
@@ -179,6 +188,37 @@ dec_session *dec_session_open(int layers, int batch, int heads, int kv_heads, in
     return s;
 }
 
+int dec_session_use_fp8(dec_session *s) {
+    if (s->fp8)
+        return 0;
+    for (int b = 0; b < s->B; ++b)
+        if (s->lens[b] != 0)
+            return fail(s, 2, "the FP8 cache is chosen before the first token is appended");
+    if (s->DI != 0)
+        return fail(s, 2,
+                    "the FP8 cache serves dense attention: open the session with no "
+                    "index-key cache (index_dim 0)");
+    const size_t slots = (size_t)s->num_pages * s->P, codes = slots * s->H_kv * s->D;
+    s->k8 = (uint8_t **)calloc((size_t)s->layers, sizeof(uint8_t *));
+    s->v8 = (uint8_t **)calloc((size_t)s->layers, sizeof(uint8_t *));
+    s->k8s = (float **)calloc((size_t)s->layers, sizeof(float *));
+    s->v8s = (float **)calloc((size_t)s->layers, sizeof(float *));
+    if (!s->k8 || !s->v8 || !s->k8s || !s->v8s)
+        return fail(s, 1, "out of host memory");
+    s->fp8 = 1;
+    for (int l = 0; l < s->layers; ++l) {
+        attn_device_free(s->k_pages[l]), attn_device_free(s->v_pages[l]); /* not read */
+        s->k_pages[l] = s->v_pages[l] = NULL;
+        s->k8[l] = (uint8_t *)attn_device_alloc(codes);
+        s->v8[l] = (uint8_t *)attn_device_alloc(codes);
+        s->k8s[l] = (float *)attn_device_alloc(slots * s->H_kv * sizeof(float));
+        s->v8s[l] = (float *)attn_device_alloc(slots * s->H_kv * sizeof(float));
+        if (!s->k8[l] || !s->v8[l] || !s->k8s[l] || !s->v8s[l])
+            return fail(s, 1, "out of device memory for the FP8 pools of %d layers", s->layers);
+    }
+    return 0;
+}
+
 int dec_session_begin(dec_session *s, int n_new) {
     if (s->n_new != 0)
         return fail(s, 2, "a step is already open (dec_session_end first)");
@@ -232,6 +272,9 @@ static dec_args args_of(const dec_session *s, int layer) {
     a.scale = 1.0f / sqrtf((float)s->D);
     a.seqlens = s->d_lens;
     a.k_pages = s->k_pages[layer], a.v_pages = s->v_pages[layer], a.ki_pages = s->ki_pages[layer];
+    if (s->fp8)
+        a.k8_pages = s->k8[layer], a.v8_pages = s->v8[layer], a.k8_scales = s->k8s[layer],
+        a.v8_scales = s->v8s[layer];
     a.block_table = s->d_table;
     a.table_width = s->W, a.page_size = s->P, a.num_pages = s->num_pages;
     a.index_heads = s->HI, a.index_dim = s->DI;
@@ -261,7 +304,10 @@ int dec_session_append(dec_session *s, int layer, const float *k, const float *v
         (ki != NULL && upload(s, &s->d_kinew, &s->cap_kinew, ki, rows * s->DI, s->dtype)))
         return 1;
     a.k_new = s->d_knew, a.v_new = s->d_vnew, a.ki_new = ki != NULL ? s->d_kinew : NULL;
-    dec_launch_append(&a, NULL);
+    if (s->fp8)
+        dec_launch_append_fp8(&a, NULL); /* version 11: quantised into the FP8 pools */
+    else
+        dec_launch_append(&a, NULL);
     const int rc = sync(s);
     s->seconds += now() - t0;
     return rc;
@@ -295,6 +341,8 @@ int dec_session_attend(dec_session *s, int layer, int mode, int topk, const floa
         return fail(s, 2, "DSA needs an index-key cache and the index queries and weights");
     if (mode != DEC_MODE_DENSE && mode != DEC_MODE_DSA && mode != DEC_MODE_SELECTION)
         return fail(s, 2, "mode %d is not dense (0), DSA (1) or a selection (2)", mode);
+    if (mode != DEC_MODE_DENSE && s->fp8)
+        return fail(s, 2, "the FP8 cache serves dense attention only (version 12)");
     if (mode != DEC_MODE_DENSE && topk < 1)
         return fail(s, 2, "topk must be at least 1 (got %d)", topk);
     if (mode == DEC_MODE_SELECTION && (sel == NULL || check_selection(s, sel, topk)))
@@ -333,7 +381,9 @@ int dec_session_attend(dec_session *s, int layer, int mode, int topk, const floa
                attn_to_device(s->d_sel, sel, tokens * topk * sizeof(int32_t))) {
         return fail(s, 1, "cannot copy the selection to the device");
     }
-    if (mode == DEC_MODE_DENSE)
+    if (mode == DEC_MODE_DENSE && s->fp8)
+        dec_launch_paged_fp8(&a, NULL);
+    else if (mode == DEC_MODE_DENSE)
         dec_launch_paged(&a, NULL);
     else
         dec_launch_sparse(&a, NULL);

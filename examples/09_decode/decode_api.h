@@ -36,6 +36,11 @@ dec_session *dec_session_open(int layers, int batch, int heads, int kv_heads, in
                               int dtype, int page_size, int max_tokens, int index_heads,
                               int index_dim, unsigned long long seed, char *err, int err_len);
 void dec_session_close(dec_session *s);
+/* The FP8 cache (decode.h, "FP8 cache": e4m3 with a power-of-two scale per token and K/V head)
+ * instead of the dtype's: appends quantise (version 11), dense attention reads it (version 12).
+ * Before the first token; dense only (a session with an index-key cache, or a DSA or selection
+ * step, is refused with 2). */
+int dec_session_use_fp8(dec_session *s);
 const char *dec_session_error(const dec_session *s);
 /* Current length of sequence b. */
 int dec_session_length(const dec_session *s, int b);

@@ -7,9 +7,15 @@
                 (results/bytes_per_token.jsonl, written by bytes_per_token.py)
   generate      SmolLM2-135M generating through the kernels (results/generate_*.json, written by
                 quality/generate.py --out)
+  fp8_roofline  bytes per cached token, 16-bit against the FP8 cache, and the decode bound they
+                give (a model: the cache's bytes over a bandwidth), checked against the bytes the
+                decode_fp8 program's layouts take
+  fp8_errors    the FP8 cache's error against fp64, with and without outlier channels, beside
+                the 16-bit cache's: measured by running the decode_fp8 program (--fp8-program)
 
-  python3 examples/09_decode/make_tables.py --split-table PATH          rewrites README.md
-  python3 examples/09_decode/make_tables.py --split-table PATH --check  exit 1 if they differ
+  python3 examples/09_decode/make_tables.py --split-table PATH --fp8-program PATH
+                                                              rewrites README.md
+  ... --check                                                 exit 1 if they differ
 Each table sits between <!-- table:NAME --> and <!-- /table:NAME --> in README.md.
 """
 import argparse
@@ -92,13 +98,103 @@ def generate_table():
     return "\n\n".join(out)
 
 
+# Models whose caches the roofline table sizes (their published configurations): layers, K/V
+# heads, head dimension; MLA: one latent row of kv_lora_rank + qk_rope_head_dim per token.
+ROOFLINE_MODELS = [
+    ("SmolLM2-135M", 30, 3, 64, False),  # HuggingFaceTB/SmolLM2-135M config.json
+    ("Llama-3-8B", 32, 8, 128, False),  # meta-llama/Meta-Llama-3-8B config.json
+    ("DeepSeek-V3, MLA", 61, 1, 576, True),  # deepseek-ai/DeepSeek-V3 config.json: 512 + 64
+]
+H100_BW = 3.35e12  # bytes/s, H100 SXM (NVIDIA's datasheet)
+CONTEXT = 32768
+
+
+def cache_bytes(kv_heads, d, latent, fp8):
+    """Bytes one token takes in one layer's cache (decode.h, "FP8 cache")."""
+    if latent:  # 16-bit: the 576-wide row; FP8: FlashMLA's 512 codes, 4 fp32 scales, 64 x 2
+        return 512 + 4 * 4 + 64 * 2 if fp8 else d * 2
+    return 2 * kv_heads * (d + 4) if fp8 else 2 * kv_heads * d * 2  # K and V; a scale per head
+
+
+def fp8_roofline(program):
+    # the formula against the bytes the program's two layouts report
+    for args, want in ((["--cache-lens", "4", "-H", "9", "--kv-heads", "3", "-D", "64"],
+                        cache_bytes(3, 64, False, True)),
+                       (["--latent", "--cache-lens", "4"], cache_bytes(1, 576, True, True))):
+        out = subprocess.run([program] + args, capture_output=True, text=True).stdout
+        m = re.search(r"(\d+) bytes per token", out)
+        if m is None or int(m.group(1)) != want:
+            raise SystemExit(f"error: {program} {' '.join(args)} does not report {want} bytes "
+                             f"per token:\n{out}")
+    out = ["| model (layers, cache per layer) | 16-bit (B/token/layer) | FP8 (B/token/layer) | "
+           "FP8 / 16-bit | cache read per decoded token at 32K, 16-bit → FP8 (MB) | bound at 32K, "
+           "16-bit → FP8 (tokens/s, model) |", "|---|---:|---:|---:|---:|---:|"]
+    for name, layers, kv, d, latent in ROOFLINE_MODELS:
+        b16, b8 = cache_bytes(kv, d, latent, False), cache_bytes(kv, d, latent, True)
+        shape = "one latent row of 576" if latent else f"{kv} K/V heads of {d}"
+        read16, read8 = layers * CONTEXT * b16, layers * CONTEXT * b8
+        out.append(f"| {name} ({layers}, {shape}) | {b16:,} | {b8:,} | {b8 / b16:.3f} | "
+                   f"{read16 / 1e6:,.0f} → {read8 / 1e6:,.0f} | "
+                   f"{H100_BW / read16:,.0f} → {H100_BW / read8:,.0f} |")
+    out += ["", f"A model, not a measurement: a decoded token of a sequence holding {CONTEXT:,} "
+                f"tokens reads its whole cache once in every layer, and the bound is an H100 SXM's "
+                f"{H100_BW / 1e12:.2f} TB/s over those bytes (tokens per second for all the "
+                f"sequences of a batch together: each token reads its own sequence's cache). The "
+                f"weights (read once per step for the whole batch), the queries and outputs are "
+                f"left out; they dominate at short contexts and small batches. FP8 adds one fp32 "
+                f"scale per token and K/V head (latent: 4 per token) to the e4m3 codes."]
+    return "\n".join(out)
+
+
+# The error table's runs: (label, decode_fp8 arguments); outlier channels 7 and 37 x F.
+FP8_ERROR_RUNS = [
+    (f"K/V, per token and head (9 / 3 heads, D = 64)", o,
+     ["--cache-lens", "1000", "-H", "9", "--kv-heads", "3", "--page-size", "16"])
+    for o in (1, 10, 100)] + [
+    (f"latent, per 128 (16 heads, 576)", o, ["--latent", "--cache-lens", "1000", "--page-size",
+                                              "64"]) for o in (1, 10, 100)]
+
+
+def fp8_errors(program):
+    import tempfile
+    out = ["| FP8 cache | outlier channels | error vs fp64, FP8 cache | error vs fp64, bf16 cache "
+           "| FP8 / bf16 | FP8 error / its bound |", "|---|---:|---:|---:|---:|---:|"]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "e.jsonl")
+        for label, o, args in FP8_ERROR_RUNS:
+            run = subprocess.run([program, "--outliers", str(o), "--json", path] + args,
+                                 capture_output=True, text=True)
+            if run.returncode != 0:
+                raise SystemExit(f"error: {program} {' '.join(args)} failed:\n{run.stdout}")
+            r = [json.loads(x) for x in open(path)][-1]
+            out.append(f"| {label} | ×{o} | {r['err_fp64']:.3g} | "
+                       f"{r['err_unquantised']:.3g} | {r['err_fp64'] / r['err_unquantised']:.0f} | "
+                       f"{r['err_over_bound']:.3f} |")
+    out += ["", "`decode_fp8_sim` (the simulator), bf16, one sequence of 1,000 tokens, one new "
+                "token; inputs uniform in [−1, 1) with channels 7 and 37 of every key row "
+                "multiplied by the factor (latent: of the row, which is also V). Errors: the "
+                "largest absolute difference of an output element from the double-precision "
+                "attention over the unquantised cache. bf16 cache: the same attention computed "
+                "in the dtype's precision over the unquantised cache (the reference's "
+                "same-precision row). The bound: the worst case derived in decode_fp8.c."]
+    return "\n".join(out)
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--split-table", required=True, help="the decode_split_table program")
+    ap.add_argument("--fp8-program", required=True, help="the decode_fp8 program")
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args(argv)
     tables = {"split_rules": split_rules(args.split_table), "bytes": bytes_table(),
-              "generate": generate_table()}
+              "generate": generate_table(), "fp8_roofline": fp8_roofline(args.fp8_program),
+              "fp8_errors": fp8_errors(args.fp8_program)}
+    return rewrite(tables, args.check, "make_tables.py")
+
+
+def rewrite(tables, check, script):
+    """README.md with each {name: body} between its markers: written, or with check compared
+    (exit status 1 if it differs; script: what to run to regenerate it)."""
     text = open(README).read()
     new = text
     for name, body in tables.items():
@@ -107,9 +203,9 @@ def main(argv):
             print(f"error: README.md has no <!-- table:{name} --> block", file=sys.stderr)
             return 1
         new = pat.sub(lambda m: f"<!-- table:{name} -->\n{body}\n<!-- /table:{name} -->", new)
-    if args.check:
+    if check:
         if new != text:
-            print("FAIL: README.md's tables differ from their sources (run make_tables.py)")
+            print(f"FAIL: README.md's tables differ from their sources (run {script})")
             return 1
         print("PASS")
         return 0
