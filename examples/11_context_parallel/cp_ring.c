@@ -1,0 +1,354 @@
+/* cp_ring.c — the strategies of cp_ring.h: pass-KV over the ring (contiguous or zigzag) and the
+ * Ulysses all-to-all, on top of example 03's kernel and the transport. */
+#include "cp_ring.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "attn/device.h"
+
+#define CP_TRY(expr)                                                                               \
+    do {                                                                                           \
+        if (expr)                                                                                  \
+            return 1;                                                                              \
+    } while (0)
+
+float *cp_slice(const float *full, int BH, int L, int width, cp_chunk c) {
+    float *part = malloc(((size_t)BH * c.len * width + 1) * sizeof *part);
+    if (!part)
+        return NULL;
+    for (int bh = 0; bh < BH; ++bh)
+        memcpy(part + (size_t)bh * c.len * width, full + ((size_t)bh * L + c.start) * width,
+               (size_t)c.len * width * sizeof *part);
+    return part;
+}
+
+void cp_unslice(float *full, const float *part, int BH, int L, int width, cp_chunk c) {
+    for (int bh = 0; bh < BH; ++bh)
+        memcpy(full + ((size_t)bh * L + c.start) * width, part + (size_t)bh * c.len * width,
+               (size_t)c.len * width * sizeof *part);
+}
+
+void cp_result_free(cp_result *r) {
+    for (int c = 0; c < 2; ++c)
+        attn_device_free(r->mem[c]);
+    memset(r, 0, sizeof *r);
+}
+
+/* Uploads a host slice to new device memory. */
+static float *cp_upload(const float *host, size_t elems) {
+    float *dev = attn_device_alloc(elems * sizeof *dev + 1);
+    if (dev && elems && attn_to_device(dev, host, elems * sizeof *dev)) {
+        attn_device_free(dev);
+        return NULL;
+    }
+    return dev;
+}
+
+/* Each query chunk's result lives in a part buffer of two splits, O [2][rows][D] then LSE
+ * [2][rows] (rows = B*H*len): split 0 the running result (cp_result's o and lse), split 1 the
+ * step's, merged into split 0 (cp_merge). */
+static int cp_alloc_result(cp_result *r, int BH, int D) {
+    for (int c = 0; c < r->nchunks; ++c) {
+        const size_t rows = (size_t)BH * r->chunk[c].len;
+        r->mem[c] = attn_device_alloc((2 * rows * D + 2 * rows + 1) * sizeof(float));
+        CP_TRY(!r->mem[c]);
+        r->o[c] = (float *)r->mem[c];
+        r->lse[c] = r->o[c] + 2 * rows * D;
+        CP_TRY(attn_device_fill_nan(r->mem[c], (2 * rows * D + 2 * rows) * sizeof(float)));
+    }
+    return 0;
+}
+
+/* Attention of query chunk c (its device rows q) against one key chunk (k, v device rows), into
+ * split 0 of its part buffer the first time (*have false), else split 1 then merged. */
+static int cp_attend(const cp_setup *s, cp_result *r, int c, const float *q, cp_chunk kc,
+                     const float *k, const float *v, bool *have) {
+    const cp_pair_kind kind = cp_pair(r->chunk[c], kc, s->p.causal);
+    if (kind == CP_PAIR_SKIP)
+        return 0;
+    attn_problem p = s->p;
+    p.Lq = r->chunk[c].len;
+    p.Lk = kc.len;
+    p.causal = kind == CP_PAIR_DIAGONAL; /* Lq = Lk there: bottom-right is the plain diagonal */
+    const int64_t rows = (int64_t)p.B * p.H * p.Lq;
+    attn_buffers b;
+    memset(&b, 0, sizeof b);
+    b.q = q;
+    b.k = k;
+    b.v = v;
+    b.o = *have ? r->o[c] + rows * p.D : r->o[c];
+    b.lse = *have ? r->lse[c] + rows : r->lse[c];
+    s->fwd->launch(&p, &b, 0);
+    CP_TRY(attn_cuda_report(cudaGetLastError(), s->fwd->name, __FILE__, __LINE__));
+    if (*have)
+        CP_TRY(cp_merge(r->o[c], r->lse[c], rows, p.D, 0));
+    *have = true;
+    r->entries += attn_problem_entries(&p);
+    r->launches++;
+    return 0;
+}
+
+/* A rank's K/V shard as one message: K of each chunk, then V of each chunk, [B, H, len, D]
+ * each. Its size in floats, and where chunk j's K and V start in it. */
+static size_t cp_kv_elems(const cp_chunk *ch, int n, int BH, int D, size_t k_off[2],
+                          size_t v_off[2]) {
+    size_t total = 0;
+    for (int j = 0; j < n; ++j) {
+        k_off[j] = total;
+        total += (size_t)BH * ch[j].len * D;
+    }
+    for (int j = 0; j < n; ++j) {
+        v_off[j] = total;
+        total += (size_t)BH * ch[j].len * D;
+    }
+    return total;
+}
+
+/* pass-KV: P steps; at step s this rank holds the shard of rank (r - s) mod P in `cur`, sends it
+ * on to r + 1 and receives the next one from r - 1 into `nxt` while it attends to `cur`. */
+static int cp_ring(cp_transport *t, const cp_setup *s, const attn_host_inputs *in, cp_result *r) {
+    const int P = t->size, me = t->rank, BH = s->p.B * s->p.H, D = s->p.D, L = s->p.Lq;
+    float *q[2] = {NULL, NULL};
+    size_t k_off[2], v_off[2], max_elems = 0;
+    for (int owner = 0; owner < P; ++owner) {
+        cp_chunk ch[2];
+        const int n = cp_rank_chunks(s->strategy, L, P, owner, ch);
+        const size_t e = cp_kv_elems(ch, n, BH, D, k_off, v_off);
+        max_elems = e > max_elems ? e : max_elems;
+    }
+    float *buf[2] = {attn_device_alloc((max_elems + 1) * sizeof(float)),
+                     attn_device_alloc((max_elems + 1) * sizeof(float))};
+    CP_TRY(!buf[0] || !buf[1]);
+    /* this rank's queries, and its K/V shard into the first buffer */
+    const size_t own = cp_kv_elems(r->chunk, r->nchunks, BH, D, k_off, v_off);
+    for (int c = 0; c < r->nchunks; ++c) {
+        float *hq = cp_slice(in->q, BH, L, D, r->chunk[c]);
+        float *hk = cp_slice(in->k, BH, L, D, r->chunk[c]);
+        float *hv = cp_slice(in->v, BH, L, D, r->chunk[c]);
+        const size_t e = (size_t)BH * r->chunk[c].len * D;
+        int bad = !hq || !hk || !hv || !(q[c] = cp_upload(hq, e)) ||
+                  (e && (attn_to_device(buf[0] + k_off[c], hk, e * sizeof(float)) ||
+                         attn_to_device(buf[0] + v_off[c], hv, e * sizeof(float))));
+        free(hq), free(hk), free(hv);
+        CP_TRY(bad);
+    }
+    (void)own;
+    bool have[2] = {false, false};
+    int cur = 0;
+    for (int step = 0; step < P; ++step) {
+        const int owner = ((me - step) % P + P) % P;
+        const int next_owner = ((me - step - 1) % P + P) % P;
+        cp_chunk kc[2], nc[2];
+        const int nk = cp_rank_chunks(s->strategy, L, P, owner, kc);
+        const int nn = cp_rank_chunks(s->strategy, L, P, next_owner, nc);
+        size_t nk_off[2], nv_off[2];
+        const size_t next_elems = cp_kv_elems(nc, nn, BH, D, nk_off, nv_off);
+        const size_t cur_elems = cp_kv_elems(kc, nk, BH, D, k_off, v_off);
+        cp_fault_point(t, &s->fault, step);
+        cp_request send_req, recv_req;
+        const bool pass = step < P - 1;
+        if (pass) {
+            int rc =
+                t->irecv(t, buf[1 - cur], next_elems * sizeof(float), (me - 1 + P) % P, &recv_req);
+            if (rc == CP_OK)
+                rc = t->isend(t, buf[cur], cur_elems * sizeof(float), (me + 1) % P, &send_req);
+            if (rc == CP_OK)
+                rc = t->post(t);
+            if (rc != CP_OK)
+                cp_transfer_failed(t, rc, step, (me + 1) % P, "K/V transfer");
+        }
+        /* this step's attention, while the next shard travels */
+        const int launches = r->launches;
+        for (int c = 0; c < r->nchunks; ++c)
+            for (int j = 0; j < nk; ++j)
+                CP_TRY(cp_attend(s, r, c, q[c], kc[j], buf[cur] + k_off[j], buf[cur] + v_off[j],
+                                 &have[c]));
+        if (r->launches > launches)
+            r->steps_computed++;
+        else
+            r->steps_skipped++;
+        /* the buffer the next step receives into must no longer be read by this step's kernels
+         * (the receive writes it once the wait returns) */
+        CP_TRY(
+            attn_cuda_report(cudaDeviceSynchronize(), "cudaDeviceSynchronize", __FILE__, __LINE__));
+        if (pass) {
+            int rc = t->wait(t, &recv_req);
+            if (rc != CP_OK)
+                cp_transfer_failed(t, rc, step, (me - 1 + P) % P, "K/V");
+            if ((rc = t->wait(t, &send_req)) != CP_OK)
+                cp_transfer_failed(t, rc, step, (me + 1) % P, "receipt of its K/V");
+            cur = 1 - cur;
+        }
+    }
+    for (int c = 0; c < r->nchunks; ++c)
+        attn_device_free(q[c]);
+    attn_device_free(buf[0]);
+    attn_device_free(buf[1]);
+    return 0;
+}
+
+/* Ulysses: all-to-all of Q, K, V (this rank's positions of every head -> every position of its
+ * heads), one attention launch, all-to-all of O and the LSE back. Message to or from rank g for
+ * sequence shard j: [Q | K | V] as [B, heads of g, len of j, D], then [O | LSE] on the way back. */
+static int cp_ulysses(cp_transport *t, const cp_setup *s, const attn_host_inputs *in,
+                      cp_result *r) {
+    const int P = t->size, me = t->rank, B = s->p.B, H = s->p.H, D = s->p.D, L = s->p.Lq;
+    const cp_chunk mine = r->chunk[0];
+    int h0, h1;
+    cp_rank_heads(H, P, me, &h0, &h1);
+    const int Hm = h1 - h0;
+    size_t *sz = calloc(4 * (size_t)P, sizeof *sz);
+    CP_TRY(!sz);
+    size_t *sb = sz, *so = sz + P, *rb = sz + 2 * P, *ro = sz + 3 * P;
+    /* outgoing: for rank g, its heads at my positions */
+    size_t send_total = 0, recv_total = 0;
+    for (int g = 0; g < P; ++g) {
+        int g0, g1;
+        cp_rank_heads(H, P, g, &g0, &g1);
+        cp_chunk cg[2];
+        cp_rank_chunks(CP_RING, L, P, g, cg);
+        so[g] = send_total;
+        sb[g] = 3 * (size_t)B * (g1 - g0) * mine.len * D * sizeof(float);
+        send_total += sb[g];
+        ro[g] = recv_total;
+        rb[g] = 3 * (size_t)B * Hm * cg[0].len * D * sizeof(float);
+        recv_total += rb[g];
+    }
+    float *hsend = malloc(send_total + 1);
+    CP_TRY(!hsend);
+    for (int g = 0; g < P; ++g) {
+        int g0, g1;
+        cp_rank_heads(H, P, g, &g0, &g1);
+        const size_t blk = (size_t)mine.len * D, part = (size_t)B * (g1 - g0) * blk;
+        float *dst = hsend + so[g] / sizeof(float);
+        const float *src[3] = {in->q, in->k, in->v};
+        for (int x = 0; x < 3; ++x)
+            for (int b = 0; b < B; ++b)
+                for (int h = g0; h < g1; ++h)
+                    memcpy(dst + x * part + ((size_t)b * (g1 - g0) + h - g0) * blk,
+                           src[x] + (((size_t)b * H + h) * L + mine.start) * D,
+                           blk * sizeof(float));
+    }
+    float *dsend = cp_upload(hsend, send_total / sizeof(float));
+    float *drecv = attn_device_alloc(recv_total + 1);
+    free(hsend);
+    CP_TRY(!dsend || !drecv);
+    cp_fault_point(t, &s->fault, 0);
+    int rc = t->alltoall(t, dsend, sb, so, drecv, rb, ro);
+    if (rc != CP_OK)
+        cp_transfer_failed(t, rc, 0, -1, "Q/K/V all-to-all");
+    /* every position of my heads: [B, Hm, L, D] x 3, assembled on the device */
+    const size_t full = (size_t)B * Hm * L * D;
+    float *qkv = attn_device_alloc(3 * full * sizeof(float) + 1);
+    float *o = attn_device_alloc((full + (size_t)B * Hm * L) * sizeof(float) + 1);
+    CP_TRY(!qkv || !o);
+    for (int g = 0; g < P; ++g) {
+        cp_chunk cg[2];
+        cp_rank_chunks(CP_RING, L, P, g, cg);
+        const size_t blk = (size_t)cg[0].len * D, part = (size_t)B * Hm * blk;
+        const float *src = drecv + ro[g] / sizeof(float);
+        for (int x = 0; x < 3; ++x)
+            for (int bh = 0; bh < B * Hm; ++bh)
+                if (blk)
+                    CP_TRY(attn_cuda_report(
+                        cudaMemcpy(qkv + x * full + ((size_t)bh * L + cg[0].start) * D,
+                                   src + x * part + bh * blk, blk * sizeof(float),
+                                   cudaMemcpyDeviceToDevice),
+                        "cudaMemcpy", __FILE__, __LINE__));
+    }
+    attn_problem p = s->p;
+    p.H = Hm;
+    float *lse = o + full;
+    if (Hm > 0) {
+        attn_buffers b;
+        memset(&b, 0, sizeof b);
+        b.q = qkv;
+        b.k = qkv + full;
+        b.v = qkv + 2 * full;
+        b.o = o;
+        b.lse = lse;
+        s->fwd->launch(&p, &b, 0);
+        CP_TRY(attn_cuda_report(cudaGetLastError(), s->fwd->name, __FILE__, __LINE__));
+        r->entries += attn_problem_entries(&p);
+        r->launches++;
+        r->steps_computed++;
+    } else {
+        r->steps_skipped++;
+    }
+    CP_TRY(attn_cuda_report(cudaDeviceSynchronize(), "cudaDeviceSynchronize", __FILE__, __LINE__));
+    /* back: to rank g, my heads at g's positions, [O | LSE]; from rank g, g's heads at mine */
+    send_total = recv_total = 0;
+    for (int g = 0; g < P; ++g) {
+        int g0, g1;
+        cp_rank_heads(H, P, g, &g0, &g1);
+        cp_chunk cg[2];
+        cp_rank_chunks(CP_RING, L, P, g, cg);
+        so[g] = send_total;
+        sb[g] = (size_t)B * Hm * cg[0].len * (D + 1) * sizeof(float);
+        send_total += sb[g];
+        ro[g] = recv_total;
+        rb[g] = (size_t)B * (g1 - g0) * mine.len * (D + 1) * sizeof(float);
+        recv_total += rb[g];
+    }
+    attn_device_free(dsend);
+    attn_device_free(drecv);
+    dsend = attn_device_alloc(send_total + 1);
+    drecv = attn_device_alloc(recv_total + 1);
+    CP_TRY(!dsend || !drecv);
+    for (int g = 0; g < P; ++g) {
+        cp_chunk cg[2];
+        cp_rank_chunks(CP_RING, L, P, g, cg);
+        float *dst = dsend + so[g] / sizeof(float);
+        const size_t n = (size_t)cg[0].len;
+        for (int bh = 0; bh < B * Hm && n; ++bh) {
+            CP_TRY(attn_cuda_report(cudaMemcpy(dst + bh * n * D,
+                                               o + ((size_t)bh * L + cg[0].start) * D,
+                                               n * D * sizeof(float), cudaMemcpyDeviceToDevice),
+                                    "cudaMemcpy", __FILE__, __LINE__));
+            CP_TRY(attn_cuda_report(cudaMemcpy(dst + (size_t)B * Hm * n * D + bh * n,
+                                               lse + (size_t)bh * L + cg[0].start,
+                                               n * sizeof(float), cudaMemcpyDeviceToDevice),
+                                    "cudaMemcpy", __FILE__, __LINE__));
+        }
+    }
+    cp_fault_point(t, &s->fault, 1);
+    rc = t->alltoall(t, dsend, sb, so, drecv, rb, ro);
+    if (rc != CP_OK)
+        cp_transfer_failed(t, rc, 1, -1, "O/LSE all-to-all");
+    /* into this rank's [B, H, len, D] result */
+    const size_t n = (size_t)mine.len;
+    for (int g = 0; g < P && n; ++g) {
+        int g0, g1;
+        cp_rank_heads(H, P, g, &g0, &g1);
+        const float *src = drecv + ro[g] / sizeof(float);
+        const size_t Hg = (size_t)(g1 - g0);
+        for (int b = 0; b < B; ++b)
+            for (int h = g0; h < g1; ++h) {
+                const size_t from = (size_t)b * Hg + h - g0, to = (size_t)b * H + h;
+                CP_TRY(attn_cuda_report(cudaMemcpy(r->o[0] + to * n * D, src + from * n * D,
+                                                   n * D * sizeof(float), cudaMemcpyDeviceToDevice),
+                                        "cudaMemcpy", __FILE__, __LINE__));
+                CP_TRY(attn_cuda_report(cudaMemcpy(r->lse[0] + to * n,
+                                                   src + (size_t)B * Hg * n * D + from * n,
+                                                   n * sizeof(float), cudaMemcpyDeviceToDevice),
+                                        "cudaMemcpy", __FILE__, __LINE__));
+            }
+    }
+    attn_device_free(dsend);
+    attn_device_free(drecv);
+    attn_device_free(qkv);
+    attn_device_free(o);
+    free(sz);
+    return 0;
+}
+
+int cp_forward(cp_transport *t, const cp_setup *s, const attn_host_inputs *in, cp_result *out) {
+    memset(out, 0, sizeof *out);
+    out->nchunks = cp_rank_chunks(s->strategy, s->p.Lq, t->size, t->rank, out->chunk);
+    CP_TRY(cp_alloc_result(out, s->p.B * s->p.H, s->p.D));
+    return s->strategy == CP_ULYSSES ? cp_ulysses(t, s, in, out) : cp_ring(t, s, in, out);
+}

@@ -1,0 +1,370 @@
+/* cp_run.c — example 11's plumbing (cp_run.h): the flags, the device and transport set-up, the
+ * seeded inputs every rank draws alike, the result gathered on rank 0 and checked there against
+ * the harness's double-precision reference (attn_reference) and against example 03's kernel on
+ * the whole problem on one device, and the per-rank work table. */
+#define _POSIX_C_SOURCE 200809L
+#include "cp_run.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "attn/check.h"
+#include "attn/cli.h"
+#include "attn/device.h"
+#include "attn/reference.h"
+#include "attn/tensor.h"
+#include "cp_ring.h"
+
+extern const attn_example flash2_fwd_example; /* example 03: its kernel 1, fa2_fp32 */
+
+typedef struct cp_options {
+    cp_setup s;
+    const char *backend;
+    double timeout_s;
+    int seed;
+    bool quiet;
+} cp_options;
+
+static const char cp_usage[] =
+    "usage: mpirun -np P context_parallel [flags]\n"
+    "  --strategy S     ring (pass-KV, contiguous shards), zigzag (pass-KV, balanced causal\n"
+    "                   shards) or ulysses (all-to-all over heads); default ring\n"
+    "  -B, -H, -L, -D   batch, heads, sequence length (split over the P ranks), head dim\n"
+    "  --causal         causal attention (default: none)\n"
+    "  --backend NAME   mpi (any ranks, host staging) or nccl (one GPU per rank); default mpi\n"
+    "  --timeout S      seconds a rank waits for a transfer before it names the missing rank\n"
+    "                   and ends the job (default 60)\n"
+    "  --seed N         the inputs' seed (default 1)\n"
+    "  --fault K:R:S    plant a failure: rank R exits (K = die) or hangs (K = hang) at step S\n"
+    "  --quiet          the checks' lines only\n";
+
+void cp_transfer_failed(const cp_transport *t, int rc, int step, int peer, const char *what) {
+    char who[64];
+    if (peer >= 0)
+        snprintf(who, sizeof who, "rank %d", peer);
+    else
+        snprintf(who, sizeof who, "every rank");
+    if (rc == CP_TIMEOUT)
+        fprintf(stderr, "error: rank %d: step %d: no %s from %s within %g s (it died or hangs)\n",
+                t->rank, step, what, who, t->timeout_s);
+    else
+        fprintf(stderr, "error: rank %d: step %d: the %s with %s failed (%s)\n", t->rank, step,
+                what, who, t->name);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+    exit(3);
+}
+
+void cp_fault_point(const cp_transport *t, const cp_fault *f, int step) {
+    if (f->kind == CP_FAULT_NONE || f->rank != t->rank || f->step != step)
+        return;
+    fprintf(stderr, "rank %d: %s at step %d (planted by --fault)\n", t->rank,
+            f->kind == CP_FAULT_DIE ? "exits" : "stops answering", step);
+    fflush(stderr);
+    if (f->kind == CP_FAULT_DIE)
+        _exit(3);
+    for (;;)
+        sleep(1); /* until mpirun ends the job */
+}
+
+static int cp_parse_fault(const char *s, cp_fault *f, char *err, size_t len) {
+    char kind[8];
+    int n = 0;
+    if (sscanf(s, "%7[a-z]:%d:%d%n", kind, &f->rank, &f->step, &n) == 3 && s[n] == '\0' &&
+        f->rank >= 0 && f->step >= 0) {
+        if (strcmp(kind, "die") == 0)
+            f->kind = CP_FAULT_DIE;
+        else if (strcmp(kind, "hang") == 0)
+            f->kind = CP_FAULT_HANG;
+        if (f->kind != CP_FAULT_NONE)
+            return 0;
+    }
+    snprintf(err, len, "error: --fault takes die:RANK:STEP or hang:RANK:STEP (got '%s')", s);
+    return ATTN_EXIT_USAGE;
+}
+
+/* The flags; 0, or ATTN_EXIT_USAGE with one line in err. Every rank parses the same argv. */
+static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size_t len) {
+    int B = 1, H = 2, L = 64, D = 32;
+    memset(o, 0, sizeof *o);
+    o->backend = "mpi";
+    o->timeout_s = 60.0;
+    o->seed = 1;
+    bool causal = false;
+    for (int i = 1; i < argc; ++i) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int rc = 0;
+        if (strcmp(a, "--causal") == 0) {
+            causal = true;
+            continue;
+        }
+        if (strcmp(a, "--quiet") == 0) {
+            o->quiet = true;
+            continue;
+        }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            snprintf(err, len, "help");
+            return -1;
+        }
+        if (!v) {
+            snprintf(err, len, "error: unknown flag or missing value: '%s' (--help lists them)", a);
+            return ATTN_EXIT_USAGE;
+        }
+        ++i;
+        if (strcmp(a, "-B") == 0)
+            rc = attn_cli_parse_int(a, v, 1, &B, err, len);
+        else if (strcmp(a, "-H") == 0)
+            rc = attn_cli_parse_int(a, v, 1, &H, err, len);
+        else if (strcmp(a, "-L") == 0)
+            rc = attn_cli_parse_int(a, v, 1, &L, err, len);
+        else if (strcmp(a, "-D") == 0)
+            rc = attn_cli_parse_int(a, v, 1, &D, err, len);
+        else if (strcmp(a, "--seed") == 0)
+            rc = attn_cli_parse_int(a, v, 0, &o->seed, err, len);
+        else if (strcmp(a, "--timeout") == 0)
+            rc = attn_cli_parse_real(a, v, &o->timeout_s, err, len);
+        else if (strcmp(a, "--backend") == 0)
+            o->backend = v;
+        else if (strcmp(a, "--fault") == 0)
+            rc = cp_parse_fault(v, &o->s.fault, err, len);
+        else if (strcmp(a, "--strategy") == 0) {
+            if (cp_strategy_parse(v, &o->s.strategy) != 0) {
+                snprintf(err, len, "error: --strategy takes ring, zigzag or ulysses (got '%s')", v);
+                return ATTN_EXIT_USAGE;
+            }
+        } else {
+            snprintf(err, len, "error: unknown flag '%s' (--help lists them)", a);
+            return ATTN_EXIT_USAGE;
+        }
+        if (rc)
+            return rc;
+    }
+    if (P > L) {
+        snprintf(err, len, "error: %d ranks need at least %d positions to share (got -L %d)", P, P,
+                 L);
+        return ATTN_EXIT_USAGE;
+    }
+    attn_problem_init(&o->s.p, B, H, L, L, D);
+    o->s.p.causal = causal;
+    o->s.fwd = attn_example_find(&flash2_fwd_example, 1);
+    char why[256];
+    if (attn_kernel_supports(o->s.fwd, &o->s.p, !attn_on_simulator(), why, sizeof why) != 0) {
+        snprintf(err, len, "error: %s", why);
+        return ATTN_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* Rank 0 receives every rank's result and work; the others send theirs. */
+typedef struct cp_gathered {
+    float *o, *lse; /* [B, H, L, D], [B, H, L] on rank 0 */
+    double *work;   /* [P][3]: entries, steps computed, steps skipped */
+} cp_gathered;
+
+static int cp_gather(cp_transport *t, const cp_setup *s, const cp_result *r, cp_gathered *g) {
+    const int P = t->size, BH = s->p.B * s->p.H, D = s->p.D, L = s->p.Lq;
+    double mine[3] = {r->entries, r->steps_computed, r->steps_skipped};
+    double *dwork = attn_device_alloc(sizeof mine);
+    if (!dwork || attn_to_device(dwork, mine, sizeof mine))
+        return 1;
+    if (t->rank != 0) {
+        cp_request req[5];
+        int n = 0, rc = t->isend(t, dwork, sizeof mine, 0, &req[n++]);
+        for (int c = 0; rc == CP_OK && c < r->nchunks; ++c) {
+            const size_t rows = (size_t)BH * r->chunk[c].len;
+            rc = t->isend(t, r->o[c], rows * D * sizeof(float), 0, &req[n++]);
+            if (rc == CP_OK)
+                rc = t->isend(t, r->lse[c], rows * sizeof(float), 0, &req[n++]);
+        }
+        if (rc == CP_OK)
+            rc = t->post(t);
+        for (int i = 0; rc == CP_OK && i < n; ++i)
+            rc = t->wait(t, &req[i]);
+        if (rc != CP_OK)
+            cp_transfer_failed(t, rc, P, 0, "receipt of the result");
+        attn_device_free(dwork);
+        return 0;
+    }
+    g->o = malloc((size_t)BH * L * D * sizeof(float));
+    g->lse = malloc((size_t)BH * L * sizeof(float));
+    g->work = malloc((size_t)P * 3 * sizeof(double));
+    if (!g->o || !g->lse || !g->work)
+        return 1;
+    memcpy(g->work, mine, sizeof mine);
+    const size_t most = (size_t)BH * ((L + P - 1) / P + 1) * (D + 1);
+    float *tmp = attn_device_alloc(most * sizeof(float)), *host = malloc(most * sizeof(float));
+    if (!tmp || !host)
+        return 1;
+    for (int src = 0; src < P; ++src) {
+        cp_chunk ch[2];
+        const int n = cp_rank_chunks(s->strategy, L, P, src, ch);
+        if (src) {
+            cp_request req;
+            int rc = t->irecv(t, dwork, sizeof mine, src, &req);
+            if (rc == CP_OK && (rc = t->post(t)) == CP_OK)
+                rc = t->wait(t, &req);
+            if (rc != CP_OK)
+                cp_transfer_failed(t, rc, P, src, "result");
+            if (attn_to_host(g->work + 3 * src, dwork, sizeof mine))
+                return 1;
+        }
+        for (int c = 0; c < n; ++c) {
+            const size_t rows = (size_t)BH * ch[c].len;
+            const float *o = r->o[c], *lse = r->lse[c];
+            if (src) {
+                cp_request req[2];
+                int rc = t->irecv(t, tmp, rows * D * sizeof(float), src, &req[0]);
+                if (rc == CP_OK)
+                    rc = t->irecv(t, tmp + rows * D, rows * sizeof(float), src, &req[1]);
+                if (rc == CP_OK)
+                    rc = t->post(t);
+                for (int i = 0; rc == CP_OK && i < 2; ++i)
+                    rc = t->wait(t, &req[i]);
+                if (rc != CP_OK)
+                    cp_transfer_failed(t, rc, P, src, "result");
+                o = tmp;
+                lse = tmp + rows * D;
+            }
+            if (rows && (attn_to_host(host, o, rows * D * sizeof(float)) ||
+                         attn_to_host(host + rows * D, lse, rows * sizeof(float))))
+                return 1;
+            cp_unslice(g->o, host, BH, L, D, ch[c]);
+            cp_unslice(g->lse, host + rows * D, BH, L, 1, ch[c]);
+        }
+    }
+    attn_device_free(tmp);
+    attn_device_free(dwork);
+    free(host);
+    return 0;
+}
+
+/* Example 03's kernel on the whole problem on one device: the result the ranks must agree with. */
+static int cp_one_device(const cp_setup *s, const attn_host_inputs *in, float *o, float *lse) {
+    const attn_problem *p = &s->p;
+    const size_t nq = attn_problem_q_elems(p), nk = attn_problem_k_elems(p);
+    float *d = attn_device_alloc((nq * 2 + nk * 2 + attn_problem_lse_elems(p)) * sizeof(float));
+    if (!d || attn_to_device(d, in->q, nq * sizeof(float)) ||
+        attn_to_device(d + nq, in->k, nk * sizeof(float)) ||
+        attn_to_device(d + nq + nk, in->v, nk * sizeof(float)))
+        return 1;
+    attn_buffers b;
+    memset(&b, 0, sizeof b);
+    b.q = d;
+    b.k = d + nq;
+    b.v = d + nq + nk;
+    b.o = d + nq + 2 * nk;
+    b.lse = d + 2 * nq + 2 * nk;
+    s->fwd->launch(p, &b, 0);
+    if (attn_cuda_report(cudaDeviceSynchronize(), s->fwd->name, __FILE__, __LINE__) ||
+        attn_to_host(o, b.o, nq * sizeof(float)) ||
+        attn_to_host(lse, b.lse, attn_problem_lse_elems(p) * sizeof(float)))
+        return 1;
+    attn_device_free(d);
+    return 0;
+}
+
+static double cp_max_diff(const float *a, const float *b, size_t n) {
+    double m = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+        const double d = a[i] == b[i] ? 0.0 : (double)a[i] - (double)b[i]; /* -inf == -inf */
+        m = d < 0 ? (-d > m ? -d : m) : (d > m ? d : m);
+    }
+    return m;
+}
+
+/* The checks and the work table, on rank 0. 0 if every check passes. */
+static int cp_report(const cp_options *o, int P, const attn_host_inputs *in, const cp_gathered *g) {
+    const attn_problem *p = &o->s.p;
+    const size_t nq = attn_problem_q_elems(p), nl = attn_problem_lse_elems(p);
+    float *ref = malloc((nq + nl) * sizeof(float)), *one = malloc((nq + nl) * sizeof(float));
+    if (!ref || !one || attn_reference(p, NULL, in->q, in->k, in->v, ref, ref + nq) != 0 ||
+        cp_one_device(&o->s, in, one, one + nq))
+        return 1;
+    printf("%s, %d rank(s), backend %s: B=%d H=%d L=%d D=%d%s, %s's %s per step\n",
+           cp_strategy_name(o->s.strategy), P, o->backend, p->B, p->H, p->Lq, p->D,
+           p->causal ? " causal" : "", flash2_fwd_example.name, o->s.fwd->name);
+    const attn_check_result co = attn_check_output(p, g->o, ref, NULL, 1.0);
+    const attn_check_result cl = attn_check_lse_at(p, g->lse, ref + nq, 1.0);
+    attn_check_print(stdout, "output vs the fp64 reference", &co);
+    attn_check_print(stdout, "LSE vs the fp64 reference", &cl);
+    printf("max |%d ranks - one device|: output %.3g, LSE %.3g\n", P, cp_max_diff(g->o, one, nq),
+           cp_max_diff(g->lse, one + nq, nl));
+    /* the work each rank did, measured (the launched problems' entries) against cp_layout's
+     * count of what it should do */
+    bool work_ok = true;
+    double total = 0.0, most = 0.0;
+    for (int r = 0; r < P; ++r)
+        total += g->work[3 * r];
+    if (!o->quiet)
+        printf("rank  score entries  share   steps computed  skipped\n");
+    for (int r = 0; r < P; ++r) {
+        const cp_work w = cp_rank_work(o->s.strategy, p->Lq, p->H, P, r, p->causal);
+        const double e = g->work[3 * r];
+        work_ok = work_ok && e == w.entries * p->B && (int)g->work[3 * r + 1] == w.steps_computed &&
+                  (int)g->work[3 * r + 2] == w.steps_skipped;
+        most = e > most ? e : most;
+        if (!o->quiet)
+            printf("%4d  %13.0f  %5.1f%%  %14d  %7d\n", r, e, total > 0 ? 100.0 * e / total : 0.0,
+                   (int)g->work[3 * r + 1], (int)g->work[3 * r + 2]);
+    }
+    printf("work: busiest rank %.2fx the mean; %s\n", total > 0 ? most * P / total : 1.0,
+           work_ok ? "every rank did the work its layout gives it"
+                   : "FAIL: a rank's work differs from its layout's count (cp_layout.c)");
+    const bool pass = co.pass && cl.pass && work_ok;
+    printf("%s\n", pass ? "PASS" : "FAIL");
+    free(ref);
+    free(one);
+    return pass ? 0 : 1;
+}
+
+int cp_main(int argc, char **argv) {
+    int rank, P;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &P);
+    cp_options o;
+    char err[512];
+    int rc = cp_parse(argc, argv, P, &o, err, sizeof err);
+    if (rc == -1) {
+        if (rank == 0)
+            fputs(cp_usage, stdout);
+        return 0;
+    }
+    if (rc) {
+        if (rank == 0)
+            fprintf(stderr, "%s\n", err);
+        return rc;
+    }
+    attn_device_info info;
+    if ((rc = attn_device_init(&info, err, sizeof err)) != 0) {
+        if (rank == 0)
+            fprintf(stderr, "%s: %s\n", rc == ATTN_EXIT_NO_GPU ? "SKIP" : "error", err);
+        return rc;
+    }
+    /* after the device: NCCL then picks this rank's GPU (attn_device_init takes device 0) */
+    cp_transport *t = cp_transport_open(o.backend, o.timeout_s, err, sizeof err, &rc);
+    if (!t) {
+        if (rank == 0)
+            fprintf(stderr, "%s: %s\n", rc == ATTN_EXIT_NO_GPU ? "SKIP" : "error", err);
+        return rc;
+    }
+    attn_host_inputs in;
+    cp_result r;
+    cp_gathered g;
+    memset(&g, 0, sizeof g);
+    if (attn_host_inputs_make(&in, &o.s.p, (uint64_t)o.seed, 1.0f) != 0 ||
+        cp_forward(t, &o.s, &in, &r) != 0 || cp_gather(t, &o.s, &r, &g) != 0) {
+        fprintf(stderr, "error: rank %d: the run failed (the line above says why)\n", rank);
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+        return 1;
+    }
+    rc = rank == 0 ? cp_report(&o, P, &in, &g) : 0;
+    cp_result_free(&r);
+    attn_host_inputs_free(&in);
+    free(g.o), free(g.lse), free(g.work);
+    t->close(t);
+    return rc;
+}
