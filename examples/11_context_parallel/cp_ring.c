@@ -67,7 +67,9 @@ static int cp_alloc_result(cp_result *r, int BH, int D) {
  * split 0 of its part buffer the first time (*have false), else split 1 then merged. */
 static int cp_attend(const cp_setup *s, cp_result *r, int c, const float *q, cp_chunk kc,
                      const float *k, const float *v, bool *have) {
-    const cp_pair_kind kind = cp_pair(r->chunk[c], kc, s->p.causal);
+    cp_pair_kind kind = cp_pair(r->chunk[c], kc, s->p.causal);
+    if (s->plant == CP_PLANT_NO_SKIP && kind == CP_PAIR_SKIP && kc.len && r->chunk[c].len)
+        kind = CP_PAIR_FULL;
     if (kind == CP_PAIR_SKIP)
         return 0;
     attn_problem p = s->p;
@@ -80,11 +82,12 @@ static int cp_attend(const cp_setup *s, cp_result *r, int c, const float *q, cp_
     b.q = q;
     b.k = k;
     b.v = v;
-    b.o = *have ? r->o[c] + rows * p.D : r->o[c];
-    b.lse = *have ? r->lse[c] + rows : r->lse[c];
+    const bool merge = *have && s->plant != CP_PLANT_NO_MERGE;
+    b.o = merge ? r->o[c] + rows * p.D : r->o[c];
+    b.lse = merge ? r->lse[c] + rows : r->lse[c];
     s->fwd->launch(&p, &b, 0);
     CP_TRY(attn_cuda_report(cudaGetLastError(), s->fwd->name, __FILE__, __LINE__));
-    if (*have)
+    if (merge)
         CP_TRY(cp_merge(r->o[c], r->lse[c], rows, p.D, 0));
     *have = true;
     r->entries += attn_problem_entries(&p);
@@ -159,7 +162,7 @@ static int cp_ring(cp_transport *t, const cp_setup *s, const attn_host_inputs *i
             if (rc == CP_OK)
                 rc = t->post(t);
             if (rc != CP_OK)
-                cp_transfer_failed(t, rc, step, (me + 1) % P, "K/V transfer");
+                cp_transfer_failed(t, rc, step, (me + 1) % P, "K/V", true);
         }
         /* this step's attention, while the next shard travels */
         const int launches = r->launches;
@@ -178,9 +181,9 @@ static int cp_ring(cp_transport *t, const cp_setup *s, const attn_host_inputs *i
         if (pass) {
             int rc = t->wait(t, &recv_req);
             if (rc != CP_OK)
-                cp_transfer_failed(t, rc, step, (me - 1 + P) % P, "K/V");
+                cp_transfer_failed(t, rc, step, (me - 1 + P) % P, "K/V", false);
             if ((rc = t->wait(t, &send_req)) != CP_OK)
-                cp_transfer_failed(t, rc, step, (me + 1) % P, "receipt of its K/V");
+                cp_transfer_failed(t, rc, step, (me + 1) % P, "K/V", true);
             cur = 1 - cur;
         }
     }
@@ -240,7 +243,7 @@ static int cp_ulysses(cp_transport *t, const cp_setup *s, const attn_host_inputs
     cp_fault_point(t, &s->fault, 0);
     int rc = t->alltoall(t, dsend, sb, so, drecv, rb, ro);
     if (rc != CP_OK)
-        cp_transfer_failed(t, rc, 0, -1, "Q/K/V all-to-all");
+        cp_transfer_failed(t, rc, 0, -1, "Q/K/V all-to-all", false);
     /* every position of my heads: [B, Hm, L, D] x 3, assembled on the device */
     const size_t full = (size_t)B * Hm * L * D;
     float *qkv = attn_device_alloc(3 * full * sizeof(float) + 1);
@@ -318,7 +321,7 @@ static int cp_ulysses(cp_transport *t, const cp_setup *s, const attn_host_inputs
     cp_fault_point(t, &s->fault, 1);
     rc = t->alltoall(t, dsend, sb, so, drecv, rb, ro);
     if (rc != CP_OK)
-        cp_transfer_failed(t, rc, 1, -1, "O/LSE all-to-all");
+        cp_transfer_failed(t, rc, 1, -1, "O/LSE all-to-all", false);
     /* into this rank's [B, H, len, D] result */
     const size_t n = (size_t)mine.len;
     for (int g = 0; g < P && n; ++g) {

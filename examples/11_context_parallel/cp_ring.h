@@ -35,7 +35,12 @@ typedef struct cp_setup {
     attn_problem p;         /* the whole problem: [B, H, L, D], Lq = Lk = L, fp32 */
     const attn_kernel *fwd; /* example 03's fa2_fp32 */
     cp_fault fault;
+    int plant; /* a bug planted for the checks' own tests: CP_PLANT_* */
 } cp_setup;
+
+/* --plant: no-merge (each step's result replaces the running one instead of merging with it),
+ * no-skip (a masked pair computed whole, as if not causal): the checks must fail. */
+enum { CP_PLANT_NONE = 0, CP_PLANT_NO_MERGE = 1, CP_PLANT_NO_SKIP = 2 };
 
 /* This rank's share of the result, and what it computed. */
 typedef struct cp_result {
@@ -62,8 +67,10 @@ void cp_unslice(float *full, const float *part, int BH, int L, int width, cp_chu
 int cp_merge(float *o, float *lse, int64_t rows, int D, cudaStream_t stream);
 
 /* A wait that timed out or failed (rc: CP_TIMEOUT or CP_FAILED): prints one line naming this
- * rank, the step and the peer, and ends every rank (MPI_Abort). cp_run.c. */
-void cp_transfer_failed(const cp_transport *t, int rc, int step, int peer, const char *what);
+ * rank, the step, the peer (-1: the all-to-all's) and what it waited for (sent: the peer was
+ * to take what this rank sent), and ends every rank (MPI_Abort). cp_run.c. */
+void cp_transfer_failed(const cp_transport *t, int rc, int step, int peer, const char *what,
+                        bool sent);
 /* The planted fault, if it is this rank's at this step. cp_run.c. */
 void cp_fault_point(const cp_transport *t, const cp_fault *f, int step);
 

@@ -24,12 +24,12 @@ typedef struct cp_options {
     cp_setup s;
     const char *backend;
     double timeout_s;
-    int seed;
+    int seed, reps;
     bool quiet;
 } cp_options;
 
 static const char cp_usage[] =
-    "usage: mpirun -np P context_parallel [flags]\n"
+    "usage: mpirun -np P context_parallel [flags]   or   context_parallel --ranks P [flags]\n"
     "  --strategy S     ring (pass-KV, contiguous shards), zigzag (pass-KV, balanced causal\n"
     "                   shards) or ulysses (all-to-all over heads); default ring\n"
     "  -B, -H, -L, -D   batch, heads, sequence length (split over the P ranks), head dim\n"
@@ -38,21 +38,27 @@ static const char cp_usage[] =
     "  --timeout S      seconds a rank waits for a transfer before it names the missing rank\n"
     "                   and ends the job (default 60)\n"
     "  --seed N         the inputs' seed (default 1)\n"
+    "  --reps N         run the forward N times; rank 0 prints its wall time per run (default 1)\n"
     "  --fault K:R:S    plant a failure: rank R exits (K = die) or hangs (K = hang) at step S\n"
+    "  --plant BUG      a planted bug the checks must catch: no-merge, no-skip\n"
     "  --quiet          the checks' lines only\n";
 
-void cp_transfer_failed(const cp_transport *t, int rc, int step, int peer, const char *what) {
-    char who[64];
-    if (peer >= 0)
-        snprintf(who, sizeof who, "rank %d", peer);
+void cp_transfer_failed(const cp_transport *t, int rc, int step, int peer, const char *what,
+                        bool sent) {
+    char who[32], at[32];
+    snprintf(who, sizeof who, peer >= 0 ? "rank %d" : "every rank", peer);
+    snprintf(at, sizeof at, step >= 0 ? "step %d" : "gather", step);
+    if (rc != CP_TIMEOUT)
+        fprintf(stderr, "error: rank %d: %s: the %s %s %s failed (%s)\n", t->rank, at, what,
+                sent ? "sent to" : "from", who, t->name);
+    else if (sent)
+        fprintf(stderr,
+                "error: rank %d: %s: %s did not take the %s sent to it within %g s (it died or "
+                "hangs)\n",
+                t->rank, at, who, what, t->timeout_s);
     else
-        snprintf(who, sizeof who, "every rank");
-    if (rc == CP_TIMEOUT)
-        fprintf(stderr, "error: rank %d: step %d: no %s from %s within %g s (it died or hangs)\n",
-                t->rank, step, what, who, t->timeout_s);
-    else
-        fprintf(stderr, "error: rank %d: step %d: the %s with %s failed (%s)\n", t->rank, step,
-                what, who, t->name);
+        fprintf(stderr, "error: rank %d: %s: no %s from %s within %g s (it died or hangs)\n",
+                t->rank, at, what, who, t->timeout_s);
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 3);
     exit(3);
@@ -93,6 +99,7 @@ static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size
     o->backend = "mpi";
     o->timeout_s = 60.0;
     o->seed = 1;
+    o->reps = 1;
     bool causal = false;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -114,7 +121,14 @@ static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size
             return ATTN_EXIT_USAGE;
         }
         ++i;
-        if (strcmp(a, "-B") == 0)
+        if (strcmp(a, "--ranks") == 0) {
+            int n = 0;
+            if ((rc = attn_cli_parse_int(a, v, 1, &n, err, len)) == 0 && n != P) {
+                snprintf(err, len, "error: --ranks %d under mpirun -np %d (give one of them)", n,
+                         P);
+                return ATTN_EXIT_USAGE;
+            }
+        } else if (strcmp(a, "-B") == 0)
             rc = attn_cli_parse_int(a, v, 1, &B, err, len);
         else if (strcmp(a, "-H") == 0)
             rc = attn_cli_parse_int(a, v, 1, &H, err, len);
@@ -122,13 +136,24 @@ static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size
             rc = attn_cli_parse_int(a, v, 1, &L, err, len);
         else if (strcmp(a, "-D") == 0)
             rc = attn_cli_parse_int(a, v, 1, &D, err, len);
+        else if (strcmp(a, "--reps") == 0)
+            rc = attn_cli_parse_int(a, v, 1, &o->reps, err, len);
         else if (strcmp(a, "--seed") == 0)
             rc = attn_cli_parse_int(a, v, 0, &o->seed, err, len);
         else if (strcmp(a, "--timeout") == 0)
             rc = attn_cli_parse_real(a, v, &o->timeout_s, err, len);
         else if (strcmp(a, "--backend") == 0)
             o->backend = v;
-        else if (strcmp(a, "--fault") == 0)
+        else if (strcmp(a, "--plant") == 0) {
+            if (strcmp(v, "no-merge") == 0)
+                o->s.plant = CP_PLANT_NO_MERGE;
+            else if (strcmp(v, "no-skip") == 0)
+                o->s.plant = CP_PLANT_NO_SKIP;
+            else {
+                snprintf(err, len, "error: --plant takes no-merge or no-skip (got '%s')", v);
+                return ATTN_EXIT_USAGE;
+            }
+        } else if (strcmp(a, "--fault") == 0)
             rc = cp_parse_fault(v, &o->s.fault, err, len);
         else if (strcmp(a, "--strategy") == 0) {
             if (cp_strategy_parse(v, &o->s.strategy) != 0) {
@@ -184,7 +209,7 @@ static int cp_gather(cp_transport *t, const cp_setup *s, const cp_result *r, cp_
         for (int i = 0; rc == CP_OK && i < n; ++i)
             rc = t->wait(t, &req[i]);
         if (rc != CP_OK)
-            cp_transfer_failed(t, rc, P, 0, "receipt of the result");
+            cp_transfer_failed(t, rc, -1, 0, "result", true);
         attn_device_free(dwork);
         return 0;
     }
@@ -207,7 +232,7 @@ static int cp_gather(cp_transport *t, const cp_setup *s, const cp_result *r, cp_
             if (rc == CP_OK && (rc = t->post(t)) == CP_OK)
                 rc = t->wait(t, &req);
             if (rc != CP_OK)
-                cp_transfer_failed(t, rc, P, src, "result");
+                cp_transfer_failed(t, rc, -1, src, "result", false);
             if (attn_to_host(g->work + 3 * src, dwork, sizeof mine))
                 return 1;
         }
@@ -224,7 +249,7 @@ static int cp_gather(cp_transport *t, const cp_setup *s, const cp_result *r, cp_
                 for (int i = 0; rc == CP_OK && i < 2; ++i)
                     rc = t->wait(t, &req[i]);
                 if (rc != CP_OK)
-                    cp_transfer_failed(t, rc, P, src, "result");
+                    cp_transfer_failed(t, rc, -1, src, "result", false);
                 o = tmp;
                 lse = tmp + rows * D;
             }
@@ -320,6 +345,36 @@ static int cp_report(const cp_options *o, int P, const attn_host_inputs *in, con
     return pass ? 0 : 1;
 }
 
+void cp_relaunch(int argc, char **argv) {
+    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE"))
+        return; /* already one of mpirun's ranks */
+    int at = 0;
+    for (int i = 1; i + 1 < argc; ++i)
+        if (strcmp(argv[i], "--ranks") == 0)
+            at = i;
+    if (!at)
+        return;
+    char **args = calloc((size_t)argc + 8, sizeof *args);
+    if (!args)
+        exit(ATTN_EXIT_USAGE);
+    int n = 0;
+    args[n++] = (char *)CP_MPIEXEC;
+    args[n++] = (char *)"--oversubscribe"; /* more ranks than cores: the simulator's runs */
+    args[n++] = (char *)"-np";
+    args[n++] = argv[at + 1];
+    for (int i = 0; i < argc; ++i)
+        if (i != at && i != at + 1)
+            args[n++] = argv[i];
+    /* Open MPI refuses root unless told (its documented variables): a container's CI runs as
+     * root, and so does the tour there */
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+    fflush(stdout);
+    execv(CP_MPIEXEC, args);
+    fprintf(stderr, "error: --ranks: cannot start %s\n", CP_MPIEXEC);
+    exit(ATTN_EXIT_USAGE);
+}
+
 int cp_main(int argc, char **argv) {
     int rank, P;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -354,13 +409,27 @@ int cp_main(int argc, char **argv) {
     cp_result r;
     cp_gathered g;
     memset(&g, 0, sizeof g);
-    if (attn_host_inputs_make(&in, &o.s.p, (uint64_t)o.seed, 1.0f) != 0 ||
-        cp_forward(t, &o.s, &in, &r) != 0 || cp_gather(t, &o.s, &r, &g) != 0) {
+    int failed = attn_host_inputs_make(&in, &o.s.p, (uint64_t)o.seed, 1.0f) != 0;
+    double seconds = 0.0;
+    for (int rep = 0; !failed && rep < o.reps; ++rep) {
+        if (rep)
+            cp_result_free(&r);
+        failed = t->barrier(t) != CP_OK; /* the ranks start together */
+        const double t0 = cp_now();
+        failed = failed || cp_forward(t, &o.s, &in, &r) != 0;
+        seconds += cp_now() - t0;
+    }
+    if (failed || cp_gather(t, &o.s, &r, &g) != 0) {
         fprintf(stderr, "error: rank %d: the run failed (the line above says why)\n", rank);
         fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, 1);
         return 1;
     }
+    if (rank == 0 && !o.quiet)
+        printf("time per forward on rank 0: %.3g ms over %d run(s) (wall clock, transfers "
+               "included%s)\n",
+               1e3 * seconds / o.reps, o.reps,
+               attn_on_simulator() ? "; the simulator's CPU time, not a GPU's" : "");
     rc = rank == 0 ? cp_report(&o, P, &in, &g) : 0;
     cp_result_free(&r);
     attn_host_inputs_free(&in);

@@ -8,6 +8,11 @@
 extern "C" {
 #endif
 
+/* --ranks N outside mpirun: runs this program again under mpirun with N ranks (exec; does not
+ * return unless that fails, then exits 2). Returns without doing anything when --ranks is not
+ * given or the process already runs under mpirun. Before MPI_Init. */
+void cp_relaunch(int argc, char **argv);
+
 /* The program; returns its exit status (0 pass, 1 a check failed or an error, 2 bad input on
  * every rank, 77 no GPU). */
 int cp_main(int argc, char **argv);
