@@ -194,6 +194,33 @@ static int cp_ring(cp_transport *t, const cp_setup *s, const attn_host_inputs *i
     return 0;
 }
 
+/* The all-to-all's bytes and offsets for rank me: the part for or from rank g is g's heads at
+ * my positions or my heads at g's positions, width floats per row: sent there (forward: Q, K, V
+ * of g's heads) and received back (O and LSE), or the other way round. */
+static void cp_ulysses_sizes(int P, int H, int L, int B, int me, size_t width, bool forward,
+                             size_t *sb, size_t *so, size_t *rb, size_t *ro, size_t *send_total,
+                             size_t *recv_total) {
+    int h0, h1;
+    cp_rank_heads(H, P, me, &h0, &h1);
+    cp_chunk mine[2];
+    cp_rank_chunks(CP_RING, L, P, me, mine);
+    *send_total = *recv_total = 0;
+    for (int g = 0; g < P; ++g) {
+        int g0, g1;
+        cp_rank_heads(H, P, g, &g0, &g1);
+        cp_chunk cg[2];
+        cp_rank_chunks(CP_RING, L, P, g, cg);
+        const size_t theirs = (size_t)B * (g1 - g0) * mine[0].len * width * sizeof(float);
+        const size_t ours = (size_t)B * (h1 - h0) * cg[0].len * width * sizeof(float);
+        sb[g] = forward ? theirs : ours;
+        rb[g] = forward ? ours : theirs;
+        so[g] = *send_total;
+        ro[g] = *recv_total;
+        *send_total += sb[g];
+        *recv_total += rb[g];
+    }
+}
+
 /* Ulysses: all-to-all of Q, K, V (this rank's positions of every head -> every position of its
  * heads), one attention launch, all-to-all of O and the LSE back. Message to or from rank g for
  * sequence shard j: [Q | K | V] as [B, heads of g, len of j, D], then [O | LSE] on the way back. */
@@ -207,20 +234,9 @@ static int cp_ulysses(cp_transport *t, const cp_setup *s, const attn_host_inputs
     size_t *sz = calloc(4 * (size_t)P, sizeof *sz);
     CP_TRY(!sz);
     size_t *sb = sz, *so = sz + P, *rb = sz + 2 * P, *ro = sz + 3 * P;
-    /* outgoing: for rank g, its heads at my positions */
-    size_t send_total = 0, recv_total = 0;
-    for (int g = 0; g < P; ++g) {
-        int g0, g1;
-        cp_rank_heads(H, P, g, &g0, &g1);
-        cp_chunk cg[2];
-        cp_rank_chunks(CP_RING, L, P, g, cg);
-        so[g] = send_total;
-        sb[g] = 3 * (size_t)B * (g1 - g0) * mine.len * D * sizeof(float);
-        send_total += sb[g];
-        ro[g] = recv_total;
-        rb[g] = 3 * (size_t)B * Hm * cg[0].len * D * sizeof(float);
-        recv_total += rb[g];
-    }
+    /* there: for rank g, g's heads at my positions; back: g's positions of my heads */
+    size_t send_total, recv_total;
+    cp_ulysses_sizes(P, H, L, B, me, 3 * (size_t)D, true, sb, so, rb, ro, &send_total, &recv_total);
     float *hsend = malloc(send_total + 1);
     CP_TRY(!hsend);
     for (int g = 0; g < P; ++g) {
@@ -284,19 +300,8 @@ static int cp_ulysses(cp_transport *t, const cp_setup *s, const attn_host_inputs
     }
     CP_TRY(attn_cuda_report(cudaDeviceSynchronize(), "cudaDeviceSynchronize", __FILE__, __LINE__));
     /* back: to rank g, my heads at g's positions, [O | LSE]; from rank g, g's heads at mine */
-    send_total = recv_total = 0;
-    for (int g = 0; g < P; ++g) {
-        int g0, g1;
-        cp_rank_heads(H, P, g, &g0, &g1);
-        cp_chunk cg[2];
-        cp_rank_chunks(CP_RING, L, P, g, cg);
-        so[g] = send_total;
-        sb[g] = (size_t)B * Hm * cg[0].len * (D + 1) * sizeof(float);
-        send_total += sb[g];
-        ro[g] = recv_total;
-        rb[g] = (size_t)B * (g1 - g0) * mine.len * (D + 1) * sizeof(float);
-        recv_total += rb[g];
-    }
+    cp_ulysses_sizes(P, H, L, B, me, (size_t)D + 1, false, sb, so, rb, ro, &send_total,
+                     &recv_total);
     attn_device_free(dsend);
     attn_device_free(drecv);
     dsend = attn_device_alloc(send_total + 1);
