@@ -14,7 +14,7 @@
 # Usage: benchmarks/gpu.sh [--steps LIST] [--quick]
 #   --steps   comma-separated, in this order (default all):
 #             build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,crossover,
-#             example08,decode,plots
+#             example08,decode,context_parallel,plots
 #             c: bench_attention --grid dense; torch: the SDPA backends and naive PyTorch on the
 #             same grid; fp32: examples 01/02 and FA2 v1 (fp32) at B=1 H=16 D=64; flex:
 #             FlexAttention (compiled once per shape: the slowest step); sparse: example 04's
@@ -37,6 +37,11 @@
 #             installed), DSA against dense at 32K and 128K, then version 10 on DeepSeek's MLA
 #             shape (128 heads over one latent row of 576, bf16, pages of 64, B 1-64, contexts
 #             1K-32K) beside SDPA on the same rows (examples/09_decode/bench_decode.py);
+#             context_parallel: example 11 on this one GPU, its ranks MPI processes sharing it
+#             (--backend mpi: ring, zigzag, Ulysses at 1, 2 and 4 ranks, causal, L 8K; the
+#             ranks' kernels share the GPU, so this checks and times the schedule, not a
+#             multi-GPU speedup); the NCCL backend needs one GPU per rank and runs only where
+#             nvidia-smi lists two or more (context_parallel.txt);
 #             plots: figures + tables
 #   --quick   L up to 4k only (a first look in about three minutes)
 # Each step stops starting new problems when its time budget is spent (--budget-s), so the whole
@@ -49,7 +54,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
-steps="build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,crossover,example08,decode,plots"
+steps="build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,crossover,example08,decode,context_parallel,plots"
 quick=0
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -214,6 +219,33 @@ if has decode; then
         echo "warning: bench_decode (latent) reported failures" >&2
     "$py" examples/09_decode/bench_decode.py --table "$out/decode.jsonl" >"$out/decode.md" || true
     ran+=(decode)
+fi
+
+if has context_parallel; then
+    say "context_parallel: example 11's ranks sharing this GPU over MPI (ring, zigzag, Ulysses; 1, 2, 4 ranks)"
+    cmake --build "$build" -j "$(nproc)" --target context_parallel_gpu >>"$out/.build.log" 2>&1 ||
+        { tail -50 "$out/.build.log"; exit 1; }
+    cpx="$build/examples/11_context_parallel/context_parallel_gpu"
+    cpL=8192
+    [ $quick -eq 1 ] && cpL=4096
+    : >"$out/context_parallel.txt"
+    for np in 1 2 4; do
+        for strategy in ring zigzag ulysses; do
+            "$cpx" --ranks $np --strategy $strategy --causal -B 1 -H 8 -L $cpL -D 64 --reps 3 \
+                >>"$out/context_parallel.txt" 2>&1 ||
+                echo "warning: context_parallel --ranks $np --strategy $strategy failed" >&2
+        done
+    done
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+    if [ "${gpus:-0}" -ge 2 ]; then
+        "$cpx" --ranks 2 --backend nccl --strategy zigzag --causal -B 1 -H 8 -L $cpL -D 64 \
+            --reps 3 >>"$out/context_parallel.txt" 2>&1 ||
+            echo "warning: context_parallel --backend nccl failed" >&2
+    else
+        echo "context_parallel: the NCCL backend needs one GPU per rank (>= 2 GPUs); this machine has ${gpus:-0}: not run" |
+            tee -a "$out/context_parallel.txt"
+    fi
+    ran+=(context_parallel)
 fi
 
 nvcc_version=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' || true)
