@@ -8,6 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "../07_flash_attention_backward/flash_bwd.h"
 #include "attn/device.h"
 
 #define CP_TRY(expr)                                                                               \
@@ -95,96 +96,165 @@ static int cp_attend(const cp_setup *s, cp_result *r, int c, const float *q, cp_
     return 0;
 }
 
-/* A rank's K/V shard as one message: K of each chunk, then V of each chunk, [B, H, len, D]
- * each. Its size in floats, and where chunk j's K and V start in it. */
-static size_t cp_kv_elems(const cp_chunk *ch, int n, int BH, int D, size_t k_off[2],
-                          size_t v_off[2]) {
+/* A rank's shard as one message: K of each chunk, then V of each chunk, [B, H, len, D] each;
+ * in the backward also dK and dV of each chunk, summed over the ranks it has visited. Its size in
+ * floats, and where field f (0 K, 1 V, 2 dK, 3 dV) of chunk j starts in it (off[f][j]). */
+static size_t cp_msg_layout(const cp_chunk *ch, int n, int BH, int D, int fields,
+                            size_t off[4][2]) {
     size_t total = 0;
-    for (int j = 0; j < n; ++j) {
-        k_off[j] = total;
-        total += (size_t)BH * ch[j].len * D;
-    }
-    for (int j = 0; j < n; ++j) {
-        v_off[j] = total;
-        total += (size_t)BH * ch[j].len * D;
-    }
+    for (int f = 0; f < fields; ++f)
+        for (int j = 0; j < n; ++j) {
+            off[f][j] = total;
+            total += (size_t)BH * ch[j].len * D;
+        }
     return total;
 }
 
+/* The backward's pair: example 07's fa2_fp32 backward with the forward's final O and LSE (so
+ * that its P = exp(s - LSE) is already the global softmax and D = rowsum(dO O) the global one):
+ * its dQ, dK, dV are this pair's exact contributions, added to the running dQ of query chunk c
+ * and to the travelling dK, dV of the key chunk. */
+static int cp_attend_bwd(const cp_setup *s, cp_result *r, cp_grads *g, int c, const float *q,
+                         cp_chunk kc, const float *k, const float *v, float *dk, float *dv) {
+    cp_pair_kind kind = cp_pair(r->chunk[c], kc, s->p.causal);
+    if (s->plant == CP_PLANT_NO_SKIP && kind == CP_PAIR_SKIP && kc.len && r->chunk[c].len)
+        kind = CP_PAIR_FULL;
+    if (kind == CP_PAIR_SKIP)
+        return 0;
+    attn_problem p = s->p;
+    p.Lq = r->chunk[c].len;
+    p.Lk = kc.len;
+    p.causal = kind == CP_PAIR_DIAGONAL;
+    bwd_args a;
+    memset(&a, 0, sizeof a);
+    a.p = &p;
+    a.mode = BWD_DENSE;
+    a.q = q, a.k = k, a.v = v, a.o = g->o[c], a.dout = g->dout[c], a.lse = g->lse[c];
+    float *dq_pair = g->scratch, *dk_pair = dq_pair + attn_problem_q_elems(&p);
+    float *dv_pair = dk_pair + attn_problem_k_elems(&p);
+    a.dq = dq_pair, a.dk = dk_pair, a.dv = dv_pair;
+    attn_buffers b;
+    memset(&b, 0, sizeof b);
+    b.args = &a;
+    b.workspace = g->workspace;
+    b.workspace_bytes = g->workspace_bytes;
+    s->bwd->launch(&p, &b, 0);
+    CP_TRY(attn_cuda_report(cudaGetLastError(), s->bwd->name, __FILE__, __LINE__));
+    CP_TRY(cp_add(g->dq[c], dq_pair, attn_problem_q_elems(&p), 0) ||
+           cp_add(dk, dk_pair, attn_problem_k_elems(&p), 0) ||
+           cp_add(dv, dv_pair, attn_problem_k_elems(&p), 0));
+    r->entries += attn_problem_entries(&p);
+    r->launches++;
+    return 0;
+}
+
 /* pass-KV: P steps; at step s this rank holds the shard of rank (r - s) mod P in `cur`, sends it
- * on to r + 1 and receives the next one from r - 1 into `nxt` while it attends to `cur`. */
-static int cp_ring(cp_transport *t, const cp_setup *s, const attn_host_inputs *in, cp_result *r) {
+ * on to r + 1 and receives the next one from r - 1 into `nxt` while it attends to `cur`. The
+ * backward (g non-NULL) does the same with dK and dV travelling with their shard: each step adds
+ * its part before the shard moves on, so the transfer follows the step, and one more hop at the
+ * end takes every shard's summed dK, dV home. */
+static int cp_ring(cp_transport *t, const cp_setup *s, const attn_host_inputs *in, cp_result *r,
+                   cp_grads *g) {
     const int P = t->size, me = t->rank, BH = s->p.B * s->p.H, D = s->p.D, L = s->p.Lq;
+    const int fields = g ? 4 : 2;
     float *q[2] = {NULL, NULL};
-    size_t k_off[2], v_off[2], max_elems = 0;
+    size_t off[4][2], max_elems = 0;
     for (int owner = 0; owner < P; ++owner) {
         cp_chunk ch[2];
         const int n = cp_rank_chunks(s->strategy, L, P, owner, ch);
-        const size_t e = cp_kv_elems(ch, n, BH, D, k_off, v_off);
+        const size_t e = cp_msg_layout(ch, n, BH, D, fields, off);
         max_elems = e > max_elems ? e : max_elems;
     }
     float *buf[2] = {attn_device_alloc((max_elems + 1) * sizeof(float)),
                      attn_device_alloc((max_elems + 1) * sizeof(float))};
     CP_TRY(!buf[0] || !buf[1]);
-    /* this rank's queries, and its K/V shard into the first buffer */
-    const size_t own = cp_kv_elems(r->chunk, r->nchunks, BH, D, k_off, v_off);
+    /* this rank's queries, and its K/V shard into the first buffer (dK, dV: 0) */
+    const size_t own = cp_msg_layout(r->chunk, r->nchunks, BH, D, fields, off);
+    CP_TRY(attn_cuda_report(cudaMemset(buf[0], 0, own * sizeof(float)), "cudaMemset", __FILE__,
+                            __LINE__));
     for (int c = 0; c < r->nchunks; ++c) {
         float *hq = cp_slice(in->q, BH, L, D, r->chunk[c]);
         float *hk = cp_slice(in->k, BH, L, D, r->chunk[c]);
         float *hv = cp_slice(in->v, BH, L, D, r->chunk[c]);
         const size_t e = (size_t)BH * r->chunk[c].len * D;
         int bad = !hq || !hk || !hv || !(q[c] = cp_upload(hq, e)) ||
-                  (e && (attn_to_device(buf[0] + k_off[c], hk, e * sizeof(float)) ||
-                         attn_to_device(buf[0] + v_off[c], hv, e * sizeof(float))));
+                  (e && (attn_to_device(buf[0] + off[0][c], hk, e * sizeof(float)) ||
+                         attn_to_device(buf[0] + off[1][c], hv, e * sizeof(float))));
         free(hq), free(hk), free(hv);
         CP_TRY(bad);
     }
-    (void)own;
     bool have[2] = {false, false};
     int cur = 0;
     for (int step = 0; step < P; ++step) {
         const int owner = ((me - step) % P + P) % P;
         const int next_owner = ((me - step - 1) % P + P) % P;
         cp_chunk kc[2], nc[2];
+        size_t next_off[4][2], home[4][2];
         const int nk = cp_rank_chunks(s->strategy, L, P, owner, kc);
         const int nn = cp_rank_chunks(s->strategy, L, P, next_owner, nc);
-        size_t nk_off[2], nv_off[2];
-        const size_t next_elems = cp_kv_elems(nc, nn, BH, D, nk_off, nv_off);
-        const size_t cur_elems = cp_kv_elems(kc, nk, BH, D, k_off, v_off);
+        const size_t next_elems = cp_msg_layout(nc, nn, BH, D, fields, next_off);
+        const size_t cur_elems = cp_msg_layout(kc, nk, BH, D, fields, off);
         cp_fault_point(t, &s->fault, step);
         cp_request send_req, recv_req;
-        const bool pass = step < P - 1;
-        if (pass) {
-            int rc =
-                t->irecv(t, buf[1 - cur], next_elems * sizeof(float), (me - 1 + P) % P, &recv_req);
-            if (rc == CP_OK)
-                rc = t->isend(t, buf[cur], cur_elems * sizeof(float), (me + 1) % P, &send_req);
-            if (rc == CP_OK)
-                rc = t->post(t);
-            if (rc != CP_OK)
-                cp_transfer_failed(t, rc, step, (me + 1) % P, "K/V", true);
+        /* what moves after this step, and when: the forward sends the shard on before the step
+         * (the transfer overlaps it) and keeps the last one; the backward after it (dK, dV must
+         * hold this rank's part), and its last hop takes only dK, dV home to their owner */
+        const bool hop = g ? P > 1 : step < P - 1, last = g && step == P - 1;
+        const size_t home_elems = cp_msg_layout(r->chunk, r->nchunks, BH, D, fields, home);
+        const size_t skip_out = last ? off[2][0] : 0, skip_in = last ? home[2][0] : 0;
+        const size_t in_elems = (last ? home_elems : next_elems) - skip_in;
+        for (int phase = 0; phase < 2; ++phase) {
+            if (phase == (g ? 1 : 0) && hop) {
+                int rc = t->irecv(t, buf[1 - cur] + skip_in, in_elems * sizeof(float),
+                                  (me - 1 + P) % P, &recv_req);
+                if (rc == CP_OK)
+                    rc = t->isend(t, buf[cur] + skip_out, (cur_elems - skip_out) * sizeof(float),
+                                  (me + 1) % P, &send_req);
+                if (rc == CP_OK)
+                    rc = t->post(t);
+                if (rc != CP_OK)
+                    cp_transfer_failed(t, rc, step, (me + 1) % P, "K/V", true);
+            }
+            if (phase == 1)
+                break;
+            /* this step's attention (the forward: while the next shard travels) */
+            const int launches = r->launches;
+            for (int c = 0; c < r->nchunks; ++c)
+                for (int j = 0; j < nk; ++j)
+                    CP_TRY(g ? cp_attend_bwd(s, r, g, c, q[c], kc[j], buf[cur] + off[0][j],
+                                             buf[cur] + off[1][j], buf[cur] + off[2][j],
+                                             buf[cur] + off[3][j])
+                             : cp_attend(s, r, c, q[c], kc[j], buf[cur] + off[0][j],
+                                         buf[cur] + off[1][j], &have[c]));
+            if (r->launches > launches)
+                r->steps_computed++;
+            else
+                r->steps_skipped++;
+            /* the buffer the next step receives into must no longer be read by this step's
+             * kernels (the receive writes it once the wait returns); the backward's dK, dV must
+             * be complete before they are sent */
+            CP_TRY(attn_cuda_report(cudaDeviceSynchronize(), "cudaDeviceSynchronize", __FILE__,
+                                    __LINE__));
         }
-        /* this step's attention, while the next shard travels */
-        const int launches = r->launches;
-        for (int c = 0; c < r->nchunks; ++c)
-            for (int j = 0; j < nk; ++j)
-                CP_TRY(cp_attend(s, r, c, q[c], kc[j], buf[cur] + k_off[j], buf[cur] + v_off[j],
-                                 &have[c]));
-        if (r->launches > launches)
-            r->steps_computed++;
-        else
-            r->steps_skipped++;
-        /* the buffer the next step receives into must no longer be read by this step's kernels
-         * (the receive writes it once the wait returns) */
-        CP_TRY(
-            attn_cuda_report(cudaDeviceSynchronize(), "cudaDeviceSynchronize", __FILE__, __LINE__));
-        if (pass) {
+        if (hop) {
             int rc = t->wait(t, &recv_req);
             if (rc != CP_OK)
                 cp_transfer_failed(t, rc, step, (me - 1 + P) % P, "K/V", false);
             if ((rc = t->wait(t, &send_req)) != CP_OK)
                 cp_transfer_failed(t, rc, step, (me + 1) % P, "K/V", true);
             cur = 1 - cur;
+        }
+    }
+    if (g) { /* buf[cur] holds this rank's own shard's dK, dV, summed over every rank */
+        cp_msg_layout(r->chunk, r->nchunks, BH, D, fields, off);
+        for (int c = 0; c < r->nchunks; ++c) {
+            const size_t bytes = (size_t)BH * r->chunk[c].len * D * sizeof(float);
+            CP_TRY(attn_cuda_report(
+                       cudaMemcpy(g->dk[c], buf[cur] + off[2][c], bytes, cudaMemcpyDeviceToDevice),
+                       "cudaMemcpy", __FILE__, __LINE__) ||
+                   attn_cuda_report(
+                       cudaMemcpy(g->dv[c], buf[cur] + off[3][c], bytes, cudaMemcpyDeviceToDevice),
+                       "cudaMemcpy", __FILE__, __LINE__));
         }
     }
     for (int c = 0; c < r->nchunks; ++c)
@@ -358,5 +428,58 @@ int cp_forward(cp_transport *t, const cp_setup *s, const attn_host_inputs *in, c
     memset(out, 0, sizeof *out);
     out->nchunks = cp_rank_chunks(s->strategy, s->p.Lq, t->size, t->rank, out->chunk);
     CP_TRY(cp_alloc_result(out, s->p.B * s->p.H, s->p.D));
-    return s->strategy == CP_ULYSSES ? cp_ulysses(t, s, in, out) : cp_ring(t, s, in, out);
+    return s->strategy == CP_ULYSSES ? cp_ulysses(t, s, in, out) : cp_ring(t, s, in, out, NULL);
+}
+
+int cp_backward(cp_transport *t, const cp_setup *s, const attn_host_inputs *in, const float *dout,
+                const cp_result *fwd, cp_result *work, cp_grads *g) {
+    const int BH = s->p.B * s->p.H, D = s->p.D, P = t->size, L = s->p.Lq;
+    memset(work, 0, sizeof *work);
+    memset(g, 0, sizeof *g);
+    work->nchunks = fwd->nchunks;
+    memcpy(work->chunk, fwd->chunk, sizeof work->chunk);
+    /* per chunk: dO (uploaded), dQ, dK, dV; then the scratch of one pair (its dQ, dK, dV) and
+     * the kernel's workspace, sized for the longest chunk */
+    size_t rows[2] = {0, 0}, total = 0;
+    for (int c = 0; c < fwd->nchunks; ++c) {
+        rows[c] = (size_t)BH * fwd->chunk[c].len;
+        total += 4 * rows[c] * D;
+    }
+    int longest = 0;
+    for (int owner = 0; owner < P; ++owner) {
+        cp_chunk ch[2];
+        const int n = cp_rank_chunks(s->strategy, L, P, owner, ch);
+        for (int j = 0; j < n; ++j)
+            longest = ch[j].len > longest ? ch[j].len : longest;
+    }
+    attn_problem most = s->p;
+    most.Lq = most.Lk = longest;
+    g->workspace_bytes = s->bwd->workspace_bytes ? s->bwd->workspace_bytes(&most) : 0;
+    const size_t scratch = 3 * attn_problem_q_elems(&most);
+    g->mem = attn_device_alloc((total + scratch) * sizeof(float) + g->workspace_bytes + 16);
+    CP_TRY(!g->mem);
+    CP_TRY(attn_cuda_report(cudaMemset(g->mem, 0, (total + scratch) * sizeof(float)), "cudaMemset",
+                            __FILE__, __LINE__));
+    float *x = (float *)g->mem;
+    for (int c = 0; c < fwd->nchunks; ++c) {
+        float *dev_dout = x;
+        g->dout[c] = x, x += rows[c] * D;
+        g->dq[c] = x, x += rows[c] * D;
+        g->dk[c] = x, x += rows[c] * D;
+        g->dv[c] = x, x += rows[c] * D;
+        g->o[c] = fwd->o[c];
+        g->lse[c] = fwd->lse[c];
+        float *h = cp_slice(dout, BH, L, D, fwd->chunk[c]);
+        const int bad = !h || (rows[c] && attn_to_device(dev_dout, h, rows[c] * D * sizeof(float)));
+        free(h);
+        CP_TRY(bad);
+    }
+    g->scratch = x;
+    g->workspace = x + scratch;
+    return cp_ring(t, s, in, work, g);
+}
+
+void cp_grads_free(cp_grads *g) {
+    attn_device_free(g->mem);
+    memset(g, 0, sizeof *g);
 }

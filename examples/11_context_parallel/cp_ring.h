@@ -34,6 +34,7 @@ typedef struct cp_setup {
     cp_strategy strategy;
     attn_problem p;         /* the whole problem: [B, H, L, D], Lq = Lk = L, fp32 */
     const attn_kernel *fwd; /* example 03's fa2_fp32 */
+    const attn_kernel *bwd; /* example 07's fa2_fp32 backward */
     cp_fault fault;
     int plant; /* a bug planted for the checks' own tests: CP_PLANT_* */
 } cp_setup;
@@ -58,6 +59,23 @@ typedef struct cp_result {
 int cp_forward(cp_transport *t, const cp_setup *s, const attn_host_inputs *in, cp_result *out);
 void cp_result_free(cp_result *r);
 
+/* The backward through the ring (ring and zigzag): this rank's dQ for its queries and dK, dV for
+ * its own K/V shard, each [B, H, len, D] per chunk (device), of the loss sum(dO * O). */
+typedef struct cp_grads {
+    const float *dout[2], *o[2], *lse[2]; /* per chunk: dO (uploaded), the forward's O, LSE */
+    float *dq[2], *dk[2], *dv[2];
+    float *scratch;  /* one pair's dQ, dK, dV */
+    void *workspace; /* example 07's kernel's */
+    size_t workspace_bytes;
+    void *mem;
+} cp_grads;
+
+/* dout: the whole [B, H, L, D] loss gradient on the host (every rank the same); fwd: this rank's
+ * forward result; work: what the backward computed (entries, steps). 0, or 1 after an error. */
+int cp_backward(cp_transport *t, const cp_setup *s, const attn_host_inputs *in, const float *dout,
+                const cp_result *fwd, cp_result *work, cp_grads *g);
+void cp_grads_free(cp_grads *g);
+
 /* Rows [c.start, c.start + c.len) of every (sequence, head) of a [B, H, L, width] host tensor,
  * as a new [B, H, c.len, width] tensor (malloc'ed), and the way back. */
 float *cp_slice(const float *full, int BH, int L, int width, cp_chunk c);
@@ -65,6 +83,8 @@ void cp_unslice(float *full, const float *part, int BH, int L, int width, cp_chu
 
 /* The merge of cp_merge.cu: split 1 into split 0 of o [2][rows][D], lse [2][rows]. */
 int cp_merge(float *o, float *lse, int64_t rows, int D, cudaStream_t stream);
+/* acc[i] += x[i], i < n (cp_merge.cu): a gradient's contributions summed. */
+int cp_add(float *acc, const float *x, size_t n, cudaStream_t stream);
 
 /* A wait that timed out or failed (rc: CP_TIMEOUT or CP_FAILED): prints one line naming this
  * rank, the step, the peer (-1: the all-to-all's) and what it waited for (sent: the peer was

@@ -1,7 +1,7 @@
 /* cp_run.c — example 11's plumbing (cp_run.h): the flags, the device and transport set-up, the
  * seeded inputs every rank draws alike, the result gathered on rank 0 and checked there against
- * the harness's double-precision reference (attn_reference) and against example 03's kernel on
- * the whole problem on one device, and the per-rank work table. */
+ * the harness's double-precision references (attn_reference, attn_reference_backward) and against
+ * example 03's kernel on the whole problem on one device, and the per-rank work table. */
 #define _POSIX_C_SOURCE 200809L
 #include "cp_run.h"
 
@@ -19,13 +19,14 @@
 #include "cp_ring.h"
 
 extern const attn_example flash2_fwd_example; /* example 03: its kernel 1, fa2_fp32 */
+extern const attn_example flash_bwd_example;  /* example 07: its kernel 2, fa2_fp32 backward */
 
 typedef struct cp_options {
     cp_setup s;
     const char *backend;
     double timeout_s;
     int seed, reps;
-    bool quiet;
+    bool quiet, backward;
 } cp_options;
 
 static const char cp_usage[] =
@@ -34,6 +35,7 @@ static const char cp_usage[] =
     "                   shards) or ulysses (all-to-all over heads); default ring\n"
     "  -B, -H, -L, -D   batch, heads, sequence length (split over the P ranks), head dim\n"
     "  --causal         causal attention (default: none)\n"
+    "  --backward       then the backward through the ring (ring, zigzag): dQ, dK, dV checked\n"
     "  --backend NAME   mpi (any ranks, host staging) or nccl (one GPU per rank); default mpi\n"
     "  --timeout S      seconds a rank waits for a transfer before it names the missing rank\n"
     "                   and ends the job (default 60)\n"
@@ -108,6 +110,10 @@ static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size
             causal = true;
             continue;
         }
+        if (strcmp(a, "--backward") == 0) {
+            o->backward = true;
+            continue;
+        }
         if (strcmp(a, "--quiet") == 0) {
             o->quiet = true;
             continue;
@@ -172,38 +178,60 @@ static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size
                  L);
         return ATTN_EXIT_USAGE;
     }
+    if (o->backward && o->s.strategy == CP_ULYSSES) {
+        snprintf(err, len, "error: --backward runs through the ring: --strategy ring or zigzag");
+        return ATTN_EXIT_USAGE;
+    }
     attn_problem_init(&o->s.p, B, H, L, L, D);
     o->s.p.causal = causal;
     o->s.fwd = attn_example_find(&flash2_fwd_example, 1);
+    o->s.bwd = attn_example_find(&flash_bwd_example, 2);
     char why[256];
-    if (attn_kernel_supports(o->s.fwd, &o->s.p, !attn_on_simulator(), why, sizeof why) != 0) {
+    if (attn_kernel_supports(o->s.fwd, &o->s.p, !attn_on_simulator(), why, sizeof why) != 0 ||
+        (o->backward &&
+         attn_kernel_supports(o->s.bwd, &o->s.p, !attn_on_simulator(), why, sizeof why) != 0)) {
         snprintf(err, len, "error: %s", why);
         return ATTN_EXIT_USAGE;
     }
     return 0;
 }
 
-/* Rank 0 receives every rank's result and work; the others send theirs. */
+/* Rank 0 receives every rank's fields and work; the others send theirs. A field is one
+ * [B, H, len, width] device tensor per chunk (the result's O and LSE, the gradients). */
+#define CP_MAX_FIELDS 3
+typedef struct cp_field {
+    const float *dev[2]; /* this rank's, per chunk */
+    int width;
+    float *host; /* rank 0: the whole [B, H, L, width] */
+} cp_field;
+
 typedef struct cp_gathered {
-    float *o, *lse; /* [B, H, L, D], [B, H, L] on rank 0 */
-    double *work;   /* [P][3]: entries, steps computed, steps skipped */
+    cp_field f[CP_MAX_FIELDS];
+    int n;
+    double *work; /* rank 0: [P][3]: entries, steps computed, steps skipped */
 } cp_gathered;
 
+static void cp_gathered_free(cp_gathered *g) {
+    for (int i = 0; i < g->n; ++i)
+        free(g->f[i].host);
+    free(g->work);
+    memset(g, 0, sizeof *g);
+}
+
 static int cp_gather(cp_transport *t, const cp_setup *s, const cp_result *r, cp_gathered *g) {
-    const int P = t->size, BH = s->p.B * s->p.H, D = s->p.D, L = s->p.Lq;
+    const int P = t->size, BH = s->p.B * s->p.H, L = s->p.Lq;
     double mine[3] = {r->entries, r->steps_computed, r->steps_skipped};
     double *dwork = attn_device_alloc(sizeof mine);
     if (!dwork || attn_to_device(dwork, mine, sizeof mine))
         return 1;
     if (t->rank != 0) {
-        cp_request req[5];
+        cp_request req[1 + 2 * CP_MAX_FIELDS];
         int n = 0, rc = t->isend(t, dwork, sizeof mine, 0, &req[n++]);
-        for (int c = 0; rc == CP_OK && c < r->nchunks; ++c) {
-            const size_t rows = (size_t)BH * r->chunk[c].len;
-            rc = t->isend(t, r->o[c], rows * D * sizeof(float), 0, &req[n++]);
-            if (rc == CP_OK)
-                rc = t->isend(t, r->lse[c], rows * sizeof(float), 0, &req[n++]);
-        }
+        for (int c = 0; c < r->nchunks; ++c)
+            for (int i = 0; rc == CP_OK && i < g->n; ++i)
+                rc = t->isend(t, g->f[i].dev[c],
+                              (size_t)BH * r->chunk[c].len * g->f[i].width * sizeof(float), 0,
+                              &req[n++]);
         if (rc == CP_OK)
             rc = t->post(t);
         for (int i = 0; rc == CP_OK && i < n; ++i)
@@ -213,51 +241,53 @@ static int cp_gather(cp_transport *t, const cp_setup *s, const cp_result *r, cp_
         attn_device_free(dwork);
         return 0;
     }
-    g->o = malloc((size_t)BH * L * D * sizeof(float));
-    g->lse = malloc((size_t)BH * L * sizeof(float));
     g->work = malloc((size_t)P * 3 * sizeof(double));
-    if (!g->o || !g->lse || !g->work)
+    size_t most = 1;
+    for (int i = 0; i < g->n; ++i) {
+        g->f[i].host = malloc((size_t)BH * L * g->f[i].width * sizeof(float));
+        if (!g->f[i].host)
+            return 1;
+        most += (size_t)BH * ((L + P - 1) / P + 1) * g->f[i].width;
+    }
+    float *tmp = attn_device_alloc(most * sizeof(float)), *host = malloc(most * sizeof(float));
+    if (!g->work || !tmp || !host)
         return 1;
     memcpy(g->work, mine, sizeof mine);
-    const size_t most = (size_t)BH * ((L + P - 1) / P + 1) * (D + 1);
-    float *tmp = attn_device_alloc(most * sizeof(float)), *host = malloc(most * sizeof(float));
-    if (!tmp || !host)
-        return 1;
     for (int src = 0; src < P; ++src) {
         cp_chunk ch[2];
-        const int n = cp_rank_chunks(s->strategy, L, P, src, ch);
-        if (src) {
-            cp_request req;
-            int rc = t->irecv(t, dwork, sizeof mine, src, &req);
-            if (rc == CP_OK && (rc = t->post(t)) == CP_OK)
-                rc = t->wait(t, &req);
-            if (rc != CP_OK)
-                cp_transfer_failed(t, rc, -1, src, "result", false);
-            if (attn_to_host(g->work + 3 * src, dwork, sizeof mine))
-                return 1;
-        }
-        for (int c = 0; c < n; ++c) {
-            const size_t rows = (size_t)BH * ch[c].len;
-            const float *o = r->o[c], *lse = r->lse[c];
+        const int nc = cp_rank_chunks(s->strategy, L, P, src, ch);
+        cp_request req[1 + CP_MAX_FIELDS];
+        for (int c = -1; c < nc; ++c) { /* c = -1: the work counts */
+            const size_t rows = c < 0 ? 0 : (size_t)BH * ch[c].len;
+            const float *dev[CP_MAX_FIELDS];
+            size_t at[CP_MAX_FIELDS], end = 0;
+            for (int i = 0; c >= 0 && i < g->n; ++i) {
+                at[i] = end;
+                end += rows * g->f[i].width;
+                dev[i] = src ? tmp + at[i] : g->f[i].dev[c];
+            }
             if (src) {
-                cp_request req[2];
-                int rc = t->irecv(t, tmp, rows * D * sizeof(float), src, &req[0]);
-                if (rc == CP_OK)
-                    rc = t->irecv(t, tmp + rows * D, rows * sizeof(float), src, &req[1]);
+                int n = 0, rc = c < 0 ? t->irecv(t, dwork, sizeof mine, src, &req[n++]) : CP_OK;
+                for (int i = 0; c >= 0 && rc == CP_OK && i < g->n; ++i)
+                    rc = t->irecv(t, tmp + at[i], rows * g->f[i].width * sizeof(float), src,
+                                  &req[n++]);
                 if (rc == CP_OK)
                     rc = t->post(t);
-                for (int i = 0; rc == CP_OK && i < 2; ++i)
+                for (int i = 0; rc == CP_OK && i < n; ++i)
                     rc = t->wait(t, &req[i]);
                 if (rc != CP_OK)
                     cp_transfer_failed(t, rc, -1, src, "result", false);
-                o = tmp;
-                lse = tmp + rows * D;
             }
-            if (rows && (attn_to_host(host, o, rows * D * sizeof(float)) ||
-                         attn_to_host(host + rows * D, lse, rows * sizeof(float))))
-                return 1;
-            cp_unslice(g->o, host, BH, L, D, ch[c]);
-            cp_unslice(g->lse, host + rows * D, BH, L, 1, ch[c]);
+            if (c < 0) {
+                if (src && attn_to_host(g->work + 3 * src, dwork, sizeof mine))
+                    return 1;
+                continue;
+            }
+            for (int i = 0; i < g->n; ++i) {
+                if (rows && attn_to_host(host, dev[i], rows * g->f[i].width * sizeof(float)))
+                    return 1;
+                cp_unslice(g->f[i].host, host, BH, L, g->f[i].width, ch[c]);
+            }
         }
     }
     attn_device_free(tmp);
@@ -300,49 +330,87 @@ static double cp_max_diff(const float *a, const float *b, size_t n) {
     return m;
 }
 
-/* The checks and the work table, on rank 0. 0 if every check passes. */
-static int cp_report(const cp_options *o, int P, const attn_host_inputs *in, const cp_gathered *g) {
+/* The work each rank did, measured (the entries of the problems it launched, its computed and
+ * skipped steps), against cp_layout's count of what its layout gives it. true if they agree. */
+static bool cp_work_table(const cp_options *o, int P, const double *work, const char *what) {
+    const attn_problem *p = &o->s.p;
+    bool ok = true;
+    double total = 0.0, most = 0.0;
+    for (int r = 0; r < P; ++r)
+        total += work[3 * r];
+    if (!o->quiet)
+        printf("%s: rank  score entries  share   steps computed  skipped\n", what);
+    for (int r = 0; r < P; ++r) {
+        const cp_work w = cp_rank_work(o->s.strategy, p->Lq, p->H, P, r, p->causal);
+        const double e = work[3 * r];
+        ok = ok && e == w.entries * p->B && (int)work[3 * r + 1] == w.steps_computed &&
+             (int)work[3 * r + 2] == w.steps_skipped;
+        most = e > most ? e : most;
+        if (!o->quiet)
+            printf("%*d  %13.0f  %5.1f%%  %14d  %7d\n", (int)strlen(what) + 6, r, e,
+                   total > 0 ? 100.0 * e / total : 0.0, (int)work[3 * r + 1], (int)work[3 * r + 2]);
+    }
+    printf("%s work: busiest rank %.2fx the mean; %s\n", what, total > 0 ? most * P / total : 1.0,
+           ok ? "every rank did the work its layout gives it"
+              : "FAIL: a rank's work differs from its layout's count (cp_layout.c)");
+    return ok;
+}
+
+/* The forward's checks, on rank 0. true if every check passes. */
+static bool cp_report(const cp_options *o, int P, const attn_host_inputs *in,
+                      const cp_gathered *g) {
     const attn_problem *p = &o->s.p;
     const size_t nq = attn_problem_q_elems(p), nl = attn_problem_lse_elems(p);
     float *ref = malloc((nq + nl) * sizeof(float)), *one = malloc((nq + nl) * sizeof(float));
     if (!ref || !one || attn_reference(p, NULL, in->q, in->k, in->v, ref, ref + nq) != 0 ||
         cp_one_device(&o->s, in, one, one + nq))
-        return 1;
+        return false;
     printf("%s, %d rank(s), backend %s: B=%d H=%d L=%d D=%d%s, %s's %s per step\n",
            cp_strategy_name(o->s.strategy), P, o->backend, p->B, p->H, p->Lq, p->D,
            p->causal ? " causal" : "", flash2_fwd_example.name, o->s.fwd->name);
-    const attn_check_result co = attn_check_output(p, g->o, ref, NULL, 1.0);
-    const attn_check_result cl = attn_check_lse_at(p, g->lse, ref + nq, 1.0);
+    const float *out = g->f[0].host, *lse = g->f[1].host;
+    const attn_check_result co = attn_check_output(p, out, ref, NULL, 1.0);
+    const attn_check_result cl = attn_check_lse_at(p, lse, ref + nq, 1.0);
     attn_check_print(stdout, "output vs the fp64 reference", &co);
     attn_check_print(stdout, "LSE vs the fp64 reference", &cl);
-    printf("max |%d ranks - one device|: output %.3g, LSE %.3g\n", P, cp_max_diff(g->o, one, nq),
-           cp_max_diff(g->lse, one + nq, nl));
-    /* the work each rank did, measured (the launched problems' entries) against cp_layout's
-     * count of what it should do */
-    bool work_ok = true;
-    double total = 0.0, most = 0.0;
-    for (int r = 0; r < P; ++r)
-        total += g->work[3 * r];
-    if (!o->quiet)
-        printf("rank  score entries  share   steps computed  skipped\n");
-    for (int r = 0; r < P; ++r) {
-        const cp_work w = cp_rank_work(o->s.strategy, p->Lq, p->H, P, r, p->causal);
-        const double e = g->work[3 * r];
-        work_ok = work_ok && e == w.entries * p->B && (int)g->work[3 * r + 1] == w.steps_computed &&
-                  (int)g->work[3 * r + 2] == w.steps_skipped;
-        most = e > most ? e : most;
-        if (!o->quiet)
-            printf("%4d  %13.0f  %5.1f%%  %14d  %7d\n", r, e, total > 0 ? 100.0 * e / total : 0.0,
-                   (int)g->work[3 * r + 1], (int)g->work[3 * r + 2]);
-    }
-    printf("work: busiest rank %.2fx the mean; %s\n", total > 0 ? most * P / total : 1.0,
-           work_ok ? "every rank did the work its layout gives it"
-                   : "FAIL: a rank's work differs from its layout's count (cp_layout.c)");
-    const bool pass = co.pass && cl.pass && work_ok;
-    printf("%s\n", pass ? "PASS" : "FAIL");
+    printf("max |%d ranks - one device|: output %.3g, LSE %.3g\n", P, cp_max_diff(out, one, nq),
+           cp_max_diff(lse, one + nq, nl));
+    const bool work_ok = cp_work_table(o, P, g->work, "forward");
     free(ref);
     free(one);
-    return pass ? 0 : 1;
+    return co.pass && cl.pass && work_ok;
+}
+
+/* The backward's checks, on rank 0: each gradient against the harness's fp64 backward. */
+static bool cp_report_backward(const cp_options *o, int P, const attn_host_inputs *in,
+                               const float *dout, const cp_gathered *g) {
+    const attn_problem *p = &o->s.p;
+    const size_t n = attn_problem_q_elems(p);
+    float *mem = malloc(6 * n * sizeof(float));
+    if (!mem)
+        return false;
+    attn_grads ref = {mem, mem + n, mem + 2 * n}, tol = {mem + 3 * n, mem + 4 * n, mem + 5 * n};
+    if (attn_reference_backward(p, NULL, in->q, in->k, in->v, dout, NULL, &ref, NULL, &tol) != 0)
+        return false;
+    printf("backward through the ring: example 07's %s per pair, dK and dV travelling with "
+           "their shard\n",
+           o->s.bwd->name);
+    static const char *const names[3] = {"dQ", "dK", "dV"};
+    const float *want[3] = {ref.dq, ref.dk, ref.dv}, *bound[3] = {tol.dq, tol.dk, tol.dv};
+    bool pass = true;
+    for (int i = 0; i < 3; ++i) {
+        const attn_grad_check c =
+            attn_check_gradient(p, i == 0, g->f[i].host, want[i], bound[i], NULL, n);
+        printf("%s vs the fp64 reference: %s %zu checked, %zu bad, worst error %.2g of its bound",
+               names[i], c.bad == 0 ? "PASS" : "FAIL", c.checked, c.bad, c.ratio);
+        if (c.first >= 0)
+            printf("; first at (b=%d,h=%d,i=%d,d=%d): got %g want %g", c.b, c.h, c.i, c.d,
+                   c.first_got, c.first_want);
+        printf("\n");
+        pass = pass && c.bad == 0;
+    }
+    free(mem);
+    return cp_work_table(o, P, g->work, "backward") && pass;
 }
 
 void cp_relaunch(int argc, char **argv) {
@@ -406,9 +474,12 @@ int cp_main(int argc, char **argv) {
         return rc;
     }
     attn_host_inputs in;
-    cp_result r;
-    cp_gathered g;
+    cp_result r, rb;
+    cp_grads grads;
+    cp_gathered g, gb;
     memset(&g, 0, sizeof g);
+    memset(&gb, 0, sizeof gb);
+    float *dout = NULL;
     int failed = attn_host_inputs_make(&in, &o.s.p, (uint64_t)o.seed, 1.0f) != 0;
     double seconds = 0.0;
     for (int rep = 0; !failed && rep < o.reps; ++rep) {
@@ -419,7 +490,29 @@ int cp_main(int argc, char **argv) {
         failed = failed || cp_forward(t, &o.s, &in, &r) != 0;
         seconds += cp_now() - t0;
     }
-    if (failed || cp_gather(t, &o.s, &r, &g) != 0) {
+    g.n = 2;
+    for (int c = 0; !failed && c < r.nchunks; ++c) {
+        g.f[0].dev[c] = r.o[c], g.f[0].width = o.s.p.D;
+        g.f[1].dev[c] = r.lse[c], g.f[1].width = 1;
+    }
+    failed = failed || cp_gather(t, &o.s, &r, &g) != 0;
+    if (!failed && o.backward) { /* the loss sum(dO * O), dO seeded as example 07's (stream 3) */
+        dout = malloc(attn_problem_q_elems(&o.s.p) * sizeof(float));
+        failed = !dout;
+        if (dout)
+            attn_fill_uniform(dout, attn_problem_q_elems(&o.s.p), (uint64_t)o.seed, 3, 1.0f,
+                              o.s.p.dtype);
+        failed = failed || cp_backward(t, &o.s, &in, dout, &r, &rb, &grads) != 0;
+        gb.n = 3;
+        for (int c = 0; !failed && c < r.nchunks; ++c) {
+            gb.f[0].dev[c] = grads.dq[c], gb.f[1].dev[c] = grads.dk[c];
+            gb.f[2].dev[c] = grads.dv[c];
+            for (int i = 0; i < 3; ++i)
+                gb.f[i].width = o.s.p.D;
+        }
+        failed = failed || cp_gather(t, &o.s, &rb, &gb) != 0;
+    }
+    if (failed) {
         fprintf(stderr, "error: rank %d: the run failed (the line above says why)\n", rank);
         fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, 1);
@@ -430,10 +523,22 @@ int cp_main(int argc, char **argv) {
                "included%s)\n",
                1e3 * seconds / o.reps, o.reps,
                attn_on_simulator() ? "; the simulator's CPU time, not a GPU's" : "");
-    rc = rank == 0 ? cp_report(&o, P, &in, &g) : 0;
+    bool pass = true;
+    if (rank == 0) {
+        pass = cp_report(&o, P, &in, &g);
+        if (o.backward)
+            pass = cp_report_backward(&o, P, &in, dout, &gb) && pass;
+        printf("%s\n", pass ? "PASS" : "FAIL");
+    }
+    if (o.backward) {
+        cp_grads_free(&grads);
+        cp_result_free(&rb);
+    }
     cp_result_free(&r);
     attn_host_inputs_free(&in);
-    free(g.o), free(g.lse), free(g.work);
+    cp_gathered_free(&g);
+    cp_gathered_free(&gb);
+    free(dout);
     t->close(t);
-    return rc;
+    return pass ? 0 : 1;
 }
