@@ -27,14 +27,28 @@ const char *cp_strategy_name(cp_strategy s);
 
 typedef struct cp_chunk {
     int start, len; /* positions [start, start + len) */
+    int doc;        /* its document (--docs), -1 without documents */
 } cp_chunk;
 
-/* Rank r's chunks (1 for ring and ulysses, 2 for zigzag) into out[]; returns their number. */
-int cp_rank_chunks(cp_strategy s, int L, int P, int r, cp_chunk out[2]);
+/* The most chunks a rank holds: 2 (zigzag), each cut at the document boundaries it spans. */
+#define CP_MAX_CHUNKS 32
+
+/* A document mask (--docs): the sequence is documents of the given lengths, consecutive, summing
+ * to L; a query sees only keys of its own document (and causality applies inside it). Every
+ * chunk is then cut at the document boundaries, so that a pair of chunks is in one document or in
+ * two (skipped whole). Set once, before the layout is used; n = 0: no documents. 0, or -1 when
+ * there are more than CP_MAX_DOCS. */
+#define CP_MAX_DOCS 64
+int cp_set_documents(const int *lens, int n);
+
+/* Rank r's chunks (1 for ring and ulysses, 2 for zigzag, more where documents cut them) into
+ * out[]; returns their number. */
+int cp_rank_chunks(cp_strategy s, int L, int P, int r, cp_chunk out[CP_MAX_CHUNKS]);
 
 typedef enum cp_pair_kind { CP_PAIR_SKIP = 0, CP_PAIR_FULL = 1, CP_PAIR_DIAGONAL = 2 } cp_pair_kind;
 
-/* How query chunk q meets key chunk k (non-causal: always FULL; an empty chunk: SKIP). */
+/* How query chunk q meets key chunk k (non-causal: always FULL; an empty chunk, or chunks of
+ * two documents: SKIP). */
 cp_pair_kind cp_pair(cp_chunk q, cp_chunk k, bool causal);
 
 /* Score entries of one pair per (sequence, head): q.len * k.len whole, q.len (q.len + 1) / 2

@@ -34,7 +34,7 @@ void cp_unslice(float *full, const float *part, int BH, int L, int width, cp_chu
 }
 
 void cp_result_free(cp_result *r) {
-    for (int c = 0; c < 2; ++c)
+    for (int c = 0; c < CP_MAX_CHUNKS; ++c)
         attn_device_free(r->mem[c]);
     memset(r, 0, sizeof *r);
 }
@@ -100,7 +100,7 @@ static int cp_attend(const cp_setup *s, cp_result *r, int c, const float *q, cp_
  * in the backward also dK and dV of each chunk, summed over the ranks it has visited. Its size in
  * floats, and where field f (0 K, 1 V, 2 dK, 3 dV) of chunk j starts in it (off[f][j]). */
 static size_t cp_msg_layout(const cp_chunk *ch, int n, int BH, int D, int fields,
-                            size_t off[4][2]) {
+                            size_t off[4][CP_MAX_CHUNKS]) {
     size_t total = 0;
     for (int f = 0; f < fields; ++f)
         for (int j = 0; j < n; ++j) {
@@ -157,10 +157,10 @@ static int cp_ring(cp_transport *t, const cp_setup *s, const attn_host_inputs *i
                    cp_grads *g) {
     const int P = t->size, me = t->rank, BH = s->p.B * s->p.H, D = s->p.D, L = s->p.Lq;
     const int fields = g ? 4 : 2;
-    float *q[2] = {NULL, NULL};
-    size_t off[4][2], max_elems = 0;
+    float *q[CP_MAX_CHUNKS] = {NULL};
+    size_t off[4][CP_MAX_CHUNKS], max_elems = 0;
     for (int owner = 0; owner < P; ++owner) {
-        cp_chunk ch[2];
+        cp_chunk ch[CP_MAX_CHUNKS];
         const int n = cp_rank_chunks(s->strategy, L, P, owner, ch);
         const size_t e = cp_msg_layout(ch, n, BH, D, fields, off);
         max_elems = e > max_elems ? e : max_elems;
@@ -183,13 +183,13 @@ static int cp_ring(cp_transport *t, const cp_setup *s, const attn_host_inputs *i
         free(hq), free(hk), free(hv);
         CP_TRY(bad);
     }
-    bool have[2] = {false, false};
+    bool have[CP_MAX_CHUNKS] = {false};
     int cur = 0;
     for (int step = 0; step < P; ++step) {
         const int owner = ((me - step) % P + P) % P;
         const int next_owner = ((me - step - 1) % P + P) % P;
-        cp_chunk kc[2], nc[2];
-        size_t next_off[4][2], home[4][2];
+        cp_chunk kc[CP_MAX_CHUNKS], nc[CP_MAX_CHUNKS];
+        size_t next_off[4][CP_MAX_CHUNKS], home[4][CP_MAX_CHUNKS];
         const int nk = cp_rank_chunks(s->strategy, L, P, owner, kc);
         const int nn = cp_rank_chunks(s->strategy, L, P, next_owner, nc);
         const size_t next_elems = cp_msg_layout(nc, nn, BH, D, fields, next_off);
@@ -272,13 +272,13 @@ static void cp_ulysses_sizes(int P, int H, int L, int B, int me, size_t width, b
                              size_t *recv_total) {
     int h0, h1;
     cp_rank_heads(H, P, me, &h0, &h1);
-    cp_chunk mine[2];
+    cp_chunk mine[CP_MAX_CHUNKS];
     cp_rank_chunks(CP_RING, L, P, me, mine);
     *send_total = *recv_total = 0;
     for (int g = 0; g < P; ++g) {
         int g0, g1;
         cp_rank_heads(H, P, g, &g0, &g1);
-        cp_chunk cg[2];
+        cp_chunk cg[CP_MAX_CHUNKS];
         cp_rank_chunks(CP_RING, L, P, g, cg);
         const size_t theirs = (size_t)B * (g1 - g0) * mine[0].len * width * sizeof(float);
         const size_t ours = (size_t)B * (h1 - h0) * cg[0].len * width * sizeof(float);
@@ -336,7 +336,7 @@ static int cp_ulysses(cp_transport *t, const cp_setup *s, const attn_host_inputs
     float *o = attn_device_alloc((full + (size_t)B * Hm * L) * sizeof(float) + 1);
     CP_TRY(!qkv || !o);
     for (int g = 0; g < P; ++g) {
-        cp_chunk cg[2];
+        cp_chunk cg[CP_MAX_CHUNKS];
         cp_rank_chunks(CP_RING, L, P, g, cg);
         const size_t blk = (size_t)cg[0].len * D, part = (size_t)B * Hm * blk;
         const float *src = drecv + ro[g] / sizeof(float);
@@ -378,7 +378,7 @@ static int cp_ulysses(cp_transport *t, const cp_setup *s, const attn_host_inputs
     drecv = attn_device_alloc(recv_total + 1);
     CP_TRY(!dsend || !drecv);
     for (int g = 0; g < P; ++g) {
-        cp_chunk cg[2];
+        cp_chunk cg[CP_MAX_CHUNKS];
         cp_rank_chunks(CP_RING, L, P, g, cg);
         float *dst = dsend + so[g] / sizeof(float);
         const size_t n = (size_t)cg[0].len;
@@ -440,14 +440,14 @@ int cp_backward(cp_transport *t, const cp_setup *s, const attn_host_inputs *in, 
     memcpy(work->chunk, fwd->chunk, sizeof work->chunk);
     /* per chunk: dO (uploaded), dQ, dK, dV; then the scratch of one pair (its dQ, dK, dV) and
      * the kernel's workspace, sized for the longest chunk */
-    size_t rows[2] = {0, 0}, total = 0;
+    size_t rows[CP_MAX_CHUNKS] = {0}, total = 0;
     for (int c = 0; c < fwd->nchunks; ++c) {
         rows[c] = (size_t)BH * fwd->chunk[c].len;
         total += 4 * rows[c] * D;
     }
     int longest = 0;
     for (int owner = 0; owner < P; ++owner) {
-        cp_chunk ch[2];
+        cp_chunk ch[CP_MAX_CHUNKS];
         const int n = cp_rank_chunks(s->strategy, L, P, owner, ch);
         for (int j = 0; j < n; ++j)
             longest = ch[j].len > longest ? ch[j].len : longest;

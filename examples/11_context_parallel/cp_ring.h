@@ -46,10 +46,10 @@ enum { CP_PLANT_NONE = 0, CP_PLANT_NO_MERGE = 1, CP_PLANT_NO_SKIP = 2 };
 /* This rank's share of the result, and what it computed. */
 typedef struct cp_result {
     int nchunks;
-    cp_chunk chunk[2];
-    float *o[2], *lse[2]; /* device: [B, H, len, D] and [B, H, len] per chunk */
-    void *mem[2];         /* the allocations behind them */
-    double entries;       /* score entries of the launched problems (attn_problem_entries) */
+    cp_chunk chunk[CP_MAX_CHUNKS];
+    float *o[CP_MAX_CHUNKS], *lse[CP_MAX_CHUNKS]; /* device: [B, H, len, D], [B, H, len] each */
+    void *mem[CP_MAX_CHUNKS];                     /* the allocations behind them */
+    double entries; /* score entries of the launched problems (attn_problem_entries) */
     int steps_computed, steps_skipped, launches;
 } cp_result;
 
@@ -62,8 +62,9 @@ void cp_result_free(cp_result *r);
 /* The backward through the ring (ring and zigzag): this rank's dQ for its queries and dK, dV for
  * its own K/V shard, each [B, H, len, D] per chunk (device), of the loss sum(dO * O). */
 typedef struct cp_grads {
-    const float *dout[2], *o[2], *lse[2]; /* per chunk: dO (uploaded), the forward's O, LSE */
-    float *dq[2], *dk[2], *dv[2];
+    /* per chunk: dO (uploaded), the forward's O and LSE, the gradients */
+    const float *dout[CP_MAX_CHUNKS], *o[CP_MAX_CHUNKS], *lse[CP_MAX_CHUNKS];
+    float *dq[CP_MAX_CHUNKS], *dk[CP_MAX_CHUNKS], *dv[CP_MAX_CHUNKS];
     float *scratch;  /* one pair's dQ, dK, dV */
     void *workspace; /* example 07's kernel's */
     size_t workspace_bytes;

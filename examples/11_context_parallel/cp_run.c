@@ -23,6 +23,7 @@ extern const attn_example flash_bwd_example;  /* example 07: its kernel 2, fa2_f
 
 typedef struct cp_options {
     cp_setup s;
+    int docs, doc_len[CP_MAX_DOCS]; /* --docs: the document lengths */
     const char *backend;
     double timeout_s;
     int seed, reps;
@@ -36,6 +37,8 @@ static const char cp_usage[] =
     "  -B, -H, -L, -D   batch, heads, sequence length (split over the P ranks), head dim\n"
     "  --causal         causal attention (default: none)\n"
     "  --backward       then the backward through the ring (ring, zigzag): dQ, dK, dV checked\n"
+    "  --docs N,N,...   a document mask (ring, zigzag): documents of these lengths, summing to\n"
+    "                   -L; a query sees keys of its own document only\n"
     "  --backend NAME   mpi (any ranks, host staging) or nccl (one GPU per rank); default mpi\n"
     "  --timeout S      seconds a rank waits for a transfer before it names the missing rank\n"
     "                   and ends the job (default 60)\n"
@@ -159,7 +162,9 @@ static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size
                 snprintf(err, len, "error: --plant takes no-merge or no-skip (got '%s')", v);
                 return ATTN_EXIT_USAGE;
             }
-        } else if (strcmp(a, "--fault") == 0)
+        } else if (strcmp(a, "--docs") == 0)
+            rc = attn_cli_parse_counts(a, v, o->doc_len, CP_MAX_DOCS, &o->docs, err, len);
+        else if (strcmp(a, "--fault") == 0)
             rc = cp_parse_fault(v, &o->s.fault, err, len);
         else if (strcmp(a, "--strategy") == 0) {
             if (cp_strategy_parse(v, &o->s.strategy) != 0) {
@@ -178,6 +183,18 @@ static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size
                  L);
         return ATTN_EXIT_USAGE;
     }
+    long long doc_sum = 0;
+    for (int d = 0; d < o->docs; ++d)
+        doc_sum += o->doc_len[d];
+    if (o->docs && doc_sum != L) {
+        snprintf(err, len, "error: --docs lengths sum to %lld, not -L %d", doc_sum, L);
+        return ATTN_EXIT_USAGE;
+    }
+    if (o->docs && o->s.strategy == CP_ULYSSES) {
+        snprintf(err, len, "error: --docs runs through the ring: --strategy ring or zigzag");
+        return ATTN_EXIT_USAGE;
+    }
+    cp_set_documents(o->doc_len, o->docs);
     if (o->backward && o->s.strategy == CP_ULYSSES) {
         snprintf(err, len, "error: --backward runs through the ring: --strategy ring or zigzag");
         return ATTN_EXIT_USAGE;
@@ -200,7 +217,7 @@ static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size
  * [B, H, len, width] device tensor per chunk (the result's O and LSE, the gradients). */
 #define CP_MAX_FIELDS 3
 typedef struct cp_field {
-    const float *dev[2]; /* this rank's, per chunk */
+    const float *dev[CP_MAX_CHUNKS]; /* this rank's, per chunk */
     int width;
     float *host; /* rank 0: the whole [B, H, L, width] */
 } cp_field;
@@ -225,7 +242,7 @@ static int cp_gather(cp_transport *t, const cp_setup *s, const cp_result *r, cp_
     if (!dwork || attn_to_device(dwork, mine, sizeof mine))
         return 1;
     if (t->rank != 0) {
-        cp_request req[1 + 2 * CP_MAX_FIELDS];
+        cp_request req[1 + CP_MAX_CHUNKS * CP_MAX_FIELDS];
         int n = 0, rc = t->isend(t, dwork, sizeof mine, 0, &req[n++]);
         for (int c = 0; c < r->nchunks; ++c)
             for (int i = 0; rc == CP_OK && i < g->n; ++i)
@@ -254,7 +271,7 @@ static int cp_gather(cp_transport *t, const cp_setup *s, const cp_result *r, cp_
         return 1;
     memcpy(g->work, mine, sizeof mine);
     for (int src = 0; src < P; ++src) {
-        cp_chunk ch[2];
+        cp_chunk ch[CP_MAX_CHUNKS];
         const int nc = cp_rank_chunks(s->strategy, L, P, src, ch);
         cp_request req[1 + CP_MAX_FIELDS];
         for (int c = -1; c < nc; ++c) { /* c = -1: the work counts */
@@ -330,6 +347,31 @@ static double cp_max_diff(const float *a, const float *b, size_t n) {
     return m;
 }
 
+/* The reference's document mask: query i and key j of the same document (cp_options.doc_len). */
+static int cp_same_document(const void *ctx, int b, int h, int i, int j) {
+    const cp_options *o = (const cp_options *)ctx;
+    (void)b, (void)h;
+    int start = 0;
+    for (int d = 0; d < o->docs; ++d) {
+        const int end = start + o->doc_len[d];
+        if (i < end)
+            return j >= start && j < end;
+        start = end;
+    }
+    return 0;
+}
+
+/* The reference's mask: the documents, or none. */
+static const attn_mask *cp_mask(const cp_options *o, attn_mask *m) {
+    if (!o->docs)
+        return NULL;
+    memset(m, 0, sizeof *m);
+    m->kind = ATTN_MASK_PREDICATE;
+    m->keep = cp_same_document;
+    m->ctx = o;
+    return m;
+}
+
 /* The work each rank did, measured (the entries of the problems it launched, its computed and
  * skipped steps), against cp_layout's count of what its layout gives it. true if they agree. */
 static bool cp_work_table(const cp_options *o, int P, const double *work, const char *what) {
@@ -362,8 +404,10 @@ static bool cp_report(const cp_options *o, int P, const attn_host_inputs *in,
     const attn_problem *p = &o->s.p;
     const size_t nq = attn_problem_q_elems(p), nl = attn_problem_lse_elems(p);
     float *ref = malloc((nq + nl) * sizeof(float)), *one = malloc((nq + nl) * sizeof(float));
-    if (!ref || !one || attn_reference(p, NULL, in->q, in->k, in->v, ref, ref + nq) != 0 ||
-        cp_one_device(&o->s, in, one, one + nq))
+    attn_mask m;
+    if (!ref || !one ||
+        attn_reference(p, cp_mask(o, &m), in->q, in->k, in->v, ref, ref + nq) != 0 ||
+        (!o->docs && cp_one_device(&o->s, in, one, one + nq)))
         return false;
     printf("%s, %d rank(s), backend %s: B=%d H=%d L=%d D=%d%s, %s's %s per step\n",
            cp_strategy_name(o->s.strategy), P, o->backend, p->B, p->H, p->Lq, p->D,
@@ -373,8 +417,13 @@ static bool cp_report(const cp_options *o, int P, const attn_host_inputs *in,
     const attn_check_result cl = attn_check_lse_at(p, lse, ref + nq, 1.0);
     attn_check_print(stdout, "output vs the fp64 reference", &co);
     attn_check_print(stdout, "LSE vs the fp64 reference", &cl);
-    printf("max |%d ranks - one device|: output %.3g, LSE %.3g\n", P, cp_max_diff(out, one, nq),
-           cp_max_diff(lse, one + nq, nl));
+    if (o->docs)
+        printf("%d documents: each ring step's pairs of two documents skipped (the one-device "
+               "kernel has no document mask: compared with the reference only)\n",
+               o->docs);
+    else
+        printf("max |%d ranks - one device|: output %.3g, LSE %.3g\n", P, cp_max_diff(out, one, nq),
+               cp_max_diff(lse, one + nq, nl));
     const bool work_ok = cp_work_table(o, P, g->work, "forward");
     free(ref);
     free(one);
@@ -390,7 +439,9 @@ static bool cp_report_backward(const cp_options *o, int P, const attn_host_input
     if (!mem)
         return false;
     attn_grads ref = {mem, mem + n, mem + 2 * n}, tol = {mem + 3 * n, mem + 4 * n, mem + 5 * n};
-    if (attn_reference_backward(p, NULL, in->q, in->k, in->v, dout, NULL, &ref, NULL, &tol) != 0)
+    attn_mask m;
+    if (attn_reference_backward(p, cp_mask(o, &m), in->q, in->k, in->v, dout, NULL, &ref, NULL,
+                                &tol) != 0)
         return false;
     printf("backward through the ring: example 07's %s per pair, dK and dV travelling with "
            "their shard\n",
