@@ -64,19 +64,26 @@ static int cp_alloc_result(cp_result *r, int BH, int D) {
     return 0;
 }
 
+/* The problem of query chunk q against key chunk k: false when the pair is skipped (cp_pair);
+ * causal on the diagonal only, where Lq = Lk and bottom-right alignment is the plain diagonal. */
+static bool cp_pair_problem(const cp_setup *s, cp_chunk q, cp_chunk k, attn_problem *p) {
+    cp_pair_kind kind = cp_pair(q, k, s->p.causal);
+    if (s->plant == CP_PLANT_NO_SKIP && kind == CP_PAIR_SKIP && k.len && q.len)
+        kind = CP_PAIR_FULL;
+    *p = s->p;
+    p->Lq = q.len;
+    p->Lk = k.len;
+    p->causal = kind == CP_PAIR_DIAGONAL;
+    return kind != CP_PAIR_SKIP;
+}
+
 /* Attention of query chunk c (its device rows q) against one key chunk (k, v device rows), into
  * split 0 of its part buffer the first time (*have false), else split 1 then merged. */
 static int cp_attend(const cp_setup *s, cp_result *r, int c, const float *q, cp_chunk kc,
                      const float *k, const float *v, bool *have) {
-    cp_pair_kind kind = cp_pair(r->chunk[c], kc, s->p.causal);
-    if (s->plant == CP_PLANT_NO_SKIP && kind == CP_PAIR_SKIP && kc.len && r->chunk[c].len)
-        kind = CP_PAIR_FULL;
-    if (kind == CP_PAIR_SKIP)
+    attn_problem p;
+    if (!cp_pair_problem(s, r->chunk[c], kc, &p))
         return 0;
-    attn_problem p = s->p;
-    p.Lq = r->chunk[c].len;
-    p.Lk = kc.len;
-    p.causal = kind == CP_PAIR_DIAGONAL; /* Lq = Lk there: bottom-right is the plain diagonal */
     const int64_t rows = (int64_t)p.B * p.H * p.Lq;
     attn_buffers b;
     memset(&b, 0, sizeof b);
@@ -116,15 +123,9 @@ static size_t cp_msg_layout(const cp_chunk *ch, int n, int BH, int D, int fields
  * and to the travelling dK, dV of the key chunk. */
 static int cp_attend_bwd(const cp_setup *s, cp_result *r, cp_grads *g, int c, const float *q,
                          cp_chunk kc, const float *k, const float *v, float *dk, float *dv) {
-    cp_pair_kind kind = cp_pair(r->chunk[c], kc, s->p.causal);
-    if (s->plant == CP_PLANT_NO_SKIP && kind == CP_PAIR_SKIP && kc.len && r->chunk[c].len)
-        kind = CP_PAIR_FULL;
-    if (kind == CP_PAIR_SKIP)
+    attn_problem p;
+    if (!cp_pair_problem(s, r->chunk[c], kc, &p))
         return 0;
-    attn_problem p = s->p;
-    p.Lq = r->chunk[c].len;
-    p.Lk = kc.len;
-    p.causal = kind == CP_PAIR_DIAGONAL;
     bwd_args a;
     memset(&a, 0, sizeof a);
     a.p = &p;

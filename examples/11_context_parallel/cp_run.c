@@ -235,6 +235,15 @@ static void cp_gathered_free(cp_gathered *g) {
     memset(g, 0, sizeof *g);
 }
 
+/* Posts the n transfers started (rc: how starting them went) and waits for each. */
+static int cp_post_wait(cp_transport *t, cp_request *req, int n, int rc) {
+    if (rc == CP_OK)
+        rc = t->post(t);
+    for (int i = 0; rc == CP_OK && i < n; ++i)
+        rc = t->wait(t, &req[i]);
+    return rc;
+}
+
 static int cp_gather(cp_transport *t, const cp_setup *s, const cp_result *r, cp_gathered *g) {
     const int P = t->size, BH = s->p.B * s->p.H, L = s->p.Lq;
     double mine[3] = {r->entries, r->steps_computed, r->steps_skipped};
@@ -249,11 +258,7 @@ static int cp_gather(cp_transport *t, const cp_setup *s, const cp_result *r, cp_
                 rc = t->isend(t, g->f[i].dev[c],
                               (size_t)BH * r->chunk[c].len * g->f[i].width * sizeof(float), 0,
                               &req[n++]);
-        if (rc == CP_OK)
-            rc = t->post(t);
-        for (int i = 0; rc == CP_OK && i < n; ++i)
-            rc = t->wait(t, &req[i]);
-        if (rc != CP_OK)
+        if ((rc = cp_post_wait(t, req, n, rc)) != CP_OK)
             cp_transfer_failed(t, rc, -1, 0, "result", true);
         attn_device_free(dwork);
         return 0;
@@ -288,11 +293,7 @@ static int cp_gather(cp_transport *t, const cp_setup *s, const cp_result *r, cp_
                 for (int i = 0; c >= 0 && rc == CP_OK && i < g->n; ++i)
                     rc = t->irecv(t, tmp + at[i], rows * g->f[i].width * sizeof(float), src,
                                   &req[n++]);
-                if (rc == CP_OK)
-                    rc = t->post(t);
-                for (int i = 0; rc == CP_OK && i < n; ++i)
-                    rc = t->wait(t, &req[i]);
-                if (rc != CP_OK)
+                if ((rc = cp_post_wait(t, req, n, rc)) != CP_OK)
                     cp_transfer_failed(t, rc, -1, src, "result", false);
             }
             if (c < 0) {

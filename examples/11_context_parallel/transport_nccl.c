@@ -42,7 +42,7 @@ typedef struct nccl_impl {
         int peer;
         bool recv;
         cudaEvent_t *done; /* the request's event, recorded by the post */
-    } queue[8];
+    } queue[128];          /* the most a rank posts at once: the gather's, a few per chunk */
 } nccl_impl;
 
 static int nccl_ok(ncclResult_t r, const char *what, int rank) {
