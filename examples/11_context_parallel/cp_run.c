@@ -489,6 +489,8 @@ void cp_relaunch(int argc, char **argv) {
      * root, and so does the tour there */
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+    /* shared memory by plain copies: containers often forbid cross-memory attach */
+    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
     fflush(stdout);
     execv(CP_MPIEXEC, args);
     fprintf(stderr, "error: --ranks: cannot start %s\n", CP_MPIEXEC);
