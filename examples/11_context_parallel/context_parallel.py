@@ -12,10 +12,16 @@ import argparse
 import os
 import sys
 
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+    import torch.nn.functional as F
+except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
+    up = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../.."))
+    sys.exit(f"error: {e.name} is not installed for {sys.executable}: run "
+             f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --python, then use "
+             f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
 
 
 def chunk(L, n, c):
