@@ -35,12 +35,14 @@ def rank_chunks(strategy, L, P, r):
     return [chunk(L, P, r)]
 
 
-def partial_attention(q, k, v, q_pos, k_pos, causal):
+def partial_attention(q, k, v, q_pos, k_pos, causal, doc=None):
     """Attention of queries at positions q_pos over keys at k_pos: (O, LSE), LSE = -inf and O = 0
-    for a row that sees no key."""
+    for a row that sees no key. doc: each position's document (a document mask), or None."""
     s = (q @ k.transpose(-1, -2)) / q.shape[-1] ** 0.5
     if causal:
         s = s.masked_fill(k_pos[None, :] > q_pos[:, None], float("-inf"))
+    if doc is not None:
+        s = s.masked_fill(doc[k_pos][None, :] != doc[q_pos][:, None], float("-inf"))
     lse = torch.logsumexp(s, dim=-1)
     p = torch.exp(s - lse[..., None].masked_fill(lse[..., None] == float("-inf"), 0.0))
     return p @ v, lse
@@ -55,7 +57,7 @@ def merge(o1, lse1, o2, lse2):
     return w1[..., None] * o1 + w2[..., None] * o2, lse
 
 
-def ring_attention(q, k, v, pos, causal):
+def ring_attention(q, k, v, pos, causal, doc=None):
     """pass-KV: this rank's queries stay; the K/V shards go round the ring, P steps; each step's
     partial result is merged into the running one. q, k, v: [B, H, n, D] at positions pos."""
     rank, P = dist.get_rank(), dist.get_world_size()
@@ -74,7 +76,7 @@ def ring_attention(q, k, v, pos, causal):
             reqs = [dist.isend(kv.contiguous(), (rank + 1) % P), dist.irecv(nxt, (rank - 1) % P)]
         D = q.shape[-1]
         kk, vv, kpos = kv[..., :D], kv[..., D:2 * D], kv[0, 0, :, 2 * D].long()
-        o_s, lse_s = partial_attention(q, kk, vv, pos, kpos, causal)
+        o_s, lse_s = partial_attention(q, kk, vv, pos, kpos, causal, doc)
         o, lse = merge(o, lse, o_s, lse_s)
         if step < P - 1:
             for r in reqs:
@@ -129,10 +131,13 @@ def one_case(rank, P, args):
     q, k, v = (torch.rand(B, H, L, D, dtype=torch.float64) * 2 - 1 for _ in range(3))
     ranges = rank_chunks("ring" if args.strategy == "ulysses" else args.strategy, L, P, rank)
     pos = torch.cat([torch.arange(a, b) for a, b in ranges])
+    doc = None  # document d owns the positions of its length, in order
+    if args.docs:
+        doc = torch.repeat_interleave(torch.arange(len(args.docs)), torch.tensor(args.docs))
     if args.strategy == "ulysses":
         o, lse = ulysses_attention(q[:, :, pos], k[:, :, pos], v[:, :, pos], pos, L, args.causal)
     else:
-        o, lse = ring_attention(q[:, :, pos], k[:, :, pos], v[:, :, pos], pos, args.causal)
+        o, lse = ring_attention(q[:, :, pos], k[:, :, pos], v[:, :, pos], pos, args.causal, doc)
     gathered = [None] * P
     dist.all_gather_object(gathered, (pos, o, lse))
     if rank != 0:
@@ -141,10 +146,13 @@ def one_case(rank, P, args):
     LSE = torch.empty(B, H, L, dtype=q.dtype)
     for p, o_r, l_r in gathered:
         O[:, :, p], LSE[:, :, p] = o_r, l_r
-    want = F.scaled_dot_product_attention(q, k, v, is_causal=args.causal)
-    s = (q @ k.transpose(-1, -2)) / D ** 0.5
+    allowed = torch.ones(L, L, dtype=torch.bool)
     if args.causal:
-        s = s.masked_fill(torch.ones(L, L, dtype=torch.bool).triu(1), float("-inf"))
+        allowed &= torch.ones(L, L, dtype=torch.bool).tril()
+    if doc is not None:
+        allowed &= doc[:, None] == doc[None, :]
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+    s = ((q @ k.transpose(-1, -2)) / D ** 0.5).masked_fill(~allowed, float("-inf"))
     return (O - want).abs().max().item(), (LSE - torch.logsumexp(s, -1)).abs().max().item()
 
 
@@ -176,8 +184,10 @@ def run(ranks, cases, port=29611):
     return results
 
 
-def case(strategy, causal, B=1, H=3, L=37, D=16, seed=0):
-    return argparse.Namespace(strategy=strategy, causal=causal, B=B, H=H, L=L, D=D, seed=seed)
+def case(strategy, causal, B=1, H=3, L=37, D=16, seed=0, docs=None):
+    """One problem; docs: document lengths summing to L (ring and zigzag), or None."""
+    return argparse.Namespace(strategy=strategy, causal=causal, B=B, H=H, L=L, D=D, seed=seed,
+                              docs=docs)
 
 
 def main():
