@@ -14,7 +14,7 @@
 # Usage: benchmarks/gpu.sh [--steps LIST] [--quick]
 #   --steps   comma-separated, in this order (default all):
 #             build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,crossover,
-#             example08,decode,fp8,example10,v4,plots
+#             example08,decode,fp8,context_parallel,example10,v4,plots
 #             c: bench_attention --grid dense; torch: the SDPA backends and naive PyTorch on the
 #             same grid; fp32: examples 01/02 and FA2 v1 (fp32) at B=1 H=16 D=64; flex:
 #             FlexAttention (compiled once per shape: the slowest step); sparse: example 04's
@@ -41,6 +41,11 @@
 #             beside the 16-bit cache at the same points, and example 05's FP8 indexer beside
 #             the 16-bit one (examples/09_decode/bench_fp8.py, fp8.jsonl, fp8.md; not measured
 #             yet);
+#             context_parallel: example 11 on this one GPU, its ranks MPI processes sharing it
+#             (--backend mpi: ring, zigzag, Ulysses at 1, 2 and 4 ranks, causal, L 8K; the
+#             ranks' kernels share the GPU, so this checks and times the schedule, not a
+#             multi-GPU speedup); the NCCL backend needs one GPU per rank and runs only where
+#             nvidia-smi lists two or more (context_parallel.txt);
 #             example10: example 10's FlashAttention-3 versions (an sm_90 GPU: H100/H200;
 #             skipped elsewhere) at B 2, H 16, L 1k-16k, D 64/128, f16/bf16, causal or not
 #             (fa3.jsonl), beside SDPA's FlashAttention and cuDNN backends on the same shapes
@@ -60,7 +65,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
-steps="build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,crossover,example08,decode,fp8,example10,v4,plots"
+steps="build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,crossover,example08,decode,fp8,context_parallel,example10,v4,plots"
 quick=0
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -241,6 +246,33 @@ if has fp8; then
         echo "warning: bench_fp8 reported failures" >&2
     "$py" examples/09_decode/bench_fp8.py --table "$out/fp8.jsonl" >"$out/fp8.md" || true
     ran+=(fp8)
+fi
+
+if has context_parallel; then
+    say "context_parallel: example 11's ranks sharing this GPU over MPI (ring, zigzag, Ulysses; 1, 2, 4 ranks)"
+    cmake --build "$build" -j "$(nproc)" --target context_parallel_gpu >>"$out/.build.log" 2>&1 ||
+        { tail -50 "$out/.build.log"; exit 1; }
+    cpx="$build/examples/11_context_parallel/context_parallel_gpu"
+    cpL=8192
+    [ $quick -eq 1 ] && cpL=4096
+    : >"$out/context_parallel.txt"
+    for np in 1 2 4; do
+        for strategy in ring zigzag ulysses; do
+            "$cpx" --ranks $np --strategy $strategy --causal -B 1 -H 8 -L $cpL -D 64 --reps 3 \
+                >>"$out/context_parallel.txt" 2>&1 ||
+                echo "warning: context_parallel --ranks $np --strategy $strategy failed" >&2
+        done
+    done
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+    if [ "${gpus:-0}" -ge 2 ]; then
+        "$cpx" --ranks 2 --backend nccl --strategy zigzag --causal -B 1 -H 8 -L $cpL -D 64 \
+            --reps 3 >>"$out/context_parallel.txt" 2>&1 ||
+            echo "warning: context_parallel --backend nccl failed" >&2
+    else
+        echo "context_parallel: the NCCL backend needs one GPU per rank (>= 2 GPUs); this machine has ${gpus:-0}: not run" |
+            tee -a "$out/context_parallel.txt"
+    fi
+    ran+=(context_parallel)
 fi
 
 if has example10; then

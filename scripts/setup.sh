@@ -30,6 +30,9 @@ attn_need_build_tools() {
     command -v gcc >/dev/null || missing+=(gcc)
     command -v g++ >/dev/null || missing+=(g++)
     [ -f /usr/include/boost/context/detail/fcontext.hpp ] || missing+=(libboost-context-dev)
+    # example 11 (context parallelism) runs its ranks under Open MPI
+    command -v mpirun >/dev/null || missing+=(openmpi-bin)
+    command -v mpicc >/dev/null || missing+=(libopenmpi-dev)
     if [ "${1:-}" = python ]; then
         command -v python3 >/dev/null || missing+=(python3)
         python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
@@ -123,7 +126,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     done
     start=$SECONDS
     attn_need_build_tools $([ $python -eq 1 ] && echo python)
-    say "build tools: cmake, make, gcc, g++, Boost.Context present"
+    say "build tools: cmake, make, gcc, g++, Boost.Context, Open MPI present"
     if [ $python -eq 1 ]; then
         attn_need_venv
         [ $quality -eq 0 ] || attn_need_quality

@@ -1,0 +1,598 @@
+/* cp_run.c — example 11's plumbing (cp_run.h): the flags, the device and transport set-up, the
+ * seeded inputs every rank draws alike, the result gathered on rank 0 and checked there against
+ * the harness's double-precision references (attn_reference, attn_reference_backward) and against
+ * example 03's kernel on the whole problem on one device, and the per-rank work table. */
+#define _POSIX_C_SOURCE 200809L
+#include "cp_run.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "attn/check.h"
+#include "attn/cli.h"
+#include "attn/device.h"
+#include "attn/reference.h"
+#include "attn/tensor.h"
+#include "cp_ring.h"
+
+extern const attn_example flash2_fwd_example; /* example 03: its kernel 1, fa2_fp32 */
+extern const attn_example flash_bwd_example;  /* example 07: its kernel 2, fa2_fp32 backward */
+
+typedef struct cp_options {
+    cp_setup s;
+    int docs, doc_len[CP_MAX_DOCS]; /* --docs: the document lengths */
+    const char *backend;
+    double timeout_s;
+    int seed, reps;
+    bool quiet, backward;
+} cp_options;
+
+static const char cp_usage[] =
+    "usage: mpirun -np P context_parallel [flags]   or   context_parallel --ranks P [flags]\n"
+    "  --strategy S     ring (pass-KV, contiguous shards), zigzag (pass-KV, balanced causal\n"
+    "                   shards) or ulysses (all-to-all over heads); default ring\n"
+    "  -B, -H, -L, -D   batch, heads, sequence length (split over the P ranks), head dim\n"
+    "  --causal         causal attention (default: none)\n"
+    "  --backward       then the backward through the ring (ring, zigzag): dQ, dK, dV checked\n"
+    "  --docs N,N,...   a document mask (ring, zigzag): documents of these lengths, summing to\n"
+    "                   -L; a query sees keys of its own document only\n"
+    "  --backend NAME   mpi (any ranks, host staging) or nccl (one GPU per rank); default mpi\n"
+    "  --timeout S      seconds a rank waits for a transfer before it names the missing rank\n"
+    "                   and ends the job (default 60)\n"
+    "  --seed N         the inputs' seed (default 1)\n"
+    "  --reps N         run the forward N times; rank 0 prints its wall time per run (default 1)\n"
+    "  --fault K:R:S    plant a failure: rank R exits (K = die) or hangs (K = hang) at step S\n"
+    "  --plant BUG      a planted bug the checks must catch: no-merge, no-skip\n"
+    "  --quiet          the checks' lines only\n";
+
+void cp_transfer_failed(const cp_transport *t, int rc, int step, int peer, const char *what,
+                        bool sent) {
+    char who[32], at[32];
+    snprintf(who, sizeof who, peer >= 0 ? "rank %d" : "every rank", peer);
+    snprintf(at, sizeof at, step >= 0 ? "step %d" : "gather", step);
+    if (rc != CP_TIMEOUT)
+        fprintf(stderr, "error: rank %d: %s: the %s %s %s failed (%s)\n", t->rank, at, what,
+                sent ? "sent to" : "from", who, t->name);
+    else if (sent)
+        fprintf(stderr,
+                "error: rank %d: %s: %s did not take the %s sent to it within %g s (it died or "
+                "hangs)\n",
+                t->rank, at, who, what, t->timeout_s);
+    else
+        fprintf(stderr, "error: rank %d: %s: no %s from %s within %g s (it died or hangs)\n",
+                t->rank, at, what, who, t->timeout_s);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+    exit(3);
+}
+
+void cp_fault_point(const cp_transport *t, const cp_fault *f, int step) {
+    if (f->kind == CP_FAULT_NONE || f->rank != t->rank || f->step != step)
+        return;
+    fprintf(stderr, "rank %d: %s at step %d (planted by --fault)\n", t->rank,
+            f->kind == CP_FAULT_DIE ? "exits" : "stops answering", step);
+    fflush(stderr);
+    if (f->kind == CP_FAULT_DIE)
+        _exit(3);
+    for (;;)
+        sleep(1); /* until mpirun ends the job */
+}
+
+static int cp_parse_fault(const char *s, cp_fault *f, char *err, size_t len) {
+    char kind[8];
+    int n = 0;
+    if (sscanf(s, "%7[a-z]:%d:%d%n", kind, &f->rank, &f->step, &n) == 3 && s[n] == '\0' &&
+        f->rank >= 0 && f->step >= 0) {
+        if (strcmp(kind, "die") == 0)
+            f->kind = CP_FAULT_DIE;
+        else if (strcmp(kind, "hang") == 0)
+            f->kind = CP_FAULT_HANG;
+        if (f->kind != CP_FAULT_NONE)
+            return 0;
+    }
+    snprintf(err, len, "error: --fault takes die:RANK:STEP or hang:RANK:STEP (got '%s')", s);
+    return ATTN_EXIT_USAGE;
+}
+
+/* The flags; 0, or ATTN_EXIT_USAGE with one line in err. Every rank parses the same argv. */
+static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size_t len) {
+    int B = 1, H = 2, L = 64, D = 32;
+    memset(o, 0, sizeof *o);
+    o->backend = "mpi";
+    o->timeout_s = 60.0;
+    o->seed = 1;
+    o->reps = 1;
+    bool causal = false;
+    for (int i = 1; i < argc; ++i) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int rc = 0;
+        if (strcmp(a, "--causal") == 0) {
+            causal = true;
+            continue;
+        }
+        if (strcmp(a, "--backward") == 0) {
+            o->backward = true;
+            continue;
+        }
+        if (strcmp(a, "--quiet") == 0) {
+            o->quiet = true;
+            continue;
+        }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            snprintf(err, len, "help");
+            return -1;
+        }
+        if (!v) {
+            snprintf(err, len, "error: unknown flag or missing value: '%s' (--help lists them)", a);
+            return ATTN_EXIT_USAGE;
+        }
+        ++i;
+        if (strcmp(a, "--ranks") == 0) {
+            int n = 0;
+            if ((rc = attn_cli_parse_int(a, v, 1, &n, err, len)) == 0 && n != P) {
+                snprintf(err, len, "error: --ranks %d under mpirun -np %d (give one of them)", n,
+                         P);
+                return ATTN_EXIT_USAGE;
+            }
+        } else if (strcmp(a, "-B") == 0)
+            rc = attn_cli_parse_int(a, v, 1, &B, err, len);
+        else if (strcmp(a, "-H") == 0)
+            rc = attn_cli_parse_int(a, v, 1, &H, err, len);
+        else if (strcmp(a, "-L") == 0)
+            rc = attn_cli_parse_int(a, v, 1, &L, err, len);
+        else if (strcmp(a, "-D") == 0)
+            rc = attn_cli_parse_int(a, v, 1, &D, err, len);
+        else if (strcmp(a, "--reps") == 0)
+            rc = attn_cli_parse_int(a, v, 1, &o->reps, err, len);
+        else if (strcmp(a, "--seed") == 0)
+            rc = attn_cli_parse_int(a, v, 0, &o->seed, err, len);
+        else if (strcmp(a, "--timeout") == 0)
+            rc = attn_cli_parse_real(a, v, &o->timeout_s, err, len);
+        else if (strcmp(a, "--backend") == 0)
+            o->backend = v;
+        else if (strcmp(a, "--plant") == 0) {
+            if (strcmp(v, "no-merge") == 0)
+                o->s.plant = CP_PLANT_NO_MERGE;
+            else if (strcmp(v, "no-skip") == 0)
+                o->s.plant = CP_PLANT_NO_SKIP;
+            else {
+                snprintf(err, len, "error: --plant takes no-merge or no-skip (got '%s')", v);
+                return ATTN_EXIT_USAGE;
+            }
+        } else if (strcmp(a, "--docs") == 0)
+            rc = attn_cli_parse_counts(a, v, o->doc_len, CP_MAX_DOCS, &o->docs, err, len);
+        else if (strcmp(a, "--fault") == 0)
+            rc = cp_parse_fault(v, &o->s.fault, err, len);
+        else if (strcmp(a, "--strategy") == 0) {
+            if (cp_strategy_parse(v, &o->s.strategy) != 0) {
+                snprintf(err, len, "error: --strategy takes ring, zigzag or ulysses (got '%s')", v);
+                return ATTN_EXIT_USAGE;
+            }
+        } else {
+            snprintf(err, len, "error: unknown flag '%s' (--help lists them)", a);
+            return ATTN_EXIT_USAGE;
+        }
+        if (rc)
+            return rc;
+    }
+    if (P > L) {
+        snprintf(err, len, "error: %d ranks need at least %d positions to share (got -L %d)", P, P,
+                 L);
+        return ATTN_EXIT_USAGE;
+    }
+    long long doc_sum = 0;
+    for (int d = 0; d < o->docs; ++d)
+        doc_sum += o->doc_len[d];
+    if (o->docs && doc_sum != L) {
+        snprintf(err, len, "error: --docs lengths sum to %lld, not -L %d", doc_sum, L);
+        return ATTN_EXIT_USAGE;
+    }
+    if (o->docs && o->s.strategy == CP_ULYSSES) {
+        snprintf(err, len, "error: --docs runs through the ring: --strategy ring or zigzag");
+        return ATTN_EXIT_USAGE;
+    }
+    cp_set_documents(o->doc_len, o->docs);
+    if (o->backward && o->s.strategy == CP_ULYSSES) {
+        snprintf(err, len, "error: --backward runs through the ring: --strategy ring or zigzag");
+        return ATTN_EXIT_USAGE;
+    }
+    attn_problem_init(&o->s.p, B, H, L, L, D);
+    o->s.p.causal = causal;
+    o->s.fwd = attn_example_find(&flash2_fwd_example, 1);
+    o->s.bwd = attn_example_find(&flash_bwd_example, 2);
+    char why[256];
+    if (attn_kernel_supports(o->s.fwd, &o->s.p, !attn_on_simulator(), why, sizeof why) != 0 ||
+        (o->backward &&
+         attn_kernel_supports(o->s.bwd, &o->s.p, !attn_on_simulator(), why, sizeof why) != 0)) {
+        snprintf(err, len, "error: %s", why);
+        return ATTN_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* Rank 0 receives every rank's fields and work; the others send theirs. A field is one
+ * [B, H, len, width] device tensor per chunk (the result's O and LSE, the gradients). */
+#define CP_MAX_FIELDS 3
+typedef struct cp_field {
+    const float *dev[CP_MAX_CHUNKS]; /* this rank's, per chunk */
+    int width;
+    float *host; /* rank 0: the whole [B, H, L, width] */
+} cp_field;
+
+typedef struct cp_gathered {
+    cp_field f[CP_MAX_FIELDS];
+    int n;
+    double *work; /* rank 0: [P][3]: entries, steps computed, steps skipped */
+} cp_gathered;
+
+static void cp_gathered_free(cp_gathered *g) {
+    for (int i = 0; i < g->n; ++i)
+        free(g->f[i].host);
+    free(g->work);
+    memset(g, 0, sizeof *g);
+}
+
+/* Posts the n transfers started (rc: how starting them went) and waits for each. */
+static int cp_post_wait(cp_transport *t, cp_request *req, int n, int rc) {
+    if (rc == CP_OK)
+        rc = t->post(t);
+    for (int i = 0; rc == CP_OK && i < n; ++i)
+        rc = t->wait(t, &req[i]);
+    return rc;
+}
+
+static int cp_gather(cp_transport *t, const cp_setup *s, const cp_result *r, cp_gathered *g) {
+    const int P = t->size, BH = s->p.B * s->p.H, L = s->p.Lq;
+    double mine[3] = {r->entries, r->steps_computed, r->steps_skipped};
+    double *dwork = attn_device_alloc(sizeof mine);
+    if (!dwork || attn_to_device(dwork, mine, sizeof mine))
+        return 1;
+    if (t->rank != 0) {
+        cp_request req[1 + CP_MAX_CHUNKS * CP_MAX_FIELDS];
+        int n = 0, rc = t->isend(t, dwork, sizeof mine, 0, &req[n++]);
+        for (int c = 0; c < r->nchunks; ++c)
+            for (int i = 0; rc == CP_OK && i < g->n; ++i)
+                rc = t->isend(t, g->f[i].dev[c],
+                              (size_t)BH * r->chunk[c].len * g->f[i].width * sizeof(float), 0,
+                              &req[n++]);
+        if ((rc = cp_post_wait(t, req, n, rc)) != CP_OK)
+            cp_transfer_failed(t, rc, -1, 0, "result", true);
+        attn_device_free(dwork);
+        return 0;
+    }
+    g->work = malloc((size_t)P * 3 * sizeof(double));
+    size_t most = 1;
+    for (int i = 0; i < g->n; ++i) {
+        g->f[i].host = malloc((size_t)BH * L * g->f[i].width * sizeof(float));
+        if (!g->f[i].host)
+            return 1;
+        most += (size_t)BH * ((L + P - 1) / P + 1) * g->f[i].width;
+    }
+    float *tmp = attn_device_alloc(most * sizeof(float)), *host = malloc(most * sizeof(float));
+    if (!g->work || !tmp || !host)
+        return 1;
+    memcpy(g->work, mine, sizeof mine);
+    for (int src = 0; src < P; ++src) {
+        cp_chunk ch[CP_MAX_CHUNKS];
+        const int nc = cp_rank_chunks(s->strategy, L, P, src, ch);
+        cp_request req[1 + CP_MAX_FIELDS];
+        for (int c = -1; c < nc; ++c) { /* c = -1: the work counts */
+            const size_t rows = c < 0 ? 0 : (size_t)BH * ch[c].len;
+            const float *dev[CP_MAX_FIELDS];
+            size_t at[CP_MAX_FIELDS], end = 0;
+            for (int i = 0; c >= 0 && i < g->n; ++i) {
+                at[i] = end;
+                end += rows * g->f[i].width;
+                dev[i] = src ? tmp + at[i] : g->f[i].dev[c];
+            }
+            if (src) {
+                int n = 0, rc = c < 0 ? t->irecv(t, dwork, sizeof mine, src, &req[n++]) : CP_OK;
+                for (int i = 0; c >= 0 && rc == CP_OK && i < g->n; ++i)
+                    rc = t->irecv(t, tmp + at[i], rows * g->f[i].width * sizeof(float), src,
+                                  &req[n++]);
+                if ((rc = cp_post_wait(t, req, n, rc)) != CP_OK)
+                    cp_transfer_failed(t, rc, -1, src, "result", false);
+            }
+            if (c < 0) {
+                if (src && attn_to_host(g->work + 3 * src, dwork, sizeof mine))
+                    return 1;
+                continue;
+            }
+            for (int i = 0; i < g->n; ++i) {
+                if (rows && attn_to_host(host, dev[i], rows * g->f[i].width * sizeof(float)))
+                    return 1;
+                cp_unslice(g->f[i].host, host, BH, L, g->f[i].width, ch[c]);
+            }
+        }
+    }
+    attn_device_free(tmp);
+    attn_device_free(dwork);
+    free(host);
+    return 0;
+}
+
+/* Example 03's kernel on the whole problem on one device: the result the ranks must agree with. */
+static int cp_one_device(const cp_setup *s, const attn_host_inputs *in, float *o, float *lse) {
+    const attn_problem *p = &s->p;
+    const size_t nq = attn_problem_q_elems(p), nk = attn_problem_k_elems(p);
+    float *d = attn_device_alloc((nq * 2 + nk * 2 + attn_problem_lse_elems(p)) * sizeof(float));
+    if (!d || attn_to_device(d, in->q, nq * sizeof(float)) ||
+        attn_to_device(d + nq, in->k, nk * sizeof(float)) ||
+        attn_to_device(d + nq + nk, in->v, nk * sizeof(float)))
+        return 1;
+    attn_buffers b;
+    memset(&b, 0, sizeof b);
+    b.q = d;
+    b.k = d + nq;
+    b.v = d + nq + nk;
+    b.o = d + nq + 2 * nk;
+    b.lse = d + 2 * nq + 2 * nk;
+    s->fwd->launch(p, &b, 0);
+    if (attn_cuda_report(cudaDeviceSynchronize(), s->fwd->name, __FILE__, __LINE__) ||
+        attn_to_host(o, b.o, nq * sizeof(float)) ||
+        attn_to_host(lse, b.lse, attn_problem_lse_elems(p) * sizeof(float)))
+        return 1;
+    attn_device_free(d);
+    return 0;
+}
+
+static double cp_max_diff(const float *a, const float *b, size_t n) {
+    double m = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+        const double d = a[i] == b[i] ? 0.0 : (double)a[i] - (double)b[i]; /* -inf == -inf */
+        m = d < 0 ? (-d > m ? -d : m) : (d > m ? d : m);
+    }
+    return m;
+}
+
+/* The reference's document mask: query i and key j of the same document (cp_options.doc_len). */
+static int cp_same_document(const void *ctx, int b, int h, int i, int j) {
+    const cp_options *o = (const cp_options *)ctx;
+    (void)b, (void)h;
+    int start = 0;
+    for (int d = 0; d < o->docs; ++d) {
+        const int end = start + o->doc_len[d];
+        if (i < end)
+            return j >= start && j < end;
+        start = end;
+    }
+    return 0;
+}
+
+/* The reference's mask: the documents, or none. */
+static const attn_mask *cp_mask(const cp_options *o, attn_mask *m) {
+    if (!o->docs)
+        return NULL;
+    memset(m, 0, sizeof *m);
+    m->kind = ATTN_MASK_PREDICATE;
+    m->keep = cp_same_document;
+    m->ctx = o;
+    return m;
+}
+
+/* The work each rank did, measured (the entries of the problems it launched, its computed and
+ * skipped steps), against cp_layout's count of what its layout gives it. true if they agree. */
+static bool cp_work_table(const cp_options *o, int P, const double *work, const char *what) {
+    const attn_problem *p = &o->s.p;
+    bool ok = true;
+    double total = 0.0, most = 0.0;
+    for (int r = 0; r < P; ++r)
+        total += work[3 * r];
+    if (!o->quiet)
+        printf("%s: rank  score entries  share   steps computed  skipped\n", what);
+    for (int r = 0; r < P; ++r) {
+        const cp_work w = cp_rank_work(o->s.strategy, p->Lq, p->H, P, r, p->causal);
+        const double e = work[3 * r];
+        ok = ok && e == w.entries * p->B && (int)work[3 * r + 1] == w.steps_computed &&
+             (int)work[3 * r + 2] == w.steps_skipped;
+        most = e > most ? e : most;
+        if (!o->quiet)
+            printf("%*d  %13.0f  %5.1f%%  %14d  %7d\n", (int)strlen(what) + 6, r, e,
+                   total > 0 ? 100.0 * e / total : 0.0, (int)work[3 * r + 1], (int)work[3 * r + 2]);
+    }
+    printf("%s work: busiest rank %.2fx the mean; %s\n", what, total > 0 ? most * P / total : 1.0,
+           ok ? "every rank did the work its layout gives it"
+              : "FAIL: a rank's work differs from its layout's count (cp_layout.c)");
+    return ok;
+}
+
+/* The forward's checks, on rank 0. true if every check passes. */
+static bool cp_report(const cp_options *o, int P, const attn_host_inputs *in,
+                      const cp_gathered *g) {
+    const attn_problem *p = &o->s.p;
+    const size_t nq = attn_problem_q_elems(p), nl = attn_problem_lse_elems(p);
+    float *ref = malloc((nq + nl) * sizeof(float)), *one = malloc((nq + nl) * sizeof(float));
+    attn_mask m;
+    if (!ref || !one ||
+        attn_reference(p, cp_mask(o, &m), in->q, in->k, in->v, ref, ref + nq) != 0 ||
+        (!o->docs && cp_one_device(&o->s, in, one, one + nq)))
+        return false;
+    printf("%s, %d rank(s), backend %s: B=%d H=%d L=%d D=%d%s, %s's %s per step\n",
+           cp_strategy_name(o->s.strategy), P, o->backend, p->B, p->H, p->Lq, p->D,
+           p->causal ? " causal" : "", flash2_fwd_example.name, o->s.fwd->name);
+    const float *out = g->f[0].host, *lse = g->f[1].host;
+    const attn_check_result co = attn_check_output(p, out, ref, NULL, 1.0);
+    const attn_check_result cl = attn_check_lse_at(p, lse, ref + nq, 1.0);
+    attn_check_print(stdout, "output vs the fp64 reference", &co);
+    attn_check_print(stdout, "LSE vs the fp64 reference", &cl);
+    if (o->docs)
+        printf("%d documents: each ring step's pairs of two documents skipped (the one-device "
+               "kernel has no document mask: compared with the reference only)\n",
+               o->docs);
+    else
+        printf("max |%d ranks - one device|: output %.3g, LSE %.3g\n", P, cp_max_diff(out, one, nq),
+               cp_max_diff(lse, one + nq, nl));
+    const bool work_ok = cp_work_table(o, P, g->work, "forward");
+    free(ref);
+    free(one);
+    return co.pass && cl.pass && work_ok;
+}
+
+/* The backward's checks, on rank 0: each gradient against the harness's fp64 backward. */
+static bool cp_report_backward(const cp_options *o, int P, const attn_host_inputs *in,
+                               const float *dout, const cp_gathered *g) {
+    const attn_problem *p = &o->s.p;
+    const size_t n = attn_problem_q_elems(p);
+    float *mem = malloc(6 * n * sizeof(float));
+    if (!mem)
+        return false;
+    attn_grads ref = {mem, mem + n, mem + 2 * n}, tol = {mem + 3 * n, mem + 4 * n, mem + 5 * n};
+    attn_mask m;
+    if (attn_reference_backward(p, cp_mask(o, &m), in->q, in->k, in->v, dout, NULL, &ref, NULL,
+                                &tol) != 0)
+        return false;
+    printf("backward through the ring: example 07's %s per pair, dK and dV travelling with "
+           "their shard\n",
+           o->s.bwd->name);
+    static const char *const names[3] = {"dQ", "dK", "dV"};
+    const float *want[3] = {ref.dq, ref.dk, ref.dv}, *bound[3] = {tol.dq, tol.dk, tol.dv};
+    bool pass = true;
+    for (int i = 0; i < 3; ++i) {
+        const attn_grad_check c =
+            attn_check_gradient(p, i == 0, g->f[i].host, want[i], bound[i], NULL, n);
+        printf("%s vs the fp64 reference: %s %zu checked, %zu bad, worst error %.2g of its bound",
+               names[i], c.bad == 0 ? "PASS" : "FAIL", c.checked, c.bad, c.ratio);
+        if (c.first >= 0)
+            printf("; first at (b=%d,h=%d,i=%d,d=%d): got %g want %g", c.b, c.h, c.i, c.d,
+                   c.first_got, c.first_want);
+        printf("\n");
+        pass = pass && c.bad == 0;
+    }
+    free(mem);
+    return cp_work_table(o, P, g->work, "backward") && pass;
+}
+
+void cp_relaunch(int argc, char **argv) {
+    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE"))
+        return; /* already one of mpirun's ranks */
+    int at = 0;
+    for (int i = 1; i + 1 < argc; ++i)
+        if (strcmp(argv[i], "--ranks") == 0)
+            at = i;
+    if (!at)
+        return;
+    char **args = calloc((size_t)argc + 8, sizeof *args);
+    if (!args)
+        exit(ATTN_EXIT_USAGE);
+    int n = 0;
+    args[n++] = (char *)CP_MPIEXEC;
+    args[n++] = (char *)"--oversubscribe"; /* more ranks than cores: the simulator's runs */
+    args[n++] = (char *)"-np";
+    args[n++] = argv[at + 1];
+    for (int i = 0; i < argc; ++i)
+        if (i != at && i != at + 1)
+            args[n++] = argv[i];
+    /* Open MPI refuses root unless told (its documented variables): a container's CI runs as
+     * root, and so does the tour there */
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+    /* shared memory by plain copies: containers often forbid cross-memory attach */
+    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
+    fflush(stdout);
+    execv(CP_MPIEXEC, args);
+    fprintf(stderr, "error: --ranks: cannot start %s\n", CP_MPIEXEC);
+    exit(ATTN_EXIT_USAGE);
+}
+
+int cp_main(int argc, char **argv) {
+    int rank, P;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &P);
+    cp_options o;
+    char err[512];
+    int rc = cp_parse(argc, argv, P, &o, err, sizeof err);
+    if (rc == -1) {
+        if (rank == 0)
+            fputs(cp_usage, stdout);
+        return 0;
+    }
+    if (rc) {
+        if (rank == 0)
+            fprintf(stderr, "%s\n", err);
+        return rc;
+    }
+    attn_device_info info;
+    if ((rc = attn_device_init(&info, err, sizeof err)) != 0) {
+        if (rank == 0)
+            fprintf(stderr, "%s: %s\n", rc == ATTN_EXIT_NO_GPU ? "SKIP" : "error", err);
+        return rc;
+    }
+    /* after the device: NCCL then picks this rank's GPU (attn_device_init takes device 0) */
+    cp_transport *t = cp_transport_open(o.backend, o.timeout_s, err, sizeof err, &rc);
+    if (!t) {
+        if (rank == 0)
+            fprintf(stderr, "%s: %s\n", rc == ATTN_EXIT_NO_GPU ? "SKIP" : "error", err);
+        return rc;
+    }
+    attn_host_inputs in;
+    cp_result r, rb;
+    cp_grads grads;
+    cp_gathered g, gb;
+    memset(&g, 0, sizeof g);
+    memset(&gb, 0, sizeof gb);
+    float *dout = NULL;
+    int failed = attn_host_inputs_make(&in, &o.s.p, (uint64_t)o.seed, 1.0f) != 0;
+    double seconds = 0.0;
+    for (int rep = 0; !failed && rep < o.reps; ++rep) {
+        if (rep)
+            cp_result_free(&r);
+        failed = t->barrier(t) != CP_OK; /* the ranks start together */
+        const double t0 = cp_now();
+        failed = failed || cp_forward(t, &o.s, &in, &r) != 0;
+        seconds += cp_now() - t0;
+    }
+    g.n = 2;
+    for (int c = 0; !failed && c < r.nchunks; ++c) {
+        g.f[0].dev[c] = r.o[c], g.f[0].width = o.s.p.D;
+        g.f[1].dev[c] = r.lse[c], g.f[1].width = 1;
+    }
+    failed = failed || cp_gather(t, &o.s, &r, &g) != 0;
+    if (!failed && o.backward) { /* the loss sum(dO * O), dO seeded as example 07's (stream 3) */
+        dout = malloc(attn_problem_q_elems(&o.s.p) * sizeof(float));
+        failed = !dout;
+        if (dout)
+            attn_fill_uniform(dout, attn_problem_q_elems(&o.s.p), (uint64_t)o.seed, 3, 1.0f,
+                              o.s.p.dtype);
+        failed = failed || cp_backward(t, &o.s, &in, dout, &r, &rb, &grads) != 0;
+        gb.n = 3;
+        for (int c = 0; !failed && c < r.nchunks; ++c) {
+            gb.f[0].dev[c] = grads.dq[c], gb.f[1].dev[c] = grads.dk[c];
+            gb.f[2].dev[c] = grads.dv[c];
+            for (int i = 0; i < 3; ++i)
+                gb.f[i].width = o.s.p.D;
+        }
+        failed = failed || cp_gather(t, &o.s, &rb, &gb) != 0;
+    }
+    if (failed) {
+        fprintf(stderr, "error: rank %d: the run failed (the line above says why)\n", rank);
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+        return 1;
+    }
+    if (rank == 0 && !o.quiet)
+        printf("time per forward on rank 0: %.3g ms over %d run(s) (wall clock, transfers "
+               "included%s)\n",
+               1e3 * seconds / o.reps, o.reps,
+               attn_on_simulator() ? "; the simulator's CPU time, not a GPU's" : "");
+    bool pass = true;
+    if (rank == 0) {
+        pass = cp_report(&o, P, &in, &g);
+        if (o.backward)
+            pass = cp_report_backward(&o, P, &in, dout, &gb) && pass;
+        printf("%s\n", pass ? "PASS" : "FAIL");
+    }
+    if (o.backward) {
+        cp_grads_free(&grads);
+        cp_result_free(&rb);
+    }
+    cp_result_free(&r);
+    attn_host_inputs_free(&in);
+    cp_gathered_free(&g);
+    cp_gathered_free(&gb);
+    free(dout);
+    t->close(t);
+    return pass ? 0 : 1;
+}

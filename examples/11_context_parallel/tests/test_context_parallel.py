@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""test_context_parallel.py — checks of example 11's PyTorch reference (context_parallel.py):
+ring attention (contiguous and zigzag shards) and the Ulysses all-to-all over 1 to 4 gloo
+processes, causal and not, L = 37 (no rank count above 1 divides it; at 4 ranks a zigzag chunk
+is 4 or 5 positions, and Ulysses' H = 3 leaves a rank without a head), gathered and compared in
+double precision with scaled_dot_product_attention (the output) and logsumexp (the LSE) of the
+whole problem in one process (and, for ring and zigzag, under a document mask: SDPA with the
+same mask); and the LSE merge alone: splitting the keys anywhere and merging
+gives the unsplit result, in either order."""
+import importlib.util
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tests", "python"))
+import attn_testing as T  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("context_parallel",
+                                               os.path.join(HERE, "..", "context_parallel.py"))
+cp = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(cp)
+
+
+def check_merge(c):
+    torch.manual_seed(1)
+    q, k, v = (torch.rand(2, 5, 30, 8, dtype=torch.float64) for _ in range(3))
+    pos = torch.arange(30)
+    o, lse = cp.partial_attention(q, k, v, pos, pos, True)
+    for cut in (0, 1, 17, 29, 30):
+        a = cp.partial_attention(q, k[:, :, :cut], v[:, :, :cut], pos, pos[:cut], True)
+        b = cp.partial_attention(q, k[:, :, cut:], v[:, :, cut:], pos, pos[cut:], True)
+        for first, second, order in ((a, b, "a then b"), (b, a, "b then a")):
+            om, lm = cp.merge(*first, *second)
+            c.close(om, o, 1e-12, 0, f"merge at key {cut}, {order}: output")
+            c.close(lm, lse, 1e-12, 0, f"merge at key {cut}, {order}: LSE")
+    # the check sees a wrong merge: the two halves averaged instead of weighted by their LSEs
+    a = cp.partial_attention(q, k[:, :, :17], v[:, :, :17], pos, pos[:17], True)
+    b = cp.partial_attention(q, k[:, :, 17:], v[:, :, 17:], pos, pos[17:], True)
+    wrong = torch.where(torch.isinf(b[1])[..., None], a[0], (a[0] + b[0]) / 2)
+    c.expect((wrong - o).abs().max() > 1e-3, "a merge without the LSE weights differs from it")
+
+
+def check_ranks(c):
+    cases = [cp.case(s, causal) for s in ("ring", "zigzag", "ulysses") for causal in (False, True)]
+    cases += [cp.case(s, True, docs=[5, 20, 1, 11]) for s in ("ring", "zigzag")]
+    for ranks in (1, 2, 3, 4):
+        for cs, (err_o, err_l) in zip(cases, cp.run(ranks, cases, port=29611 + ranks)):
+            what = (f"{cs.strategy}{' causal' if cs.causal else ''}"
+                    f"{f' documents {cs.docs}' if cs.docs else ''}, {ranks} rank(s)")
+            c.expect(err_o < 1e-12, f"{what}: max |O - SDPA| {err_o:.2e}")
+            c.expect(err_l < 1e-12, f"{what}: max |LSE - logsumexp| {err_l:.2e}")
+
+
+if __name__ == "__main__":
+    sys.exit(T.main(__doc__, [check_merge, check_ranks]))
