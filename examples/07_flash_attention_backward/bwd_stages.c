@@ -32,7 +32,7 @@
 #include "attn/device.h"
 #include "attn/reference.h"
 #include "attn/tensor.h"
-#include "deepseek_sparse.h" /* example 05: ds_row_q, ds_selection_csr */
+#include "deepseek_sparse.h" /* example 05: ds_selection_csr */
 #include "flash_bwd.h"
 
 static bwd_state *of(void *state) { return (bwd_state *)state; }
@@ -112,7 +112,7 @@ static int load_selection(bwd_state *s, char *why, size_t len) {
     s->sel = xmalloc((size_t)rows * s->k_eff * sizeof(int32_t));
     for (int b = 0; s->sel && b < p->B; ++b)
         for (int i = 0; i < attn_problem_seq_q(p, b); ++i) {
-            const int64_t r = ds_row_q(p, b, i);
+            const int64_t r = attn_problem_token_index(p, true, b, i);
             const int n = attn_problem_row_keys(p, b, i);
             for (int t = 0; t < s->k_eff; ++t) {
                 const float x = vals[r * s->k_eff + t];

@@ -67,7 +67,7 @@ typedef struct bwd_workspace {
 
 /* A seeded selection in example 05's format: for each query (packed row r of sequence b,
  * position i), min(K, n) distinct keys drawn uniformly from the n keys it sees (causality),
- * ascending, then -1. sel: [rows_q, K], rows as example 05's ds_row_q. */
+ * ascending, then -1. sel: [rows_q, K], rows as attn_problem_token_index. */
 void bwd_random_selection(const attn_problem *p, int K, uint64_t seed, int32_t *sel);
 
 /* ---- the stages on the one driver (bwd_stages.c; attn/example.h) ---------------------------- */
