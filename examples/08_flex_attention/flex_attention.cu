@@ -29,7 +29,7 @@
  * against the reference on the rotated inputs.
  *
  * Sections: CPU reference | kernels | launchers | registry. The modifications: flex_mods.cuh; the
- * flags, inputs and report: flex_module.c; main() is in main.c.
+ * flags, inputs and report: flex_module.c (flex_spec.c, flex_reference.c); main() is in main.c.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -100,7 +100,7 @@ template <class Mask> struct flex_is_all : std::is_same<Mask, flex_all> {};
  * the modification as its mask: keep() is the mask_mod, score() the score_mod, the very functors
  * the kernels inline (called here with F = double), except where a functor holds arithmetic
  * a test could not otherwise tell wrong: ALiBi's score_mod and slopes, and RoPE's rotation of the
- * inputs, are the reference's own (flex_module.c, written from the published definitions).
+ * inputs, are the reference's own (flex_reference.c, written from the published definitions).
  * Causality is part of the mask_mod, so the
  * problem itself is not causal. fp16/bf16 are judged by FlashAttention's 2x rule against
  * attn_reference_lowp under the same mask (attn/check.h). */
