@@ -5,6 +5,7 @@
  */
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -345,3 +346,63 @@ void ds_release(void *state) {
     attn_stage_reference_free(&s->ref);
     attn_stage_reference_free(&s->dense_ref);
 }
+
+/* ---- the module ------------------------------------------------------------------------------ */
+
+static const attn_stage ds_stages[] = {
+    [DS_STAGE_INDEXER] = {.name = "indexer",
+                          .chunked = true,
+                          .clear = ds_clear_logits,
+                          .check = ds_check_indexer},
+    [DS_STAGE_TOPK] = {.name = "top-k",
+                       .chunked = true,
+                       .clear = ds_clear_selection,
+                       .check = ds_check_topk},
+    [DS_STAGE_ATTENTION] = {.name = "attention",
+                            .prepare = ds_prepare_attention,
+                            .clear = ds_clear_output,
+                            .check = ds_check_attention},
+};
+
+#define OPT(field) offsetof(ds_options, field)
+static const attn_option ds_option_table[] = {
+    {"--topk", "K", "keys kept per query (k >= the keys a query sees: all of them)",
+     ATTN_OPTION_INT, OPT(topk), 1, INT_MAX, NULL, "64", "2048"},
+    {"--index-heads", "N", "indexer heads H_I: 16, 32, 48 or 64", ATTN_OPTION_INT, OPT(index_heads),
+     16, DS_MAX_INDEX_HEADS, NULL, "16", "64"},
+    {"--index-dim", "N", "indexer head dimension D_I: 64 or 128", ATTN_OPTION_INT, OPT(index_dim),
+     64, 128, NULL, "64", "128"},
+    {"--chunk", "N", "query positions per indexer chunk (0: as many as 1 GiB of logits holds)",
+     ATTN_OPTION_INT, OPT(chunk), 0, INT_MAX, NULL, "0", NULL},
+    {"--scores", "KIND",
+     "top-k input: the indexer's scores, or synthetic rows: equal (all 1), neginf (all -inf), "
+     "large (+-3e38), ties (4 distinct values)",
+     ATTN_OPTION_CHOICE, OPT(scores), 0, 0, "indexer|equal|neginf|large|ties", "indexer", NULL},
+    {"--corrupt-scale", "F",
+     "multiply the first key's FP8 scale by F after indexer_fp8's quantization (a test: its "
+     "checks must fail)",
+     ATTN_OPTION_TEXT, OPT(corrupt_scale_text), 0, 0, NULL, NULL, NULL},
+    {"--corrupt-index", "V",
+     "write V into the first slot of query 0's selection on the device after the top-k stage "
+     "(a test: attention must refuse an invalid index, and fail on a valid wrong one)",
+     ATTN_OPTION_TEXT, OPT(corrupt_text), 0, 0, NULL, NULL, NULL},
+};
+#undef OPT
+
+const attn_module ds_module = {
+    .options = ds_option_table,
+    .num_options = (int)(sizeof ds_option_table / sizeof ds_option_table[0]),
+    .options_size = sizeof(ds_options),
+    .state_size = sizeof(ds_state),
+    .prepare = ds_prepare,
+    .verdict = ds_verdict,
+    .banner = ds_banner,
+    .stages = ds_stages,
+    .num_stages = (int)(sizeof ds_stages / sizeof ds_stages[0]),
+    .setup = ds_setup,
+    .flops = ds_flops,
+    .record_json = ds_record_json,
+    .dump = ds_dump,
+    .after_table = ds_after_table,
+    .release = ds_release,
+};

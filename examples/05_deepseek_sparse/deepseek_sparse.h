@@ -138,11 +138,14 @@ void ds_selection_csr(const attn_problem *p, int topk, const int32_t *sel, int64
 
 /* ---- the run and the stages on the one driver (deepseek_run.c, deepseek_stages.c) ---------- */
 
+/* The stages, in order (attn_kernel.stage). */
+enum { DS_STAGE_INDEXER, DS_STAGE_TOPK, DS_STAGE_ATTENTION };
+
 /* --scores: the top-k stage's input: the indexer's scores, or a synthetic row kind */
 enum { DS_SCORES_INDEXER, DS_SCORES_EQUAL, DS_SCORES_NEGINF, DS_SCORES_LARGE, DS_SCORES_TIES };
 extern const char *const ds_score_kinds[]; /* their names, in that order */
 
-/* The example's flags (the option table in deepseek_sparse.cu's registry). */
+/* The example's flags (the option table: deepseek_run.c). */
 typedef struct ds_options {
     int topk, index_heads, index_dim, chunk; /* chunk 0: as many rows as fit 1 GiB of logits */
     int scores;                              /* DS_SCORES_* */

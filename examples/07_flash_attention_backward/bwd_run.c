@@ -4,6 +4,7 @@
  * stages and their checks are in bwd_stages.c, the tensor files in bwd_files.c.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -359,3 +360,56 @@ void bwd_release(void *state) {
     if (s->sparse_on)
         attn_sparse_free(&s->sparse);
 }
+
+/* ---- the module ------------------------------------------------------------------------------ */
+
+static const attn_stage bwd_stages[] = {
+    [BWD_STAGE_FORWARD] = {.name = "forward",
+                           .prepare = bwd_prepare_forward,
+                           .clear = bwd_clear_forward,
+                           .check = bwd_check_forward},
+    [BWD_STAGE_BACKWARD] = {.name = "backward",
+                            .prepare = bwd_prepare_backward,
+                            .clear = bwd_clear_backward,
+                            .check = bwd_check_backward},
+};
+
+#define OPT(field) offsetof(bwd_options, field)
+static const attn_option bwd_option_table[] = {
+    {"--topk", "K",
+     "top-k backward (version 6): each query attends to K keys of a seeded random selection in "
+     "example 05's format (0: none)",
+     ATTN_OPTION_INT, OPT(topk), 0, 1 << 24, NULL, "0", NULL},
+    {"--tensors", "DIR",
+     "read q, k, v, do, o, lse (and sel with --topk) from DIR/<name>.bin (attn tensor files, as "
+     "--dump writes them); the forward stage does not run",
+     ATTN_OPTION_TEXT, OPT(inputs), 0, 0, NULL, NULL, NULL},
+};
+#undef OPT
+
+static void bwd_usage(const attn_example *ex, FILE *f) {
+    (void)ex;
+    fprintf(f, "\n--pattern SPEC: example 04's patterns (block-sparse backward, version 5); "
+               "the kinds:\n");
+    attn_pattern_usage(f, NULL);
+}
+
+const attn_module bwd_module = {
+    .options = bwd_option_table,
+    .num_options = (int)(sizeof bwd_option_table / sizeof bwd_option_table[0]),
+    .options_size = sizeof(bwd_options),
+    .usage = bwd_usage,
+    .state_size = sizeof(bwd_state),
+    .prepare = bwd_prepare,
+    .verdict = bwd_verdict,
+    .banner = bwd_banner,
+    .stages = bwd_stages,
+    .num_stages = (int)(sizeof bwd_stages / sizeof bwd_stages[0]),
+    .setup = bwd_setup,
+    .flops = bwd_flops,
+    .record_json = bwd_record_json,
+    .dump = bwd_dump,
+    .after_table = bwd_after_table,
+    .release = bwd_release,
+    .inputs_read_from = bwd_inputs_read_from,
+};

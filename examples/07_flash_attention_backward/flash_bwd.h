@@ -77,6 +77,9 @@ typedef struct bwd_options {
     const char *inputs; /* --tensors DIR, or NULL */
 } bwd_options;
 
+/* The stages, in order (attn_kernel.stage). */
+enum { BWD_STAGE_FORWARD, BWD_STAGE_BACKWARD };
+
 /* One run's data. Host arrays are fp32 values already rounded to the dtype. */
 typedef struct bwd_state {
     bwd_options opt;
