@@ -2,7 +2,7 @@
  * make of the problem, the block mask, RoPE's inputs, and the report of mask_mod evaluations. The
  * kernels and the functors' dispatch are in flex_attention.cu; --mod and the setting's flags are
  * parsed in flex_spec.c; the reference's own RoPE and ALiBi, and the inputs hook, are in
- * flex_reference.c.
+ * flex_reference.c; the build step (the block mask) is in flex_block_mask.c.
  *
  *   step        what happens here
  *   prepare     --mod SPEC parsed; documents, bias table and RoPE flags checked against the
@@ -34,6 +34,40 @@
 static flex_state *of(void *state) { return (flex_state *)state; }
 
 /* ---- step 1: the flags ----------------------------------------------------------------------- */
+
+/* --rope, --rope-base and --rope-offset against each other and the problem. 0, or
+ * ATTN_EXIT_USAGE with why. */
+static int check_rope(flex_state *s, const attn_cli *cli, const attn_problem *p, char *why,
+                      size_t len) {
+    if (!s->opt.rope && (s->opt.rope_base || s->opt.rope_offset)) {
+        snprintf(why, len, "%s: needs --rope", s->opt.rope_base ? "--rope-base" : "--rope-offset");
+        return ATTN_EXIT_USAGE;
+    }
+    s->rope_base = 10000.0;
+    if (s->opt.rope_base != NULL &&
+        (attn_cli_parse_real("--rope-base", s->opt.rope_base, &s->rope_base, why, len) != 0 ||
+         !(s->rope_base > 0.0))) {
+        snprintf(why, len, "--rope-base must be a number > 0 (got '%s')", s->opt.rope_base);
+        return ATTN_EXIT_USAGE;
+    }
+    /* positions are exact in fp32 below 2^24 (the angle is float(pos) * inv_freq): a length
+     * alone beyond that is the length flag's fault, not --rope-offset's */
+    const int last = p->Lq > p->Lk ? p->Lq : p->Lk;
+    if (s->opt.rope && last > 1 << 24) {
+        snprintf(why, len, "%s %d: --rope's positions must stay below 2^24",
+                 cli->Lq == cli->Lk ? "-L"
+                 : p->Lq > p->Lk    ? "--lq"
+                                    : "--lk",
+                 last);
+        return ATTN_EXIT_USAGE;
+    }
+    if (s->opt.rope && s->opt.rope_offset > (1 << 24) - last) {
+        snprintf(why, len, "--rope-offset %d: positions must stay below 2^24 (Lq, Lk up to %d)",
+                 s->opt.rope_offset, last);
+        return ATTN_EXIT_USAGE;
+    }
+    return 0;
+}
 
 static int prepare(void *state, const attn_example *ex, const attn_cli *cli, const void *opts,
                    attn_problem *p, char *why, size_t len) {
@@ -74,33 +108,8 @@ static int prepare(void *state, const attn_example *ex, const attn_cli *cli, con
         snprintf(why, len, "--bias-table: the table is --mod rel_bias's");
         return ATTN_EXIT_USAGE;
     }
-    if (!s->opt.rope && (s->opt.rope_base || s->opt.rope_offset)) {
-        snprintf(why, len, "%s: needs --rope", s->opt.rope_base ? "--rope-base" : "--rope-offset");
+    if (check_rope(s, cli, p, why, len) != 0)
         return ATTN_EXIT_USAGE;
-    }
-    s->rope_base = 10000.0;
-    if (s->opt.rope_base != NULL &&
-        (attn_cli_parse_real("--rope-base", s->opt.rope_base, &s->rope_base, why, len) != 0 ||
-         !(s->rope_base > 0.0))) {
-        snprintf(why, len, "--rope-base must be a number > 0 (got '%s')", s->opt.rope_base);
-        return ATTN_EXIT_USAGE;
-    }
-    /* positions are exact in fp32 below 2^24 (the angle is float(pos) * inv_freq): a length
-     * alone beyond that is the length flag's fault, not --rope-offset's */
-    const int last = p->Lq > p->Lk ? p->Lq : p->Lk;
-    if (s->opt.rope && last > 1 << 24) {
-        snprintf(why, len, "%s %d: --rope's positions must stay below 2^24",
-                 cli->Lq == cli->Lk ? "-L"
-                 : p->Lq > p->Lk    ? "--lq"
-                                    : "--lk",
-                 last);
-        return ATTN_EXIT_USAGE;
-    }
-    if (s->opt.rope && s->opt.rope_offset > (1 << 24) - last) {
-        snprintf(why, len, "--rope-offset %d: positions must stay below 2^24 (Lq, Lk up to %d)",
-                 s->opt.rope_offset, last);
-        return ATTN_EXIT_USAGE;
-    }
     if (document && flex_make_documents(s, why, len) != 0)
         return ATTN_EXIT_USAGE;
     if (rel && flex_make_table(s, why, len) != 0)
@@ -156,142 +165,7 @@ static void banner(void *state, const attn_problem *p) {
                s->rope_base, s->opt.rope_offset);
 }
 
-/* ---- step 3: the block mask, the reference's mask, the inputs ------------------------------- */
-
-/* A new device copy of bytes host bytes (NULL after a reported error). */
-static void *copy_to_device(const void *src, size_t bytes) {
-    void *dst = NULL;
-    if (attn_device_upload_bytes(&dst, src, bytes) != 0) {
-        attn_device_free(dst);
-        return NULL;
-    }
-    return dst;
-}
-
-/* The tiles of the two masks back on the host, and the brute-force check of the device's. */
-static int check_block_mask(flex_state *s, const attn_problem *p) {
-    attn_block_mask *m = &s->blocks, *d = &s->blocks_dev;
-    const size_t rows = (size_t)m->batches * m->num_q_blocks, cells = rows * m->num_k_blocks;
-    if (attn_to_host(m->kv_num_blocks, d->kv_num_blocks, rows * 4) ||
-        attn_to_host(m->full_kv_num_blocks, d->full_kv_num_blocks, rows * 4) ||
-        attn_to_host(m->kv_indices, d->kv_indices, cells * 4) ||
-        attn_to_host(m->full_kv_indices, d->full_kv_indices, cells * 4) ||
-        attn_to_host(s->counts, s->d_counts, cells * 4))
-        return 1;
-    s->entries = 0.0;
-    for (size_t c = 0; c < cells; ++c)
-        s->entries += s->counts[c];
-    s->entries *= p->H;
-    s->n_full = s->n_part = 0;
-    for (size_t r = 0; r < rows; ++r) {
-        s->n_full += m->full_kv_num_blocks[r];
-        s->n_part += m->kv_num_blocks[r];
-    }
-    s->n_empty = (int64_t)cells - s->n_full - s->n_part;
-    /* the brute force: every entry of every tile through the reference's mask on the host. Up to
-     * 2e8 evaluations (about a second); the tests run it at every shape they check. */
-    const double cost = (double)p->B * p->Lq * p->Lk;
-    if (cost > 2e8) {
-        s->compared = "not compared with the brute force here (B x Lq x Lk > 2e8; the tests do)";
-        return 0;
-    }
-    attn_block_mask want;
-    if (attn_block_mask_from_mask(&want, p, &s->mask, FLEX_TILE, FLEX_TILE) != 0) {
-        fprintf(stderr, "error: out of host memory for the brute-force block mask\n");
-        return 1;
-    }
-    int rc = 0;
-    for (size_t r = 0; r < rows && rc == 0; ++r) {
-        const int nf = want.full_kv_num_blocks[r], np = want.kv_num_blocks[r];
-        const int32_t *wf = want.full_kv_indices + r * m->num_k_blocks;
-        const int32_t *wp = want.kv_indices + r * m->num_k_blocks;
-        const int32_t *gf = m->full_kv_indices + r * m->num_k_blocks;
-        const int32_t *gp = m->kv_indices + r * m->num_k_blocks;
-        rc = nf != m->full_kv_num_blocks[r] || np != m->kv_num_blocks[r] ||
-             memcmp(wf, gf, (size_t)nf * 4) != 0 || memcmp(wp, gp, (size_t)np * 4) != 0;
-        if (rc != 0)
-            fprintf(stderr,
-                    "error: the block mask made on the device differs from the brute-force "
-                    "classification at sequence %d, query tile %d: FULL %d, PARTIAL %d tiles "
-                    "(want %d, %d)\n",
-                    (int)(r / m->num_q_blocks), (int)(r % m->num_q_blocks),
-                    m->full_kv_num_blocks[r], m->kv_num_blocks[r], nf, np);
-    }
-    attn_block_mask_free(&want);
-    s->compared = "equal to the brute-force classification on the host (every entry evaluated)";
-    return rc;
-}
-
-static int build(void *state, const attn_example *ex, const bool *selected, const attn_problem *p,
-                 bool quiet, const attn_mask **mask, bool *dense_too) {
-    flex_state *s = of(state);
-    for (int n = 0; n < ex->num_kernels; ++n)
-        *dense_too |= selected[n] && (ex->kernels[n].serves & ATTN_SERVES_BASELINE);
-    s->host = (flex_setting){s->spec, p->H, p->Lq, p->Lk, s->doc, s->table, s->slopes};
-    s->mask = flex_reference_mask(&s->host, &s->store);
-    if (s->spec.kind == FLEX_ALIBI) { /* the reference's own score_mod (above) */
-        s->mask.score = flex_ref_alibi_score;
-        s->mask.score_ctx = s;
-    }
-    *mask = &s->mask;
-    /* the setting's arrays on the device */
-    flex_setting dev = s->host;
-    if (s->doc != NULL &&
-        (dev.doc = s->d_doc = (int *)copy_to_device(s->doc, (size_t)p->Lk * sizeof(int))) == NULL)
-        return 1;
-    if (s->table != NULL &&
-        (dev.table = s->d_table = (float *)copy_to_device(
-             s->table, (size_t)p->H * (2 * s->spec.r + 1) * sizeof(float))) == NULL)
-        return 1;
-    if (s->slopes != NULL && (dev.slopes = s->d_slopes = (float *)copy_to_device(
-                                  s->slopes, (size_t)p->H * sizeof(float))) == NULL)
-        return 1;
-    /* the block mask, on the device from the mask_mod */
-    if (attn_block_mask_alloc(&s->blocks, p->B, p->Lq, p->Lk, FLEX_TILE, FLEX_TILE) != 0 ||
-        attn_block_mask_alloc(&s->partial, p->B, p->Lq, p->Lk, FLEX_TILE, FLEX_TILE) != 0) {
-        fprintf(stderr, "error: out of host memory for the block masks\n");
-        return 1;
-    }
-    const size_t rows = (size_t)p->B * s->blocks.num_q_blocks;
-    const size_t cells = rows * s->blocks.num_k_blocks;
-    s->counts = (int32_t *)malloc(cells * sizeof(int32_t));
-    s->d_counts = (int32_t *)attn_device_alloc(cells * sizeof(int32_t));
-    if (s->counts == NULL || s->d_counts == NULL ||
-        attn_block_mask_to_device(&s->blocks, &s->blocks_dev) != 0 ||
-        flex_create_block_mask(&dev, p->B, &s->blocks_dev, s->d_counts) != 0 ||
-        check_block_mask(s, p) != 0)
-        return 1;
-    /* --profile: create_block_mask's launches are not a kernel's; shown on their own */
-    attn_profile made;
-    if (attn_profile_collect(NULL, &made) > 0 && !quiet)
-        printf("profile of create_block_mask (%llu launches): %llu global requests, %.3g MB from "
-               "DRAM, the mask_mod on %.0f entries\n",
-               made.launches, made.global_requests, made.dram_bytes * 1e-6,
-               (double)p->B * p->Lq * p->Lk);
-    /* flex_no_block_mask's: every tile of every row PARTIAL */
-    for (size_t r = 0; r < rows; ++r) {
-        s->partial.kv_num_blocks[r] = s->partial.num_k_blocks;
-        for (int kb = 0; kb < s->partial.num_k_blocks; ++kb)
-            s->partial.kv_indices[r * s->partial.num_k_blocks + kb] = kb;
-    }
-    if (attn_block_mask_to_device(&s->partial, &s->partial_dev) != 0)
-        return 1;
-    s->d_counters = (unsigned long long *)attn_device_alloc(FLEX_KERNELS * 4 * 8);
-    if (s->d_counters == NULL)
-        return 1;
-    s->args.dev = dev;
-    s->args.blocks = s->blocks_dev;
-    s->args.partial = s->partial_dev;
-    s->args.counters = s->d_counters;
-    if (!quiet)
-        printf("block mask (%d x %d tiles, FlexAttention's layout, all heads alike): %d x %d "
-               "tiles per sequence; FULL %lld, PARTIAL %lld, EMPTY %lld over the %d sequences; "
-               "made on the device by the mask_mod, %s\n",
-               FLEX_TILE, FLEX_TILE, s->blocks.num_q_blocks, s->blocks.num_k_blocks,
-               (long long)s->n_full, (long long)s->n_part, (long long)s->n_empty, p->B,
-               s->compared);
-    return 0;
-}
+/* ---- step 3: the inputs kept for flex_rope (the block mask: flex_block_mask.c) ------------- */
 
 /* Packs fp32 values to the dtype and uploads them (NULL after a reported error). */
 static void *upload_dtype(const float *x, size_t count, attn_dtype t) {
@@ -309,7 +183,7 @@ static void buffers(void *state, attn_buffers *b) {
     flex_state *s = of(state);
     if (s->opt.rope) {
         const attn_problem *p = &s->p;
-        s->d_inv_freq = (float *)copy_to_device(s->inv_freq, (size_t)p->D / 2 * sizeof(float));
+        s->d_inv_freq = (float *)flex_copy_to_device(s->inv_freq, (size_t)p->D / 2 * sizeof(float));
         s->d_q_raw = upload_dtype(s->q_raw, attn_problem_q_elems(p), p->dtype);
         s->d_k_raw = upload_dtype(s->k_raw, attn_problem_k_elems(p), p->dtype);
         s->args.rope = (flex_rope){0, s->opt.rope_offset, s->d_inv_freq};
@@ -512,7 +386,7 @@ const attn_module flex_module = {
     .prepare = prepare,
     .verdict = verdict,
     .banner = banner,
-    .build = build,
+    .build = flex_build,
     .inputs = flex_rope_inputs,
     .buffers = buffers,
     .kernel_options = kernel_options,

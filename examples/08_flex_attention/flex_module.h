@@ -1,7 +1,7 @@
 /* flex_module.h — what example 08's module files share (flex_module.c, the module; flex_spec.c,
- * --mod and the setting's flags; flex_reference.c, the reference's own RoPE and ALiBi): the
- * options, the run's state, and the functions one file gives another. Not the kernels' interface
- * (flex_attention.h).
+ * --mod and the setting's flags; flex_reference.c, the reference's own RoPE and ALiBi;
+ * flex_block_mask.c, the block mask): the options, the run's state, and the functions one file
+ * gives another. Not the kernels' interface (flex_attention.h).
  */
 #ifndef FLEX_MODULE_H
 #define FLEX_MODULE_H
@@ -75,6 +75,12 @@ int flex_make_table(flex_state *s, char *why, size_t len);
 double flex_ref_alibi_slope(int h, int H);
 double flex_ref_alibi_score(const void *ctx, int b, int h, int i, int j, double s);
 int flex_rope_inputs(void *state, const attn_problem *p, attn_host_inputs *in);
+
+/* flex_block_mask.c: the module's build hook (attn/example.h), and a new device copy of bytes
+ * host bytes (NULL after a reported error). */
+int flex_build(void *state, const attn_example *ex, const bool *selected, const attn_problem *p,
+               bool quiet, const attn_mask **mask, bool *dense_too);
+void *flex_copy_to_device(const void *src, size_t bytes);
 
 #ifdef __cplusplus
 }
