@@ -24,12 +24,12 @@ and this script rewrites what lies between. Tables (NAME):
 Standard library only (the records are read by bench_results.py).
 """
 import os
-import re
 import sys
 from typing import NamedTuple
 
 import bench_results
 import memory_analysis
+import readme_tables
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 READMES = ["examples/01_attention_basics/README.md", "examples/04_sparse_patterns/README.md",
@@ -352,17 +352,11 @@ def main():
     if "--root" in args[:-1]:
         ROOT = os.path.abspath(args[args.index("--root") + 1])
     stale = []
+    blocks = {f"results:{name}": (lambda make=make: make() + "\n") for name, make in TABLES.items()}
     for rel in readmes:
-        path = os.path.join(ROOT, rel)
-        text = open(path).read()
-        new = text
-        for name, make in TABLES.items():
-            pat = re.compile(rf"(<!-- results:{name} -->\n).*?(<!-- /results:{name} -->)", re.S)
-            new = pat.sub(lambda m: m.group(1) + make() + "\n" + m.group(2), new)
-        if new != text:
+        changed, _ = readme_tables.update(os.path.join(ROOT, rel), blocks, check)
+        if changed:
             stale.append(rel)
-            if not check:
-                open(path, "w").write(new)
     if check and stale:
         print("out of date (run python3 benchmarks/update_tables.py): " + ", ".join(stale))
         return 1

@@ -26,6 +26,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import plan  # noqa: E402
 import stats  # noqa: E402
 import windowsets  # noqa: E402
 
@@ -189,17 +190,16 @@ def dsa_table(results=RESULTS):
 
 def frontier_table(d):
     """Per family and density point: NLL change vs dense [95% CI] (density) on a set."""
-    import recompute
     L = d["set"]["length"]
-    ks = sorted(recompute.FRONTIER[L])
+    ks = sorted(plan.FRONTIER[L])
     lines = ["| family | " + " | ".join(
         f"k = {k} ({100 * d_:.0f} %): NLL change [95% CI] (density)"
         for k, d_ in ((k, _topk_density(k, L)) for k in ks)) + " |",
         "|---|" + "---:|" * len(ks)]
-    for fam in recompute.FAMILIES:
+    for fam in plan.FAMILIES:
         cells = []
         for k in ks:
-            spec = recompute.FRONTIER[L][k][fam]
+            spec = plan.FRONTIER[L][k][fam]
             c = complete(d, spec)
             vs = c.get("vs_dense") if c else None
             cells.append("not run" if not c else
@@ -276,21 +276,20 @@ def cost_table(results=RESULTS):
     """Per phase of recompute.py: jobs done of planned, forwards by length, the time the finished
     jobs took (the sum of their own clocks; the indexer's training from its log), and the time
     the rest would take at the mean time per forward measured at each length."""
-    import recompute
     raw = os.path.join(results, "raw")
     done = {}
     for path in sorted(os.listdir(raw)) if os.path.isdir(raw) else []:
         if not path.endswith(".jsonl"):
             continue
         key = path[:-len(".jsonl")]
-        for r in recompute.read_lines(os.path.join(raw, path)):
+        for r in plan.read_lines(os.path.join(raw, path)):
             if r["job"] == "nll":
                 done[("nll", key, r["config"], r["window"])] = r["seconds"]
             else:
                 done[("passkey", r["length"], r["config"], r["depth"], r["key"])] = r["seconds"]
     per_length = {}
     for job, secs in done.items():
-        L = recompute.forwards(job)[0]
+        L = plan.forwards(job)[0]
         per_length.setdefault(L, []).append(secs)
     rate = {L: sum(x) / len(x) for L, x in per_length.items()}
     train = load("indexer_training.json", results)
@@ -299,7 +298,7 @@ def cost_table(results=RESULTS):
              "|---|---:|---|---:|---:|---:|"]
     total = left_total = 0.0
     unknown = False
-    for name, jobs in recompute.phases():
+    for name, jobs in plan.phases():
         if jobs == [("train",)]:
             hit = jobs if train else []
             secs = train["seconds"] if train else 0
@@ -308,12 +307,12 @@ def cost_table(results=RESULTS):
             hit = [j for j in jobs if j in done]
             secs, fw = sum(done[j] for j in hit), {}
             for j in hit:
-                L = recompute.forwards(j)[0]
+                L = plan.forwards(j)[0]
                 fw[L] = fw.get(L, 0) + 1
         left = 0.0
         for j in jobs:
             if j not in hit:
-                L, n = recompute.forwards(j)
+                L, n = plan.forwards(j)
                 if L in rate:
                     left += n * rate[L]
                 else:

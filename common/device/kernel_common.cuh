@@ -55,6 +55,32 @@ __device__ __forceinline__ attn_seq_head attn_seq_head_at(int bh, int BH, int H,
     return s;
 }
 
+/* Where sequence b lives in a per-token array (one entry per position, dense [B, L] or varlen
+ * [total]): the index of its position 0 on the query and the key side, and its lengths. The host's
+ * twin is attn_problem_token_index (attn/problem.h). */
+typedef struct attn_seq {
+    int64_t q0, k0;
+    int Lq, Lk;
+} attn_seq;
+
+__device__ __forceinline__ attn_seq attn_seq_at(int b, int Lq, int Lk,
+                                                const int *cu_q,   // [B+1] or NULL (dense)
+                                                const int *cu_k) { // [B+1] or NULL
+    attn_seq s;
+    if (cu_q == NULL) {
+        s.q0 = (int64_t)b * Lq;
+        s.k0 = (int64_t)b * Lk;
+        s.Lq = Lq;
+        s.Lk = Lk;
+    } else {
+        s.q0 = cu_q[b];
+        s.k0 = cu_k[b];
+        s.Lq = cu_q[b + 1] - cu_q[b];
+        s.Lk = cu_k[b + 1] - cu_k[b];
+    }
+    return s;
+}
+
 /* Max and sum over the 32 lanes of a full warp: a butterfly of __shfl_xor_sync, 5 steps, after
  * which every lane holds the result. All 32 lanes must call it. */
 __device__ __forceinline__ float attn_warp_max(float x) {

@@ -142,11 +142,22 @@ void attn_device_label_launches(const char *example, const char *kernel) {
 #endif
 }
 
+int attn_device_upload_bytes(void **dst, const void *src, size_t bytes) {
+    *dst = attn_device_alloc(bytes ? bytes : 16);
+    if (*dst == NULL)
+        return 1;
+    return bytes > 0 ? attn_to_device(*dst, src, bytes) : 0;
+}
+
+int attn_device_write(void *dst, const float *src, size_t count, attn_dtype t, void *staging) {
+    attn_pack(staging, src, count, t);
+    return attn_to_device(dst, staging, count * attn_dtype_size(t));
+}
+
 int attn_device_upload(void **dst, const float *src, size_t count, attn_dtype t, void *staging) {
     const size_t bytes = count * attn_dtype_size(t);
     *dst = attn_device_alloc(bytes ? bytes : 16);
     if (*dst == NULL)
         return 1;
-    attn_pack(staging, src, count, t);
-    return attn_to_device(*dst, staging, bytes);
+    return attn_device_write(*dst, src, count, t, staging);
 }

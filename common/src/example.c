@@ -675,28 +675,6 @@ static int run_staged(session *s, attn_outcome *outcomes, int *n_run) {
     return rc;
 }
 
-/* ---- a stage's attention check --------------------------------------------------------------- */
-
-void attn_stage_check_attention(const attn_problem *p, const float *o, const float *lse,
-                                const float *ref, const float *ref_lse, const float *lowp,
-                                double amplitude, attn_stage_check *out) {
-    const attn_check_result co = attn_check_output(p, o, ref, lowp, amplitude);
-    const attn_check_result cl = attn_check_lse_at(p, lse, ref_lse, amplitude);
-    out->pass = co.pass && cl.pass;
-    out->rows = (int64_t)(co.checked / (size_t)(p->D > 0 ? p->D : 1));
-    out->max_err = co.nonfinite ? INFINITY : co.max_abs_err;
-    out->bound = co.bound;
-    out->detail[0] = '\0';
-    if (!co.pass && co.num_reported > 0)
-        snprintf(out->detail, sizeof out->detail,
-                 "O: %zu of %zu elements wrong; first (b=%d h=%d i=%d d=%d): %.6g, want %.6g",
-                 co.bad, co.checked, co.first[0].b, co.first[0].h, co.first[0].i, co.first[0].d,
-                 co.first[0].got, co.first[0].want);
-    else if (!cl.pass && cl.num_reported > 0)
-        snprintf(out->detail, sizeof out->detail, "LSE (b=%d h=%d i=%d): %.6g, want %.6g",
-                 cl.first[0].b, cl.first[0].h, cl.first[0].i, cl.first[0].got, cl.first[0].want);
-}
-
 /* ---- the driver ------------------------------------------------------------------------------ */
 
 int attn_example_main(int argc, char **argv, const attn_example *ex) {

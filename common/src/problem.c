@@ -147,6 +147,11 @@ int attn_problem_seq_k(const attn_problem *p, int b) {
     return attn_problem_is_varlen(p) ? p->cu_seqlens_k[b + 1] - p->cu_seqlens_k[b] : p->Lk;
 }
 
+int64_t attn_problem_token_index(const attn_problem *p, bool is_q, int b, int i) {
+    const int *cu = is_q ? p->cu_seqlens_q : p->cu_seqlens_k;
+    return cu != NULL ? (int64_t)cu[b] + i : (int64_t)b * (is_q ? p->Lq : p->Lk) + i;
+}
+
 int64_t attn_problem_row_offset(const attn_problem *p, bool is_q, int b, int h, int i) {
     if (attn_problem_is_varlen(p)) {
         const int *cu = is_q ? p->cu_seqlens_q : p->cu_seqlens_k;

@@ -126,8 +126,7 @@ static int make_host_data(attn_problem_data *d, const attn_mask *mask, bool dens
 
 /* Packs host tensor src (count elements) to the dtype and copies it to the device. */
 static int upload(attn_problem_data *d, const void *dst, const float *src, size_t count) {
-    attn_pack(d->staging, src, count, d->p.dtype);
-    return attn_to_device((void *)dst, d->staging, count * attn_dtype_size(d->p.dtype));
+    return attn_device_write((void *)dst, src, count, d->p.dtype, d->staging);
 }
 
 static int make_device_data(attn_problem_data *d) {

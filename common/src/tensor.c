@@ -80,6 +80,13 @@ void attn_unpack(float *dst, const void *src, size_t count, attn_dtype t) {
         dst[n] = t == ATTN_F16 ? attn_f16_to_f32(bits[n]) : attn_bf16_to_f32(bits[n]);
 }
 
+void *attn_host_alloc(size_t bytes, const char *what) {
+    void *x = malloc(bytes ? bytes : 1);
+    if (x == NULL)
+        fprintf(stderr, "error: out of host memory for %s (%zu bytes)\n", what, bytes);
+    return x;
+}
+
 void attn_fill_nan_host(void *dst, size_t bytes) { memset(dst, 0xFF, bytes); }
 
 /* ---- inputs ---------------------------------------------------------------------------------- */

@@ -36,10 +36,12 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <math_constants.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "attn/problem.h"
+#include "device/dispatch.cuh"
 #include "device/kernel_common.cuh"
 #include "device/mma.cuh"
 #include "fa2_tile.cuh"
@@ -57,7 +59,6 @@
 #define FP32_BC 32   /* version 1: keys per K/V tile (one per lane) */
 #define FP32_MAX_D 128
 #define MMA_BC ATTN_FA2_BC /* versions 2 and 3: keys per K/V tile (64, fa2_tile.cuh) */
-#define LOG2E 1.4426950408889634f
 
 /* Every kernel takes the problem's shape and both layouts through the same parameters:
  *   q, o      [B,H,Lq,D] row-major, or varlen [total_q,H,D]
@@ -251,8 +252,8 @@ __global__ void fa2_mma_kernel(const T *__restrict__ q,      // [B,H,Lq,D] or [t
     T *v_s = k_s + MMA_BC * Lay::LD;          /* [MMA_BC][LD] */
     const int warp = threadIdx.x / 32;
     const int q0 = blockIdx.x * BR;
-    const int row0 = q0 + warp * WARP_ROWS; /* first query row of this warp */
-    const float scale2 = scale * LOG2E;     /* scores in log2 units: exp(x) = exp2(x log2 e) */
+    const int row0 = q0 + warp * WARP_ROWS;    /* first query row of this warp */
+    const float scale2 = scale * CUDART_L2E_F; /* scores in log2 units: exp(x) = exp2(x log2 e) */
 
     for (int bh = blockIdx.y; bh < BH; bh += gridDim.y) {
         const attn_seq_head sh = attn_seq_head_at(bh, BH, H, D, Lq, Lk, cu_q, cu_k);
@@ -361,8 +362,8 @@ __global__ void fa2_pipeline_kernel(const T *__restrict__ q,      // [B,H,Lq,D] 
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int t = lane % 4, g = lane / 4;
     const int q0 = blockIdx.x * BR;
-    const int row0 = q0 + warp * WARP_ROWS; /* first query row of this warp */
-    const float scale2 = scale * LOG2E;     /* scores in log2 units: exp(x) = exp2(x log2 e) */
+    const int row0 = q0 + warp * WARP_ROWS;    /* first query row of this warp */
+    const float scale2 = scale * CUDART_L2E_F; /* scores in log2 units: exp(x) = exp2(x log2 e) */
 
     for (int bh = blockIdx.y; bh < BH; bh += gridDim.y) {
         const attn_seq_head sh = attn_seq_head_at(bh, BH, H, D, Lq, Lk, cu_q, cu_k);
@@ -492,23 +493,15 @@ static void launch_pipeline_typed(const attn_problem *p, const attn_buffers *b,
 
 /* The registry admits only D = 64 or 128 and fp16/bf16 (requirements below). */
 static void launch_fa2_mma(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
-    bool bf16 = p->dtype == ATTN_BF16;
-    if (p->D == 64)
-        bf16 ? launch_mma_typed<__nv_bfloat16, 64>(p, b, stream)
-             : launch_mma_typed<__half, 64>(p, b, stream);
-    else
-        bf16 ? launch_mma_typed<__nv_bfloat16, 128>(p, b, stream)
-             : launch_mma_typed<__half, 128>(p, b, stream);
+    attn_dispatch_tc(p->dtype, p->D, [&](auto t, auto d) {
+        launch_mma_typed<typename decltype(t)::type, decltype(d)::value>(p, b, stream);
+    });
 }
 
 static void launch_fa2_pipeline(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
-    bool bf16 = p->dtype == ATTN_BF16;
-    if (p->D == 64)
-        bf16 ? launch_pipeline_typed<__nv_bfloat16, 64>(p, b, stream)
-             : launch_pipeline_typed<__half, 64>(p, b, stream);
-    else
-        bf16 ? launch_pipeline_typed<__nv_bfloat16, 128>(p, b, stream)
-             : launch_pipeline_typed<__half, 128>(p, b, stream);
+    attn_dispatch_tc(p->dtype, p->D, [&](auto t, auto d) {
+        launch_pipeline_typed<typename decltype(t)::type, decltype(d)::value>(p, b, stream);
+    });
 }
 
 /* ================================= registry =============================================== */

@@ -11,6 +11,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <math_constants.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -18,6 +19,7 @@
 #include "attn/problem.h"
 #include "attn/sparse/block_mask.h"
 #include "attn/sparse/patterns.h"
+#include "device/dispatch.cuh"
 #include "device/kernel_common.cuh"
 #include "device/mma.cuh"
 
@@ -27,8 +29,6 @@
 #define BC ATTN_FA2_BC /* keys per K/V tile (64); = ATTN_SPARSE_TILE, the block mask's block_k */
 #define WARPS 4        /* warps per block; warp w owns rows 16w .. 16w+15 of the tile */
 #define WARP_ROWS ATTN_FA2_WARP_ROWS /* BR / WARPS = 16 */
-#define LOG2E 1.4426950408889634f
-#define LN2 0.6931471805599453f
 static_assert(BR == ATTN_SPARSE_TILE && BC == ATTN_SPARSE_TILE, "tiles must match the mask's");
 
 /* --- versions 2 and 3: one FA2 body, two sources of key tiles --------------------------------
@@ -141,8 +141,8 @@ __global__ void sparse_fa2_kernel(const T *__restrict__ q, // [B,H,Lq,D] (varlen
     T *v_s = k_s + BC * Lay::LD;              /* [BC][LD] */
     const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
     const int q0 = blockIdx.x * BR;
-    const int row0 = q0 + warp * WARP_ROWS; /* first query row of this warp */
-    const float scale2 = scale * LOG2E;     /* scores in log2 units */
+    const int row0 = q0 + warp * WARP_ROWS;    /* first query row of this warp */
+    const float scale2 = scale * CUDART_L2E_F; /* scores in log2 units */
 
     for (int bh = blockIdx.y; bh < B * H; bh += gridDim.y) {
         const attn_seq_head sh = attn_seq_head_at(bh, B * H, H, D, Lq, Lk, cu_q, cu_k);
@@ -218,13 +218,10 @@ static void launch_sparse_typed(const attn_problem *p, const attn_buffers *b,
 template <typename Tiles>
 static void launch_sparse(const attn_problem *p, const attn_buffers *b,
                           const typename Tiles::params &tp, cudaStream_t stream) {
-    const bool bf16 = p->dtype == ATTN_BF16;
-    if (p->D == 64)
-        bf16 ? launch_sparse_typed<__nv_bfloat16, 64, Tiles>(p, b, tp, stream)
-             : launch_sparse_typed<__half, 64, Tiles>(p, b, tp, stream);
-    else
-        bf16 ? launch_sparse_typed<__nv_bfloat16, 128, Tiles>(p, b, tp, stream)
-             : launch_sparse_typed<__half, 128, Tiles>(p, b, tp, stream);
+    attn_dispatch_tc(p->dtype, p->D, [&](auto t, auto d) {
+        launch_sparse_typed<typename decltype(t)::type, decltype(d)::value, Tiles>(p, b, tp,
+                                                                                   stream);
+    });
 }
 
 /* Version 2 for a pattern whose own kinds Own decides: reads b->sparse->block_mask, which the

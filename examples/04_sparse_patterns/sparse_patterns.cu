@@ -35,6 +35,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <math_constants.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -109,7 +110,7 @@ __global__ void gather_kernel(const T *__restrict__ q,             // [B,H,Lq,D]
             continue;
         const T *kb = k + sh.k, *vb = v + sh.k;
         for (int d = lane; d < D; d += 32)
-            qw[d] = to_float(q[sh.q + i * sh.ld + d]) * scale * LOG2E;
+            qw[d] = to_float(q[sh.q + i * sh.ld + d]) * scale * CUDART_L2E_F;
         __syncwarp(); // the query row is complete before every lane reads all of it
 
         const int64_t r = (int64_t)(bh / H) * Lq + i, end = row_ptr[r + 1];
@@ -145,7 +146,7 @@ __global__ void gather_kernel(const T *__restrict__ q,             // [B,H,Lq,D]
             if (lane + 32 * c < D)
                 o[sh.q + i * sh.ld + lane + 32 * c] = from_float<T>(acc[c] * inv_l);
         if (lse != NULL && lane == 0)
-            lse[sh.lse + i] = l > 0.0f ? m * LN2 + logf(l) : -INFINITY;
+            lse[sh.lse + i] = l > 0.0f ? m * CUDART_LN2_F + logf(l) : -INFINITY;
         __syncwarp(); // every lane done reading q_s[warp] before the next head overwrites it
     }
 }

@@ -94,14 +94,16 @@ def plot(path):
     fig.savefig(path, dpi=110)
 
 
-if __name__ == "__main__":
+def main(argv):
     print(table())
-    if "--plot" in sys.argv:
-        try:
-            plot(sys.argv[sys.argv.index("--plot") + 1])
-        except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-            import os  # the set-up's paths from where it was run (the checkout's root: ../..)
-            up = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../.."))
-            sys.exit(f"error: {e.name} is not installed for {sys.executable}: run "
-                     f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --python, then use "
-                     f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
+    if "--plot" in argv:
+        plot(argv[argv.index("--plot") + 1])
+    return 0
+
+
+if __name__ == "__main__":
+    import os
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "benchmarks"))
+    import bench_results  # the one __main__ wrapper: a missing package is one line
+    bench_results.run_main(main)

@@ -9,6 +9,9 @@
  *   ds_fp8_error_bound    how far FP8 may move a score from the fp16/bf16 inputs' exact score
  *   ds_fp8_set_recall     how many of the exact top-k keys a selection on the FP8 scores keeps
  *
+ * and, at the end, version 8's check on the driver (ds_fp8_read_back, ds_fp8_check_exact), which
+ * ds_check_indexer (deepseek_stages.c) calls on the kernel's output with these oracles.
+ *
  * The check of version 8 (deepseek_stages.c) has three parts. (1) The quantization, element by
  * element. (2) The scores against ds_fp8_scores_ref within fp32 rounding (the same 1e-5 of the
  * magnitudes as version 1: ds_check_index_scores); this isolates the kernel's arithmetic. (3) The
@@ -33,6 +36,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/device.h"
+#include "attn/tensor.h"
 #include "deepseek_sparse.h"
 
 #define E4M3_LARGEST 448.0
@@ -100,7 +105,7 @@ int ds_fp8_scores_ref(const attn_problem *p, int index_heads, int index_dim, con
     const int n = ds_index_scores_ref(p, index_heads, index_dim, q_values, k_values, w_scaled, b, i,
                                       scores, bound);
     for (int s = 0; s < n; ++s) { /* the key's scale, after the head sum */
-        const double ks = k_scale[ds_row_k(p, b, s)];
+        const double ks = k_scale[attn_problem_token_index(p, false, b, s)];
         scores[s] *= ks;
         if (bound)
             bound[s] *= ks;
@@ -128,7 +133,7 @@ void ds_fp8_error_bound(const attn_problem *p, int index_heads, int index_dim, c
                         double *bound) {
     const double u = ldexp(1.0, -4) + ldexp(1.0, -22);
     const int n = attn_problem_row_keys(p, b, i);
-    const int64_t r = ds_row_q(p, b, i);
+    const int64_t r = attn_problem_token_index(p, true, b, i);
     double wq1 = 0.0, wdq = 0.0; /* sum_j |w_j| sum|q_j|, sum_j |w_j| delta_q_j */
     for (int j = 0; j < index_heads; ++j) {
         double qmax, q1;
@@ -139,7 +144,7 @@ void ds_fp8_error_bound(const attn_problem *p, int index_heads, int index_dim, c
     }
     for (int s = 0; s < n; ++s) {
         double kmax, k1;
-        row_norms(k + ds_row_k(p, b, s) * index_dim, index_dim, &kmax, &k1);
+        row_norms(k + attn_problem_token_index(p, false, b, s) * index_dim, index_dim, &kmax, &k1);
         const double dk = ldexp(2.0 * (kmax > 1e-4 ? kmax : 1e-4) / E4M3_LARGEST, -10);
         bound[s] = (2.0 * u + u * u + 1e-5) * mag[s] + (1.0 + u) * dk * wq1 + (1.0 + u) * k1 * wdq +
                    index_dim * dk * wdq;
@@ -190,4 +195,71 @@ double ds_fp8_set_recall(const double *exact, const float *fp8, int n, int k) {
     free(c);
     free(f);
     return failed ? NAN : (double)both / k;
+}
+
+/* ---- version 8's check on the driver (ds_check_indexer, deepseek_stages.c) ------------------- */
+
+int ds_fp8_read_back(ds_state *s, ds_fp8_view *v, int chunk, attn_stage_check *out) {
+    const int HI = s->opt.index_heads, DI = s->opt.index_dim;
+    const size_t nq = (size_t)s->rows_q * HI, nk = (size_t)s->rows_k, nl = (size_t)s->p.Lk + 1;
+    v->q8 = attn_host_alloc(nq * DI, "the FP8 check");
+    v->k8 = attn_host_alloc(nk * DI, "the FP8 check");
+    v->qs = attn_host_alloc(nq * sizeof(float), "the FP8 check");
+    v->ks = attn_host_alloc(nk * sizeof(float), "the FP8 check");
+    v->qv = attn_host_alloc(nq * DI * sizeof(float), "the FP8 check");
+    v->kv = attn_host_alloc(nk * DI * sizeof(float), "the FP8 check");
+    v->ws = attn_host_alloc(nq * sizeof(float), "the FP8 check");
+    v->exact = attn_host_alloc(nl * sizeof(double), "the FP8 check");
+    v->mag = attn_host_alloc(nl * sizeof(double), "the FP8 check");
+    v->bound = attn_host_alloc(nl * sizeof(double), "the FP8 check");
+    if (!v->q8 || !v->k8 || !v->qs || !v->ks || !v->qv || !v->kv || !v->ws || !v->exact ||
+        !v->mag || !v->bound)
+        return 1;
+    if (attn_to_host(v->q8, s->d_qi8, nq * DI) || attn_to_host(v->k8, s->d_ki8, nk * DI) ||
+        attn_to_host(v->qs, s->d_qscale, nq * sizeof(float)) ||
+        attn_to_host(v->ks, s->d_kscale, nk * sizeof(float)))
+        return 1;
+    ds_fp8_decode(v->q8, (int64_t)(nq * DI), v->qv);
+    ds_fp8_decode(v->k8, (int64_t)(nk * DI), v->kv);
+    for (size_t x = 0; x < nq; ++x)
+        v->ws[x] = s->w[x] * v->qs[x]; /* as the kernel folds the q scale in */
+    if (chunk == 0) {                  /* the measured agreement, over every chunk */
+        s->fp8_worst = 0.0;
+        s->fp8_recall = 1.0;
+    }
+    /* (1) the quantization, every row (once: every chunk quantizes the same rows) */
+    if (chunk == 0 && out->pass &&
+        (ds_fp8_check_rows(s->qi, v->q8, v->qs, (int64_t)nq, DI, "q_I", out->detail,
+                           sizeof out->detail) ||
+         ds_fp8_check_rows(s->ki, v->k8, v->ks, (int64_t)nk, DI, "k_I", out->detail,
+                           sizeof out->detail)))
+        out->pass = false;
+    return 0;
+}
+
+void ds_fp8_release(ds_fp8_view *v) {
+    void *all[] = {v->q8, v->k8, v->qs, v->ks, v->qv, v->kv, v->ws, v->exact, v->mag, v->bound};
+    for (size_t x = 0; x < sizeof all / sizeof all[0]; ++x)
+        free(all[x]);
+}
+
+void ds_fp8_check_exact(ds_state *s, ds_fp8_view *v, int b, int i, const float *got,
+                        attn_stage_check *out) {
+    const attn_problem *p = &s->p;
+    const int HI = s->opt.index_heads, DI = s->opt.index_dim;
+    const int n = ds_index_scores_ref(p, HI, DI, s->qi, s->ki, s->w, b, i, v->exact, v->mag);
+    ds_fp8_error_bound(p, HI, DI, s->qi, s->ki, s->w, b, i, v->mag, v->bound);
+    for (int t = 0; t < n; ++t) {
+        const double err = fabs((double)got[t] - v->exact[t]);
+        if (v->bound[t] > 0.0 && err / v->bound[t] > s->fp8_worst)
+            s->fp8_worst = err / v->bound[t];
+        if (!(err <= v->bound[t]) && out->pass) {
+            out->pass = false;
+            snprintf(out->detail, sizeof out->detail,
+                     "b=%d i=%d key %d: %.9g, the unquantized inputs' score %.9g (FP8 bound %.3g)",
+                     b, i, t, (double)got[t], v->exact[t], v->bound[t]);
+        }
+    }
+    const double r = ds_fp8_set_recall(v->exact, got, n, s->k_eff);
+    s->fp8_recall = r < s->fp8_recall ? r : s->fp8_recall;
 }

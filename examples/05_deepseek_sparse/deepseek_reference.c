@@ -13,21 +13,13 @@
 
 #include "deepseek_sparse.h"
 
-int64_t ds_row_q(const attn_problem *p, int b, int i) {
-    return p->cu_seqlens_q ? (int64_t)p->cu_seqlens_q[b] + i : (int64_t)b * p->Lq + i;
-}
-
-int64_t ds_row_k(const attn_problem *p, int b, int s) {
-    return p->cu_seqlens_k ? (int64_t)p->cu_seqlens_k[b] + s : (int64_t)b * p->Lk + s;
-}
-
 int ds_index_scores_ref(const attn_problem *p, int index_heads, int index_dim, const float *q_index,
                         const float *k_index, const float *w, int b, int i, double *scores,
                         double *bound) {
     const int n = attn_problem_row_keys(p, b, i);
-    const int64_t r = ds_row_q(p, b, i);
+    const int64_t r = attn_problem_token_index(p, true, b, i);
     for (int s = 0; s < n; ++s) {
-        const float *ks = k_index + ds_row_k(p, b, s) * index_dim;
+        const float *ks = k_index + attn_problem_token_index(p, false, b, s) * index_dim;
         double sum = 0.0, scale = 0.0;
         for (int j = 0; j < index_heads; ++j) {
             const float *qj = q_index + (r * index_heads + j) * index_dim;
@@ -118,7 +110,7 @@ void ds_selection_csr(const attn_problem *p, int topk, const int32_t *sel, int64
             row_ptr[(int64_t)b * p->Lq + i] = nnz;
             if (i >= attn_problem_seq_q(p, b))
                 continue;
-            const int32_t *row = sel + ds_row_q(p, b, i) * topk;
+            const int32_t *row = sel + attn_problem_token_index(p, true, b, i) * topk;
             for (int s = 0; s < topk; ++s)
                 if (row[s] >= 0)
                     col_idx[nnz++] = row[s];

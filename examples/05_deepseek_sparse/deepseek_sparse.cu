@@ -60,6 +60,7 @@
 #include <cuda_runtime.h>
 #include <limits.h>
 #include <math.h>
+#include <math_constants.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -67,6 +68,7 @@
 #include "../03_flash_attention_v2/fa2_tile.cuh"
 #include "attn/problem.h"
 #include "deepseek_sparse.h"
+#include "device/dispatch.cuh"
 #include "device/kernel_common.cuh"
 #include "device/mma.cuh"
 
@@ -78,32 +80,7 @@
 
 /* ================================== kernels =============================================== */
 
-#define LOG2E 1.4426950408889634f
-#define LN2 0.6931471805599453f
 #define TILE ATTN_FA2_BC /* keys per tile in versions 1 and 4 (64) */
-
-/* Where sequence b lives: packed row of its position 0 in Q-side and K-side arrays, lengths. */
-struct ds_seq {
-    int64_t q0, k0;
-    int Lq, Lk;
-};
-
-__device__ __forceinline__ ds_seq ds_seq_at(int b, int Lq, int Lk, const int *cu_q,
-                                            const int *cu_k) { // [B+1] or NULL (dense)
-    ds_seq s;
-    if (cu_q == NULL) {
-        s.q0 = (int64_t)b * Lq;
-        s.k0 = (int64_t)b * Lk;
-        s.Lq = Lq;
-        s.Lk = Lk;
-    } else {
-        s.q0 = cu_q[b];
-        s.k0 = cu_k[b];
-        s.Lq = cu_q[b + 1] - cu_q[b];
-        s.Lk = cu_k[b + 1] - cu_k[b];
-    }
-    return s;
-}
 
 /* --- version 1: indexer ------------------------------------------------------------------------
  *
@@ -141,7 +118,7 @@ __global__ void indexer_kernel(const T *__restrict__ q_index,     // [rows_q, H_
     T *k_s = reinterpret_cast<T *>(smem_raw); /* [TILE][LD] */
     T *q_s = k_s + TILE * Lay::LD;            /* [IDX_WARPS * H_I][LD] */
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    const ds_seq sq = ds_seq_at(blockIdx.y, Lq, Lk, cu_q, cu_k);
+    const attn_seq sq = attn_seq_at(blockIdx.y, Lq, Lk, cu_q, cu_k);
     const int first = i0 + blockIdx.x * IDX_WARPS; /* first query of the block */
     const int end = min(i0 + chunk, sq.Lq);
     if (first >= end) /* the same for every thread: no barrier is skipped by some only */
@@ -301,7 +278,7 @@ __device__ __forceinline__ bool topk_prepare(const float *logits, int32_t *sel, 
                                              const int *cu_k, int Lq, int Lk, int i0, int chunk,
                                              int K, bool causal, const float *&row, int32_t *&out,
                                              int &n) {
-    const ds_seq sq = ds_seq_at(blockIdx.y, Lq, Lk, cu_q, cu_k);
+    const attn_seq sq = attn_seq_at(blockIdx.y, Lq, Lk, cu_q, cu_k);
     const int i = i0 + blockIdx.x;
     if ((int)blockIdx.x >= chunk || i >= sq.Lq)
         return false;
@@ -541,7 +518,7 @@ template <typename T, int D> __global__ void sparse_mma_kernel(const sparse_para
     __shared__ bool ok[TILE];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int b = blockIdx.y, i = blockIdx.x, h0 = blockIdx.z * SPARSE_HEADS;
-    const ds_seq sq = ds_seq_at(b, a.Lq, a.Lk, a.cu_q, a.cu_k);
+    const attn_seq sq = attn_seq_at(b, a.Lq, a.Lk, a.cu_q, a.cu_k);
     if (i >= sq.Lq) /* the same for every thread: no barrier is skipped by some only */
         return;
     /* Rows of this block = heads h0 .. h0+nh-1 of token i: as an attn_seq_head whose "row r" is
@@ -564,7 +541,7 @@ template <typename T, int D> __global__ void sparse_mma_kernel(const sparse_para
     uint32_t qf[D / 16][4];
     attn_fa2_load_q_fragments<T, D, Lay>(qf, q_s);
 
-    const float scale2 = a.scale * LOG2E;
+    const float scale2 = a.scale * CUDART_L2E_F;
     const int visible = attn_visible_keys(i, sq.Lq, sq.Lk, a.causal);
     const int nsel = min(a.K, visible); /* a right selection has exactly nsel keys first */
     const int32_t *srow = a.sel + (sq.q0 + i) * a.K;
@@ -601,7 +578,7 @@ template <typename T, int D> __global__ void sparse_mma_kernel(const sparse_para
         const int r = row0 + g + 8 * h;
         if (r < sh.Lq)
             a.lse[lse0 + (int64_t)r * lse_stride] =
-                l[h] > 0.0f ? m[h] * LN2 + logf(l[h]) : -INFINITY;
+                l[h] > 0.0f ? m[h] * CUDART_LN2_F + logf(l[h]) : -INFINITY;
     }
     attn_fa2_store_o<T, D>(a.o, of, row0, sh);
 }
@@ -620,14 +597,14 @@ template <typename T> __global__ void sparse_gather_kernel(const sparse_params<T
     __shared__ float q_s[GATHER_WARPS][GATHER_MAX_D];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int b = blockIdx.y, i = blockIdx.x, h = blockIdx.z * GATHER_WARPS + warp;
-    const ds_seq sq = ds_seq_at(b, a.Lq, a.Lk, a.cu_q, a.cu_k);
+    const attn_seq sq = attn_seq_at(b, a.Lq, a.Lk, a.cu_q, a.cu_k);
     if (i >= sq.Lq || h >= a.H) /* this warp has nothing to do; there is no block barrier below */
         return;
     const attn_seq_head sh =
         attn_seq_head_at(b * a.H + h, a.B * a.H, a.H, a.D, a.Lq, a.Lk, a.cu_q, a.cu_k);
     float *qw = q_s[warp];
     for (int d = lane; d < a.D; d += 32)
-        qw[d] = float(a.q[sh.q + i * sh.ld + d]) * a.scale * LOG2E;
+        qw[d] = float(a.q[sh.q + i * sh.ld + d]) * a.scale * CUDART_L2E_F;
     __syncwarp(); // the query row is complete before every lane reads all of it
 
     const int visible = attn_visible_keys(i, sq.Lq, sq.Lk, a.causal);
@@ -670,7 +647,7 @@ template <typename T> __global__ void sparse_gather_kernel(const sparse_params<T
         if (lane + 32 * c < a.D)
             a.o[sh.q + i * sh.ld + lane + 32 * c] = T(acc[c] * inv_l); /* round to nearest */
     if (a.lse != NULL && lane == 0)
-        a.lse[sh.lse + i] = l > 0.0f ? m * LN2 + logf(l) : -INFINITY;
+        a.lse[sh.lse + i] = l > 0.0f ? m * CUDART_LN2_F + logf(l) : -INFINITY;
 }
 
 /* ================================= launchers ============================================== */
@@ -678,10 +655,7 @@ template <typename T> __global__ void sparse_gather_kernel(const sparse_params<T
 /* fp16 or bf16, chosen by the problem's dtype (the registry admits only those). */
 template <template <typename> class F, typename... Args>
 static void by_dtype(attn_dtype t, Args... args) {
-    if (t == ATTN_BF16)
-        F<__nv_bfloat16>::run(args...);
-    else
-        F<__half>::run(args...);
+    attn_dispatch_dtype(t, [&](auto tt) { F<typename decltype(tt)::type>::run(args...); });
 }
 
 /* The indexer on rows of DI elements of T (versions 1 and 8); the scales NULL for fp16/bf16. */
@@ -790,7 +764,7 @@ template <typename T> struct sparse_mma_launch {
         sparse_mma_kernel<T, D><<<grid, warps * 32, smem, stream>>>(sparse_params_of<T>(a));
     }
     static void run(const ds_args *a, cudaStream_t stream) {
-        a->p->D == 64 ? go<64>(a, stream) : go<128>(a, stream);
+        attn_dispatch_head_dim(a->p->D, [&](auto d) { go<decltype(d)::value>(a, stream); });
     }
 };
 
@@ -878,80 +852,27 @@ const char *const ds_score_kinds[] = {"indexer", "equal", "neginf", "large", "ti
 static const attn_requirements ds_requirements = {
     ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), 128, 64, true, true, false};
 
-enum { STAGE_INDEXER, STAGE_TOPK, STAGE_ATTENTION };
-
-static const attn_stage ds_stages[] = {
-    {"indexer", true, NULL, ds_clear_logits, ds_check_indexer},
-    {"top-k", true, NULL, ds_clear_selection, ds_check_topk},
-    {"attention", false, ds_prepare_attention, ds_clear_output, ds_check_attention},
-};
-
 static const attn_kernel ds_kernels[] = {
     {1, "indexer", "index scores of 4 queries x 64-key tiles on tensor cores, ReLU, weighted sum",
-     run_indexer, ds_requirements, NULL, 0, NULL, STAGE_INDEXER},
+     run_indexer, ds_requirements, NULL, 0, NULL, DS_STAGE_INDEXER},
     {2, "topk_bitonic", "the whole row sorted in shared memory (<= 4096 keys), first k kept",
-     run_topk_bitonic, ds_requirements, NULL, 0, NULL, STAGE_TOPK},
+     run_topk_bitonic, ds_requirements, NULL, 0, NULL, DS_STAGE_TOPK},
     {3, "topk_radix", "radix select over the float bits: 4 histogram passes, any row length",
-     run_topk_radix, ds_requirements, NULL, 0, NULL, STAGE_TOPK},
+     run_topk_radix, ds_requirements, NULL, 0, NULL, DS_STAGE_TOPK},
     {4, "sparse_mma", "FA2 over the selected keys: 64 gathered K/V rows per tile, tensor cores",
-     run_sparse_mma, ds_requirements, NULL, 0, NULL, STAGE_ATTENTION},
+     run_sparse_mma, ds_requirements, NULL, 0, NULL, DS_STAGE_ATTENTION},
     {5, "sparse_gather", "one warp per (token, head) over the selected keys, CUDA cores",
-     run_sparse_gather, ds_requirements, NULL, 0, NULL, STAGE_ATTENTION},
+     run_sparse_gather, ds_requirements, NULL, 0, NULL, DS_STAGE_ATTENTION},
     {6, "end_to_end", "the pipeline: per chunk indexer + topk_radix, then sparse_mma", run_pipeline,
-     ds_requirements, NULL, 0, NULL, STAGE_ATTENTION},
+     ds_requirements, NULL, 0, NULL, DS_STAGE_ATTENTION},
     {7, "dense_fa2", "baseline: example 03's fa2_mma, dense, K and V copied into every head",
-     run_dense, ds_requirements, NULL, ATTN_SERVES_BASELINE, NULL, STAGE_ATTENTION},
+     run_dense, ds_requirements, NULL, ATTN_SERVES_BASELINE, NULL, DS_STAGE_ATTENTION},
     {DS_KERNEL_INDEXER_FP8, "indexer_fp8",
      "version 1 in FP8 e4m3: q_I, k_I per row with a power-of-two scale, mma.sync m16n8k32",
-     run_indexer_fp8, ds_requirements, NULL, 0, NULL, STAGE_INDEXER},
+     run_indexer_fp8, ds_requirements, NULL, 0, NULL, DS_STAGE_INDEXER},
 };
 
-#define OPT(field) offsetof(ds_options, field)
-static const attn_option ds_option_table[] = {
-    {"--topk", "K", "keys kept per query (k >= the keys a query sees: all of them)",
-     ATTN_OPTION_INT, OPT(topk), 1, INT_MAX, NULL, "64", "2048"},
-    {"--index-heads", "N", "indexer heads H_I: 16, 32, 48 or 64", ATTN_OPTION_INT, OPT(index_heads),
-     16, DS_MAX_INDEX_HEADS, NULL, "16", "64"},
-    {"--index-dim", "N", "indexer head dimension D_I: 64 or 128", ATTN_OPTION_INT, OPT(index_dim),
-     64, 128, NULL, "64", "128"},
-    {"--chunk", "N", "query positions per indexer chunk (0: as many as 1 GiB of logits holds)",
-     ATTN_OPTION_INT, OPT(chunk), 0, INT_MAX, NULL, "0", NULL},
-    {"--scores", "KIND",
-     "top-k input: the indexer's scores, or synthetic rows: equal (all 1), neginf (all -inf), "
-     "large (+-3e38), ties (4 distinct values)",
-     ATTN_OPTION_CHOICE, OPT(scores), 0, 0, "indexer|equal|neginf|large|ties", "indexer", NULL},
-    {"--corrupt-scale", "F",
-     "multiply the first key's FP8 scale by F after indexer_fp8's quantization (a test: its "
-     "checks must fail)",
-     ATTN_OPTION_TEXT, OPT(corrupt_scale_text), 0, 0, NULL, NULL, NULL},
-    {"--corrupt-index", "V",
-     "write V into the first slot of query 0's selection on the device after the top-k stage "
-     "(a test: attention must refuse an invalid index, and fail on a valid wrong one)",
-     ATTN_OPTION_TEXT, OPT(corrupt_text), 0, 0, NULL, NULL, NULL},
-};
-#undef OPT
-
-static const attn_module ds_module = {
-    ds_option_table,
-    (int)(sizeof ds_option_table / sizeof ds_option_table[0]),
-    sizeof(ds_options),
-    NULL, /* usage */
-    sizeof(ds_state),
-    ds_prepare,
-    ds_verdict,
-    ds_banner,
-    NULL, /* build, buffers, kernel_options: an attention example's */
-    NULL,
-    NULL,
-    ds_stages,
-    (int)(sizeof ds_stages / sizeof ds_stages[0]),
-    ds_setup,
-    ds_flops,
-    ds_record_json,
-    ds_dump,
-    ds_after_table,
-    ds_release,
-};
+extern "C" const attn_module ds_module; /* its flags, inputs and stages: deepseek_run.c */
 
 extern "C" const attn_example deepseek_sparse_example = {
     "05_deepseek_sparse",

@@ -2,7 +2,8 @@
  * references (deepseek_reference.c) and the program (main.c).
  *
  * Layouts (packed rows: a dense batch's sequence b owns rows b*L .. b*L+L-1, a varlen batch's
- * rows cu[b] .. cu[b+1]-1, as in common/README.md, "Conventions"):
+ * rows cu[b] .. cu[b+1]-1, as in common/README.md, "Conventions"; row of position i of sequence
+ * b: attn_problem_token_index, attn/problem.h):
  *   q_I     [rows_q, H_I, D_I]  indexer queries, H_I heads per token (fp16/bf16)
  *   k_I     [rows_k, D_I]       ONE indexer key per token, shared by the indexer heads
  *   w       [rows_q, H_I]       per-token head weights (fp32)
@@ -12,7 +13,8 @@
  *   q, o    the attention problem's layout: [B,H,Lq,D] or varlen [total_q,H,D]
  *   k, v    ONE key/value head shared by the H query heads (MQA, as DeepSeek's MLA in its
  *           absorbed form): [rows_k, D]
- * The stages on the one driver (what each is checked against): deepseek_stages.c.
+ * The stages on the one driver (what each is checked against): deepseek_stages.c; the flags and
+ * the inputs: deepseek_run.c.
  */
 #ifndef DEEPSEEK_SPARSE_H
 #define DEEPSEEK_SPARSE_H
@@ -120,23 +122,30 @@ void ds_fp8_error_bound(const attn_problem *p, int index_heads, int index_dim, c
 /* |top-k of exact[0..n) and of fp8[0..n)| / k (1 when n <= k). */
 double ds_fp8_set_recall(const double *exact, const float *fp8, int n, int k);
 
+/* indexer_fp8's extra data for its check: its codes and scales read back, decoded. */
+typedef struct ds_fp8_view {
+    uint8_t *q8, *k8;
+    float *qs, *ks, *qv, *kv, *ws; /* scales; decoded values; w * q_scale in fp32 */
+    double *exact, *mag, *bound;   /* per key: the unquantized inputs' score, its magnitudes,
+                                    * ds_fp8_error_bound */
+} ds_fp8_view;
+
 /* The attention reference's mask: per (b, i) row (row r = b*Lq + i, Lq the longest sequence), the
  * selected keys of that query (sel's non-negative entries). row_ptr [B*Lq + 1], col_idx
  * [B*Lq*topk]. */
 void ds_selection_csr(const attn_problem *p, int topk, const int32_t *sel, int64_t *row_ptr,
                       int32_t *col_idx);
 
-/* Packed row of query i of sequence b (see the layouts above). */
-int64_t ds_row_q(const attn_problem *p, int b, int i);
-int64_t ds_row_k(const attn_problem *p, int b, int s);
+/* ---- the run and the stages on the one driver (deepseek_run.c, deepseek_stages.c) ---------- */
 
-/* ---- the stages on the one driver (deepseek_stages.c; attn/example.h) ---------------------- */
+/* The stages, in order (attn_kernel.stage). */
+enum { DS_STAGE_INDEXER, DS_STAGE_TOPK, DS_STAGE_ATTENTION };
 
 /* --scores: the top-k stage's input: the indexer's scores, or a synthetic row kind */
 enum { DS_SCORES_INDEXER, DS_SCORES_EQUAL, DS_SCORES_NEGINF, DS_SCORES_LARGE, DS_SCORES_TIES };
 extern const char *const ds_score_kinds[]; /* their names, in that order */
 
-/* The example's flags (the option table in deepseek_sparse.cu's registry). */
+/* The example's flags (the option table: deepseek_run.c). */
 typedef struct ds_options {
     int topk, index_heads, index_dim, chunk; /* chunk 0: as many rows as fit 1 GiB of logits */
     int scores;                              /* DS_SCORES_* */
@@ -161,7 +170,8 @@ typedef struct ds_state {
     int32_t *seen;    /* [rows_q, k_eff] the device's selection as read back */
     int64_t *row_ptr; /* sel as the attention reference's CSR mask */
     int32_t *col_idx;
-    float *out, *lse, *ref, *ref_lse, *lowp, *dense_ref, *dense_ref_lse, *dense_lowp;
+    float *out, *lse;
+    attn_stage_reference ref, dense_ref; /* attention's (made by its prepare), the baseline's */
     void *staging;
     void *d_q, *d_k1, *d_v1, *d_kx, *d_vx, *d_qi, *d_ki, *d_o;
     float *d_w, *d_logits, *d_lse;
@@ -172,6 +182,15 @@ typedef struct ds_state {
     ds_args args;       /* what the kernels read (attn_buffers.args) */
     attn_buffers dense; /* the dense baseline's buffers (K, V in every head) */
 } ds_state;
+
+/* Version 8's check (deepseek_fp8.c): its codes and scales read back into v (and on chunk 0,
+ * (1) the quantization of every row checked into out); 0, or 1 (out of host memory, a failed
+ * copy). Then per checked query, (3) its scores got against the unquantized inputs' exact ones
+ * within ds_fp8_error_bound, the worst ratio and the recall kept in s. */
+int ds_fp8_read_back(ds_state *s, ds_fp8_view *v, int chunk, attn_stage_check *out);
+void ds_fp8_check_exact(ds_state *s, ds_fp8_view *v, int b, int i, const float *got,
+                        attn_stage_check *out);
+void ds_fp8_release(ds_fp8_view *v);
 
 int ds_prepare(void *state, const attn_example *ex, const attn_cli *cli, const void *opts,
                attn_problem *p, char *why, size_t len);

@@ -24,6 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 QUALITY = os.path.join(HERE, "..", "..", "quality")
 sys.path.insert(0, QUALITY)
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "benchmarks"))
 import ladder  # noqa: E402
 
 try:
@@ -35,6 +36,8 @@ except ModuleNotFoundError as e:  # a Python without the chapter's packages: one
              f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --python, then use "
              f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
 import report  # noqa: E402
+import plan  # noqa: E402
+import readme_tables  # noqa: E402
 import stats  # noqa: E402
 
 LADDER = "ladder:b=8,s=1,w=4"
@@ -126,17 +129,16 @@ def long_table():
     FRONTIER: each family's parameters reach the density of top-k with k = L/8), at 2,048 and
     8,192 tokens of Austen, and at 2,048 tokens of the Bible and the Go sources (the families
     their phase runs)."""
-    import recompute
     rows = ["| L | text | attention | spec | density | n | NLL change vs dense [95% CI] "
             "| contender - ladder NLL [95% CI] | p (t / sign-flip) | ladder is |",
             "|---:|---|---|---|---:|---:|---:|---:|---:|---|"]
     captions = []
     for L, name, families in LONG_SETS:
         d = load(f"{name}.json")
-        specs = recompute.FRONTIER[L][LONG[L]]
+        specs = plan.FRONTIER[L][LONG[L]]
         lad = report.complete(d, specs["ladder"]) if d else None
         text = TEXT_NAMES[name.split("-")[0]]
-        for fam in families or recompute.FAMILIES:
+        for fam in families or plan.FAMILIES:
             spec = specs[fam]
             c = report.complete(d, spec) if d else None
             if not c:
@@ -154,8 +156,7 @@ def long_table():
 
 
 def passkey_table():
-    import recompute
-    t = report.passkey_table(specs=lambda L: [s for s, _ in recompute.passkey_configs(L)])
+    t = report.passkey_table(specs=lambda L: [s for s, _ in plan.passkey_configs(L)])
     return t or "not run: quality/results/passkey.json is missing"
 
 
@@ -211,23 +212,12 @@ TABLES = {"quality_austen": lambda: quality_table("austen-512"),
 
 
 def rewrite(path, check):
-    with open(path) as f:
-        text = f.read()
-    out = text
-    for name, make in TABLES.items():
-        pat = re.compile(rf"(<!-- table:{name} -->\n)(?:.*?\n)?(<!-- /table:{name} -->)", re.S)
-        if pat.search(out):
-            body = make()
-            out = pat.sub(lambda m: m.group(1) + body + "\n" + m.group(2), out)
-    out = report.replace_verdicts(out)
-    if out == text:
-        return True
-    if check:
+    blocks = {f"table:{name}": (lambda make=make: make() + "\n") for name, make in TABLES.items()}
+    changed, _ = readme_tables.update(path, blocks, check, rewrite=report.replace_verdicts)
+    if changed and check:
         print(f"{os.path.relpath(path)}: tables or verdicts differ from the results "
               f"(run make_tables.py)")
         return False
-    with open(path, "w") as f:
-        f.write(out)
     return True
 
 
@@ -280,8 +270,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-        sys.exit(f"error: {e.name} is not installed for {sys.executable}: "
-                 "run scripts/setup.sh --python, then use .venv/bin/python")
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "benchmarks"))
+    import bench_results  # the one __main__ wrapper: a missing package is one line
+    bench_results.run_main(main)

@@ -1,7 +1,6 @@
 /* bwd_selection.c — example 07's seeded top-k selection (the gradients' reference is the
  * harness's attn_reference_backward, common/src/reference_backward.c). */
 #include "attn/tensor.h"
-#include "deepseek_sparse.h" /* ds_row_q: example 05's packed query rows */
 #include "flash_bwd.h"
 
 /* ---- the top-k selection --------------------------------------------------------------------- */
@@ -9,7 +8,7 @@
 void bwd_random_selection(const attn_problem *p, int K, uint64_t seed, int32_t *sel) {
     for (int b = 0; b < p->B; ++b)
         for (int i = 0; i < attn_problem_seq_q(p, b); ++i) {
-            const int64_t row = ds_row_q(p, b, i);
+            const int64_t row = attn_problem_token_index(p, true, b, i);
             int32_t *out = sel + row * K;
             const int n = attn_problem_row_keys(p, b, i);
             int need = n < K ? n : K, got = 0;

@@ -56,6 +56,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <math_constants.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -64,6 +65,7 @@
 #include "attn/sparse/block_mask.h"
 #include "attn/sparse/patterns.h"
 #include "deepseek_sparse.h"
+#include "device/dispatch.cuh"
 #include "device/kernel_common.cuh"
 #include "device/mma.cuh"
 #include "flash_bwd.h"
@@ -76,7 +78,6 @@
 
 /* ================================== kernels =============================================== */
 
-#define LOG2E 1.4426950408889634f
 #define WARPS 4        /* every block: 4 warps */
 #define F32_BR 32      /* version 2: query rows per tile */
 #define F32_BC 32      /* version 2: keys per block (one per lane) */
@@ -501,7 +502,7 @@ __device__ __forceinline__ void row_stats(const float *lse, const float *Dv, int
     for (int h = 0; h < 2; ++h) {
         const int i = row0 + g + 8 * h;
         const float x = i < sh.Lq ? lse[sh.lse + i] : -INFINITY;
-        lse2[h] = x == -INFINITY ? INFINITY : x * LOG2E;
+        lse2[h] = x == -INFINITY ? INFINITY : x * CUDART_L2E_F;
         Di[h] = i < sh.Lq ? Dv[sh.lse + i] : 0.0f;
     }
 }
@@ -549,7 +550,7 @@ __global__ void fa2_bwd_kv_kernel(const tc_params<T> a, const bwd_tiles tp) {
     T *ds_s = p_s + BR * PLay::LD;            /* [BR][72] */
     const int warp = threadIdx.x / 32;
     const int kb = blockIdx.x, j0 = kb * BC;
-    const float scale2 = a.scale * LOG2E;
+    const float scale2 = a.scale * CUDART_L2E_F;
 
     for (int bh = blockIdx.y; bh < a.BH; bh += gridDim.y) {
         const attn_seq_head sh = attn_seq_head_at(bh, a.BH, a.H, D, a.Lq, a.Lk, a.cu_q, a.cu_k);
@@ -619,7 +620,7 @@ __global__ void fa2_bwd_dq_kernel(const tc_params<T> a, const bwd_tiles tp) {
     T *do_s = q_s + BR * Lay::LD;             /* [BR][LD] */
     const int warp = threadIdx.x / 32;
     const int qb = blockIdx.x, i0 = qb * BR, row0 = i0 + warp * WARP_ROWS;
-    const float scale2 = a.scale * LOG2E;
+    const float scale2 = a.scale * CUDART_L2E_F;
 
     for (int bh = blockIdx.y; bh < a.BH; bh += gridDim.y) {
         const attn_seq_head sh = attn_seq_head_at(bh, a.BH, a.H, D, a.Lq, a.Lk, a.cu_q, a.cu_k);
@@ -895,13 +896,10 @@ static void launch_tc_typed(const attn_problem *p, const attn_buffers *b, bool a
 /* The registry admits only fp16/bf16 and D = 64 or 128 for versions 3-5. */
 static void launch_tc(const attn_problem *p, const attn_buffers *b, bool atomic, bool listed,
                       cudaStream_t stream) {
-    const bool bf16 = p->dtype == ATTN_BF16;
-    if (p->D == 64)
-        bf16 ? launch_tc_typed<__nv_bfloat16, 64>(p, b, atomic, listed, stream)
-             : launch_tc_typed<__half, 64>(p, b, atomic, listed, stream);
-    else
-        bf16 ? launch_tc_typed<__nv_bfloat16, 128>(p, b, atomic, listed, stream)
-             : launch_tc_typed<__half, 128>(p, b, atomic, listed, stream);
+    attn_dispatch_tc(p->dtype, p->D, [&](auto t, auto d) {
+        launch_tc_typed<typename decltype(t)::type, decltype(d)::value>(p, b, atomic, listed,
+                                                                        stream);
+    });
 }
 static void launch_fa2_mma(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
     launch_tc(p, b, true, false, stream);
@@ -972,34 +970,27 @@ static const attn_requirements gather_requirements = {
 /* versions 3-5 (and example 03's fa2_mma, 04's block_sparse): flash2_fa2_mma.req, fp16/bf16,
  * D = 64 or 128 */
 
-enum { STAGE_FORWARD, STAGE_BACKWARD };
-
-static const attn_stage bwd_stages[] = {
-    {"forward", false, bwd_prepare_forward, bwd_clear_forward, bwd_check_forward},
-    {"backward", false, bwd_prepare_backward, bwd_clear_backward, bwd_check_backward},
-};
-
 static const attn_kernel bwd_kernels[] = {
     {1, "naive", "the formulas as they read: P and dS in global memory (O(L^2)), three kernels",
-     launch_naive, fp32_requirements, ws_naive, 0, NULL, STAGE_BACKWARD},
+     launch_naive, fp32_requirements, ws_naive, 0, NULL, BWD_STAGE_BACKWARD},
     {2, "fa2_fp32", "FA2 backward in fp32: a block owns 32 keys, walks Q tiles, dQ by atomics",
-     launch_fa2_fp32, fp32_requirements, ws_atomic_dq, 0, fa2_fp32_shape, STAGE_BACKWARD},
+     launch_fa2_fp32, fp32_requirements, ws_atomic_dq, 0, fa2_fp32_shape, BWD_STAGE_BACKWARD},
     {3, "fa2_mma", "the same loop on tensor cores (fp16/bf16): P^T dO, dS^T Q via ldmatrix.trans",
-     launch_fa2_mma, flash2_fa2_mma.req, ws_atomic_dq, 0, fa2_mma_shape, STAGE_BACKWARD},
+     launch_fa2_mma, flash2_fa2_mma.req, ws_atomic_dq, 0, fa2_mma_shape, BWD_STAGE_BACKWARD},
     {4, "fa2_mma_det", "deterministic dQ: no atomics, a second pass in the forward's loop order",
-     launch_fa2_mma_det, flash2_fa2_mma.req, ws_d_only, 0, NULL, STAGE_BACKWARD},
+     launch_fa2_mma_det, flash2_fa2_mma.req, ws_d_only, 0, NULL, BWD_STAGE_BACKWARD},
     {5, "block_sparse", "version 4 over example 04's block mask and its transposed view",
-     launch_block_sparse, flash2_fa2_mma.req, ws_d_only, 0, NULL, STAGE_BACKWARD},
+     launch_block_sparse, flash2_fa2_mma.req, ws_d_only, 0, NULL, BWD_STAGE_BACKWARD},
     {6, "topk", "example 05's selection: dQ per query, dK/dV scattered by atomics", launch_topk,
-     gather_requirements, ws_topk, 0, NULL, STAGE_BACKWARD},
+     gather_requirements, ws_topk, 0, NULL, BWD_STAGE_BACKWARD},
     {7, "fwd_fa2_fp32", "example 03's fa2_fp32: O and LSE for versions 1 and 2", run_fwd_fa2_fp32,
-     fp32_requirements, NULL, 0, NULL, STAGE_FORWARD},
+     fp32_requirements, NULL, 0, NULL, BWD_STAGE_FORWARD},
     {8, "fwd_fa2", "example 03's fa2_mma: O and LSE for versions 3 and 4", run_fwd_fa2,
-     flash2_fa2_mma.req, NULL, 0, NULL, STAGE_FORWARD},
+     flash2_fa2_mma.req, NULL, 0, NULL, BWD_STAGE_FORWARD},
     {9, "fwd_block_sparse", "example 04's block_sparse: O and LSE for version 5",
-     run_fwd_block_sparse, flash2_fa2_mma.req, NULL, 0, NULL, STAGE_FORWARD},
+     run_fwd_block_sparse, flash2_fa2_mma.req, NULL, 0, NULL, BWD_STAGE_FORWARD},
     {10, "fwd_topk", "example 05's sparse_gather: O and LSE for version 6", run_fwd_topk,
-     gather_requirements, NULL, 0, NULL, STAGE_FORWARD},
+     gather_requirements, NULL, 0, NULL, BWD_STAGE_FORWARD},
 };
 
 bwd_mode bwd_kernel_mode(const attn_kernel *k) {
@@ -1009,50 +1000,7 @@ bwd_mode bwd_kernel_mode(const attn_kernel *k) {
     return k->id >= 1 && k->id <= 10 ? by_id[k->id] : BWD_DENSE;
 }
 
-#define OPT(field) offsetof(bwd_options, field)
-static const attn_option bwd_option_table[] = {
-    {"--topk", "K",
-     "top-k backward (version 6): each query attends to K keys of a seeded random selection in "
-     "example 05's format (0: none)",
-     ATTN_OPTION_INT, OPT(topk), 0, 1 << 24, NULL, "0", NULL},
-    {"--tensors", "DIR",
-     "read q, k, v, do, o, lse (and sel with --topk) from DIR/<name>.bin (attn tensor files, as "
-     "--dump writes them); the forward stage does not run",
-     ATTN_OPTION_TEXT, OPT(inputs), 0, 0, NULL, NULL, NULL},
-};
-#undef OPT
-
-static void bwd_usage(const attn_example *ex, FILE *f) {
-    (void)ex;
-    fprintf(f, "\n--pattern SPEC: example 04's patterns (block-sparse backward, version 5); "
-               "the kinds:\n");
-    attn_pattern_usage(f, NULL);
-}
-
-static const attn_module bwd_module = {
-    bwd_option_table,
-    (int)(sizeof bwd_option_table / sizeof bwd_option_table[0]),
-    sizeof(bwd_options),
-    bwd_usage,
-    sizeof(bwd_state),
-    bwd_prepare,
-    bwd_verdict,
-    bwd_banner,
-    NULL, /* build, buffers, kernel_options: an attention example's */
-    NULL,
-    NULL,
-    bwd_stages,
-    (int)(sizeof bwd_stages / sizeof bwd_stages[0]),
-    bwd_setup,
-    bwd_flops,
-    bwd_record_json,
-    bwd_dump,
-    bwd_after_table,
-    bwd_release,
-    NULL, /* inputs: an attention example's */
-    NULL, /* host_bytes: the driver's estimate */
-    bwd_inputs_read_from,
-};
+extern "C" const attn_module bwd_module; /* its flags, inputs and stages: bwd_run.c */
 
 extern "C" const attn_example flash_bwd_example = {
     "07_flash_attention_backward",

@@ -1,6 +1,6 @@
 /* flash_bwd.h — Example 07's interface between the kernels (flash_bwd.cu), the CPU references
  * (the harness's attn_reference_backward; bwd_selection.c) and the stages on the one driver
- * (bwd_stages.c).
+ * (bwd_run.c: flags, inputs; bwd_stages.c: the two stages; bwd_files.c: --tensors, --dump).
  *
  * Tensors (the chapter's layouts, README.md "Conventions" at the top of the repository):
  *   q, o, dO, dQ   [B,H,Lq,D] row-major, or varlen [total_q,H,D]      (dtype of the problem)
@@ -67,15 +67,18 @@ typedef struct bwd_workspace {
 
 /* A seeded selection in example 05's format: for each query (packed row r of sequence b,
  * position i), min(K, n) distinct keys drawn uniformly from the n keys it sees (causality),
- * ascending, then -1. sel: [rows_q, K], rows as example 05's ds_row_q. */
+ * ascending, then -1. sel: [rows_q, K], rows as attn_problem_token_index. */
 void bwd_random_selection(const attn_problem *p, int K, uint64_t seed, int32_t *sel);
 
-/* ---- the stages on the one driver (bwd_stages.c; attn/example.h) ---------------------------- */
+/* ---- the run on the one driver (bwd_run.c, bwd_stages.c, bwd_files.c; attn/example.h) ------- */
 
 typedef struct bwd_options {
     int topk;           /* 0: no selection */
     const char *inputs; /* --tensors DIR, or NULL */
 } bwd_options;
+
+/* The stages, in order (attn_kernel.stage). */
+enum { BWD_STAGE_FORWARD, BWD_STAGE_BACKWARD };
 
 /* One run's data. Host arrays are fp32 values already rounded to the dtype. */
 typedef struct bwd_state {
@@ -101,7 +104,7 @@ typedef struct bwd_state {
     int64_t *row_ptr;
     int32_t *col_idx;
     float *q, *k, *v, *dout, *o, *lse; /* inputs; o, lse: the forward's, read back */
-    float *o_ref, *lse_ref, *o_lowp;   /* the forward's references (checked rows) */
+    attn_stage_reference fwd_ref;      /* the forward's reference (checked rows) */
     attn_grads ref, tol, lowp, got;    /* the gradients' references and a kernel's */
     bool ref_done;
     void *staging;
@@ -131,6 +134,12 @@ int bwd_dump(void *state, const char *dir);
 void bwd_after_table(void *state, const attn_example *ex, const attn_run_record *recs, int n);
 void bwd_release(void *state);
 const char *bwd_inputs_read_from(void *state);
+/* bwd_files.c: --tensors DIR read into s (0, or ATTN_EXIT_USAGE with why); the gradients g
+ * written to s->dump_dir as <name>_<suffix>.bin (0, or 1 after a message). */
+int bwd_load_inputs(bwd_state *s, char *why, size_t len);
+int bwd_dump_grads(const bwd_state *s, const char *suffix, const attn_grads *g);
+/* bwd_stages.c: frees the three gradients of g. */
+void bwd_free_grads(attn_grads *g);
 
 /* Which mode a kernel serves (flash_bwd.cu's registry), for the verdict. */
 bwd_mode bwd_kernel_mode(const attn_kernel *k);

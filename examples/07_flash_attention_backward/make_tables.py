@@ -58,6 +58,8 @@ RESULTS = os.path.join(HERE, "results", "profile.jsonl")
 TOLERANCE = os.path.join(HERE, "results", "tolerance.txt")
 TIMES = os.path.join(HERE, "results", "times.jsonl")
 README = os.path.join(HERE, "README.md")
+sys.path.insert(0, os.path.join(HERE, "..", "..", "benchmarks"))
+import readme_tables  # noqa: E402
 ELT = {"f32": 4, "f16": 2, "bf16": 2}
 BR = BC = 64  # versions 3-5
 F32_BR = F32_BC = 32  # version 2
@@ -321,18 +323,11 @@ BLOCKS = {"profile:backward": table, "table:tolerance": tolerance_table, "table:
 
 
 def update(check):
-    with open(README) as f:
-        text = f.read()
-    new = re.sub(r"(<!-- (\w+:\w+) -->\n).*?(<!-- /\2 -->)",
-                 lambda m: m.group(1) + BLOCKS[m.group(2)]() + m.group(3), text, flags=re.S)
-    if new == text:
-        return 0
-    if check:
+    changed, _ = readme_tables.update(README, BLOCKS, check)
+    if changed and check:
         print("out of date: examples/07_flash_attention_backward/README.md (python3 "
               "examples/07_flash_attention_backward/make_tables.py)")
         return 1
-    with open(README, "w") as f:
-        f.write(new)
     return 0
 
 

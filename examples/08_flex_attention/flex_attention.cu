@@ -29,12 +29,13 @@
  * against the reference on the rotated inputs.
  *
  * Sections: CPU reference | kernels | launchers | registry. The modifications: flex_mods.cuh; the
- * flags, inputs and report: flex_module.c; main() is in main.c.
+ * flags, inputs and report: flex_module.c (flex_spec.c, flex_reference.c); main() is in main.c.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <math_constants.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -45,6 +46,7 @@
 #include "attn/problem.h"
 #include "attn/reference.h"
 #include "attn/sparse/block_mask.h"
+#include "device/dispatch.cuh"
 #include "device/kernel_common.cuh"
 #include "device/mma.cuh"
 #include "flex_attention.h"
@@ -100,7 +102,7 @@ template <class Mask> struct flex_is_all : std::is_same<Mask, flex_all> {};
  * the modification as its mask: keep() is the mask_mod, score() the score_mod, the very functors
  * the kernels inline (called here with F = double), except where a functor holds arithmetic
  * a test could not otherwise tell wrong: ALiBi's score_mod and slopes, and RoPE's rotation of the
- * inputs, are the reference's own (flex_module.c, written from the published definitions).
+ * inputs, are the reference's own (flex_reference.c, written from the published definitions).
  * Causality is part of the mask_mod, so the
  * problem itself is not causal. fp16/bf16 are judged by FlashAttention's 2x rule against
  * attn_reference_lowp under the same mask (attn/check.h). */
@@ -150,7 +152,6 @@ extern "C" void flex_alibi_slopes(int H, float *slopes) {
 #define BC ATTN_FA2_BC /* keys per K/V tile (64): the block mask's tile width */
 #define WARPS 4        /* warp w owns query rows 16w .. 16w+15 of the tile */
 #define WARP_ROWS ATTN_FA2_WARP_ROWS
-#define LOG2E 1.4426950408889634f
 static_assert(BR == BC && BC == FLEX_TILE, "one tile size for the kernel and its block mask");
 
 /* --- the block mask: FlexAttention's create_block_mask --------------------------------------
@@ -332,7 +333,7 @@ __device__ __forceinline__ unsigned flex_modify(float (&s)[BC / 8][4], const Mod
             if constexpr (flex_is_identity<decltype(mod.score)>::value)
                 sc = s[nt][x] * scale2;
             else
-                sc = mod.score(s[nt][x] * scale, b, h, i, kv) * LOG2E;
+                sc = mod.score(s[nt][x] * scale, b, h, i, kv) * CUDART_L2E_F;
             s[nt][x] = keep ? sc : -INFINITY;
         }
     return calls;
@@ -355,8 +356,8 @@ __global__ void flex_fa2_kernel(const T *__restrict__ q, // [B,H,Lq,D] (rope: be
     T *v_s = k_s + BC * Lay::LD;              /* [BC][LD] */
     const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
     const int q0 = blockIdx.x * BR;
-    const int row0 = q0 + warp * WARP_ROWS; /* first query row of this warp */
-    const float scale2 = scale * LOG2E;     /* scores in log2 units */
+    const int row0 = q0 + warp * WARP_ROWS;    /* first query row of this warp */
+    const float scale2 = scale * CUDART_L2E_F; /* scores in log2 units */
     /* the functors' query indices: rows past Lq (discarded at the end) ask about row Lq - 1, so
      * that a functor only ever sees positions that exist */
     const int rows[2] = {min(row0 + g, Lq - 1), min(row0 + g + 8, Lq - 1)};
@@ -478,15 +479,11 @@ static void launch_flex(const attn_problem *p, const attn_buffers *b, int id, bo
         counters = a->counters + 4 * (id - 1);
         a->count_kernel = 0;
     }
-    const bool bf16 = p->dtype == ATTN_BF16;
     flex_dispatch(a->dev, [&](auto mod) {
-        using Mod = decltype(mod);
-        if (p->D == 64)
-            bf16 ? launch_typed<__nv_bfloat16, 64, Mod>(p, b, q, k, blocks, mod, rope, counters)
-                 : launch_typed<__half, 64, Mod>(p, b, q, k, blocks, mod, rope, counters);
-        else
-            bf16 ? launch_typed<__nv_bfloat16, 128, Mod>(p, b, q, k, blocks, mod, rope, counters)
-                 : launch_typed<__half, 128, Mod>(p, b, q, k, blocks, mod, rope, counters);
+        attn_dispatch_tc(p->dtype, p->D, [&](auto t, auto d) {
+            launch_typed<typename decltype(t)::type, decltype(d)::value, decltype(mod)>(
+                p, b, q, k, blocks, mod, rope, counters);
+        });
     });
 }
 

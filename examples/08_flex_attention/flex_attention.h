@@ -1,5 +1,6 @@
 /* flex_attention.h (example 08) — what the kernels (flex_attention.cu) and the module that runs
- * them (flex_module.c: the flags, the inputs, the block mask, the report) share. C11 and C++.
+ * them (flex_module.c, flex_spec.c, flex_reference.c: the flags, the inputs, the block mask,
+ * the report) share. C11 and C++.
  *
  * The compiled modifications (--mod SPEC). Each is one kernel per dtype and head dimension,
  * specialised at compile time on its functors (flex_mods.cuh):
@@ -90,7 +91,7 @@ void flex_alibi_slopes(int H, float *slopes);
 int flex_create_block_mask(const flex_setting *s, int B, attn_block_mask *m, int32_t *counts);
 
 /* Rotary position embedding, on the load of Q and K by the flex_rope kernel, and on the host by
- * the reference's own rotation (flex_module.c): rotate-half pairs (c, c + D/2), angle
+ * the reference's own rotation (flex_reference.c): rotate-half pairs (c, c + D/2), angle
  * pos * inv_freq[c] (flex_mods.cuh). Positions: key j at offset + j, query i at
  * offset + i + (Lk - Lq). */
 typedef struct flex_rope {

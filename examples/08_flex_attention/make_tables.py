@@ -20,13 +20,14 @@ Standard library only.
 import glob
 import json
 import os
-import re
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 README = os.path.join(HERE, "README.md")
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+import readme_tables  # noqa: E402
 SIM = os.path.join(HERE, "results", "sim_profile.jsonl")
 SIM_MODS = ["causal", "sliding_window:w=64", "prefix_lm:p=96", "document", "alibi",
             "softcap:cap=30", "rel_bias:r=16"]
@@ -169,13 +170,12 @@ def update(check):
     text = read(README)
     stale = []
     for name, want in blocks().items():
-        m = re.search(rf"(<!-- table:{name} -->\n)(.*?)(<!-- /table:{name} -->)", text, re.S)
-        if not m:
+        new, missing = readme_tables.fill(text, {f"table:{name}": want})
+        if missing:
             stale.append(f"no <!-- table:{name} --> markers")
-            continue
-        if m.group(2) != want:
+        elif new != text:
             stale.append(name)
-            text = text[:m.start(2)] + want + text[m.end(2):]
+            text = new
     if check:
         print(f"FAIL: README.md's tables {', '.join(stale)} differ from the result files (run "
               f"python3 examples/08_flex_attention/make_tables.py)" if stale

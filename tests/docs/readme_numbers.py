@@ -137,7 +137,7 @@ def claims_03():
     m2 = 4 * log2e
     lse = m2 * math.log(2) + math.log(l)
     assert abs(lse - (4 + math.log(l))) < 1e-12
-    out.append(f"`LOG2E` = {log2e:.4f}")
+    out.append(f"`CUDART_L2E_F` = {log2e:.4f}")
     out.append(f"`m₂ = 4 · log₂e = {m2:.4f}`, `l = {l:.4f}`, and `{m2:.4f} · {math.log(2):.4f} + "
                f"ln {l:.4f} = {lse:.4f}`")
     # FlashAttention-3: its ablation's TFLOP/s from its times (4·B·H·L²·d, §4.1), the peak's share,

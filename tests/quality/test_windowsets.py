@@ -8,7 +8,7 @@ tokens exist; the committed results name their set and have its n. The indexer's
 novels): at least 50 distinct training windows from at least 4 novels, none of them evaluated,
 held-out windows disjoint from them, and (the log) a held-out loss per epoch and the tokens and
 steps it states consistent with its settings. The frontier's configurations
-(recompute.FRONTIER) reach their density point: window, sink+window and top-k within 0.1 % of the
+(plan.FRONTIER) reach their density point: window, sink+window and top-k within 0.1 % of the
 top-k density, the ladder and BigBird within 5 %, strided as close as a stride gets (within 15 %).
 Exit 0 when every check passes."""
 import json
@@ -16,7 +16,7 @@ import os
 import sys
 
 import attention
-import recompute
+import plan
 import smollm
 import texts
 import train_indexer
@@ -54,7 +54,7 @@ def main():
                   f"results/{name}.json: its windows are the set's, complete configs have n = "
                   f"{ws.count}")
     P = attention.patterns()
-    for L, points in recompute.FRONTIER.items():
+    for L, points in plan.FRONTIER.items():
         for k, specs in points.items():
             target = attention.top_k_density(k, L)
             for fam, spec in specs.items():

@@ -65,6 +65,11 @@ int attn_to_host(void *dst, const void *src, size_t bytes);
  * host scratch of at least count elements of t; at least 16 bytes are allocated). 0, or 1 after
  * reporting the error (*dst NULL or to be freed by the caller). */
 int attn_device_upload(void **dst, const float *src, size_t count, attn_dtype t, void *staging);
+/* The same into an existing device buffer dst (count elements of t). 0, or 1 after reporting. */
+int attn_device_write(void *dst, const float *src, size_t count, attn_dtype t, void *staging);
+/* A new device buffer holding a copy of `bytes` host bytes (at least 16 are allocated). 0, or 1
+ * after reporting the error (*dst NULL, or to be freed by the caller). */
+int attn_device_upload_bytes(void **dst, const void *src, size_t bytes);
 /* Fills device memory with 0xFF bytes (NaN in every float dtype) so unwritten outputs fail. */
 int attn_device_fill_nan(void *dst, size_t bytes);
 /* The same for an attention output: o (dtype of p, attn_problem_q_elems values) and its LSE

@@ -78,6 +78,29 @@ void attn_stage_check_attention(const attn_problem *p, const float *o, const flo
                                 const float *ref, const float *ref_lse, const float *lowp,
                                 double amplitude, attn_stage_check *out);
 
+/* A forward stage's reference on the rows it checks: the output and LSE in double precision and
+ * the same-precision output FlashAttention's rule needs (attn_reference_rows and
+ * attn_reference_lowp_rows of attn/reference.h, under mask, on the rows flagged in rows; NULL:
+ * every row). 0, or 1 after "error: <what> ..." on stderr (out of host memory). Free it with
+ * attn_stage_reference_free in either case. */
+typedef struct attn_stage_reference {
+    float *o, *lse, *lowp;
+} attn_stage_reference;
+int attn_stage_reference_make(attn_stage_reference *r, const attn_problem *p, const attn_mask *mask,
+                              const float *q, const float *k, const float *v, const uint8_t *rows,
+                              const char *what);
+void attn_stage_reference_free(attn_stage_reference *r);
+
+/* What a forward stage's kernel wrote, back on the host: d_o (the dtype of p, through staging, a
+ * host scratch of attn_problem_q_elems elements of it) unpacked into o, and d_lse into lse. 0, or
+ * 1 after reporting the error. */
+int attn_stage_read_output(const attn_problem *p, const void *d_o, const float *d_lse,
+                           void *staging, float *o, float *lse);
+/* attn_stage_read_output, then attn_stage_check_attention against r. 0, or 1 (a runtime error). */
+int attn_stage_check_output(const attn_problem *p, const void *d_o, const float *d_lse,
+                            void *staging, float *o, float *lse, const attn_stage_reference *r,
+                            double amplitude, attn_stage_check *out);
+
 /* ---- the module -------------------------------------------------------------------------------
  * Every hook may be NULL. state is the module's own storage (state_size bytes, zeroed, kept for
  * the whole run), opts its parsed options (options_size bytes). */

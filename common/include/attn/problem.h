@@ -60,6 +60,11 @@ size_t attn_problem_lse_elems(const attn_problem *p);
 /* Length of sequence b (queries / keys). */
 int attn_problem_seq_q(const attn_problem *p, int b);
 int attn_problem_seq_k(const attn_problem *p, int b);
+/* Token number of position i of sequence b over the whole batch, on the query (is_q) or key side:
+ * b*Lq + i (b*Lk + i) dense, cu_seqlens_q[b] + i (cu_seqlens_k[b] + i) varlen; i = 0 is where
+ * sequence b starts in an array of one entry per token (an example's per-token tensors). The
+ * kernels' twin is attn_seq_at (device/kernel_common.cuh). */
+int64_t attn_problem_token_index(const attn_problem *p, bool is_q, int b, int i);
 /* Element offset of row i of head h of sequence b, in Q/O (is_q) or K/V, for either layout.
  * Dense: ((b*H + h)*L + i)*D. Varlen: ((cu[b] + i)*H + h)*D. */
 int64_t attn_problem_row_offset(const attn_problem *p, bool is_q, int b, int h, int i);

@@ -35,6 +35,11 @@ void attn_fill_uniform(float *dst, size_t count, uint64_t seed, uint64_t stream,
 void attn_pack(void *dst, const float *src, size_t count, attn_dtype t);
 void attn_unpack(float *dst, const void *src, size_t count, attn_dtype t);
 
+/* malloc(bytes) (at least 1 byte, so that an empty tensor is not mistaken for a failure); on
+ * failure prints "error: out of host memory for <what> (<bytes> bytes)" on stderr and returns
+ * NULL. */
+void *attn_host_alloc(size_t bytes, const char *what);
+
 /* Fills `bytes` of host memory with quiet-NaN bit patterns (0xFF bytes: NaN in fp32, fp16, bf16).
  */
 void attn_fill_nan_host(void *dst, size_t bytes);

@@ -61,7 +61,13 @@ static void usage(const attn_example *ex, FILE *f) {
 }
 
 const attn_module attn_sparse_module = {
-    NULL,           0,       0,           usage,  sizeof(attn_sparse_run),
-    prepare,        verdict, NULL,        build,  buffers,
-    kernel_options, NULL,    0,           NULL,   NULL,
-    NULL,           NULL,    after_table, release};
+    .usage = usage,
+    .state_size = sizeof(attn_sparse_run),
+    .prepare = prepare,
+    .verdict = verdict,
+    .build = build,
+    .buffers = buffers,
+    .kernel_options = kernel_options,
+    .after_table = after_table,
+    .release = release,
+};
