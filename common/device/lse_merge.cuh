@@ -12,6 +12,7 @@
 
 #include <cuda_runtime.h>
 #include <math.h>
+#include <math_constants.h>
 #include <stdint.h>
 
 /* One row, by all NT threads of the block (NT a multiple of 32, at most 1024): split s's output is
@@ -36,9 +37,8 @@ __device__ __forceinline__ void attn_lse_combine_row(const float *o_part, int64_
     for (int w = 1; w < NT / 32; ++w)
         mx = fmaxf(mx, red[w]);
     for (int s = tid; s < S; s += NT)
-        w_s[s] = mx == -INFINITY
-                     ? 0.0f
-                     : exp2f((lse_part[(int64_t)s * lse_stride] - mx) * 1.4426950408889634f);
+        w_s[s] =
+            mx == -INFINITY ? 0.0f : exp2f((lse_part[(int64_t)s * lse_stride] - mx) * CUDART_L2E_F);
     __syncthreads(); // every split's weight is in w_s before the threads sum them
     float wsum = 0.0f;
     for (int s = 0; s < S; ++s)

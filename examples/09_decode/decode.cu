@@ -74,6 +74,7 @@
 #include <cuda_runtime.h>
 #include <limits.h>
 #include <math.h>
+#include <math_constants.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -92,8 +93,6 @@
 
 /* ================================== kernels =============================================== */
 
-#define LOG2E 1.4426950408889634f
-#define LN2 0.6931471805599453f
 #define TILE_THREADS 128 /* versions 4, 5, 9 and the combine: 4 warps */
 
 /* Where the keys come from (the tiled kernel's template argument). SRC_LATENT: the paged latent
@@ -153,7 +152,7 @@ __device__ __forceinline__ void dec_store(const dec_params<T> &a, int split, int
 template <typename T, int D>
 __device__ __forceinline__ void dec_store_lse(const dec_params<T> &a, int split, int64_t row,
                                               float m, float l) {
-    const float lse = l > 0.0f ? m * LN2 + logf(l) : -INFINITY; /* m in base 2 */
+    const float lse = l > 0.0f ? m * CUDART_LN2_F + logf(l) : -INFINITY; /* m in base 2 */
     const int64_t rows = (int64_t)a.B * a.Lq * a.H;
     if (a.splits == 1)
         a.lse[(row % a.H) * (rows / a.H) + row / a.H] = lse; /* [H, B*Lq] */
@@ -240,7 +239,8 @@ template <typename T, int D> __global__ void combine_kernel(const dec_params<T> 
     __syncthreads(); // every warp's maximum is in red before the threads combine them
     mx = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
     for (int s = tid; s < S; s += TILE_THREADS)
-        w_s[s] = mx == -INFINITY ? 0.0f : exp2f((lse_part[(int64_t)s * rows + row] - mx) * LOG2E);
+        w_s[s] =
+            mx == -INFINITY ? 0.0f : exp2f((lse_part[(int64_t)s * rows + row] - mx) * CUDART_L2E_F);
     __syncthreads(); // every split's weight is in w_s before the threads sum them
     float wsum = 0.0f;
     for (int s = 0; s < S; ++s)
@@ -738,7 +738,7 @@ static dec_params<T> params_of(const dec_args *a, int src, int splits, int keys)
     p.W = a->table_width, p.P = a->page_size, p.topk = a->topk;
     p.splits = splits < 1 ? 1 : splits;
     p.chunk = keys > 0 ? (keys + p.splits - 1) / p.splits : 1;
-    p.scale2 = a->scale * LOG2E;
+    p.scale2 = a->scale * CUDART_L2E_F;
     p.k8 = a->k8_pages, p.v8 = a->v8_pages, p.ks = a->k8_scales, p.vs = a->v8_scales;
     return p;
 }

@@ -26,6 +26,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
+#include <math_constants.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -186,7 +187,7 @@ __device__ __forceinline__ void store_rows(rows_state<D> &st, typename elem<BF16
             dst[(8 * (i / 4) + 2 * q) / 2] = elem<BF16>::pack(st.o[i] * inv, st.o[i + 1] * inv);
         if (q == 0 && lse)
             lse[(int64_t)bh * Lq + row] =
-                st.l[h] > 0.0f ? (st.m[h] + log2f(st.l[h])) * 0.69314718055994531f : -INFINITY;
+                st.l[h] > 0.0f ? (st.m[h] + log2f(st.l[h])) * CUDART_LN2_F : -INFINITY;
     }
 }
 
@@ -217,7 +218,7 @@ __global__ void __launch_bounds__(plan<D, V>::threads)
     const int bh = blockIdx.y, m0 = blockIdx.x * P::rows;
     const int n_tiles = tiles_for(m0, P::rows, Lq, Lk, causal != 0);
     const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
-    const float scale_log2 = scale * 1.4426950408889634f;
+    const float scale_log2 = scale * CUDART_L2E_F;
 
     if (threadIdx.x == 0) {
         for (int c = 0; c < P::consumers; ++c)
