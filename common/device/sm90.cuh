@@ -51,6 +51,41 @@
 #define ATTN_SM90_SITE_ONLY
 #endif
 
+// ---- the host's tensor maps
+// attn_encode_tensor_map: cuTensorMapEncodeTiled (same arguments). On a GPU build the driver's
+// function is looked up through the runtime (cudaGetDriverEntryPointByVersion, CUDA 12.0's
+// signature), so that the program does not link libcuda: on a machine without a GPU driver it
+// starts and says so (exit 77) instead of failing to load. On the simulator it is cuda.h's.
+static inline CUresult attn_encode_tensor_map(CUtensorMap *map, CUtensorMapDataType type,
+                                              cuuint32_t rank, void *address, const cuuint64_t *dim,
+                                              const cuuint64_t *strides, const cuuint32_t *box,
+                                              const cuuint32_t *elem_strides,
+                                              CUtensorMapInterleave interleave,
+                                              CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
+                                              CUtensorMapFloatOOBfill oob) {
+#ifdef CUDASIM
+    return cuTensorMapEncodeTiled(map, type, rank, address, dim, strides, box, elem_strides,
+                                  interleave, swizzle, l2, oob);
+#else
+    typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                  const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                  const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                  CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+    static encode_fn encode = nullptr;
+    if (encode == nullptr) {
+        void *fn = nullptr;
+        cudaDriverEntryPointQueryResult found;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                             cudaEnableDefault, &found) != cudaSuccess ||
+            found != cudaDriverEntryPointSuccess || fn == nullptr)
+            return CUDA_ERROR_NOT_FOUND;
+        encode = reinterpret_cast<encode_fn>(fn);
+    }
+    return encode(map, type, rank, address, dim, strides, box, elem_strides, interleave, swizzle,
+                  l2, oob);
+#endif
+}
+
 // The instructions exist on sm_90a only: elsewhere on a GPU a call traps.
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define ATTN_SM90_PTX 1

@@ -365,7 +365,7 @@ static CUtensorMap make_map(const void *base, const attn_problem *p, int L, int 
     cuuint32_t box[3] = {64, (cuuint32_t)rows, 1}, ones[3] = {1, 1, 1};
     CUtensorMapDataType type =
         p->dtype == ATTN_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    cuTensorMapEncodeTiled(&map, type, 3, const_cast<void *>(base), dim, stride, box, ones,
+    attn_encode_tensor_map(&map, type, 3, const_cast<void *>(base), dim, stride, box, ones,
                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                            CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return map;

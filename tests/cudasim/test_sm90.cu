@@ -464,7 +464,7 @@ static void run_tma(const tma_case &c) {
     cuuint32_t ones[5] = {1, 1, 1, 1, 1};
     for (int d = 1; d < c.rank; ++d)
         strides[d - 1] = (d == 1 ? c.elem : strides[d - 2]) * c.dim[d - 1];
-    CHECK(cuTensorMapEncodeTiled(&map, c.type, c.rank, dsrc, c.dim, strides, c.box, ones,
+    CHECK(attn_encode_tensor_map(&map, c.type, c.rank, dsrc, c.dim, strides, c.box, ones,
                                  CU_TENSOR_MAP_INTERLEAVE_NONE, c.swizzle,
                                  CU_TENSOR_MAP_L2_PROMOTION_NONE,
                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS);
@@ -549,12 +549,12 @@ static void check_tma() {
     CHECK_CUDA(cudaMalloc(&p, 1 << 16));
     cuuint64_t dim[2] = {128, 64}, stride[1] = {256}, odd[1] = {200};
     cuuint32_t box[2] = {128, 8}, ones[2] = {1, 1};
-    CHECK(cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p, dim, stride, box,
+    CHECK(attn_encode_tensor_map(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p, dim, stride, box,
                                  ones, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                  CU_TENSOR_MAP_L2_PROMOTION_NONE,
                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_ERROR_INVALID_VALUE);
     box[0] = 64;
-    CHECK(cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p, dim, odd, box, ones,
+    CHECK(attn_encode_tensor_map(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p, dim, odd, box, ones,
                                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                  CU_TENSOR_MAP_L2_PROMOTION_NONE,
                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_ERROR_INVALID_VALUE);
@@ -672,7 +672,7 @@ static CUtensorMap tile_map(void *p, uint64_t rows) {
     CUtensorMap map;
     cuuint64_t dim[2] = {64, rows}, stride[1] = {128};
     cuuint32_t box[2] = {64, 64}, ones[2] = {1, 1};
-    CHECK(cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p, dim, stride, box,
+    CHECK(attn_encode_tensor_map(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, p, dim, stride, box,
                                  ones, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                  CU_TENSOR_MAP_L2_PROMOTION_NONE,
                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS);
