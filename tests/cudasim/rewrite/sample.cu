@@ -30,7 +30,10 @@ __global__ void pairs(const float *in, float *out) {
     __shared__ int count;
     if (threadIdx.x == 0)
         count = static_cast<int>(sizeof even / sizeof even[0]);
-    (threadIdx.x % 2 ? odd : even)[threadIdx.x / 2] = in[threadIdx.x];
+    if (threadIdx.x % 2)
+        odd[threadIdx.x / 2] = in[threadIdx.x];
+    else
+        even[threadIdx.x / 2] = in[threadIdx.x];
     __syncthreads();
     out[threadIdx.x] = even[threadIdx.x % count] + odd[threadIdx.x % count];
 }
