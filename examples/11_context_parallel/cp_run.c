@@ -474,6 +474,20 @@ void cp_relaunch(int argc, char **argv) {
             at = i;
     if (!at)
         return;
+    /* Bad flags are said here, in one line, before mpirun starts (else each rank says it and
+     * mpirun adds its own report of the ranks' exit status). */
+    cp_options o;
+    char err[512];
+    int P = atoi(argv[at + 1]); /* not a count of 1 or more: cp_parse says so */
+    int rc = cp_parse(argc, argv, P >= 1 ? P : 1, &o, err, sizeof err);
+    if (rc == -1) {
+        fputs(cp_usage, stdout);
+        exit(0);
+    }
+    if (rc) {
+        fprintf(stderr, "%s\n", err);
+        exit(rc);
+    }
     char **args = calloc((size_t)argc + 8, sizeof *args);
     if (!args)
         exit(ATTN_EXIT_USAGE);
