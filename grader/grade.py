@@ -287,11 +287,13 @@ def source_refusal(text):
     return None
 
 
-def open_regular(path, base=None):
+def open_regular(path, base=None, path_only=False):
     """A file descriptor of `path` for reading, opened without following a link anywhere below
     `base` (the folder the grader was given; default the file's own folder): every folder on the
-    way and the file itself are opened with O_NOFOLLOW, one at a time. Raises OSError (ELOOP or
-    ENOTDIR for a link, ENOENT, ...) or ValueError (outside base, or not a regular file)."""
+    way and the file itself are opened with O_NOFOLLOW, one at a time. path_only: an O_PATH
+    descriptor, which names the file but cannot read it (read_submission reopens it as the
+    sandbox user). Raises OSError (ELOOP or ENOTDIR for a link, ENOENT, ...) or ValueError
+    (outside base, or not a regular file)."""
     path = os.path.abspath(path)
     base = os.path.abspath(base or os.path.dirname(path))
     rel = os.path.relpath(path, base)
@@ -305,11 +307,17 @@ def open_regular(path, base=None):
             sub = os.open(part, nofollow | os.O_DIRECTORY, dir_fd=fd)
             os.close(fd)
             fd = sub
-        # O_NONBLOCK: a FIFO opens at once (and is refused below), never waits for a writer
-        sub = os.open(parts[-1], nofollow | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=fd)
+        # O_NONBLOCK: a FIFO opens at once (and is refused below), never waits for a writer.
+        # O_PATH | O_NOFOLLOW opens a final link itself instead of failing: ELOOP below.
+        last = (os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC) if path_only else \
+            (nofollow | os.O_NONBLOCK | os.O_NOCTTY)
+        sub = os.open(parts[-1], last, dir_fd=fd)
     finally:
         os.close(fd)
     st = os.fstat(sub)
+    if stat.S_ISLNK(st.st_mode):
+        os.close(sub)
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
     if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
         os.close(sub)
         raise ValueError("it is not a regular file" if not stat.S_ISREG(st.st_mode) else
@@ -325,7 +333,7 @@ def read_submission(path, base=None, limit=MAX_SOURCE_BYTES + 1):
     name = os.path.basename(path)
     why = "a submission must be a regular file in the submission's folder, not a link"
     try:
-        fd = open_regular(path, base)
+        fd = open_regular(path, base, path_only=True)
     except ValueError as e:
         return None, f"{name} is refused: {e}; {why}"
     except OSError as e:
@@ -333,8 +341,38 @@ def read_submission(path, base=None, limit=MAX_SOURCE_BYTES + 1):
             return None, (f"{name} is refused: it is a symbolic link or lies in a linked "
                           f"folder; {why}")
         return None, f"{name}: cannot be read ({e.strerror})"
-    with os.fdopen(fd, "rb") as f:
-        return f.read(limit), None
+    try:
+        return read_with_sandbox_rights(fd, name, limit)
+    finally:
+        os.close(fd)
+
+
+def read_with_sandbox_rights(fd, name, limit):
+    """The first `limit` bytes of the file that the O_PATH descriptor fd names, read with the
+    rights of the user a step runs as, never root's: as root, a `head` running as the sandbox
+    user (nobody) reopens it through /proc/self/fd, which checks the file's own permissions and
+    not its folders' (a submission in a private folder, mktemp -d's 0700 or /root, still reads).
+    (bytes, None) or (None, one line saying why it is refused)."""
+    if os.geteuid() != 0:
+        try:
+            own = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError as e:
+            return None, f"{name}: cannot be read ({e.strerror})"
+        with os.fdopen(own, "rb") as f:
+            return f.read(limit), None
+    head = shutil.which("head") or "/usr/bin/head"
+    try:
+        done = subprocess.run([head, "-c", str(limit), f"/proc/self/fd/{fd}"], pass_fds=(fd,),
+                              user=SANDBOX_ID, group=SANDBOX_ID, extra_groups=[], env={},
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return None, f"{name}: cannot be read (reading it took over 60 s)"
+    if done.returncode != 0:
+        return None, (f"{name} is refused: the sandbox user (uid {SANDBOX_ID}) may not read it; "
+                      "the grader reads a submission with that user's rights, never root's: "
+                      "make the file readable to others (chmod o+r; its folders may stay "
+                      "private)")
+    return done.stdout, None
 
 
 def read_own(path):

@@ -332,7 +332,9 @@ def check_links(args):
     """Submissions are files, not links: a symbolic link to the solution, to the secret or to
     /proc/self/environ (the grader's environment, the secret in it), a file in a linked folder,
     a hard link, a FIFO and a device are refused with one line, read by no one, in all three ways
-    of grading (one file, --one, a class); a compiler message quoting a 40 KB line is cut."""
+    of grading (one file, --one, a class); a compiler message quoting a 40 KB line is cut. As
+    root, a file only root may read (the secret copied in, mode 0600) is refused too: the
+    grader reads with the sandbox user's rights; one in a private folder is read."""
     spec = spec_of(args.exercise)
     name = spec["submission_file"]
     first = spec["cases"][0]["name"]
@@ -397,8 +399,17 @@ def check_links(args):
         body = f.read()
     with open(os.path.join(folder, "long_line", name), "w") as f:
         f.write(body + "\nstatic int long_line = undeclared_" + "x" * 40000 + ";\n")
+    # a regular file in a private folder (mktemp -d's 0700) is read: the sandbox user reopens
+    # the grader's descriptor, so only the file's own permissions count
     os.makedirs(os.path.join(folder, "real"))
     shutil.copy(solution_path(args), os.path.join(folder, "real", name))
+    os.chmod(os.path.join(folder, "real", name), 0o644)
+    os.chmod(os.path.join(folder, "real"), 0o700)
+    if os.geteuid() == 0:  # a file only root may read: refused, never read with root's rights
+        makes["closed"] = None
+        os.makedirs(os.path.join(folder, "closed"))
+        shutil.copy(secret_file, os.path.join(folder, "closed", name))
+        os.chmod(os.path.join(folder, "closed", name), 0o600)
     out = os.path.join(work, "class-out")
     env = dict(os.environ, ATTN_GRADER_SECRET=SECRET)
     done = subprocess.run([sys.executable, GRADE, args.exercise, folder, "--build-dir",
