@@ -58,6 +58,16 @@ attn_need_check_tools() {
     return 1
 }
 
+# ccache: not needed to build, but the twelve standalone builds of the full test run share one
+# compile cache through it (tests/standalone_build.cmake): the simulator and the harness are
+# compiled once instead of twelve times. Installed when root; otherwise a line, and the run goes on.
+attn_want_ccache() {
+    command -v ccache >/dev/null && return 0
+    (attn_apt_install ccache) && return 0
+    say "ccache not found: the standalone builds each compile the simulator (slower; apt-get install ccache)"
+    return 0
+}
+
 # .venv with requirements.txt (PyTorch, NumPy, Matplotlib); ATTN_PY points at its python.
 attn_need_venv() {
     ATTN_PY="$ROOT/.venv/bin/python"

@@ -37,6 +37,7 @@ fi
 
 presets=(sim)
 if [ $fast -eq 0 ]; then
+    attn_want_ccache
     attn_have_nvcc && presets+=(gpu) || say "nvcc not found: skipping the gpu preset"
     presets+=(sim-asan sim-tsan)
     # Not a GPU matter: without clang-14 the checked preset fails rather than skips.

@@ -13,8 +13,29 @@ if(NOT DEFINED ARGS)
   set(ARGS --check-only -L 33 -D 16)
 endif()
 file(REMOVE_RECURSE "${BIN}")
+# With ccache (scripts/test.sh installs it where it can), the twelve folders share one compile
+# cache in the chapter's build folder: each still configures and builds everything it needs on
+# its own, but the simulator and the harness, the same sources with the same flags in every
+# folder, are compiled once. CCACHE_BASEDIR=${BIN}: this build's own paths are hashed relative,
+# so that the folders' different build paths do not make every object a miss.
+set(launcher)
+find_program(ATTN_CCACHE ccache)
+if(ATTN_CCACHE)
+  set(top "${BIN}")
+  while(NOT EXISTS "${top}/CMakeCache.txt" AND NOT top STREQUAL "/")
+    get_filename_component(top "${top}" DIRECTORY)
+  endwhile()
+  if(top STREQUAL "/")
+    get_filename_component(top "${BIN}" DIRECTORY)
+  endif()
+  set(ENV{CCACHE_DIR} "${top}/standalone-ccache")
+  set(ENV{CCACHE_BASEDIR} "${BIN}")
+  set(ENV{CCACHE_NOHASHDIR} "1")
+  set(launcher -DCMAKE_C_COMPILER_LAUNCHER=${ATTN_CCACHE}
+               -DCMAKE_CXX_COMPILER_LAUNCHER=${ATTN_CCACHE})
+endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S "${SRC}" -B "${BIN}" -DATTN_BACKENDS=sim
-                        -DCMAKE_BUILD_TYPE=Debug
+                        -DCMAKE_BUILD_TYPE=Debug ${launcher}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "configure of ${SRC} failed:\n${out}\n${err}")
