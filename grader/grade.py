@@ -375,15 +375,18 @@ def read_with_sandbox_rights(fd, name, limit):
     return done.stdout, None
 
 
-def read_own(path):
+def read_own(path, limit=1 << 30):
     """The text of a file the compile wrote in its folder (the sandbox user's), never through a
-    link; None if it is not a regular file there."""
+    link and with the sandbox user's rights; None if it is not a regular file there."""
     try:
-        fd = open_regular(path)
+        fd = open_regular(path, path_only=True)
     except (OSError, ValueError):
         return None
-    with os.fdopen(fd, "r", errors="replace") as f:
-        return f.read()
+    try:
+        body, _ = read_with_sandbox_rights(fd, os.path.basename(path), limit)
+    finally:
+        os.close(fd)
+    return None if body is None else body.decode("utf-8", "replace")
 
 
 def submission_lines(preprocessed, source):
