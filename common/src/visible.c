@@ -1,5 +1,6 @@
 /* visible.c — which entries a query row sees: causality and a mask (attn_entry_visible,
- * declared in attn/reference.h). Apart from the reference (reference.c), so that the block-mask
+ * declared in attn/reference.h), and how many keys a causal row sees (attn_causal_keys,
+ * attn/problem.h). Apart from the reference (reference.c), so that the block-mask
  * code and programs that must not link the oracle (the grader's submission program) can use it.
  */
 #include <stdint.h>
@@ -36,4 +37,12 @@ bool attn_entry_visible(const attn_problem *p, const attn_mask *mask, int b, int
         return csr_contains(mask, (int64_t)b * p->Lq + i, j);
     }
     return false;
+}
+
+int attn_causal_keys(const attn_problem *p, int b, int i) {
+    const int Lk = attn_problem_seq_k(p, b);
+    if (!p->causal)
+        return Lk;
+    const int n = Lk - attn_problem_seq_q(p, b) + i + 1;
+    return n < 0 ? 0 : n > Lk ? Lk : n;
 }

@@ -65,6 +65,11 @@ int attn_problem_seq_k(const attn_problem *p, int b);
  * sequence b starts in an array of one entry per token (an example's per-token tensors). The
  * kernels' twin is attn_seq_at (device/kernel_common.cuh). */
 int64_t attn_problem_token_index(const attn_problem *p, bool is_q, int b, int i);
+/* How many keys query i of sequence b sees under bottom-right causal alignment (the last query
+ * sees the last key): seq_k(b) - seq_q(b) + i + 1, clamped to [0, seq_k(b)]. With causal off:
+ * seq_k(b). Host code's one answer to "which keys does row i see" for causal problems (a mask's
+ * own rule: attn_entry_visible, attn/reference.h). */
+int attn_causal_keys(const attn_problem *p, int b, int i);
 /* Element offset of row i of head h of sequence b, in Q/O (is_q) or K/V, for either layout.
  * Dense: ((b*H + h)*L + i)*D. Varlen: ((cu[b] + i)*H + h)*D. */
 int64_t attn_problem_row_offset(const attn_problem *p, bool is_q, int b, int h, int i);

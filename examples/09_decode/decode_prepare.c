@@ -1,0 +1,304 @@
+/* decode_prepare.c — example 09's flags turned into its problem (attn/example.h's prepare and
+ * verdict hooks): the cache lengths, the grouping, the paged pool and its block table, k, the split
+ * rule; every refusal is one line before the device is touched. The inputs and the checks are in
+ * decode_stages.c, the counts and records in decode_report.c. */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../05_deepseek_sparse/deepseek_sparse.h"
+#include "attn/check.h"
+#include "attn/device.h"
+#include "attn/tensor.h"
+#include "decode_stages.h"
+
+/* ---- step 1: the flags ----------------------------------------------------------------------- */
+
+/* --cache-lens: a comma-separated list of lengths >= 0 (at most 2^27 each). */
+static int parse_lens(dec_state *s, const char *list, char *why, size_t len) {
+    int count = 1;
+    for (const char *c = list; *c; ++c)
+        count += *c == ',';
+    s->lens = (int *)xmalloc((size_t)count * sizeof(int));
+    if (s->lens == NULL) {
+        snprintf(why, len, "--cache-lens: out of host memory for %d lengths", count);
+        return ATTN_EXIT_USAGE;
+    }
+    const char *item = list;
+    for (int b = 0; b < count; ++b) {
+        const size_t n = strcspn(item, ",");
+        char text[16];
+        long long v = -1;
+        if (n > 0 && n < sizeof text && strspn(item, "0123456789") >= n) {
+            memcpy(text, item, n);
+            text[n] = '\0';
+            v = atoll(text);
+        }
+        if (v < 0 || v > (1 << 27)) {
+            snprintf(why, len,
+                     "--cache-lens must list lengths from 0 to %d separated by commas (entry %d "
+                     "is '%.*s')",
+                     1 << 27, b + 1, (int)n, item);
+            return ATTN_EXIT_USAGE;
+        }
+        s->lens[b] = (int)v;
+        item += n + (item[n] == ',');
+    }
+    s->B = count;
+    return 0;
+}
+
+/* The flags example 09 does not take (its own name the lengths), then the cache lengths: from
+ * --cache-lens or B x -L. */
+static int prepare_lengths(dec_state *s, const attn_cli *cli, const attn_problem *p, char *why,
+                           size_t len) {
+    if (cli->pattern != NULL) {
+        snprintf(why, len,
+                 "--pattern: example 09 has no pattern (its sparse stage selects tokens "
+                 "with the indexer: --topk)");
+        return ATTN_EXIT_USAGE;
+    }
+    if (cli->cu_seqlens_q != NULL) {
+        snprintf(why, len,
+                 "--seqlens: example 09's cache lengths are --cache-lens L1,L2,... (and "
+                 "its new tokens per sequence --queries N)");
+        return ATTN_EXIT_USAGE;
+    }
+    if (cli->Lq != cli->Lk) {
+        snprintf(why, len,
+                 "--lq/--lk: example 09's cache length is -L and its new tokens per "
+                 "sequence --queries N (1 to %d)",
+                 DEC_MAX_QUERIES);
+        return ATTN_EXIT_USAGE;
+    }
+    if (s->opt.cache_lens != NULL) {
+        if (cli->Lk != 0) {
+            snprintf(why, len,
+                     "-L cannot be combined with --cache-lens (the lengths come from "
+                     "the list)");
+            return ATTN_EXIT_USAGE;
+        }
+        if (parse_lens(s, s->opt.cache_lens, why, len) != 0)
+            return ATTN_EXIT_USAGE;
+        if (cli->B != 0 && cli->B != s->B) {
+            snprintf(why, len, "-B %d contradicts --cache-lens, which lists %d sequences", cli->B,
+                     s->B);
+            return ATTN_EXIT_USAGE;
+        }
+        return 0;
+    }
+    if (p->Lk > 1 << 27) { /* the limit --cache-lens has for each length */
+        snprintf(why, len, "-L %d: a cache length is at most %d", p->Lk, 1 << 27);
+        return ATTN_EXIT_USAGE;
+    }
+    s->B = p->B;
+    s->lens = (int *)xmalloc((size_t)s->B * sizeof(int));
+    if (s->lens == NULL) {
+        snprintf(why, len, "out of host memory for %d sequences", s->B);
+        return ATTN_EXIT_USAGE;
+    }
+    for (int b = 0; b < s->B; ++b)
+        s->lens[b] = p->Lk;
+    return 0;
+}
+
+/* The heads and widths: MLA's latent shape (--latent), the key/value heads serving the query
+ * heads, what the kernels support; then every sequence's cache must hold its new tokens. */
+static int prepare_shape(dec_state *s, const attn_cli *cli, attn_problem *p, char *why,
+                         size_t len) {
+    s->latent = s->opt.latent != 0;
+    if (s->latent) {
+        /* MLA's shape unless given: 576-wide rows; 16 heads on the simulator (DeepSeek-V3's 128
+         * over 8-way tensor parallelism), its 128 on a GPU; bf16; the softmax scale of the
+         * unabsorbed head, 1/sqrt(128 + 64) (README.md, "10. latent") */
+        p->D = cli->D != 0 ? cli->D : DEC_LATENT_DK;
+        p->H = cli->H != 0 ? cli->H : attn_on_simulator() ? 16 : 128;
+        p->dtype = cli->dtype_set ? cli->dtype : ATTN_BF16;
+        p->scale = cli->scale != 0.0f ? cli->scale : 1.0f / sqrtf(192.0f);
+    }
+    s->H = p->H, s->D = p->D, s->Lq = s->opt.queries;
+    s->Dv = s->latent ? DEC_LATENT_DV : s->D;
+    /* --kv-heads 0: the example's default grouping with its default heads, else none */
+    const int def_kv = attn_on_simulator() ? 3 : 8;
+    s->H_kv = s->opt.kv_heads > 0 ? s->opt.kv_heads : cli->H == 0 ? def_kv : s->H;
+    if (s->latent) {
+        s->H_kv = s->opt.kv_heads > 0 ? s->opt.kv_heads : 1;
+        const char *bad = dec_latent_unsupported(s->H_kv, s->D, p->dtype);
+        if (bad != NULL) {
+            snprintf(why, len, "%s (got --kv-heads %d, D=%d, %s)", bad, s->H_kv, s->D,
+                     attn_dtype_name(p->dtype));
+            return ATTN_EXIT_USAGE;
+        }
+    }
+    if (s->H % s->H_kv != 0) {
+        snprintf(why, len,
+                 "-H %d is not a multiple of --kv-heads %d: every key/value head serves the "
+                 "same number of query heads",
+                 s->H, s->H_kv);
+        return ATTN_EXIT_USAGE;
+    }
+    const char *bad = dec_unsupported(s->H, s->H_kv, s->latent ? 64 : s->D, s->Lq,
+                                      s->opt.index_heads, s->opt.index_dim); /* latent D: above */
+    if (bad != NULL) {
+        snprintf(why, len, "%s (got D=%d)", bad, s->D);
+        return ATTN_EXIT_USAGE;
+    }
+    s->L_cap = 0;
+    int64_t total = 0;
+    for (int b = 0; b < s->B; ++b) {
+        s->L_cap = s->lens[b] > s->L_cap ? s->lens[b] : s->L_cap;
+        total += s->lens[b];
+        if (s->lens[b] > 0 && s->lens[b] < s->Lq) {
+            snprintf(why, len,
+                     "sequence %d: a cache of %d tokens cannot hold its %d new tokens "
+                     "(--queries)",
+                     b, s->lens[b], s->Lq);
+            return ATTN_EXIT_USAGE;
+        }
+    }
+    if (s->L_cap == 0 || total > INT_MAX) { /* named by the flag that gave the lengths */
+        snprintf(why, len, "%s: %s", s->opt.cache_lens != NULL ? "--cache-lens" : "-B x -L",
+                 s->L_cap == 0 ? "every sequence is empty"
+                               : "the caches add up to more than 2^31 tokens");
+        return ATTN_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* The paged cache: the pool, then each sequence's pages in the pool's shuffled order; a planted
+ * wrong entry (--corrupt-table) before the block table's own check. */
+static int prepare_pool(dec_state *s, const attn_cli *cli, char *why, size_t len) {
+    s->P = s->opt.page_size;
+    s->W = s->opt.table_pages > 0 ? s->opt.table_pages : dec_pages_for(s->L_cap, s->P);
+    int64_t used = 0;
+    for (int b = 0; b < s->B; ++b)
+        used += dec_pages_for(s->lens[b], s->P);
+    if (used + s->opt.spare_pages > INT_MAX || (int64_t)s->B * s->W > INT_MAX) {
+        snprintf(why, len, "the pool or the block table would hold more than 2^31 entries");
+        return ATTN_EXIT_USAGE;
+    }
+    s->num_pages = (int)used + s->opt.spare_pages;
+    s->table = (int *)xmalloc((size_t)s->B * s->W * sizeof(int));
+    int *perm = (int *)xmalloc((size_t)s->num_pages * sizeof(int));
+    if (s->table == NULL || perm == NULL) {
+        free(perm);
+        snprintf(why, len, "out of host memory for a pool of %d pages", s->num_pages);
+        return ATTN_EXIT_USAGE;
+    }
+    dec_shuffle(perm, s->num_pages, cli->seed ^ 0x5EEDull);
+    int next = 0;
+    for (int b = 0; b < s->B; ++b)
+        for (int x = 0; x < s->W; ++x)
+            s->table[(size_t)b * s->W + x] =
+                x < dec_pages_for(s->lens[b], s->P) ? perm[next++] : -1;
+    free(perm);
+    if (s->opt.corrupt_table != NULL) {
+        const char *t = s->opt.corrupt_table;
+        int v = 0;
+        if (attn_cli_parse_int("--corrupt-table", t[0] == '-' ? t + 1 : t, 0, &v, why, len) != 0) {
+            snprintf(why, len, "--corrupt-table must be an integer (got '%s')", t);
+            return ATTN_EXIT_USAGE;
+        }
+        s->table[0] = t[0] == '-' ? -v : v;
+    }
+    if (dec_check_block_table(s->table, s->B, s->W, s->lens, s->P, s->num_pages, why, len) != 0)
+        return ATTN_EXIT_USAGE;
+    return 0;
+}
+
+/* DSA's k (the width of the selection) and the split rule (--splits). */
+static int prepare_topk_splits(dec_state *s, char *why, size_t len) {
+    if (s->opt.topk > s->L_cap) {
+        snprintf(why, len,
+                 "--topk %d is larger than the longest cache (%d tokens): nothing to select",
+                 s->opt.topk, s->L_cap);
+        return ATTN_EXIT_USAGE;
+    }
+    const int auto_k = attn_on_simulator() ? 64 : 2048; /* DeepSeek's k on a GPU */
+    s->k_eff = s->opt.topk > 0 ? s->opt.topk : s->L_cap < auto_k ? s->L_cap : auto_k;
+    const char *sp = s->opt.splits;
+    if (strcmp(sp, "auto") == 0)
+        s->splits_mode = 0;
+    else if (strcmp(sp, "fa") == 0)
+        s->splits_mode = 1;
+    else {
+        s->splits_mode = 2;
+        if (attn_cli_parse_int("--splits", sp, 1, &s->splits_fixed, why, len) != 0 ||
+            s->splits_fixed > DEC_MAX_SPLITS) {
+            snprintf(why, len,
+                     "--splits must be auto, fa or a number of splits from 1 to %d "
+                     "(got '%s')",
+                     DEC_MAX_SPLITS, sp);
+            return ATTN_EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
+/* The problem the driver and the checkers see: the varlen layout of decode.h (Lq new tokens per
+ * sequence, cu_seqlens_k the cache lengths), bottom-right causal. */
+static int prepare_problem(dec_state *s, attn_problem *p, char *why, size_t len) {
+    s->cu_q = (int *)xmalloc((size_t)(s->B + 1) * sizeof(int));
+    s->cu_k = (int *)xmalloc((size_t)(s->B + 1) * sizeof(int));
+    if (s->cu_q == NULL || s->cu_k == NULL) {
+        snprintf(why, len, "out of host memory");
+        return ATTN_EXIT_USAGE;
+    }
+    s->cu_q[0] = s->cu_k[0] = 0;
+    s->tokens = 0;
+    for (int b = 0; b < s->B; ++b) {
+        s->cu_q[b + 1] = s->cu_q[b] + s->Lq;
+        s->cu_k[b + 1] = s->cu_k[b] + s->lens[b];
+        s->tokens += s->lens[b] > 0 ? s->Lq : 0;
+    }
+    p->B = s->B;
+    p->Lq = s->Lq;
+    p->Lk = s->L_cap;
+    p->causal = true;
+    p->cu_seqlens_q = s->cu_q;
+    p->cu_seqlens_k = s->cu_k;
+    s->p = *p;
+    return 0;
+}
+
+/* The lengths, the grouping, the pool and its block table, k, the split rule: every refusal
+ * before the device is touched. */
+int dec_prepare(void *state, const attn_example *ex, const attn_cli *cli, const void *opts,
+                attn_problem *p, char *why, size_t len) {
+    (void)ex;
+    dec_state *s = of(state);
+    s->opt = *(const dec_options *)opts;
+    int rc = prepare_lengths(s, cli, p, why, len);
+    if (rc == 0)
+        rc = prepare_shape(s, cli, p, why, len);
+    if (rc == 0)
+        rc = prepare_pool(s, cli, why, len);
+    if (rc == 0)
+        rc = prepare_topk_splits(s, why, len);
+    return rc != 0 ? rc : prepare_problem(s, p, why, len);
+}
+
+attn_verdict dec_verdict(void *state, const attn_kernel *k, const attn_problem *p, char *why,
+                         size_t len) {
+    const bool latent_kernel = strcmp(k->name, "latent") == 0;
+    if (of(state)->latent && !latent_kernel && k->stage != DEC_STAGE_APPEND) {
+        snprintf(why, len, "not a latent kernel (--latent runs append and latent)");
+        return ATTN_KERNEL_CANNOT;
+    }
+    if (!of(state)->latent && latent_kernel) {
+        snprintf(why, len, "latent reads MLA's 576-wide latent cache: --latent");
+        return ATTN_KERNEL_CANNOT;
+    }
+    if (of(state)->latent && !latent_kernel) /* append: the latent row, any width (16 bytes) */
+        return ATTN_KERNEL_RUNS;
+    if (strcmp(k->name, "topk_bitonic") == 0 && of(state)->L_cap > DS_BITONIC_MAX_KEYS) {
+        snprintf(why, len,
+                 "topk_bitonic sorts a whole cache in shared memory: at most %d tokens "
+                 "(the longest is %d)",
+                 DS_BITONIC_MAX_KEYS, of(state)->L_cap);
+        return ATTN_KERNEL_CANNOT;
+    }
+    return attn_kernel_verdict(k, p, why, len);
+}

@@ -1,0 +1,244 @@
+/* decode_report.c — what example 09 reports about a run (attn/example.h's report hooks): the
+ * host bytes the driver checks before allocating, each version's FLOPs and modelled bytes, its
+ * record in the results file, the --dump files and the lines after the table. */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../05_deepseek_sparse/deepseek_sparse.h"
+#include "attn/check.h"
+#include "attn/device.h"
+#include "attn/tensor.h"
+#include "decode_stages.h"
+
+/* What make_inputs and dec_setup allocate on the host, for the driver's check before any of it
+ * is: the inputs in fp32 and packed, the pools before and after the append and one read back, the
+ * contiguous cache, the new tokens, the dense and sparse references (O, LSE, the same-precision
+ * O), what is read back, gqa's copy; on the simulator, whose device memory is host memory, the
+ * device's copies too (but the split partials, whose count the device decides). Latent: no V, no
+ * contiguous cache, no index-key pools. */
+double dec_host_bytes(void *state, const attn_problem *p) {
+    const dec_state *s = of(state);
+    const double dz = (double)attn_dtype_size(p->dtype), f = sizeof(float), lat = s->latent;
+    const double total_k = s->cu_k[s->B], rows = (double)s->B * s->Lq * s->H;
+    const double tok = (double)s->B * s->Lq, HkD = (double)s->H_kv * s->D, Dv = s->Dv;
+    const double QI = tok * s->opt.index_heads * s->opt.index_dim, DI = s->opt.index_dim;
+    const double slots = (double)s->num_pages * s->P;
+    const double inputs = rows * s->D * (f + dz) + total_k * HkD * f * (2 - lat) + QI * (f + dz) +
+                          total_k * DI * f + tok * s->opt.index_heads * f;
+    const double pools = slots * HkD * dz * (5 - 2 * lat) + (1 - lat) * slots * DI * dz * 2;
+    const double contiguous = (1 - lat) * 2.0 * s->B * s->H_kv * (double)s->L_cap * s->D * dz;
+    const double fresh = tok * (HkD * (2 - lat) + DI) * dz;
+    const double outputs = rows * Dv * (f + 2 * dz) + rows * f * 2 + tok * s->L_cap * f +
+                           tok * s->k_eff * 8.0 + 2 * rows * (2 * Dv + 1) * f;
+    const double device = slots * (HkD * (2 - lat) + (1 - lat) * DI) * dz + contiguous / 2 +
+                          rows * (s->D + Dv) * dz + tok * s->L_cap * f;
+    return inputs + pools + contiguous + fresh + outputs + (attn_on_simulator() ? device : 0.0);
+}
+
+/* ---- FLOPs, bytes, records, dump, the lines after the table ---------------------------------- */
+
+/* Sum over the new tokens of what each sees, capped at cap (0: no cap). */
+static double seen_keys(const dec_state *s, int cap) {
+    double n = 0.0;
+    for (int b = 0; b < s->B; ++b)
+        for (int i = 0; i < s->Lq; ++i) {
+            const int v = visible(s, b, i);
+            n += cap > 0 && v > cap ? cap : v;
+        }
+    return n;
+}
+
+double dec_flops(void *state, const attn_kernel *k) {
+    const dec_state *s = of(state);
+    switch (k->stage) {
+    case DEC_STAGE_ATTENTION: /* QK^T and PV: 2 D + 2 D_v flops per (row, key) */
+        return 2.0 * seen_keys(s, 0) * s->H * (s->D + s->Dv);
+    case DEC_STAGE_SPARSE:
+        return 4.0 * seen_keys(s, s->k_eff) * s->H * s->D;
+    case DEC_STAGE_INDEXER: /* H_I dot products of D_I per (token, key) */
+        return 2.0 * seen_keys(s, 0) * s->opt.index_heads * s->opt.index_dim;
+    default:
+        return 0.0;
+    }
+}
+
+/* README.md, "Bytes per decoded token": what each version must move, counted from its loops
+ * (requests to global memory, as the simulator's profile counts them). */
+double dec_model_bytes(void *state, const attn_kernel *k) {
+    const dec_state *s = of(state);
+    const double dz = (double)s->dsize, D = s->D, Dv = s->Dv, rows = (double)rows_of(s);
+    const int g = s->H / s->H_kv, tiles = (s->Lq * g + DEC_ROWS - 1) / DEC_ROWS;
+    const int tiles_g = (g + DEC_ROWS - 1) / DEC_ROWS, HI = s->opt.index_heads;
+    const int DI = s->opt.index_dim;
+    /* q read by every split's block, O written once, the LSE; split partials written and read */
+    double qo = 0.0, kv = 0.0;
+    int S = 1;
+    if (strcmp(k->name, "naive") == 0 || strcmp(k->name, "split_kv") == 0) {
+        S = strcmp(k->name, "naive") == 0 ? 1 : s->run.splits_split_kv;
+        kv = seen_keys(s, 0) * s->H * 2.0 * D * dz; /* every query head reads K and V itself */
+    } else if (strcmp(k->name, "gqa") == 0 || strcmp(k->name, "paged") == 0) {
+        S = s->run.splits_tiled;
+        /* paged: the block-table entries a warp's 32 keys fall in (lanes reading the same entry
+         * make one request of it) */
+        const double table =
+            strcmp(k->name, "paged") == 0 ? 4.0 * ((32 + s->P - 1) / s->P) / 32.0 : 0.0;
+        for (int b = 0; b < s->B; ++b) /* once per K/V head and row tile: the most a row sees */
+            kv += (double)visible(s, b, s->Lq - 1) * s->H_kv * tiles * (2.0 * D * dz + table);
+    } else if (strcmp(k->name, "latent") == 0) {
+        S = s->run.splits_tiled;
+        /* the latent row (D = 576) once per row tile for all its heads: K and V are one read;
+         * one table entry per warp's keys as paged */
+        const double table = 4.0 * ((32 + s->P - 1) / s->P) / 32.0;
+        for (int b = 0; b < s->B; ++b)
+            kv += (double)visible(s, b, s->Lq - 1) * tiles * (D * dz + table);
+    } else if (strcmp(k->name, "sparse") == 0) {
+        S = s->run.splits_sparse;
+        kv = seen_keys(s, s->k_eff) * s->H_kv * tiles_g * (2.0 * D * dz + 4.0 + 4.0);
+    } else if (strcmp(k->name, "append") == 0) { /* latent: the one latent row */
+        const double row = s->latent ? s->H_kv * D : 2.0 * s->H_kv * D + DI;
+        return s->tokens * (row * dz * 2.0 + 4.0);
+    } else if (strcmp(k->name, "indexer") == 0) {
+        return seen_keys(s, 0) * (DI * dz + 4.0 + 4.0) + s->tokens * HI * (DI * dz + 4.0);
+    } else if (strcmp(k->name, "topk_radix") == 0 || strcmp(k->name, "topk_bitonic") == 0) {
+        /* radix: the row read 3 times (the histogram and candidates pass, the output pass; the
+         * later passes read the candidates in shared memory), bitonic once; k indices written;
+         * each of the block's 8 warps reads its sequence's bounds (4 ints) */
+        const double passes = strcmp(k->name, "topk_radix") == 0 ? 3.0 : 1.0;
+        double bytes = 0.0;
+        for (int b = 0; b < s->B; ++b)
+            for (int i = 0; i < s->Lq; ++i) {
+                const int n = visible(s, b, i);
+                bytes += (n > s->k_eff ? passes * n * 4.0 : 0.0) + s->k_eff * 4.0 + 8 * 16.0;
+            }
+        return bytes;
+    }
+    qo = rows * (D * dz * S + Dv * dz + 4.0);
+    const double part = S > 1 ? S * rows * (2.0 * Dv * 4.0 + 3.0 * 4.0) : 0.0;
+    return kv + qo + part;
+}
+
+void dec_record_json(void *state, const attn_kernel *k, char *out, size_t len) {
+    dec_state *s = of(state);
+    const int splits = strcmp(k->name, "split_kv") == 0 ? s->run.splits_split_kv
+                       : strcmp(k->name, "gqa") == 0 || strcmp(k->name, "paged") == 0 ||
+                               strcmp(k->name, "latent") == 0
+                           ? s->run.splits_tiled
+                       : strcmp(k->name, "sparse") == 0 ? s->run.splits_sparse
+                                                        : 1;
+    snprintf(out, len,
+             "\"kv_heads\":%d,\"queries\":%d,\"page_size\":%d,\"splits\":%d,\"topk\":%d,"
+             "\"index_heads\":%d,\"index_dim\":%d,\"decoded_tokens\":%d,\"model_bytes\":%.0f,"
+             "\"latent\":%s,\"d_v\":%d",
+             s->H_kv, s->Lq, s->P, splits, s->k_eff, s->opt.index_heads, s->opt.index_dim,
+             s->tokens, dec_model_bytes(state, k), s->latent ? "true" : "false", s->Dv);
+}
+
+/* --dump DIR: the inputs in the paged layout, the block table, the references and the selection
+ * (attn tensor files, fp32), for decode.py's checks (tests/test_decode.py). */
+int dec_dump(void *state, const char *dir) {
+    const dec_state *s = of(state);
+    const int64_t slots = (int64_t)s->num_pages * s->P, tokens = (int64_t)s->B * s->Lq;
+    const size_t pool_elems = (size_t)slots * s->H_kv * s->D;
+    const bool lat = s->latent; /* the latent pool alone (its V: the first D_v columns of K) */
+    float *kp = xmalloc(pool_elems * sizeof(float));
+    float *vp = lat ? NULL : xmalloc(pool_elems * sizeof(float));
+    float *kip = lat ? NULL : xmalloc((size_t)slots * s->opt.index_dim * sizeof(float));
+    float *table = xmalloc((size_t)s->B * s->W * sizeof(float));
+    float *lens = xmalloc((size_t)s->B * sizeof(float));
+    float *sel = xmalloc((size_t)tokens * s->k_eff * sizeof(float));
+    int rc = !kp || (!lat && (!vp || !kip)) || !table || !lens || !sel;
+    if (!rc) {
+        attn_unpack(kp, s->kp1, pool_elems, s->p.dtype);
+        if (!lat) {
+            attn_unpack(vp, s->vp1, pool_elems, s->p.dtype);
+            attn_unpack(kip, s->kip1, (size_t)slots * s->opt.index_dim, s->p.dtype);
+        }
+        for (int64_t x = 0; x < (int64_t)s->B * s->W; ++x)
+            table[x] = (float)s->table[x];
+        for (int b = 0; b < s->B; ++b)
+            lens[b] = (float)s->lens[b];
+        for (int64_t x = 0; x < tokens * s->k_eff; ++x)
+            sel[x] = (float)s->sel[x];
+    }
+    const struct {
+        const char *name;
+        const float *data;
+        int ndim;
+        int64_t d0, d1, d2, d3;
+    } t[] = {
+        {"q", s->q, 4, s->B, s->Lq, s->H, s->D},
+        {"k_pages", kp, 4, s->num_pages, s->P, s->H_kv, s->D},
+        {"v_pages", vp, 4, s->num_pages, s->P, s->H_kv, s->D},
+        {"block_table", table, 2, s->B, s->W, 0, 0},
+        {"cache_seqlens", lens, 1, s->B, 0, 0, 0},
+        {"o_ref", s->ref, 4, s->B, s->Lq, s->H, s->Dv},
+        {"q_index", lat ? NULL : s->qi, 4, s->B, s->Lq, s->opt.index_heads, s->opt.index_dim},
+        {"ki_pages", kip, 3, s->num_pages, s->P, s->opt.index_dim, 0},
+        {"weights", lat ? NULL : s->w, 3, s->B, s->Lq, s->opt.index_heads, 0},
+        {"sel", lat ? NULL : sel, 3, s->B, s->Lq, s->k_eff, 0},
+        {"o_sparse_ref", s->sref, 4, s->B, s->Lq, s->H, s->D},
+    };
+    char path[1024] = "";
+    for (size_t n = 0; rc == 0 && n < sizeof t / sizeof t[0]; ++n) {
+        if (t[n].data == NULL) /* a stage that did not run */
+            continue;
+        const int64_t dims[4] = {t[n].d0, t[n].d1, t[n].d2, t[n].d3};
+        snprintf(path, sizeof path, "%s/%s.bin", dir, t[n].name);
+        rc = attn_tensor_save(path, t[n].data, t[n].ndim, dims);
+    }
+    if (rc)
+        fprintf(stderr, "error: --dump: cannot write %s\n", path[0] ? path : dir);
+    free(kp), free(vp), free(kip), free(table), free(lens), free(sel);
+    return rc;
+}
+
+void dec_after_table(void *state, const attn_example *ex, const attn_run_record *recs, int n) {
+    (void)ex;
+    dec_state *s = of(state);
+    if (s->paged_same >= 0)
+        printf("\npaged vs gqa (contiguous cache), %d split%s: %s\n", s->run.splits_tiled,
+               s->run.splits_tiled > 1 ? "s" : "",
+               s->paged_same ? "bit-identical (same arithmetic in the same order)"
+                             : "NOT bit-identical");
+    double paged = 0.0, sparse = 0.0;
+    printf("\nbytes per decoded token (model, README.md \"Bytes per decoded token\"; %d new "
+           "token%s in the step):\n",
+           s->tokens, s->tokens > 1 ? "s" : "");
+    for (int r = 0; r < n; ++r) {
+        const attn_kernel *k = NULL;
+        for (int x = 0; x < ex->num_kernels; ++x)
+            if (strcmp(ex->kernels[x].name, recs[r].kernel) == 0)
+                k = &ex->kernels[x];
+        if (k == NULL || strcmp(recs[r].status, "SKIP") == 0)
+            continue;
+        printf("  %-13s %12.0f\n", k->name,
+               dec_model_bytes(state, k) / (s->tokens ? s->tokens : 1));
+        if (recs[r].timed && strcmp(k->name, "paged") == 0)
+            paged = recs[r].time.median_ms;
+        if (recs[r].timed && strcmp(k->name, "sparse") == 0)
+            sparse = recs[r].time.median_ms;
+    }
+    if (paged > 0.0 && sparse > 0.0)
+        printf("\nDSA sparse (k = %d) vs dense paged: %.2fx%s\n", s->k_eff, paged / sparse,
+               attn_on_simulator() ? " (CPU simulator timings, not GPU performance)" : "");
+}
+
+void dec_release(void *state) {
+    dec_state *s = of(state);
+    void *host[] = {s->lens,     s->cu_q,    s->cu_k,   s->q,   s->k,       s->v,    s->qi,
+                    s->ki,       s->w,       s->table,  s->kp0, s->vp0,     s->kip0, s->kp1,
+                    s->vp1,      s->kip1,    s->kc,     s->vc,  s->knew,    s->vnew, s->kinew,
+                    s->qb,       s->qib,     s->seen,   s->ref, s->ref_lse, s->lowp, s->sref,
+                    s->sref_lse, s->slowp,   s->out,    s->lse, s->logits,  s->sel,  s->seen_sel,
+                    s->gqa_bits, s->gqa_lse, s->staging};
+    void *dev[] = {s->d_q,    s->d_o,     s->d_kc,    s->d_vc,   s->d_kp,   s->d_vp,  s->d_kip,
+                   s->d_knew, s->d_vnew,  s->d_kinew, s->d_qi,   s->d_w,    s->d_lse, s->d_logits,
+                   s->d_part, s->d_table, s->d_lens,  s->d_cu_q, s->d_cu_k, s->d_sel};
+    for (size_t n = 0; n < sizeof host / sizeof host[0]; ++n)
+        free(host[n]);
+    for (size_t n = 0; n < sizeof dev / sizeof dev[0]; ++n)
+        attn_device_free(dev[n]);
+}
