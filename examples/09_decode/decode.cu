@@ -83,6 +83,7 @@
 #include "attn/problem.h"
 #include "decode.h"
 #include "device/kernel_common.cuh"
+#include "device/lse_merge.cuh"
 #include "device/mma.cuh"
 
 /* ============================== CPU reference ============================================= */
@@ -227,32 +228,14 @@ template <typename T, int D> __global__ void split_kv_kernel(const dec_params<T>
 template <typename T, int D> __global__ void combine_kernel(const dec_params<T> a) {
     __shared__ float w_s[DEC_MAX_SPLITS];
     __shared__ float red[TILE_THREADS / 32];
-    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, S = a.splits;
     const int64_t row = blockIdx.x, rows = (int64_t)a.B * a.Lq * a.H;
-    const float *lse_part = a.part + (int64_t)S * rows * D;
-    float mx = -INFINITY;
-    for (int s = tid; s < S; s += TILE_THREADS)
-        mx = fmaxf(mx, lse_part[(int64_t)s * rows + row]);
-    mx = attn_warp_max(mx);
-    if (lane == 0)
-        red[warp] = mx;
-    __syncthreads(); // every warp's maximum is in red before the threads combine them
-    mx = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
-    for (int s = tid; s < S; s += TILE_THREADS)
-        w_s[s] =
-            mx == -INFINITY ? 0.0f : exp2f((lse_part[(int64_t)s * rows + row] - mx) * CUDART_L2E_F);
-    __syncthreads(); // every split's weight is in w_s before the threads sum them
-    float wsum = 0.0f;
-    for (int s = 0; s < S; ++s)
-        wsum += w_s[s];
-    for (int d = tid; d < D; d += TILE_THREADS) {
-        float acc = 0.0f;
-        for (int s = 0; s < S; ++s)
-            acc += w_s[s] * a.part[((int64_t)s * rows + row) * D + d];
-        a.o[row * D + d] = T(wsum > 0.0f ? acc / wsum : 0.0f);
-    }
-    if (tid == 0)
-        a.lse[(row % a.H) * (rows / a.H) + row / a.H] = wsum > 0.0f ? mx + logf(wsum) : -INFINITY;
+    const float *lse_part = a.part + (int64_t)a.splits * rows * D;
+    /* the steps above, written once for every example that merges by the LSE (example 11's ring
+     * too): device/lse_merge.cuh */
+    attn_lse_combine_row<TILE_THREADS>(
+        a.part + row * D, rows * D, lse_part + row, rows, a.splits, D, w_s, red,
+        [&](int d, float value) { a.o[row * D + d] = T(value); },
+        [&](float value) { a.lse[(row % a.H) * (rows / a.H) + row / a.H] = value; });
 }
 
 /* --- versions 4, 5, 9 and 10: one block for the rows that share a K/V head
