@@ -93,28 +93,7 @@ def make_layer(config, idx):
     return layer
 
 
-def weights_of(layer):
-    """The reference's weight dict from the module (same names, the compressor's under c.)."""
-    sd = {k: v.detach() for k, v in layer.state_dict().items()}
-    W = {k.replace(".weight", ""): v for k, v in sd.items() if not k.startswith("compressor")}
-    for k, v in sd.items():
-        if k.startswith("compressor.indexer."):
-            k2 = k[len("compressor.indexer."):].replace("scorer.", "")
-            W["idx." + k2.replace(".weight", "")] = v
-        elif k.startswith("compressor."):
-            W["c." + k[len("compressor."):].replace(".weight", "")] = v
-    return W
-
-
-def cfg_of(config):
-    return dict(heads=config.num_attention_heads, head_dim=config.head_dim,
-                rope_dim=config.qk_rope_head_dim, eps=config.rms_norm_eps,
-                sliding_window=config.sliding_window, rope_theta=config.rope_theta,
-                compress_rope_theta=config.compress_rope_theta,
-                m_csa=config.compress_rates["compressed_sparse_attention"],
-                m_hca=config.compress_rates["heavily_compressed_attention"],
-                index_head_dim=config.index_head_dim, index_n_heads=config.index_n_heads,
-                topk=config.index_topk, o_groups=config.o_groups, o_lora_rank=config.o_lora_rank)
+weights_of, cfg_of = ref.weights_of, ref.cfg_of
 
 
 def hf_step(layer, rotary, x, start, cache, nwin):
