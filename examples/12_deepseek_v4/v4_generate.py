@@ -145,8 +145,10 @@ def layer_inputs(attn, x, cos, sin):
 
 
 def open_session(kernels, attn, config, max_tokens, dtype="f16", batch=1):
-    """A session for the layer attn (its constant weights: gate biases, norms, sinks)."""
+    """A session for the layer attn (its constant weights: gate biases, norms, sinks) holding
+    max_tokens (at least the window: example 12's configuration rule)."""
     c = attn.compressor
+    max_tokens = max(max_tokens, config.sliding_window)
     csa = hasattr(c, "indexer")
     m = config.compress_rates[attn.layer_type]
     return kernels.session(
@@ -208,6 +210,31 @@ class Kernelized:
         for a, fwd in self.saved:
             a.forward.session.close()
             a.forward = fwd
+
+
+def hf_attention(layer, rotary, x, start, cache, nwin):
+    """Hugging Face's layer on the chunk x (absolute positions start..), with its cache (or
+    None): the sliding-window mask built here for the keys the cache hands back."""
+    B, S, _ = x.shape
+    pos = torch.arange(start, start + S)
+    kept = 0 if cache is None else min(start, nwin - 1)
+    kpos = torch.arange(start - kept, start + S)
+    ok = (kpos[None, :] <= pos[:, None]) & (pos[:, None] - kpos[None, :] < nwin)
+    mask = torch.zeros(B, 1, S, len(kpos), dtype=torch.float64).masked_fill(~ok, float("-inf"))
+    pid = pos[None, :].expand(B, -1)
+    pe = {t: rotary(x, pid, layer_type=t) for t in ("main", "compress")}
+    with torch.no_grad():
+        out, _ = layer(x, position_embeddings=pe, position_ids=pid, attention_mask=mask,
+                       cache=cache)
+    return out
+
+
+def kernel_attention(layer, session, rotary, x, start):
+    """The same layer on the chunk x through its session (the next rows of the session)."""
+    pid = torch.arange(start, start + x.shape[1])[None, :].expand(x.shape[0], -1)
+    pe = {t: rotary(x, pid, layer_type=t) for t in ("main", "compress")}
+    with torch.no_grad():
+        return KernelAttention(layer, session)(x, pe)[0]
 
 
 def tiny_config(layers=4, **kw):
@@ -289,7 +316,7 @@ def main(argv=None):
     ap.add_argument("--prompt", type=int, default=12, help="prompt tokens (random ids)")
     ap.add_argument("--new", type=int, default=20, help="tokens to generate")
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="f16")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=2)
     args = ap.parse_args(argv)
     if args.prompt < 2 or args.new < 1:
         ap.error("--prompt must be at least 2 and --new at least 1")

@@ -28,6 +28,8 @@ _spec = importlib.util.spec_from_file_location("deepseek_v4",
                                                os.path.join(HERE, "..", "deepseek_v4.py"))
 ref = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(ref)
+sys.path.insert(0, os.path.join(HERE, ".."))
+import v4_generate as v4g  # noqa: E402
 
 from transformers import DeepseekV4Config  # noqa: E402
 from transformers.cache_utils import DynamicCache  # noqa: E402
@@ -96,21 +98,7 @@ def make_layer(config, idx):
 weights_of, cfg_of = ref.weights_of, ref.cfg_of
 
 
-def hf_step(layer, rotary, x, start, cache, nwin):
-    """Hugging Face's layer on the chunk x (absolute positions start..), with its cache (or
-    None): the sliding-window mask built here for the keys the cache hands back."""
-    B, S, _ = x.shape
-    pos = torch.arange(start, start + S)
-    kept = 0 if cache is None else min(start, nwin - 1)
-    kpos = torch.arange(start - kept, start + S)
-    ok = (kpos[None, :] <= pos[:, None]) & (pos[:, None] - kpos[None, :] < nwin)
-    mask = torch.zeros(B, 1, S, len(kpos), dtype=torch.float64).masked_fill(~ok, float("-inf"))
-    pid = pos[None, :].expand(B, -1)
-    pe = {t: rotary(x, pid, layer_type=t) for t in ("main", "compress")}
-    with torch.no_grad():
-        out, _ = layer(x, position_embeddings=pe, position_ids=pid, attention_mask=mask,
-                       cache=cache)
-    return out
+hf_step = v4g.hf_attention
 
 
 def ref_outputs(W, cfg, kind, x, start, S):
