@@ -349,6 +349,20 @@ extern "C" void v4_launch_attention(const v4_args *a, cudaStream_t stream) {
         attention_all<__nv_bfloat16>(a, stream);
 }
 
+/* Token t's projections (and CSA's indexer's) into the streaming compressor's ring. */
+template <typename T> static void ring_store(const v4_args *a, int t, cudaStream_t stream) {
+    const v4_config *c = &a->c;
+    const int csa = c->kind == V4_CSA;
+    const int ring = csa ? 2 * c->m : c->m, width = (csa ? 2 : 1) * c->D;
+    ring_store_kernel<T><<<c->B, 128, 0, stream>>>((const T *)a->ckv, (const T *)a->cgate,
+                                                   (T *)a->ring_kv, (T *)a->ring_gate, c->L, ring,
+                                                   width, t);
+    if (csa)
+        ring_store_kernel<T><<<c->B, 128, 0, stream>>>((const T *)a->ikv, (const T *)a->igate,
+                                                       (T *)a->ring_ikv, (T *)a->ring_igate, c->L,
+                                                       ring, 2 * c->DI, t);
+}
+
 /* The per-token body of the decode: rows [t0, t1) of every sequence, one token at a time. */
 template <typename T>
 static void decode_rows(const v4_args *a, int t0, int t1, cudaStream_t stream) {
@@ -357,13 +371,7 @@ static void decode_rows(const v4_args *a, int t0, int t1, cudaStream_t stream) {
     const int ring = csa ? 2 * c->m : c->m, width = (csa ? 2 : 1) * c->D;
     const v4_entries pool{0, c->D, c->page, a->pages_per_seq, a->page_table};
     for (int t = t0; t < t1; ++t) {
-        ring_store_kernel<T><<<c->B, 128, 0, stream>>>((const T *)a->ckv, (const T *)a->cgate,
-                                                       (T *)a->ring_kv, (T *)a->ring_gate, c->L,
-                                                       ring, width, t);
-        if (csa)
-            ring_store_kernel<T><<<c->B, 128, 0, stream>>>((const T *)a->ikv, (const T *)a->igate,
-                                                           (T *)a->ring_ikv, (T *)a->ring_igate,
-                                                           c->L, ring, 2 * c->DI, t);
+        ring_store<T>(a, t, stream);
         if ((t + 1) % c->m == 0) { /* a window closed: one entry */
             const int w = (t + 1) / c->m - 1;
             compress_one<T>(a, a->ring_kv, a->ring_gate, a->cbias, a->cnorm, a->pool, pool, c->D,
@@ -415,15 +423,8 @@ static void prefill_rows(const v4_args *a, int t0, int t1, cudaStream_t stream) 
         index_rows(a, &d, t0, stream);
     }
     attention_rows<T>(a, a->pool, pool, a->o, t0, t1 - t0, stream);
-    for (int t = t1 - ring > t0 ? t1 - ring : t0; t < t1; ++t) {
-        ring_store_kernel<T><<<c->B, 128, 0, stream>>>((const T *)a->ckv, (const T *)a->cgate,
-                                                       (T *)a->ring_kv, (T *)a->ring_gate, c->L,
-                                                       ring, width, t);
-        if (csa)
-            ring_store_kernel<T><<<c->B, 128, 0, stream>>>((const T *)a->ikv, (const T *)a->igate,
-                                                           (T *)a->ring_ikv, (T *)a->ring_igate,
-                                                           c->L, ring, 2 * c->DI, t);
-    }
+    for (int t = t1 - ring > t0 ? t1 - ring : t0; t < t1; ++t)
+        ring_store<T>(a, t, stream);
 }
 
 extern "C" void v4_launch_prefill_rows(const v4_args *a, int t0, int t1, cudaStream_t stream) {

@@ -136,6 +136,9 @@ int v4_check_index(void *state, const attn_kernel *k, int chunk, attn_stage_chec
 int v4_clear_attention(void *state, const attn_kernel *k, int chunk);
 int v4_check_attention(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
 void v4_release(void *state);
+/* Example 05's arguments (ds_args ds_pair[2], deepseek_sparse.h) for g's indexer and top-k: [0] a
+ * prefill over every row, [1] one decoding query; K selections per row; sets g->ds. */
+void v4_index_args(void *ds_pair, const attn_problem *dsp, v4_args *g, int K);
 double v4_flops(void *state, const attn_kernel *k);
 size_t v4_state_size(void);
 

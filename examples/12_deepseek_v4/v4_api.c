@@ -199,20 +199,7 @@ v4_session *v4_session_open(int kind, int batch, int heads, int head_dim, int m,
         v4_session_close(s);
         return NULL;
     }
-    for (int i = 0; i < 2; ++i) {
-        ds_args *d = &s->ds[i];
-        d->p = &s->dsp;
-        d->index_heads = index_heads;
-        d->index_dim = index_dim;
-        d->topk = (int)K;
-        d->chunk = i == 0 ? max_tokens : 1; /* a prefill chunk sets its own; decode: one query */
-        d->q_index = g->qI;
-        d->k_index = g->icomp;
-        d->w = g->wI;
-        d->logits = g->logits;
-        d->sel = g->sel;
-    }
-    g->ds = s->ds;
+    v4_index_args(s->ds, &s->dsp, g, (int)K);
     return s;
 }
 

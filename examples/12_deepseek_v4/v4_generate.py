@@ -36,6 +36,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 DTYPES = {"f16": 1, "bf16": 2}
 KINDS = {"compressed_sparse_attention": 0, "heavily_compressed_attention": 1}
+sys.path.insert(0, os.path.join(ROOT, "quality"))
+from decode_kernels import _f32, _ptr  # noqa: E402  (example 09's ctypes helpers)
 
 
 class V4Error(RuntimeError):
@@ -45,18 +47,6 @@ class V4Error(RuntimeError):
 def default_path(backend="sim"):
     return os.path.join(ROOT, "build", backend, "examples", "12_deepseek_v4",
                         f"libdeepseek_v4_attn_{backend}.so")
-
-
-def _f32(x):
-    if x is None:
-        return None
-    if hasattr(x, "detach"):
-        x = x.detach().cpu().numpy()
-    return np.ascontiguousarray(x, dtype=np.float32)
-
-
-def _ptr(a):
-    return None if a is None else a.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
 
 
 class V4Kernels:
