@@ -96,11 +96,8 @@ RUNS = [("CSA prefill attention", "csa", 3, "attention"),
         ("CSA decode, token by token", "csa", 5, "decode"),
         ("HCA prefill attention", "hca", 4, "attention"),
         ("HCA decode, token by token", "hca", 5, "decode")]
+KERNEL_NAMES = {2: "index_topk", 3: "csa_attention", 4: "hca_attention", 5: "decode"}
 BEGIN2, END2 = "<!-- cost_model.py --profile: begin -->", "<!-- cost_model.py --profile: end -->"
-
-
-def small_config(kind, c=SMALL):
-    return dict(c, csa=int(kind == "csa"), hca=int(kind == "hca"), sliding=0)
 
 
 def small_args(kind, kernel, c=SMALL):
@@ -114,9 +111,8 @@ def small_args(kind, kernel, c=SMALL):
 def small_model(kind, what, c=SMALL):
     """The model's counts for one run over the L queries of the sequence: the key bytes attention
     reads (every query, every head: each key it attends, window and entries, D values of 2 bytes:
-    a head reads the one shared vector itself), the attention FLOPs and the indexer's (v4_flops's
-    terms, summed over the positions), and the cache the sequence holds at L (v4_cache)."""
-    cfg = small_config(kind, c)
+    a head reads the one shared vector itself) and the indexer's FLOPs (v4_flops's term: every
+    visible entry, summed over the positions)."""
     m = c["m_" + kind]
     keys = idx = 0
     for n in range(1, c["L"] + 1):  # the query at position n - 1 sees n tokens
@@ -124,14 +120,11 @@ def small_model(kind, what, c=SMALL):
         keys += min(n, c["window"]) + (min(c["topk"], e) if kind == "csa" else e)
         idx += 2 * c["index_heads"] * e * c["index_dim"] if kind == "csa" else 0
     attn_bytes = c["heads"] * keys * c["head_dim"] * FP16
-    attn_flops = 2 * c["heads"] * 2 * c["head_dim"] * keys
     if what == "index":
-        attn_bytes = attn_flops = 0
+        attn_bytes = 0
     if what == "attention":
         idx = 0
-    cache = v4_cache(c["L"], cfg) - (c["L"] // m) * (FP8_KEY(c["index_dim"])
-                                                      - c["index_dim"] * FP16) * cfg["csa"]
-    return dict(attn_bytes=attn_bytes, flops=attn_flops + idx, index_flops=idx, cache=cache)
+    return dict(attn_bytes=attn_bytes, index_flops=idx)
 
 
 def profile_runs(program):
@@ -149,7 +142,8 @@ def profile_runs(program):
             if r.returncode != 0:
                 sys.exit(f"error: {' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}")
             recs = [json.loads(x) for x in open(path) if x.strip()]
-            rec = next((x for x in recs if x.get("status") == "PASS" and "profile" in x), None)
+            rec = next((x for x in recs if x.get("kernel") == KERNEL_NAMES[kernel]
+                        and x.get("status") == "PASS" and "profile" in x), None)
             if rec is None:
                 sys.exit(f"error: {' '.join(cmd)}: no checked, profiled record")
             out[label] = rec["profile"]
@@ -161,16 +155,17 @@ def profile_table(program):
     c = SMALL
     rows = [f"| run (L = {c['L']}, {c['heads']} heads of {c['head_dim']}, window {c['window']}) "
             "| model: key bytes read | global bytes requested | ratio | DRAM bytes (L2 model) "
-            "| model: cache at L | model: indexer FLOPs | mma FLOPs | ratio |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "| model: indexer FLOPs | mma FLOPs | ratio |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for label, kind, _, what in RUNS:
         mod, p = small_model(kind, what), prof[label]
         mma = p["mma"] * 4096
         r1 = f"{p['global_bytes'] / mod['attn_bytes']:.2f}" if mod["attn_bytes"] else "–"
         r2 = f"{mma / mod['index_flops']:.1f}" if mod["index_flops"] else "–"
-        rows.append(f"| {label} | {mod['attn_bytes']:,} | {p['global_bytes']:,} | {r1} "
-                    f"| {int(p['dram_bytes']):,} | {mod['cache']:,} | {mod['index_flops']:,} "
-                    f"| {mma:,} | {r2} |")
+        kb = f"{mod['attn_bytes']:,}" if mod["attn_bytes"] else "–"
+        fl = f"{mod['index_flops']:,}" if mod["index_flops"] else "–"
+        rows.append(f"| {label} | {kb} | {p['global_bytes']:,} | {r1} "
+                    f"| {int(p['dram_bytes']):,} | {fl} | {mma:,} | {r2} |")
     return "\n".join(rows) + "\n"
 
 
