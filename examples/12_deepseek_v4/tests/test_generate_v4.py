@@ -17,6 +17,8 @@ configuration (v4_generate.tiny_config: 4 layers, CSA and HCA alternating, fp16 
   4. the checks can fail: a kernel output perturbed by 1 % (one head of every layer), and the
      streaming compressor's state dropped between calls (V4_PLANT=ring), each fail 3.
 Prints PASS/FAIL lines and "N passed, M failed"; exit status 1 on a failed check.
+--modules-only: part 1 alone (with the checked build's library: its sessions under memcheck,
+racecheck and initcheck).
 """
 import os
 import sys
@@ -31,7 +33,8 @@ from transformers.cache_utils import DynamicCache  # noqa: E402
 from transformers.models.deepseek_v4 import modeling_deepseek_v4 as hf  # noqa: E402
 
 torch.set_num_threads(1)  # tiny tensors: more threads only wait on each other
-LIB = sys.argv[1] if len(sys.argv) > 1 else None
+LIB = next((a for a in sys.argv[1:] if not a.startswith("--")), None)
+MODULES_ONLY = "--modules-only" in sys.argv[1:]  # part 1 only (the checked build's library)
 # fp16 on the device: inputs rounded to 2^-11 relative, the entries and outputs stored in fp16;
 # the module outputs and the logits here are O(1)-O(10). Measured: see the PASS lines.
 MODULE_TOL = {"f16": 1e-2, "bf16": 6e-2}
@@ -88,11 +91,15 @@ def compare(name, want, got, dtype="f16"):
 
 
 def main():
+    global passed, failed
     t0 = time.time()
     kernels = G.V4Kernels(LIB)
     config = G.tiny_config()
     model = G.tiny_model(config, seed=SEED)
     module_schedules(kernels, model, config)
+    if MODULES_ONLY:
+        print(f"{passed} passed, {failed} failed ({time.time() - t0:.1f} s)")
+        return 1 if failed else 0
 
     prompt = torch.randint(0, config.vocab_size, (12,),
                            generator=torch.Generator().manual_seed(SEED + 1)).tolist()
@@ -130,7 +137,6 @@ def main():
     bad.append(not compare("  (planted, must FAIL) compressor ring dropped between calls", want,
                            G.kernel_greedy(model, kernels, prompt, new)))
     del os.environ["V4_PLANT"]
-    global passed, failed
     failed -= sum(bad)  # the planted lines' FAILs are the expected outcome
     passed -= 2 - sum(bad)
     check("planted errors fail the comparison", all(bad), f"{sum(bad)} of 2")
