@@ -33,6 +33,8 @@
  *                   the page table.
  *                   ./build/sim/examples/12_deepseek_v4/deepseek_v4_sim --kernel 5
  * All versions: fp16/bf16 storage, fp32 arithmetic; D a multiple of 32 up to 512.
+ * A model's generation loop (v4_api.c) runs 1-4 on a prefill chunk's rows (v4_launch_prefill_rows)
+ * and 5's body on one decoding step (v4_launch_decode_rows), the ring and pool kept between calls.
  *
  * Sections: kernels | launchers | registry. The reference is deepseek_v4_reference.c, the stages'
  * inputs and checks deepseek_v4_stages.c, main() main.c.

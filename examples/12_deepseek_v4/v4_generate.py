@@ -29,7 +29,7 @@ try:
 except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
     up = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../.."))
     sys.exit(f"error: {e.name} is not installed for {sys.executable}: run "
-             f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --quality, then use "
+             f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --python, then use "
              f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -310,7 +310,13 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.prompt < 2 or args.new < 1:
         ap.error("--prompt must be at least 2 and --new at least 1")
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)  # tiny tensors: more threads only wait on each other
+    try:
+        import transformers  # noqa: F401
+    except ModuleNotFoundError:
+        print(f"error: transformers is not installed for {sys.executable}: run "
+              f"scripts/setup.sh --quality", file=sys.stderr)
+        return 1
     try:
         kernels = V4Kernels(args.lib)
     except V4Error as e:
