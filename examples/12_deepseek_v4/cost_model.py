@@ -8,6 +8,10 @@ and V4-Flash's CSA/HCA, from their configurations, N = 8K .. 1M.
   python3 examples/12_deepseek_v4/cost_model.py --write    # rewrite README.md's copy
   python3 examples/12_deepseek_v4/cost_model.py --check --plant   # the check on a copy with one
                                                                    # number changed: must FAIL
+  python3 examples/12_deepseek_v4/cost_model.py [--check [--plant] | --write] \
+          --program build/sim-check/examples/12_deepseek_v4/deepseek_v4_sim
+      the second table: the same model at the simulator's sizes (SMALL: one layer, 64 tokens)
+      beside the profile of each kernel's run (--profile: the instrumented build only)
 
 What is counted (README.md, "The arithmetic"):
   cache    every layer's stored vectors: MLA/DSA one latent row of 512 + 64 rotary channels per
@@ -80,6 +84,91 @@ def v4_flops(n, c=V4F):
     return c["csa"] * csa + c["hca"] * hca + c["sliding"] * per_key * win
 
 
+# ---- the same model at the simulator's sizes, beside its profile ---------------------------------
+# One layer, one sequence of L tokens, fp16 everywhere (2 bytes, the index keys too: the kernels
+# store them in the problem's dtype), sizes the instrumented simulator profiles in seconds.
+SMALL = dict(layers=1, heads=2, head_dim=64, window=16, m_csa=4, m_hca=8, index_heads=16,
+             index_dim=64, topk=4, L=64, rope_dim=16)
+FP16 = 2
+# (label, kind, the program's --kernel, what the run computes)
+RUNS = [("CSA prefill attention", "csa", 3, "attention"),
+        ("CSA prefill index + top-k", "csa", 2, "index"),
+        ("CSA decode, token by token", "csa", 5, "decode"),
+        ("HCA prefill attention", "hca", 4, "attention"),
+        ("HCA decode, token by token", "hca", 5, "decode")]
+KERNEL_NAMES = {2: "index_topk", 3: "csa_attention", 4: "hca_attention", 5: "decode"}
+BEGIN2, END2 = "<!-- cost_model.py --profile: begin -->", "<!-- cost_model.py --profile: end -->"
+
+
+def small_args(kind, kernel, c=SMALL):
+    a = ["--kind", kind, "-B", "1", "-H", str(c["heads"]), "-L", str(c["L"]), "-D",
+         str(c["head_dim"]), "-m", str(c["m_" + kind]), "--window", str(c["window"]), "--topk",
+         str(c["topk"]), "--index-heads", str(c["index_heads"]), "--index-dim",
+         str(c["index_dim"]), "--rope-dim", str(c["rope_dim"]), "--dtype", "f16"]
+    return a + ["--kernel", str(kernel)]
+
+
+def small_model(kind, what, c=SMALL):
+    """The model's counts for one run over the L queries of the sequence: the key bytes attention
+    reads (every query, every head: each key it attends, window and entries, D values of 2 bytes:
+    a head reads the one shared vector itself) and the indexer's FLOPs (v4_flops's term: every
+    visible entry, summed over the positions)."""
+    m = c["m_" + kind]
+    keys = idx = 0
+    for n in range(1, c["L"] + 1):  # the query at position n - 1 sees n tokens
+        e = n // m
+        keys += min(n, c["window"]) + (min(c["topk"], e) if kind == "csa" else e)
+        idx += 2 * c["index_heads"] * e * c["index_dim"] if kind == "csa" else 0
+    attn_bytes = c["heads"] * keys * c["head_dim"] * FP16
+    if what == "index":
+        attn_bytes = 0
+    if what == "attention":
+        idx = 0
+    return dict(attn_bytes=attn_bytes, index_flops=idx)
+
+
+def profile_runs(program):
+    """{label: the program's JSON record} of each run with --profile (an instrumented build)."""
+    import json
+    import subprocess
+    import tempfile
+    out = {}
+    for label, kind, kernel, _ in RUNS:
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "p.jsonl")
+            cmd = [program, "--profile", "--check-only", "--quiet", "--json", path]
+            cmd += small_args(kind, kernel)
+            r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if r.returncode != 0:
+                sys.exit(f"error: {' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}")
+            recs = [json.loads(x) for x in open(path) if x.strip()]
+            rec = next((x for x in recs if x.get("kernel") == KERNEL_NAMES[kernel]
+                        and x.get("status") == "PASS" and "profile" in x), None)
+            if rec is None:
+                sys.exit(f"error: {' '.join(cmd)}: no checked, profiled record")
+            out[label] = rec["profile"]
+    return out
+
+
+def profile_table(program):
+    prof = profile_runs(program)
+    c = SMALL
+    rows = [f"| run (L = {c['L']}, {c['heads']} heads of {c['head_dim']}, window {c['window']}) "
+            "| model: key bytes read | global bytes requested | ratio | DRAM bytes (L2 model) "
+            "| model: indexer FLOPs | mma FLOPs | ratio |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for label, kind, _, what in RUNS:
+        mod, p = small_model(kind, what), prof[label]
+        mma = p["mma"] * 4096
+        r1 = f"{p['global_bytes'] / mod['attn_bytes']:.2f}" if mod["attn_bytes"] else "–"
+        r2 = f"{mma / mod['index_flops']:.1f}" if mod["index_flops"] else "–"
+        kb = f"{mod['attn_bytes']:,}" if mod["attn_bytes"] else "–"
+        fl = f"{mod['index_flops']:,}" if mod["index_flops"] else "–"
+        rows.append(f"| {label} | {kb} | {p['global_bytes']:,} | {r1} "
+                    f"| {int(p['dram_bytes']):,} | {fl} | {mma:,} | {r2} |")
+    return "\n".join(rows) + "\n"
+
+
 def label(n):
     return f"{n // 1048576}M" if n >= 1048576 else f"{n // 1024}K"
 
@@ -102,33 +191,50 @@ def main(argv):
     if argv[1:2] in (["-h"], ["--help"]):
         print(__doc__)
         return 0
-    text = table()
-    if len(argv) == 1:
+    args, program = list(argv[1:]), None
+    if "--program" in args:
+        i = args.index("--program")
+        if i + 1 >= len(args):
+            print("error: --program needs the path of deepseek_v4_sim (sim-check build)",
+                  file=sys.stderr)
+            return 2
+        program = args[i + 1]
+        del args[i:i + 2]
+    plant = args[1:] == ["--plant"]
+    if (args and args[0] not in ("--check", "--write")) or (len(args) > 1 and not plant) or \
+            (plant and args[0] != "--check"):
+        print("usage: cost_model.py [--check [--plant] | --write] [--program DEEPSEEK_V4_SIM]",
+              file=sys.stderr)
+        return 2
+    if program is not None and not os.access(program, os.X_OK):
+        print(f"error: --program {program}: not an executable", file=sys.stderr)
+        return 2
+    text = table() if program is None else profile_table(program)
+    begin, end = (BEGIN, END) if program is None else (BEGIN2, END2)
+    if not args:
         sys.stdout.write(text)
         return 0
-    plant = argv[2:] == ["--plant"]
-    if argv[1] not in ("--check", "--write") or (len(argv) != 2 and not plant) or \
-            (plant and argv[1] != "--check"):
-        print("usage: cost_model.py [--check [--plant] | --write]", file=sys.stderr)
-        return 2
     with open(README, encoding="utf-8") as f:
         doc = f.read()
-    if plant:  # the last digit of the table's first percentage, changed
-        i = doc.index(" %", doc.index(BEGIN)) - 1
-        doc = doc[:i] + str((int(doc[i]) + 1) % 10) + doc[i + 1:]
-    pat = re.compile(re.escape(BEGIN) + r"\n(.*?)" + re.escape(END), re.S)
+    pat = re.compile(re.escape(begin) + r"\n(.*?)" + re.escape(end), re.S)
     m = pat.search(doc)
     if m is None:
-        print(f"FAIL: README.md has no {BEGIN} ... {END} block")
+        print(f"FAIL: README.md has no {begin} ... {end} block")
         return 1
-    if argv[1] == "--write":
+    if args[0] == "--write":
         with open(README, "w", encoding="utf-8") as f:
             f.write(doc[:m.start(1)] + text + doc[m.end(1):])
         return 0
-    if m.group(1) != text:
-        print("FAIL: README.md's table differs from cost_model.py's (run it with --write)")
+    got = m.group(1)
+    if plant:  # the first digit of the table's first row, changed
+        i = got.index("|---")
+        i = next(j for j in range(got.index("\n", i), len(got)) if got[j].isdigit())
+        got = got[:i] + str((int(got[i]) + 1) % 10) + got[i + 1:]
+    if got != text:
+        print(f"FAIL: README.md's table differs from cost_model.py's (run it with --write"
+              f"{'' if program is None else ' --program ' + program})")
         return 1
-    print("PASS README.md's cost table is current")
+    print(f"PASS README.md's {'cost' if program is None else 'profile'} table is current")
     return 0
 
 

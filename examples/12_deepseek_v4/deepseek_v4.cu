@@ -33,6 +33,8 @@
  *                   the page table.
  *                   ./build/sim/examples/12_deepseek_v4/deepseek_v4_sim --kernel 5
  * All versions: fp16/bf16 storage, fp32 arithmetic; D a multiple of 32 up to 512.
+ * A model's generation loop (v4_api.c) runs 1-4 on a prefill chunk's rows (v4_launch_prefill_rows)
+ * and 5's body on one decoding step (v4_launch_decode_rows), the ring and pool kept between calls.
  *
  * Sections: kernels | launchers | registry. The reference is deepseek_v4_reference.c, the stages'
  * inputs and checks deepseek_v4_stages.c, main() main.c.
@@ -349,19 +351,29 @@ extern "C" void v4_launch_attention(const v4_args *a, cudaStream_t stream) {
         attention_all<__nv_bfloat16>(a, stream);
 }
 
-template <typename T> static void decode_all(const v4_args *a, cudaStream_t stream) {
+/* Token t's projections (and CSA's indexer's) into the streaming compressor's ring. */
+template <typename T> static void ring_store(const v4_args *a, int t, cudaStream_t stream) {
+    const v4_config *c = &a->c;
+    const int csa = c->kind == V4_CSA;
+    const int ring = csa ? 2 * c->m : c->m, width = (csa ? 2 : 1) * c->D;
+    ring_store_kernel<T><<<c->B, 128, 0, stream>>>((const T *)a->ckv, (const T *)a->cgate,
+                                                   (T *)a->ring_kv, (T *)a->ring_gate, c->L, ring,
+                                                   width, t);
+    if (csa)
+        ring_store_kernel<T><<<c->B, 128, 0, stream>>>((const T *)a->ikv, (const T *)a->igate,
+                                                       (T *)a->ring_ikv, (T *)a->ring_igate, c->L,
+                                                       ring, 2 * c->DI, t);
+}
+
+/* The per-token body of the decode: rows [t0, t1) of every sequence, one token at a time. */
+template <typename T>
+static void decode_rows(const v4_args *a, int t0, int t1, cudaStream_t stream) {
     const v4_config *c = &a->c;
     const int n = v4_entries_total(c), csa = c->kind == V4_CSA;
     const int ring = csa ? 2 * c->m : c->m, width = (csa ? 2 : 1) * c->D;
     const v4_entries pool{0, c->D, c->page, a->pages_per_seq, a->page_table};
-    for (int t = 0; t < c->L; ++t) {
-        ring_store_kernel<T><<<c->B, 128, 0, stream>>>((const T *)a->ckv, (const T *)a->cgate,
-                                                       (T *)a->ring_kv, (T *)a->ring_gate, c->L,
-                                                       ring, width, t);
-        if (csa)
-            ring_store_kernel<T><<<c->B, 128, 0, stream>>>((const T *)a->ikv, (const T *)a->igate,
-                                                           (T *)a->ring_ikv, (T *)a->ring_igate,
-                                                           c->L, ring, 2 * c->DI, t);
+    for (int t = t0; t < t1; ++t) {
+        ring_store<T>(a, t, stream);
         if ((t + 1) % c->m == 0) { /* a window closed: one entry */
             const int w = (t + 1) / c->m - 1;
             compress_one<T>(a, a->ring_kv, a->ring_gate, a->cbias, a->cnorm, a->pool, pool, c->D,
@@ -378,10 +390,50 @@ template <typename T> static void decode_all(const v4_args *a, cudaStream_t stre
 }
 
 extern "C" void v4_launch_decode(const v4_args *a, cudaStream_t stream) {
+    v4_launch_decode_rows(a, 0, a->c.L, stream);
+}
+
+extern "C" void v4_launch_decode_rows(const v4_args *a, int t0, int t1, cudaStream_t stream) {
     if (a->p->dtype == ATTN_F16)
-        decode_all<__half>(a, stream);
+        decode_rows<__half>(a, t0, t1, stream);
     else
-        decode_all<__nv_bfloat16>(a, stream);
+        decode_rows<__nv_bfloat16>(a, t0, t1, stream);
+}
+
+/* A chunk of rows [t0, t1) at once (kernels 1-4): the entries whose window closes in the chunk
+ * from the token buffers into the pool, the chunk's index scores and top-k (example 05's, ds[0]
+ * with its chunk set to the rows), the rows' attention; then the chunk's last tokens into the
+ * ring, where the decode's streaming compressor continues. */
+template <typename T>
+static void prefill_rows(const v4_args *a, int t0, int t1, cudaStream_t stream) {
+    const v4_config *c = &a->c;
+    const int n = v4_entries_total(c), csa = c->kind == V4_CSA;
+    const int ring = csa ? 2 * c->m : c->m, width = (csa ? 2 : 1) * c->D;
+    const v4_entries pool{0, c->D, c->page, a->pages_per_seq, a->page_table};
+    const int first = t0 / c->m, count = t1 / c->m - first;
+    if (count > 0) {
+        compress_one<T>(a, a->ckv, a->cgate, a->cbias, a->cnorm, a->pool, pool, c->D,
+                        v4_rows{c->L, 0, width}, first, count, stream);
+        if (csa)
+            compress_one<T>(a, a->ikv, a->igate, a->ibias, a->inorm, a->icomp,
+                            v4_entries{n, c->DI, 1, 0, NULL}, c->DI, v4_rows{c->L, 0, 2 * c->DI},
+                            first, count, stream);
+    }
+    if (csa && n > 0) {
+        ds_args d = ((const ds_args *)a->ds)[0];
+        d.chunk = t1 - t0;
+        index_rows(a, &d, t0, stream);
+    }
+    attention_rows<T>(a, a->pool, pool, a->o, t0, t1 - t0, stream);
+    for (int t = t1 - ring > t0 ? t1 - ring : t0; t < t1; ++t)
+        ring_store<T>(a, t, stream);
+}
+
+extern "C" void v4_launch_prefill_rows(const v4_args *a, int t0, int t1, cudaStream_t stream) {
+    if (a->p->dtype == ATTN_F16)
+        prefill_rows<__half>(a, t0, t1, stream);
+    else
+        prefill_rows<__nv_bfloat16>(a, t0, t1, stream);
 }
 
 /* ======================================== registry =========================================== */

@@ -88,6 +88,14 @@ void v4_launch_attention(const v4_args *a, cudaStream_t stream);
  * paged pool every m tokens), the indexer and top-k of the one new query (CSA), attention of
  * that query reading entries through the page table. Writes o_decode [B, L, H, D]. */
 void v4_launch_decode(const v4_args *a, cudaStream_t stream);
+/* The same for the rows [t0, t1) only: a session's decoding steps (v4_api.h), continuing from the
+ * ring and the pool that earlier rows left. */
+void v4_launch_decode_rows(const v4_args *a, int t0, int t1, cudaStream_t stream);
+/* Rows [t0, t1) at once (a session's prefill chunk): the entries whose window closes in the chunk
+ * (kernel 1, from the token buffers into the pool), the rows' index scores and top-k (kernel 2,
+ * ds[0] with chunk t1 - t0), their attention (kernel 3 or 4, entries through the page table);
+ * then the chunk's last 2m (HCA: m) tokens into the ring for the decode that follows. */
+void v4_launch_prefill_rows(const v4_args *a, int t0, int t1, cudaStream_t stream);
 
 /* ---- C reference (deepseek_v4_reference.c), double precision ------------------------------ */
 /* Entries of one sequence b: x [L, c] values, g [L, c] gates (floats as the device reads them),
@@ -128,6 +136,9 @@ int v4_check_index(void *state, const attn_kernel *k, int chunk, attn_stage_chec
 int v4_clear_attention(void *state, const attn_kernel *k, int chunk);
 int v4_check_attention(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
 void v4_release(void *state);
+/* Example 05's arguments (ds_args ds_pair[2], deepseek_sparse.h) for g's indexer and top-k: [0] a
+ * prefill over every row, [1] one decoding query; K selections per row; sets g->ds. */
+void v4_index_args(void *ds_pair, const attn_problem *dsp, v4_args *g, int K);
 double v4_flops(void *state, const attn_kernel *k);
 size_t v4_state_size(void);
 

@@ -174,6 +174,32 @@ def attention_layer(W, cfg, kind, x, S=None):
     return y @ W["o_b_proj"].T
 
 
+def weights_of(layer):
+    """The weight dict of the functions above from a Hugging Face DeepseekV4Attention module (the
+    same names; the compressor's under c., its indexer's under idx.)."""
+    sd = {k: v.detach() for k, v in layer.state_dict().items()}
+    W = {k.replace(".weight", ""): v for k, v in sd.items() if not k.startswith("compressor")}
+    for k, v in sd.items():
+        if k.startswith("compressor.indexer."):
+            k2 = k[len("compressor.indexer."):].replace("scorer.", "")
+            W["idx." + k2.replace(".weight", "")] = v
+        elif k.startswith("compressor."):
+            W["c." + k[len("compressor."):].replace(".weight", "")] = v
+    return W
+
+
+def cfg_of(config):
+    """The configuration dict of the functions above from a Hugging Face DeepseekV4Config."""
+    return dict(heads=config.num_attention_heads, head_dim=config.head_dim,
+                rope_dim=config.qk_rope_head_dim, eps=config.rms_norm_eps,
+                sliding_window=config.sliding_window, rope_theta=config.rope_theta,
+                compress_rope_theta=config.compress_rope_theta,
+                m_csa=config.compress_rates["compressed_sparse_attention"],
+                m_hca=config.compress_rates["heavily_compressed_attention"],
+                index_head_dim=config.index_head_dim, index_n_heads=config.index_n_heads,
+                topk=config.index_topk, o_groups=config.o_groups, o_lora_rank=config.o_lora_rank)
+
+
 def demo():
     """A random CSA and HCA layer over 21 tokens: the outputs' shapes and norms."""
     g = torch.Generator().manual_seed(0)

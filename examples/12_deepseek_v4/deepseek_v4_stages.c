@@ -173,6 +173,27 @@ static void *device_buffer(v4_state *s, size_t bytes) {
     return d;
 }
 
+/* Example 05's arguments for the indexer and top-k over g's buffers (v4_args.ds): ds[0] a
+ * prefill over every row (a chunk of rows sets its own chunk), ds[1] one decoding query. */
+void v4_index_args(void *ds_pair, const attn_problem *dsp, v4_args *g, int K) {
+    ds_args *ds = (ds_args *)ds_pair;
+    for (int i = 0; i < 2; ++i) {
+        ds_args *d = &ds[i];
+        memset(d, 0, sizeof *d);
+        d->p = dsp;
+        d->index_heads = g->c.HI;
+        d->index_dim = g->c.DI;
+        d->topk = K;
+        d->chunk = i == 0 ? g->c.L : 1;
+        d->q_index = g->qI;
+        d->k_index = g->icomp;
+        d->w = g->wI;
+        d->logits = g->logits;
+        d->sel = g->sel;
+    }
+    g->ds = ds;
+}
+
 int v4_setup(void *state, const attn_problem *p, const attn_cli *cli, int check_rows,
              attn_buffers *b, int *chunks) {
     (void)check_rows; /* example 12 samples query positions per sequence (below) */
@@ -290,21 +311,7 @@ int v4_setup(void *state, const attn_problem *p, const attn_cli *cli, int check_
             fprintf(stderr, "error: out of device memory for example 12's buffers\n");
             return 1;
         }
-    for (int i = 0; i < 2; ++i) {
-        ds_args *d = &s->ds[i];
-        memset(d, 0, sizeof *d);
-        d->p = &s->dsp;
-        d->index_heads = c->HI;
-        d->index_dim = c->DI;
-        d->topk = (int)K;
-        d->chunk = i == 0 ? c->L : 1; /* prefill: every row; decode: one query */
-        d->q_index = g->qI;
-        d->k_index = g->icomp;
-        d->w = g->wI;
-        d->logits = g->logits;
-        d->sel = g->sel;
-    }
-    g->ds = s->ds;
+    v4_index_args(s->ds, &s->dsp, g, (int)K);
     b->args = g;
     *chunks = 1;
     return 0;

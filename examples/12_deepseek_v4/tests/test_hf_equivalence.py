@@ -28,6 +28,8 @@ _spec = importlib.util.spec_from_file_location("deepseek_v4",
                                                os.path.join(HERE, "..", "deepseek_v4.py"))
 ref = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(ref)
+sys.path.insert(0, os.path.join(HERE, ".."))
+import v4_generate as v4g  # noqa: E402
 
 from transformers import DeepseekV4Config  # noqa: E402
 from transformers.cache_utils import DynamicCache  # noqa: E402
@@ -93,45 +95,10 @@ def make_layer(config, idx):
     return layer
 
 
-def weights_of(layer):
-    """The reference's weight dict from the module (same names, the compressor's under c.)."""
-    sd = {k: v.detach() for k, v in layer.state_dict().items()}
-    W = {k.replace(".weight", ""): v for k, v in sd.items() if not k.startswith("compressor")}
-    for k, v in sd.items():
-        if k.startswith("compressor.indexer."):
-            k2 = k[len("compressor.indexer."):].replace("scorer.", "")
-            W["idx." + k2.replace(".weight", "")] = v
-        elif k.startswith("compressor."):
-            W["c." + k[len("compressor."):].replace(".weight", "")] = v
-    return W
+weights_of, cfg_of = ref.weights_of, ref.cfg_of
 
 
-def cfg_of(config):
-    return dict(heads=config.num_attention_heads, head_dim=config.head_dim,
-                rope_dim=config.qk_rope_head_dim, eps=config.rms_norm_eps,
-                sliding_window=config.sliding_window, rope_theta=config.rope_theta,
-                compress_rope_theta=config.compress_rope_theta,
-                m_csa=config.compress_rates["compressed_sparse_attention"],
-                m_hca=config.compress_rates["heavily_compressed_attention"],
-                index_head_dim=config.index_head_dim, index_n_heads=config.index_n_heads,
-                topk=config.index_topk, o_groups=config.o_groups, o_lora_rank=config.o_lora_rank)
-
-
-def hf_step(layer, rotary, x, start, cache, nwin):
-    """Hugging Face's layer on the chunk x (absolute positions start..), with its cache (or
-    None): the sliding-window mask built here for the keys the cache hands back."""
-    B, S, _ = x.shape
-    pos = torch.arange(start, start + S)
-    kept = 0 if cache is None else min(start, nwin - 1)
-    kpos = torch.arange(start - kept, start + S)
-    ok = (kpos[None, :] <= pos[:, None]) & (pos[:, None] - kpos[None, :] < nwin)
-    mask = torch.zeros(B, 1, S, len(kpos), dtype=torch.float64).masked_fill(~ok, float("-inf"))
-    pid = pos[None, :].expand(B, -1)
-    pe = {t: rotary(x, pid, layer_type=t) for t in ("main", "compress")}
-    with torch.no_grad():
-        out, _ = layer(x, position_embeddings=pe, position_ids=pid, attention_mask=mask,
-                       cache=cache)
-    return out
+hf_step = v4g.hf_attention
 
 
 def ref_outputs(W, cfg, kind, x, start, S):
