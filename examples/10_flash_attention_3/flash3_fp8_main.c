@@ -31,8 +31,11 @@
  *
  *   ./build/sim/examples/10_flash_attention_3/flash3_fp8_sim --lq 100 --lk 257 -D 128 --causal
  *   ./build/sim/examples/10_flash_attention_3/flash3_fp8_sim -L 256 --outliers 30 --no-hadamard
- * Also --corrupt-scale F: V's first scale multiplied by F on the device after the pre-pass (a
- * planted wrong scale, which the checks must catch); --json FILE: one line of the errors.
+ * Also --v-tile-scale F: V's odd blocks of 128 keys times F, so that V's block scales differ
+ * from tile to tile (O is kept in units of the current tile's V scale); --corrupt-scale F: V's
+ * first scale multiplied by F on the device after the pre-pass (a planted wrong scale, which the
+ * checks must catch); --check-rows N: the attention checks on the first N rows (in memory order:
+ * head 0's first) only, for long runs on a GPU; --json FILE: one line of the errors.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -53,7 +56,7 @@
 
 typedef struct fp8_opts {
     int no_hadamard;
-    const char *outliers, *corrupt;
+    const char *outliers, *corrupt, *v_tiles;
 } fp8_opts;
 
 static const attn_option fp8_options[] = {
@@ -61,6 +64,8 @@ static const attn_option fp8_options[] = {
      offsetof(fp8_opts, no_hadamard), 0, 0, NULL, NULL, NULL},
     {"--outliers", "F", "channels 7 and 37 of Q and K times F (outlier features)", ATTN_OPTION_TEXT,
      offsetof(fp8_opts, outliers), 0, 0, NULL, "1", NULL},
+    {"--v-tile-scale", "F", "V's odd blocks of 128 keys (1, 3, ...) times F: V's scales differ",
+     ATTN_OPTION_TEXT, offsetof(fp8_opts, v_tiles), 0, 0, NULL, "1", NULL},
     {"--corrupt-scale", "F", "V's first block scale times F after the pre-pass (a planted bug)",
      ATTN_OPTION_TEXT, offsetof(fp8_opts, corrupt), 0, 0, NULL, "1", NULL},
 };
@@ -157,11 +162,13 @@ typedef struct errors {
     int64_t bad64, baddq, badlse;
 } errors;
 
-/* The bounds of the header for every row and the errors of out against both references. */
-static void compare(const attn_problem *p, const double *q, const double *k, const float *v,
-                    const float *qd, const float *kd, const float *vd, const double *hq,
-                    const double *hk, const double *hv, const float *out, const float *lse,
-                    const float *ref64, const float *refdq, const float *lse_dq, errors *e) {
+/* The bounds of the header for every row checked (the first `rows` in memory order) and the
+ * errors of out against both references. */
+static void compare(const attn_problem *p, int64_t rows, const double *q, const double *k,
+                    const float *v, const float *qd, const float *kd, const float *vd,
+                    const double *hq, const double *hk, const double *hv, const float *out,
+                    const float *lse, const float *ref64, const float *refdq, const float *lse_dq,
+                    errors *e) {
     const int D = p->D;
     const double u_out = p->dtype == ATTN_F16 ? ldexp(1.0, -11) : ldexp(1.0, -8);
     double *w = xcalloc((size_t)p->Lk, sizeof(double)),
@@ -173,6 +180,8 @@ static void compare(const attn_problem *p, const double *q, const double *k, con
         for (int i = 0; i < p->Lq; ++i) {
             const int n = keys_seen(p, i);
             const int64_t row = (int64_t)bh * p->Lq + i;
+            if (row >= rows)
+                break;
             const double *qr = q + row * D, *hqr = hq + row * D;
             const float *qdr = qd + row * D;
             double E = 0.0, Ed = 0.0, m = -INFINITY, md = -INFINITY, l = 0.0, ld = 0.0;
@@ -241,12 +250,13 @@ static void compare(const attn_problem *p, const double *q, const double *k, con
     free(w), free(wd);
 }
 
-/* The largest score error the quantised Q, K make: |scale (q' . k' - q . k)| over every pair. */
-static double score_error(const attn_problem *p, const double *q, const double *k, const float *qd,
-                          const float *kd) {
+/* The largest score error the quantised Q, K make: |scale (q' . k' - q . k)| over every key of
+ * the rows checked. */
+static double score_error(const attn_problem *p, int64_t rows, const double *q, const double *k,
+                          const float *qd, const float *kd) {
     double worst = 0.0;
     for (int bh = 0; bh < p->B * p->H; ++bh)
-        for (int i = 0; i < p->Lq; ++i)
+        for (int i = 0; i < p->Lq && (int64_t)bh * p->Lq + i < rows; ++i)
             for (int t = 0; t < p->Lk; ++t) {
                 const int64_t a = ((int64_t)bh * p->Lq + i) * p->D,
                               b = ((int64_t)bh * p->Lk + t) * p->D;
@@ -295,9 +305,10 @@ int main(int argc, char **argv) {
         attn_cli_usage(stdout, "flash3_fp8", &fp8_example);
         return 0;
     }
-    double outliers, corrupt;
+    double outliers, corrupt, v_tiles;
     if ((rc = parse_factor("--outliers", fo.outliers, &outliers)) ||
-        (rc = parse_factor("--corrupt-scale", fo.corrupt, &corrupt)))
+        (rc = parse_factor("--corrupt-scale", fo.corrupt, &corrupt)) ||
+        (rc = parse_factor("--v-tile-scale", fo.v_tiles, &v_tiles)))
         return rc;
     const bool on_sim = attn_on_simulator();
     const int *def = on_sim ? fp8_example.default_sim : fp8_example.default_gpu;
@@ -328,6 +339,8 @@ int main(int argc, char **argv) {
                "outlier channels x%g\n",
                attn_backend_name(), p.B, p.H, p.Lq, p.Lk, D, attn_dtype_name(p.dtype),
                p.causal ? ", causal" : "", hadamard ? "on" : "off", outliers);
+    if (!cli.quiet && v_tiles != 1.0)
+        printf("V's odd blocks of %d keys x%g\n", FA3_FP8_BN, v_tiles);
 
     /* inputs: seeded, channels 7 and 37 of Q and K scaled, rounded to the dtype */
     attn_host_inputs in;
@@ -343,6 +356,11 @@ int main(int argc, char **argv) {
             *x = attn_round_dtype((float)(*x * outliers), p.dtype);
         }
     }
+
+    for (int64_t r = 0; r < (int64_t)(kn / D); ++r)
+        if (r % p.Lk / FA3_FP8_BN % 2 == 1)
+            for (int d = 0; d < D; ++d)
+                in.v[r * D + d] = attn_round_dtype((float)(in.v[r * D + d] * v_tiles), p.dtype);
 
     /* device buffers and the pre-pass */
     void *staging = xcalloc(qn > kn ? qn : kn, 4);
@@ -413,14 +431,20 @@ int main(int argc, char **argv) {
           *lsedq = xcalloc((size_t)BH * p.Lq, 4);
     attn_problem pf = p;
     pf.dtype = ATTN_F32;
-    if (attn_reference(&pf, NULL, in.q, in.k, in.v, ref64, lse64) ||
-        attn_reference(&pf, NULL, qd, kd, vd, refdq, lsedq)) {
+    /* --check-rows N: the first N rows in memory order (a GPU's long runs); else every row */
+    const int64_t all_rows = (int64_t)BH * p.Lq,
+                  rows =
+                      cli.check_rows > 0 && cli.check_rows < all_rows ? cli.check_rows : all_rows;
+    uint8_t *sel = xcalloc((size_t)all_rows, 1);
+    memset(sel, 1, (size_t)rows);
+    if (attn_reference_rows(&pf, NULL, in.q, in.k, in.v, ref64, lse64, sel) ||
+        attn_reference_rows(&pf, NULL, qd, kd, vd, refdq, lsedq, sel)) {
         fprintf(stderr, "error: out of host memory for the reference\n");
         return 1;
     }
     errors e;
-    compare(&p, xq, xk, in.v, qd, kd, vd, hq, hk, hv, out, lse, ref64, refdq, lsedq, &e);
-    e.score_max = score_error(&p, xq, xk, qd, kd);
+    compare(&p, rows, xq, xk, in.v, qd, kd, vd, hq, hk, hv, out, lse, ref64, refdq, lsedq, &e);
+    e.score_max = score_error(&p, rows, xq, xk, qd, kd);
 
     int fails = 0;
     line("quantise", bad == 0, "%.0f bad codes or scales of %.0f values", (double)bad,
