@@ -36,7 +36,6 @@ namespace {
 
 static_assert(FA3_FP8_BM == BM && FA3_FP8_BN == BN, "the scale blocks are the kernel's tiles");
 
-constexpr float fp8_max = 448.0f; // e4m3's largest finite value
 constexpr float p_scale = 256.0f; // P in [0, 1] is stored as e4m3(256 P): 2^-14 and up normal
 
 // ---- the pre-pass ---------------------------------------------------------------------------

@@ -292,7 +292,7 @@ static int parse_factor(const char *flag, const char *s, double *out) {
 
 int main(int argc, char **argv) {
     attn_cli cli;
-    fp8_opts fo;
+    fp8_opts fo = {0, NULL, NULL, NULL};
     char err[512];
     int rc = attn_cli_parse_options(&cli, argc, argv, fp8_options,
                                     (int)(sizeof fp8_options / sizeof fp8_options[0]), &fo, err,
