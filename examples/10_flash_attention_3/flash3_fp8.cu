@@ -22,9 +22,10 @@
 //                      of the current tile's V scale (rescaled with alpha when it changes).
 //
 // Why a pre-pass: the scale of a block is its largest magnitude, known only once every value of
-// the block (after the Hadamard step, which mixes a row's D values) is: FlashAttention-3
-// quantises in a kernel of its own before attention too (its paper, section 3.3). Each tensor is
-// read once in 16 bits and written once in 8; attention then reads half the bytes.
+// the block (after the Hadamard step, which mixes a row's D values) is; quantising inside the
+// attention kernel would re-read and re-quantise every K/V tile once per block of queries.
+// FlashAttention-3's interface likewise takes Q, K, V already in FP8. Each tensor is read once in
+// 16 bits and written once in 8; attention then reads half the bytes.
 #include <cuda.h>
 #include <cuda_fp8.h>
 #include <string.h>
