@@ -302,8 +302,26 @@ int main(int argc, char **argv) {
         return rc;
     }
     if (cli.help) {
-        attn_cli_usage(stdout, "flash3_fp8", &fp8_example);
+        printf(
+            "usage: flash3_fp8 [-B N] [-H N] [-L N | --lq N --lk N] [-D 64|128] [--causal]\n"
+            "  [--dtype f16|bf16] [--scale X] [--amplitude X] [--seed N]\n"
+            "  [--no-hadamard] [--outliers F] [--v-tile-scale F] [--corrupt-scale F]\n"
+            "  [--check-only | --reps N] [--check-rows N] [--json FILE] [--quiet]\n"
+            "Example 10's version 4 (FP8 e4m3 forward): the pre-pass and attention on the codes,\n"
+            "checked against fp64 (flash3_fp8_main.c). --outliers F: channels 7 and 37 of Q and\n"
+            "K times F; --v-tile-scale F: V's odd blocks of 128 keys times F; --corrupt-scale F:\n"
+            "V's first block scale times F on the device (a planted bug); --check-rows N: the\n"
+            "attention checks on the first N rows only. Defaults: B=1 H=1 L=200 D=64 f16 on the\n"
+            "simulator, B=2 H=16 L=4096 D=128 on a GPU. Exit status: 0 every check passed, 1 a\n"
+            "failure, 2 usage, 77 no GPU.\n");
         return 0;
+    }
+    if (cli.cu_seqlens_q != NULL || cli.pattern != NULL || cli.profile || cli.dump_dir != NULL ||
+        cli.csv_path != NULL || (cli.kernel != 0 && cli.kernel != 4)) {
+        fprintf(stderr,
+                "error: flash3_fp8 takes the dense layout and none of --seqlens, --pattern, "
+                "--profile, --dump, --csv, --kernel other than 4 (see --help)\n");
+        return ATTN_EXIT_USAGE;
     }
     double outliers, corrupt, v_tiles;
     if ((rc = parse_factor("--outliers", fo.outliers, &outliers)) ||
@@ -319,10 +337,6 @@ int main(int argc, char **argv) {
     p.causal = cli.causal;
     if (cli.scale > 0.0f)
         p.scale = cli.scale;
-    if (cli.cu_seqlens_q != NULL) {
-        fprintf(stderr, "error: --seqlens: version 4 takes the dense layout only\n");
-        return ATTN_EXIT_USAGE;
-    }
     if (attn_kernel_supports(&fp8_kernel_info[0], &p, true, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
         return ATTN_EXIT_USAGE;
