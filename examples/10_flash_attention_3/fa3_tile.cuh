@@ -21,27 +21,12 @@ namespace {
 constexpr int BM = 64;  // query rows per consumer warpgroup (wgmma's M)
 constexpr int BN = 128; // keys per K/V tile (the N of S = Q K^T)
 
-// The element type: storage, packing two floats into a register (example 03's traits), and the
-// wgmma calls.
+// The element type of Q, K, V and O: storage, and packing two floats into a register (example
+// 03's traits). v1-v3's wgmma calls on it are in flash3_fwd.cu (wgmma16).
 template <bool BF16> struct elem {
     using T = std::conditional_t<BF16, __nv_bfloat16, __half>;
     static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
         return attn_mma_traits<T>::pack(lo, hi);
-    }
-    template <int N>
-    static __device__ __forceinline__ void qk(float *s, uint64_t a, uint64_t b, bool acc) {
-        if constexpr (BF16)
-            wgmma_ss_bf16<N>(s, a, b, acc);
-        else
-            wgmma_ss_f16<N>(s, a, b, acc);
-    }
-    // V is MN-major (its rows are keys, the K of P V): the transposed-B flag.
-    template <int N>
-    static __device__ __forceinline__ void pv(float *o, const uint32_t *p, uint64_t b) {
-        if constexpr (BF16)
-            wgmma_rs_bf16<N, 1>(o, p, b, true);
-        else
-            wgmma_rs_f16<N, 1>(o, p, b, true);
     }
 };
 

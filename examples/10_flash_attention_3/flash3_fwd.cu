@@ -32,6 +32,25 @@ namespace {
 
 constexpr uint32_t chunk_rows_bytes = 128; // one row of a 64-column block: 64 x 2 bytes
 
+// The wgmma calls on the element type (f16 or bf16).
+template <bool BF16> struct wgmma16 {
+    template <int N>
+    static __device__ __forceinline__ void qk(float *s, uint64_t a, uint64_t b, bool acc) {
+        if constexpr (BF16)
+            wgmma_ss_bf16<N>(s, a, b, acc);
+        else
+            wgmma_ss_f16<N>(s, a, b, acc);
+    }
+    // V is MN-major (its rows are keys, the K of P V): the transposed-B flag.
+    template <int N>
+    static __device__ __forceinline__ void pv(float *o, const uint32_t *p, uint64_t b) {
+        if constexpr (BF16)
+            wgmma_rs_bf16<N, 1>(o, p, b, true);
+        else
+            wgmma_rs_f16<N, 1>(o, p, b, true);
+    }
+};
+
 // The per-version plan: warpgroups, stages and shared-memory bytes.
 template <int D, int V> struct plan {
     static constexpr int consumers = V == 1 ? 1 : 2;
@@ -62,7 +81,7 @@ __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], const unsigned char
     wgmma_fence();
     for (int kk = 0; kk < D / 16; ++kk) {
         int c = kk / 4, off = 32 * (kk % 4);
-        elem<BF16>::template qk<BN>(
+        wgmma16<BF16>::template qk<BN>(
             s, wgmma_desc(q + c * BM * chunk_rows_bytes + off, 0, 1024, ATTN_SMEM_SW128),
             wgmma_desc(k + c * BN * chunk_rows_bytes + off, 0, 1024, ATTN_SMEM_SW128), kk > 0);
     }
@@ -76,9 +95,9 @@ __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const uint32_t (&p)[
                                          const unsigned char *v) {
     wgmma_fence();
     for (int j = 0; j < BN / 16; ++j)
-        elem<BF16>::template pv<D>(o, p[j],
-                                   wgmma_desc(v + j * 16 * chunk_rows_bytes, BN * chunk_rows_bytes,
-                                              1024, ATTN_SMEM_SW128));
+        wgmma16<BF16>::template pv<D>(o, p[j],
+                                      wgmma_desc(v + j * 16 * chunk_rows_bytes,
+                                                 BN * chunk_rows_bytes, 1024, ATTN_SMEM_SW128));
     wgmma_commit_group();
 }
 
