@@ -511,5 +511,14 @@ int main(int argc, char **argv) {
         if (f != stdout)
             fclose(f);
     }
+    void *dev[] = {dq, dk, dv, a.q8, a.k8, a.v8, a.q_scale, a.k_scale, a.v_scale, a.o, a.lse};
+    for (size_t n = 0; n < sizeof dev / sizeof dev[0]; ++n)
+        attn_device_free(dev[n]);
+    void *host[] = {staging, q8, k8, v8, qs, ks, vs,    out,   lse,   xq,    xk, xv,
+                    qd,      kd, vd, hq, hk, hv, ref64, lse64, refdq, lsedq, sel};
+    for (size_t n = 0; n < sizeof host / sizeof host[0]; ++n)
+        free(host[n]);
+    attn_host_inputs_free(&in);
+    attn_cli_free(&cli);
     return fails ? 1 : 0;
 }
