@@ -50,6 +50,10 @@
 #             skipped elsewhere) at B 2, H 16, L 1k-16k, D 64/128, f16/bf16, causal or not
 #             (fa3.jsonl), beside SDPA's FlashAttention and cuDNN backends on the same shapes
 #             (bench_torch.py, fa3_torch.jsonl; on Hopper cuDNN's is its own FA3-class kernel);
+#             and version 4, FP8 e4m3 (flash3_fp8, bf16 in and out, at the same B, H, L, D, causal
+#             or not, checked on 64 rows: fa3_fp8.jsonl) beside FlashAttention-3's own FP8 forward
+#             where flash_attn_interface is installed and SDPA on bf16 (bench_fa3_fp8.py,
+#             fa3_fp8_peers.jsonl; not measured yet);
 #             v4: example 12's DeepSeek-V4 layer (compressor, indexer + top-k, CSA and HCA
 #             attention, token-by-token decode), each kernel timed at V4's head shape (D 512,
 #             window 128), L 2K and 8K (deepseek_v4.jsonl; not measured yet);
@@ -280,7 +284,7 @@ if has example10; then
         say "example 10: skipped (compute capability $cc; wgmma and TMA need sm_90)"
     else
         say "example 10: FlashAttention-3 versions beside SDPA flash/cuDNN"
-        cmake --build "$build" -j "$(nproc)" --target flash3_fwd_gpu >>"$out/.build.log" 2>&1 ||
+        cmake --build "$build" -j "$(nproc)" --target flash3_fwd_gpu flash3_fp8_gpu >>"$out/.build.log" 2>&1 ||
             { tail -50 "$out/.build.log"; exit 1; }
         rm -f "$out/fa3.jsonl"
         l10=(1024 2048 4096 8192 16384)
@@ -302,6 +306,20 @@ if has example10; then
             --D 64,128 --dtype f16,bf16 --causal both --impl sdpa_flash,sdpa_cudnn \
             --commit "$commit" --out "$out/fa3_torch.jsonl" ||
             echo "warning: bench_torch.py (example 10's peers) reported failures" >&2
+        # version 4 (FP8 e4m3; the pre-pass is not timed), then its peers
+        rm -f "$out/fa3_fp8.jsonl" "$out/fa3_fp8_peers.jsonl"
+        for L in "${l10[@]}"; do
+            for D in 64 128; do
+                for c in "" --causal; do
+                    "$build/examples/10_flash_attention_3/flash3_fp8_gpu" -B 2 -H 16 -L "$L" \
+                        -D "$D" --dtype bf16 $c --check-rows 64 --json "$out/fa3_fp8.jsonl" \
+                        >/dev/null || echo "warning: flash3_fp8 L=$L D=$D $c failed" >&2
+                done
+            done
+        done
+        "$py" benchmarks/bench_fa3_fp8.py --B 2 --H 16 --L "$tl" --D 64,128 --causal both \
+            --commit "$commit" --out "$out/fa3_fp8_peers.jsonl" ||
+            echo "warning: bench_fa3_fp8.py (version 4's peers) reported failures" >&2
         ran+=(example10)
     fi
 fi

@@ -23,32 +23,17 @@
 // blocks of rows x 128 bytes, swizzled 128B by the TMA copy and read by wgmma with the same
 // swizzle (K-major for Q and K, MN-major for V: O = P V takes V as its B operand, keys along K).
 #include <cuda.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <math.h>
-#include <math_constants.h>
-#include <stdint.h>
 #include <string.h>
 
-#include <type_traits>
-
-#include "../03_flash_attention_v2/fa2_tile.cuh"
 #include "attn/example.h"
-#include "device/sm90.cuh"
+#include "fa3_tile.cuh"
 
 namespace {
 
-constexpr int BM = 64;                     // query rows per consumer warpgroup (wgmma's M)
-constexpr int BN = 128;                    // keys per K/V tile (the N of S = Q K^T)
 constexpr uint32_t chunk_rows_bytes = 128; // one row of a 64-column block: 64 x 2 bytes
 
-// The element type: storage, packing two floats into a register (example 03's traits), and the
-// wgmma calls.
-template <bool BF16> struct elem {
-    using T = std::conditional_t<BF16, __nv_bfloat16, __half>;
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-        return attn_mma_traits<T>::pack(lo, hi);
-    }
+// The wgmma calls on the element type (f16 or bf16).
+template <bool BF16> struct wgmma16 {
     template <int N>
     static __device__ __forceinline__ void qk(float *s, uint64_t a, uint64_t b, bool acc) {
         if constexpr (BF16)
@@ -86,13 +71,6 @@ __device__ __forceinline__ void load_tile(unsigned char *dst, const CUtensorMap 
         tma_load_3d(dst + c * rows * chunk_rows_bytes, map, bar, 64 * c, row0, bh);
 }
 
-// One consumer warpgroup's state: O (64 x D, D / 2 floats per thread), and the running max
-// (log2 units of the scaled scores) and sum of its thread's two rows.
-template <int D> struct rows_state {
-    float o[D / 2];
-    float m[2], l[2];
-};
-
 // S = Q K^T for one tile, issued (not waited): D / 16 wgmma along the head dimension. Column
 // block c of Q and K holds dimensions 64c..64c+63; instruction k starts 32 bytes (16 elements)
 // further into its block's 128-byte rows (the swizzle is applied on the address, as the TMA wrote
@@ -103,7 +81,7 @@ __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], const unsigned char
     wgmma_fence();
     for (int kk = 0; kk < D / 16; ++kk) {
         int c = kk / 4, off = 32 * (kk % 4);
-        elem<BF16>::template qk<BN>(
+        wgmma16<BF16>::template qk<BN>(
             s, wgmma_desc(q + c * BM * chunk_rows_bytes + off, 0, 1024, ATTN_SMEM_SW128),
             wgmma_desc(k + c * BN * chunk_rows_bytes + off, 0, 1024, ATTN_SMEM_SW128), kk > 0);
     }
@@ -117,90 +95,22 @@ __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const uint32_t (&p)[
                                          const unsigned char *v) {
     wgmma_fence();
     for (int j = 0; j < BN / 16; ++j)
-        elem<BF16>::template pv<D>(o, p[j],
-                                   wgmma_desc(v + j * 16 * chunk_rows_bytes, BN * chunk_rows_bytes,
-                                              1024, ATTN_SMEM_SW128));
+        wgmma16<BF16>::template pv<D>(o, p[j],
+                                      wgmma_desc(v + j * 16 * chunk_rows_bytes,
+                                                 BN * chunk_rows_bytes, 1024, ATTN_SMEM_SW128));
     wgmma_commit_group();
 }
 
-// The online softmax of one S tile (keys n0..n0+BN-1) for this thread's rows r0 and r0 + 8:
-// scale and mask, the new running max, P = exp2(S - max) packed into wgmma's A fragments (the
-// accumulator's registers 8j..8j+7 are exactly A's for keys 16j..16j+15), the sum, and the factor
-// alpha that rescales what O holds. Thread t holds S[i] at row 16 (t / 32) + g + 8 ((i / 2) % 2),
-// column 8 (i / 4) + 2 q + i % 2 (g = lane / 4, q = lane % 4); a row's values are spread over
-// the four threads of a quad.
+// The online softmax (fa3_tile.cuh), then P packed into wgmma's 16-bit A fragments: the
+// accumulator's registers 8j..8j+7 are exactly A's for keys 16j..16j+15.
 template <bool BF16, int D>
 __device__ __forceinline__ void
 softmax_tile(float (&s)[BN / 2], rows_state<D> &st, uint32_t (&p)[BN / 16][4], float (&alpha)[2],
              int r0, int n0, int Lk, int shift, bool causal, float scale_log2) {
-    int lane = threadIdx.x % 32, q = lane % 4;
-    float mx[2] = {-INFINITY, -INFINITY};
-    for (int i = 0; i < BN / 2; ++i) {
-        int h = (i / 2) % 2, col = n0 + 8 * (i / 4) + 2 * q + i % 2, row = r0 + 8 * h;
-        bool ok = col < Lk && (!causal || col <= row + shift);
-        s[i] = ok ? s[i] * scale_log2 : -INFINITY;
-        mx[h] = fmaxf(mx[h], s[i]);
-    }
-    float base[2], sum[2] = {0.0f, 0.0f};
-    for (int h = 0; h < 2; ++h) {
-        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-        float m_new = fmaxf(st.m[h], mx[h]);
-        // A row with no key so far keeps max -inf: subtract 0 instead (its P is 0).
-        base[h] = m_new == -INFINITY ? 0.0f : m_new;
-        alpha[h] = exp2f(st.m[h] - base[h]);
-        st.m[h] = m_new;
-    }
-    for (int i = 0; i < BN / 2; ++i) {
-        int h = (i / 2) % 2;
-        s[i] = exp2f(s[i] - base[h]);
-        sum[h] += s[i];
-    }
-    for (int h = 0; h < 2; ++h)
-        st.l[h] = st.l[h] * alpha[h] + sum[h];
+    online_softmax<D>(s, st, alpha, r0, n0, Lk, shift, causal, scale_log2);
     for (int j = 0; j < BN / 16; ++j)
         for (int r = 0; r < 4; ++r)
             p[j][r] = elem<BF16>::pack(s[8 * j + 2 * r], s[8 * j + 2 * r + 1]);
-}
-
-template <int D> __device__ __forceinline__ void rescale_o(rows_state<D> &st, const float (&a)[2]) {
-    for (int i = 0; i < D / 2; ++i)
-        st.o[i] *= a[(i / 2) % 2];
-}
-
-// O / l to the output (rows below Lq) and the log-sum-exp (natural log) of the scaled scores.
-template <bool BF16, int D>
-__device__ __forceinline__ void store_rows(rows_state<D> &st, typename elem<BF16>::T *o, float *lse,
-                                           int bh, int r0, int Lq) {
-    int lane = threadIdx.x % 32, q = lane % 4;
-    for (int h = 0; h < 2; ++h) {
-        st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 1);
-        st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 2);
-    }
-    for (int h = 0; h < 2; ++h) {
-        int row = r0 + 8 * h;
-        if (row >= Lq)
-            continue;
-        float inv = st.l[h] > 0.0f ? 1.0f / st.l[h] : 0.0f;
-        uint32_t *dst = reinterpret_cast<uint32_t *>(o + ((int64_t)bh * Lq + row) * D);
-        for (int i = 2 * h; i < D / 2; i += 4) // registers i, i + 1: columns 8 (i / 4) + 2q, +1
-            dst[(8 * (i / 4) + 2 * q) / 2] = elem<BF16>::pack(st.o[i] * inv, st.o[i + 1] * inv);
-        if (q == 0 && lse)
-            lse[(int64_t)bh * Lq + row] =
-                st.l[h] > 0.0f ? (st.m[h] + log2f(st.l[h])) * CUDART_LN2_F : -INFINITY;
-    }
-}
-
-// The K/V tiles a block of query rows m0.. (rows of them) needs: all of them, or under the
-// causal mask (bottom-right aligned: query i sees keys j <= i + Lk - Lq) those up to its last
-// row's last key.
-__device__ __forceinline__ int tiles_for(int m0, int rows, int Lq, int Lk, bool causal) {
-    int end = Lk;
-    if (causal) {
-        int last = min(m0 + rows, Lq) - 1 + (Lk - Lq) + 1;
-        end = max(0, min(Lk, last));
-    }
-    return (end + BN - 1) / BN;
 }
 
 template <bool BF16, int D, int V>
