@@ -1,11 +1,13 @@
-/* cp_merge.cu — example 11's one kernel of its own: the merge of a ring step's partial result
+/* cp_merge.cu — example 11's kernels of its own: the merge of a ring step's partial result
  * into the running one by their log-sum-exp (device/lse_merge.cuh, the combine example 09's
  * split-KV uses too, here with two splits, in place). The attention of each step is example 03's
  * FlashAttention-2 kernel, called through its registry (cp_ring.c); the backward's is example
  * 07's, whose contributions cp_add sums.
  *
  *   grid (rows); block 128 threads; part: O [2][rows][D] fp32, then LSE [2][rows]:
- *   split 0 the running result, split 1 the step's; the merged result replaces split 0. */
+ *   split 0 the running result, split 1 the step's; the merged result replaces split 0.
+ * and the pair that a sliding window's edge cuts (cp_window_attend): one thread per query row,
+ * its keys a contiguous range of the key chunk, an online softmax over them. */
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -43,5 +45,51 @@ extern "C" int cp_add(float *acc, const float *x, size_t n, cudaStream_t stream)
         return 0;
     const size_t want = (n + 255) / 256;
     cp_add_kernel<<<(unsigned)(want < 1024 ? want : 1024), 256, 0, stream>>>(acc, x, (int64_t)n);
+    return cudaGetLastError() != cudaSuccess;
+}
+
+/* One query row of a pair cut by the window: keys max(ks, i - W + 1) .. min(ks + klen - 1, i)
+ * (global positions), accumulated in the row's own output; a row with none: O = 0, LSE = -inf. */
+__global__ void cp_window_kernel(const float *q, const float *k, const float *v, float *o,
+                                 float *lse, int64_t rows, int qlen, int qs, int klen, int ks,
+                                 int W, int D, float scale) {
+    const int64_t row = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (row >= rows)
+        return;
+    const int64_t bh = row / qlen;
+    const int pos = qs + (int)(row % qlen);
+    const int lo = max(ks, pos - W + 1), hi = min(ks + klen - 1, pos);
+    const float *q_row = q + row * D;
+    const float *k_seq = k + bh * klen * D, *v_seq = v + bh * klen * D;
+    float *o_row = o + row * D;
+    for (int d = 0; d < D; ++d)
+        o_row[d] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    for (int j = lo; j <= hi; ++j) {
+        const float *k_row = k_seq + (int64_t)(j - ks) * D, *v_row = v_seq + (int64_t)(j - ks) * D;
+        float s = 0.0f;
+        for (int d = 0; d < D; ++d)
+            s += q_row[d] * k_row[d];
+        s *= scale;
+        const float m_new = fmaxf(m, s), c = expf(m - m_new), e = expf(s - m_new);
+        l = l * c + e;
+        for (int d = 0; d < D; ++d)
+            o_row[d] = o_row[d] * c + e * v_row[d];
+        m = m_new;
+    }
+    if (l > 0.0f)
+        for (int d = 0; d < D; ++d)
+            o_row[d] /= l;
+    lse[row] = l > 0.0f ? m + logf(l) : -INFINITY;
+}
+
+extern "C" int cp_window_attend(const float *q, const float *k, const float *v, float *o,
+                                float *lse, int BH, int qs, int qlen, int ks, int klen, int W,
+                                int D, float scale, cudaStream_t stream) {
+    const int64_t rows = (int64_t)BH * qlen;
+    if (rows == 0)
+        return 0;
+    cp_window_kernel<<<(unsigned)((rows + 127) / 128), 128, 0, stream>>>(
+        q, k, v, o, lse, rows, qlen, qs, klen, ks, W, D, scale);
     return cudaGetLastError() != cudaSuccess;
 }

@@ -66,14 +66,19 @@ static int cp_alloc_result(cp_result *r, int BH, int D) {
 
 /* The problem of query chunk q against key chunk k: false when the pair is skipped (cp_pair);
  * causal on the diagonal only, where Lq = Lk and bottom-right alignment is the plain diagonal. */
-static bool cp_pair_problem(const cp_setup *s, cp_chunk q, cp_chunk k, attn_problem *p) {
+static bool cp_pair_problem(const cp_setup *s, cp_chunk q, cp_chunk k, attn_problem *p,
+                            cp_pair_kind *kind_out) {
     cp_pair_kind kind = cp_pair(q, k, s->p.causal);
     if (s->plant == CP_PLANT_NO_SKIP && kind == CP_PAIR_SKIP && k.len && q.len)
         kind = CP_PAIR_FULL;
+    if (s->plant == CP_PLANT_NO_WINDOW && kind == CP_PAIR_WINDOW) /* the window's edge ignored */
+        kind = k.start == q.start ? CP_PAIR_DIAGONAL : CP_PAIR_FULL;
     *p = s->p;
     p->Lq = q.len;
     p->Lk = k.len;
     p->causal = kind == CP_PAIR_DIAGONAL;
+    if (kind_out)
+        *kind_out = kind;
     return kind != CP_PAIR_SKIP;
 }
 
@@ -82,17 +87,30 @@ static bool cp_pair_problem(const cp_setup *s, cp_chunk q, cp_chunk k, attn_prob
 static int cp_attend(const cp_setup *s, cp_result *r, int c, const float *q, cp_chunk kc,
                      const float *k, const float *v, bool *have) {
     attn_problem p;
-    if (!cp_pair_problem(s, r->chunk[c], kc, &p))
+    cp_pair_kind kind;
+    if (!cp_pair_problem(s, r->chunk[c], kc, &p, &kind))
         return 0;
     const int64_t rows = (int64_t)p.B * p.H * p.Lq;
+    const bool merge = *have && s->plant != CP_PLANT_NO_MERGE;
+    float *o = merge ? r->o[c] + rows * p.D : r->o[c], *lse = merge ? r->lse[c] + rows : r->lse[c];
+    if (kind == CP_PAIR_WINDOW) { /* the window's edge inside the pair: masked per entry */
+        const cp_chunk qc = r->chunk[c];
+        CP_TRY(cp_window_attend(q, k, v, o, lse, p.B * p.H, qc.start, qc.len, kc.start, kc.len,
+                                cp_window(), p.D, p.scale, 0));
+        if (merge)
+            CP_TRY(cp_merge(r->o[c], r->lse[c], rows, p.D, 0));
+        *have = true;
+        r->entries += p.B * p.H * cp_pair_entries(qc, kc, true);
+        r->launches++;
+        return 0;
+    }
     attn_buffers b;
     memset(&b, 0, sizeof b);
     b.q = q;
     b.k = k;
     b.v = v;
-    const bool merge = *have && s->plant != CP_PLANT_NO_MERGE;
-    b.o = merge ? r->o[c] + rows * p.D : r->o[c];
-    b.lse = merge ? r->lse[c] + rows : r->lse[c];
+    b.o = o;
+    b.lse = lse;
     s->fwd->launch(&p, &b, 0);
     CP_TRY(attn_cuda_report(cudaGetLastError(), s->fwd->name, __FILE__, __LINE__));
     if (merge)
@@ -124,7 +142,7 @@ static size_t cp_msg_layout(const cp_chunk *ch, int n, int BH, int D, int fields
 static int cp_attend_bwd(const cp_setup *s, cp_result *r, cp_grads *g, int c, const float *q,
                          cp_chunk kc, const float *k, const float *v, float *dk, float *dv) {
     attn_problem p;
-    if (!cp_pair_problem(s, r->chunk[c], kc, &p))
+    if (!cp_pair_problem(s, r->chunk[c], kc, &p, NULL))
         return 0;
     bwd_args a;
     memset(&a, 0, sizeof a);

@@ -40,8 +40,9 @@ typedef struct cp_setup {
 } cp_setup;
 
 /* --plant: no-merge (each step's result replaces the running one instead of merging with it),
- * no-skip (a masked pair computed whole, as if not causal): the checks must fail. */
-enum { CP_PLANT_NONE = 0, CP_PLANT_NO_MERGE = 1, CP_PLANT_NO_SKIP = 2 };
+ * no-skip (a masked pair computed whole, as if not causal), no-window (a pair cut by the sliding
+ * window computed without it: whole, or causal on the diagonal): the checks must fail. */
+enum { CP_PLANT_NONE = 0, CP_PLANT_NO_MERGE = 1, CP_PLANT_NO_SKIP = 2, CP_PLANT_NO_WINDOW = 3 };
 
 /* This rank's share of the result, and what it computed. */
 typedef struct cp_result {
@@ -84,6 +85,12 @@ void cp_unslice(float *full, const float *part, int BH, int L, int width, cp_chu
 
 /* The merge of cp_merge.cu: split 1 into split 0 of o [2][rows][D], lse [2][rows]. */
 int cp_merge(float *o, float *lse, int64_t rows, int D, cudaStream_t stream);
+/* A pair cut by the sliding window (cp_merge.cu): the queries at positions [qs, qs + qlen)
+ * against the keys at [ks, ks + klen), each row's keys i - W < j <= i only; q, o [BH, qlen, D],
+ * k, v [BH, klen, D], lse [BH, qlen]; a row without a key gets O = 0, LSE = -inf. */
+int cp_window_attend(const float *q, const float *k, const float *v, float *o, float *lse, int BH,
+                     int qs, int qlen, int ks, int klen, int W, int D, float scale,
+                     cudaStream_t stream);
 /* acc[i] += x[i], i < n (cp_merge.cu): a gradient's contributions summed. */
 int cp_add(float *acc, const float *x, size_t n, cudaStream_t stream);
 

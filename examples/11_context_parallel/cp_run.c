@@ -24,6 +24,7 @@ extern const attn_example flash_bwd_example;  /* example 07: its kernel 2, fa2_f
 typedef struct cp_options {
     cp_setup s;
     int docs, doc_len[CP_MAX_DOCS]; /* --docs: the document lengths */
+    int window;                     /* --window W: keys i - W < j <= i; 0: none */
     const char *backend;
     double timeout_s;
     int seed, reps;
@@ -39,13 +40,16 @@ static const char cp_usage[] =
     "  --backward       then the backward through the ring (ring, zigzag): dQ, dK, dV checked\n"
     "  --docs N,N,...   a document mask (ring, zigzag): documents of these lengths, summing to\n"
     "                   -L; a query sees keys of its own document only\n"
+    "  --window W       a sliding window (ring, zigzag; causal): query i sees keys i - W < j <= "
+    "i;\n"
+    "                   ring steps whose keys are all out of every window are skipped\n"
     "  --backend NAME   mpi (any ranks, host staging) or nccl (one GPU per rank); default mpi\n"
     "  --timeout S      seconds a rank waits for a transfer before it names the missing rank\n"
     "                   and ends the job (default 60)\n"
     "  --seed N         the inputs' seed (default 1)\n"
     "  --reps N         run the forward N times; rank 0 prints its wall time per run (default 1)\n"
     "  --fault K:R:S    plant a failure: rank R exits (K = die) or hangs (K = hang) at step S\n"
-    "  --plant BUG      a planted bug the checks must catch: no-merge, no-skip\n"
+    "  --plant BUG      a planted bug the checks must catch: no-merge, no-skip, no-window\n"
     "  --quiet          the checks' lines only\n";
 
 void cp_transfer_failed(const cp_transport *t, int rc, int step, int peer, const char *what,
@@ -145,6 +149,8 @@ static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size
             rc = attn_cli_parse_int(a, v, 1, &L, err, len);
         else if (strcmp(a, "-D") == 0)
             rc = attn_cli_parse_int(a, v, 1, &D, err, len);
+        else if (strcmp(a, "--window") == 0)
+            rc = attn_cli_parse_int(a, v, 1, &o->window, err, len);
         else if (strcmp(a, "--reps") == 0)
             rc = attn_cli_parse_int(a, v, 1, &o->reps, err, len);
         else if (strcmp(a, "--seed") == 0)
@@ -158,8 +164,11 @@ static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size
                 o->s.plant = CP_PLANT_NO_MERGE;
             else if (strcmp(v, "no-skip") == 0)
                 o->s.plant = CP_PLANT_NO_SKIP;
+            else if (strcmp(v, "no-window") == 0)
+                o->s.plant = CP_PLANT_NO_WINDOW;
             else {
-                snprintf(err, len, "error: --plant takes no-merge or no-skip (got '%s')", v);
+                snprintf(err, len, "error: --plant takes no-merge, no-skip or no-window (got '%s')",
+                         v);
                 return ATTN_EXIT_USAGE;
             }
         } else if (strcmp(a, "--docs") == 0)
@@ -195,6 +204,16 @@ static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size
         return ATTN_EXIT_USAGE;
     }
     cp_set_documents(o->doc_len, o->docs);
+    if (o->window && o->s.strategy == CP_ULYSSES) {
+        snprintf(err, len, "error: --window runs through the ring: --strategy ring or zigzag");
+        return ATTN_EXIT_USAGE;
+    }
+    if (o->window && o->backward) {
+        snprintf(err, len, "error: --window has no backward here (the forward only)");
+        return ATTN_EXIT_USAGE;
+    }
+    cp_set_window(o->window);
+    causal = causal || o->window > 0; /* a sliding window is causal */
     if (o->backward && o->s.strategy == CP_ULYSSES) {
         snprintf(err, len, "error: --backward runs through the ring: --strategy ring or zigzag");
         return ATTN_EXIT_USAGE;
@@ -362,13 +381,21 @@ static int cp_same_document(const void *ctx, int b, int h, int i, int j) {
     return 0;
 }
 
-/* The reference's mask: the documents, or none. */
+/* The reference's window and documents: key j is one of query i's last W positions (the
+ * problem's causality applies on top), of its document. */
+static int cp_window_keep(const void *ctx, int b, int h, int i, int j) {
+    const cp_options *o = (const cp_options *)ctx;
+    return (o->window == 0 || i - j < o->window) &&
+           (o->docs == 0 || cp_same_document(ctx, b, h, i, j));
+}
+
+/* The reference's mask: the documents and the window, or none. */
 static const attn_mask *cp_mask(const cp_options *o, attn_mask *m) {
-    if (!o->docs)
+    if (!o->docs && !o->window)
         return NULL;
     memset(m, 0, sizeof *m);
     m->kind = ATTN_MASK_PREDICATE;
-    m->keep = cp_same_document;
+    m->keep = cp_window_keep;
     m->ctx = o;
     return m;
 }
@@ -408,7 +435,7 @@ static bool cp_report(const cp_options *o, int P, const attn_host_inputs *in,
     attn_mask m;
     if (!ref || !one ||
         attn_reference(p, cp_mask(o, &m), in->q, in->k, in->v, ref, ref + nq) != 0 ||
-        (!o->docs && cp_one_device(&o->s, in, one, one + nq)))
+        (!o->docs && !o->window && cp_one_device(&o->s, in, one, one + nq)))
         return false;
     printf("%s, %d rank(s), backend %s: B=%d H=%d L=%d D=%d%s, %s's %s per step\n",
            cp_strategy_name(o->s.strategy), P, o->backend, p->B, p->H, p->Lq, p->D,
@@ -418,7 +445,13 @@ static bool cp_report(const cp_options *o, int P, const attn_host_inputs *in,
     const attn_check_result cl = attn_check_lse_at(p, lse, ref + nq, 1.0);
     attn_check_print(stdout, "output vs the fp64 reference", &co);
     attn_check_print(stdout, "LSE vs the fp64 reference", &cl);
-    if (o->docs)
+    if (o->window)
+        printf(
+            "window of %d keys: each ring step's pairs out of every window skipped, pairs cut by "
+            "its edge masked inside (the one-device kernel has no window: compared with the "
+            "reference only)\n",
+            o->window);
+    else if (o->docs)
         printf("%d documents: each ring step's pairs of two documents skipped (the one-device "
                "kernel has no document mask: compared with the reference only)\n",
                o->docs);
