@@ -52,6 +52,8 @@ typedef struct cp_result {
     void *mem[CP_MAX_CHUNKS];                     /* the allocations behind them */
     double entries; /* score entries of the launched problems (attn_problem_entries) */
     int steps_computed, steps_skipped, launches;
+    bool dsa;        /* DeepSeek sparse attention (cp_dsa.h): what it moved, in bytes[] */
+    double bytes[3]; /* received: indexer keys, K/V gathered; K/V a fetch would receive */
 } cp_result;
 
 /* Runs the strategy on this rank's share of in (every rank holds the same seeded inputs and
