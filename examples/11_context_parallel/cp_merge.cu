@@ -93,3 +93,66 @@ extern "C" int cp_window_attend(const float *q, const float *k, const float *v, 
         q, k, v, o, lse, rows, qlen, qs, klen, ks, W, D, scale);
     return cudaGetLastError() != cudaSuccess;
 }
+
+/* The backward of a pair cut by the window, with the forward's final O and LSE (so that
+ * P = exp(s - LSE) is the global softmax and delta = rowsum(dO O) the global one; example 07's
+ * README derives the formulas): dS = P (dO . v - delta). Query rows add dQ += scale dS k; key
+ * rows add dK += scale dS q and dV += P dO, each key row over the queries whose window holds it,
+ * max(qs, j) .. min(qs + qlen - 1, j + W - 1). One thread per row, no atomics. */
+__device__ static float cp_dot(const float *a, const float *b, int D) {
+    float s = 0.0f;
+    for (int d = 0; d < D; ++d)
+        s += a[d] * b[d];
+    return s;
+}
+
+__global__ void cp_window_dq_kernel(cp_window_bwd_args a, int64_t rows) {
+    const int64_t row = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (row >= rows)
+        return;
+    const int D = a.D;
+    const int64_t bh = row / a.qlen;
+    const int pos = a.qs + (int)(row % a.qlen);
+    const int lo = max(a.ks, pos - a.W + 1), hi = min(a.ks + a.klen - 1, pos);
+    const float *q = a.q + row * D, *dout = a.dout + row * D;
+    const float delta = cp_dot(dout, a.o + row * D, D), lse = a.lse[row];
+    float *dq = a.dq + row * D;
+    for (int j = lo; j <= hi; ++j) {
+        const int64_t kr = (bh * a.klen + (j - a.ks)) * D;
+        const float p = expf(a.scale * cp_dot(q, a.k + kr, D) - lse);
+        const float ds = p * (cp_dot(dout, a.v + kr, D) - delta);
+        for (int d = 0; d < D; ++d)
+            dq[d] += a.scale * ds * a.k[kr + d];
+    }
+}
+
+__global__ void cp_window_dkv_kernel(cp_window_bwd_args a, int64_t rows) {
+    const int64_t row = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (row >= rows)
+        return;
+    const int D = a.D;
+    const int64_t bh = row / a.klen;
+    const int key = a.ks + (int)(row % a.klen);
+    const int lo = max(a.qs, key), hi = min(a.qs + a.qlen - 1, key + a.W - 1);
+    const float *k = a.k + row * D, *v = a.v + row * D;
+    float *dk = a.dk + row * D, *dv = a.dv + row * D;
+    for (int i = lo; i <= hi; ++i) {
+        const int64_t qr = bh * a.qlen + (i - a.qs);
+        const float *q = a.q + qr * D, *dout = a.dout + qr * D;
+        const float p = expf(a.scale * cp_dot(q, k, D) - a.lse[qr]);
+        const float ds = p * (cp_dot(dout, v, D) - cp_dot(dout, a.o + qr * D, D));
+        for (int d = 0; d < D; ++d) {
+            dv[d] += p * dout[d];
+            dk[d] += a.scale * ds * q[d];
+        }
+    }
+}
+
+extern "C" int cp_window_attend_bwd(const cp_window_bwd_args *a, cudaStream_t stream) {
+    const int64_t qrows = (int64_t)a->BH * a->qlen, krows = (int64_t)a->BH * a->klen;
+    if (qrows == 0 || krows == 0)
+        return 0;
+    cp_window_dq_kernel<<<(unsigned)((qrows + 127) / 128), 128, 0, stream>>>(*a, qrows);
+    cp_window_dkv_kernel<<<(unsigned)((krows + 127) / 128), 128, 0, stream>>>(*a, krows);
+    return cudaGetLastError() != cudaSuccess;
+}

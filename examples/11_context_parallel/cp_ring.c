@@ -142,8 +142,33 @@ static size_t cp_msg_layout(const cp_chunk *ch, int n, int BH, int D, int fields
 static int cp_attend_bwd(const cp_setup *s, cp_result *r, cp_grads *g, int c, const float *q,
                          cp_chunk kc, const float *k, const float *v, float *dk, float *dv) {
     attn_problem p;
-    if (!cp_pair_problem(s, r->chunk[c], kc, &p, NULL))
+    cp_pair_kind kind;
+    if (!cp_pair_problem(s, r->chunk[c], kc, &p, &kind))
         return 0;
+    if (kind == CP_PAIR_WINDOW) { /* the window's edge inside the pair */
+        const cp_chunk qc = r->chunk[c];
+        const cp_window_bwd_args w = {.q = q,
+                                      .k = k,
+                                      .v = v,
+                                      .o = g->o[c],
+                                      .dout = g->dout[c],
+                                      .lse = g->lse[c],
+                                      .dq = g->dq[c],
+                                      .dk = dk,
+                                      .dv = dv,
+                                      .BH = p.B * p.H,
+                                      .qs = qc.start,
+                                      .qlen = qc.len,
+                                      .ks = kc.start,
+                                      .klen = kc.len,
+                                      .W = cp_window(),
+                                      .D = p.D,
+                                      .scale = p.scale};
+        CP_TRY(cp_window_attend_bwd(&w, 0));
+        r->entries += p.B * p.H * cp_pair_entries(qc, kc, true);
+        r->launches++;
+        return 0;
+    }
     bwd_args a;
     memset(&a, 0, sizeof a);
     a.p = &p;

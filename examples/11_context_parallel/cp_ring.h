@@ -93,6 +93,15 @@ int cp_merge(float *o, float *lse, int64_t rows, int D, cudaStream_t stream);
 int cp_window_attend(const float *q, const float *k, const float *v, float *o, float *lse, int BH,
                      int qs, int qlen, int ks, int klen, int W, int D, float scale,
                      cudaStream_t stream);
+/* Its backward (cp_merge.cu), with the forward's final o and lse: adds the pair's part of dQ
+ * (into dq, [BH, qlen, D]) and of dK, dV (into dk, dv, [BH, klen, D]). */
+typedef struct cp_window_bwd_args {
+    const float *q, *k, *v, *o, *dout, *lse;
+    float *dq, *dk, *dv;
+    int BH, qs, qlen, ks, klen, W, D;
+    float scale;
+} cp_window_bwd_args;
+int cp_window_attend_bwd(const cp_window_bwd_args *a, cudaStream_t stream);
 /* acc[i] += x[i], i < n (cp_merge.cu): a gradient's contributions summed. */
 int cp_add(float *acc, const float *x, size_t n, cudaStream_t stream);
 

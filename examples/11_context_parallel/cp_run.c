@@ -44,9 +44,9 @@ static const char cp_usage[] =
     "  --backward       then the backward through the ring (ring, zigzag): dQ, dK, dV checked\n"
     "  --docs N,N,...   a document mask (ring, zigzag): documents of these lengths, summing to\n"
     "                   -L; a query sees keys of its own document only\n"
-    "  --window W       a sliding window (ring, zigzag; causal): query i sees keys i - W < j <= "
-    "i;\n"
-    "                   ring steps whose keys are all out of every window are skipped\n"
+    "  --window W       a sliding window (ring, zigzag; causal; forward and backward): query\n"
+    "                   i sees keys i - W < j <= i; ring steps whose keys are all out of every\n"
+    "                   window are skipped\n"
     "  --dsa K          DeepSeek sparse attention (example 05's kernels; ring or zigzag layout,\n"
     "                   causal, bf16, -D 64 or 128): the indexer keys all-gathered, each query's\n"
     "                   top-K over the whole sequence, attention over the selection\n"
@@ -227,10 +227,6 @@ static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size
     cp_set_documents(o->doc_len, o->docs);
     if (o->window && o->s.strategy == CP_ULYSSES) {
         snprintf(err, len, "error: --window runs through the ring: --strategy ring or zigzag");
-        return ATTN_EXIT_USAGE;
-    }
-    if (o->window && o->backward) {
-        snprintf(err, len, "error: --window has no backward here (the forward only)");
         return ATTN_EXIT_USAGE;
     }
     cp_set_window(o->window);
