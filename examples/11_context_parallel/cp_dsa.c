@@ -54,6 +54,21 @@ static void cp_rows_pack(void *dst, const float *src, int B, int L, int width, i
         attn_pack((char *)dst + (size_t)b * n * es, src + ((size_t)b * L + start) * width, n, t);
 }
 
+/* One all-to-all of host buffers (the transport moves device buffers: staged through them). */
+static int cp_alltoall_host(cp_transport *t, const void *hsend, const size_t *sb, const size_t *so,
+                            size_t send_total, void *hrecv, const size_t *rb, const size_t *ro,
+                            size_t recv_total, const char *what) {
+    void *dsend = attn_device_alloc(send_total + 16), *drecv = attn_device_alloc(recv_total + 16);
+    CP_TRY(!dsend || !drecv || (send_total && attn_to_device(dsend, hsend, send_total)));
+    const int rc = t->alltoall(t, dsend, sb, so, drecv, rb, ro);
+    if (rc != CP_OK)
+        cp_transfer_failed(t, rc, 0, -1, what, false);
+    CP_TRY(recv_total && attn_to_host(hrecv, drecv, recv_total));
+    attn_device_free(dsend);
+    attn_device_free(drecv);
+    return 0;
+}
+
 /* Every rank's rows of a [B, L, width] tensor to every rank, by one all-to-all whose message to
  * each peer is the same: this rank's chunks, [chunk][B][len][width] in dtype t. full: host
  * [B, L, width] of t, filled from what arrived. *received: the bytes from the other ranks. */
@@ -85,12 +100,7 @@ static int cp_allgather_rows(cp_transport *t, cp_strategy s, const float *src, i
         cp_rows_pack(hsend + at, src, B, L, width, mine[j].start, mine[j].len, dt);
         at += (size_t)B * mine[j].len * row;
     }
-    void *dsend = attn_device_alloc(rb[me] + 16), *drecv = attn_device_alloc(total + 16);
-    CP_TRY(!dsend || !drecv || attn_to_device(dsend, hsend, rb[me]));
-    const int rc = t->alltoall(t, dsend, sb, so, drecv, rb, ro);
-    if (rc != CP_OK)
-        cp_transfer_failed(t, rc, 0, -1, what, false);
-    CP_TRY(attn_to_host(hrecv, drecv, total));
+    CP_TRY(cp_alltoall_host(t, hsend, sb, so, rb[me], hrecv, rb, ro, total, what));
     for (int g = 0; g < P; ++g) { /* [chunk][B][len] of rank g into [B, L] */
         cp_chunk ch[CP_MAX_CHUNKS];
         const int n = cp_rank_chunks(s, L, P, g, ch);
@@ -103,9 +113,75 @@ static int cp_allgather_rows(cp_transport *t, cp_strategy s, const float *src, i
             }
     }
     *received = (double)(total - rb[me]);
-    attn_device_free(dsend);
-    attn_device_free(drecv);
     free(hsend), free(hrecv), free(sz);
+    return 0;
+}
+
+/* The rows of a [B, L, width] tensor that this rank needs (need[b * L + pos], never its own),
+ * fetched from their owners in three all-to-alls: how many rows each asks of each, which
+ * (b * L + pos, int32), and the rows themselves in dtype t, into full (host [B, L, width] of t;
+ * rows not needed are left as they are; NULL: dropped, the planted bug no-fetch). *received: the
+ * rows' bytes. */
+static int cp_fetch_rows(cp_transport *t, cp_strategy s, const float *src, int B, int L, int width,
+                         attn_dtype dt, const bool *need, void *full, double *received) {
+    const int P = t->size;
+    const size_t row = (size_t)width * attn_dtype_size(dt);
+    int *owner = malloc((size_t)L * sizeof *owner + 1);
+    size_t *sz = calloc(4 * (size_t)P, sizeof *sz);
+    int64_t *want = calloc((size_t)P, sizeof *want), *asked = calloc((size_t)P, sizeof *asked);
+    CP_TRY(!owner || !sz || !want || !asked);
+    size_t *sb = sz, *so = sz + P, *rb = sz + 2 * P, *ro = sz + 3 * P;
+    for (int g = 0; g < P; ++g) {
+        cp_chunk ch[CP_MAX_CHUNKS];
+        const int n = cp_rank_chunks(s, L, P, g, ch);
+        for (int j = 0; j < n; ++j)
+            for (int i = ch[j].start; i < ch[j].start + ch[j].len; ++i)
+                owner[i] = g;
+    }
+    int64_t n_need = 0;
+    for (int64_t x = 0; x < (int64_t)B * L; ++x)
+        if (need[x])
+            want[owner[x % L]]++, n_need++;
+    /* 1. how many rows this rank asks of each rank, and how many each asks of it */
+    for (int g = 0; g < P; ++g)
+        sb[g] = rb[g] = sizeof(int64_t), so[g] = ro[g] = g * sizeof(int64_t);
+    CP_TRY(cp_alltoall_host(t, want, sb, so, P * sizeof(int64_t), asked, rb, ro,
+                            P * sizeof(int64_t), "fetch counts"));
+    /* 2. which rows: b * L + pos, grouped by owner */
+    int64_t n_asked = 0;
+    for (int g = 0; g < P; ++g)
+        n_asked += asked[g];
+    int32_t *idx = malloc((size_t)n_need * sizeof *idx + 1);
+    int32_t *req = malloc((size_t)n_asked * sizeof *req + 1);
+    CP_TRY(!idx || !req);
+    size_t at = 0, at_in = 0;
+    for (int g = 0; g < P; ++g) {
+        so[g] = at * sizeof *idx, sb[g] = (size_t)want[g] * sizeof *idx;
+        ro[g] = at_in * sizeof *req, rb[g] = (size_t)asked[g] * sizeof *req;
+        for (int64_t x = 0; x < (int64_t)B * L; ++x)
+            if (need[x] && owner[x % L] == g)
+                idx[at++] = (int32_t)x;
+        at_in += (size_t)asked[g];
+    }
+    CP_TRY(cp_alltoall_host(t, idx, sb, so, (size_t)n_need * sizeof *idx, req, rb, ro,
+                            (size_t)n_asked * sizeof *req, "fetch requests"));
+    /* 3. the rows asked of this rank, in the order asked, back to who asked */
+    char *reply = malloc((size_t)n_asked * row + 1), *got = malloc((size_t)n_need * row + 1);
+    CP_TRY(!reply || !got);
+    for (int64_t x = 0; x < n_asked; ++x)
+        attn_pack(reply + x * row, src + (size_t)req[x] * width, (size_t)width, dt);
+    for (int g = 0; g < P; ++g) {
+        sb[g] = (size_t)asked[g] * row, so[g] = ro[g] / sizeof *req * row;
+        rb[g] = (size_t)want[g] * row, ro[g] = 0;
+    }
+    for (int g = 0, off = 0; g < P; off += (int)want[g], ++g)
+        ro[g] = (size_t)off * row;
+    CP_TRY(cp_alltoall_host(t, reply, sb, so, (size_t)n_asked * row, got, rb, ro,
+                            (size_t)n_need * row, "fetched K/V"));
+    for (int64_t x = 0; full && x < n_need; ++x)
+        memcpy((char *)full + (size_t)idx[x] * row, got + x * row, row);
+    *received = (double)n_need * (double)row;
+    free(owner), free(sz), free(want), free(asked), free(idx), free(req), free(reply), free(got);
     return 0;
 }
 
@@ -128,8 +204,8 @@ static void *cp_prefix_upload(const void *full, int B, int L, int end, size_t ro
     return d;
 }
 
-int cp_dsa_forward(cp_transport *t, cp_strategy s, const cp_dsa_inputs *in, bool plant_local,
-                   cp_result *out, float *sel[CP_MAX_CHUNKS], double bytes[3]) {
+int cp_dsa_forward(cp_transport *t, cp_strategy s, const cp_dsa_inputs *in, bool fetch_kv,
+                   int plant, cp_result *out, float *sel[CP_MAX_CHUNKS], double bytes[3]) {
     const attn_problem *P0 = &in->p;
     const int P = t->size, me = t->rank, B = P0->B, H = P0->H, L = P0->Lq, D = P0->D;
     const int HI = in->HI, DI = in->DI, K = in->K;
@@ -141,7 +217,7 @@ int cp_dsa_forward(cp_transport *t, cp_strategy s, const cp_dsa_inputs *in, bool
     void *ki_full = malloc((size_t)B * L * DI * es + 1);
     CP_TRY(!ki_full);
     CP_TRY(cp_allgather_rows(t, s, in->ki, B, L, DI, dt, ki_full, &bytes[0], "indexer-key"));
-    if (plant_local) /* the planted bug: only this rank's own indexer keys */
+    if (plant == CP_DSA_PLANT_LOCAL_INDEX) /* the planted bug: only this rank's indexer keys */
         for (int b = 0; b < B; ++b)
             for (int i = 0; i < L; ++i) {
                 bool own = false;
@@ -211,25 +287,38 @@ int cp_dsa_forward(cp_transport *t, cp_strategy s, const cp_dsa_inputs *in, bool
         free(hs), free(hf);
         CP_TRY(bad2);
     }
-    double fetch = 0.0;
+    double fetch = 0.0, others = 0.0;
     for (int b = 0; b < B; ++b)
         for (int i = 0; i < L; ++i) {
             bool own = false;
             for (int c = 0; c < out->nchunks; ++c)
                 own |= i >= out->chunk[c].start && i < out->chunk[c].start + out->chunk[c].len;
-            fetch += need[(size_t)b * L + i] && !own;
+            need[(size_t)b * L + i] = need[(size_t)b * L + i] && !own;
+            fetch += need[(size_t)b * L + i];
+            others += !own;
         }
-    bytes[2] = fetch * 2.0 * D * (double)es;
-    free(need);
-    /* 3. K and V of every position (one message: [K | V] per row) */
+    /* 3. K and V (one row: [K | V]) of the selected positions, or of every position */
     float *kv = malloc((size_t)B * L * 2 * D * sizeof(float) + 1);
-    void *kv_full = malloc((size_t)B * L * 2 * D * es + 1);
+    void *kv_full = calloc((size_t)B * L * 2 * D * es + 1, 1);
     CP_TRY(!kv || !kv_full);
     for (size_t r = 0; r < (size_t)B * L; ++r) {
         memcpy(kv + r * 2 * D, in->k + r * D, D * sizeof(float));
         memcpy(kv + r * 2 * D + D, in->v + r * D, D * sizeof(float));
     }
-    CP_TRY(cp_allgather_rows(t, s, kv, B, L, 2 * D, dt, kv_full, &bytes[1], "K/V"));
+    if (fetch_kv) {
+        for (int c = 0; c < out->nchunks; ++c) /* this rank's own rows */
+            for (int b = 0; b < B; ++b)
+                attn_pack((char *)kv_full + ((size_t)b * L + out->chunk[c].start) * 2 * D * es,
+                          kv + ((size_t)b * L + out->chunk[c].start) * 2 * D,
+                          (size_t)out->chunk[c].len * 2 * D, dt);
+        CP_TRY(cp_fetch_rows(t, s, kv, B, L, 2 * D, dt, need,
+                             plant == CP_DSA_PLANT_NO_FETCH ? NULL : kv_full, &bytes[2]));
+        bytes[1] = others * 2.0 * D * (double)es; /* what the all-gather would have received */
+    } else {
+        CP_TRY(cp_allgather_rows(t, s, kv, B, L, 2 * D, dt, kv_full, &bytes[1], "K/V"));
+        bytes[2] = fetch * 2.0 * D * (double)es; /* what a fetch would have received */
+    }
+    free(need);
     free(kv);
     /* 4. sparse attention over the selection: example 05's sparse_mma */
     for (int c = 0; c < out->nchunks; ++c) {

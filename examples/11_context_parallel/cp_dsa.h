@@ -5,8 +5,8 @@
  *   1. all-gather of the indexer keys (one D_I row per position);
  *   2. per query chunk: example 05's indexer and radix top-k over the GLOBAL causal prefix, keys
  *      [0, chunk end): the selection holds global positions;
- *   3. all-gather of K and V (a fetch of the selected rows only from their owners would move
- *      fewer bytes: the program counts them from the selection; it is not built here);
+ *   3. K and V of the selected positions fetched from their owners (three all-to-alls: how many
+ *      rows, which, the rows), or of every position all-gathered;
  *   4. example 05's sparse_mma over the selection.
  * Example 05's kernels are called through its header, not copied. fp16/bf16, as its kernels. */
 #ifndef CP_DSA_H
@@ -40,11 +40,14 @@ void cp_dsa_inputs_free(cp_dsa_inputs *in);
 
 /* This rank's share: out->o, out->lse per chunk as fp32 [B, H, len, D], [B, H, len] (device),
  * sel[c] the selection of each of its queries as floats [B, H, len, K] (the same for every head;
- * -1 past the visible keys); bytes[0] indexer-key bytes received, bytes[1] K/V bytes received
- * by the all-gather, bytes[2] K/V bytes a fetch of the selected rows would receive. plant_local:
- * the other ranks' indexer keys left zero (a planted bug the checks must catch). 0 or 1. */
-int cp_dsa_forward(cp_transport *t, cp_strategy s, const cp_dsa_inputs *in, bool plant_local,
-                   cp_result *out, float *sel[CP_MAX_CHUNKS], double bytes[3]);
+ * -1 past the visible keys); bytes[0] indexer-key bytes received, bytes[1] the K/V bytes of the
+ * all-gather, bytes[2] those of the fetch of the selected rows (the one not run counted: what it
+ * would have received). fetch_kv: fetch, else all-gather. plant: a bug the checks must catch,
+ * CP_DSA_PLANT_LOCAL_INDEX (the other ranks' indexer keys left zero) or CP_DSA_PLANT_NO_FETCH
+ * (the fetched rows dropped), else 0. 0 or 1. */
+enum { CP_DSA_PLANT_LOCAL_INDEX = 1, CP_DSA_PLANT_NO_FETCH = 2 };
+int cp_dsa_forward(cp_transport *t, cp_strategy s, const cp_dsa_inputs *in, bool fetch_kv,
+                   int plant, cp_result *out, float *sel[CP_MAX_CHUNKS], double bytes[3]);
 
 /* Example 05's pipeline on the whole problem on one device: o, lse (fp32 host, the attention's
  * layouts) and sel [B*L, K]. 0 or 1. */

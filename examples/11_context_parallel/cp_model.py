@@ -211,9 +211,9 @@ def window_table(L=4096, P=4, W=1024):
 def dsa_rows(L, P, k, DI=128, D=128, size=2):
     """Bytes one rank receives per layer under DeepSeek sparse attention across P ranks, this
     example's way (cp_dsa.c): the indexer keys of the other ranks' positions (one D_I row each),
-    K and V of the other ranks' positions (all-gathered, one head of D each); and the most a fetch
-    of the selected rows could need: the visible positions the busiest contiguous rank does not
-    own (rank P-1: (P-1) L / P), and no more than its queries x k."""
+    K and V of the other ranks' positions (--kv gather: one head of D each); and the most the
+    fetch of the selected rows (--kv fetch) can need: the visible positions the busiest contiguous
+    rank does not own (rank P-1: (P-1) L / P), and no more than its queries x k."""
     others = L - L // P
     index = others * DI * size
     gather = others * 2 * D * size
@@ -222,7 +222,7 @@ def dsa_rows(L, P, k, DI=128, D=128, size=2):
 
 
 def dsa_table():
-    rows = ["| L | P | k | indexer keys in (all-gather) | K/V in (all-gather) | K/V a fetch needs, "
+    rows = ["| L | P | k | indexer keys in (all-gather) | K/V in (all-gather) | K/V fetched, "
             "at most | indexer work, busiest rank / mean: contiguous | zigzag |",
             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for L, P, k in [(131072, 8, 2048), (131072, 32, 2048)]:

@@ -28,7 +28,8 @@ typedef struct cp_options {
     int docs, doc_len[CP_MAX_DOCS];  /* --docs: the document lengths */
     int window;                      /* --window W: keys i - W < j <= i; 0: none */
     int dsa, index_heads, index_dim; /* --dsa K: DeepSeek sparse attention, top-K; 0: none */
-    bool plant_local;                /* --plant local-index */
+    int plant_dsa;                   /* --plant local-index, no-fetch: CP_DSA_PLANT_* */
+    bool gather_kv;                  /* --kv gather: K/V all-gathered instead of fetched */
     const char *backend;
     double timeout_s;
     int seed, reps;
@@ -51,6 +52,8 @@ static const char cp_usage[] =
     "                   causal, bf16, -D 64 or 128): the indexer keys all-gathered, each query's\n"
     "                   top-K over the whole sequence, attention over the selection\n"
     "  --index-heads N, --index-dim N   the indexer's heads (16..64) and dimension (64, 128)\n"
+    "  --kv fetch|gather  --dsa: the selected K/V rows fetched from their owners (default), or\n"
+    "                   every rank's K/V all-gathered\n"
     "  --backend NAME   mpi (any ranks, host staging) or nccl (one GPU per rank); default mpi\n"
     "  --timeout S      seconds a rank waits for a transfer before it names the missing rank\n"
     "                   and ends the job (default 60)\n"
@@ -58,7 +61,8 @@ static const char cp_usage[] =
     "  --reps N         run the forward N times; rank 0 prints its wall time per run (default 1)\n"
     "  --fault K:R:S    plant a failure: rank R exits (K = die) or hangs (K = hang) at step S\n"
     "  --plant BUG      a planted bug the checks must catch: no-merge, no-skip, no-window,\n"
-    "                   local-index (--dsa: the other ranks' indexer keys not gathered)\n"
+    "                   local-index (--dsa: the other ranks' indexer keys not gathered),\n"
+    "                   no-fetch (--dsa: the fetched K/V rows dropped)\n"
     "  --quiet          the checks' lines only\n";
 
 void cp_transfer_failed(const cp_transport *t, int rc, int step, int peer, const char *what,
@@ -162,7 +166,13 @@ static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size
             rc = attn_cli_parse_int(a, v, 1, &D, err, len);
         else if (strcmp(a, "--dsa") == 0)
             rc = attn_cli_parse_int(a, v, 1, &o->dsa, err, len);
-        else if (strcmp(a, "--index-heads") == 0)
+        else if (strcmp(a, "--kv") == 0) {
+            if (strcmp(v, "fetch") != 0 && strcmp(v, "gather") != 0) {
+                snprintf(err, len, "error: --kv takes fetch or gather (got '%s')", v);
+                return ATTN_EXIT_USAGE;
+            }
+            o->gather_kv = strcmp(v, "gather") == 0;
+        } else if (strcmp(a, "--index-heads") == 0)
             rc = attn_cli_parse_int(a, v, 1, &o->index_heads, err, len);
         else if (strcmp(a, "--index-dim") == 0)
             rc = attn_cli_parse_int(a, v, 1, &o->index_dim, err, len);
@@ -184,11 +194,13 @@ static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size
             else if (strcmp(v, "no-window") == 0)
                 o->s.plant = CP_PLANT_NO_WINDOW;
             else if (strcmp(v, "local-index") == 0)
-                o->plant_local = true;
+                o->plant_dsa = CP_DSA_PLANT_LOCAL_INDEX;
+            else if (strcmp(v, "no-fetch") == 0)
+                o->plant_dsa = CP_DSA_PLANT_NO_FETCH;
             else {
                 snprintf(err, len,
-                         "error: --plant takes no-merge, no-skip, no-window or "
-                         "local-index (got '%s')",
+                         "error: --plant takes no-merge, no-skip, no-window, local-index or "
+                         "no-fetch (got '%s')",
                          v);
                 return ATTN_EXIT_USAGE;
             }
@@ -597,8 +609,9 @@ static bool cp_report_dsa(const cp_options *o, int P, const cp_dsa_inputs *in,
     printf("max |%d ranks - one device|: output %.3g, LSE %.3g\n", P, cp_max_diff(out, one, nq),
            cp_max_diff(lse, one + nq, nl));
     if (!o->quiet) {
-        printf("bytes received: rank  indexer keys (all-gather)  K/V (all-gather)  K/V a fetch of "
-               "the selected rows would need\n");
+        printf("bytes received (K/V %s; the other way counted): rank  indexer keys (all-gather)  "
+               "K/V (all-gather)  K/V (fetch of the selected rows)\n",
+               o->gather_kv ? "all-gathered" : "fetched");
         for (int r = 0; r < P; ++r)
             printf("%20d  %25.0f  %16.0f  %14.0f\n", r, g->work[3 * r], g->work[3 * r + 1],
                    g->work[3 * r + 2]);
@@ -705,8 +718,8 @@ int cp_main(int argc, char **argv) {
         failed = t->barrier(t) != CP_OK; /* the ranks start together */
         const double t0 = cp_now();
         if (o.dsa) {
-            failed = failed ||
-                     cp_dsa_forward(t, o.s.strategy, &din, o.plant_local, &r, sel, r.bytes) != 0;
+            failed = failed || cp_dsa_forward(t, o.s.strategy, &din, !o.gather_kv, o.plant_dsa, &r,
+                                              sel, r.bytes) != 0;
             r.dsa = true;
         } else
             failed = failed || cp_forward(t, &o.s, &in, &r) != 0;
