@@ -11,9 +11,9 @@
   meta     the 1M-token Llama 3 405B prefill on 128 H100s of Yang et al. (2024), counted
   window   a sliding window under pass-KV: each rank's entries, ring steps computed and skipped,
            contiguous against zigzag shards (the program measures the same on every run)
-  dsa      DeepSeek sparse attention across ranks: the bytes each rank receives (indexer keys and
-           K/V all-gathered, against the most a fetch of the selected K/V rows could need) and
-           the indexer's causal work per rank
+  sparse_bytes  DeepSeek sparse attention across ranks: the bytes each rank receives (indexer
+           keys and K/V all-gathered, against the most the fetch of the selected K/V rows can
+           need) and the indexer's causal work per rank
 
   python3 examples/11_context_parallel/cp_model.py            rewrites README.md's tables
   python3 examples/11_context_parallel/cp_model.py --check    exit 1 if they differ
@@ -240,7 +240,7 @@ def dsa_table():
 
 
 TABLES = {"work": work_table, "bytes": bytes_table, "hiding": hiding_table, "meta": meta_table,
-          "window": window_table, "dsa": dsa_table}
+          "window": window_table, "sparse_bytes": dsa_table}
 
 
 def main():
