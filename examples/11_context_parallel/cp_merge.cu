@@ -48,6 +48,19 @@ extern "C" int cp_add(float *acc, const float *x, size_t n, cudaStream_t stream)
     return cudaGetLastError() != cudaSuccess;
 }
 
+/* Row `row` of one side of a pair cut by the window ([BH, len] rows at positions start ..):
+ * returns its (sequence, head) and sets the run of the other side's positions (other ..
+ * other + other_len - 1) that the window pairs it with: a query row i meets the keys
+ * max(other, i - W + 1) .. min(other_end - 1, i), a key row j the queries
+ * max(other, j) .. min(other_end - 1, j + W - 1). */
+__device__ static int64_t cp_window_run(int64_t row, int len, int start, int other, int other_len,
+                                        int W, bool query, int *lo, int *hi) {
+    const int pos = start + (int)(row % len);
+    *lo = max(other, query ? pos - W + 1 : pos);
+    *hi = min(other + other_len - 1, query ? pos : pos + W - 1);
+    return row / len;
+}
+
 /* One query row of a pair cut by the window: keys max(ks, i - W + 1) .. min(ks + klen - 1, i)
  * (global positions), accumulated in the row's own output; a row with none: O = 0, LSE = -inf. */
 __global__ void cp_window_kernel(const float *q, const float *k, const float *v, float *o,
@@ -56,9 +69,8 @@ __global__ void cp_window_kernel(const float *q, const float *k, const float *v,
     const int64_t row = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (row >= rows)
         return;
-    const int64_t bh = row / qlen;
-    const int pos = qs + (int)(row % qlen);
-    const int lo = max(ks, pos - W + 1), hi = min(ks + klen - 1, pos);
+    int lo, hi;
+    const int64_t bh = cp_window_run(row, qlen, qs, ks, klen, W, true, &lo, &hi);
     const float *q_row = q + row * D;
     const float *k_seq = k + bh * klen * D, *v_seq = v + bh * klen * D;
     float *o_row = o + row * D;
@@ -98,7 +110,8 @@ extern "C" int cp_window_attend(const float *q, const float *k, const float *v, 
  * P = exp(s - LSE) is the global softmax and delta = rowsum(dO O) the global one; example 07's
  * README derives the formulas): dS = P (dO . v - delta). Query rows add dQ += scale dS k; key
  * rows add dK += scale dS q and dV += P dO, each key row over the queries whose window holds it,
- * max(qs, j) .. min(qs + qlen - 1, j + W - 1). One thread per row, no atomics. */
+ * max(qs, j) .. min(qs + qlen - 1, j + W - 1). One thread per row, no atomics (delta is
+ * recomputed per entry on the key side). */
 __device__ static float cp_dot(const float *a, const float *b, int D) {
     float s = 0.0f;
     for (int d = 0; d < D; ++d)
@@ -106,44 +119,32 @@ __device__ static float cp_dot(const float *a, const float *b, int D) {
     return s;
 }
 
-__global__ void cp_window_dq_kernel(cp_window_bwd_args a, int64_t rows) {
-    const int64_t row = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (row >= rows)
+/* Threads 0 .. qrows - 1: a query row's dQ; the next krows: a key row's dK and dV. */
+__global__ void cp_window_bwd_kernel(cp_window_bwd_args a, int64_t qrows, int64_t krows) {
+    const int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    const bool query = t < qrows;
+    const int64_t row = query ? t : t - qrows;
+    if (!query && row >= krows)
         return;
     const int D = a.D;
-    const int64_t bh = row / a.qlen;
-    const int pos = a.qs + (int)(row % a.qlen);
-    const int lo = max(a.ks, pos - a.W + 1), hi = min(a.ks + a.klen - 1, pos);
-    const float *q = a.q + row * D, *dout = a.dout + row * D;
-    const float delta = cp_dot(dout, a.o + row * D, D), lse = a.lse[row];
-    float *dq = a.dq + row * D;
-    for (int j = lo; j <= hi; ++j) {
-        const int64_t kr = (bh * a.klen + (j - a.ks)) * D;
-        const float p = expf(a.scale * cp_dot(q, a.k + kr, D) - lse);
-        const float ds = p * (cp_dot(dout, a.v + kr, D) - delta);
-        for (int d = 0; d < D; ++d)
-            dq[d] += a.scale * ds * a.k[kr + d];
-    }
-}
-
-__global__ void cp_window_dkv_kernel(cp_window_bwd_args a, int64_t rows) {
-    const int64_t row = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (row >= rows)
-        return;
-    const int D = a.D;
-    const int64_t bh = row / a.klen;
-    const int key = a.ks + (int)(row % a.klen);
-    const int lo = max(a.qs, key), hi = min(a.qs + a.qlen - 1, key + a.W - 1);
-    const float *k = a.k + row * D, *v = a.v + row * D;
-    float *dk = a.dk + row * D, *dv = a.dv + row * D;
-    for (int i = lo; i <= hi; ++i) {
-        const int64_t qr = bh * a.qlen + (i - a.qs);
+    int lo, hi;
+    const int64_t bh = query ? cp_window_run(row, a.qlen, a.qs, a.ks, a.klen, a.W, true, &lo, &hi)
+                             : cp_window_run(row, a.klen, a.ks, a.qs, a.qlen, a.W, false, &lo, &hi);
+    for (int x = lo; x <= hi; ++x) {
+        /* the entry (query qr, key kr): this row and the x-th of its run */
+        const int64_t qr = query ? row : bh * a.qlen + (x - a.qs);
+        const int64_t kr = query ? bh * a.klen + (x - a.ks) : row;
         const float *q = a.q + qr * D, *dout = a.dout + qr * D;
+        const float *k = a.k + kr * D, *v = a.v + kr * D;
         const float p = expf(a.scale * cp_dot(q, k, D) - a.lse[qr]);
         const float ds = p * (cp_dot(dout, v, D) - cp_dot(dout, a.o + qr * D, D));
         for (int d = 0; d < D; ++d) {
-            dv[d] += p * dout[d];
-            dk[d] += a.scale * ds * q[d];
+            if (query) {
+                a.dq[qr * D + d] += a.scale * ds * k[d];
+            } else {
+                a.dv[kr * D + d] += p * dout[d];
+                a.dk[kr * D + d] += a.scale * ds * q[d];
+            }
         }
     }
 }
@@ -152,7 +153,7 @@ extern "C" int cp_window_attend_bwd(const cp_window_bwd_args *a, cudaStream_t st
     const int64_t qrows = (int64_t)a->BH * a->qlen, krows = (int64_t)a->BH * a->klen;
     if (qrows == 0 || krows == 0)
         return 0;
-    cp_window_dq_kernel<<<(unsigned)((qrows + 127) / 128), 128, 0, stream>>>(*a, qrows);
-    cp_window_dkv_kernel<<<(unsigned)((krows + 127) / 128), 128, 0, stream>>>(*a, krows);
+    cp_window_bwd_kernel<<<(unsigned)((qrows + krows + 127) / 128), 128, 0, stream>>>(*a, qrows,
+                                                                                      krows);
     return cudaGetLastError() != cudaSuccess;
 }
