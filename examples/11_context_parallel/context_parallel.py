@@ -35,14 +35,17 @@ def rank_chunks(strategy, L, P, r):
     return [chunk(L, P, r)]
 
 
-def partial_attention(q, k, v, q_pos, k_pos, causal, doc=None):
+def partial_attention(q, k, v, q_pos, k_pos, causal, doc=None, window=None):
     """Attention of queries at positions q_pos over keys at k_pos: (O, LSE), LSE = -inf and O = 0
-    for a row that sees no key. doc: each position's document (a document mask), or None."""
+    for a row that sees no key. doc: each position's document (a document mask), or None; window:
+    a sliding window of that many keys, i - window < j (with causal), or None."""
     s = (q @ k.transpose(-1, -2)) / q.shape[-1] ** 0.5
     if causal:
         s = s.masked_fill(k_pos[None, :] > q_pos[:, None], float("-inf"))
     if doc is not None:
         s = s.masked_fill(doc[k_pos][None, :] != doc[q_pos][:, None], float("-inf"))
+    if window is not None:
+        s = s.masked_fill(q_pos[:, None] - k_pos[None, :] >= window, float("-inf"))
     lse = torch.logsumexp(s, dim=-1)
     p = torch.exp(s - lse[..., None].masked_fill(lse[..., None] == float("-inf"), 0.0))
     return p @ v, lse
@@ -57,7 +60,7 @@ def merge(o1, lse1, o2, lse2):
     return w1[..., None] * o1 + w2[..., None] * o2, lse
 
 
-def ring_attention(q, k, v, pos, causal, doc=None):
+def ring_attention(q, k, v, pos, causal, doc=None, window=None):
     """pass-KV: this rank's queries stay; the K/V shards go round the ring, P steps; each step's
     partial result is merged into the running one. q, k, v: [B, H, n, D] at positions pos."""
     rank, P = dist.get_rank(), dist.get_world_size()
@@ -76,7 +79,7 @@ def ring_attention(q, k, v, pos, causal, doc=None):
             reqs = [dist.isend(kv.contiguous(), (rank + 1) % P), dist.irecv(nxt, (rank - 1) % P)]
         D = q.shape[-1]
         kk, vv, kpos = kv[..., :D], kv[..., D:2 * D], kv[0, 0, :, 2 * D].long()
-        o_s, lse_s = partial_attention(q, kk, vv, pos, kpos, causal, doc)
+        o_s, lse_s = partial_attention(q, kk, vv, pos, kpos, causal, doc, window)
         o, lse = merge(o, lse, o_s, lse_s)
         if step < P - 1:
             for r in reqs:
@@ -137,7 +140,8 @@ def one_case(rank, P, args):
     if args.strategy == "ulysses":
         o, lse = ulysses_attention(q[:, :, pos], k[:, :, pos], v[:, :, pos], pos, L, args.causal)
     else:
-        o, lse = ring_attention(q[:, :, pos], k[:, :, pos], v[:, :, pos], pos, args.causal, doc)
+        o, lse = ring_attention(q[:, :, pos], k[:, :, pos], v[:, :, pos], pos, args.causal, doc,
+                                args.window)
     gathered = [None] * P
     dist.all_gather_object(gathered, (pos, o, lse))
     if rank != 0:
@@ -151,6 +155,8 @@ def one_case(rank, P, args):
         allowed &= torch.ones(L, L, dtype=torch.bool).tril()
     if doc is not None:
         allowed &= doc[:, None] == doc[None, :]
+    if args.window is not None:
+        allowed &= torch.arange(L)[:, None] - torch.arange(L)[None, :] < args.window
     want = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
     s = ((q @ k.transpose(-1, -2)) / D ** 0.5).masked_fill(~allowed, float("-inf"))
     return (O - want).abs().max().item(), (LSE - torch.logsumexp(s, -1)).abs().max().item()
@@ -184,10 +190,11 @@ def run(ranks, cases, port=29611):
     return results
 
 
-def case(strategy, causal, B=1, H=3, L=37, D=16, seed=0, docs=None):
-    """One problem; docs: document lengths summing to L (ring and zigzag), or None."""
+def case(strategy, causal, B=1, H=3, L=37, D=16, seed=0, docs=None, window=None):
+    """One problem; docs: document lengths summing to L (ring and zigzag), or None; window: a
+    sliding window of that many keys (ring and zigzag, causal), or None."""
     return argparse.Namespace(strategy=strategy, causal=causal, B=B, H=H, L=L, D=D, seed=seed,
-                              docs=docs)
+                              docs=docs, window=window)
 
 
 def main():
@@ -196,8 +203,13 @@ def main():
     ap.add_argument("--strategy", choices=["ring", "zigzag", "ulysses"], default="ring")
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("-L", type=int, default=37)
+    ap.add_argument("--window", type=int, default=None,
+                    help="a sliding window of W keys (ring, zigzag; implies --causal)")
     args = ap.parse_args()
-    [(err_o, err_l)] = run(args.ranks, [case(args.strategy, args.causal, L=args.L)])
+    if args.window is not None and (args.window < 1 or args.strategy == "ulysses"):
+        ap.error("--window takes a positive count, with --strategy ring or zigzag")
+    causal = args.causal or args.window is not None
+    [(err_o, err_l)] = run(args.ranks, [case(args.strategy, causal, L=args.L, window=args.window)])
     print(f"{args.strategy}, {args.ranks} ranks (gloo): max |O - SDPA| {err_o:.2e}, "
           f"max |LSE - logsumexp| {err_l:.2e}")
     return 0 if max(err_o, err_l) < 1e-10 else 1

@@ -4,8 +4,8 @@ ring attention (contiguous and zigzag shards) and the Ulysses all-to-all over 1 
 processes, causal and not, L = 37 (no rank count above 1 divides it; at 4 ranks a zigzag chunk
 is 4 or 5 positions, and Ulysses' H = 3 leaves a rank without a head), gathered and compared in
 double precision with scaled_dot_product_attention (the output) and logsumexp (the LSE) of the
-whole problem in one process (and, for ring and zigzag, under a document mask: SDPA with the
-same mask); and the LSE merge alone: splitting the keys anywhere and merging
+whole problem in one process (and, for ring and zigzag, under a document mask and under a
+sliding window of 6 keys: SDPA with the same mask); and the LSE merge alone: splitting the keys anywhere and merging
 gives the unsplit result, in either order."""
 import importlib.util
 import os
@@ -45,10 +45,12 @@ def check_merge(c):
 def check_ranks(c):
     cases = [cp.case(s, causal) for s in ("ring", "zigzag", "ulysses") for causal in (False, True)]
     cases += [cp.case(s, True, docs=[5, 20, 1, 11]) for s in ("ring", "zigzag")]
+    cases += [cp.case(s, True, window=6) for s in ("ring", "zigzag")]
     for ranks in (1, 2, 3, 4):
         for cs, (err_o, err_l) in zip(cases, cp.run(ranks, cases, port=29611 + ranks)):
             what = (f"{cs.strategy}{' causal' if cs.causal else ''}"
-                    f"{f' documents {cs.docs}' if cs.docs else ''}, {ranks} rank(s)")
+                    f"{f' documents {cs.docs}' if cs.docs else ''}"
+                    f"{f' window {cs.window}' if cs.window else ''}, {ranks} rank(s)")
             c.expect(err_o < 1e-12, f"{what}: max |O - SDPA| {err_o:.2e}")
             c.expect(err_l < 1e-12, f"{what}: max |LSE - logsumexp| {err_l:.2e}")
 
