@@ -62,8 +62,9 @@ typedef struct cp_result {
 int cp_forward(cp_transport *t, const cp_setup *s, const attn_host_inputs *in, cp_result *out);
 void cp_result_free(cp_result *r);
 
-/* The backward through the ring (ring and zigzag): this rank's dQ for its queries and dK, dV for
- * its own K/V shard, each [B, H, len, D] per chunk (device), of the loss sum(dO * O). */
+/* The backward (through the ring for ring and zigzag, through the all-to-all for Ulysses): this
+ * rank's dQ for its queries and dK, dV for its own K/V shard, each [B, H, len, D] per chunk
+ * (device), of the loss sum(dO * O). */
 typedef struct cp_grads {
     /* per chunk: dO (uploaded), the forward's O and LSE, the gradients */
     const float *dout[CP_MAX_CHUNKS], *o[CP_MAX_CHUNKS], *lse[CP_MAX_CHUNKS];

@@ -42,7 +42,7 @@ static const char cp_usage[] =
     "                   shards) or ulysses (all-to-all over heads); default ring\n"
     "  -B, -H, -L, -D   batch, heads, sequence length (split over the P ranks), head dim\n"
     "  --causal         causal attention (default: none)\n"
-    "  --backward       then the backward through the ring (ring, zigzag): dQ, dK, dV checked\n"
+    "  --backward       then the backward (every strategy): dQ, dK, dV checked\n"
     "  --docs N,N,...   a document mask (ring, zigzag): documents of these lengths, summing to\n"
     "                   -L; a query sees keys of its own document only\n"
     "  --window W       a sliding window (ring, zigzag; causal; forward and backward): query\n"
@@ -243,10 +243,6 @@ static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size
     }
     cp_set_window(o->window);
     causal = causal || o->window > 0; /* a sliding window is causal */
-    if (o->backward && o->s.strategy == CP_ULYSSES) {
-        snprintf(err, len, "error: --backward runs through the ring: --strategy ring or zigzag");
-        return ATTN_EXIT_USAGE;
-    }
     attn_problem_init(&o->s.p, B, H, L, L, D);
     o->s.p.causal = causal;
     if (o->dsa) {
@@ -531,9 +527,14 @@ static bool cp_report_backward(const cp_options *o, int P, const attn_host_input
     if (attn_reference_backward(p, cp_mask(o, &m), in->q, in->k, in->v, dout, NULL, &ref, NULL,
                                 &tol) != 0)
         return false;
-    printf("backward through the ring: example 07's %s per pair, dK and dV travelling with "
-           "their shard\n",
-           o->s.bwd->name);
+    if (o->s.strategy == CP_ULYSSES)
+        printf("backward through the Ulysses all-to-all: Q, K, V, O, dO and the LSE to each head's "
+               "rank, example 07's %s on its heads, dQ, dK, dV back\n",
+               o->s.bwd->name);
+    else
+        printf("backward through the ring: example 07's %s per pair, dK and dV travelling with "
+               "their shard\n",
+               o->s.bwd->name);
     static const char *const names[3] = {"dQ", "dK", "dV"};
     const float *want[3] = {ref.dq, ref.dk, ref.dv}, *bound[3] = {tol.dq, tol.dk, tol.dv};
     bool pass = true;
