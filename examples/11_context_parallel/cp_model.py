@@ -105,24 +105,28 @@ def work_table(L=4096, P=4):
 def bytes_rows(L, P, H, Hkv, D, size=2):
     """Bytes one rank sends per layer: pass-KV forwards P-1 K/V shards; its backward P-1 shards of
     K, V, dK, dV and a last hop of dK, dV home (cp_ring.c); Ulysses sends (P-1)/P of its Q, K, V
-    and of the O it computed for the others."""
+    and of the O it computed for the others; its backward (P-1)/P of Q, K, V, O, dO, LSE and of
+    the dQ, dK, dV it computed for the others (cp_ulysses)."""
     shard = L // P
     pass_kv = (P - 1) * 2 * shard * Hkv * D * size
     backward = ((P - 1) * 4 + 2) * shard * Hkv * D * size if P > 1 else 0
     ulysses = (P - 1) * shard * D * size * (2 * H + 2 * Hkv) // P
-    return pass_kv, backward, ulysses
+    # its backward: Q, O, dO (H heads), K, V (H_kv) and the fp32 LSE (H) there; dQ (H), dK, dV
+    # (H_kv) back
+    ulysses_bwd = (P - 1) * shard * (D * size * (4 * H + 4 * Hkv) + 4 * H) // P
+    return pass_kv, backward, ulysses, ulysses_bwd
 
 
 def bytes_table():
-    rows = ["| shape (per layer) | P | pass-KV (ring, zigzag) | its backward | Ulysses all-to-all |",
-            "|---|---:|---:|---:|---:|"]
+    rows = ["| shape (per layer) | P | pass-KV (ring, zigzag) | its backward | Ulysses all-to-all "
+            "| its backward |", "|---|---:|---:|---:|---:|---:|"]
     for name, L, H, Hkv, D in [("L = 128k, H = 32, H_kv = 8, D = 128 (bf16)", 131072, 32, 8, 128),
                                ("L = 128k, H = H_kv = 32, D = 128 (bf16, no GQA)", 131072, 32, 32,
                                 128)]:
         for P in (4, 8):
-            kv, bw, ul = bytes_rows(L, P, H, Hkv, D)
+            kv, bw, ul, ub = bytes_rows(L, P, H, Hkv, D)
             rows.append(f"| {name} | {P} | {kv / 2**20:,.0f} MiB | {bw / 2**20:,.0f} MiB "
-                        f"| {ul / 2**20:,.0f} MiB |")
+                        f"| {ul / 2**20:,.0f} MiB | {ub / 2**20:,.0f} MiB |")
     return "\n".join(rows)
 
 
