@@ -9,7 +9,8 @@
  *                               its share of the heads (heads [g*H/P, (g+1)*H/P) to rank g).
  * A query chunk against a key chunk is, under causality, computed whole (every key before every
  * query), skipped (every key after every query), or the diagonal (the same chunk: causal inside);
- * chunks never partly overlap, so these are the only cases. */
+ * chunks never partly overlap, so these are the only cases. A sliding window (cp_set_window) adds
+ * skipped pairs (every key out of every window) and pairs cut by the window's edge. */
 #ifndef CP_LAYOUT_H
 #define CP_LAYOUT_H
 

@@ -5,8 +5,9 @@
  *   zigzag  the same ring over the zigzag layout (cp_layout.h), which balances causal work.
  *   ulysses all-to-all: each rank trades its positions of every head for all positions of H/P
  *           heads, attends locally, and trades back.
- * The attention of every step is example 03's FlashAttention-2 kernel (fwd below); the merge is
- * cp_merge.cu. Transfers: transport.h. */
+ * The attention of every step is example 03's FlashAttention-2 kernel (fwd below), except the
+ * pairs a sliding window cuts (cp_window_attend); the merge is cp_merge.cu. DeepSeek sparse
+ * attention across ranks: cp_dsa.h. Transfers: transport.h. */
 #ifndef CP_RING_H
 #define CP_RING_H
 
