@@ -5,7 +5,9 @@ processes, causal and not, L = 37 (no rank count above 1 divides it; at 4 ranks 
 is 4 or 5 positions, and Ulysses' H = 3 leaves a rank without a head), gathered and compared in
 double precision with scaled_dot_product_attention (the output) and logsumexp (the LSE) of the
 whole problem in one process (and, for ring and zigzag, under a document mask and under a
-sliding window of 6 keys: SDPA with the same mask); and the LSE merge alone: splitting the keys anywhere and merging
+sliding window of 6 keys: SDPA with the same mask); DeepSeek sparse attention across 1 to 4
+processes (indexer keys all-gathered, the selected K/V fetched), its selection against torch.topk
+on the whole problem's index scores and its output against SDPA over that selection; and the LSE merge alone: splitting the keys anywhere and merging
 gives the unsplit result, in either order."""
 import importlib.util
 import os
@@ -55,5 +57,25 @@ def check_ranks(c):
             c.expect(err_l < 1e-12, f"{what}: max |LSE - logsumexp| {err_l:.2e}")
 
 
+def check_dsa(c):
+    cases = [cp.case(s, True, B=2, dsa=5) for s in ("ring", "zigzag")]
+    cases += [cp.case("zigzag", True, dsa=37)]  # k = L: every visible key
+    for ranks in (1, 2, 3, 4):
+        for cs, (err_o, err_l) in zip(cases, cp.run(ranks, cases, port=29631 + ranks)):
+            what = f"DSA top-{cs.dsa}, {cs.strategy} layout, {ranks} rank(s)"
+            c.expect(err_o < 1e-12, f"{what}: selection as torch.topk's, max |O - SDPA| {err_o:.2e}")
+            c.expect(err_l < 1e-12, f"{what}: max |LSE - logsumexp| {err_l:.2e}")
+    # the check sees a wrong selection: the first k visible positions instead of the best k (the
+    # forked processes inherit the planted function)
+    right = cp.select_topk
+    cp.select_topk = lambda scores, q_pos, k: right(
+        -torch.arange(scores.shape[-1], dtype=scores.dtype).expand_as(scores), q_pos, k)
+    try:
+        [(err_o, _)] = cp.run(3, [cp.case("zigzag", True, dsa=5)], port=29640)
+    finally:
+        cp.select_topk = right
+    c.expect(err_o == float("inf"), "a selection of the first k keys fails the check")
+
+
 if __name__ == "__main__":
-    sys.exit(T.main(__doc__, [check_merge, check_ranks]))
+    sys.exit(T.main(__doc__, [check_merge, check_ranks, check_dsa]))
