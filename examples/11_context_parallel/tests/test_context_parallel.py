@@ -7,8 +7,9 @@ double precision with scaled_dot_product_attention (the output) and logsumexp (t
 whole problem in one process (and, for ring and zigzag, under a document mask and under a
 sliding window of 6 keys: SDPA with the same mask); DeepSeek sparse attention across 1 to 4
 processes (indexer keys all-gathered, the selected K/V fetched), its selection against torch.topk
-on the whole problem's index scores and its output against SDPA over that selection; and the LSE merge alone: splitting the keys anywhere and merging
-gives the unsplit result, in either order."""
+on the whole problem's index scores and its output against SDPA over that selection; and the
+LSE merge alone: splitting the keys anywhere and merging gives the unsplit result, in either
+order."""
 import importlib.util
 import os
 import sys
@@ -63,7 +64,8 @@ def check_dsa(c):
     for ranks in (1, 2, 3, 4):
         for cs, (err_o, err_l) in zip(cases, cp.run(ranks, cases, port=29631 + ranks)):
             what = f"DSA top-{cs.dsa}, {cs.strategy} layout, {ranks} rank(s)"
-            c.expect(err_o < 1e-12, f"{what}: selection as torch.topk's, max |O - SDPA| {err_o:.2e}")
+            c.expect(err_o < 1e-12,
+                     f"{what}: selection as torch.topk's, max |O - SDPA| {err_o:.2e}")
             c.expect(err_l < 1e-12, f"{what}: max |LSE - logsumexp| {err_l:.2e}")
     # the check sees a wrong selection: the first k visible positions instead of the best k (the
     # forked processes inherit the planted function)
