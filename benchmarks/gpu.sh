@@ -253,7 +253,7 @@ if has fp8; then
 fi
 
 if has context_parallel; then
-    say "context_parallel: example 11's ranks sharing this GPU over MPI (ring, zigzag, Ulysses; 1, 2, 4 ranks)"
+    say "context_parallel: example 11's ranks sharing this GPU over MPI (ring, zigzag, Ulysses, a sliding window, DSA; 1, 2, 4 ranks)"
     cmake --build "$build" -j "$(nproc)" --target context_parallel_gpu >>"$out/.build.log" 2>&1 ||
         { tail -50 "$out/.build.log"; exit 1; }
     cpx="$build/examples/11_context_parallel/context_parallel_gpu"
@@ -261,7 +261,7 @@ if has context_parallel; then
     [ $quick -eq 1 ] && cpL=4096
     : >"$out/context_parallel.txt"
     for np in 1 2 4; do
-        for strategy in ring zigzag ulysses; do
+        for strategy in ring zigzag ulysses "ring --window 1024" "zigzag --dsa 2048"; do
             "$cpx" --ranks $np --strategy $strategy --causal -B 1 -H 8 -L $cpL -D 64 --reps 3 \
                 >>"$out/context_parallel.txt" 2>&1 ||
                 echo "warning: context_parallel --ranks $np --strategy $strategy failed" >&2

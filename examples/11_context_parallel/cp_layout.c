@@ -24,6 +24,11 @@ static cp_chunk cp_chunk_of(int L, int n, int c) {
 
 static int cp_docs, cp_doc_start[CP_MAX_DOCS + 1]; /* document d: [start[d], start[d + 1]) */
 
+static int cp_win; /* --window W, 0: none */
+
+void cp_set_window(int W) { cp_win = W; }
+int cp_window(void) { return cp_win; }
+
 int cp_set_documents(const int *lens, int n) {
     if (n > CP_MAX_DOCS)
         return -1;
@@ -61,10 +66,19 @@ int cp_rank_chunks(cp_strategy s, int L, int P, int r, cp_chunk out[CP_MAX_CHUNK
 cp_pair_kind cp_pair(cp_chunk q, cp_chunk k, bool causal) {
     if (q.len == 0 || k.len == 0 || q.doc != k.doc)
         return CP_PAIR_SKIP;
-    if (!causal || k.start + k.len <= q.start)
+    if (!causal && cp_win == 0)
+        return CP_PAIR_FULL;
+    if (cp_win == 0 && k.start + k.len <= q.start)
         return CP_PAIR_FULL;
     if (k.start >= q.start + q.len)
         return CP_PAIR_SKIP;
+    if (cp_win > 0) { /* causal too: the window holds keys i - W < j <= i */
+        if (k.start + k.len - 1 <= q.start - cp_win)
+            return CP_PAIR_SKIP;        /* every key W or more positions older than every query */
+        if (k.start + k.len <= q.start) /* every key before every query */
+            return k.start >= q.start + q.len - cp_win ? CP_PAIR_FULL : CP_PAIR_WINDOW;
+        return q.len <= cp_win ? CP_PAIR_DIAGONAL : CP_PAIR_WINDOW;
+    }
     return CP_PAIR_DIAGONAL; /* chunks partition the sequence: overlapping means the same one */
 }
 
@@ -74,6 +88,15 @@ double cp_pair_entries(cp_chunk q, cp_chunk k, bool causal) {
         return (double)q.len * k.len;
     case CP_PAIR_DIAGONAL:
         return (double)q.len * (q.len + 1) / 2.0;
+    case CP_PAIR_WINDOW: { /* query i: keys max(k.start, i - W + 1) .. min(k.end - 1, i) */
+        double e = 0.0;
+        for (int i = q.start; i < q.start + q.len; ++i) {
+            const int lo = k.start > i - cp_win + 1 ? k.start : i - cp_win + 1;
+            const int hi = k.start + k.len - 1 < i ? k.start + k.len - 1 : i;
+            e += hi >= lo ? hi - lo + 1 : 0;
+        }
+        return e;
+    }
     default:
         return 0.0;
     }

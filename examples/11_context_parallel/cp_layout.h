@@ -9,7 +9,8 @@
  *                               its share of the heads (heads [g*H/P, (g+1)*H/P) to rank g).
  * A query chunk against a key chunk is, under causality, computed whole (every key before every
  * query), skipped (every key after every query), or the diagonal (the same chunk: causal inside);
- * chunks never partly overlap, so these are the only cases. */
+ * chunks never partly overlap, so these are the only cases. A sliding window (cp_set_window) adds
+ * skipped pairs (every key out of every window) and pairs cut by the window's edge. */
 #ifndef CP_LAYOUT_H
 #define CP_LAYOUT_H
 
@@ -41,18 +42,32 @@ typedef struct cp_chunk {
 #define CP_MAX_DOCS 64
 int cp_set_documents(const int *lens, int n);
 
+/* A sliding window (--window W): query i sees keys i - W < j <= i (causal, the W most recent
+ * positions, its own included; example 04's causal_window:w, Mistral's). Set once, before the
+ * layout is used; 0: no window. Under a window a pair of chunks is also skipped when every key
+ * is W or more positions older than every query, whole when every key is inside every query's
+ * window, and otherwise CP_PAIR_WINDOW: the window's edge cuts through it, and it is computed
+ * with the window masked inside (cp_ring.h, cp_window_attend). */
+void cp_set_window(int W);
+int cp_window(void);
+
 /* Rank r's chunks (1 for ring and ulysses, 2 for zigzag, more where documents cut them) into
  * out[]; returns their number. */
 int cp_rank_chunks(cp_strategy s, int L, int P, int r, cp_chunk out[CP_MAX_CHUNKS]);
 
-typedef enum cp_pair_kind { CP_PAIR_SKIP = 0, CP_PAIR_FULL = 1, CP_PAIR_DIAGONAL = 2 } cp_pair_kind;
+typedef enum cp_pair_kind {
+    CP_PAIR_SKIP = 0,
+    CP_PAIR_FULL = 1,
+    CP_PAIR_DIAGONAL = 2,
+    CP_PAIR_WINDOW = 3 /* cut by the sliding window's edge (cp_set_window) */
+} cp_pair_kind;
 
 /* How query chunk q meets key chunk k (non-causal: always FULL; an empty chunk, or chunks of
  * two documents: SKIP). */
 cp_pair_kind cp_pair(cp_chunk q, cp_chunk k, bool causal);
 
 /* Score entries of one pair per (sequence, head): q.len * k.len whole, q.len (q.len + 1) / 2
- * on the diagonal, 0 skipped. */
+ * on the diagonal, 0 skipped; under a window, per query the keys of k inside its window. */
 double cp_pair_entries(cp_chunk q, cp_chunk k, bool causal);
 
 /* What rank r computes over the P ring steps (pass-KV: step s brings rank (r - s) mod P's keys),

@@ -9,6 +9,11 @@
            chapter's cost model (benchmarks/cost_model.py: FLOPs at eta_tensor x the H100's tensor
            peak) against bytes / link bandwidth, per link
   meta     the 1M-token Llama 3 405B prefill on 128 H100s of Yang et al. (2024), counted
+  window   a sliding window under pass-KV: each rank's entries, ring steps computed and skipped,
+           contiguous against zigzag shards (the program measures the same on every run)
+  sparse_bytes  DeepSeek sparse attention across ranks: the bytes each rank receives (indexer
+           keys and K/V all-gathered, against the most the fetch of the selected K/V rows can
+           need) and the indexer's causal work per rank
 
   python3 examples/11_context_parallel/cp_model.py            rewrites README.md's tables
   python3 examples/11_context_parallel/cp_model.py --check    exit 1 if they differ
@@ -52,16 +57,27 @@ def chunks(strategy, L, P, r):
 def causal_entries(q, k):
     """Entries of query chunk q against key chunk k: key position <= query position."""
     (qs, ql), (ks, kl) = q, k
-    return sum(max(0, min(kl, qs + i - ks + 1)) for i in range(ql))
+
+    def upto(n):  # sum over queries i < n of min(kl, max(0, i - ks + 1)), in closed form
+        ramp = max(0, min(n, ks + kl) - ks)  # queries ks .. min(n, ks + kl) - 1: 1, 2, ...
+        return ramp * (ramp + 1) // 2 + max(0, n - (ks + kl)) * kl
+    return upto(qs + ql) - upto(qs)
 
 
-def rank_work(strategy, L, P):
+def window_entries(q, k, W):
+    """Entries of query chunk q against key chunk k under a sliding window of W keys:
+    i - W < j <= i."""
+    (qs, ql), (ks, kl) = q, k
+    return sum(max(0, min(ks + kl - 1, i) - max(ks, i - W + 1) + 1) for i in range(qs, qs + ql))
+
+
+def rank_work(strategy, L, P, W=None):
     out = []
     for r in range(P):
         mine = chunks(strategy, L, P, r)
         entries, skipped = 0, 0
         for step in range(P):
-            e = sum(causal_entries(q, k) for q in mine
+            e = sum(causal_entries(q, k) if W is None else window_entries(q, k, W) for q in mine
                     for k in chunks(strategy, L, P, (r - step) % P))
             entries += e
             skipped += e == 0
@@ -89,24 +105,28 @@ def work_table(L=4096, P=4):
 def bytes_rows(L, P, H, Hkv, D, size=2):
     """Bytes one rank sends per layer: pass-KV forwards P-1 K/V shards; its backward P-1 shards of
     K, V, dK, dV and a last hop of dK, dV home (cp_ring.c); Ulysses sends (P-1)/P of its Q, K, V
-    and of the O it computed for the others."""
+    and of the O it computed for the others; its backward (P-1)/P of Q, K, V, O, dO, LSE and of
+    the dQ, dK, dV it computed for the others (cp_ulysses)."""
     shard = L // P
     pass_kv = (P - 1) * 2 * shard * Hkv * D * size
     backward = ((P - 1) * 4 + 2) * shard * Hkv * D * size if P > 1 else 0
     ulysses = (P - 1) * shard * D * size * (2 * H + 2 * Hkv) // P
-    return pass_kv, backward, ulysses
+    # its backward: Q, O, dO (H heads), K, V (H_kv) and the fp32 LSE (H) there; dQ (H), dK, dV
+    # (H_kv) back
+    ulysses_bwd = (P - 1) * shard * (D * size * (4 * H + 4 * Hkv) + 4 * H) // P
+    return pass_kv, backward, ulysses, ulysses_bwd
 
 
 def bytes_table():
-    rows = ["| shape (per layer) | P | pass-KV (ring, zigzag) | its backward | Ulysses all-to-all |",
-            "|---|---:|---:|---:|---:|"]
+    rows = ["| shape (per layer) | P | pass-KV (ring, zigzag) | its backward | Ulysses all-to-all "
+            "| its backward |", "|---|---:|---:|---:|---:|---:|"]
     for name, L, H, Hkv, D in [("L = 128k, H = 32, H_kv = 8, D = 128 (bf16)", 131072, 32, 8, 128),
                                ("L = 128k, H = H_kv = 32, D = 128 (bf16, no GQA)", 131072, 32, 32,
                                 128)]:
         for P in (4, 8):
-            kv, bw, ul = bytes_rows(L, P, H, Hkv, D)
+            kv, bw, ul, ub = bytes_rows(L, P, H, Hkv, D)
             rows.append(f"| {name} | {P} | {kv / 2**20:,.0f} MiB | {bw / 2**20:,.0f} MiB "
-                        f"| {ul / 2**20:,.0f} MiB |")
+                        f"| {ul / 2**20:,.0f} MiB | {ub / 2**20:,.0f} MiB |")
     return "\n".join(rows)
 
 
@@ -174,7 +194,57 @@ def meta_table():
     return "\n".join(rows)
 
 
-TABLES = {"work": work_table, "bytes": bytes_table, "hiding": hiding_table, "meta": meta_table}
+def window_table(L=4096, P=4, W=1024):
+    rows = ["| rank | contiguous: entries | ring steps computed | skipped | zigzag: entries "
+            "| ring steps computed | skipped |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    ring, zig = rank_work("ring", L, P, W), rank_work("zigzag", L, P, W)
+    for r in range(P):
+        rows.append(f"| {r} | {ring[r][0]:,} | {P - ring[r][1]} | {ring[r][1]} | {zig[r][0]:,} "
+                    f"| {P - zig[r][1]} | {zig[r][1]} |")
+    total = sum(e for e, _ in ring)
+    imb = [max(e for e, _ in w) * P / total for w in (ring, zig)]
+    rows.append("")
+    rows.append(f"L = {L:,}, P = {P}, one head, a window of W = {W:,} keys: {total:,} entries in "
+                f"all (dense causal: {L * (L + 1) // 2:,}). The busiest rank does {imb[0]:.2f}x "
+                f"the mean with contiguous shards and {imb[1]:.2f}x with zigzag; contiguous "
+                f"ranks compute {max(P - s for _, s in ring)} of the {P} steps at most, zigzag "
+                f"ranks {max(P - s for _, s in zig)}.")
+    return "\n".join(rows)
+
+
+def dsa_rows(L, P, k, DI=128, D=128, size=2):
+    """Bytes one rank receives per layer under DeepSeek sparse attention across P ranks, this
+    example's way (cp_dsa.c): the indexer keys of the other ranks' positions (one D_I row each),
+    K and V of the other ranks' positions (--kv gather: one head of D each); and the most the
+    fetch of the selected rows (--kv fetch) can need: the visible positions the busiest contiguous
+    rank does not own (rank P-1: (P-1) L / P), and no more than its queries x k."""
+    others = L - L // P
+    index = others * DI * size
+    gather = others * 2 * D * size
+    fetch = min(others, (L // P) * k) * 2 * D * size
+    return index, gather, fetch
+
+
+def dsa_table():
+    rows = ["| L | P | k | indexer keys in (all-gather) | K/V in (all-gather) | K/V fetched, "
+            "at most | indexer work, busiest rank / mean: contiguous | zigzag |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for L, P, k in [(131072, 8, 2048), (131072, 32, 2048)]:
+        idx, gat, fet = dsa_rows(L, P, k)
+        total = L * (L + 1) // 2
+        imb = [max(e for e, _ in rank_work(s, L, P)) * P / total for s in ("ring", "zigzag")]
+        rows.append(f"| {L:,} | {P} | {k:,} | {idx / 2**20:,.2f} MiB | {gat / 2**20:,.2f} MiB "
+                    f"| {fet / 2**20:,.2f} MiB | {imb[0]:.2f}x | {imb[1]:.2f}x |")
+    rows.append("")
+    rows.append("Per layer and sequence: indexer keys D_I = 128, K and V one head of D = 128 each, "
+                "bf16 (this example's layout; DeepSeek-V3.2 stores its indexer keys in FP8 and "
+                "one 576-wide latent for K and V). The indexer scores every visible key of every "
+                "query, so its work has the causal imbalance of dense attention.")
+    return "\n".join(rows)
+
+
+TABLES = {"work": work_table, "bytes": bytes_table, "hiding": hiding_table, "meta": meta_table,
+          "window": window_table, "sparse_bytes": dsa_table}
 
 
 def main():

@@ -66,14 +66,19 @@ static int cp_alloc_result(cp_result *r, int BH, int D) {
 
 /* The problem of query chunk q against key chunk k: false when the pair is skipped (cp_pair);
  * causal on the diagonal only, where Lq = Lk and bottom-right alignment is the plain diagonal. */
-static bool cp_pair_problem(const cp_setup *s, cp_chunk q, cp_chunk k, attn_problem *p) {
+static bool cp_pair_problem(const cp_setup *s, cp_chunk q, cp_chunk k, attn_problem *p,
+                            cp_pair_kind *kind_out) {
     cp_pair_kind kind = cp_pair(q, k, s->p.causal);
     if (s->plant == CP_PLANT_NO_SKIP && kind == CP_PAIR_SKIP && k.len && q.len)
         kind = CP_PAIR_FULL;
+    if (s->plant == CP_PLANT_NO_WINDOW && kind == CP_PAIR_WINDOW) /* the window's edge ignored */
+        kind = k.start == q.start ? CP_PAIR_DIAGONAL : CP_PAIR_FULL;
     *p = s->p;
     p->Lq = q.len;
     p->Lk = k.len;
     p->causal = kind == CP_PAIR_DIAGONAL;
+    if (kind_out)
+        *kind_out = kind;
     return kind != CP_PAIR_SKIP;
 }
 
@@ -82,17 +87,30 @@ static bool cp_pair_problem(const cp_setup *s, cp_chunk q, cp_chunk k, attn_prob
 static int cp_attend(const cp_setup *s, cp_result *r, int c, const float *q, cp_chunk kc,
                      const float *k, const float *v, bool *have) {
     attn_problem p;
-    if (!cp_pair_problem(s, r->chunk[c], kc, &p))
+    cp_pair_kind kind;
+    if (!cp_pair_problem(s, r->chunk[c], kc, &p, &kind))
         return 0;
     const int64_t rows = (int64_t)p.B * p.H * p.Lq;
+    const bool merge = *have && s->plant != CP_PLANT_NO_MERGE;
+    float *o = merge ? r->o[c] + rows * p.D : r->o[c], *lse = merge ? r->lse[c] + rows : r->lse[c];
+    if (kind == CP_PAIR_WINDOW) { /* the window's edge inside the pair: masked per entry */
+        const cp_chunk qc = r->chunk[c];
+        CP_TRY(cp_window_attend(q, k, v, o, lse, p.B * p.H, qc.start, qc.len, kc.start, kc.len,
+                                cp_window(), p.D, p.scale, 0));
+        if (merge)
+            CP_TRY(cp_merge(r->o[c], r->lse[c], rows, p.D, 0));
+        *have = true;
+        r->entries += p.B * p.H * cp_pair_entries(qc, kc, true);
+        r->launches++;
+        return 0;
+    }
     attn_buffers b;
     memset(&b, 0, sizeof b);
     b.q = q;
     b.k = k;
     b.v = v;
-    const bool merge = *have && s->plant != CP_PLANT_NO_MERGE;
-    b.o = merge ? r->o[c] + rows * p.D : r->o[c];
-    b.lse = merge ? r->lse[c] + rows : r->lse[c];
+    b.o = o;
+    b.lse = lse;
     s->fwd->launch(&p, &b, 0);
     CP_TRY(attn_cuda_report(cudaGetLastError(), s->fwd->name, __FILE__, __LINE__));
     if (merge)
@@ -124,8 +142,33 @@ static size_t cp_msg_layout(const cp_chunk *ch, int n, int BH, int D, int fields
 static int cp_attend_bwd(const cp_setup *s, cp_result *r, cp_grads *g, int c, const float *q,
                          cp_chunk kc, const float *k, const float *v, float *dk, float *dv) {
     attn_problem p;
-    if (!cp_pair_problem(s, r->chunk[c], kc, &p))
+    cp_pair_kind kind;
+    if (!cp_pair_problem(s, r->chunk[c], kc, &p, &kind))
         return 0;
+    if (kind == CP_PAIR_WINDOW) { /* the window's edge inside the pair */
+        const cp_chunk qc = r->chunk[c];
+        const cp_window_bwd_args w = {.q = q,
+                                      .k = k,
+                                      .v = v,
+                                      .o = g->o[c],
+                                      .dout = g->dout[c],
+                                      .lse = g->lse[c],
+                                      .dq = g->dq[c],
+                                      .dk = dk,
+                                      .dv = dv,
+                                      .BH = p.B * p.H,
+                                      .qs = qc.start,
+                                      .qlen = qc.len,
+                                      .ks = kc.start,
+                                      .klen = kc.len,
+                                      .W = cp_window(),
+                                      .D = p.D,
+                                      .scale = p.scale};
+        CP_TRY(cp_window_attend_bwd(&w, 0));
+        r->entries += p.B * p.H * cp_pair_entries(qc, kc, true);
+        r->launches++;
+        return 0;
+    }
     bwd_args a;
     memset(&a, 0, sizeof a);
     a.p = &p;
@@ -265,163 +308,180 @@ static int cp_ring(cp_transport *t, const cp_setup *s, const attn_host_inputs *i
     return 0;
 }
 
-/* The all-to-all's bytes and offsets for rank me: the part for or from rank g is g's heads at
- * my positions or my heads at g's positions, width floats per row: sent there (forward: Q, K, V
- * of g's heads) and received back (O and LSE), or the other way round. */
-static void cp_ulysses_sizes(int P, int H, int L, int B, int me, size_t width, bool forward,
-                             size_t *sb, size_t *so, size_t *rb, size_t *ro, size_t *send_total,
-                             size_t *recv_total) {
-    int h0, h1;
-    cp_rank_heads(H, P, me, &h0, &h1);
+/* Copies between a [B, Ht, Lt, w] device tensor's rows of heads [h0, h0 + nh) at positions
+ * [p0, p0 + np) and a contiguous device buffer [B, nh, np, w] (pack: tensor -> buf). */
+static int cp_blocks(float *tensor, int B, int Ht, int Lt, int w, int h0, int nh, int p0, int np,
+                     float *buf, bool pack) {
+    const size_t blk = (size_t)np * w;
+    for (int b = 0; b < B && blk; ++b)
+        for (int h = 0; h < nh; ++h) {
+            float *at = tensor + (((size_t)b * Ht + h0 + h) * Lt + p0) * w;
+            float *in = buf + ((size_t)b * nh + h) * blk;
+            CP_TRY(attn_cuda_report(cudaMemcpy(pack ? in : at, pack ? at : in, blk * sizeof(float),
+                                               cudaMemcpyDeviceToDevice),
+                                    "cudaMemcpy", __FILE__, __LINE__));
+        }
+    return 0;
+}
+
+/* Ulysses' exchange of nf fields (field f: w[f] floats per row). to_heads: from this rank's
+ * positions of every head (src[f]: [B, H, len, w]) to every position of its heads (dst[f]:
+ * [B, Hm, L, w]); else the way back. Message to or from rank g: field after field, each
+ * [B, heads, positions, w] (g's heads at my positions, or my heads at g's positions). */
+static int cp_ulysses_exchange(cp_transport *t, const cp_setup *s, bool to_heads, int nf,
+                               const int *w, float *const *src, float *const *dst, int step,
+                               const char *what) {
+    const int P = t->size, me = t->rank, B = s->p.B, H = s->p.H, L = s->p.Lq;
     cp_chunk mine[CP_MAX_CHUNKS];
     cp_rank_chunks(CP_RING, L, P, me, mine);
-    *send_total = *recv_total = 0;
+    int h0, h1;
+    cp_rank_heads(H, P, me, &h0, &h1);
+    size_t *sz = calloc(4 * (size_t)P, sizeof *sz);
+    CP_TRY(!sz);
+    size_t *sb = sz, *so = sz + P, *rb = sz + 2 * P, *ro = sz + 3 * P, st = 0, rt = 0;
     for (int g = 0; g < P; ++g) {
         int g0, g1;
         cp_rank_heads(H, P, g, &g0, &g1);
         cp_chunk cg[CP_MAX_CHUNKS];
         cp_rank_chunks(CP_RING, L, P, g, cg);
-        const size_t theirs = (size_t)B * (g1 - g0) * mine[0].len * width * sizeof(float);
-        const size_t ours = (size_t)B * (h1 - h0) * cg[0].len * width * sizeof(float);
-        sb[g] = forward ? theirs : ours;
-        rb[g] = forward ? ours : theirs;
-        so[g] = *send_total;
-        ro[g] = *recv_total;
-        *send_total += sb[g];
-        *recv_total += rb[g];
+        size_t theirs = 0, ours = 0; /* g's heads at my positions; my heads at g's positions */
+        for (int f = 0; f < nf; ++f) {
+            theirs += (size_t)B * (g1 - g0) * mine[0].len * w[f] * sizeof(float);
+            ours += (size_t)B * (h1 - h0) * cg[0].len * w[f] * sizeof(float);
+        }
+        sb[g] = to_heads ? theirs : ours, rb[g] = to_heads ? ours : theirs;
+        so[g] = st, ro[g] = rt;
+        st += sb[g], rt += rb[g];
     }
+    float *dsend = attn_device_alloc(st + 16), *drecv = attn_device_alloc(rt + 16);
+    CP_TRY(!dsend || !drecv);
+    for (int pass = 0; pass < 2; ++pass) { /* 0: pack what goes to each rank; 1: unpack */
+        if (pass == 1) {
+            cp_fault_point(t, &s->fault, step);
+            const int rc = t->alltoall(t, dsend, sb, so, drecv, rb, ro);
+            if (rc != CP_OK)
+                cp_transfer_failed(t, rc, step, -1, what, false);
+        }
+        for (int g = 0; g < P; ++g) {
+            int g0, g1;
+            cp_rank_heads(H, P, g, &g0, &g1);
+            cp_chunk cg[CP_MAX_CHUNKS];
+            cp_rank_chunks(CP_RING, L, P, g, cg);
+            float *buf = pass ? drecv + ro[g] / sizeof(float) : dsend + so[g] / sizeof(float);
+            /* the per-rank side (all heads, my positions) or the per-head side (my heads, all
+             * positions): which one this pass reads or writes */
+            const bool per_rank = to_heads == (pass == 0);
+            for (int f = 0; f < nf; ++f) {
+                float *x = pass ? dst[f] : src[f];
+                CP_TRY(per_rank ? cp_blocks(x, B, H, mine[0].len, w[f], g0, g1 - g0, 0, mine[0].len,
+                                            buf, pass == 0)
+                                : cp_blocks(x, B, h1 - h0, L, w[f], 0, h1 - h0, cg[0].start,
+                                            cg[0].len, buf, pass == 0));
+                buf +=
+                    (size_t)B *
+                    (per_rank ? (size_t)(g1 - g0) * mine[0].len : (size_t)(h1 - h0) * cg[0].len) *
+                    w[f];
+            }
+        }
+    }
+    attn_device_free(dsend);
+    attn_device_free(drecv);
+    free(sz);
+    return 0;
+}
+
+/* This rank's positions of Q, K, V (every head) uploaded: [B, H, len, D] each, in one block. */
+static float *cp_ulysses_qkv(const cp_setup *s, const attn_host_inputs *in, cp_chunk mine) {
+    const int BH = s->p.B * s->p.H, D = s->p.D, L = s->p.Lq;
+    const size_t e = (size_t)BH * mine.len * D;
+    float *dev = attn_device_alloc(3 * e * sizeof(float) + 16);
+    const float *src[3] = {in->q, in->k, in->v};
+    for (int x = 0; dev && x < 3; ++x) {
+        float *h = cp_slice(src[x], BH, L, D, mine);
+        const int bad = !h || (e && attn_to_device(dev + x * e, h, e * sizeof(float)));
+        free(h);
+        if (bad) {
+            attn_device_free(dev);
+            return NULL;
+        }
+    }
+    return dev;
 }
 
 /* Ulysses: all-to-all of Q, K, V (this rank's positions of every head -> every position of its
- * heads), one attention launch, all-to-all of O and the LSE back. Message to or from rank g for
- * sequence shard j: [Q | K | V] as [B, heads of g, len of j, D], then [O | LSE] on the way back. */
-static int cp_ulysses(cp_transport *t, const cp_setup *s, const attn_host_inputs *in,
-                      cp_result *r) {
-    const int P = t->size, me = t->rank, B = s->p.B, H = s->p.H, D = s->p.D, L = s->p.Lq;
+ * heads), one attention launch, all-to-all of O and the LSE back. With g (the backward): Q, K,
+ * V, O, dO and the LSE over, example 07's backward on this rank's heads, dQ, dK, dV back. */
+static int cp_ulysses(cp_transport *t, const cp_setup *s, const attn_host_inputs *in, cp_result *r,
+                      cp_grads *g) {
+    const int P = t->size, me = t->rank, B = s->p.B, D = s->p.D, L = s->p.Lq;
     const cp_chunk mine = r->chunk[0];
     int h0, h1;
-    cp_rank_heads(H, P, me, &h0, &h1);
+    cp_rank_heads(s->p.H, P, me, &h0, &h1);
     const int Hm = h1 - h0;
-    size_t *sz = calloc(4 * (size_t)P, sizeof *sz);
-    CP_TRY(!sz);
-    size_t *sb = sz, *so = sz + P, *rb = sz + 2 * P, *ro = sz + 3 * P;
-    /* there: for rank g, g's heads at my positions; back: g's positions of my heads */
-    size_t send_total, recv_total;
-    cp_ulysses_sizes(P, H, L, B, me, 3 * (size_t)D, true, sb, so, rb, ro, &send_total, &recv_total);
-    float *hsend = malloc(send_total + 1);
-    CP_TRY(!hsend);
-    for (int g = 0; g < P; ++g) {
-        int g0, g1;
-        cp_rank_heads(H, P, g, &g0, &g1);
-        const size_t blk = (size_t)mine.len * D, part = (size_t)B * (g1 - g0) * blk;
-        float *dst = hsend + so[g] / sizeof(float);
-        const float *src[3] = {in->q, in->k, in->v};
-        for (int x = 0; x < 3; ++x)
-            for (int b = 0; b < B; ++b)
-                for (int h = g0; h < g1; ++h)
-                    memcpy(dst + x * part + ((size_t)b * (g1 - g0) + h - g0) * blk,
-                           src[x] + (((size_t)b * H + h) * L + mine.start) * D,
-                           blk * sizeof(float));
+    const size_t mine_e = (size_t)B * s->p.H * mine.len * D, full = (size_t)B * Hm * L * D;
+    const size_t full_l = (size_t)B * Hm * L;
+    float *qkv = cp_ulysses_qkv(s, in, mine);
+    /* every position of my heads: Q, K, V (then O, dO, LSE and dQ, dK, dV for the backward) */
+    float *heads = attn_device_alloc((g ? 8 * full + full_l : 3 * full) * sizeof(float) + 16);
+    float *o = attn_device_alloc((full + full_l) * sizeof(float) + 16);
+    CP_TRY(!qkv || !heads || !o);
+    float *lse = o + full;
+    float *src[6] = {qkv, qkv + mine_e, qkv + 2 * mine_e, NULL, NULL, NULL};
+    float *dst[6] = {heads, heads + full, heads + 2 * full, NULL, NULL, NULL};
+    const int w[6] = {D, D, D, D, D, 1};
+    if (g) { /* the forward's O, the loss gradient, the forward's LSE */
+        src[3] = (float *)g->o[0], src[4] = (float *)g->dout[0], src[5] = (float *)g->lse[0];
+        dst[3] = heads + 3 * full, dst[4] = heads + 4 * full, dst[5] = heads + 8 * full;
     }
-    float *dsend = cp_upload(hsend, send_total / sizeof(float));
-    float *drecv = attn_device_alloc(recv_total + 1);
-    free(hsend);
-    CP_TRY(!dsend || !drecv);
-    cp_fault_point(t, &s->fault, 0);
-    int rc = t->alltoall(t, dsend, sb, so, drecv, rb, ro);
-    if (rc != CP_OK)
-        cp_transfer_failed(t, rc, 0, -1, "Q/K/V all-to-all", false);
-    /* every position of my heads: [B, Hm, L, D] x 3, assembled on the device */
-    const size_t full = (size_t)B * Hm * L * D;
-    float *qkv = attn_device_alloc(3 * full * sizeof(float) + 1);
-    float *o = attn_device_alloc((full + (size_t)B * Hm * L) * sizeof(float) + 1);
-    CP_TRY(!qkv || !o);
-    for (int g = 0; g < P; ++g) {
-        cp_chunk cg[CP_MAX_CHUNKS];
-        cp_rank_chunks(CP_RING, L, P, g, cg);
-        const size_t blk = (size_t)cg[0].len * D, part = (size_t)B * Hm * blk;
-        const float *src = drecv + ro[g] / sizeof(float);
-        for (int x = 0; x < 3; ++x)
-            for (int bh = 0; bh < B * Hm; ++bh)
-                if (blk)
-                    CP_TRY(attn_cuda_report(
-                        cudaMemcpy(qkv + x * full + ((size_t)bh * L + cg[0].start) * D,
-                                   src + x * part + bh * blk, blk * sizeof(float),
-                                   cudaMemcpyDeviceToDevice),
-                        "cudaMemcpy", __FILE__, __LINE__));
-    }
+    CP_TRY(cp_ulysses_exchange(t, s, true, g ? 6 : 3, w, src, dst, 0,
+                               g ? "Q/K/V/O/dO/LSE all-to-all" : "Q/K/V all-to-all"));
     attn_problem p = s->p;
     p.H = Hm;
-    float *lse = o + full;
     if (Hm > 0) {
         attn_buffers b;
         memset(&b, 0, sizeof b);
-        b.q = qkv;
-        b.k = qkv + full;
-        b.v = qkv + 2 * full;
-        b.o = o;
-        b.lse = lse;
-        s->fwd->launch(&p, &b, 0);
-        CP_TRY(attn_cuda_report(cudaGetLastError(), s->fwd->name, __FILE__, __LINE__));
+        bwd_args a;
+        memset(&a, 0, sizeof a);
+        void *workspace = NULL;
+        if (g) { /* example 07's backward on my heads, the whole sequence */
+            const size_t ws = s->bwd->workspace_bytes ? s->bwd->workspace_bytes(&p) : 0;
+            CP_TRY(!(workspace = attn_device_alloc(ws + 16)));
+            a.p = &p;
+            a.mode = BWD_DENSE;
+            a.q = dst[0], a.k = dst[1], a.v = dst[2], a.o = dst[3], a.dout = dst[4];
+            a.lse = dst[5];
+            a.dq = heads + 5 * full, a.dk = heads + 6 * full, a.dv = heads + 7 * full;
+            b.args = &a;
+            b.workspace = workspace;
+            b.workspace_bytes = ws;
+        } else {
+            b.q = dst[0], b.k = dst[1], b.v = dst[2], b.o = o, b.lse = lse;
+        }
+        const attn_kernel *k = g ? s->bwd : s->fwd;
+        k->launch(&p, &b, 0);
+        CP_TRY(attn_cuda_report(cudaGetLastError(), k->name, __FILE__, __LINE__));
+        CP_TRY(attn_cuda_report(cudaDeviceSynchronize(), k->name, __FILE__, __LINE__));
+        attn_device_free(workspace);
         r->entries += attn_problem_entries(&p);
         r->launches++;
         r->steps_computed++;
     } else {
         r->steps_skipped++;
     }
-    CP_TRY(attn_cuda_report(cudaDeviceSynchronize(), "cudaDeviceSynchronize", __FILE__, __LINE__));
-    /* back: to rank g, my heads at g's positions, [O | LSE]; from rank g, g's heads at mine */
-    cp_ulysses_sizes(P, H, L, B, me, (size_t)D + 1, false, sb, so, rb, ro, &send_total,
-                     &recv_total);
-    attn_device_free(dsend);
-    attn_device_free(drecv);
-    dsend = attn_device_alloc(send_total + 1);
-    drecv = attn_device_alloc(recv_total + 1);
-    CP_TRY(!dsend || !drecv);
-    for (int g = 0; g < P; ++g) {
-        cp_chunk cg[CP_MAX_CHUNKS];
-        cp_rank_chunks(CP_RING, L, P, g, cg);
-        float *dst = dsend + so[g] / sizeof(float);
-        const size_t n = (size_t)cg[0].len;
-        for (int bh = 0; bh < B * Hm && n; ++bh) {
-            CP_TRY(attn_cuda_report(cudaMemcpy(dst + bh * n * D,
-                                               o + ((size_t)bh * L + cg[0].start) * D,
-                                               n * D * sizeof(float), cudaMemcpyDeviceToDevice),
-                                    "cudaMemcpy", __FILE__, __LINE__));
-            CP_TRY(attn_cuda_report(cudaMemcpy(dst + (size_t)B * Hm * n * D + bh * n,
-                                               lse + (size_t)bh * L + cg[0].start,
-                                               n * sizeof(float), cudaMemcpyDeviceToDevice),
-                                    "cudaMemcpy", __FILE__, __LINE__));
-        }
+    /* back: this rank's positions of every head */
+    float *back_src[3] = {o, lse, NULL}, *back_dst[3] = {r->o[0], r->lse[0], NULL};
+    const int back_w[3] = {D, 1, D};
+    if (g) {
+        back_src[0] = heads + 5 * full, back_src[1] = heads + 6 * full;
+        back_src[2] = heads + 7 * full;
+        back_dst[0] = g->dq[0], back_dst[1] = g->dk[0], back_dst[2] = g->dv[0];
     }
-    cp_fault_point(t, &s->fault, 1);
-    rc = t->alltoall(t, dsend, sb, so, drecv, rb, ro);
-    if (rc != CP_OK)
-        cp_transfer_failed(t, rc, 1, -1, "O/LSE all-to-all", false);
-    /* into this rank's [B, H, len, D] result */
-    const size_t n = (size_t)mine.len;
-    for (int g = 0; g < P && n; ++g) {
-        int g0, g1;
-        cp_rank_heads(H, P, g, &g0, &g1);
-        const float *src = drecv + ro[g] / sizeof(float);
-        const size_t Hg = (size_t)(g1 - g0);
-        for (int b = 0; b < B; ++b)
-            for (int h = g0; h < g1; ++h) {
-                const size_t from = (size_t)b * Hg + h - g0, to = (size_t)b * H + h;
-                CP_TRY(attn_cuda_report(cudaMemcpy(r->o[0] + to * n * D, src + from * n * D,
-                                                   n * D * sizeof(float), cudaMemcpyDeviceToDevice),
-                                        "cudaMemcpy", __FILE__, __LINE__));
-                CP_TRY(attn_cuda_report(cudaMemcpy(r->lse[0] + to * n,
-                                                   src + (size_t)B * Hg * n * D + from * n,
-                                                   n * sizeof(float), cudaMemcpyDeviceToDevice),
-                                        "cudaMemcpy", __FILE__, __LINE__));
-            }
-    }
-    attn_device_free(dsend);
-    attn_device_free(drecv);
+    const int gw[3] = {D, D, D};
+    CP_TRY(cp_ulysses_exchange(t, s, false, g ? 3 : 2, g ? gw : back_w, back_src, back_dst, 1,
+                               g ? "dQ/dK/dV all-to-all" : "O/LSE all-to-all"));
     attn_device_free(qkv);
+    attn_device_free(heads);
     attn_device_free(o);
-    free(sz);
     return 0;
 }
 
@@ -429,7 +489,8 @@ int cp_forward(cp_transport *t, const cp_setup *s, const attn_host_inputs *in, c
     memset(out, 0, sizeof *out);
     out->nchunks = cp_rank_chunks(s->strategy, s->p.Lq, t->size, t->rank, out->chunk);
     CP_TRY(cp_alloc_result(out, s->p.B * s->p.H, s->p.D));
-    return s->strategy == CP_ULYSSES ? cp_ulysses(t, s, in, out) : cp_ring(t, s, in, out, NULL);
+    return s->strategy == CP_ULYSSES ? cp_ulysses(t, s, in, out, NULL)
+                                     : cp_ring(t, s, in, out, NULL);
 }
 
 int cp_backward(cp_transport *t, const cp_setup *s, const attn_host_inputs *in, const float *dout,
@@ -477,7 +538,7 @@ int cp_backward(cp_transport *t, const cp_setup *s, const attn_host_inputs *in, 
     }
     g->scratch = x;
     g->workspace = x + scratch;
-    return cp_ring(t, s, in, work, g);
+    return s->strategy == CP_ULYSSES ? cp_ulysses(t, s, in, work, g) : cp_ring(t, s, in, work, g);
 }
 
 void cp_grads_free(cp_grads *g) {

@@ -5,8 +5,9 @@
  *   zigzag  the same ring over the zigzag layout (cp_layout.h), which balances causal work.
  *   ulysses all-to-all: each rank trades its positions of every head for all positions of H/P
  *           heads, attends locally, and trades back.
- * The attention of every step is example 03's FlashAttention-2 kernel (fwd below); the merge is
- * cp_merge.cu. Transfers: transport.h. */
+ * The attention of every step is example 03's FlashAttention-2 kernel (fwd below), except the
+ * pairs a sliding window cuts (cp_window_attend); the merge is cp_merge.cu. DeepSeek sparse
+ * attention across ranks: cp_dsa.h. Transfers: transport.h. */
 #ifndef CP_RING_H
 #define CP_RING_H
 
@@ -40,8 +41,9 @@ typedef struct cp_setup {
 } cp_setup;
 
 /* --plant: no-merge (each step's result replaces the running one instead of merging with it),
- * no-skip (a masked pair computed whole, as if not causal): the checks must fail. */
-enum { CP_PLANT_NONE = 0, CP_PLANT_NO_MERGE = 1, CP_PLANT_NO_SKIP = 2 };
+ * no-skip (a masked pair computed whole, as if not causal), no-window (a pair cut by the sliding
+ * window computed without it: whole, or causal on the diagonal): the checks must fail. */
+enum { CP_PLANT_NONE = 0, CP_PLANT_NO_MERGE = 1, CP_PLANT_NO_SKIP = 2, CP_PLANT_NO_WINDOW = 3 };
 
 /* This rank's share of the result, and what it computed. */
 typedef struct cp_result {
@@ -51,6 +53,8 @@ typedef struct cp_result {
     void *mem[CP_MAX_CHUNKS];                     /* the allocations behind them */
     double entries; /* score entries of the launched problems (attn_problem_entries) */
     int steps_computed, steps_skipped, launches;
+    bool dsa;        /* DeepSeek sparse attention (cp_dsa.h): what it moved, in bytes[] */
+    double bytes[3]; /* received: indexer keys, K/V gathered; K/V a fetch would receive */
 } cp_result;
 
 /* Runs the strategy on this rank's share of in (every rank holds the same seeded inputs and
@@ -59,8 +63,9 @@ typedef struct cp_result {
 int cp_forward(cp_transport *t, const cp_setup *s, const attn_host_inputs *in, cp_result *out);
 void cp_result_free(cp_result *r);
 
-/* The backward through the ring (ring and zigzag): this rank's dQ for its queries and dK, dV for
- * its own K/V shard, each [B, H, len, D] per chunk (device), of the loss sum(dO * O). */
+/* The backward (through the ring for ring and zigzag, through the all-to-all for Ulysses): this
+ * rank's dQ for its queries and dK, dV for its own K/V shard, each [B, H, len, D] per chunk
+ * (device), of the loss sum(dO * O). */
 typedef struct cp_grads {
     /* per chunk: dO (uploaded), the forward's O and LSE, the gradients */
     const float *dout[CP_MAX_CHUNKS], *o[CP_MAX_CHUNKS], *lse[CP_MAX_CHUNKS];
@@ -84,6 +89,21 @@ void cp_unslice(float *full, const float *part, int BH, int L, int width, cp_chu
 
 /* The merge of cp_merge.cu: split 1 into split 0 of o [2][rows][D], lse [2][rows]. */
 int cp_merge(float *o, float *lse, int64_t rows, int D, cudaStream_t stream);
+/* A pair cut by the sliding window (cp_merge.cu): the queries at positions [qs, qs + qlen)
+ * against the keys at [ks, ks + klen), each row's keys i - W < j <= i only; q, o [BH, qlen, D],
+ * k, v [BH, klen, D], lse [BH, qlen]; a row without a key gets O = 0, LSE = -inf. */
+int cp_window_attend(const float *q, const float *k, const float *v, float *o, float *lse, int BH,
+                     int qs, int qlen, int ks, int klen, int W, int D, float scale,
+                     cudaStream_t stream);
+/* Its backward (cp_merge.cu), with the forward's final o and lse: adds the pair's part of dQ
+ * (into dq, [BH, qlen, D]) and of dK, dV (into dk, dv, [BH, klen, D]). */
+typedef struct cp_window_bwd_args {
+    const float *q, *k, *v, *o, *dout, *lse;
+    float *dq, *dk, *dv;
+    int BH, qs, qlen, ks, klen, W, D;
+    float scale;
+} cp_window_bwd_args;
+int cp_window_attend_bwd(const cp_window_bwd_args *a, cudaStream_t stream);
 /* acc[i] += x[i], i < n (cp_merge.cu): a gradient's contributions summed. */
 int cp_add(float *acc, const float *x, size_t n, cudaStream_t stream);
 

@@ -11,11 +11,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../05_deepseek_sparse/deepseek_sparse.h"
 #include "attn/check.h"
 #include "attn/cli.h"
 #include "attn/device.h"
 #include "attn/reference.h"
 #include "attn/tensor.h"
+#include "cp_dsa.h"
 #include "cp_ring.h"
 
 extern const attn_example flash2_fwd_example; /* example 03: its kernel 1, fa2_fp32 */
@@ -23,7 +25,11 @@ extern const attn_example flash_bwd_example;  /* example 07: its kernel 2, fa2_f
 
 typedef struct cp_options {
     cp_setup s;
-    int docs, doc_len[CP_MAX_DOCS]; /* --docs: the document lengths */
+    int docs, doc_len[CP_MAX_DOCS];  /* --docs: the document lengths */
+    int window;                      /* --window W: keys i - W < j <= i; 0: none */
+    int dsa, index_heads, index_dim; /* --dsa K: DeepSeek sparse attention, top-K; 0: none */
+    int plant_dsa;                   /* --plant local-index, no-fetch: CP_DSA_PLANT_* */
+    bool gather_kv;                  /* --kv gather: K/V all-gathered instead of fetched */
     const char *backend;
     double timeout_s;
     int seed, reps;
@@ -36,16 +42,27 @@ static const char cp_usage[] =
     "                   shards) or ulysses (all-to-all over heads); default ring\n"
     "  -B, -H, -L, -D   batch, heads, sequence length (split over the P ranks), head dim\n"
     "  --causal         causal attention (default: none)\n"
-    "  --backward       then the backward through the ring (ring, zigzag): dQ, dK, dV checked\n"
+    "  --backward       then the backward (every strategy): dQ, dK, dV checked\n"
     "  --docs N,N,...   a document mask (ring, zigzag): documents of these lengths, summing to\n"
     "                   -L; a query sees keys of its own document only\n"
+    "  --window W       a sliding window (ring, zigzag; causal; forward and backward): query\n"
+    "                   i sees keys i - W < j <= i; ring steps whose keys are all out of every\n"
+    "                   window are skipped\n"
+    "  --dsa K          DeepSeek sparse attention (example 05's kernels; ring or zigzag layout,\n"
+    "                   causal, bf16, -D 64 or 128): the indexer keys all-gathered, each query's\n"
+    "                   top-K over the whole sequence, attention over the selection\n"
+    "  --index-heads N, --index-dim N   the indexer's heads (16..64) and dimension (64, 128)\n"
+    "  --kv fetch|gather  --dsa: the selected K/V rows fetched from their owners (default), or\n"
+    "                   every rank's K/V all-gathered\n"
     "  --backend NAME   mpi (any ranks, host staging) or nccl (one GPU per rank); default mpi\n"
     "  --timeout S      seconds a rank waits for a transfer before it names the missing rank\n"
     "                   and ends the job (default 60)\n"
     "  --seed N         the inputs' seed (default 1)\n"
     "  --reps N         run the forward N times; rank 0 prints its wall time per run (default 1)\n"
     "  --fault K:R:S    plant a failure: rank R exits (K = die) or hangs (K = hang) at step S\n"
-    "  --plant BUG      a planted bug the checks must catch: no-merge, no-skip\n"
+    "  --plant BUG      a planted bug the checks must catch: no-merge, no-skip, no-window,\n"
+    "                   local-index (--dsa: the other ranks' indexer keys not gathered),\n"
+    "                   no-fetch (--dsa: the fetched K/V rows dropped)\n"
     "  --quiet          the checks' lines only\n";
 
 void cp_transfer_failed(const cp_transport *t, int rc, int step, int peer, const char *what,
@@ -101,6 +118,8 @@ static int cp_parse_fault(const char *s, cp_fault *f, char *err, size_t len) {
 static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size_t len) {
     int B = 1, H = 2, L = 64, D = 32;
     memset(o, 0, sizeof *o);
+    o->index_heads = 16;
+    o->index_dim = 64;
     o->backend = "mpi";
     o->timeout_s = 60.0;
     o->seed = 1;
@@ -145,6 +164,20 @@ static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size
             rc = attn_cli_parse_int(a, v, 1, &L, err, len);
         else if (strcmp(a, "-D") == 0)
             rc = attn_cli_parse_int(a, v, 1, &D, err, len);
+        else if (strcmp(a, "--dsa") == 0)
+            rc = attn_cli_parse_int(a, v, 1, &o->dsa, err, len);
+        else if (strcmp(a, "--kv") == 0) {
+            if (strcmp(v, "fetch") != 0 && strcmp(v, "gather") != 0) {
+                snprintf(err, len, "error: --kv takes fetch or gather (got '%s')", v);
+                return ATTN_EXIT_USAGE;
+            }
+            o->gather_kv = strcmp(v, "gather") == 0;
+        } else if (strcmp(a, "--index-heads") == 0)
+            rc = attn_cli_parse_int(a, v, 1, &o->index_heads, err, len);
+        else if (strcmp(a, "--index-dim") == 0)
+            rc = attn_cli_parse_int(a, v, 1, &o->index_dim, err, len);
+        else if (strcmp(a, "--window") == 0)
+            rc = attn_cli_parse_int(a, v, 1, &o->window, err, len);
         else if (strcmp(a, "--reps") == 0)
             rc = attn_cli_parse_int(a, v, 1, &o->reps, err, len);
         else if (strcmp(a, "--seed") == 0)
@@ -158,8 +191,17 @@ static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size
                 o->s.plant = CP_PLANT_NO_MERGE;
             else if (strcmp(v, "no-skip") == 0)
                 o->s.plant = CP_PLANT_NO_SKIP;
+            else if (strcmp(v, "no-window") == 0)
+                o->s.plant = CP_PLANT_NO_WINDOW;
+            else if (strcmp(v, "local-index") == 0)
+                o->plant_dsa = CP_DSA_PLANT_LOCAL_INDEX;
+            else if (strcmp(v, "no-fetch") == 0)
+                o->plant_dsa = CP_DSA_PLANT_NO_FETCH;
             else {
-                snprintf(err, len, "error: --plant takes no-merge or no-skip (got '%s')", v);
+                snprintf(err, len,
+                         "error: --plant takes no-merge, no-skip, no-window, local-index or "
+                         "no-fetch (got '%s')",
+                         v);
                 return ATTN_EXIT_USAGE;
             }
         } else if (strcmp(a, "--docs") == 0)
@@ -195,12 +237,37 @@ static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size
         return ATTN_EXIT_USAGE;
     }
     cp_set_documents(o->doc_len, o->docs);
-    if (o->backward && o->s.strategy == CP_ULYSSES) {
-        snprintf(err, len, "error: --backward runs through the ring: --strategy ring or zigzag");
+    if (o->window && o->s.strategy == CP_ULYSSES) {
+        snprintf(err, len, "error: --window runs through the ring: --strategy ring or zigzag");
         return ATTN_EXIT_USAGE;
     }
+    cp_set_window(o->window);
+    causal = causal || o->window > 0; /* a sliding window is causal */
     attn_problem_init(&o->s.p, B, H, L, L, D);
     o->s.p.causal = causal;
+    if (o->dsa) {
+        const char *bad = o->s.strategy == CP_ULYSSES ? "--dsa runs on the ring's or the zigzag's "
+                                                        "layout: --strategy ring or zigzag"
+                          : o->window || o->docs      ? "--dsa takes no --window or --docs (its "
+                                                        "selection is its mask)"
+                          : o->backward ? "--dsa has no backward here (the forward only)"
+                                        : NULL;
+        attn_problem dp = o->s.p;
+        dp.dtype = ATTN_BF16;
+        if (!bad && o->dsa > L) {
+            snprintf(err, len, "error: --dsa %d selects more keys than the sequence has (-L %d)",
+                     o->dsa, L);
+            return ATTN_EXIT_USAGE;
+        }
+        if (!bad)
+            bad = ds_unsupported(&dp, o->index_heads, o->index_dim, o->dsa);
+        if (bad) {
+            snprintf(err, len, "error: %s", bad);
+            return ATTN_EXIT_USAGE;
+        }
+        o->s.p.causal = true; /* DeepSeek's indexer and selection are causal */
+        return 0;             /* example 05's kernels, not 03's and 07's */
+    }
     o->s.fwd = attn_example_find(&flash2_fwd_example, 1);
     o->s.bwd = attn_example_find(&flash_bwd_example, 2);
     char why[256];
@@ -247,6 +314,8 @@ static int cp_post_wait(cp_transport *t, cp_request *req, int n, int rc) {
 static int cp_gather(cp_transport *t, const cp_setup *s, const cp_result *r, cp_gathered *g) {
     const int P = t->size, BH = s->p.B * s->p.H, L = s->p.Lq;
     double mine[3] = {r->entries, r->steps_computed, r->steps_skipped};
+    if (r->dsa)
+        memcpy(mine, r->bytes, sizeof mine);
     double *dwork = attn_device_alloc(sizeof mine);
     if (!dwork || attn_to_device(dwork, mine, sizeof mine))
         return 1;
@@ -362,13 +431,21 @@ static int cp_same_document(const void *ctx, int b, int h, int i, int j) {
     return 0;
 }
 
-/* The reference's mask: the documents, or none. */
+/* The reference's window and documents: key j is one of query i's last W positions (the
+ * problem's causality applies on top), of its document. */
+static int cp_window_keep(const void *ctx, int b, int h, int i, int j) {
+    const cp_options *o = (const cp_options *)ctx;
+    return (o->window == 0 || i - j < o->window) &&
+           (o->docs == 0 || cp_same_document(ctx, b, h, i, j));
+}
+
+/* The reference's mask: the documents and the window, or none. */
 static const attn_mask *cp_mask(const cp_options *o, attn_mask *m) {
-    if (!o->docs)
+    if (!o->docs && !o->window)
         return NULL;
     memset(m, 0, sizeof *m);
     m->kind = ATTN_MASK_PREDICATE;
-    m->keep = cp_same_document;
+    m->keep = cp_window_keep;
     m->ctx = o;
     return m;
 }
@@ -408,7 +485,7 @@ static bool cp_report(const cp_options *o, int P, const attn_host_inputs *in,
     attn_mask m;
     if (!ref || !one ||
         attn_reference(p, cp_mask(o, &m), in->q, in->k, in->v, ref, ref + nq) != 0 ||
-        (!o->docs && cp_one_device(&o->s, in, one, one + nq)))
+        (!o->docs && !o->window && cp_one_device(&o->s, in, one, one + nq)))
         return false;
     printf("%s, %d rank(s), backend %s: B=%d H=%d L=%d D=%d%s, %s's %s per step\n",
            cp_strategy_name(o->s.strategy), P, o->backend, p->B, p->H, p->Lq, p->D,
@@ -418,7 +495,13 @@ static bool cp_report(const cp_options *o, int P, const attn_host_inputs *in,
     const attn_check_result cl = attn_check_lse_at(p, lse, ref + nq, 1.0);
     attn_check_print(stdout, "output vs the fp64 reference", &co);
     attn_check_print(stdout, "LSE vs the fp64 reference", &cl);
-    if (o->docs)
+    if (o->window)
+        printf(
+            "window of %d keys: each ring step's pairs out of every window skipped, pairs cut by "
+            "its edge masked inside (the one-device kernel has no window: compared with the "
+            "reference only)\n",
+            o->window);
+    else if (o->docs)
         printf("%d documents: each ring step's pairs of two documents skipped (the one-device "
                "kernel has no document mask: compared with the reference only)\n",
                o->docs);
@@ -444,9 +527,14 @@ static bool cp_report_backward(const cp_options *o, int P, const attn_host_input
     if (attn_reference_backward(p, cp_mask(o, &m), in->q, in->k, in->v, dout, NULL, &ref, NULL,
                                 &tol) != 0)
         return false;
-    printf("backward through the ring: example 07's %s per pair, dK and dV travelling with "
-           "their shard\n",
-           o->s.bwd->name);
+    if (o->s.strategy == CP_ULYSSES)
+        printf("backward through the Ulysses all-to-all: Q, K, V, O, dO and the LSE to each head's "
+               "rank, example 07's %s on its heads, dQ, dK, dV back\n",
+               o->s.bwd->name);
+    else
+        printf("backward through the ring: example 07's %s per pair, dK and dV travelling with "
+               "their shard\n",
+               o->s.bwd->name);
     static const char *const names[3] = {"dQ", "dK", "dV"};
     const float *want[3] = {ref.dq, ref.dk, ref.dv}, *bound[3] = {tol.dq, tol.dk, tol.dv};
     bool pass = true;
@@ -463,6 +551,74 @@ static bool cp_report_backward(const cp_options *o, int P, const attn_host_input
     }
     free(mem);
     return cp_work_table(o, P, g->work, "backward") && pass;
+}
+
+/* DeepSeek sparse attention's checks, on rank 0: the gathered selection against example 05's
+ * pipeline on one device (the same kernels: the same selection, ties to the lowest position),
+ * the output against the fp64 reference over that selection (attn_reference with the selection as
+ * its CSR mask), the output against the one-device run; then the bytes each rank received. */
+static bool cp_report_dsa(const cp_options *o, int P, const cp_dsa_inputs *in,
+                          const cp_gathered *g) {
+    const attn_problem *p = &in->p;
+    const int B = p->B, H = p->H, L = p->Lq, K = in->K;
+    const size_t nq = attn_problem_q_elems(p), nl = attn_problem_lse_elems(p), rows = (size_t)B * L;
+    float *one = malloc((nq + nl) * sizeof *one), *ref = malloc((nq + nl) * sizeof *ref);
+    float *kx = malloc(nq * sizeof *kx), *vx = malloc(nq * sizeof *vx);
+    int32_t *sel = malloc(rows * K * sizeof *sel), *one_sel = malloc(rows * K * sizeof *sel);
+    int64_t *row_ptr = malloc((rows + 1) * sizeof *row_ptr);
+    int32_t *col = malloc(rows * K * sizeof *col + 1);
+    if (!one || !ref || !kx || !vx || !sel || !one_sel || !row_ptr || !col ||
+        cp_dsa_one_device(in, one, one + nq, one_sel))
+        return false;
+    size_t differ = 0;
+    for (int b = 0; b < B; ++b) /* head 0's copy of the selection */
+        for (int i = 0; i < L; ++i) {
+            bool same = true;
+            for (int x = 0; x < K; ++x) {
+                const size_t at = ((size_t)b * L + i) * K + x;
+                sel[at] = (int32_t)g->f[2].host[(((size_t)b * H) * L + i) * K + x];
+                same = same && sel[at] == one_sel[at];
+            }
+            differ += !same;
+        }
+    for (int b = 0; b < B; ++b) /* the shared K/V head in every head, for the reference */
+        for (int h = 0; h < H; ++h) {
+            memcpy(kx + ((size_t)b * H + h) * L * p->D, in->k + (size_t)b * L * p->D,
+                   (size_t)L * p->D * sizeof(float));
+            memcpy(vx + ((size_t)b * H + h) * L * p->D, in->v + (size_t)b * L * p->D,
+                   (size_t)L * p->D * sizeof(float));
+        }
+    ds_selection_csr(p, K, sel, row_ptr, col);
+    attn_mask m;
+    memset(&m, 0, sizeof m);
+    m.kind = ATTN_MASK_CSR;
+    m.row_ptr = row_ptr;
+    m.col_idx = col;
+    if (attn_reference(p, &m, in->q, kx, vx, ref, ref + nq) != 0)
+        return false;
+    printf("DeepSeek sparse attention, %s layout, %d rank(s), backend %s: B=%d H=%d L=%d D=%d "
+           "%s, top-%d, indexer %d heads x %d; example 05's indexer, topk_radix, sparse_mma\n",
+           cp_strategy_name(o->s.strategy), P, o->backend, B, H, L, p->D, attn_dtype_name(p->dtype),
+           K, in->HI, in->DI);
+    printf("selection vs example 05 on one device: %s %zu of %zu query rows differ\n",
+           differ ? "FAIL" : "PASS", differ, rows);
+    const float *out = g->f[0].host, *lse = g->f[1].host;
+    const attn_check_result co = attn_check_output(p, out, ref, NULL, 1.0);
+    const attn_check_result cl = attn_check_lse_at(p, lse, ref + nq, 1.0);
+    attn_check_print(stdout, "output vs the fp64 reference over the selection", &co);
+    attn_check_print(stdout, "LSE vs the fp64 reference over the selection", &cl);
+    printf("max |%d ranks - one device|: output %.3g, LSE %.3g\n", P, cp_max_diff(out, one, nq),
+           cp_max_diff(lse, one + nq, nl));
+    if (!o->quiet) {
+        printf("bytes received (K/V %s; the other way counted): rank  indexer keys (all-gather)  "
+               "K/V (all-gather)  K/V (fetch of the selected rows)\n",
+               o->gather_kv ? "all-gathered" : "fetched");
+        for (int r = 0; r < P; ++r)
+            printf("%20d  %25.0f  %16.0f  %14.0f\n", r, g->work[3 * r], g->work[3 * r + 1],
+                   g->work[3 * r + 2]);
+    }
+    free(one), free(ref), free(kx), free(vx), free(sel), free(one_sel), free(row_ptr), free(col);
+    return differ == 0 && co.pass && cl.pass;
 }
 
 void cp_relaunch(int argc, char **argv) {
@@ -547,21 +703,34 @@ int cp_main(int argc, char **argv) {
     cp_gathered g, gb;
     memset(&g, 0, sizeof g);
     memset(&gb, 0, sizeof gb);
-    float *dout = NULL;
-    int failed = attn_host_inputs_make(&in, &o.s.p, (uint64_t)o.seed, 1.0f) != 0;
+    float *dout = NULL, *sel[CP_MAX_CHUNKS] = {NULL};
+    cp_dsa_inputs din;
+    memset(&din, 0, sizeof din);
+    memset(&in, 0, sizeof in);
+    attn_problem dp = o.s.p;
+    dp.dtype = ATTN_BF16;
+    int failed = o.dsa ? cp_dsa_inputs_make(&din, &dp, o.index_heads, o.index_dim, o.dsa,
+                                            (uint64_t)o.seed) != 0
+                       : attn_host_inputs_make(&in, &o.s.p, (uint64_t)o.seed, 1.0f) != 0;
     double seconds = 0.0;
     for (int rep = 0; !failed && rep < o.reps; ++rep) {
         if (rep)
             cp_result_free(&r);
         failed = t->barrier(t) != CP_OK; /* the ranks start together */
         const double t0 = cp_now();
-        failed = failed || cp_forward(t, &o.s, &in, &r) != 0;
+        if (o.dsa) {
+            failed = failed || cp_dsa_forward(t, o.s.strategy, &din, !o.gather_kv, o.plant_dsa, &r,
+                                              sel, r.bytes) != 0;
+            r.dsa = true;
+        } else
+            failed = failed || cp_forward(t, &o.s, &in, &r) != 0;
         seconds += cp_now() - t0;
     }
-    g.n = 2;
+    g.n = o.dsa ? 3 : 2;
     for (int c = 0; !failed && c < r.nchunks; ++c) {
         g.f[0].dev[c] = r.o[c], g.f[0].width = o.s.p.D;
         g.f[1].dev[c] = r.lse[c], g.f[1].width = 1;
+        g.f[2].dev[c] = sel[c], g.f[2].width = o.dsa;
     }
     failed = failed || cp_gather(t, &o.s, &r, &g) != 0;
     if (!failed && o.backward) { /* the loss sum(dO * O), dO seeded as example 07's (stream 3) */
@@ -593,7 +762,7 @@ int cp_main(int argc, char **argv) {
                attn_on_simulator() ? "; the simulator's CPU time, not a GPU's" : "");
     bool pass = true;
     if (rank == 0) {
-        pass = cp_report(&o, P, &in, &g);
+        pass = o.dsa ? cp_report_dsa(&o, P, &din, &g) : cp_report(&o, P, &in, &g);
         if (o.backward)
             pass = cp_report_backward(&o, P, &in, dout, &gb) && pass;
         printf("%s\n", pass ? "PASS" : "FAIL");
@@ -603,7 +772,10 @@ int cp_main(int argc, char **argv) {
         cp_result_free(&rb);
     }
     cp_result_free(&r);
-    attn_host_inputs_free(&in);
+    if (o.dsa)
+        cp_dsa_inputs_free(&din);
+    else
+        attn_host_inputs_free(&in);
     cp_gathered_free(&g);
     cp_gathered_free(&gb);
     free(dout);
