@@ -114,9 +114,160 @@ static int cp_parse_fault(const char *s, cp_fault *f, char *err, size_t len) {
     return ATTN_EXIT_USAGE;
 }
 
-/* The flags; 0, or ATTN_EXIT_USAGE with one line in err. Every rank parses the same argv. */
+/* --plant: a planted bug of the ring (o->s.plant) or of DSA (o->plant_dsa). */
+static int cp_parse_plant(const char *v, cp_options *o, char *err, size_t len) {
+    if (strcmp(v, "no-merge") == 0)
+        o->s.plant = CP_PLANT_NO_MERGE;
+    else if (strcmp(v, "no-skip") == 0)
+        o->s.plant = CP_PLANT_NO_SKIP;
+    else if (strcmp(v, "no-window") == 0)
+        o->s.plant = CP_PLANT_NO_WINDOW;
+    else if (strcmp(v, "local-index") == 0)
+        o->plant_dsa = CP_DSA_PLANT_LOCAL_INDEX;
+    else if (strcmp(v, "no-fetch") == 0)
+        o->plant_dsa = CP_DSA_PLANT_NO_FETCH;
+    else {
+        snprintf(err, len,
+                 "error: --plant takes no-merge, no-skip, no-window, local-index or "
+                 "no-fetch (got '%s')",
+                 v);
+        return ATTN_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* The problem's sizes until the flags are read. */
+typedef struct cp_dims {
+    int B, H, L, D;
+    bool causal;
+} cp_dims;
+
+/* One flag that takes a value (a, v); 0, or ATTN_EXIT_USAGE with one line in err. */
+static int cp_parse_value(const char *a, const char *v, int P, cp_options *o, cp_dims *d, char *err,
+                          size_t len) {
+    if (strcmp(a, "--ranks") == 0) {
+        int n = 0, rc = attn_cli_parse_int(a, v, 1, &n, err, len);
+        if (rc == 0 && n != P) {
+            snprintf(err, len, "error: --ranks %d under mpirun -np %d (give one of them)", n, P);
+            return ATTN_EXIT_USAGE;
+        }
+        return rc;
+    }
+    struct {
+        const char *flag;
+        int *value, min;
+    } ints[] = {{"-B", &d->B, 1},
+                {"-H", &d->H, 1},
+                {"-L", &d->L, 1},
+                {"-D", &d->D, 1},
+                {"--dsa", &o->dsa, 1},
+                {"--index-heads", &o->index_heads, 1},
+                {"--index-dim", &o->index_dim, 1},
+                {"--window", &o->window, 1},
+                {"--reps", &o->reps, 1},
+                {"--seed", &o->seed, 0}};
+    for (size_t n = 0; n < sizeof ints / sizeof ints[0]; ++n)
+        if (strcmp(a, ints[n].flag) == 0)
+            return attn_cli_parse_int(a, v, ints[n].min, ints[n].value, err, len);
+    if (strcmp(a, "--kv") == 0) {
+        if (strcmp(v, "fetch") != 0 && strcmp(v, "gather") != 0) {
+            snprintf(err, len, "error: --kv takes fetch or gather (got '%s')", v);
+            return ATTN_EXIT_USAGE;
+        }
+        o->gather_kv = strcmp(v, "gather") == 0;
+        return 0;
+    }
+    if (strcmp(a, "--timeout") == 0)
+        return attn_cli_parse_real(a, v, &o->timeout_s, err, len);
+    if (strcmp(a, "--backend") == 0) {
+        o->backend = v;
+        return 0;
+    }
+    if (strcmp(a, "--plant") == 0)
+        return cp_parse_plant(v, o, err, len);
+    if (strcmp(a, "--docs") == 0)
+        return attn_cli_parse_counts(a, v, o->doc_len, CP_MAX_DOCS, &o->docs, err, len);
+    if (strcmp(a, "--fault") == 0)
+        return cp_parse_fault(v, &o->s.fault, err, len);
+    if (strcmp(a, "--strategy") == 0) {
+        if (cp_strategy_parse(v, &o->s.strategy) != 0) {
+            snprintf(err, len, "error: --strategy takes ring, zigzag or ulysses (got '%s')", v);
+            return ATTN_EXIT_USAGE;
+        }
+        return 0;
+    }
+    snprintf(err, len, "error: unknown flag '%s' (--help lists them)", a);
+    return ATTN_EXIT_USAGE;
+}
+
+/* --dsa's problem: example 05's kernels must support it, without a window, documents, Ulysses or
+ * the backward. */
+static int cp_check_dsa(cp_options *o, int L, char *err, size_t len) {
+    const char *bad = o->s.strategy == CP_ULYSSES ? "--dsa runs on the ring's or the zigzag's "
+                                                    "layout: --strategy ring or zigzag"
+                      : o->window || o->docs      ? "--dsa takes no --window or --docs (its "
+                                                    "selection is its mask)"
+                      : o->backward               ? "--dsa has no backward here (the forward only)"
+                                                  : NULL;
+    attn_problem dp = o->s.p;
+    dp.dtype = ATTN_BF16;
+    if (!bad && o->dsa > L) {
+        snprintf(err, len, "error: --dsa %d selects more keys than the sequence has (-L %d)",
+                 o->dsa, L);
+        return ATTN_EXIT_USAGE;
+    }
+    if (!bad)
+        bad = ds_unsupported(&dp, o->index_heads, o->index_dim, o->dsa);
+    if (bad) {
+        snprintf(err, len, "error: %s", bad);
+        return ATTN_EXIT_USAGE;
+    }
+    o->s.p.causal = true; /* DeepSeek's indexer and selection are causal */
+    return 0;
+}
+
+/* What the flags ask, checked together: the ranks, the documents, the window, DSA; then the
+ * kernels each ring step runs (example 03's forward, 07's backward) must support the problem. */
+static int cp_check_options(int P, cp_options *o, const cp_dims *d, char *err, size_t len) {
+    if (P > d->L) {
+        snprintf(err, len, "error: %d ranks need at least %d positions to share (got -L %d)", P, P,
+                 d->L);
+        return ATTN_EXIT_USAGE;
+    }
+    long long doc_sum = 0;
+    for (int n = 0; n < o->docs; ++n)
+        doc_sum += o->doc_len[n];
+    if (o->docs && doc_sum != d->L) {
+        snprintf(err, len, "error: --docs lengths sum to %lld, not -L %d", doc_sum, d->L);
+        return ATTN_EXIT_USAGE;
+    }
+    if ((o->docs || o->window) && o->s.strategy == CP_ULYSSES) {
+        snprintf(err, len, "error: %s runs through the ring: --strategy ring or zigzag",
+                 o->docs ? "--docs" : "--window");
+        return ATTN_EXIT_USAGE;
+    }
+    cp_set_documents(o->doc_len, o->docs);
+    cp_set_window(o->window);
+    attn_problem_init(&o->s.p, d->B, d->H, d->L, d->L, d->D);
+    o->s.p.causal = d->causal || o->window > 0; /* a sliding window is causal */
+    if (o->dsa)
+        return cp_check_dsa(o, d->L, err, len); /* example 05's kernels, not 03's and 07's */
+    o->s.fwd = attn_example_find(&flash2_fwd_example, 1);
+    o->s.bwd = attn_example_find(&flash_bwd_example, 2);
+    char why[256];
+    if (attn_kernel_supports(o->s.fwd, &o->s.p, !attn_on_simulator(), why, sizeof why) != 0 ||
+        (o->backward &&
+         attn_kernel_supports(o->s.bwd, &o->s.p, !attn_on_simulator(), why, sizeof why) != 0)) {
+        snprintf(err, len, "error: %s", why);
+        return ATTN_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* The flags; 0, or ATTN_EXIT_USAGE with one line in err (-1 and "help" for --help). Every rank
+ * parses the same argv. */
 static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size_t len) {
-    int B = 1, H = 2, L = 64, D = 32;
+    cp_dims d = {.B = 1, .H = 2, .L = 64, .D = 32};
     memset(o, 0, sizeof *o);
     o->index_heads = 16;
     o->index_dim = 64;
@@ -124,20 +275,14 @@ static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size
     o->timeout_s = 60.0;
     o->seed = 1;
     o->reps = 1;
-    bool causal = false;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int rc = 0;
-        if (strcmp(a, "--causal") == 0) {
-            causal = true;
-            continue;
-        }
-        if (strcmp(a, "--backward") == 0) {
-            o->backward = true;
-            continue;
-        }
-        if (strcmp(a, "--quiet") == 0) {
-            o->quiet = true;
+        bool *on = strcmp(a, "--causal") == 0     ? &d.causal
+                   : strcmp(a, "--backward") == 0 ? &o->backward
+                   : strcmp(a, "--quiet") == 0    ? &o->quiet
+                                                  : NULL; /* the switches: no value */
+        if (on != NULL) {
+            *on = true;
             continue;
         }
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -149,135 +294,11 @@ static int cp_parse(int argc, char **argv, int P, cp_options *o, char *err, size
             return ATTN_EXIT_USAGE;
         }
         ++i;
-        if (strcmp(a, "--ranks") == 0) {
-            int n = 0;
-            if ((rc = attn_cli_parse_int(a, v, 1, &n, err, len)) == 0 && n != P) {
-                snprintf(err, len, "error: --ranks %d under mpirun -np %d (give one of them)", n,
-                         P);
-                return ATTN_EXIT_USAGE;
-            }
-        } else if (strcmp(a, "-B") == 0)
-            rc = attn_cli_parse_int(a, v, 1, &B, err, len);
-        else if (strcmp(a, "-H") == 0)
-            rc = attn_cli_parse_int(a, v, 1, &H, err, len);
-        else if (strcmp(a, "-L") == 0)
-            rc = attn_cli_parse_int(a, v, 1, &L, err, len);
-        else if (strcmp(a, "-D") == 0)
-            rc = attn_cli_parse_int(a, v, 1, &D, err, len);
-        else if (strcmp(a, "--dsa") == 0)
-            rc = attn_cli_parse_int(a, v, 1, &o->dsa, err, len);
-        else if (strcmp(a, "--kv") == 0) {
-            if (strcmp(v, "fetch") != 0 && strcmp(v, "gather") != 0) {
-                snprintf(err, len, "error: --kv takes fetch or gather (got '%s')", v);
-                return ATTN_EXIT_USAGE;
-            }
-            o->gather_kv = strcmp(v, "gather") == 0;
-        } else if (strcmp(a, "--index-heads") == 0)
-            rc = attn_cli_parse_int(a, v, 1, &o->index_heads, err, len);
-        else if (strcmp(a, "--index-dim") == 0)
-            rc = attn_cli_parse_int(a, v, 1, &o->index_dim, err, len);
-        else if (strcmp(a, "--window") == 0)
-            rc = attn_cli_parse_int(a, v, 1, &o->window, err, len);
-        else if (strcmp(a, "--reps") == 0)
-            rc = attn_cli_parse_int(a, v, 1, &o->reps, err, len);
-        else if (strcmp(a, "--seed") == 0)
-            rc = attn_cli_parse_int(a, v, 0, &o->seed, err, len);
-        else if (strcmp(a, "--timeout") == 0)
-            rc = attn_cli_parse_real(a, v, &o->timeout_s, err, len);
-        else if (strcmp(a, "--backend") == 0)
-            o->backend = v;
-        else if (strcmp(a, "--plant") == 0) {
-            if (strcmp(v, "no-merge") == 0)
-                o->s.plant = CP_PLANT_NO_MERGE;
-            else if (strcmp(v, "no-skip") == 0)
-                o->s.plant = CP_PLANT_NO_SKIP;
-            else if (strcmp(v, "no-window") == 0)
-                o->s.plant = CP_PLANT_NO_WINDOW;
-            else if (strcmp(v, "local-index") == 0)
-                o->plant_dsa = CP_DSA_PLANT_LOCAL_INDEX;
-            else if (strcmp(v, "no-fetch") == 0)
-                o->plant_dsa = CP_DSA_PLANT_NO_FETCH;
-            else {
-                snprintf(err, len,
-                         "error: --plant takes no-merge, no-skip, no-window, local-index or "
-                         "no-fetch (got '%s')",
-                         v);
-                return ATTN_EXIT_USAGE;
-            }
-        } else if (strcmp(a, "--docs") == 0)
-            rc = attn_cli_parse_counts(a, v, o->doc_len, CP_MAX_DOCS, &o->docs, err, len);
-        else if (strcmp(a, "--fault") == 0)
-            rc = cp_parse_fault(v, &o->s.fault, err, len);
-        else if (strcmp(a, "--strategy") == 0) {
-            if (cp_strategy_parse(v, &o->s.strategy) != 0) {
-                snprintf(err, len, "error: --strategy takes ring, zigzag or ulysses (got '%s')", v);
-                return ATTN_EXIT_USAGE;
-            }
-        } else {
-            snprintf(err, len, "error: unknown flag '%s' (--help lists them)", a);
-            return ATTN_EXIT_USAGE;
-        }
+        const int rc = cp_parse_value(a, v, P, o, &d, err, len);
         if (rc)
             return rc;
     }
-    if (P > L) {
-        snprintf(err, len, "error: %d ranks need at least %d positions to share (got -L %d)", P, P,
-                 L);
-        return ATTN_EXIT_USAGE;
-    }
-    long long doc_sum = 0;
-    for (int d = 0; d < o->docs; ++d)
-        doc_sum += o->doc_len[d];
-    if (o->docs && doc_sum != L) {
-        snprintf(err, len, "error: --docs lengths sum to %lld, not -L %d", doc_sum, L);
-        return ATTN_EXIT_USAGE;
-    }
-    if (o->docs && o->s.strategy == CP_ULYSSES) {
-        snprintf(err, len, "error: --docs runs through the ring: --strategy ring or zigzag");
-        return ATTN_EXIT_USAGE;
-    }
-    cp_set_documents(o->doc_len, o->docs);
-    if (o->window && o->s.strategy == CP_ULYSSES) {
-        snprintf(err, len, "error: --window runs through the ring: --strategy ring or zigzag");
-        return ATTN_EXIT_USAGE;
-    }
-    cp_set_window(o->window);
-    causal = causal || o->window > 0; /* a sliding window is causal */
-    attn_problem_init(&o->s.p, B, H, L, L, D);
-    o->s.p.causal = causal;
-    if (o->dsa) {
-        const char *bad = o->s.strategy == CP_ULYSSES ? "--dsa runs on the ring's or the zigzag's "
-                                                        "layout: --strategy ring or zigzag"
-                          : o->window || o->docs      ? "--dsa takes no --window or --docs (its "
-                                                        "selection is its mask)"
-                          : o->backward ? "--dsa has no backward here (the forward only)"
-                                        : NULL;
-        attn_problem dp = o->s.p;
-        dp.dtype = ATTN_BF16;
-        if (!bad && o->dsa > L) {
-            snprintf(err, len, "error: --dsa %d selects more keys than the sequence has (-L %d)",
-                     o->dsa, L);
-            return ATTN_EXIT_USAGE;
-        }
-        if (!bad)
-            bad = ds_unsupported(&dp, o->index_heads, o->index_dim, o->dsa);
-        if (bad) {
-            snprintf(err, len, "error: %s", bad);
-            return ATTN_EXIT_USAGE;
-        }
-        o->s.p.causal = true; /* DeepSeek's indexer and selection are causal */
-        return 0;             /* example 05's kernels, not 03's and 07's */
-    }
-    o->s.fwd = attn_example_find(&flash2_fwd_example, 1);
-    o->s.bwd = attn_example_find(&flash_bwd_example, 2);
-    char why[256];
-    if (attn_kernel_supports(o->s.fwd, &o->s.p, !attn_on_simulator(), why, sizeof why) != 0 ||
-        (o->backward &&
-         attn_kernel_supports(o->s.bwd, &o->s.p, !attn_on_simulator(), why, sizeof why) != 0)) {
-        snprintf(err, len, "error: %s", why);
-        return ATTN_EXIT_USAGE;
-    }
-    return 0;
+    return cp_check_options(P, o, &d, err, len);
 }
 
 /* Rank 0 receives every rank's fields and work; the others send theirs. A field is one
@@ -667,6 +688,49 @@ void cp_relaunch(int argc, char **argv) {
     exit(ATTN_EXIT_USAGE);
 }
 
+/* The forward, o->reps times (the ranks start each together); the time of the runs summed. */
+static int cp_forward_runs(cp_transport *t, const cp_options *o, const attn_host_inputs *in,
+                           const cp_dsa_inputs *din, cp_result *r, float **sel, double *seconds) {
+    int failed = 0;
+    *seconds = 0.0;
+    for (int rep = 0; !failed && rep < o->reps; ++rep) {
+        if (rep)
+            cp_result_free(r);
+        failed = t->barrier(t) != CP_OK;
+        const double t0 = cp_now();
+        if (o->dsa) {
+            failed = failed || cp_dsa_forward(t, o->s.strategy, din, !o->gather_kv, o->plant_dsa, r,
+                                              sel, r->bytes) != 0;
+            r->dsa = true;
+        } else
+            failed = failed || cp_forward(t, &o->s, in, r) != 0;
+        *seconds += cp_now() - t0;
+    }
+    return failed;
+}
+
+/* The backward of the loss sum(dO * O), dO seeded as example 07's (stream 3), and its dQ, dK, dV
+ * gathered on rank 0. */
+static int cp_backward_run(cp_transport *t, const cp_options *o, const attn_host_inputs *in,
+                           cp_result *r, cp_result *rb, cp_grads *grads, cp_gathered *gb,
+                           float **dout) {
+    const size_t n = attn_problem_q_elems(&o->s.p);
+    *dout = malloc(n * sizeof(float));
+    if (*dout == NULL)
+        return 1;
+    attn_fill_uniform(*dout, n, (uint64_t)o->seed, 3, 1.0f, o->s.p.dtype);
+    if (cp_backward(t, &o->s, in, *dout, r, rb, grads) != 0)
+        return 1;
+    gb->n = 3;
+    for (int c = 0; c < r->nchunks; ++c) {
+        gb->f[0].dev[c] = grads->dq[c], gb->f[1].dev[c] = grads->dk[c];
+        gb->f[2].dev[c] = grads->dv[c];
+        for (int i = 0; i < 3; ++i)
+            gb->f[i].width = o->s.p.D;
+    }
+    return cp_gather(t, &o->s, rb, gb) != 0;
+}
+
 int cp_main(int argc, char **argv) {
     int rank, P;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -713,19 +777,7 @@ int cp_main(int argc, char **argv) {
                                             (uint64_t)o.seed) != 0
                        : attn_host_inputs_make(&in, &o.s.p, (uint64_t)o.seed, 1.0f) != 0;
     double seconds = 0.0;
-    for (int rep = 0; !failed && rep < o.reps; ++rep) {
-        if (rep)
-            cp_result_free(&r);
-        failed = t->barrier(t) != CP_OK; /* the ranks start together */
-        const double t0 = cp_now();
-        if (o.dsa) {
-            failed = failed || cp_dsa_forward(t, o.s.strategy, &din, !o.gather_kv, o.plant_dsa, &r,
-                                              sel, r.bytes) != 0;
-            r.dsa = true;
-        } else
-            failed = failed || cp_forward(t, &o.s, &in, &r) != 0;
-        seconds += cp_now() - t0;
-    }
+    failed = failed || cp_forward_runs(t, &o, &in, &din, &r, sel, &seconds);
     g.n = o.dsa ? 3 : 2;
     for (int c = 0; !failed && c < r.nchunks; ++c) {
         g.f[0].dev[c] = r.o[c], g.f[0].width = o.s.p.D;
@@ -733,22 +785,8 @@ int cp_main(int argc, char **argv) {
         g.f[2].dev[c] = sel[c], g.f[2].width = o.dsa;
     }
     failed = failed || cp_gather(t, &o.s, &r, &g) != 0;
-    if (!failed && o.backward) { /* the loss sum(dO * O), dO seeded as example 07's (stream 3) */
-        dout = malloc(attn_problem_q_elems(&o.s.p) * sizeof(float));
-        failed = !dout;
-        if (dout)
-            attn_fill_uniform(dout, attn_problem_q_elems(&o.s.p), (uint64_t)o.seed, 3, 1.0f,
-                              o.s.p.dtype);
-        failed = failed || cp_backward(t, &o.s, &in, dout, &r, &rb, &grads) != 0;
-        gb.n = 3;
-        for (int c = 0; !failed && c < r.nchunks; ++c) {
-            gb.f[0].dev[c] = grads.dq[c], gb.f[1].dev[c] = grads.dk[c];
-            gb.f[2].dev[c] = grads.dv[c];
-            for (int i = 0; i < 3; ++i)
-                gb.f[i].width = o.s.p.D;
-        }
-        failed = failed || cp_gather(t, &o.s, &rb, &gb) != 0;
-    }
+    if (!failed && o.backward)
+        failed = cp_backward_run(t, &o, &in, &r, &rb, &grads, &gb, &dout);
     if (failed) {
         fprintf(stderr, "error: rank %d: the run failed (the line above says why)\n", rank);
         fflush(stderr);
