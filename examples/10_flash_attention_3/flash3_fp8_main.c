@@ -153,14 +153,6 @@ static int64_t check_tensor(const double *x, int BH, int L, int D, int rows_per_
     return bad;
 }
 
-/* Keys row i of a head sees (bottom-right causal). */
-static int keys_seen(const attn_problem *p, int i) {
-    if (!p->causal)
-        return p->Lk;
-    int n = i + p->Lk - p->Lq + 1;
-    return n < 0 ? 0 : n > p->Lk ? p->Lk : n;
-}
-
 typedef struct errors {
     double max64, rms64, ratio64, maxdq, ratiodq, score_max, lse_max, ratio_lse;
     int64_t bad64, baddq, badlse;
@@ -182,7 +174,7 @@ static void compare(const attn_problem *p, int64_t rows, const double *q, const 
     memset(e, 0, sizeof *e);
     for (int bh = 0; bh < p->B * p->H; ++bh)
         for (int i = 0; i < p->Lq; ++i) {
-            const int n = keys_seen(p, i);
+            const int n = attn_causal_keys(p, 0, i); /* dense: every sequence alike */
             const int64_t row = (int64_t)bh * p->Lq + i;
             if (row >= rows)
                 break;
@@ -280,6 +272,54 @@ static double score_error(const attn_problem *p, int64_t rows, const double *q, 
             return 1;                                                                              \
     } while (0)
 
+/* --outliers: channels 7 and 37 of Q and K times F; --v-tile-scale: V's odd blocks of
+ * FA3_FP8_BN keys times F; each value rounded to the dtype again. */
+static void shape_inputs(attn_host_inputs *in, const attn_problem *p, double outliers,
+                         double v_tiles) {
+    const int D = p->D;
+    const size_t qn = attn_problem_q_elems(p), kn = attn_problem_k_elems(p);
+    static const int outlier_channels[2] = {7, 37};
+    for (int c = 0; c < 2; ++c) {
+        for (size_t r = 0; r < qn / D; ++r) {
+            float *x = &in->q[r * D + outlier_channels[c]];
+            *x = attn_round_dtype((float)(*x * outliers), p->dtype);
+        }
+        for (size_t r = 0; r < kn / D; ++r) {
+            float *x = &in->k[r * D + outlier_channels[c]];
+            *x = attn_round_dtype((float)(*x * outliers), p->dtype);
+        }
+    }
+    for (int64_t r = 0; r < (int64_t)(kn / D); ++r)
+        if (r % p->Lk / FA3_FP8_BN % 2 == 1)
+            for (int d = 0; d < D; ++d)
+                in->v[r * D + d] = attn_round_dtype((float)(in->v[r * D + d] * v_tiles), p->dtype);
+}
+
+/* --json FILE (appended; - for stdout): one record of the run, errors and (timed) speed. */
+static int write_json(const char *path, const attn_problem *p, bool hadamard, double outliers,
+                      const errors *e, int fails, double median_ms) {
+    FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "a");
+    if (f == NULL) {
+        fprintf(stderr, "error: cannot open %s\n", path);
+        return 1;
+    }
+    fprintf(f,
+            "{\"kernel\": \"fa3_fp8\", \"backend\": \"%s\", \"B\": %d, \"H\": %d, \"Lq\": %d, "
+            "\"Lk\": %d, \"D\": %d, \"dtype\": \"%s\", \"causal\": %s, \"hadamard\": %s, "
+            "\"outliers\": %g, \"err_fp64\": %.6g, \"rms_fp64\": %.6g, \"err_over_bound\": "
+            "%.6g, \"err_dequantised\": %.6g, \"score_err\": %.6g, \"pass\": %s",
+            attn_backend_name(), p->B, p->H, p->Lq, p->Lk, p->D, attn_dtype_name(p->dtype),
+            p->causal ? "true" : "false", hadamard ? "true" : "false", outliers, e->max64, e->rms64,
+            e->ratio64, e->maxdq, e->score_max, fails ? "false" : "true");
+    if (!isnan(median_ms))
+        fprintf(f, ", \"median_ms\": %.6g, \"tflops\": %.6g", median_ms,
+                attn_problem_flops(p) / (median_ms * 1e-3) * 1e-12);
+    fprintf(f, "}\n");
+    if (f != stdout)
+        fclose(f);
+    return 0;
+}
+
 static void launch_attention(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
     (void)p;
     fa3_fp8_attention((const fa3_fp8_args *)b->args, s);
@@ -363,22 +403,7 @@ int main(int argc, char **argv) {
     /* inputs: seeded, channels 7 and 37 of Q and K scaled, rounded to the dtype */
     attn_host_inputs in;
     TRY(attn_host_inputs_make(&in, &p, cli.seed, cli.amplitude > 0 ? cli.amplitude : 1.0f));
-    static const int outlier_channels[2] = {7, 37};
-    for (int c = 0; c < 2; ++c) {
-        for (size_t r = 0; r < qn / D; ++r) {
-            float *x = &in.q[r * D + outlier_channels[c]];
-            *x = attn_round_dtype((float)(*x * outliers), p.dtype);
-        }
-        for (size_t r = 0; r < kn / D; ++r) {
-            float *x = &in.k[r * D + outlier_channels[c]];
-            *x = attn_round_dtype((float)(*x * outliers), p.dtype);
-        }
-    }
-
-    for (int64_t r = 0; r < (int64_t)(kn / D); ++r)
-        if (r % p.Lk / FA3_FP8_BN % 2 == 1)
-            for (int d = 0; d < D; ++d)
-                in.v[r * D + d] = attn_round_dtype((float)(in.v[r * D + d] * v_tiles), p.dtype);
+    shape_inputs(&in, &p, outliers, v_tiles);
 
     /* device buffers and the pre-pass */
     void *staging = xcalloc(qn > kn ? qn : kn, 4);
@@ -490,27 +515,9 @@ int main(int argc, char **argv) {
                attn_problem_flops(&p) / (st.median_ms * 1e-3) * 1e-12,
                on_sim ? " (simulator: CPU time, not GPU performance)" : "");
     }
-    if (cli.json_path != NULL) {
-        FILE *f = strcmp(cli.json_path, "-") == 0 ? stdout : fopen(cli.json_path, "a");
-        if (f == NULL) {
-            fprintf(stderr, "error: cannot open %s\n", cli.json_path);
-            return 1;
-        }
-        fprintf(f,
-                "{\"kernel\": \"fa3_fp8\", \"backend\": \"%s\", \"B\": %d, \"H\": %d, \"Lq\": %d, "
-                "\"Lk\": %d, \"D\": %d, \"dtype\": \"%s\", \"causal\": %s, \"hadamard\": %s, "
-                "\"outliers\": %g, \"err_fp64\": %.6g, \"rms_fp64\": %.6g, \"err_over_bound\": "
-                "%.6g, \"err_dequantised\": %.6g, \"score_err\": %.6g, \"pass\": %s",
-                attn_backend_name(), p.B, p.H, p.Lq, p.Lk, D, attn_dtype_name(p.dtype),
-                p.causal ? "true" : "false", hadamard ? "true" : "false", outliers, e.max64,
-                e.rms64, e.ratio64, e.maxdq, e.score_max, fails ? "false" : "true");
-        if (!isnan(median_ms))
-            fprintf(f, ", \"median_ms\": %.6g, \"tflops\": %.6g", median_ms,
-                    attn_problem_flops(&p) / (median_ms * 1e-3) * 1e-12);
-        fprintf(f, "}\n");
-        if (f != stdout)
-            fclose(f);
-    }
+    if (cli.json_path != NULL &&
+        write_json(cli.json_path, &p, hadamard, outliers, &e, fails, median_ms) != 0)
+        return 1;
     void *dev[] = {dq, dk, dv, a.q8, a.k8, a.v8, a.q_scale, a.k_scale, a.v_scale, a.o, a.lse};
     for (size_t n = 0; n < sizeof dev / sizeof dev[0]; ++n)
         attn_device_free(dev[n]);
