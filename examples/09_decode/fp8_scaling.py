@@ -14,7 +14,6 @@ Inputs (seeded): uniform in [-1, 1); outlier channels: channels 7 and 37 of ever
 of every row, which is also V) times F; outlier tokens: the values of tokens 0-3 times F (V; the
 latent row). The table sits between <!-- table:fp8_scaling --> and <!-- /table:fp8_scaling -->.
 """
-import argparse
 import os
 import sys
 
@@ -119,10 +118,11 @@ def table():
 
 
 def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--check", action="store_true")
-    args = ap.parse_args(argv)
-    return make_tables.rewrite({"fp8_scaling": table()}, args.check, "fp8_scaling.py")
+    if argv not in ([], ["--check"]):
+        print(f"error: unknown arguments {' '.join(argv)} (usage: fp8_scaling.py [--check])",
+              file=sys.stderr)
+        return 2
+    return make_tables.rewrite({"fp8_scaling": table()}, argv == ["--check"], "fp8_scaling.py")
 
 
 if __name__ == "__main__":
