@@ -302,9 +302,9 @@ def fp8_cache(x):
 class DenseFP8(Dense):
     """Dense attention over an FP8 KV cache, emulated: K (after RoPE) and V rounded through e4m3
     with a scale per token and K/V head (fp8_cache) before attending; q is not quantised. What
-    example 09's versions 11 (append) and 12 (attention) compute, in float32 here (the kernels
-    dequantise into a 16-bit tile); examples/09_decode/tests/test_fp8_library.py holds the
-    kernels to this function, and quality/tests' fp8 test to the kernels' generation."""
+    example 09's versions 11 (append) and 12 (attention) compute in an f32 session
+    (tests/quality/test_fp8_emulation.py holds them to this on every layer of SmolLM2; a 16-bit
+    session rounds K and V to 16 bits before quantising)."""
 
     def __call__(self, layer, q, k, v, h=None):
         return super().__call__(layer, q, fp8_cache(k), fp8_cache(v), h)
