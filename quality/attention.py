@@ -274,18 +274,57 @@ class TopK(Attention):
         return top_k_rows(ctx(rows, n), rows, self.k)
 
 
+# ----------------------------------------------------------------------------------------------
+# FP8: the KV cache of example 09 (versions 11-12) and the indexer of example 05 (version 8)
+# ----------------------------------------------------------------------------------------------
+
+E4M3_MAX = 448.0  # e4m3's largest value
+
+
+def e4m3_rows(x):
+    """(codes as torch.float8_e4m3fn, scales [..., 1] float32) of x [..., D]: one scale per row
+    of the last dimension, FlashMLA's rule as example 09's cache applies it per token and K/V
+    head: s = 2^ceil(log2(max(amax / 448, 1e-4))), codes = e4m3(x / s) (PyTorch's conversion:
+    nearest, ties to even). x / s is exact (s is a power of two) and lands in [-448, 448]."""
+    x32 = x.to(torch.float32)
+    r = (x32.abs().amax(-1, keepdim=True) / E4M3_MAX).clamp(min=1e-4)
+    mant, exp = torch.frexp(r)  # r = mant * 2^exp, mant in [0.5, 1): 2^exp is at or above r
+    s = torch.ldexp(torch.ones_like(r), exp - (mant == 0.5).int())
+    return (x32 / s).to(torch.float8_e4m3fn), s
+
+
+def fp8_cache(x):
+    """x [..., D] as an FP8 cache holds it: e4m3_rows' codes times their scales, in x's dtype."""
+    codes, s = e4m3_rows(x)
+    return (codes.to(torch.float32) * s).to(x.dtype)
+
+
+class DenseFP8(Dense):
+    """Dense attention over an FP8 KV cache, emulated: K (after RoPE) and V rounded through e4m3
+    with a scale per token and K/V head (fp8_cache) before attending; q is not quantised. What
+    example 09's versions 11 (append) and 12 (attention) compute in an f32 session
+    (tests/quality/test_fp8_emulation.py holds them to this on every layer of SmolLM2; a 16-bit
+    session rounds K and V to 16 bits before quantising)."""
+
+    def __call__(self, layer, q, k, v, h=None):
+        return super().__call__(layer, q, fp8_cache(k), fp8_cache(v), h)
+
+
 def sink_window(k, sinks=4):
     """The pattern of budget k per query: the first `sinks` tokens and the k - sinks latest."""
     return f"global:n={sinks}+causal_window:w={k - sinks}"
 
 
 def make(spec, record=False):
-    """An attention from a name: 'dense', 'oracle:k=K', 'indexer:k=K' (the trained lightning
-    indexer of indexer.py, its committed weights), or an example 04 pattern spec (ValueError, one
-    line, when malformed)."""
+    """An attention from a name: 'dense', 'dense-fp8' (over an FP8 KV cache, DenseFP8),
+    'oracle:k=K', 'indexer:k=K' (the trained lightning indexer of indexer.py, its committed
+    weights), 'indexer-fp8:k=K' (the same indexer in FP8, as example 05's version 8), or an
+    example 04 pattern spec (ValueError, one line, when malformed)."""
     if spec == "dense":
         return Dense(record)
-    for prefix in ("oracle:k=", "indexer:k="):
+    if spec == "dense-fp8":
+        return DenseFP8(record)
+    for prefix in ("oracle:k=", "indexer:k=", "indexer-fp8:k="):
         if spec.startswith(prefix):
             value = spec[len(prefix):]
             if not value.isdigit() or int(value) < 1:
@@ -293,7 +332,8 @@ def make(spec, record=False):
             if prefix == "oracle:k=":
                 return TopK(int(value), record=record)
             import indexer
-            return TopK(int(value), indexer.scorer(indexer.load()), record=record)
+            return TopK(int(value), indexer.scorer(indexer.load(), fp8=prefix != "indexer:k="),
+                        record=record)
     return Pattern(spec, record)
 
 

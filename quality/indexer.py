@@ -143,10 +143,21 @@ def load(path=WEIGHTS):
     return out
 
 
-def scorer(indexers, keys_transform=None):
+def fp8_scores():
+    """Example 05's PyTorch FP8 indexer (sparse_attention.py, index_scores_fp8: q_I per row and
+    head, k_I per key in e4m3 with power-of-two scales, as its version 8; loaded by file path)."""
+    import attention
+    return attention._load("sparse_attention_05", os.path.join(
+        HERE, "..", "examples", "05_deepseek_sparse", "sparse_attention.py")).index_scores_fp8
+
+
+def scorer(indexers, keys_transform=None, fp8=False):
     """attention.TopK's scorer: the layer's indexer scores of its normed input h, as a function
     rows(r, n) -> I [len(r), n] (the keys projected once per layer; keys_transform(ix, keys), if
-    given, returns the keys to score with instead: rope_probe.py's ablations)."""
+    given, returns the keys to score with instead: rope_probe.py's ablations; fp8: the scores of
+    example 05's FP8 indexer on the same q_I, k_I and weights, fp8_scores)."""
+    combine = fp8_scores() if fp8 else None
+
     def score(layer, q, k, h):
         ix = indexers[layer]
         with torch.no_grad():
@@ -157,6 +168,8 @@ def scorer(indexers, keys_transform=None):
         def rows(r, n):
             with torch.no_grad():
                 qi, w = ix.queries(h, r)
+                if combine is not None:  # causality: TopK masks the keys past each row
+                    return combine(qi, keys[:n], w, causal=False)
                 return ix.combine(qi, keys[:n], w)
         return rows
     return score

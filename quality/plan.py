@@ -56,6 +56,22 @@ def frontier_specs(L, k):
 FRONTIER = {L: {k: frontier_specs(L, k) for k in ks} for L, ks in FRONTIER_PARAMS.items()}
 
 
+# FP8 (examples 05 and 09): the model over an FP8 KV cache against dense, and the trained
+# indexer in FP8 against itself in 16 bits at the indexer's k of the set's existing rows (the DSA
+# table at 2,048 tokens, example 06's table at 512). Not probed by dense's recall probe (the
+# committed probes predate them): judged by their NLL only.
+FP8_CONFIGS = {512: [("dense-fp8", "fp8 cache", None), ("indexer-fp8:k=64", "fp8 indexer", 64)],
+               2048: [("dense-fp8", "fp8 cache", None),
+                      ("indexer-fp8:k=256", "fp8 indexer", 256)]}
+FP8_SETS = ("austen-2k", "austen-512", "kjv-512", "go-512")
+FP8_FAMILIES = ("fp8 cache", "fp8 indexer")
+
+
+def fp8_configs(name):
+    """The FP8 configurations of a window set ([] where none run)."""
+    return FP8_CONFIGS[windowsets.SETS[name].length] if name in FP8_SETS else []
+
+
 def frontier(L, k, families=FAMILIES):
     return [(FRONTIER[L][k][f], f, k) for f in families]
 
@@ -65,12 +81,13 @@ def set_configs(name):
     or None)]. The dense job's probe judges all of them."""
     ws = windowsets.SETS[name]
     if ws.length == 512:
-        return [("dense", "dense", None)] + [(s, f, 64) for s, f in LADDER_512]
+        return [("dense", "dense", None)] + [(s, f, 64) for s, f in LADDER_512] + fp8_configs(
+            name)
     L = ws.length
     out = [("dense", "dense", None)]
     for k in (L // 8, L // 16, L // 4) if L in FRONTIER else ():
         out += frontier(L, k)
-    return out
+    return out + fp8_configs(name)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -134,6 +151,9 @@ def phases():
         "window", "strided", "bigbird", "indexer", "oracle")] + [
         f8[k][f] for k in (512, 2048) for f in FAMILIES if (k, f) not in (
             (2048, "indexer"), (2048, "oracle"), (2048, "sink+window"))])))
+    # FP8 last (run by itself: --phases fp8): 2,048 tokens first, then the three texts at 512
+    p.append(("fp8", [j for s in FP8_SETS for j in nll_jobs(s, [c for c, _, _ in
+                                                              fp8_configs(s)])]))
     return p
 
 

@@ -37,6 +37,9 @@ attention's n is the set's count or the attention is absent.
                indexer and the oracle at DSA's k = 2,048
     8k-more    Austen at 8,192: sink+window at k = 2,048, the rest of the 23 % point (fixed
                patterns first), then 12 % and 44 %
+    fp8        FP8 (examples 05, 09): dense over an FP8 KV cache (attention.DenseFP8) and the
+               indexer in FP8 (example 05's index_scores_fp8) at k = 256 on Austen at 2,048,
+               then at k = 64 on the three texts at 512
 
 The frontier configurations (FRONTIER): at each length L the densities of a top-k selection with
 k = L/16, L/8, L/4 (0.121, 0.234, 0.438; k = 2,048 at 8,192 tokens is DeepSeek's), and for each
@@ -74,7 +77,7 @@ import smollm  # noqa: E402
 import stats  # noqa: E402
 import texts  # noqa: E402
 import windowsets  # noqa: E402
-from plan import (EPOCHS, FRONTIER, PASSKEY_DEPTHS, PASSKEY_FILLER, PASSKEY_KEYS,  # noqa: E402
+from plan import (EPOCHS, FP8_FAMILIES, FRONTIER, PASSKEY_DEPTHS, PASSKEY_FILLER, PASSKEY_KEYS,  # noqa: E402
                   PASSKEY_LENGTHS, TRAIN_WINDOWS, forwards, frontier, phases, read_lines,
                   set_configs)
 import report  # noqa: E402
@@ -117,9 +120,11 @@ class Runner:
         return self._ixs
 
     def attention(self, spec):
-        if spec.startswith("indexer:k="):
-            import indexer
-            return attention.TopK(int(spec[10:]), indexer.scorer(self.indexers()))
+        for prefix in ("indexer:k=", "indexer-fp8:k="):
+            if spec.startswith(prefix):
+                import indexer
+                return attention.TopK(int(spec[len(prefix):]), indexer.scorer(
+                    self.indexers(), fp8=prefix == "indexer-fp8:k="))
         return attention.make(spec)
 
     def windows(self, set_name):
@@ -206,8 +211,8 @@ class Runner:
     def run_nll(self, set_name, spec, i):
         doc, start, ids = self.windows(set_name)[i]
         if spec == "dense":
-            sel = {s: self.attention(s) for s, _, _ in set_configs_of(self.sets[set_name])
-                   if s != "dense"}
+            sel = {s: self.attention(s) for s, f, _ in set_configs_of(self.sets[set_name])
+                   if s != "dense" and f not in FP8_FAMILIES}
             att = attention.Probe(sel, PROBE_ROWS)
         else:
             att = self.attention(spec)
@@ -238,7 +243,7 @@ class Runner:
 def needs_indexer(job):
     """Jobs that need the trained weights: the training itself, the indexer's configurations,
     and dense (its probe judges the indexer's selection too)."""
-    return (job[0] == "train" or job[0] in ("nll", "passkey") and job[2].startswith("indexer:")
+    return (job[0] == "train" or job[0] in ("nll", "passkey") and job[2].startswith("indexer")
             or job[0] == "nll" and job[2] == "dense")
 
 

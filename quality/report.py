@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """report.py — the Markdown tables, verdict words and figures of quality/README.md and of example
-05's README, made from the committed result files (results/*.json, written by recompute.py),
+05's README (and example 09's FP8 table), made from the committed result files (results/*.json, written by recompute.py),
 never typed.
 
     python quality/report.py            rewrite the tables between the documents' markers
@@ -34,6 +34,7 @@ RESULTS = os.path.join(HERE, "results")
 README = os.path.join(HERE, "README.md")
 EX05_README = os.path.join(HERE, "..", "examples", "05_deepseek_sparse", "README.md")
 EX06 = os.path.join(HERE, "..", "examples", "06_custom_pattern")
+EX09_README = os.path.join(HERE, "..", "examples", "09_decode", "README.md")  # its fp8 table only
 # Every document whose prose holds verdict words: together, the family of comparisons that Holm's
 # correction (holm_table) is taken over.
 VERDICT_DOCS = (README, EX05_README, os.path.join(EX06, "README.md"), os.path.join(EX06, "REPORT.md"))
@@ -186,6 +187,44 @@ def dsa_table(results=RESULTS):
                                      "per layer and window of the dense model (its own q/k); "
                                      "mass and set recall over the queries that see more than "
                                      "k keys (the trivial ones, which keep every key, apart)."])
+
+
+def fp8_table(results=RESULTS):
+    """FP8 against 16 bits on the same windows (plan.FP8_CONFIGS): the model over an FP8 KV cache
+    against dense, the trained indexer in FP8 against itself at the same k; each pair's paired
+    tests and verdict, and the FP8 run's time."""
+    lines = ["| window set | FP8 | against | n | perplexity, against → FP8 | NLL change of FP8 "
+             "[95% CI] | p (t / sign-flip) | verdict | time of the FP8 run |",
+             "|---|---|---|---:|---:|---:|---:|---|---:|"]
+    done = []
+    for name in plan.FP8_SETS:
+        d = load(f"{name}.json", results)
+        for spec, family, k in plan.fp8_configs(name):
+            base = "dense" if family == "fp8 cache" else f"indexer:k={k}"
+            what = ("KV cache (e4m3, a scale per token and K/V head)" if family == "fp8 cache"
+                    else f"indexer, k = {k} (e4m3 q_I, k_I)")
+            against = "dense, 32-bit cache" if base == "dense" else f"the indexer in 32 bits"
+            c, cb = complete(d, spec), complete(d, base)
+            r = comparison(d, spec, base)
+            if not r:
+                lines.append(f"| `{name}` | {what} | {against} | — | not run | | | | |")
+                continue
+            done.append(name)
+            lines.append(f"| `{name}` | {what} | {against} | {c['n']} | {cb['ppl']:.2f} → "
+                         f"{c['ppl']:.2f} | {fmt_ci(r['mean'], r['ci95_t'], 4)} | "
+                         f"{stats.fmt_p(r['p_t'])} / {stats.fmt_p(r['p_signflip'])} | "
+                         f"{r['verdict']} | {c['seconds'] / 60:.1f} min |")
+    sets = "; ".join(windowsets.describe(n) for n in dict.fromkeys(done))
+    d = load(f"{done[0]}.json", results) if done else None
+    lines += ["", (f"n windows per set: {sets}. " if done else "") +
+              "Paired over the windows (stats.paired: t-test and sign-flip test, both at 5 %). "
+              "PyTorch emulations on the CPU (quality/attention.py DenseFP8: K after RoPE and V "
+              "through e4m3 with FlashMLA's power-of-two scale, as example 09's versions 11-12, "
+              "held to them by quality.fp8_cache_real_qkv; example 05's index_scores_fp8 as its "
+              "version 8, held to it by python.deepseek_sparse), not the kernels; the 32-bit side "
+              "is the toolkit's float32. Time: the FP8 run's forwards, summed"
+              + (f" ({d['machine']})." if d else ".")]
+    return "\n".join(lines)
 
 
 def frontier_table(d):
@@ -481,13 +520,14 @@ def tables(results=RESULTS):
     out = {"sets": sets_table(), "cost": cost_table(results)}
     for name in windowsets.SETS:
         d = load(f"{name}.json", results)
-        if d and name.endswith("-512"):
-            out[name] = quality_table(d)
+        if d and name.endswith("-512"):  # the FP8 configurations have a table of their own
+            out[name] = quality_table(d, [s for s, c in d["configs"].items()
+                                          if c.get("family") not in plan.FP8_FAMILIES])
         if d and name in ("kjv-2k", "go-2k"):  # phase 2k-texts: the configurations it runs
             out[name] = quality_table(d, [s for s in d["configs"] if complete(d, s)])
         if d and name in ("austen-2k", "austen-8k"):
             out[f"frontier-{name[-2:]}"] = frontier_table(d)
-    for name, make in (("dsa", dsa_table), ("passkey", passkey_table),
+    for name, make in (("dsa", dsa_table), ("fp8", fp8_table), ("passkey", passkey_table),
                        ("training", training_table), ("verify", verify_table),
                        ("holm", holm_table), ("rope-probe", rope_probe_table)):
         t = make(results)
@@ -503,10 +543,13 @@ def tables(results=RESULTS):
 VERDICT = re.compile(r"<!-- verdict ([^|]+)\|([^|]+)\|([^ ]+) -->(.*?)<!-- /verdict -->")
 
 
-def replace_tables(text, found, missing="not run: no results yet"):
-    """Every <!-- table:NAME --> block rewritten with found[NAME] (missing: that text)."""
+def replace_tables(text, found, missing="not run: no results yet", only=None):
+    """Every <!-- table:NAME --> block (of the names in only, if given) rewritten with
+    found[NAME] (missing: that text)."""
     def sub(m):
-        body = found.get(m.group(2), missing)
+        if only is not None and m.group(2) not in only:
+            return m.group(0)
+        body = found.get(m.group(2)) or missing
         return m.group(1) + body + "\n" + m.group(3)
     return re.sub(r"(<!-- table:([\w.-]+) -->\n)(?:.*?\n)?(<!-- /table:\2 -->)", sub, text,
                   flags=re.S)
@@ -523,11 +566,12 @@ def replace_verdicts(text, results=RESULTS):
     return VERDICT.sub(sub, text)
 
 
-def regenerate(path, found, check, results=RESULTS):
-    """Rewrite (or, with check, compare) one document's tables and verdicts; True if current."""
+def regenerate(path, found, check, results=RESULTS, only=None):
+    """Rewrite (or, with check, compare) one document's tables and verdicts; True if current.
+    only: the names of the tables to rewrite (the others are another script's)."""
     with open(path) as f:
         text = f.read()
-    new = replace_verdicts(replace_tables(text, found), results)
+    new = replace_verdicts(replace_tables(text, found, only=only), results)
     if new == text:
         return True
     if check:
@@ -554,7 +598,7 @@ def figures(results=RESULTS):
             continue
         fig, ax = plt.subplots(1, 2, figsize=(11, 4))
         for spec, c in d["configs"].items():
-            if c.get("complete"):
+            if c.get("complete") and c.get("family") not in plan.FP8_FAMILIES:
                 pos = c["by_position"]
                 ax[0].plot([(a + b) / 2 for a, b, _ in pos], [p for _, _, p in pos], "o-",
                            label=spec, ms=3)
@@ -580,7 +624,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     found = tables()
     ok = all([regenerate(README, found, args.check),
-              regenerate(EX05_README, found, args.check)])
+              regenerate(EX05_README, found, args.check),
+              regenerate(EX09_README, {"fp8": found.get("fp8")}, args.check, only=("fp8",))])
     if args.figures and not args.check:
         figures()
     print("tables and verdicts up to date" if ok else "stale", file=sys.stderr)

@@ -230,6 +230,14 @@ int ds_setup(void *state, const attn_problem *p, const attn_cli *cli, int check_
     if (!s->logits || !s->sel || !s->seen || !s->out || !s->lse ||
         make_inputs(s, cli->seed, cli->amplitude) != 0)
         return 1;
+    if (cli->dump_dir != NULL) { /* indexer_fp8's scores, for --dump (a PyTorch check) */
+        const size_t n = (size_t)s->rows_q * p->Lk;
+        s->fp8_scores = attn_host_alloc(n * sizeof(float) + 16, "--dump");
+        if (s->fp8_scores == NULL)
+            return 1;
+        for (size_t x = 0; x < n; ++x)
+            s->fp8_scores[x] = NAN;
+    }
     /* -1 (no key) until a top-k check accepts a row: what the attention reference reads */
     memset(s->sel, 0xFF, (size_t)s->rows_q * s->k_eff * sizeof(int32_t));
     if (make_device(s) != 0)
@@ -275,6 +283,47 @@ void ds_record_json(void *state, const attn_kernel *k, char *out, size_t len) {
              (double)attn_device_mem_used());
 }
 
+/* indexer_fp8's tensors after its checked run: its codes (as the values they stand for) and
+ * scales read back from the device, and its scores of every row (fp8_scores.bin, [rows_q, Lk]) */
+static int dump_fp8(const ds_state *s, const char *dir, char *path, size_t len) {
+    const int64_t HI = s->opt.index_heads, DI = s->opt.index_dim;
+    const int64_t nq = s->rows_q * HI, nk = s->rows_k;
+    uint8_t *codes = attn_host_alloc((size_t)(nq > nk ? nq : nk) * DI + 16, "--dump");
+    float *values =
+        attn_host_alloc((size_t)(nq > nk ? nq : nk) * DI * sizeof(float) + 16, "--dump");
+    int rc = codes == NULL || values == NULL;
+    const struct {
+        const char *name;
+        const void *dev;
+        int64_t d0, d1, d2; /* d2 > 1: e4m3 codes, decoded */
+    } t[] = {
+        {"q_index8", s->d_qi8, s->rows_q, HI, DI},
+        {"k_index8", s->d_ki8, nk, DI, 0},
+        {"q_scale", s->d_qscale, s->rows_q, HI, 1},
+        {"k_scale", s->d_kscale, nk, 1, 1},
+    };
+    for (size_t n = 0; rc == 0 && n < sizeof t / sizeof t[0]; ++n) {
+        const bool fp8 = n < 2;
+        const int64_t elems = t[n].d0 * t[n].d1 * (t[n].d2 > 1 ? t[n].d2 : 1);
+        int64_t d[3] = {t[n].d0, t[n].d1, t[n].d2};
+        snprintf(path, len, "%s/%s.bin", dir, t[n].name);
+        rc = fp8 ? attn_to_host(codes, t[n].dev, (size_t)elems)
+                 : attn_to_host(values, t[n].dev, (size_t)elems * sizeof(float));
+        if (rc == 0 && fp8)
+            ds_fp8_decode(codes, elems, values);
+        if (rc == 0)
+            rc = attn_tensor_save(path, values, t[n].d2 > 1 ? 3 : 2, d);
+    }
+    if (rc == 0) {
+        int64_t d[2] = {s->rows_q, s->p.Lk};
+        snprintf(path, len, "%s/fp8_scores.bin", dir);
+        rc = attn_tensor_save(path, s->fp8_scores, 2, d);
+    }
+    free(codes);
+    free(values);
+    return rc;
+}
+
 int ds_dump(void *state, const char *dir) {
     const ds_state *s = of(state);
     const attn_problem *p = &s->p;
@@ -306,6 +355,8 @@ int ds_dump(void *state, const char *dir) {
         snprintf(path, sizeof path, "%s/%s.bin", dir, t[n].name);
         rc = attn_tensor_save(path, t[n].data, t[n].d2 > 1 ? 3 : 2, d);
     }
+    if (rc == 0 && s->fp8_checked)
+        rc = dump_fp8(s, dir, path, sizeof path);
     if (rc)
         fprintf(stderr, "error: --dump: cannot write %s\n", path);
     return rc;
@@ -343,6 +394,7 @@ void ds_release(void *state) {
     free(s->row_ptr);
     free(s->col_idx);
     free(s->staging);
+    free(s->fp8_scores);
     attn_stage_reference_free(&s->ref);
     attn_stage_reference_free(&s->dense_ref);
 }

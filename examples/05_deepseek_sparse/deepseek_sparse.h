@@ -161,14 +161,17 @@ typedef struct ds_state {
     int corrupt_value, stride; /* checked positions: i % stride == 0 and each sequence's last */
     float amplitude, corrupt_scale; /* corrupt_scale: --corrupt-scale, 0 when not given */
     double fp8_worst, fp8_recall;   /* indexer_fp8 against the unquantized scores (measured) */
+    bool fp8_checked;               /* indexer_fp8 ran and was checked (what --dump writes) */
     attn_inputs inputs;             /* --inputs: the attention inputs' signs (attn/tensor.h) */
     uint64_t seed;
     int64_t rows_q, rows_k;
     float *q, *k1, *v1, *kx, *vx, *qi, *ki, *w; /* kx, vx: K, V copied into every head */
     float *logits;                              /* [B, chunk, Lk] host copy of one chunk */
-    int32_t *sel;     /* [rows_q, k_eff] the selection the top-k checks accepted */
-    int32_t *seen;    /* [rows_q, k_eff] the device's selection as read back */
-    int64_t *row_ptr; /* sel as the attention reference's CSR mask */
+    float *fp8_scores; /* --dump only: indexer_fp8's scores of every row [rows_q, Lk] (NaN
+                        * where not written; ds_dump writes them with its codes and scales) */
+    int32_t *sel;      /* [rows_q, k_eff] the selection the top-k checks accepted */
+    int32_t *seen;     /* [rows_q, k_eff] the device's selection as read back */
+    int64_t *row_ptr;  /* sel as the attention reference's CSR mask */
     int32_t *col_idx;
     float *out, *lse;
     attn_stage_reference ref, dense_ref; /* attention's (made by its prepare), the baseline's */

@@ -90,6 +90,9 @@ int ds_check_indexer(void *state, const attn_kernel *k, int chunk, attn_stage_ch
         chunk_rows(s, b, chunk, &i0, &i1);
         for (int i = i0; i < i1; ++i) {
             float *got = s->logits + ((size_t)b * C + (i - i0)) * Lk;
+            if (fp8 && s->fp8_scores != NULL) /* --dump: kept before --scores replaces them */
+                memcpy(s->fp8_scores + attn_problem_token_index(p, true, b, i) * Lk, got,
+                       (size_t)attn_problem_row_keys(p, b, i) * sizeof(float));
             if (checked(s, b, i)) {
                 /* (2) FP8: the exact scores of the kernel's own codes and scales */
                 const int n = fp8 ? ds_fp8_scores_ref(p, s->opt.index_heads, s->opt.index_dim, v.qv,
@@ -117,6 +120,7 @@ int ds_check_indexer(void *state, const attn_kernel *k, int chunk, attn_stage_ch
     }
     free(want);
     free(bound);
+    s->fp8_checked |= fp8;
     if (fp8 && chunk == (p->Lq + C - 1) / C - 1) /* measured, beside the bound it is held to */
         printf("indexer_fp8 against the unquantized inputs' exact scores: the largest error is "
                "%.3g of its FP8 bound; top-%d set recall >= %.3f on every checked row\n",

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The committed results (CTest quality.results_table): the tables and verdict words of
-quality/README.md and of example 05's README are what report.py makes from the committed result
+quality/README.md, of example 05's README and example 09's FP8 table are what report.py makes from the committed result
 files (results/*.json; the cost table from results/raw/*.jsonl). Exit 0 when they match, 1
 otherwise."""
 import sys

@@ -11,7 +11,10 @@
      fails both checks;
   5. given the C program (argument 1, deepseek_sparse_<backend>), its dumped tensors: the C
      selection is right under the tie rule on the scores PyTorch computes, and PyTorch's
-     attention over that selection equals the C double-precision reference.
+     attention over that selection equals the C double-precision reference; its FP8 indexer
+     (version 8: codes, scales and scores read back from the device) equals PyTorch's
+     (index_scores_fp8, torch.float8_e4m3fn) bit for bit in the codes and scales, and a
+     doubled q scale on the PyTorch side fails that comparison.
 Exit status 0 when every check passes, 1 otherwise.
 """
 import importlib.util
@@ -201,6 +204,57 @@ def test_c_dump(program):
         err = (out - t["o_ref"].reshape(H, L, D)).abs().max().item()
         check("PyTorch attention over the C selection = C reference", err < 1e-5,
               f"max err {err:.2e}")
+        fp8 = {n: load_tensor(os.path.join(d, n + ".bin"))
+               for n in ("q_index8", "k_index8", "q_scale", "k_scale", "fp8_scores")}
+        check_fp8_dump(t, fp8, topk)
+
+
+def fp8_dump_mismatches(t, c, q_scale_factor=1.0):
+    """What differs between PyTorch's FP8 indexer (sparse_attention.py: quantize_e4m3,
+    index_scores_fp8) on the dumped inputs and the C program's version 8 (its codes and scales
+    read back from the device, its scores of every row): codes and scales bit for bit, scores
+    within fp32 accumulation of exact products (1e-5 of the sum of |terms|). q_scale_factor
+    multiplies PyTorch's q scales (a planted wrong scale: q_I / s quantized, read back with
+    s * factor). Returns [what differs]."""
+    q8, qs = dsa.quantize_e4m3(t["q_index"])
+    k8, ks = dsa.quantize_e4m3(t["k_index"])
+    qs, ks = qs.double() * q_scale_factor, ks.double()
+    out = []
+    for name, want, got in (("q codes", q8.double(), c["q_index8"]),
+                            ("k codes", k8.double(), c["k_index8"].reshape(k8.shape)),
+                            ("q scales", qs, c["q_scale"].reshape(qs.shape)),
+                            ("k scales", ks, c["k_scale"].reshape(ks.shape))):
+        if not torch.equal(want, got):
+            bad = tuple((want != got).nonzero()[0].tolist())
+            out.append(f"{name} differ at {list(bad)}: PyTorch {want[bad]:.6g}, C {got[bad]:.6g}")
+    # index_scores_fp8 with the q scales times the factor: the weights carry it (w * s_q)
+    want = dsa.index_scores_fp8(t["q_index"], t["k_index"], t["weights"] * q_scale_factor, True)
+    terms = torch.einsum("th,thd,sd->ts", (t["weights"] * qs).abs(), q8.double().abs(),
+                         k8.double().abs()) * ks[None]
+    ok = torch.isfinite(want)
+    diff = (c["fp8_scores"] - want).abs()
+    if not bool((diff <= 1e-5 * terms)[ok].all()):
+        out.append(f"scores differ by up to {float(diff[ok].max()):.3g}")
+    return out
+
+
+def check_fp8_dump(t, c, topk):
+    """The PyTorch FP8 indexer against the CUDA path's (version 8), and a planted wrong scale on
+    the PyTorch side (one query row's q scales doubled) failing the same comparison."""
+    why = fp8_dump_mismatches(t, c)
+    check("PyTorch FP8 indexer = C indexer_fp8 (codes, scales, scores)", not why, "; ".join(why))
+    factor = torch.ones(c["q_scale"].shape, dtype=torch.float64)
+    factor[50] = 2.0
+    why = fp8_dump_mismatches(t, c, factor)
+    check("a doubled q scale on the PyTorch side fails the scales and the scores",
+          len(why) == 2 and why[0].startswith("q scales") and why[1].startswith("scores"),
+          "; ".join(why))
+    sel, sel_c = (dsa.select_topk(x, topk, True) for x in (
+        dsa.index_scores_fp8(t["q_index"], t["k_index"], t["weights"], True),
+        c["fp8_scores"].nan_to_num(nan=float("-inf"))))  # NaN: keys the kernel did not score
+    agree = dsa.set_agreement(sel_c, sel)
+    check("top-k of PyTorch's FP8 scores = top-k of C's (ties aside)", agree > 0.99,
+          f"agreement {agree:.4f}")
 
 
 if __name__ == "__main__":
