@@ -182,23 +182,24 @@ static int parse_global_item(attn_pattern_part *pt, const char *s, size_t n, con
 static void own_params(const attn_pattern_kind_def *def, char *buf, size_t len) {
     size_t used = 0;
     buf[0] = '\0';
-    for (int k = 0; k < ATTN_PATTERN_MAX_PARAMS && def->params[k] != NULL && used < len; ++k)
-        used += (size_t)snprintf(buf + used, len - used, "%s%s%s", k ? "," : "", def->params[k],
-                                 def->required >> k & 1u ? "" : " (optional)");
+    for (int k = 0; k < ATTN_PATTERN_MAX_PARAMS && def->params[k].name != NULL && used < len; ++k)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s%s", k ? "," : "",
+                                 def->params[k].name, def->params[k].required ? "" : " (optional)");
 }
 
 /* Sets parameter name=value of a part of an example's own kind. */
 static int set_own_param(attn_pattern_part *pt, const attn_pattern_kind_def *def, const char *name,
                          size_t name_len, const char *v, size_t n, const char *part, char *err,
                          size_t len) {
-    for (int k = 0; k < ATTN_PATTERN_MAX_PARAMS && def->params[k] != NULL; ++k) {
+    for (int k = 0; k < ATTN_PATTERN_MAX_PARAMS && def->params[k].name != NULL; ++k) {
         uint64_t x = 0;
-        if (name_len != strlen(def->params[k]) || strncmp(name, def->params[k], name_len) != 0)
+        if (name_len != strlen(def->params[k].name) ||
+            strncmp(name, def->params[k].name, name_len) != 0)
             continue;
-        if (!parse_number(v, n, (uint64_t)def->max[k], &x) || (int)x < def->min[k])
+        if (!parse_number(v, n, (uint64_t)def->params[k].max, &x) || (int)x < def->params[k].min)
             return parse_error(
                 err, len, "pattern part '%s': %.*s must be an integer in [%d, %d] (got '%.*s')",
-                part, (int)name_len, name, def->min[k], def->max[k], (int)n, v);
+                part, (int)name_len, name, def->params[k].min, def->params[k].max, (int)n, v);
         pt->x[k] = (int)x;
         return 0;
     }
@@ -321,10 +322,11 @@ static int parse_part(const char *text, size_t n, attn_pattern_part *pt, char *e
     /* Required parameters; an example's own kind: its defaults for the optional ones. */
     const char *missing = NULL;
     const attn_pattern_kind_def *def = attn_pattern_own_kind(pt->kind);
-    for (int k = 0; def != NULL && k < ATTN_PATTERN_MAX_PARAMS && def->params[k] != NULL; ++k) {
-        if (pt->x[k] < 0 && (def->required >> k & 1u) && missing == NULL)
-            missing = def->params[k];
-        pt->x[k] = pt->x[k] < 0 ? def->def[k] : pt->x[k];
+    for (int k = 0; def != NULL && k < ATTN_PATTERN_MAX_PARAMS && def->params[k].name != NULL;
+         ++k) {
+        if (pt->x[k] < 0 && def->params[k].required && missing == NULL)
+            missing = def->params[k].name;
+        pt->x[k] = pt->x[k] < 0 ? def->params[k].def : pt->x[k];
     }
     if (def != NULL) {
         char names[64];
@@ -415,8 +417,9 @@ void attn_pattern_format(const attn_pattern *pat, char *buf, size_t len) {
         const attn_pattern_part *pt = &pat->part[p];
         const attn_pattern_kind_def *def = attn_pattern_own_kind(pt->kind);
         PUT("%s%s:", p ? "+" : "", attn_pattern_kind_name(pt->kind));
-        for (int k = 0; def != NULL && k < ATTN_PATTERN_MAX_PARAMS && def->params[k] != NULL; ++k)
-            PUT("%s%s=%d", k ? "," : "", def->params[k], pt->x[k]);
+        for (int k = 0; def != NULL && k < ATTN_PATTERN_MAX_PARAMS && def->params[k].name != NULL;
+             ++k)
+            PUT("%s%s=%d", k ? "," : "", def->params[k].name, pt->x[k]);
         switch (pt->kind) {
         case ATTN_PATTERN_WINDOW:
         case ATTN_PATTERN_CAUSAL_WINDOW:
@@ -616,7 +619,7 @@ static tile_class classify_part(const attn_pattern_part *pt, const tile *t) {
     delta_set s = {1, 0, 0, 1, 0}; /* empty */
     const attn_pattern_kind_def *def = attn_pattern_own_kind(pt->kind);
     if (def != NULL)
-        return def->block_param >= 0
+        return def->block_keep != NULL
                    ? classify_blocks(pt, t, pt->x[def->block_param], def->block_keep)
                    : classify_entries(pt, def, t);
     switch (pt->kind) {
