@@ -12,16 +12,15 @@ import argparse
 import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
+from chapter_packages import missing  # noqa: E402
 try:
     import torch
     import torch.distributed as dist
     import torch.multiprocessing as mp
     import torch.nn.functional as F
 except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    up = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../.."))
-    sys.exit(f"error: {e.name} is not installed for {sys.executable}: run "
-             f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --python, then use "
-             f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
+    sys.exit(missing(e.name, "--python"))
 
 
 def chunk(L, n, c):
