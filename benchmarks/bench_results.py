@@ -47,4 +47,4 @@ def run_main(main):
     except ModuleNotFoundError as e:
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../scripts"))
         from chapter_packages import missing
-        sys.exit(missing(e.name, "--python"))
+        sys.exit(missing(e.name, setup="--python"))

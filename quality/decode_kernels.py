@@ -22,11 +22,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../scripts"))
-from chapter_packages import missing  # noqa: E402
-try:
-    import numpy as np
-except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    sys.exit(missing(e.name, "--quality"))
+from chapter_packages import require  # noqa: E402
+
+np = require("numpy", setup="--quality")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DTYPES = {"f32": 0, "f16": 1, "bf16": 2}

@@ -28,12 +28,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../scripts"))
-from chapter_packages import missing  # noqa: E402
-try:
-    import numpy as np
-    import torch
-except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    sys.exit(missing(e.name, "--quality"))
+from chapter_packages import require  # noqa: E402
+
+np, torch = require("numpy", "torch", setup="--quality")
 
 from smollm import rope, rope_tables
 

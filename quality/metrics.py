@@ -23,11 +23,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../scripts"))
-from chapter_packages import missing  # noqa: E402
-try:
-    import torch
-except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    sys.exit(missing(e.name, "--quality"))
+from chapter_packages import require  # noqa: E402
+
+torch = require("torch", setup="--quality")
 
 POSITION_BINS = [1, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
 

@@ -30,11 +30,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../scripts"))
-from chapter_packages import missing  # noqa: E402
-try:
-    import torch
-except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    sys.exit(missing(e.name, "--quality"))
+from chapter_packages import require  # noqa: E402
+
+torch = require("torch", setup="--quality")
 import attention  # noqa: E402
 import indexer  # noqa: E402
 import metrics  # noqa: E402

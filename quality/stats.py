@@ -38,7 +38,7 @@ def _need_numpy():
     if np is None:
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../scripts"))
         from chapter_packages import missing
-        sys.exit(missing("numpy", "--quality"))
+        sys.exit(missing("numpy", setup="--quality"))
 
 
 ALPHA = 0.05

@@ -28,12 +28,9 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
-from chapter_packages import missing  # noqa: E402
-try:
-    import torch
-    import torch.nn.functional as F
-except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    sys.exit(missing(e.name, "--python"))
+from chapter_packages import require  # noqa: E402
+
+torch, F = require("torch", "torch.nn.functional", setup="--python")
 
 TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests", "test_naive_attention.py")
 USAGE = ("naive_attention.py [--all [--c-dump PATH]]"

@@ -36,12 +36,9 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
-from chapter_packages import missing  # noqa: E402
-try:
-    import torch
-    import torch.nn.functional as F
-except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    sys.exit(missing(e.name, "--python"))
+from chapter_packages import require  # noqa: E402
+
+torch, F = require("torch", "torch.nn.functional", setup="--python")
 
 TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests", "test_flash_fwd.py")
 USAGE = "flash_fwd.py [--all]   (--all: every check, by tests/test_flash_fwd.py)"

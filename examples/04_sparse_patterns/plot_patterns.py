@@ -22,7 +22,7 @@ try:
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap
 except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    sys.exit(missing(e.name, "--python"))
+    sys.exit(missing(e.name, setup="--python"))
 
 # This folder is on the module path when the script runs, so its reference imports directly.
 from sparse_patterns import TILE, block_mask, pattern_mask, pattern_stats  # noqa: E402

@@ -39,11 +39,9 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
-from chapter_packages import missing  # noqa: E402
-try:
-    import torch
-except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    sys.exit(missing(e.name, "--python"))
+from chapter_packages import require  # noqa: E402
+
+torch = require("torch", setup="--python")
 
 TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests", "test_sparse_patterns.py")
 USAGE = ("sparse_patterns.py [--all [--c-dump PATH]]"

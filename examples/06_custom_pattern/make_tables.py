@@ -28,11 +28,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "benchmarks"))
 import ladder  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
-from chapter_packages import missing  # noqa: E402
-try:
-    import numpy  # noqa: F401  (quality's statistics need it)
-except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    sys.exit(missing(e.name, "--python"))
+from chapter_packages import require  # noqa: E402
+
+numpy = require("numpy", setup="--python")
 import report  # noqa: E402
 import plan  # noqa: E402
 import readme_tables  # noqa: E402

@@ -46,12 +46,9 @@ import sys
 import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
-from chapter_packages import missing  # noqa: E402
-try:
-    import torch
-    import torch.nn.functional as F
-except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    sys.exit(missing(e.name, "--python"))
+from chapter_packages import require  # noqa: E402
+
+torch, F = require("torch", "torch.nn.functional", setup="--python")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.join(HERE, "tests", "test_flex_attention.py")

@@ -13,14 +13,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
-from chapter_packages import missing  # noqa: E402
-try:
-    import torch
-    import torch.distributed as dist
-    import torch.multiprocessing as mp
-    import torch.nn.functional as F
-except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    sys.exit(missing(e.name, "--python"))
+from chapter_packages import require  # noqa: E402
+
+torch, dist, mp, F = require("torch", "torch.distributed", "torch.multiprocessing",
+                             "torch.nn.functional", setup="--python")
 
 
 def chunk(L, n, c):
