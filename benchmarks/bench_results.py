@@ -46,5 +46,5 @@ def run_main(main):
         sys.exit(main(sys.argv[1:]))
     except ModuleNotFoundError as e:
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../scripts"))
-        from chapter_packages import missing
+        from chapter_script import missing
         sys.exit(missing(e.name, setup="--python"))

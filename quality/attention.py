@@ -33,7 +33,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../scripts"))
-from chapter_packages import require  # noqa: E402
+from chapter_script import require  # noqa: E402
 
 torch = require("torch", setup="--quality")
 

@@ -58,7 +58,7 @@ import time
 # and 2 s passive). Set before torch starts its thread pool.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../scripts"))
-from chapter_packages import require  # noqa: E402
+from chapter_script import require  # noqa: E402
 
 torch = require("torch", setup="--quality")
 

@@ -592,5 +592,5 @@ if __name__ == "__main__":
         sys.exit(main())
     except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../scripts"))
-        from chapter_packages import missing
+        from chapter_script import missing
         sys.exit(missing(e.name, setup="--python"))

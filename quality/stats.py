@@ -37,7 +37,7 @@ def _need_numpy():
     """One line and exit where a test needs NumPy and this Python has none."""
     if np is None:
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../scripts"))
-        from chapter_packages import missing
+        from chapter_script import missing
         sys.exit(missing("numpy", setup="--quality"))
 
 

@@ -44,14 +44,12 @@ Run:
                                    tests/test_flash2_fwd.py
 Exit status 0 when every check passes, 1 otherwise.
 """
-import argparse
 import math
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
-from chapter_packages import require  # noqa: E402
+from chapter_script import reference_main, require  # noqa: E402
 
 torch, F = require("torch", "torch.nn.functional", setup="--python")
 
@@ -213,7 +211,4 @@ def demo():
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--all"]:  # every check: the test file, given the other arguments
-        sys.exit(subprocess.call([sys.executable, TESTS] + sys.argv[2:]))
-    argparse.ArgumentParser(usage=USAGE, description=__doc__.split("\n")[0]).parse_args()
-    demo()
+    reference_main(demo, TESTS, USAGE, __doc__)

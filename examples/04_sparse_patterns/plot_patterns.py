@@ -14,7 +14,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
-from chapter_packages import missing  # noqa: E402
+from chapter_script import missing  # noqa: E402
 try:
     import matplotlib
 

@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "benchmarks"))
 import ladder  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
-from chapter_packages import require  # noqa: E402
+from chapter_script import require  # noqa: E402
 
 numpy = require("numpy", setup="--python")
 import report  # noqa: E402

@@ -44,7 +44,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
-from chapter_packages import require  # noqa: E402
+from chapter_script import require  # noqa: E402
 
 torch, F = require("torch", "torch.nn.functional", setup="--python")
 

@@ -1,5 +1,7 @@
-"""chapter_packages.py — the one line a chapter script prints when this Python lacks one of the
-chapter's packages (PyTorch, NumPy, Matplotlib, the quality toolkit's), instead of a traceback:
+"""chapter_script.py — what the chapter's Python scripts share.
+
+1. Their packages: the one line a script prints when this Python lacks one of the chapter's
+packages (PyTorch, NumPy, Matplotlib, the quality toolkit's), instead of a traceback:
 
     error: torch is not installed for /usr/bin/python3: run scripts/setup.sh --python, then use
     .venv/bin/python
@@ -8,16 +10,21 @@ chapter's packages (PyTorch, NumPy, Matplotlib, the quality toolkit's), instead 
 examples/*/, quality/ and benchmarks/ imports its packages through it, the same way:
 
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
-    from chapter_packages import require  # noqa: E402
+    from chapter_script import require  # noqa: E402
 
     torch, F = require("torch", "torch.nn.functional", setup="--python")
 
 ("../scripts" from quality/ and benchmarks/; setup="--quality" for the quality toolkit's scripts),
 or, where the package is reached later (inside main), builds the line with missing(). It uses the
 standard library only; tests/docs/python_without_packages.py checks every script's line.
+
+2. A PyTorch reference's entry point (examples 01-04 and 08), reference_main: `name.py` runs its
+demo, `name.py --all [args]` its test file with the arguments.
 """
+import argparse
 import importlib
 import os
+import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -40,3 +47,12 @@ def require(*modules, setup):
     except ModuleNotFoundError as e:
         sys.exit(missing(e.name, setup))
     return found[0] if len(found) == 1 else found
+
+
+def reference_main(demo, tests, usage, doc):
+    """--all [args]: runs the test file tests with args and exits with its status; otherwise
+    parses the command line (--help: usage and the first line of doc) and runs demo()."""
+    if sys.argv[1:2] == ["--all"]:
+        sys.exit(subprocess.call([sys.executable, tests] + sys.argv[2:]))
+    argparse.ArgumentParser(usage=usage, description=doc.split("\n")[0]).parse_args()
+    demo()
