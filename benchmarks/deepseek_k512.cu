@@ -139,8 +139,7 @@ extern "C" const attn_example deepseek_k512_example = {
     .name = "05_deepseek_sparse",
     .summary =
         "DeepSeek Sparse Attention end to end (indexer, top-k, sparse attention) as one kernel",
-    .kernels = adapter_kernels,
-    .num_kernels = ATTN_COUNT(adapter_kernels),
-    .default_gpu = {4, 8, 2048, 64}, /* the comparison table's "Sparse (k=512)" row */
-    .default_sim = {1, 4, 256, 64},
+    ATTN_KERNELS(adapter_kernels),
+    /* B, H, L, D; on a GPU: the comparison table's "Sparse (k=512)" row */
+    .defaults = {.gpu = {4, 8, 2048, 64}, .sim = {1, 4, 256, 64}},
 };

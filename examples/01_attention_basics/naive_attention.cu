@@ -253,8 +253,7 @@ static const attn_kernel naive_kernels[] = {
 extern "C" const attn_example naive_attention_example = {
     .name = "01_attention_basics",
     .summary = "naive O(L^2) attention: scores, softmax and output as three kernels (fp32)",
-    .kernels = naive_kernels,
-    .num_kernels = ATTN_COUNT(naive_kernels),
-    .default_gpu = {4, 8, 2048, 64}, /* B, H, L, D */
-    .default_sim = {1, 4, 1024, 64},
+    ATTN_KERNELS(naive_kernels),
+    /* B, H, L, D */
+    .defaults = {.gpu = {4, 8, 2048, 64}, .sim = {1, 4, 1024, 64}},
 };

@@ -193,8 +193,7 @@ static const attn_kernel flash_kernels[] = {
 extern "C" const attn_example flash_fwd_example = {
     .name = "02_flash_attention_minimal",
     .summary = "FlashAttention forward, minimal: tiles + online softmax, no L x L matrix (fp32)",
-    .kernels = flash_kernels,
-    .num_kernels = ATTN_COUNT(flash_kernels),
-    .default_gpu = {4, 8, 2048, 64}, /* B, H, L, D */
-    .default_sim = {1, 4, 1024, 64},
+    ATTN_KERNELS(flash_kernels),
+    /* B, H, L, D */
+    .defaults = {.gpu = {4, 8, 2048, 64}, .sim = {1, 4, 1024, 64}},
 };

@@ -537,8 +537,7 @@ static const attn_kernel flash2_kernels[] = {
 extern "C" const attn_example flash2_fwd_example = {
     .name = "03_flash_attention_v2",
     .summary = "FlashAttention-2 forward: Q-tile-per-block loop, warps split Q rows, tensor cores",
-    .kernels = flash2_kernels,
-    .num_kernels = ATTN_COUNT(flash2_kernels),
-    .default_gpu = {2, 8, 2048, 128}, /* B, H, L, D */
-    .default_sim = {1, 4, 512, 64},   /* well under a second per launch (README) */
+    ATTN_KERNELS(flash2_kernels),
+    /* B, H, L, D; on the simulator: well under a second per launch (README) */
+    .defaults = {.gpu = {2, 8, 2048, 128}, .sim = {1, 4, 512, 64}},
 };

@@ -245,10 +245,9 @@ extern "C" const attn_example sparse_patterns_example = {
     .name = "04_sparse_patterns",
     .summary =
         "sparse attention patterns: block-sparse, sliding-window and token-gather kernels vs dense",
-    .kernels = sparse_kernels,
-    .num_kernels = ATTN_COUNT(sparse_kernels),
-    .default_gpu = {1, 16, 16384, 128}, /* B, H, L, D */
-    .default_sim = {1, 1, 1024, 64},    /* a few seconds for the four kernels */
+    ATTN_KERNELS(sparse_kernels),
+    /* B, H, L, D; on the simulator: a few seconds for the four kernels */
+    .defaults = {.gpu = {1, 16, 16384, 128}, .sim = {1, 1, 1024, 64}},
     .module = &attn_sparse_module,
     .module_config = &sparse_config,
 };

@@ -886,9 +886,8 @@ extern "C" const attn_example deepseek_sparse_example = {
     .name = "05_deepseek_sparse",
     .summary = "DeepSeek Sparse Attention: lightning indexer, top-k selection, attention over the "
                "selected keys",
-    .kernels = ds_kernels,
-    .num_kernels = ATTN_COUNT(ds_kernels),
-    .default_gpu = {1, 16, 8192, 128}, /* B, H, L, D */
-    .default_sim = {1, 8, 256, 64},
+    ATTN_KERNELS(ds_kernels),
+    /* B, H, L, D */
+    .defaults = {.gpu = {1, 16, 8192, 128}, .sim = {1, 8, 256, 64}},
     .module = &ds_module,
 };

@@ -107,10 +107,9 @@ extern "C" const attn_example custom_pattern_example = {
     .name = "06_custom_pattern",
     .summary =
         "a pattern of our own: sink + local + power-of-two-distance blocks (the ladder) vs dense",
-    .kernels = custom_kernels,
-    .num_kernels = ATTN_COUNT(custom_kernels),
-    .default_gpu = {1, 16, 16384, 128}, /* B, H, L, D */
-    .default_sim = {1, 1, 1024, 64},    /* a few seconds for both kernels */
+    ATTN_KERNELS(custom_kernels),
+    /* B, H, L, D; on the simulator: a few seconds for both kernels */
+    .defaults = {.gpu = {1, 16, 16384, 128}, .sim = {1, 1, 1024, 64}},
     .module = &attn_sparse_module,
     .module_config = &custom_config,
 };

@@ -1017,9 +1017,8 @@ extern "C" const attn_example flash_bwd_example = {
     .name = "07_flash_attention_backward",
     .summary = "the backward pass: FlashAttention-2's dQ, dK, dV by recomputation, dense, "
                "block-sparse and top-k",
-    .kernels = bwd_kernels,
-    .num_kernels = ATTN_COUNT(bwd_kernels),
-    .default_gpu = {1, 16, 4096, 128}, /* B, H, L, D */
-    .default_sim = {1, 2, 256, 64},
+    ATTN_KERNELS(bwd_kernels),
+    /* B, H, L, D */
+    .defaults = {.gpu = {1, 16, 4096, 128}, .sim = {1, 2, 256, 64}},
     .module = &bwd_module,
 };

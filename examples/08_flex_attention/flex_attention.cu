@@ -533,9 +533,8 @@ extern "C" const attn_example flex_attention_example = {
     .name = "08_flex_attention",
     .summary = "FlexAttention in CUDA C: score_mod and mask_mod compiled into FA2, block masks "
                "from mask_mod",
-    .kernels = flex_kernels,
-    .num_kernels = ATTN_COUNT(flex_kernels),
-    .default_gpu = {4, 16, 4096, 64}, /* B, H, L, D */
-    .default_sim = {1, 4, 256, 64},
+    ATTN_KERNELS(flex_kernels),
+    /* B, H, L, D */
+    .defaults = {.gpu = {4, 16, 4096, 64}, .sim = {1, 4, 256, 64}},
     .module = &flex_module,
 };

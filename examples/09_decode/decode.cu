@@ -1111,9 +1111,9 @@ extern "C" const attn_example decode_example = {
     .name = "09_decode",
     .summary = "decoding: a KV cache, split-KV (flash-decoding), GQA, a paged cache, DeepSeek "
                "sparse decode",
-    .kernels = dec_kernels,
-    .num_kernels = ATTN_COUNT(dec_kernels),
-    .default_gpu = {8, 32, 32768, 128}, /* B, H, L (cache), D */
-    .default_sim = {4, 9, 300, 64},     /* SmolLM2-135M's heads (9 over 3) */
+    ATTN_KERNELS(dec_kernels),
+    /* B, H, L, D; on a GPU: B, H, L (cache), D; on the simulator: SmolLM2-135M's heads (9 over 3)
+     */
+    .defaults = {.gpu = {8, 32, 32768, 128}, .sim = {4, 9, 300, 64}},
     .module = &dec_module,
 };

@@ -421,8 +421,7 @@ const attn_kernel fa3_kernels[] = {
 extern "C" const attn_example flash3_fwd_example = {
     .name = "10_flash_attention_3",
     .summary = "FlashAttention-3 forward on Hopper: wgmma, TMA, warp specialisation, ping-pong",
-    .kernels = fa3_kernels,
-    .num_kernels = ATTN_COUNT(fa3_kernels),
-    .default_gpu = {2, 16, 4096, 128}, /* B, H, L, D */
-    .default_sim = {1, 2, 256, 64},
+    ATTN_KERNELS(fa3_kernels),
+    /* B, H, L, D */
+    .defaults = {.gpu = {2, 16, 4096, 128}, .sim = {1, 2, 256, 64}},
 };

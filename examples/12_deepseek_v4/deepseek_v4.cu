@@ -474,9 +474,8 @@ extern "C" const attn_example deepseek_v4_example = {
     .name = "12_deepseek_v4",
     .summary = "DeepSeek-V4 attention: compressed entries (CSA with indexer and top-k, HCA dense), "
                "a sliding window and a sink, prefill and decode",
-    .kernels = v4_kernels,
-    .num_kernels = ATTN_COUNT(v4_kernels),
-    .default_gpu = {1, 16, 2048, 512}, /* B, H, L, D */
-    .default_sim = {1, 4, 64, 64},
+    ATTN_KERNELS(v4_kernels),
+    /* B, H, L, D */
+    .defaults = {.gpu = {1, 16, 2048, 512}, .sim = {1, 4, 64, 64}},
     .module = &v4_module,
 };

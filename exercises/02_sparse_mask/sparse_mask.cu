@@ -246,8 +246,7 @@ static const attn_kernel sparse_mask_kernels[] = {
 extern "C" const attn_example sparse_mask_example = {
     .name = "02_sparse_mask",
     .summary = "Exercise 02: a sparse pattern, its block mask and a block-sparse kernel (fp32)",
-    .kernels = sparse_mask_kernels,
-    .num_kernels = ATTN_COUNT(sparse_mask_kernels),
-    .default_gpu = {4, 8, 4096, 64}, /* B, H, L, D */
-    .default_sim = {1, 2, 512, 64},
+    ATTN_KERNELS(sparse_mask_kernels),
+    /* B, H, L, D */
+    .defaults = {.gpu = {4, 8, 4096, 64}, .sim = {1, 2, 512, 64}},
 };

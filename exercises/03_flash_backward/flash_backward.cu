@@ -227,8 +227,7 @@ extern "C" const attn_example flash_backward_example = {
     .name = "03_flash_backward",
     .summary =
         "Exercise 03: the backward pass, dK and dV by FlashAttention-2's key-outer loop (fp32)",
-    .kernels = flash_backward_kernels,
-    .num_kernels = ATTN_COUNT(flash_backward_kernels),
-    .default_gpu = {4, 8, 1024, 64}, /* B, H, L, D */
-    .default_sim = {1, 2, 128, 64},
+    ATTN_KERNELS(flash_backward_kernels),
+    /* B, H, L, D */
+    .defaults = {.gpu = {4, 8, 1024, 64}, .sim = {1, 2, 128, 64}},
 };

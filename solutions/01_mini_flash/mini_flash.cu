@@ -147,8 +147,7 @@ static const attn_kernel mini_flash_kernels[] = {
 extern "C" const attn_example mini_flash_example = {
     .name = "01_mini_flash",
     .summary = "Exercise 01: tiled attention forward with online softmax (fp32)",
-    .kernels = mini_flash_kernels,
-    .num_kernels = ATTN_COUNT(mini_flash_kernels),
-    .default_gpu = {4, 8, 1024, 64}, /* B, H, L, D */
-    .default_sim = {1, 2, 256, 64},
+    ATTN_KERNELS(mini_flash_kernels),
+    /* B, H, L, D */
+    .defaults = {.gpu = {4, 8, 1024, 64}, .sim = {1, 2, 256, 64}},
 };

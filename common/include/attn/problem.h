@@ -187,17 +187,24 @@ typedef struct attn_kernel {
     int stage;
 } attn_kernel;
 
+/* The kernels of a registry, rows (an array): .kernels and .num_kernels. */
+#define ATTN_KERNELS(rows) .kernels = (rows), .num_kernels = ATTN_COUNT(rows)
+
+/* A plain run's problem, B, H, L, D, on a GPU and on the simulator. */
+typedef struct attn_default_sizes {
+    int gpu[4], sim[4];
+} attn_default_sizes;
+
 /* One example: its kernels, in order of the walkthrough. Written with designated initialisers:
- *   {.name = "03_flash_attention_v2", .summary = "...", .kernels = rows,
- *    .num_kernels = ATTN_COUNT(rows), .default_gpu = {...}, .default_sim = {...}} */
+ *   {.name = "03_flash_attention_v2", .summary = "...", ATTN_KERNELS(rows),
+ *    .defaults = {.gpu = {2, 8, 2048, 128}, .sim = {1, 4, 512, 64}}} */
 typedef struct attn_example {
     const char *name;    /* e.g. "01_attention_basics" */
     const char *summary; /* one line for --help */
     const attn_kernel *kernels;
     int num_kernels;
     /* Default problem for a plain run: GPU sizes and simulator sizes differ. */
-    int default_gpu[4]; /* B, H, L, D */
-    int default_sim[4]; /* B, H, L, D */
+    attn_default_sizes defaults;
     /* What the example adds to the driver: its flags, a sparse pattern, its own stages
      * (attn/example.h); NULL for a dense attention example. */
     const struct attn_module *module;
