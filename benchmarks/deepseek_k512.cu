@@ -123,23 +123,23 @@ static void launch_adapter(const attn_problem *p, const attn_buffers *b, cudaStr
 
 /* fp16/bf16, D = 64 or 128 (example 05's attention), causal, varlen, runs on the simulator */
 static const attn_requirements adapter_requirements = {
-    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), 128, 64, true, true, false};
+    .dtypes = ATTN_DTYPES_F16_BF16, .max_d = 128, .d_multiple = 64, .causal = true, .varlen = true};
 
 static const attn_kernel adapter_kernels[] = {
-    {1, "deepseek_k512",
-     "DSA end to end on the harness's Q, K, V: indexer 16 x 64 (Q's heads, K's head 0), top-512, "
-     "sparse_gather over each head's keys; equals dense attention while every query sees <= 512",
-     launch_adapter, adapter_requirements, adapter_workspace_bytes, 0,
-     NULL /* several launches: no single launch shape */},
+    /* no launch shape: several launches */
+    {ATTN_VERSION(1, "deepseek_k512",
+                  "DSA end to end on the harness's Q, K, V: indexer 16 x 64 (Q's heads, K's head "
+                  "0), top-512, sparse_gather over each head's keys; equals dense attention while "
+                  "every query sees <= 512"),
+     .launch = launch_adapter, .req = adapter_requirements,
+     .workspace_bytes = adapter_workspace_bytes},
 };
 
 extern "C" const attn_example deepseek_k512_example = {
-    "05_deepseek_sparse",
-    "DeepSeek Sparse Attention end to end (indexer, top-k, sparse attention) as one kernel",
-    adapter_kernels,
-    1,
-    {4, 8, 2048, 64}, /* GPU default: the comparison table's "Sparse (k=512)" row */
-    {1, 4, 256, 64},  /* simulator default */
-    NULL,
-    NULL,
+    .name = "05_deepseek_sparse",
+    .summary =
+        "DeepSeek Sparse Attention end to end (indexer, top-k, sparse attention) as one kernel",
+    ATTN_KERNELS(adapter_kernels),
+    /* B, H, L, D; on a GPU: the comparison table's "Sparse (k=512)" row */
+    .defaults = {.gpu = {4, 8, 2048, 64}, .sim = {1, 4, 256, 64}},
 };

@@ -302,10 +302,29 @@ macro(attn_standalone_setup)
   endif()
 endmacro()
 
+# attn_example_program(<program> SOURCES <kernel sources...> [LIBRARIES <libraries...>]
+#                      [BENCH <registry symbol>])
+# An example folder's kernels and its program, after bringing in the harness and the simulator
+# when the example is built on its own (attn_standalone_setup): the library <program>_kernels
+# from SOURCES, linked to LIBRARIES (attn_cuda_library), and the program <program> from the
+# folder's main.c over it (attn_cuda_executable). BENCH: its kernels in the benchmark
+# (attn_example_bench(<program>_kernels <registry symbol>)); an example without it declares
+# attn_example_bench(NONE "<reason>") itself.
+function(attn_example_program program)
+  cmake_parse_arguments(A "" "BENCH" "SOURCES;LIBRARIES" ${ARGN})
+  attn_standalone_setup()
+  attn_cuda_library(${program}_kernels SOURCES ${A_SOURCES} LIBRARIES ${A_LIBRARIES})
+  attn_cuda_executable(${program} SOURCES main.c LIBRARIES ${program}_kernels)
+  if(A_BENCH)
+    attn_example_bench(${program}_kernels ${A_BENCH})
+  endif()
+endfunction()
+
 # attn_use_example(<folder> <library>)
 # An example that reuses another example's kernels (04 and 05 reuse 03's): the other example's
 # library, from examples/<folder>, built here when this example stands alone.
 function(attn_use_example folder library)
+  attn_standalone_setup() # here, before the other example's folder (enable_testing at the top)
   list(GET ATTN_BACKEND_LIST 0 first_backend)
   if(NOT TARGET ${library}_${first_backend})
     set_property(GLOBAL PROPERTY ATTN_ADDED_${folder} TRUE)

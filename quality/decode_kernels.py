@@ -21,14 +21,10 @@ import ctypes
 import os
 import sys
 
-try:
-    import numpy as np
-except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    import os  # the set-up's paths from where it was run (the checkout's root: ..)
-    up = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    sys.exit(f"error: {e.name} is not installed for {sys.executable}: run "
-             f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --quality, then use "
-             f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../scripts"))
+from chapter_script import require  # noqa: E402
+
+np = require("numpy", setup="--quality")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DTYPES = {"f32": 0, "f16": 1, "bf16": 2}

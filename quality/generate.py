@@ -33,15 +33,10 @@ import platform
 import sys
 import time
 
-try:
-    import numpy as np
-    import torch
-except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    import os  # the set-up's paths from where it was run (the checkout's root: ..)
-    up = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    sys.exit(f"error: {e.name} is not installed for {sys.executable}: run "
-             f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --quality, then use "
-             f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../scripts"))
+from chapter_script import require  # noqa: E402
+
+np, torch = require("numpy", "torch", setup="--quality")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

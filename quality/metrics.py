@@ -18,17 +18,14 @@ windows with replacement (the tokens of one window are not independent), 1000 ti
 the 2.5% and 97.5% percentiles (Efron & Tibshirani, "An Introduction to the Bootstrap", 1993).
 """
 import math
+import os
 import sys
 import time
 
-try:
-    import torch
-except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    import os  # the set-up's paths from where it was run (the checkout's root: ..)
-    up = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    sys.exit(f"error: {e.name} is not installed for {sys.executable}: run "
-             f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --quality, then use "
-             f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../scripts"))
+from chapter_script import require  # noqa: E402
+
+torch = require("torch", setup="--quality")
 
 POSITION_BINS = [1, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
 

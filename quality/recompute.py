@@ -60,14 +60,10 @@ import time
 # (measured here: a 512-token forward took 54 s of wall time and 9 s of CPU with the default, 5 s
 # and 2 s passive). Set before torch starts its thread pool.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-try:
-    import torch  # noqa: E402
-except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    import os  # the set-up's paths from where it was run (the checkout's root: ..)
-    up = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    sys.exit(f"error: {e.name} is not installed for {sys.executable}: run "
-             f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --quality, then use "
-             f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../scripts"))
+from chapter_script import require  # noqa: E402
+
+torch = require("torch", setup="--quality")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)

@@ -636,8 +636,6 @@ if __name__ == "__main__":
     try:
         sys.exit(main())
     except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-        import os  # the set-up's paths from where it was run (the checkout's root: ..)
-        up = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-        sys.exit(f"error: {e.name} is not installed for {sys.executable}: run "
-                 f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --python, then use "
-                 f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../scripts"))
+        from chapter_script import missing
+        sys.exit(missing(e.name, setup="--python"))

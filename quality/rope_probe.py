@@ -29,13 +29,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-try:
-    import torch
-except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    up = os.path.relpath(os.path.join(HERE, ".."))  # the set-up's paths from where it was run
-    sys.exit(f"error: {e.name} is not installed for {sys.executable}: run "
-             f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --quality, then use "
-             f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../scripts"))
+from chapter_script import require  # noqa: E402
+
+torch = require("torch", setup="--quality")
 import attention  # noqa: E402
 import indexer  # noqa: E402
 import metrics  # noqa: E402

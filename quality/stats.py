@@ -24,6 +24,7 @@ The t distribution's CDF is the regularised incomplete beta function, evaluated 
 fraction (modified Lentz method); the quantile by bisection.
 """
 import math
+import os
 import sys
 
 try:
@@ -33,14 +34,12 @@ except ModuleNotFoundError:  # the t-test alone (t_test) needs only the standard
 
 
 def _need_numpy():
-    """One line and exit where a test needs NumPy and this Python has none (the set-up's paths
-    from where it was run: the checkout's root is ..)."""
+    """One line and exit where a test needs NumPy and this Python has none."""
     if np is None:
-        import os
-        up = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-        sys.exit(f"error: numpy is not installed for {sys.executable}: run "
-                 f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --quality, then use "
-                 f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../scripts"))
+        from chapter_script import missing
+        sys.exit(missing("numpy", setup="--quality"))
+
 
 ALPHA = 0.05
 FLIPS = 100000

@@ -704,8 +704,8 @@ void attn_cli_usage(FILE *f, const char *prog, const attn_example *ex) {
     fprintf(f,
             "\ndefault problem: B=%d H=%d L=%d D=%d on a GPU, B=%d H=%d L=%d D=%d on the "
             "simulator\n",
-            ex->default_gpu[0], ex->default_gpu[1], ex->default_gpu[2], ex->default_gpu[3],
-            ex->default_sim[0], ex->default_sim[1], ex->default_sim[2], ex->default_sim[3]);
+            ex->defaults.gpu[0], ex->defaults.gpu[1], ex->defaults.gpu[2], ex->defaults.gpu[3],
+            ex->defaults.sim[0], ex->defaults.sim[1], ex->defaults.sim[2], ex->defaults.sim[3]);
     fprintf(f, "\nkernels (--kernel N; --list for their limits):\n");
     for (int n = 0; n < ex->num_kernels; ++n)
         fprintf(f, "  %2d  %-20s %s%s%s\n", ex->kernels[n].id, ex->kernels[n].name,

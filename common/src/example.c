@@ -100,7 +100,7 @@ static attn_dtype default_dtype(const session *s) {
 
 static void build_problem(session *s) {
     const attn_cli *c = &s->cli;
-    const int *def = attn_on_simulator() ? s->ex->default_sim : s->ex->default_gpu;
+    const int *def = attn_on_simulator() ? s->ex->defaults.sim : s->ex->defaults.gpu;
     attn_problem_init(&s->p, c->B ? c->B : def[0], c->H ? c->H : def[1], c->Lq ? c->Lq : def[2],
                       c->Lk ? c->Lk : def[2], c->D ? c->D : def[3]);
     s->p.dtype = c->dtype_set ? c->dtype : default_dtype(s);

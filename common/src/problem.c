@@ -2,6 +2,7 @@
  * the kernel-requirements check. Conventions: common/README.md, "Conventions". */
 #include "attn/problem.h"
 
+#include "fail.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -53,9 +54,7 @@ void attn_problem_init(attn_problem *p, int B, int H, int Lq, int Lk, int D) {
     p->scale = D > 0 ? (float)(1.0 / sqrt((double)D)) : 1.0f;
 }
 
-/* snprintf into why when the caller wants a reason; returns -1 so that callers can
- * `return fail(...)`. */
-static int fail(char *why, size_t why_len, const char *fmt, ...) {
+int attn_fail(char *why, size_t why_len, const char *fmt, ...) {
     if (why != NULL && why_len > 0) {
         va_list ap;
         va_start(ap, fmt);
@@ -70,17 +69,17 @@ static int fail(char *why, size_t why_len, const char *fmt, ...) {
 static int validate_cu(const int *cu, int B, int max_len, const char *name, const char *max_name,
                        char *why, size_t why_len) {
     if (cu[0] != 0)
-        return fail(why, why_len, "%s must start at 0 and be non-decreasing (%s[0] = %d)", name,
-                    name, cu[0]);
+        return attn_fail(why, why_len, "%s must start at 0 and be non-decreasing (%s[0] = %d)",
+                         name, name, cu[0]);
     for (int b = 0; b < B; ++b) {
         int len = cu[b + 1] - cu[b];
         if (cu[b + 1] < cu[b])
-            return fail(why, why_len,
-                        "%s must start at 0 and be non-decreasing (%s[%d] = %d < %s[%d] = %d)",
-                        name, name, b + 1, cu[b + 1], name, b, cu[b]);
+            return attn_fail(why, why_len,
+                             "%s must start at 0 and be non-decreasing (%s[%d] = %d < %s[%d] = %d)",
+                             name, name, b + 1, cu[b + 1], name, b, cu[b]);
         if (len > max_len)
-            return fail(why, why_len, "sequence %d of %s has length %d, more than %s = %d", b, name,
-                        len, max_name, max_len);
+            return attn_fail(why, why_len, "sequence %d of %s has length %d, more than %s = %d", b,
+                             name, len, max_name, max_len);
     }
     return 0;
 }
@@ -92,13 +91,14 @@ int attn_problem_validate(const attn_problem *p, char *why, size_t why_len) {
     } sizes[] = {{"B", p->B}, {"H", p->H}, {"Lq", p->Lq}, {"Lk", p->Lk}, {"D", p->D}};
     for (size_t n = 0; n < sizeof sizes / sizeof sizes[0]; ++n)
         if (sizes[n].value < 1)
-            return fail(why, why_len, "%s must be >= 1 (got %d)", sizes[n].name, sizes[n].value);
+            return attn_fail(why, why_len, "%s must be >= 1 (got %d)", sizes[n].name,
+                             sizes[n].value);
     if (p->dtype != ATTN_F32 && p->dtype != ATTN_F16 && p->dtype != ATTN_BF16)
-        return fail(why, why_len, "unknown dtype %d", (int)p->dtype);
+        return attn_fail(why, why_len, "unknown dtype %d", (int)p->dtype);
     if (!isfinite(p->scale))
-        return fail(why, why_len, "scale must be finite (got %g)", (double)p->scale);
+        return attn_fail(why, why_len, "scale must be finite (got %g)", (double)p->scale);
     if ((p->cu_seqlens_q == NULL) != (p->cu_seqlens_k == NULL))
-        return fail(why, why_len, "cu_seqlens_q and cu_seqlens_k must be given together");
+        return attn_fail(why, why_len, "cu_seqlens_q and cu_seqlens_k must be given together");
     if (attn_problem_is_varlen(p)) {
         if (validate_cu(p->cu_seqlens_q, p->B, p->Lq, "cu_seqlens_q", "Lq", why, why_len) ||
             validate_cu(p->cu_seqlens_k, p->B, p->Lk, "cu_seqlens_k", "Lk", why, why_len))
@@ -110,8 +110,8 @@ int attn_problem_validate(const attn_problem *p, char *why, size_t why_len) {
     double q_elems = (double)p->B * p->Lq * p->H * p->D;
     double k_elems = (double)p->B * p->Lk * p->H * p->D;
     if (q_elems > limit || k_elems > limit)
-        return fail(why, why_len, "problem too large: Q has %.3g and K %.3g elements", q_elems,
-                    k_elems);
+        return attn_fail(why, why_len, "problem too large: Q has %.3g and K %.3g elements", q_elems,
+                         k_elems);
     return 0;
 }
 
@@ -262,21 +262,22 @@ int attn_kernel_supports(const attn_kernel *k, const attn_problem *p, bool on_gp
     if (!(req->dtypes & ATTN_DTYPE_BIT(p->dtype))) {
         char list[32];
         dtype_list(req->dtypes, list, sizeof list);
-        return fail(why, why_len, "dtype %s not supported by kernel '%s' (supports %s)",
-                    attn_dtype_name(p->dtype), k->name, list);
+        return attn_fail(why, why_len, "dtype %s not supported by kernel '%s' (supports %s)",
+                         attn_dtype_name(p->dtype), k->name, list);
     }
     if (req->max_d > 0 && p->D > req->max_d)
-        return fail(why, why_len, "D=%d exceeds the kernel's maximum %d", p->D, req->max_d);
+        return attn_fail(why, why_len, "D=%d exceeds the kernel's maximum %d", p->D, req->max_d);
     if (req->d_multiple > 1 && p->D % req->d_multiple != 0)
-        return fail(why, why_len, "D=%d is not a multiple of %d, as kernel '%s' requires", p->D,
-                    req->d_multiple, k->name);
+        return attn_fail(why, why_len, "D=%d is not a multiple of %d, as kernel '%s' requires",
+                         p->D, req->d_multiple, k->name);
     if (p->causal && !req->causal)
-        return fail(why, why_len, "kernel '%s' does not support causal attention", k->name);
+        return attn_fail(why, why_len, "kernel '%s' does not support causal attention", k->name);
     if (attn_problem_is_varlen(p) && !req->varlen)
-        return fail(why, why_len, "kernel '%s' does not support variable-length batches", k->name);
+        return attn_fail(why, why_len, "kernel '%s' does not support variable-length batches",
+                         k->name);
     if (req->gpu_only && !on_gpu)
-        return fail(why, why_len, "kernel '%s' needs a GPU (%s); this is the simulator build",
-                    k->name, k->description);
+        return attn_fail(why, why_len, "kernel '%s' needs a GPU (%s); this is the simulator build",
+                         k->name, k->description);
     return 0;
 }
 

@@ -238,27 +238,22 @@ static void launch_naive_tiled(const attn_problem *p, const attn_buffers *b, cud
 /* ================================= registry =============================================== */
 
 static const attn_requirements naive_requirements = {
-    ATTN_DTYPE_BIT(ATTN_F32), /* dtypes */
-    256,                      /* max_d */
-    1,                        /* d_multiple */
-    true,                     /* causal */
-    false,                    /* varlen */
-    false,                    /* gpu_only */
-};
+    .dtypes = ATTN_DTYPE_BIT(ATTN_F32), .max_d = 256, .causal = true};
 
 /* serves 0: dense attention; no launch shape (each version launches three kernels). */
 static const attn_kernel naive_kernels[] = {
-    {1, "naive", "S=QK^T in global memory, warp-per-row softmax, O=PV; one thread per element",
-     launch_naive, naive_requirements, scores_workspace, 0, NULL},
-    {2, "naive_tiled", "same three steps, 16x16 shared-memory tiles for both matrix products",
-     launch_naive_tiled, naive_requirements, scores_workspace, 0, NULL},
+    {ATTN_VERSION(1, "naive",
+                  "S=QK^T in global memory, warp-per-row softmax, O=PV; one thread per element"),
+     .launch = launch_naive, .req = naive_requirements, .workspace_bytes = scores_workspace},
+    {ATTN_VERSION(2, "naive_tiled",
+                  "same three steps, 16x16 shared-memory tiles for both matrix products"),
+     .launch = launch_naive_tiled, .req = naive_requirements, .workspace_bytes = scores_workspace},
 };
 
 extern "C" const attn_example naive_attention_example = {
-    "01_attention_basics",
-    "naive O(L^2) attention: scores, softmax and output as three kernels (fp32)",
-    naive_kernels,
-    (int)(sizeof naive_kernels / sizeof naive_kernels[0]),
-    {4, 8, 2048, 64}, /* GPU default: B, H, L, D */
-    {1, 4, 1024, 64}, /* simulator default */
+    .name = "01_attention_basics",
+    .summary = "naive O(L^2) attention: scores, softmax and output as three kernels (fp32)",
+    ATTN_KERNELS(naive_kernels),
+    /* B, H, L, D */
+    .defaults = {.gpu = {4, 8, 2048, 64}, .sim = {1, 4, 1024, 64}},
 };

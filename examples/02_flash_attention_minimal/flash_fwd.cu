@@ -182,24 +182,18 @@ static void launch_flash_fwd(const attn_problem *p, const attn_buffers *b, cudaS
 /* ================================= registry =============================================== */
 
 static const attn_requirements flash_requirements = {
-    ATTN_DTYPE_BIT(ATTN_F32), /* dtypes */
-    MAX_D,                    /* max_d */
-    1,                        /* d_multiple */
-    true,                     /* causal */
-    false,                    /* varlen */
-    false,                    /* gpu_only */
-};
+    .dtypes = ATTN_DTYPE_BIT(ATTN_F32), .max_d = MAX_D, .causal = true};
 
 static const attn_kernel flash_kernels[] = {
-    {1, "flash_fwd", "Q_i/K_j/V_j tiles in shared memory, online softmax, one thread per row",
-     launch_flash_fwd, flash_requirements, NULL, 0, flash_fwd_shape},
+    {ATTN_VERSION(1, "flash_fwd",
+                  "Q_i/K_j/V_j tiles in shared memory, online softmax, one thread per row"),
+     .launch = launch_flash_fwd, .req = flash_requirements, .launch_shape = flash_fwd_shape},
 };
 
 extern "C" const attn_example flash_fwd_example = {
-    "02_flash_attention_minimal",
-    "FlashAttention forward, minimal: tiles + online softmax, no L x L matrix (fp32)",
-    flash_kernels,
-    (int)(sizeof flash_kernels / sizeof flash_kernels[0]),
-    {4, 8, 2048, 64}, /* GPU default: B, H, L, D */
-    {1, 4, 1024, 64}, /* simulator default */
+    .name = "02_flash_attention_minimal",
+    .summary = "FlashAttention forward, minimal: tiles + online softmax, no L x L matrix (fp32)",
+    ATTN_KERNELS(flash_kernels),
+    /* B, H, L, D */
+    .defaults = {.gpu = {4, 8, 2048, 64}, .sim = {1, 4, 1024, 64}},
 };

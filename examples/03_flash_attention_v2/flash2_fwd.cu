@@ -507,53 +507,37 @@ static void launch_fa2_pipeline(const attn_problem *p, const attn_buffers *b, cu
 /* ================================= registry =============================================== */
 
 static const attn_requirements fp32_requirements = {
-    ATTN_DTYPE_BIT(ATTN_F32), /* dtypes */
-    FP32_MAX_D,               /* max_d */
-    1,                        /* d_multiple */
-    true,                     /* causal */
-    true,                     /* varlen */
-    false,                    /* gpu_only */
-};
+    .dtypes = ATTN_DTYPE_BIT(ATTN_F32), .max_d = FP32_MAX_D, .causal = true, .varlen = true};
 
 /* versions 2 and 3; constexpr, so that flash2_fa2_mma below is initialised before any code runs
  * (example 04's registry copies its requirements) */
 static constexpr attn_requirements mma_requirements = {
-    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), /* dtypes */
-    128,                                                  /* max_d: D = 64 or 128 */
-    64,                                                   /* d_multiple */
-    true,                                                 /* causal */
-    true,                                                 /* varlen */
-    false,                                                /* gpu_only */
-};
+    .dtypes = ATTN_DTYPES_F16_BF16, .max_d = 128, .d_multiple = 64, .causal = true, .varlen = true};
 
 /* Version 2, by name for the examples that reuse it: example 04 times it as its dense baseline
  * (declare it there as extern "C" const attn_kernel flash2_fa2_mma). */
 extern "C" const attn_kernel flash2_fa2_mma = {
-    2,
-    "fa2_mma",
-    "same loop on tensor cores (mma.sync m16n8k16, fp16/bf16): Q and P in registers, cp.async",
-    launch_fa2_mma,
-    mma_requirements,
-    NULL,
-    0, /* serves: dense attention */
-    fa2_mma_shape,
-};
+    ATTN_VERSION(
+        2, "fa2_mma",
+        "same loop on tensor cores (mma.sync m16n8k16, fp16/bf16): Q and P in registers, cp.async"),
+    .launch = launch_fa2_mma, .req = mma_requirements, .launch_shape = fa2_mma_shape};
 
 static const attn_kernel flash2_kernels[] = {
-    {1, "fa2_fp32",
-     "FA2 loop order in fp32: Q tile per block, 16 rows per warp, K/V streamed, deferred 1/l",
-     launch_fa2_fp32, fp32_requirements, NULL, 0, fa2_fp32_shape},
+    {ATTN_VERSION(
+         1, "fa2_fp32",
+         "FA2 loop order in fp32: Q tile per block, 16 rows per warp, K/V streamed, deferred 1/l"),
+     .launch = launch_fa2_fp32, .req = fp32_requirements, .launch_shape = fa2_fp32_shape},
     flash2_fa2_mma,
-    {3, "fa2_pipeline",
-     "memory pipeline: K/V double-buffered by cp.async, XOR-swizzled smem, 16-byte O stores",
-     launch_fa2_pipeline, mma_requirements, NULL, 0, fa2_pipeline_shape},
+    {ATTN_VERSION(
+         3, "fa2_pipeline",
+         "memory pipeline: K/V double-buffered by cp.async, XOR-swizzled smem, 16-byte O stores"),
+     .launch = launch_fa2_pipeline, .req = mma_requirements, .launch_shape = fa2_pipeline_shape},
 };
 
 extern "C" const attn_example flash2_fwd_example = {
-    "03_flash_attention_v2",
-    "FlashAttention-2 forward: Q-tile-per-block loop, warps split Q rows, tensor cores",
-    flash2_kernels,
-    (int)(sizeof flash2_kernels / sizeof flash2_kernels[0]),
-    {2, 8, 2048, 128}, /* GPU default: B, H, L, D */
-    {1, 4, 512, 64},   /* simulator default: well under a second per launch (README) */
+    .name = "03_flash_attention_v2",
+    .summary = "FlashAttention-2 forward: Q-tile-per-block loop, warps split Q rows, tensor cores",
+    ATTN_KERNELS(flash2_kernels),
+    /* B, H, L, D; on the simulator: well under a second per launch (README) */
+    .defaults = {.gpu = {2, 8, 2048, 128}, .sim = {1, 4, 512, 64}},
 };

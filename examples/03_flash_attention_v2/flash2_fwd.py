@@ -44,21 +44,14 @@ Run:
                                    tests/test_flash2_fwd.py
 Exit status 0 when every check passes, 1 otherwise.
 """
-import argparse
 import math
 import os
-import subprocess
 import sys
 
-try:
-    import torch
-    import torch.nn.functional as F
-except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    import os  # the set-up's paths from where it was run (the checkout's root: ../..)
-    up = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../.."))
-    sys.exit(f"error: {e.name} is not installed for {sys.executable}: run "
-             f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --python, then use "
-             f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
+from chapter_script import reference_main, require  # noqa: E402
+
+torch, F = require("torch", "torch.nn.functional", setup="--python")
 
 TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests", "test_flash2_fwd.py")
 USAGE = "flash2_fwd.py [--all]   (--all: every check, by tests/test_flash2_fwd.py)"
@@ -218,7 +211,4 @@ def demo():
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--all"]:  # every check: the test file, given the other arguments
-        sys.exit(subprocess.call([sys.executable, TESTS] + sys.argv[2:]))
-    argparse.ArgumentParser(usage=USAGE, description=__doc__.split("\n")[0]).parse_args()
-    demo()
+    reference_main(demo, TESTS, USAGE, __doc__)

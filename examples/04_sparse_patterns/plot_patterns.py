@@ -13,6 +13,8 @@ import argparse
 import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
+from chapter_script import missing  # noqa: E402
 try:
     import matplotlib
 
@@ -20,11 +22,7 @@ try:
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap
 except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    import os  # the set-up's paths from where it was run (the checkout's root: ../..)
-    up = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../.."))
-    sys.exit(f"error: {e.name} is not installed for {sys.executable}: run "
-             f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --python, then use "
-             f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
+    sys.exit(missing(e.name, setup="--python"))
 
 # This folder is on the module path when the script runs, so its reference imports directly.
 from sparse_patterns import TILE, block_mask, pattern_mask, pattern_stats  # noqa: E402

@@ -210,13 +210,7 @@ static void launch_gather(const attn_problem *p, const attn_buffers *b, cudaStre
 /* ================================= registry =============================================== */
 
 static const attn_requirements gather_requirements = {
-    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), /* dtypes */
-    GATHER_MAX_D,                                         /* max_d */
-    1,                                                    /* d_multiple */
-    true,                                                 /* causal */
-    true,                                                 /* varlen */
-    false,                                                /* gpu_only */
-};
+    .dtypes = ATTN_DTYPES_F16_BF16, .max_d = GATHER_MAX_D, .causal = true, .varlen = true};
 
 #define ALL_PATTERNS ATTN_SERVES_ALL_PATTERNS
 #define WINDOWS                                                                                    \
@@ -225,30 +219,35 @@ static const attn_requirements gather_requirements = {
 /* Versions 1-3 run fa2_mma's body, so they take its requirements (fp16/bf16, D = 64 or 128).
  * serves (attn/problem.h): what each runs besides its requirements. */
 static const attn_kernel sparse_kernels[] = {
-    {1, "dense_fa2", "baseline: example 03's fa2_mma, dense (causal with --causal), no pattern",
-     flash2_fa2_mma.launch, flash2_fa2_mma.req, NULL, ATTN_SERVES_BASELINE,
-     flash2_fa2_mma.launch_shape},
-    {2, "block_sparse",
-     "fa2_mma over the block mask's key tiles: full tiles unmasked, partial tiles predicated",
-     launch_block_sparse, flash2_fa2_mma.req, NULL, ALL_PATTERNS | ATTN_SERVES_DENSE,
-     sparse_fa2_shape},
-    {3, "window", "fa2_mma over the key tiles of a window band, computed from w (no metadata)",
-     launch_window, flash2_fa2_mma.req, NULL, WINDOWS, sparse_fa2_shape},
-    {4, "gather", "one warp per query row over its CSR key list (CUDA cores, no tiles)",
-     launch_gather, gather_requirements, NULL, ALL_PATTERNS | ATTN_SERVES_DENSE | ATTN_SERVES_CSR,
-     gather_shape},
+    {ATTN_VERSION(1, "dense_fa2",
+                  "baseline: example 03's fa2_mma, dense (causal with --causal), no pattern"),
+     .launch = flash2_fa2_mma.launch, .req = flash2_fa2_mma.req, .serves = ATTN_SERVES_BASELINE,
+     .launch_shape = flash2_fa2_mma.launch_shape},
+    {ATTN_VERSION(
+         2, "block_sparse",
+         "fa2_mma over the block mask's key tiles: full tiles unmasked, partial tiles predicated"),
+     .launch = launch_block_sparse, .req = flash2_fa2_mma.req,
+     .serves = ALL_PATTERNS | ATTN_SERVES_DENSE, .launch_shape = sparse_fa2_shape},
+    {ATTN_VERSION(3, "window",
+                  "fa2_mma over the key tiles of a window band, computed from w (no metadata)"),
+     .launch = launch_window, .req = flash2_fa2_mma.req, .serves = WINDOWS,
+     .launch_shape = sparse_fa2_shape},
+    {ATTN_VERSION(4, "gather",
+                  "one warp per query row over its CSR key list (CUDA cores, no tiles)"),
+     .launch = launch_gather, .req = gather_requirements,
+     .serves = ALL_PATTERNS | ATTN_SERVES_DENSE | ATTN_SERVES_CSR, .launch_shape = gather_shape},
 };
 
 /* the default pattern: Longformer's local window, density ~12% at L=1024 */
 static const attn_sparse_config sparse_config = {"window:w=64", NULL};
 
 extern "C" const attn_example sparse_patterns_example = {
-    "04_sparse_patterns",
-    "sparse attention patterns: block-sparse, sliding-window and token-gather kernels vs dense",
-    sparse_kernels,
-    (int)(sizeof sparse_kernels / sizeof sparse_kernels[0]),
-    {1, 16, 16384, 128}, /* GPU default: B, H, L, D */
-    {1, 1, 1024, 64},    /* simulator default: a few seconds for the four kernels */
-    &attn_sparse_module,
-    &sparse_config,
+    .name = "04_sparse_patterns",
+    .summary =
+        "sparse attention patterns: block-sparse, sliding-window and token-gather kernels vs dense",
+    ATTN_KERNELS(sparse_kernels),
+    /* B, H, L, D; on the simulator: a few seconds for the four kernels */
+    .defaults = {.gpu = {1, 16, 16384, 128}, .sim = {1, 1, 1024, 64}},
+    .module = &attn_sparse_module,
+    .module_config = &sparse_config,
 };

@@ -443,14 +443,14 @@ static const attn_option ds_option_table[] = {
 
 const attn_module ds_module = {
     .options = ds_option_table,
-    .num_options = (int)(sizeof ds_option_table / sizeof ds_option_table[0]),
+    .num_options = ATTN_COUNT(ds_option_table),
     .options_size = sizeof(ds_options),
     .state_size = sizeof(ds_state),
     .prepare = ds_prepare,
     .verdict = ds_verdict,
     .banner = ds_banner,
     .stages = ds_stages,
-    .num_stages = (int)(sizeof ds_stages / sizeof ds_stages[0]),
+    .num_stages = ATTN_COUNT(ds_stages),
     .setup = ds_setup,
     .flops = ds_flops,
     .record_json = ds_record_json,

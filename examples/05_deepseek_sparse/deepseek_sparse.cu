@@ -850,38 +850,44 @@ const char *const ds_score_kinds[] = {"indexer", "equal", "neginf", "large", "ti
 
 /* fp16/bf16, D = 64 or 128, causal, varlen; every kernel runs on the simulator */
 static const attn_requirements ds_requirements = {
-    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), 128, 64, true, true, false};
+    .dtypes = ATTN_DTYPES_F16_BF16, .max_d = 128, .d_multiple = 64, .causal = true, .varlen = true};
 
 static const attn_kernel ds_kernels[] = {
-    {1, "indexer", "index scores of 4 queries x 64-key tiles on tensor cores, ReLU, weighted sum",
-     run_indexer, ds_requirements, NULL, 0, NULL, DS_STAGE_INDEXER},
-    {2, "topk_bitonic", "the whole row sorted in shared memory (<= 4096 keys), first k kept",
-     run_topk_bitonic, ds_requirements, NULL, 0, NULL, DS_STAGE_TOPK},
-    {3, "topk_radix", "radix select over the float bits: 4 histogram passes, any row length",
-     run_topk_radix, ds_requirements, NULL, 0, NULL, DS_STAGE_TOPK},
-    {4, "sparse_mma", "FA2 over the selected keys: 64 gathered K/V rows per tile, tensor cores",
-     run_sparse_mma, ds_requirements, NULL, 0, NULL, DS_STAGE_ATTENTION},
-    {5, "sparse_gather", "one warp per (token, head) over the selected keys, CUDA cores",
-     run_sparse_gather, ds_requirements, NULL, 0, NULL, DS_STAGE_ATTENTION},
-    {6, "end_to_end", "the pipeline: per chunk indexer + topk_radix, then sparse_mma", run_pipeline,
-     ds_requirements, NULL, 0, NULL, DS_STAGE_ATTENTION},
-    {7, "dense_fa2", "baseline: example 03's fa2_mma, dense, K and V copied into every head",
-     run_dense, ds_requirements, NULL, ATTN_SERVES_BASELINE, NULL, DS_STAGE_ATTENTION},
-    {DS_KERNEL_INDEXER_FP8, "indexer_fp8",
-     "version 1 in FP8 e4m3: q_I, k_I per row with a power-of-two scale, mma.sync m16n8k32",
-     run_indexer_fp8, ds_requirements, NULL, 0, NULL, DS_STAGE_INDEXER},
+    {ATTN_VERSION(1, "indexer",
+                  "index scores of 4 queries x 64-key tiles on tensor cores, ReLU, weighted sum"),
+     .launch = run_indexer, .req = ds_requirements, .stage = DS_STAGE_INDEXER},
+    {ATTN_VERSION(2, "topk_bitonic",
+                  "the whole row sorted in shared memory (<= 4096 keys), first k kept"),
+     .launch = run_topk_bitonic, .req = ds_requirements, .stage = DS_STAGE_TOPK},
+    {ATTN_VERSION(3, "topk_radix",
+                  "radix select over the float bits: 4 histogram passes, any row length"),
+     .launch = run_topk_radix, .req = ds_requirements, .stage = DS_STAGE_TOPK},
+    {ATTN_VERSION(4, "sparse_mma",
+                  "FA2 over the selected keys: 64 gathered K/V rows per tile, tensor cores"),
+     .launch = run_sparse_mma, .req = ds_requirements, .stage = DS_STAGE_ATTENTION},
+    {ATTN_VERSION(5, "sparse_gather",
+                  "one warp per (token, head) over the selected keys, CUDA cores"),
+     .launch = run_sparse_gather, .req = ds_requirements, .stage = DS_STAGE_ATTENTION},
+    {ATTN_VERSION(6, "end_to_end", "the pipeline: per chunk indexer + topk_radix, then sparse_mma"),
+     .launch = run_pipeline, .req = ds_requirements, .stage = DS_STAGE_ATTENTION},
+    {ATTN_VERSION(7, "dense_fa2",
+                  "baseline: example 03's fa2_mma, dense, K and V copied into every head"),
+     .launch = run_dense, .req = ds_requirements, .serves = ATTN_SERVES_BASELINE,
+     .stage = DS_STAGE_ATTENTION},
+    {ATTN_VERSION(
+         DS_KERNEL_INDEXER_FP8, "indexer_fp8",
+         "version 1 in FP8 e4m3: q_I, k_I per row with a power-of-two scale, mma.sync m16n8k32"),
+     .launch = run_indexer_fp8, .req = ds_requirements, .stage = DS_STAGE_INDEXER},
 };
 
 extern "C" const attn_module ds_module; /* its flags, inputs and stages: deepseek_run.c */
 
 extern "C" const attn_example deepseek_sparse_example = {
-    "05_deepseek_sparse",
-    "DeepSeek Sparse Attention: lightning indexer, top-k selection, attention over the selected "
-    "keys",
-    ds_kernels,
-    (int)(sizeof ds_kernels / sizeof ds_kernels[0]),
-    {1, 16, 8192, 128}, /* GPU default: B, H, L, D */
-    {1, 8, 256, 64},    /* simulator default */
-    &ds_module,
-    NULL,
+    .name = "05_deepseek_sparse",
+    .summary = "DeepSeek Sparse Attention: lightning indexer, top-k selection, attention over the "
+               "selected keys",
+    ATTN_KERNELS(ds_kernels),
+    /* B, H, L, D */
+    .defaults = {.gpu = {1, 16, 8192, 128}, .sim = {1, 8, 256, 64}},
+    .module = &ds_module,
 };

@@ -73,43 +73,43 @@ static void launch_ladder_sparse(const attn_problem *p, const attn_buffers *b,
 /* ================================= registry =============================================== */
 
 extern "C" const attn_pattern_kind_def ladder_kind_def = {
-    "ladder",
-    "ladder:b=B,w=W[,s=S]     blocks of b: J < s (s = 1), |I - J| < w, |I - J| a power of 2 "
-    "(example 06)",
-    {"b", "s", "w", NULL},
-    1u << LADDER_B | 1u << LADDER_W, /* b and w required */
-    {0, 1, 0, 0},                    /* s = 1 sink block unless given */
-    {1, 0, 1, 0},                    /* b >= 1, s >= 0, w >= 1 */
-    {1 << 28, 1 << 28, 1 << 28, 0},
-    ladder_keep,
-    LADDER_B, /* defined on blocks of b tokens */
-    ladder_block_keep,
+    .name = "ladder",
+    .usage = "ladder:b=B,w=W[,s=S]     blocks of b: J < s (s = 1), |I - J| < w, |I - J| a power of "
+             "2 (example 06)",
+    .params = {{.name = "b", .required = true, .min = 1, .max = 1 << 28},
+               {.name = "s", .def = 1, .max = 1 << 28}, /* one sink block unless given */
+               {.name = "w", .required = true, .min = 1, .max = 1 << 28}},
+    .keep = ladder_keep,
+    .block_param = LADDER_B, /* defined on blocks of b tokens */
+    .block_keep = ladder_block_keep,
 };
 
 static const attn_pattern_kind_def *const custom_kinds[] = {&ladder_kind_def, NULL};
 
 /* ATTN_SERVES_OWN_PATTERN(0): the ladder, this example's first (only) own kind */
 static const attn_kernel custom_kernels[] = {
-    {1, "dense_fa2", "baseline: example 03's fa2_mma, dense (causal with --causal), no pattern",
-     flash2_fa2_mma.launch, flash2_fa2_mma.req, NULL, ATTN_SERVES_BASELINE,
-     flash2_fa2_mma.launch_shape},
-    {2, "block_sparse",
-     "example 04's block-sparse FA2 specialised on the ladder: full tiles unmasked, partial tiles "
-     "predicated",
-     launch_ladder_sparse, flash2_fa2_mma.req, NULL,
-     ATTN_SERVES_ALL_PATTERNS | ATTN_SERVES_OWN_PATTERN(0) | ATTN_SERVES_DENSE, sparse_fa2_shape},
+    {ATTN_VERSION(1, "dense_fa2",
+                  "baseline: example 03's fa2_mma, dense (causal with --causal), no pattern"),
+     .launch = flash2_fa2_mma.launch, .req = flash2_fa2_mma.req, .serves = ATTN_SERVES_BASELINE,
+     .launch_shape = flash2_fa2_mma.launch_shape},
+    {ATTN_VERSION(2, "block_sparse",
+                  "example 04's block-sparse FA2 specialised on the ladder: full tiles unmasked, "
+                  "partial tiles predicated"),
+     .launch = launch_ladder_sparse, .req = flash2_fa2_mma.req,
+     .serves = ATTN_SERVES_ALL_PATTERNS | ATTN_SERVES_OWN_PATTERN(0) | ATTN_SERVES_DENSE,
+     .launch_shape = sparse_fa2_shape},
 };
 
 /* 16 tiles at L = 1024: 0.53 of the causal entries */
 static const attn_sparse_config custom_config = {"ladder:b=64,s=1,w=2", custom_kinds};
 
 extern "C" const attn_example custom_pattern_example = {
-    "06_custom_pattern",
-    "a pattern of our own: sink + local + power-of-two-distance blocks (the ladder) vs dense",
-    custom_kernels,
-    2,
-    {1, 16, 16384, 128}, /* GPU default: B, H, L, D */
-    {1, 1, 1024, 64},    /* simulator default: a few seconds for both kernels */
-    &attn_sparse_module,
-    &custom_config,
+    .name = "06_custom_pattern",
+    .summary =
+        "a pattern of our own: sink + local + power-of-two-distance blocks (the ladder) vs dense",
+    ATTN_KERNELS(custom_kernels),
+    /* B, H, L, D; on the simulator: a few seconds for both kernels */
+    .defaults = {.gpu = {1, 16, 16384, 128}, .sim = {1, 1, 1024, 64}},
+    .module = &attn_sparse_module,
+    .module_config = &custom_config,
 };

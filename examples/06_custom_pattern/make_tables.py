@@ -27,14 +27,10 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "benchmarks"))
 import ladder  # noqa: E402
 
-try:
-    import numpy  # noqa: F401  (quality's statistics need it)
-except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    import os  # the set-up's paths from where it was run (the checkout's root: ../..)
-    up = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../.."))
-    sys.exit(f"error: {e.name} is not installed for {sys.executable}: run "
-             f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --python, then use "
-             f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
+from chapter_script import require  # noqa: E402
+
+numpy = require("numpy", setup="--python")
 import report  # noqa: E402
 import plan  # noqa: E402
 import readme_tables  # noqa: E402

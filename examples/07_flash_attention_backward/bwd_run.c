@@ -396,7 +396,7 @@ static void bwd_usage(const attn_example *ex, FILE *f) {
 
 const attn_module bwd_module = {
     .options = bwd_option_table,
-    .num_options = (int)(sizeof bwd_option_table / sizeof bwd_option_table[0]),
+    .num_options = ATTN_COUNT(bwd_option_table),
     .options_size = sizeof(bwd_options),
     .usage = bwd_usage,
     .state_size = sizeof(bwd_state),
@@ -404,7 +404,7 @@ const attn_module bwd_module = {
     .verdict = bwd_verdict,
     .banner = bwd_banner,
     .stages = bwd_stages,
-    .num_stages = (int)(sizeof bwd_stages / sizeof bwd_stages[0]),
+    .num_stages = ATTN_COUNT(bwd_stages),
     .setup = bwd_setup,
     .flops = bwd_flops,
     .record_json = bwd_record_json,

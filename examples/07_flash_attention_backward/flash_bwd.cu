@@ -963,34 +963,45 @@ static void run_fwd_topk(const attn_problem *p, const attn_buffers *b, cudaStrea
 
 /* fp32 versions (1, 2) and example 03's fa2_fp32: any D up to 128 */
 static const attn_requirements fp32_requirements = {
-    ATTN_DTYPE_BIT(ATTN_F32), F32_MAX_D, 1, true, true, false};
+    .dtypes = ATTN_DTYPE_BIT(ATTN_F32), .max_d = F32_MAX_D, .causal = true, .varlen = true};
 /* version 6 and example 05's sparse_gather: fp16/bf16, any D up to 128 */
 static const attn_requirements gather_requirements = {
-    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), F32_MAX_D, 1, true, true, false};
+    .dtypes = ATTN_DTYPES_F16_BF16, .max_d = F32_MAX_D, .causal = true, .varlen = true};
 /* versions 3-5 (and example 03's fa2_mma, 04's block_sparse): flash2_fa2_mma.req, fp16/bf16,
  * D = 64 or 128 */
 
 static const attn_kernel bwd_kernels[] = {
-    {1, "naive", "the formulas as they read: P and dS in global memory (O(L^2)), three kernels",
-     launch_naive, fp32_requirements, ws_naive, 0, NULL, BWD_STAGE_BACKWARD},
-    {2, "fa2_fp32", "FA2 backward in fp32: a block owns 32 keys, walks Q tiles, dQ by atomics",
-     launch_fa2_fp32, fp32_requirements, ws_atomic_dq, 0, fa2_fp32_shape, BWD_STAGE_BACKWARD},
-    {3, "fa2_mma", "the same loop on tensor cores (fp16/bf16): P^T dO, dS^T Q via ldmatrix.trans",
-     launch_fa2_mma, flash2_fa2_mma.req, ws_atomic_dq, 0, fa2_mma_shape, BWD_STAGE_BACKWARD},
-    {4, "fa2_mma_det", "deterministic dQ: no atomics, a second pass in the forward's loop order",
-     launch_fa2_mma_det, flash2_fa2_mma.req, ws_d_only, 0, NULL, BWD_STAGE_BACKWARD},
-    {5, "block_sparse", "version 4 over example 04's block mask and its transposed view",
-     launch_block_sparse, flash2_fa2_mma.req, ws_d_only, 0, NULL, BWD_STAGE_BACKWARD},
-    {6, "topk", "example 05's selection: dQ per query, dK/dV scattered by atomics", launch_topk,
-     gather_requirements, ws_topk, 0, NULL, BWD_STAGE_BACKWARD},
-    {7, "fwd_fa2_fp32", "example 03's fa2_fp32: O and LSE for versions 1 and 2", run_fwd_fa2_fp32,
-     fp32_requirements, NULL, 0, NULL, BWD_STAGE_FORWARD},
-    {8, "fwd_fa2", "example 03's fa2_mma: O and LSE for versions 3 and 4", run_fwd_fa2,
-     flash2_fa2_mma.req, NULL, 0, NULL, BWD_STAGE_FORWARD},
-    {9, "fwd_block_sparse", "example 04's block_sparse: O and LSE for version 5",
-     run_fwd_block_sparse, flash2_fa2_mma.req, NULL, 0, NULL, BWD_STAGE_FORWARD},
-    {10, "fwd_topk", "example 05's sparse_gather: O and LSE for version 6", run_fwd_topk,
-     gather_requirements, NULL, 0, NULL, BWD_STAGE_FORWARD},
+    {ATTN_VERSION(1, "naive",
+                  "the formulas as they read: P and dS in global memory (O(L^2)), three kernels"),
+     .launch = launch_naive, .req = fp32_requirements, .workspace_bytes = ws_naive,
+     .stage = BWD_STAGE_BACKWARD},
+    {ATTN_VERSION(2, "fa2_fp32",
+                  "FA2 backward in fp32: a block owns 32 keys, walks Q tiles, dQ by atomics"),
+     .launch = launch_fa2_fp32, .req = fp32_requirements, .workspace_bytes = ws_atomic_dq,
+     .launch_shape = fa2_fp32_shape, .stage = BWD_STAGE_BACKWARD},
+    {ATTN_VERSION(3, "fa2_mma",
+                  "the same loop on tensor cores (fp16/bf16): P^T dO, dS^T Q via ldmatrix.trans"),
+     .launch = launch_fa2_mma, .req = flash2_fa2_mma.req, .workspace_bytes = ws_atomic_dq,
+     .launch_shape = fa2_mma_shape, .stage = BWD_STAGE_BACKWARD},
+    {ATTN_VERSION(4, "fa2_mma_det",
+                  "deterministic dQ: no atomics, a second pass in the forward's loop order"),
+     .launch = launch_fa2_mma_det, .req = flash2_fa2_mma.req, .workspace_bytes = ws_d_only,
+     .stage = BWD_STAGE_BACKWARD},
+    {ATTN_VERSION(5, "block_sparse",
+                  "version 4 over example 04's block mask and its transposed view"),
+     .launch = launch_block_sparse, .req = flash2_fa2_mma.req, .workspace_bytes = ws_d_only,
+     .stage = BWD_STAGE_BACKWARD},
+    {ATTN_VERSION(6, "topk", "example 05's selection: dQ per query, dK/dV scattered by atomics"),
+     .launch = launch_topk, .req = gather_requirements, .workspace_bytes = ws_topk,
+     .stage = BWD_STAGE_BACKWARD},
+    {ATTN_VERSION(7, "fwd_fa2_fp32", "example 03's fa2_fp32: O and LSE for versions 1 and 2"),
+     .launch = run_fwd_fa2_fp32, .req = fp32_requirements, .stage = BWD_STAGE_FORWARD},
+    {ATTN_VERSION(8, "fwd_fa2", "example 03's fa2_mma: O and LSE for versions 3 and 4"),
+     .launch = run_fwd_fa2, .req = flash2_fa2_mma.req, .stage = BWD_STAGE_FORWARD},
+    {ATTN_VERSION(9, "fwd_block_sparse", "example 04's block_sparse: O and LSE for version 5"),
+     .launch = run_fwd_block_sparse, .req = flash2_fa2_mma.req, .stage = BWD_STAGE_FORWARD},
+    {ATTN_VERSION(10, "fwd_topk", "example 05's sparse_gather: O and LSE for version 6"),
+     .launch = run_fwd_topk, .req = gather_requirements, .stage = BWD_STAGE_FORWARD},
 };
 
 bwd_mode bwd_kernel_mode(const attn_kernel *k) {
@@ -1003,13 +1014,11 @@ bwd_mode bwd_kernel_mode(const attn_kernel *k) {
 extern "C" const attn_module bwd_module; /* its flags, inputs and stages: bwd_run.c */
 
 extern "C" const attn_example flash_bwd_example = {
-    "07_flash_attention_backward",
-    "the backward pass: FlashAttention-2's dQ, dK, dV by recomputation, dense, block-sparse and "
-    "top-k",
-    bwd_kernels,
-    (int)(sizeof bwd_kernels / sizeof bwd_kernels[0]),
-    {1, 16, 4096, 128}, /* GPU default: B, H, L, D */
-    {1, 2, 256, 64},    /* simulator default */
-    &bwd_module,
-    NULL,
+    .name = "07_flash_attention_backward",
+    .summary = "the backward pass: FlashAttention-2's dQ, dK, dV by recomputation, dense, "
+               "block-sparse and top-k",
+    ATTN_KERNELS(bwd_kernels),
+    /* B, H, L, D */
+    .defaults = {.gpu = {1, 16, 4096, 128}, .sim = {1, 2, 256, 64}},
+    .module = &bwd_module,
 };

@@ -43,15 +43,10 @@ import os
 import subprocess
 import sys
 
-try:
-    import torch
-    import torch.nn.functional as F
-except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    import os  # the set-up's paths from where it was run (the checkout's root: ../..)
-    up = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../.."))
-    sys.exit(f"error: {e.name} is not installed for {sys.executable}: run "
-             f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --python, then use "
-             f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
+from chapter_script import require  # noqa: E402
+
+torch, F = require("torch", "torch.nn.functional", setup="--python")
 
 TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests", "test_flash_bwd.py")
 BR = 64  # query rows per tile (versions 3-5; version 2 uses 32)

@@ -507,37 +507,34 @@ static void launch_flex_rope(const attn_problem *p, const attn_buffers *b, cudaS
  * this example's library links example 03's). */
 extern "C" const attn_kernel flash2_fa2_mma;
 
-/* fp16/bf16, D = 64 or 128, dense layout; causality comes from --mod */
+/* fp16/bf16, D = 64 or 128, dense layout (document masking packs sequences instead of varlen);
+ * no causal flag: causality is a mask_mod of --mod */
 static const attn_requirements flex_requirements = {
-    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), /* dtypes */
-    128,                                                  /* max_d: D = 64 or 128 */
-    64,                                                   /* d_multiple */
-    false,                                                /* causal: a mask_mod of --mod */
-    false,                                                /* varlen: document masking packs */
-    false,                                                /* gpu_only */
-};
+    .dtypes = ATTN_DTYPES_F16_BF16, .max_d = 128, .d_multiple = 64};
 
 static const attn_kernel flex_kernels[FLEX_KERNELS] = {
-    {1, "dense_fa2", "baseline: example 03's fa2_mma, dense, no modification",
-     flash2_fa2_mma.launch, flex_requirements, NULL, ATTN_SERVES_BASELINE,
-     flash2_fa2_mma.launch_shape},
-    {2, "flex", "fa2_mma specialised on --mod: block-mask tiles, mask_mod only in PARTIAL tiles",
-     launch_flex_blocks, flex_requirements, NULL, 0, flex_shape},
-    {3, "flex_no_block_mask", "version 2 with every tile PARTIAL: mask_mod on every entry",
-     launch_flex_no_block_mask, flex_requirements, NULL, 0, flex_shape},
-    {4, "flex_rope", "version 2 with RoPE fused: Q and K rotated in shared memory on load (--rope)",
-     launch_flex_rope, flex_requirements, NULL, 0, flex_shape},
+    {ATTN_VERSION(1, "dense_fa2", "baseline: example 03's fa2_mma, dense, no modification"),
+     .launch = flash2_fa2_mma.launch, .req = flex_requirements, .serves = ATTN_SERVES_BASELINE,
+     .launch_shape = flash2_fa2_mma.launch_shape},
+    {ATTN_VERSION(2, "flex",
+                  "fa2_mma specialised on --mod: block-mask tiles, mask_mod only in PARTIAL tiles"),
+     .launch = launch_flex_blocks, .req = flex_requirements, .launch_shape = flex_shape},
+    {ATTN_VERSION(3, "flex_no_block_mask",
+                  "version 2 with every tile PARTIAL: mask_mod on every entry"),
+     .launch = launch_flex_no_block_mask, .req = flex_requirements, .launch_shape = flex_shape},
+    {ATTN_VERSION(4, "flex_rope",
+                  "version 2 with RoPE fused: Q and K rotated in shared memory on load (--rope)"),
+     .launch = launch_flex_rope, .req = flex_requirements, .launch_shape = flex_shape},
 };
 
 extern "C" const attn_module flex_module; /* flex_module.c */
 
 extern "C" const attn_example flex_attention_example = {
-    "08_flex_attention",
-    "FlexAttention in CUDA C: score_mod and mask_mod compiled into FA2, block masks from mask_mod",
-    flex_kernels,
-    FLEX_KERNELS,
-    {4, 16, 4096, 64}, /* GPU default: B, H, L, D */
-    {1, 4, 256, 64},   /* simulator default */
-    &flex_module,
-    NULL,
+    .name = "08_flex_attention",
+    .summary = "FlexAttention in CUDA C: score_mod and mask_mod compiled into FA2, block masks "
+               "from mask_mod",
+    ATTN_KERNELS(flex_kernels),
+    /* B, H, L, D */
+    .defaults = {.gpu = {4, 16, 4096, 64}, .sim = {1, 4, 256, 64}},
+    .module = &flex_module,
 };

@@ -379,7 +379,7 @@ static const attn_option flex_option_table[] = {
 
 const attn_module flex_module = {
     .options = flex_option_table,
-    .num_options = (int)(sizeof flex_option_table / sizeof flex_option_table[0]),
+    .num_options = ATTN_COUNT(flex_option_table),
     .options_size = sizeof(flex_options),
     .usage = usage,
     .state_size = sizeof(flex_state),

@@ -976,16 +976,21 @@ static void run_latent(const attn_problem *p, const attn_buffers *b, cudaStream_
 /* f32/f16/bf16, D = 64 or 128 (the module refuses other D), new tokens causal among
  * themselves, a cache length per sequence; every kernel runs on the simulator */
 static const attn_requirements dec_requirements = {
-    ATTN_DTYPE_BIT(ATTN_F32) | ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16),
-    128,
-    64,
-    true,
-    true,
-    false};
+    .dtypes = ATTN_DTYPE_BIT(ATTN_F32) | ATTN_DTYPES_F16_BF16,
+    .max_d = 128,
+    .d_multiple = 64,
+    .causal = true,
+    .varlen = true,
+};
 
 /* version 10: bf16/fp16 (FlashMLA's), D = 576 (the latent row), --latent only (dec_verdict) */
 static const attn_requirements dec_latent_requirements = {
-    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), DEC_LATENT_DK, 64, true, true, false};
+    .dtypes = ATTN_DTYPES_F16_BF16,
+    .max_d = DEC_LATENT_DK,
+    .d_multiple = 64,
+    .causal = true,
+    .varlen = true,
+};
 
 static const attn_stage dec_stages[] = {
     {"append", false, NULL, dec_clear, dec_check_append},
@@ -996,26 +1001,34 @@ static const attn_stage dec_stages[] = {
 };
 
 static const attn_kernel dec_kernels[] = {
-    {1, "append", "the new tokens' K, V and index key written into their pages (block table)",
-     run_append, dec_requirements, NULL, 0, NULL, DEC_STAGE_APPEND},
-    {2, "naive", "one warp per (sequence, query head), key by key over the contiguous cache",
-     run_naive, dec_requirements, NULL, 0, NULL, DEC_STAGE_ATTENTION},
-    {3, "split_kv", "flash-decoding: the cache split over blocks, partial O + LSE, combine",
-     run_split_kv, dec_requirements, NULL, 0, NULL, DEC_STAGE_ATTENTION},
-    {4, "gqa", "one block per K/V head: tiles in shared memory serve its query heads, split-KV",
-     run_gqa, dec_requirements, NULL, 0, NULL, DEC_STAGE_ATTENTION},
-    {5, "paged", "version 4 over the paged cache through the block table (same arithmetic)",
-     run_paged, dec_requirements, NULL, 0, NULL, DEC_STAGE_ATTENTION},
-    {6, "indexer", "DSA index scores of each new token over a paged index-key cache", run_indexer,
-     dec_requirements, NULL, 0, NULL, DEC_STAGE_INDEXER},
-    {7, "topk_radix", "example 05's radix select at decode shape (one row per new token)",
-     run_topk_radix, dec_requirements, NULL, 0, NULL, DEC_STAGE_TOPK},
-    {8, "topk_bitonic", "example 05's bitonic baseline (caches of at most 4096 tokens)",
-     run_topk_bitonic, dec_requirements, NULL, 0, NULL, DEC_STAGE_TOPK},
-    {9, "sparse", "attention over the k selected tokens of the paged cache, split-KV", run_sparse,
-     dec_requirements, NULL, 0, NULL, DEC_STAGE_SPARSE},
-    {10, "latent", "MLA: 576-wide queries over one paged latent row per token, V its first 512",
-     run_latent, dec_latent_requirements, NULL, 0, NULL, DEC_STAGE_ATTENTION},
+    {ATTN_VERSION(1, "append",
+                  "the new tokens' K, V and index key written into their pages (block table)"),
+     .launch = run_append, .req = dec_requirements, .stage = DEC_STAGE_APPEND},
+    {ATTN_VERSION(2, "naive",
+                  "one warp per (sequence, query head), key by key over the contiguous cache"),
+     .launch = run_naive, .req = dec_requirements, .stage = DEC_STAGE_ATTENTION},
+    {ATTN_VERSION(3, "split_kv",
+                  "flash-decoding: the cache split over blocks, partial O + LSE, combine"),
+     .launch = run_split_kv, .req = dec_requirements, .stage = DEC_STAGE_ATTENTION},
+    {ATTN_VERSION(4, "gqa",
+                  "one block per K/V head: tiles in shared memory serve its query heads, split-KV"),
+     .launch = run_gqa, .req = dec_requirements, .stage = DEC_STAGE_ATTENTION},
+    {ATTN_VERSION(5, "paged",
+                  "version 4 over the paged cache through the block table (same arithmetic)"),
+     .launch = run_paged, .req = dec_requirements, .stage = DEC_STAGE_ATTENTION},
+    {ATTN_VERSION(6, "indexer", "DSA index scores of each new token over a paged index-key cache"),
+     .launch = run_indexer, .req = dec_requirements, .stage = DEC_STAGE_INDEXER},
+    {ATTN_VERSION(7, "topk_radix",
+                  "example 05's radix select at decode shape (one row per new token)"),
+     .launch = run_topk_radix, .req = dec_requirements, .stage = DEC_STAGE_TOPK},
+    {ATTN_VERSION(8, "topk_bitonic",
+                  "example 05's bitonic baseline (caches of at most 4096 tokens)"),
+     .launch = run_topk_bitonic, .req = dec_requirements, .stage = DEC_STAGE_TOPK},
+    {ATTN_VERSION(9, "sparse", "attention over the k selected tokens of the paged cache, split-KV"),
+     .launch = run_sparse, .req = dec_requirements, .stage = DEC_STAGE_SPARSE},
+    {ATTN_VERSION(10, "latent",
+                  "MLA: 576-wide queries over one paged latent row per token, V its first 512"),
+     .launch = run_latent, .req = dec_latent_requirements, .stage = DEC_STAGE_ATTENTION},
 };
 
 #define OPT(field) offsetof(dec_options, field)
@@ -1059,36 +1072,31 @@ static const attn_option dec_option_table[] = {
 #undef OPT
 
 static const attn_module dec_module = {
-    dec_option_table,
-    (int)(sizeof dec_option_table / sizeof dec_option_table[0]),
-    sizeof(dec_options),
-    NULL, /* usage */
-    sizeof(dec_state),
-    dec_prepare,
-    dec_verdict,
-    dec_banner,
-    NULL, /* build, buffers, kernel_options: an attention example's */
-    NULL,
-    NULL,
-    dec_stages,
-    (int)(sizeof dec_stages / sizeof dec_stages[0]),
-    dec_setup,
-    dec_flops,
-    dec_record_json,
-    dec_dump,
-    dec_after_table,
-    dec_release,
-    NULL, /* inputs: an attention example's */
-    dec_host_bytes,
+    .options = dec_option_table,
+    .num_options = ATTN_COUNT(dec_option_table),
+    .options_size = sizeof(dec_options),
+    .state_size = sizeof(dec_state),
+    .prepare = dec_prepare,
+    .verdict = dec_verdict,
+    .banner = dec_banner,
+    .stages = dec_stages,
+    .num_stages = ATTN_COUNT(dec_stages),
+    .host_bytes = dec_host_bytes,
+    .setup = dec_setup,
+    .flops = dec_flops,
+    .record_json = dec_record_json,
+    .dump = dec_dump,
+    .after_table = dec_after_table,
+    .release = dec_release,
 };
 
 extern "C" const attn_example decode_example = {
-    "09_decode",
-    "decoding: a KV cache, split-KV (flash-decoding), GQA, a paged cache, DeepSeek sparse decode",
-    dec_kernels,
-    (int)(sizeof dec_kernels / sizeof dec_kernels[0]),
-    {8, 32, 32768, 128}, /* GPU default: B, H, L (cache), D */
-    {4, 9, 300, 64},     /* simulator default: SmolLM2-135M's heads (9 over 3) */
-    &dec_module,
-    NULL,
+    .name = "09_decode",
+    .summary = "decoding: a KV cache, split-KV (flash-decoding), GQA, a paged cache, DeepSeek "
+               "sparse decode",
+    ATTN_KERNELS(dec_kernels),
+    /* B, H, L, D; on a GPU: B, H, L (cache), D; on the simulator: SmolLM2-135M's heads (9 over 3)
+     */
+    .defaults = {.gpu = {8, 32, 32768, 128}, .sim = {4, 9, 300, 64}},
+    .module = &dec_module,
 };

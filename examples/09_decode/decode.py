@@ -21,16 +21,13 @@ Latent (version 10, DeepSeek's MLA in FlashMLA's layout): q [B, Lq, H, 576], one
 token in pages [num_pages, P, 1, 576] read as K, its first 512 columns as V; o [B, Lq, H, 512].
 """
 import math
+import os
 import sys
 
-try:
-    import torch
-except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    import os  # the set-up's paths from where it was run (the checkout's root: ../..)
-    up = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../.."))
-    sys.exit(f"error: {e.name} is not installed for {sys.executable}: run "
-             f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --python, then use "
-             f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
+from chapter_script import require  # noqa: E402
+
+torch = require("torch", setup="--python")
 
 
 def visible(lq, length):

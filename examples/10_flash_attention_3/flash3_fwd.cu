@@ -307,37 +307,31 @@ template <int V> static attn_launch_shape shape_of(const attn_problem *p) {
             p->D == 64 ? (size_t)plan<64, V>::smem : (size_t)plan<128, V>::smem};
 }
 
+/* fp16/bf16, D = 64 or 128, causal, dense layout only (no varlen) */
 constexpr attn_requirements fa3_requirements = {
-    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), /* dtypes */
-    128,                                                  /* max_d: D = 64 or 128 */
-    64,                                                   /* d_multiple */
-    true,                                                 /* causal */
-    false,                                                /* varlen: dense layout only */
-    false,                                                /* gpu_only */
-};
+    .dtypes = ATTN_DTYPES_F16_BF16, .max_d = 128, .d_multiple = 64, .causal = true};
 
 const attn_kernel fa3_kernels[] = {
-    {1, "fa3_wgmma",
-     "one warpgroup, Q and K/V by TMA (an mbarrier counts the bytes), S and P V by wgmma from "
-     "shared-memory descriptors; synchronous",
-     launch_version<1>, fa3_requirements, NULL, 0, shape_of<1>},
-    {2, "fa3_warpspec",
-     "warp specialisation: a producer warpgroup fills a 2-stage K/V ring (full/empty mbarriers, "
-     "setmaxnreg), two consumer warpgroups compute",
-     launch_version<2>, fa3_requirements, NULL, 0, shape_of<2>},
-    {3, "fa3_pingpong",
-     "the consumers take turns on the tensor cores (named barriers); the next Q K^T is issued "
-     "before this tile's softmax, P V of the previous one behind it",
-     launch_version<3>, fa3_requirements, NULL, 0, shape_of<3>},
+    {ATTN_VERSION(1, "fa3_wgmma",
+                  "one warpgroup, Q and K/V by TMA (an mbarrier counts the bytes), S and P V by "
+                  "wgmma from shared-memory descriptors; synchronous"),
+     .launch = launch_version<1>, .req = fa3_requirements, .launch_shape = shape_of<1>},
+    {ATTN_VERSION(2, "fa3_warpspec",
+                  "warp specialisation: a producer warpgroup fills a 2-stage K/V ring (full/empty "
+                  "mbarriers, setmaxnreg), two consumer warpgroups compute"),
+     .launch = launch_version<2>, .req = fa3_requirements, .launch_shape = shape_of<2>},
+    {ATTN_VERSION(3, "fa3_pingpong",
+                  "the consumers take turns on the tensor cores (named barriers); the next Q K^T "
+                  "is issued before this tile's softmax, P V of the previous one behind it"),
+     .launch = launch_version<3>, .req = fa3_requirements, .launch_shape = shape_of<3>},
 };
 
 } // namespace
 
 extern "C" const attn_example flash3_fwd_example = {
-    "10_flash_attention_3",
-    "FlashAttention-3 forward on Hopper: wgmma, TMA, warp specialisation, ping-pong",
-    fa3_kernels,
-    (int)(sizeof fa3_kernels / sizeof fa3_kernels[0]),
-    {2, 16, 4096, 128}, /* GPU default: B, H, L, D */
-    {1, 2, 256, 64},    /* simulator default */
+    .name = "10_flash_attention_3",
+    .summary = "FlashAttention-3 forward on Hopper: wgmma, TMA, warp specialisation, ping-pong",
+    ATTN_KERNELS(fa3_kernels),
+    /* B, H, L, D */
+    .defaults = {.gpu = {2, 16, 4096, 128}, .sim = {1, 2, 256, 64}},
 };

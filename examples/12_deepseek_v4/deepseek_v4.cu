@@ -459,7 +459,7 @@ static void run_decode(const attn_problem *p, const attn_buffers *b, cudaStream_
 /* fp16/bf16, D a multiple of 32 up to 512; no causal flag (the layer is causal by definition),
  * no varlen */
 static const attn_requirements v4_requirements = {
-    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), V4_MAX_D, 32, false, false, false};
+    .dtypes = ATTN_DTYPES_F16_BF16, .max_d = V4_MAX_D, .d_multiple = 32};
 
 static const attn_stage v4_stages[] = {
     {"compress", false, NULL, v4_clear_compress, v4_check_compress},
@@ -468,16 +468,21 @@ static const attn_stage v4_stages[] = {
 };
 
 static const attn_kernel v4_kernels[] = {
-    {V4_K_COMPRESS, "compress", "every complete window -> one entry: gate softmax, RMSNorm, RoPE",
-     run_compress, v4_requirements, NULL, 0, NULL, V4_STAGE_COMPRESS},
-    {V4_K_INDEX, "index_topk", "CSA: example 05's indexer and radix top-k over the entries",
-     run_index, v4_requirements, NULL, 0, NULL, V4_STAGE_INDEX},
-    {V4_K_CSA, "csa_attention", "window + selected entries, one online softmax with the sink",
-     run_attention, v4_requirements, NULL, 0, NULL, V4_STAGE_ATTENTION},
-    {V4_K_HCA, "hca_attention", "window + every visible entry, one online softmax with the sink",
-     run_attention, v4_requirements, NULL, 0, NULL, V4_STAGE_ATTENTION},
-    {V4_K_DECODE, "decode", "token by token: streaming compressor, paged entries, attention",
-     run_decode, v4_requirements, NULL, 0, NULL, V4_STAGE_ATTENTION},
+    {ATTN_VERSION(V4_K_COMPRESS, "compress",
+                  "every complete window -> one entry: gate softmax, RMSNorm, RoPE"),
+     .launch = run_compress, .req = v4_requirements, .stage = V4_STAGE_COMPRESS},
+    {ATTN_VERSION(V4_K_INDEX, "index_topk",
+                  "CSA: example 05's indexer and radix top-k over the entries"),
+     .launch = run_index, .req = v4_requirements, .stage = V4_STAGE_INDEX},
+    {ATTN_VERSION(V4_K_CSA, "csa_attention",
+                  "window + selected entries, one online softmax with the sink"),
+     .launch = run_attention, .req = v4_requirements, .stage = V4_STAGE_ATTENTION},
+    {ATTN_VERSION(V4_K_HCA, "hca_attention",
+                  "window + every visible entry, one online softmax with the sink"),
+     .launch = run_attention, .req = v4_requirements, .stage = V4_STAGE_ATTENTION},
+    {ATTN_VERSION(V4_K_DECODE, "decode",
+                  "token by token: streaming compressor, paged entries, attention"),
+     .launch = run_decode, .req = v4_requirements, .stage = V4_STAGE_ATTENTION},
 };
 
 #define OPT(field) offsetof(v4_options, field)
@@ -501,43 +506,28 @@ static const attn_option v4_option_table[] = {
 };
 #undef OPT
 
+/* state_size from deepseek_v4_stages.c, where v4_state is defined (dynamic initialisation) */
 static const attn_module v4_module = {
-    v4_option_table,
-    (int)(sizeof v4_option_table / sizeof v4_option_table[0]),
-    sizeof(v4_options),
-    NULL, /* usage */
-    0,    /* state_size: set below */
-    v4_prepare,
-    v4_verdict,
-    v4_banner,
-    NULL, /* build, buffers, kernel_options: an attention example's */
-    NULL,
-    NULL,
-    v4_stages,
-    (int)(sizeof v4_stages / sizeof v4_stages[0]),
-    v4_setup,
-    v4_flops,
-    NULL, /* record_json */
-    NULL, /* dump */
-    NULL, /* after_table */
-    v4_release,
+    .options = v4_option_table,
+    .num_options = ATTN_COUNT(v4_option_table),
+    .options_size = sizeof(v4_options),
+    .state_size = v4_state_size(),
+    .prepare = v4_prepare,
+    .verdict = v4_verdict,
+    .banner = v4_banner,
+    .stages = v4_stages,
+    .num_stages = ATTN_COUNT(v4_stages),
+    .setup = v4_setup,
+    .flops = v4_flops,
+    .release = v4_release,
 };
 
-static attn_module v4_module_sized(void) {
-    attn_module m = v4_module;
-    m.state_size = v4_state_size();
-    return m;
-}
-static const attn_module v4_module_final = v4_module_sized();
-
 extern "C" const attn_example deepseek_v4_example = {
-    "12_deepseek_v4",
-    "DeepSeek-V4 attention: compressed entries (CSA with indexer and top-k, HCA dense), a "
-    "sliding window and a sink, prefill and decode",
-    v4_kernels,
-    (int)(sizeof v4_kernels / sizeof v4_kernels[0]),
-    {1, 16, 2048, 512}, /* GPU default: B, H, L, D */
-    {1, 4, 64, 64},     /* simulator default */
-    &v4_module_final,
-    NULL,
+    .name = "12_deepseek_v4",
+    .summary = "DeepSeek-V4 attention: compressed entries (CSA with indexer and top-k, HCA dense), "
+               "a sliding window and a sink, prefill and decode",
+    ATTN_KERNELS(v4_kernels),
+    /* B, H, L, D */
+    .defaults = {.gpu = {1, 16, 2048, 512}, .sim = {1, 4, 64, 64}},
+    .module = &v4_module,
 };

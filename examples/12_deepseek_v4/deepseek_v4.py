@@ -23,16 +23,13 @@ The functions take a dict of weights with the same names as Hugging Face's Deeps
 Only what this layer computes is here: no MoE, no hyper-connections, no training.
 """
 import math
+import os
 import sys
 
-try:
-    import torch
-except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    import os  # the set-up's paths from where it was run (the checkout's root: ../..)
-    up = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../.."))
-    sys.exit(f"error: {e.name} is not installed for {sys.executable}: run "
-             f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --python, then use "
-             f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
+from chapter_script import require  # noqa: E402
+
+torch = require("torch", setup="--python")
 
 DT = torch.float64
 

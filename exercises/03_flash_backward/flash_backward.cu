@@ -215,24 +215,19 @@ static void launch_flash_backward(const attn_problem *p, const attn_buffers *b,
 /* ================================= registry =============================================== */
 
 static const attn_requirements flash_backward_requirements = {
-    ATTN_DTYPE_BIT(ATTN_F32), /* dtypes */
-    FB_MAX_D,                 /* max_d */
-    1,                        /* d_multiple */
-    true,                     /* causal */
-    false,                    /* varlen */
-    false,                    /* gpu_only */
-};
+    .dtypes = ATTN_DTYPE_BIT(ATTN_F32), .max_d = FB_MAX_D, .causal = true};
 
 static const attn_kernel flash_backward_kernels[] = {
-    {1, "flash_backward", "dK/dV pass: a block owns 32 keys and walks the query tiles; dQ pass",
-     launch_flash_backward, flash_backward_requirements, NULL, 0, NULL},
+    {ATTN_VERSION(1, "flash_backward",
+                  "dK/dV pass: a block owns 32 keys and walks the query tiles; dQ pass"),
+     .launch = launch_flash_backward, .req = flash_backward_requirements},
 };
 
 extern "C" const attn_example flash_backward_example = {
-    "03_flash_backward",
-    "Exercise 03: the backward pass, dK and dV by FlashAttention-2's key-outer loop (fp32)",
-    flash_backward_kernels,
-    (int)(sizeof flash_backward_kernels / sizeof flash_backward_kernels[0]),
-    {4, 8, 1024, 64}, /* GPU default: B, H, L, D */
-    {1, 2, 128, 64},  /* simulator default */
+    .name = "03_flash_backward",
+    .summary =
+        "Exercise 03: the backward pass, dK and dV by FlashAttention-2's key-outer loop (fp32)",
+    ATTN_KERNELS(flash_backward_kernels),
+    /* B, H, L, D */
+    .defaults = {.gpu = {4, 8, 1024, 64}, .sim = {1, 2, 128, 64}},
 };

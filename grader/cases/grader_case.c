@@ -54,7 +54,7 @@ int grader_case_parse(grader_case *c, int argc, char **argv, const attn_example 
         return ATTN_EXIT_USAGE;
     }
     grader_remote_connect(to_runner, from_runner, c->name);
-    const int *def = ex->default_sim;
+    const int *def = ex->defaults.sim;
     const attn_cli *o = &c->cli;
     attn_problem_init(&c->p, o->B ? o->B : def[0], o->H ? o->H : def[1], o->Lq ? o->Lq : def[2],
                       o->Lk ? o->Lk : def[2], o->D ? o->D : def[3]);

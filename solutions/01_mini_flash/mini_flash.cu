@@ -136,22 +136,18 @@ static void launch_mini_flash(const attn_problem *p, const attn_buffers *b, cuda
 /* ================================= registry =============================================== */
 
 static const attn_requirements mini_flash_requirements = {
-    ATTN_DTYPE_BIT(ATTN_F32), /* dtypes */
-    MF_MAX_D,                 /* max_d */
-    1,                        /* d_multiple */
-    true,                     /* causal */
-    false,                    /* varlen */
-    false,                    /* gpu_only */
-};
+    .dtypes = ATTN_DTYPE_BIT(ATTN_F32), .max_d = MF_MAX_D, .causal = true};
 
 static const attn_kernel mini_flash_kernels[] = {
-    {1, "mini_flash", "K_j/V_j tiles in shared memory, online softmax, one thread per query row",
-     launch_mini_flash, mini_flash_requirements, NULL, 0, NULL},
+    {ATTN_VERSION(1, "mini_flash",
+                  "K_j/V_j tiles in shared memory, online softmax, one thread per query row"),
+     .launch = launch_mini_flash, .req = mini_flash_requirements},
 };
 
 extern "C" const attn_example mini_flash_example = {
-    "01_mini_flash",    "Exercise 01: tiled attention forward with online softmax (fp32)",
-    mini_flash_kernels, (int)(sizeof mini_flash_kernels / sizeof mini_flash_kernels[0]),
-    {4, 8, 1024, 64}, /* GPU default: B, H, L, D */
-    {1, 2, 256, 64},  /* simulator default */
+    .name = "01_mini_flash",
+    .summary = "Exercise 01: tiled attention forward with online softmax (fp32)",
+    ATTN_KERNELS(mini_flash_kernels),
+    /* B, H, L, D */
+    .defaults = {.gpu = {4, 8, 1024, 64}, .sim = {1, 2, 256, 64}},
 };

@@ -275,24 +275,18 @@ static void launch_sparse_mask(const attn_problem *p, const attn_buffers *b, cud
 /* ================================= registry =============================================== */
 
 static const attn_requirements sparse_mask_requirements = {
-    ATTN_DTYPE_BIT(ATTN_F32), /* dtypes */
-    SPARSE_MASK_MAX_D,        /* max_d */
-    1,                        /* d_multiple */
-    true,                     /* causal */
-    false,                    /* varlen */
-    false,                    /* gpu_only */
-};
+    .dtypes = ATTN_DTYPE_BIT(ATTN_F32), .max_d = SPARSE_MASK_MAX_D, .causal = true};
 
 static const attn_kernel sparse_mask_kernels[] = {
-    {1, "sparse_mask", "block-sparse flash: listed full tiles unmasked, partial tiles masked",
-     launch_sparse_mask, sparse_mask_requirements, NULL, 0, NULL},
+    {ATTN_VERSION(1, "sparse_mask",
+                  "block-sparse flash: listed full tiles unmasked, partial tiles masked"),
+     .launch = launch_sparse_mask, .req = sparse_mask_requirements},
 };
 
 extern "C" const attn_example sparse_mask_example = {
-    "02_sparse_mask",
-    "Exercise 02: a sparse pattern, its block mask and a block-sparse kernel (fp32)",
-    sparse_mask_kernels,
-    1,
-    {4, 8, 4096, 64}, /* GPU default: B, H, L, D */
-    {1, 2, 512, 64},  /* simulator default */
+    .name = "02_sparse_mask",
+    .summary = "Exercise 02: a sparse pattern, its block mask and a block-sparse kernel (fp32)",
+    ATTN_KERNELS(sparse_mask_kernels),
+    /* B, H, L, D */
+    .defaults = {.gpu = {4, 8, 4096, 64}, .sim = {1, 2, 512, 64}},
 };

@@ -125,7 +125,10 @@ static void test_runner_times_only_passing(void) {
          NULL,
          0,
          NULL}};
-    static const attn_example ex = {"test", "runner", kernels, 3, {1, 1, 8, 8}, {1, 1, 8, 8}};
+    static const attn_example ex = {.name = "test",
+                                    .summary = "runner",
+                                    ATTN_KERNELS(kernels),
+                                    .defaults = {.gpu = {1, 1, 8, 8}, .sim = {1, 1, 8, 8}}};
     attn_problem p;
     attn_problem_init(&p, 1, 2, 9, 9, 8);
     attn_problem_data d;

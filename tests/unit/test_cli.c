@@ -254,8 +254,10 @@ static void test_usage(void) {
         {1, "first_kernel", "does the first thing", noop_launch, F32_ONLY, NULL, 0, NULL},
         {2, "second_kernel", "does it faster", noop_launch, F16_GPU_ONLY, NULL, 0, NULL},
     };
-    attn_example ex = {"99_test", "an example for the tests", kernels,
-                       2,         {4, 8, 2048, 64},           {1, 2, 256, 32}};
+    attn_example ex = {.name = "99_test",
+                       .summary = "an example for the tests",
+                       ATTN_KERNELS(kernels),
+                       .defaults = {.gpu = {4, 8, 2048, 64}, .sim = {1, 2, 256, 32}}};
     FILE *tmp = tmpfile();
     char text[8192] = "";
     attn_cli_usage(tmp, "my_prog", &ex);

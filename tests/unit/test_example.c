@@ -87,8 +87,10 @@ static const attn_kernel kernels[8] = {
     {8, "varlen_dense", "takes cu_seqlens but ignores them", dense_only, F32_VARLEN, NULL, 0, NULL},
 };
 
-static const attn_example example = {
-    "99_unit", "the unit test's example", kernels, 8, {1, 2, 64, 32}, {1, 2, 40, 16}};
+static const attn_example example = {.name = "99_unit",
+                                     .summary = "the unit test's example",
+                                     ATTN_KERNELS(kernels),
+                                     .defaults = {.gpu = {1, 2, 64, 32}, .sim = {1, 2, 40, 16}}};
 
 /* Runs the driver on the NULL-terminated args; returns its status, its stderr in err. */
 static int run(char *err, size_t err_len, const char *const *args) {

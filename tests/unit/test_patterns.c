@@ -26,20 +26,21 @@ static int every_keep(const attn_pattern_part *pt, int a, int j, int Lk) {
     (void)Lk;
     return (a - j) % pt->x[0] == 0;
 }
-static const attn_pattern_kind_def band_def = {"band",
-                                               "band:b=B[,r=R]",
-                                               {"b", "r", NULL, NULL},
-                                               1u,
-                                               {0, 1, 0, 0},
-                                               {1, 0, 0, 0},
-                                               {1 << 20, 8, 0, 0},
-                                               band_keep,
-                                               0,
-                                               band_block_keep};
+static const attn_pattern_kind_def band_def = {
+    .name = "band",
+    .usage = "band:b=B[,r=R]",
+    .params = {{.name = "b", .required = true, .min = 1, .max = 1 << 20},
+               {.name = "r", .def = 1, .max = 8}},
+    .keep = band_keep,
+    .block_param = 0,
+    .block_keep = band_block_keep,
+};
 static const attn_pattern_kind_def every_def = {
-    "every",      "every:m=M",  {"m", NULL, NULL, NULL}, 1u,
-    {0, 0, 0, 0}, {1, 0, 0, 0}, {1 << 20, 0, 0, 0},      every_keep,
-    -1,           NULL};
+    .name = "every",
+    .usage = "every:m=M",
+    .params = {{.name = "m", .required = true, .min = 1, .max = 1 << 20}},
+    .keep = every_keep,
+};
 static const attn_pattern_kind_def *const own_kinds[] = {&band_def, &every_def, NULL};
 
 static attn_pattern parse_ok(const char *spec) {
@@ -299,8 +300,11 @@ static void test_own_kinds(void) {
     CHECK(strcmp(attn_pattern_kind_name(ATTN_PATTERN_KINDS + 1), "every") == 0);
     CHECK(attn_pattern_register(own_kinds) == 0); /* again: the same numbers */
     CHECK_EQ(parse_ok("every:m=2").part[0].kind, ATTN_PATTERN_KINDS + 1);
-    static const attn_pattern_kind_def clash = {"window", "",  {"w"},      1u, {0},
-                                                {0},      {9}, every_keep, -1, NULL};
+    static const attn_pattern_kind_def clash = {
+        .name = "window",
+        .usage = "",
+        .params = {{.name = "w", .required = true, .max = 9}},
+        .keep = every_keep};
     static const attn_pattern_kind_def *const bad[] = {&clash, NULL};
     CHECK(attn_pattern_register(bad) == -1); /* a name the chapter uses */
 }

@@ -261,7 +261,11 @@ static void test_supports(void) {
     CHECK(attn_kernel_supports(&k, &p, false, why, sizeof why) != 0);
     CHECK_CONTAINS(why, "kernel 'naive' needs a GPU (uses wgmma); this is the simulator build");
 
-    attn_example ex = {"00_test", "test", &k, 1, {1, 1, 1, 1}, {1, 1, 1, 1}};
+    attn_example ex = {.name = "00_test",
+                       .summary = "test",
+                       .kernels = &k,
+                       .num_kernels = 1,
+                       .defaults = {.gpu = {1, 1, 1, 1}, .sim = {1, 1, 1, 1}}};
     CHECK(attn_example_find(&ex, 3) == &k);
     CHECK(attn_example_find(&ex, 1) == NULL);
 }

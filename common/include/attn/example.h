@@ -103,8 +103,12 @@ int attn_stage_check_output(const attn_problem *p, const void *d_o, const float 
 
 /* ---- the module -------------------------------------------------------------------------------
  * Every hook may be NULL. state is the module's own storage (state_size bytes, zeroed, kept for
- * the whole run), opts its parsed options (options_size bytes). */
+ * the whole run), opts its parsed options (options_size bytes). Written with designated
+ * initialisers (C11, and C++ in member order): {.options = ..., .prepare = ..., .stages = ...}.
+ * The hooks are grouped by kind: both kinds of example, an attention example's, a staged
+ * example's, and both kinds again after the runs. */
 typedef struct attn_module {
+    /* ---- both kinds: the flags and step 1, before the device ---- */
     const attn_option *options;
     int num_options;
     size_t options_size;
@@ -120,15 +124,23 @@ typedef struct attn_module {
                             size_t len);
     /* Lines after the problem's banner (what the flags chose). */
     void (*banner)(void *state, const attn_problem *p);
+    /* Where the inputs were read from when they were not seeded (example 07's --tensors DIR): the
+     * banner names it instead of the seed and amplitude. NULL, or NULL returned: seeded. */
+    const char *(*inputs_read_from)(void *state);
 
     /* ---- an attention example (no stages): the harness's inputs and reference ---- */
     /* Step 3, before the inputs: the reference's mask (NULL: none) and whether a dense reference
      * is needed too, for the selected kernels (selected[n]: kernel n). 0, or 1 after a message. */
     int (*build)(void *state, const attn_example *ex, const bool *selected, const attn_problem *p,
                  bool quiet, const attn_mask **mask, bool *dense_too);
+    /* Step 3: the seeded inputs, changed in place before the reference is computed from them and
+     * before they are uploaded (attn_problem_data_make_with, attn/runner.h): e.g. Q and K rotated
+     * by a position embedding, the reference then being attention on the rotated inputs, while
+     * the module keeps the originals for a kernel that rotates them itself. NULL: the inputs as
+     * seeded. 0, or 1 after a message on stderr. */
+    int (*inputs)(void *state, const attn_problem *p, attn_host_inputs *in);
     /* The module's inputs of the kernels, in the device buffers. */
     void (*buffers)(void *state, attn_buffers *b);
-    /* (The hook `inputs`, between the seeded inputs and the reference, is the last member.) */
     /* Per kernel: its refusal, reference and FLOPs (attn_run_opts). */
     void (*kernel_options)(void *state, const attn_kernel *k, const attn_problem *p,
                            attn_run_opts *opts, char *why, size_t len);
@@ -136,6 +148,12 @@ typedef struct attn_module {
     /* ---- a staged example: its own inputs, references and stages ---- */
     const attn_stage *stages; /* attn_kernel.stage indexes this; NULL: one attention stage */
     int num_stages;
+    /* Step 1 (after prepare): the host memory its setup will allocate for p, which the driver
+     * checks against the machine's before anything is allocated. NULL: the estimate of an
+     * attention example's inputs and reference (one K and V head per query head), which can
+     * overstate a staged example's own layouts by far (example 09's grouped and latent
+     * caches). */
+    double (*host_bytes)(void *state, const attn_problem *p);
     /* Step 3: the inputs (seeded by cli->seed), on the host and the device, and the references
      * that need no earlier stage; b->args is what the kernels read (their launchers' arguments),
      * *chunks the number of query chunks of the chunked stages (1 if none). check_rows: as
@@ -144,35 +162,17 @@ typedef struct attn_module {
                  attn_buffers *b, int *chunks);
     /* FLOPs of kernel k for TFLOP/s (NULL or 0: not reported). */
     double (*flops)(void *state, const attn_kernel *k);
-    /* More JSON members of k's record (--json), e.g. the module's settings; "" for none (both
-     * kinds). */
+
+    /* ---- both kinds, after the runs ---- */
+    /* More JSON members of k's record (--json), e.g. the module's settings; "" for none. */
     void (*record_json)(void *state, const attn_kernel *k, char *out, size_t len);
     /* --dump DIR: writes the module's tensors (inputs, stage outputs; an attention example's own
      * inputs beside the driver's q, k, v and references) as attn tensor files (attn/tensor.h).
-     * 0, or 1 after a message on stderr (both kinds). */
+     * 0, or 1 after a message on stderr. */
     int (*dump)(void *state, const char *dir);
-
-    /* After the table of results (both kinds). */
+    /* After the table of results. */
     void (*after_table)(void *state, const attn_example *ex, const attn_run_record *recs, int n);
     void (*release)(void *state);
-
-    /* An attention example, step 3: the seeded inputs, changed in place before the reference is
-     * computed from them and before they are uploaded (attn_problem_data_make_with, attn/runner.h):
-     * e.g. Q and K rotated by a position embedding, the reference then being attention on the
-     * rotated inputs, while the module keeps the originals for a kernel that rotates them itself.
-     * NULL: the inputs as seeded. 0, or 1 after a message on stderr. (Last, so that the modules'
-     * positional initialisers stay valid.) */
-    int (*inputs)(void *state, const attn_problem *p, attn_host_inputs *in);
-    /* A staged example, step 1 (after prepare): the host memory its setup will allocate for p,
-     * which the driver checks against the machine's before anything is allocated. NULL: the
-     * estimate of an attention example's inputs and reference (one K and V head per query head),
-     * which can overstate a staged example's own layouts by far (example 09's grouped and latent
-     * caches). (Last, as inputs.) */
-    double (*host_bytes)(void *state, const attn_problem *p);
-    /* Where the inputs were read from when they were not seeded (example 07's --tensors DIR): the
-     * banner names it instead of the seed and amplitude. NULL, or NULL returned: seeded. (Last,
-     * as inputs.) */
-    const char *(*inputs_read_from)(void *state);
 } attn_module;
 
 /* The stage of kernel k in ex ("attention" for an example without stages). */

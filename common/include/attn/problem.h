@@ -20,6 +20,8 @@ extern "C" {
 typedef enum attn_dtype { ATTN_F32 = 0, ATTN_F16 = 1, ATTN_BF16 = 2 } attn_dtype;
 
 #define ATTN_DTYPE_BIT(t) (1u << (unsigned)(t))
+/* The tensor-core kernels' dtypes. */
+#define ATTN_DTYPES_F16_BF16 (ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16))
 
 /* Bytes of one element; name as used on the command line ("f32", "f16", "bf16"). */
 size_t attn_dtype_size(attn_dtype t);
@@ -132,11 +134,13 @@ typedef struct attn_buffers {
  * launch errors through cudaGetLastError like any CUDA launch. */
 typedef void (*attn_launch_fn)(const attn_problem *p, const attn_buffers *b, cudaStream_t stream);
 
-/* What a kernel can do; the harness refuses problems outside it with a clear message. */
+/* What a kernel can do; the harness refuses problems outside it with a clear message. Written with
+ * designated initialisers, a member left out meaning no / any:
+ *   {.dtypes = ATTN_DTYPES_F16_BF16, .max_d = 128, .d_multiple = 64, .causal = true} */
 typedef struct attn_requirements {
     unsigned dtypes; /* ATTN_DTYPE_BIT mask */
     int max_d;       /* largest head dimension supported */
-    int d_multiple;  /* head dimension must be a multiple of this (1 = any) */
+    int d_multiple;  /* head dimension must be a multiple of this (0 or 1 = any) */
     bool causal;     /* supports causal */
     bool varlen;     /* supports cu_seqlens */
     bool gpu_only;   /* uses features the simulator cannot run (wgmma, TMA, ...) */
@@ -162,6 +166,15 @@ typedef struct attn_launch_shape {
     size_t smem_bytes;  /* dynamic shared memory per block */
 } attn_launch_shape;
 
+/* A registry row, with designated initialisers after the three members every row has:
+ *   {ATTN_VERSION(2, "fa2_mma", "what it changes"), .launch = launch_fa2_mma, .req = mma_req,
+ *    .launch_shape = fa2_mma_shape}
+ * (the members left out are NULL or 0: no workspace, dense, no launch shape, stage 0). */
+#define ATTN_VERSION(id_, name_, description_)                                                     \
+    .id = (id_), .name = (name_), .description = (description_)
+/* The number of elements of an array (a registry's rows, a module's options or stages). */
+#define ATTN_COUNT(array) ((int)(sizeof(array) / sizeof((array)[0])))
+
 typedef struct attn_kernel {
     int id;                  /* 1-based, stable: --kernel N */
     const char *name;        /* short identifier, e.g. "naive" */
@@ -179,15 +192,24 @@ typedef struct attn_kernel {
     int stage;
 } attn_kernel;
 
-/* One example: its kernels, in order of the walkthrough. */
+/* The kernels of a registry, rows (an array): .kernels and .num_kernels. */
+#define ATTN_KERNELS(rows) .kernels = (rows), .num_kernels = ATTN_COUNT(rows)
+
+/* A plain run's problem, B, H, L, D, on a GPU and on the simulator. */
+typedef struct attn_default_sizes {
+    int gpu[4], sim[4];
+} attn_default_sizes;
+
+/* One example: its kernels, in order of the walkthrough. Written with designated initialisers:
+ *   {.name = "03_flash_attention_v2", .summary = "...", ATTN_KERNELS(rows),
+ *    .defaults = {.gpu = {2, 8, 2048, 128}, .sim = {1, 4, 512, 64}}} */
 typedef struct attn_example {
     const char *name;    /* e.g. "01_attention_basics" */
     const char *summary; /* one line for --help */
     const attn_kernel *kernels;
     int num_kernels;
     /* Default problem for a plain run: GPU sizes and simulator sizes differ. */
-    int default_gpu[4]; /* B, H, L, D */
-    int default_sim[4]; /* B, H, L, D */
+    attn_default_sizes defaults;
     /* What the example adds to the driver: its flags, a sparse pattern, its own stages
      * (attn/example.h); NULL for a dense attention example. */
     const struct attn_module *module;

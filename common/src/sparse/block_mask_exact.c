@@ -3,6 +3,7 @@
  * a mask. Storage and the device copy: block_mask.c. Conventions: attn/sparse/block_mask.h. */
 #include "attn/sparse/block_mask.h"
 
+#include "../fail.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,16 +64,6 @@ int attn_block_mask_from_mask(attn_block_mask *m, const attn_problem *p, const a
     return 0;
 }
 
-static int fail(char *why, size_t why_len, const char *fmt, ...) {
-    if (why != NULL && why_len > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, why_len, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 /* Checks one list (count + indices) of row (b, qb) and marks its tiles in `listed` (1 partial,
  * 2 full). */
 static int check_list(const int32_t *counts, const int32_t *indices, const attn_block_mask *m,
@@ -81,23 +72,26 @@ static int check_list(const int32_t *counts, const int32_t *indices, const attn_
     size_t row = (size_t)b * m->num_q_blocks + qb;
     int n = counts[row];
     if (n < 0 || n > m->num_k_blocks)
-        return fail(why, why_len, "slice %d, query block %d: %s_num_blocks = %d is outside [0, %d]",
-                    b, qb, name, n, m->num_k_blocks);
+        return attn_fail(why, why_len,
+                         "slice %d, query block %d: %s_num_blocks = %d is outside [0, %d]", b, qb,
+                         name, n, m->num_k_blocks);
     const int32_t *idx = indices + row * m->num_k_blocks;
     for (int t = 0; t < n; ++t) {
         int kb = idx[t];
         if (kb < 0 || kb >= m->num_k_blocks)
-            return fail(why, why_len,
-                        "slice %d, query block %d: %s_indices[%d] = %d is outside [0, %d)", b, qb,
-                        name, t, kb, m->num_k_blocks);
+            return attn_fail(why, why_len,
+                             "slice %d, query block %d: %s_indices[%d] = %d is outside [0, %d)", b,
+                             qb, name, t, kb, m->num_k_blocks);
         if (t > 0 && kb <= idx[t - 1])
-            return fail(why, why_len,
-                        "slice %d, query block %d: %s_indices not strictly ascending (%d after %d)",
-                        b, qb, name, kb, idx[t - 1]);
+            return attn_fail(
+                why, why_len,
+                "slice %d, query block %d: %s_indices not strictly ascending (%d after %d)", b, qb,
+                name, kb, idx[t - 1]);
         if (listed[kb] != 0)
-            return fail(why, why_len,
-                        "slice %d, query block %d: key block %d is listed both full and partial", b,
-                        qb, kb);
+            return attn_fail(
+                why, why_len,
+                "slice %d, query block %d: key block %d is listed both full and partial", b, qb,
+                kb);
         listed[kb] = (uint8_t)kind;
     }
     return 0;
@@ -110,16 +104,17 @@ int attn_block_mask_validate(const attn_block_mask *m, const attn_problem *p, co
     if (m->batches != p->B || m->Lq != p->Lq || m->Lk != p->Lk || m->block_q <= 0 ||
         m->block_k <= 0 || m->num_q_blocks != ceil_div(p->Lq, m->block_q) ||
         m->num_k_blocks != ceil_div(p->Lk, m->block_k))
-        return fail(why, why_len,
-                    "mask shape (batches %d, Lq %d, Lk %d, blocks %dx%d of %dx%d) does not match "
-                    "the problem (B %d, Lq %d, Lk %d)",
-                    m->batches, m->Lq, m->Lk, m->num_q_blocks, m->num_k_blocks, m->block_q,
-                    m->block_k, p->B, p->Lq, p->Lk);
+        return attn_fail(
+            why, why_len,
+            "mask shape (batches %d, Lq %d, Lk %d, blocks %dx%d of %dx%d) does not match "
+            "the problem (B %d, Lq %d, Lk %d)",
+            m->batches, m->Lq, m->Lk, m->num_q_blocks, m->num_k_blocks, m->block_q, m->block_k,
+            p->B, p->Lq, p->Lk);
     if (!m->kv_num_blocks || !m->kv_indices || !m->full_kv_num_blocks || !m->full_kv_indices)
-        return fail(why, why_len, "mask arrays not allocated");
+        return attn_fail(why, why_len, "mask arrays not allocated");
     uint8_t *listed = malloc((size_t)m->num_k_blocks);
     if (listed == NULL)
-        return fail(why, why_len, "out of memory");
+        return attn_fail(why, why_len, "out of memory");
     int rc = 0;
     for (int b = 0; b < m->batches && rc == 0; ++b) {
         for (int qb = 0; qb < m->num_q_blocks && rc == 0; ++qb) {
@@ -131,15 +126,17 @@ int attn_block_mask_validate(const attn_block_mask *m, const attn_problem *p, co
             for (int kb = 0; kb < m->num_k_blocks && rc == 0; ++kb) {
                 tile_count c = count_tile(p, mask, b, qb, kb, m->block_q, m->block_k);
                 if (listed[kb] == 2 && c.first_hidden_i >= 0)
-                    rc = fail(why, why_len,
-                              "slice %d, query block %d: key block %d is listed full but entry "
-                              "(i=%d, j=%d) is masked",
-                              b, qb, kb, c.first_hidden_i, c.first_hidden_j);
+                    rc =
+                        attn_fail(why, why_len,
+                                  "slice %d, query block %d: key block %d is listed full but entry "
+                                  "(i=%d, j=%d) is masked",
+                                  b, qb, kb, c.first_hidden_i, c.first_hidden_j);
                 else if (listed[kb] == 0 && c.visible > 0)
-                    rc = fail(why, why_len,
-                              "slice %d, query block %d: key block %d has %lld visible entries "
-                              "but is not listed (they would be skipped)",
-                              b, qb, kb, (long long)c.visible);
+                    rc =
+                        attn_fail(why, why_len,
+                                  "slice %d, query block %d: key block %d has %lld visible entries "
+                                  "but is not listed (they would be skipped)",
+                                  b, qb, kb, (long long)c.visible);
             }
         }
     }

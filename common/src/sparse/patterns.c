@@ -3,6 +3,7 @@
  * Conventions and definitions: attn/sparse/patterns.h and device/patterns.cuh. */
 #include "attn/sparse/patterns.h"
 
+#include "../fail.h"
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -102,16 +103,6 @@ unsigned attn_pattern_kinds(const attn_pattern *pat) {
 
 /* ---- parsing --------------------------------------------------------------------------------- */
 
-static int parse_error(char *err, size_t len, const char *fmt, ...) {
-    if (err != NULL && len > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, len, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 /* Decimal digits only, value <= max. */
 static bool parse_number(const char *s, size_t n, uint64_t max, uint64_t *out) {
     uint64_t v = 0;
@@ -167,13 +158,13 @@ static int parse_global_item(attn_pattern_part *pt, const char *s, size_t n, con
     if (!dash)
         hi = lo;
     if (!ok || hi < lo)
-        return parse_error(err, len,
-                           "pattern part '%s': global positions must be N or N-M with N <= M "
-                           "(got '%.*s')",
-                           part, (int)n, s);
+        return attn_fail(err, len,
+                         "pattern part '%s': global positions must be N or N-M with N <= M "
+                         "(got '%.*s')",
+                         part, (int)n, s);
     if (add_range(pt, (int)lo, (int)hi + 1) != 0)
-        return parse_error(err, len, "pattern part '%s': more than %d separate global ranges", part,
-                           ATTN_PATTERN_MAX_RANGES);
+        return attn_fail(err, len, "pattern part '%s': more than %d separate global ranges", part,
+                         ATTN_PATTERN_MAX_RANGES);
     return 0;
 }
 
@@ -182,30 +173,31 @@ static int parse_global_item(attn_pattern_part *pt, const char *s, size_t n, con
 static void own_params(const attn_pattern_kind_def *def, char *buf, size_t len) {
     size_t used = 0;
     buf[0] = '\0';
-    for (int k = 0; k < ATTN_PATTERN_MAX_PARAMS && def->params[k] != NULL && used < len; ++k)
-        used += (size_t)snprintf(buf + used, len - used, "%s%s%s", k ? "," : "", def->params[k],
-                                 def->required >> k & 1u ? "" : " (optional)");
+    for (int k = 0; k < ATTN_PATTERN_MAX_PARAMS && def->params[k].name != NULL && used < len; ++k)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s%s", k ? "," : "",
+                                 def->params[k].name, def->params[k].required ? "" : " (optional)");
 }
 
 /* Sets parameter name=value of a part of an example's own kind. */
 static int set_own_param(attn_pattern_part *pt, const attn_pattern_kind_def *def, const char *name,
                          size_t name_len, const char *v, size_t n, const char *part, char *err,
                          size_t len) {
-    for (int k = 0; k < ATTN_PATTERN_MAX_PARAMS && def->params[k] != NULL; ++k) {
+    for (int k = 0; k < ATTN_PATTERN_MAX_PARAMS && def->params[k].name != NULL; ++k) {
         uint64_t x = 0;
-        if (name_len != strlen(def->params[k]) || strncmp(name, def->params[k], name_len) != 0)
+        if (name_len != strlen(def->params[k].name) ||
+            strncmp(name, def->params[k].name, name_len) != 0)
             continue;
-        if (!parse_number(v, n, (uint64_t)def->max[k], &x) || (int)x < def->min[k])
-            return parse_error(
+        if (!parse_number(v, n, (uint64_t)def->params[k].max, &x) || (int)x < def->params[k].min)
+            return attn_fail(
                 err, len, "pattern part '%s': %.*s must be an integer in [%d, %d] (got '%.*s')",
-                part, (int)name_len, name, def->min[k], def->max[k], (int)n, v);
+                part, (int)name_len, name, def->params[k].min, def->params[k].max, (int)n, v);
         pt->x[k] = (int)x;
         return 0;
     }
     char names[64];
     own_params(def, names, sizeof names);
-    return parse_error(err, len, "pattern part '%s': unknown parameter '%.*s' (%s takes %s)", part,
-                       (int)name_len, name, def->name, names);
+    return attn_fail(err, len, "pattern part '%s': unknown parameter '%.*s' (%s takes %s)", part,
+                     (int)name_len, name, def->name, names);
 }
 
 static int set_param(attn_pattern_part *pt, const char *name, size_t name_len, const char *v,
@@ -220,8 +212,8 @@ static int set_param(attn_pattern_part *pt, const char *name, size_t name_len, c
     uint64_t x = 0;
     if (pt->kind == ATTN_PATTERN_BIGBIRD && IS("seed")) {
         if (!parse_number(v, n, UINT64_MAX, &x))
-            return parse_error(err, len, "pattern part '%s': seed must be an integer (got '%.*s')",
-                               part, (int)n, v);
+            return attn_fail(err, len, "pattern part '%s': seed must be an integer (got '%.*s')",
+                             part, (int)n, v);
         pt->seed = x;
         return 0;
     }
@@ -252,16 +244,16 @@ static int set_param(attn_pattern_part *pt, const char *name, size_t name_len, c
     }
 #undef IS
     if (field == NULL)
-        return parse_error(err, len, "pattern part '%s': unknown parameter '%.*s' (%s takes %s)",
-                           part, (int)name_len, name, kind, kind_params[pt->kind]);
+        return attn_fail(err, len, "pattern part '%s': unknown parameter '%.*s' (%s takes %s)",
+                         part, (int)name_len, name, kind, kind_params[pt->kind]);
     if (!parse_number(v, n, (uint64_t)max, &x) || (int)x < min)
-        return parse_error(err, len,
-                           "pattern part '%s': %.*s must be an integer in [%d, %d] (got '%.*s')",
-                           part, (int)name_len, name, min, max, (int)n, v);
+        return attn_fail(err, len,
+                         "pattern part '%s': %.*s must be an integer in [%d, %d] (got '%.*s')",
+                         part, (int)name_len, name, min, max, (int)n, v);
     *field = (int)x;
     if (pt->kind == ATTN_PATTERN_GLOBAL && add_range(pt, 0, (int)x) != 0)
-        return parse_error(err, len, "pattern part '%s': more than %d separate global ranges", part,
-                           ATTN_PATTERN_MAX_RANGES);
+        return attn_fail(err, len, "pattern part '%s': more than %d separate global ranges", part,
+                         ATTN_PATTERN_MAX_RANGES);
     return 0;
 }
 
@@ -283,7 +275,7 @@ static int parse_part(const char *text, size_t n, attn_pattern_part *pt, char *e
         for (int k = 0; k < ATTN_PATTERN_KINDS + n_own; ++k)
             snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s, ",
                      attn_pattern_kind_name(k));
-        return parse_error(err, len, "unknown pattern '%s' (kinds: %snone)", part, kinds);
+        return attn_fail(err, len, "unknown pattern '%s' (kinds: %snone)", part, kinds);
     }
     pt->w = pt->d = pt->l = pt->c = pt->b = pt->r = -1; /* -1: not given */
     for (int k = 0; k < ATTN_PATTERN_MAX_PARAMS; ++k)
@@ -304,14 +296,14 @@ static int parse_part(const char *text, size_t n, attn_pattern_part *pt, char *e
             name = cur, name_len = (size_t)(eq - cur), value = eq + 1;
             for (int s = 0; s < n_seen; ++s)
                 if (seen_len[s] == name_len && strncmp(seen[s], name, name_len) == 0)
-                    return parse_error(err, len, "pattern part '%s': %.*s is given twice", part,
-                                       (int)name_len, name);
+                    return attn_fail(err, len, "pattern part '%s': %.*s is given twice", part,
+                                     (int)name_len, name);
             if (n_seen < 16)
                 seen[n_seen] = name, seen_len[n_seen++] = name_len;
         } else if (name == NULL ||
                    !(pt->kind == ATTN_PATTERN_GLOBAL && name_len == 1 && name[0] == 'g')) {
-            return parse_error(err, len, "pattern part '%s': expected name=value, got '%.*s'", part,
-                               (int)(tok_end - cur), cur);
+            return attn_fail(err, len, "pattern part '%s': expected name=value, got '%.*s'", part,
+                             (int)(tok_end - cur), cur);
         }
         given_g |= pt->kind == ATTN_PATTERN_GLOBAL && name_len == 1 && name[0] == 'g';
         if (set_param(pt, name, name_len, value, (size_t)(tok_end - value), part, err, len) != 0)
@@ -321,17 +313,18 @@ static int parse_part(const char *text, size_t n, attn_pattern_part *pt, char *e
     /* Required parameters; an example's own kind: its defaults for the optional ones. */
     const char *missing = NULL;
     const attn_pattern_kind_def *def = attn_pattern_own_kind(pt->kind);
-    for (int k = 0; def != NULL && k < ATTN_PATTERN_MAX_PARAMS && def->params[k] != NULL; ++k) {
-        if (pt->x[k] < 0 && (def->required >> k & 1u) && missing == NULL)
-            missing = def->params[k];
-        pt->x[k] = pt->x[k] < 0 ? def->def[k] : pt->x[k];
+    for (int k = 0; def != NULL && k < ATTN_PATTERN_MAX_PARAMS && def->params[k].name != NULL;
+         ++k) {
+        if (pt->x[k] < 0 && def->params[k].required && missing == NULL)
+            missing = def->params[k].name;
+        pt->x[k] = pt->x[k] < 0 ? def->params[k].def : pt->x[k];
     }
     if (def != NULL) {
         char names[64];
         own_params(def, names, sizeof names);
         if (missing != NULL)
-            return parse_error(err, len, "pattern part '%s': missing parameter %s (%s takes %s)",
-                               part, missing, def->name, names);
+            return attn_fail(err, len, "pattern part '%s': missing parameter %s (%s takes %s)",
+                             part, missing, def->name, names);
         return 0;
     }
     switch (pt->kind) {
@@ -342,8 +335,8 @@ static int parse_part(const char *text, size_t n, attn_pattern_part *pt, char *e
     case ATTN_PATTERN_DILATED:
         missing = pt->w < 0 ? "w" : pt->d < 0 ? "d" : NULL;
         if (!missing && (int64_t)pt->w * pt->d > MAX_PARAM)
-            return parse_error(err, len, "pattern part '%s': w*d must be at most %d", part,
-                               MAX_PARAM);
+            return attn_fail(err, len, "pattern part '%s': w*d must be at most %d", part,
+                             MAX_PARAM);
         break;
     case ATTN_PATTERN_STRIDED:
         missing = pt->l < 0 ? "l" : NULL;
@@ -351,8 +344,8 @@ static int parse_part(const char *text, size_t n, attn_pattern_part *pt, char *e
     case ATTN_PATTERN_FIXED:
         missing = pt->l < 0 ? "l" : pt->c < 0 ? "c" : NULL;
         if (!missing && pt->c > pt->l)
-            return parse_error(err, len, "pattern part '%s': c must be at most l (got c=%d, l=%d)",
-                               part, pt->c, pt->l);
+            return attn_fail(err, len, "pattern part '%s': c must be at most l (got c=%d, l=%d)",
+                             part, pt->c, pt->l);
         break;
     case ATTN_PATTERN_GLOBAL:
         missing = pt->n_ranges == 0 && !given_g ? "g (or n)" : NULL;
@@ -362,8 +355,8 @@ static int parse_part(const char *text, size_t n, attn_pattern_part *pt, char *e
         break;
     }
     if (missing != NULL)
-        return parse_error(err, len, "pattern part '%s': missing parameter %s (%s takes %s)", part,
-                           missing, kind_names[pt->kind], kind_params[pt->kind]);
+        return attn_fail(err, len, "pattern part '%s': missing parameter %s (%s takes %s)", part,
+                         missing, kind_names[pt->kind], kind_params[pt->kind]);
     return 0;
 }
 
@@ -371,19 +364,19 @@ static int parse_spec(const char *spec, attn_pattern *out, char *err, size_t err
     if (spec == NULL || strcmp(spec, "none") == 0 || strcmp(spec, "dense") == 0)
         return 0;
     if (spec[0] == '\0')
-        return parse_error(err, err_len, "empty pattern (use 'none' for dense attention)");
+        return attn_fail(err, err_len, "empty pattern (use 'none' for dense attention)");
     for (const char *s = spec; *s; ++s)
         if (isspace((unsigned char)*s))
-            return parse_error(err, err_len, "pattern '%s' contains a space", spec);
+            return attn_fail(err, err_len, "pattern '%s' contains a space", spec);
     const char *cur = spec;
     for (;;) {
         const char *plus = strchr(cur, '+');
         size_t n = plus ? (size_t)(plus - cur) : strlen(cur);
         if (n == 0)
-            return parse_error(err, err_len, "pattern '%s' has an empty part", spec);
+            return attn_fail(err, err_len, "pattern '%s' has an empty part", spec);
         if (out->n_parts == ATTN_PATTERN_MAX_PARTS)
-            return parse_error(err, err_len, "pattern '%s' has more than %d parts", spec,
-                               ATTN_PATTERN_MAX_PARTS);
+            return attn_fail(err, err_len, "pattern '%s' has more than %d parts", spec,
+                             ATTN_PATTERN_MAX_PARTS);
         if (parse_part(cur, n, &out->part[out->n_parts], err, err_len) != 0)
             return -1;
         out->n_parts++;
@@ -415,8 +408,9 @@ void attn_pattern_format(const attn_pattern *pat, char *buf, size_t len) {
         const attn_pattern_part *pt = &pat->part[p];
         const attn_pattern_kind_def *def = attn_pattern_own_kind(pt->kind);
         PUT("%s%s:", p ? "+" : "", attn_pattern_kind_name(pt->kind));
-        for (int k = 0; def != NULL && k < ATTN_PATTERN_MAX_PARAMS && def->params[k] != NULL; ++k)
-            PUT("%s%s=%d", k ? "," : "", def->params[k], pt->x[k]);
+        for (int k = 0; def != NULL && k < ATTN_PATTERN_MAX_PARAMS && def->params[k].name != NULL;
+             ++k)
+            PUT("%s%s=%d", k ? "," : "", def->params[k].name, pt->x[k]);
         switch (pt->kind) {
         case ATTN_PATTERN_WINDOW:
         case ATTN_PATTERN_CAUSAL_WINDOW:
@@ -616,7 +610,7 @@ static tile_class classify_part(const attn_pattern_part *pt, const tile *t) {
     delta_set s = {1, 0, 0, 1, 0}; /* empty */
     const attn_pattern_kind_def *def = attn_pattern_own_kind(pt->kind);
     if (def != NULL)
-        return def->block_param >= 0
+        return def->block_keep != NULL
                    ? classify_blocks(pt, t, pt->x[def->block_param], def->block_keep)
                    : classify_entries(pt, def, t);
     switch (pt->kind) {

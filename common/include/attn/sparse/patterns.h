@@ -51,17 +51,24 @@ extern "C" {
  * example's attn_sparse_config lists), it parses, formats, masks the reference, builds block
  * masks and CSR like the chapter's kinds. Its kernels use the same rule through
  * attn_pattern_keep_with (device/patterns.cuh). */
+/* One parameter of a kind: its name, whether it must be given, its value when it is not, and the
+ * range a given value must lie in. */
+typedef struct attn_pattern_param {
+    const char *name; /* "b"; NULL (or a member left out) ends the list */
+    bool required;
+    int def; /* the value of an optional one not given */
+    int min, max;
+} attn_pattern_param;
+
 typedef struct attn_pattern_kind_def {
-    const char *name;                            /* "ladder" */
-    const char *usage;                           /* one --help line: the spec and the rule */
-    const char *params[ATTN_PATTERN_MAX_PARAMS]; /* names in x[] order; unused ones NULL */
-    unsigned required; /* bit k set: params[k] must be given (the others take def[k]) */
-    int def[ATTN_PATTERN_MAX_PARAMS]; /* value of an optional one not given */
-    int min[ATTN_PATTERN_MAX_PARAMS], max[ATTN_PATTERN_MAX_PARAMS];
+    const char *name;  /* "ladder" */
+    const char *usage; /* one --help line: the spec and the rule */
+    /* in attn_pattern_part.x[] order */
+    attn_pattern_param params[ATTN_PATTERN_MAX_PARAMS];
     /* Does the part keep key j for the query at aligned position a (Lk keys)? Causality is
      * applied on top. */
     int (*keep)(const attn_pattern_part *pt, int a, int j, int Lk);
-    /* A kind defined on blocks of x[block_param] tokens (block_param >= 0): does query block I
+    /* A kind defined on blocks of x[block_param] tokens (block_keep not NULL): does query block I
      * keep key block J of NB? The block mask builder then tests block pairs, not entries. */
     int block_param;
     int (*block_keep)(const attn_pattern_part *pt, int I, int J, int NB);
