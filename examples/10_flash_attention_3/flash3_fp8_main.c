@@ -71,24 +71,16 @@ static const attn_option fp8_options[] = {
 };
 
 static const attn_kernel fp8_kernel_info[] = {
-    {4,
-     "fa3_fp8",
-     "FP8 e4m3 forward (pre-pass: Hadamard, per-block scales; V^T in shared memory)",
-     NULL,
-     {ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), 128, 64, true, false, false},
-     NULL,
-     0,
-     NULL,
-     0},
+    {ATTN_VERSION(4, "fa3_fp8",
+                  "FP8 e4m3 forward (pre-pass: Hadamard, per-block scales; V^T in shared memory)"),
+     .req = {.dtypes = ATTN_DTYPES_F16_BF16, .max_d = 128, .d_multiple = 64, .causal = true}},
 };
-static const attn_example fp8_example = {"10_flash_attention_3 (v4, FP8)",
-                                         "FlashAttention-3's FP8 e4m3 forward, checked",
-                                         fp8_kernel_info,
-                                         1,
-                                         {2, 16, 4096, 128},
-                                         {1, 1, 200, 64},
-                                         NULL,
-                                         NULL};
+static const attn_example fp8_example = {
+    .name = "10_flash_attention_3 (v4, FP8)",
+    .summary = "FlashAttention-3's FP8 e4m3 forward, checked",
+    ATTN_KERNELS(fp8_kernel_info),
+    .defaults = {.gpu = {2, 16, 4096, 128}, .sim = {1, 1, 200, 64}},
+};
 
 static void *xcalloc(size_t n, size_t z) {
     void *p = calloc(n ? n : 1, z);
@@ -373,7 +365,7 @@ int main(int argc, char **argv) {
         (rc = parse_factor("--v-tile-scale", fo.v_tiles, &v_tiles)))
         return rc;
     const bool on_sim = attn_on_simulator();
-    const int *def = on_sim ? fp8_example.default_sim : fp8_example.default_gpu;
+    const int *def = on_sim ? fp8_example.defaults.sim : fp8_example.defaults.gpu;
     attn_problem p;
     attn_problem_init(&p, cli.B ? cli.B : def[0], cli.H ? cli.H : def[1], cli.Lq ? cli.Lq : def[2],
                       cli.Lk ? cli.Lk : def[2], cli.D ? cli.D : def[3]);
