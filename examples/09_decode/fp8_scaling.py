@@ -17,13 +17,10 @@ latent row). The table sits between <!-- table:fp8_scaling --> and <!-- /table:f
 import os
 import sys
 
-try:
-    import torch
-except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    up = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../.."))
-    sys.exit(f"error: {e.name} is not installed for {sys.executable}: run "
-             f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --python, then use "
-             f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
+from chapter_script import require  # noqa: E402
+
+torch = require("torch", setup="--python")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "quality"))

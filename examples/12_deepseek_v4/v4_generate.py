@@ -23,14 +23,10 @@ import ctypes
 import os
 import sys
 
-try:
-    import numpy as np
-    import torch
-except ModuleNotFoundError as e:  # a Python without the chapter's packages: one line
-    up = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../.."))
-    sys.exit(f"error: {e.name} is not installed for {sys.executable}: run "
-             f"{os.path.normpath(os.path.join(up, 'scripts/setup.sh'))} --python, then use "
-             f"{os.path.normpath(os.path.join(up, '.venv/bin/python'))}")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
+from chapter_script import require  # noqa: E402
+
+np, torch = require("numpy", "torch", setup="--python")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
