@@ -87,6 +87,15 @@ void *attn_host_alloc(size_t bytes, const char *what) {
     return x;
 }
 
+int attn_host_grow(void **buf, size_t *cap, size_t bytes) {
+    if (bytes <= *cap)
+        return 0;
+    free(*buf);
+    *buf = malloc(bytes);
+    *cap = *buf ? bytes : 0;
+    return *buf == NULL;
+}
+
 void attn_fill_nan_host(void *dst, size_t bytes) { memset(dst, 0xFF, bytes); }
 
 /* ---- inputs ---------------------------------------------------------------------------------- */

@@ -63,12 +63,8 @@ static int ensure(dec_session *s, void **buf, size_t *cap, size_t need) {
 
 /* The host staging buffer, at least `bytes` long. */
 static int grow_staging(dec_session *s, size_t bytes) {
-    if (bytes <= s->cap_staging)
-        return 0;
-    free(s->staging);
-    s->staging = malloc(bytes);
-    s->cap_staging = s->staging ? bytes : 0;
-    return s->staging ? 0 : fail(s, 1, "out of host memory");
+    return attn_host_grow(&s->staging, &s->cap_staging, bytes) ? fail(s, 1, "out of host memory")
+                                                               : 0;
 }
 
 /* count fp32 values packed to the dtype and uploaded into *buf. */

@@ -50,12 +50,8 @@ static void *buffer(v4_session *s, size_t bytes) {
 }
 
 static int grow_staging(v4_session *s, size_t bytes) {
-    if (bytes <= s->cap_staging)
-        return 0;
-    free(s->staging);
-    s->staging = malloc(bytes);
-    s->cap_staging = s->staging ? bytes : 0;
-    return s->staging ? 0 : fail(s, 1, "out of host memory");
+    return attn_host_grow(&s->staging, &s->cap_staging, bytes) ? fail(s, 1, "out of host memory")
+                                                               : 0;
 }
 
 /* Rows [len, len + n) of every sequence of a [B, cap, row] device tensor from src [B, n, row]

@@ -39,6 +39,9 @@ void attn_unpack(float *dst, const void *src, size_t count, attn_dtype t);
  * failure prints "error: out of host memory for <what> (<bytes> bytes)" on stderr and returns
  * NULL. */
 void *attn_host_alloc(size_t bytes, const char *what);
+/* A host buffer *buf of *cap bytes grown to at least `bytes` (its contents not kept): 0, or 1 when
+ * out of memory (then *buf is NULL and *cap 0). For staging buffers reused across calls. */
+int attn_host_grow(void **buf, size_t *cap, size_t bytes);
 
 /* Fills `bytes` of host memory with quiet-NaN bit patterns (0xFF bytes: NaN in fp32, fp16, bf16).
  */
