@@ -206,7 +206,8 @@ cp_transport *cp_transport_open_nccl(double timeout_s, char *why, size_t why_len
         return NULL;
     }
     MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-    cp_transport *t = calloc(1, sizeof *t);
+    static const cp_transport ops = CP_TRANSPORT_OPS(nccl, "nccl");
+    cp_transport *t = cp_transport_new(&ops, timeout_s);
     nccl_impl *n = calloc(1, sizeof *n);
     if (!t || !n || cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking) != cudaSuccess ||
         !nccl_ok(ncclCommInitRank(&n->comm, size, id, rank), "ncclCommInitRank", rank)) {
@@ -214,18 +215,7 @@ cp_transport *cp_transport_open_nccl(double timeout_s, char *why, size_t why_len
         free(t), free(n);
         return NULL;
     }
-    t->name = "nccl";
-    t->rank = rank;
-    t->size = size;
-    t->timeout_s = timeout_s;
     t->impl = n;
-    t->isend = nccl_isend;
-    t->irecv = nccl_irecv;
-    t->post = nccl_post;
-    t->wait = nccl_wait;
-    t->alltoall = nccl_alltoall;
-    t->barrier = nccl_barrier;
-    t->close = nccl_close;
     return t;
 }
 
