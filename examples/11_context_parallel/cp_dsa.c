@@ -13,12 +13,6 @@
 #include "attn/device.h"
 #include "attn/tensor.h"
 
-#define CP_TRY(expr)                                                                               \
-    do {                                                                                           \
-        if (expr)                                                                                  \
-            return 1;                                                                              \
-    } while (0)
-
 /* Rows [start, start + len) of every sequence of a [B, L, width] tensor of dtype t, packed into
  * dst as [B, len, width] (host). */
 static void cp_rows_pack(void *dst, const float *src, int B, int L, int width, int start, int len,

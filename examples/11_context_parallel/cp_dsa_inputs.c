@@ -12,12 +12,6 @@
 #include "attn/tensor.h"
 #include "cp_dsa.h"
 
-#define CP_TRY(expr)                                                                               \
-    do {                                                                                           \
-        if (expr)                                                                                  \
-            return 1;                                                                              \
-    } while (0)
-
 int cp_dsa_inputs_make(cp_dsa_inputs *in, const attn_problem *p, int HI, int DI, int K,
                        uint64_t seed) {
     memset(in, 0, sizeof *in);

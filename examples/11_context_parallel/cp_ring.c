@@ -12,12 +12,6 @@
 #include "../07_flash_attention_backward/flash_bwd.h"
 #include "attn/device.h"
 
-#define CP_TRY(expr)                                                                               \
-    do {                                                                                           \
-        if (expr)                                                                                  \
-            return 1;                                                                              \
-    } while (0)
-
 float *cp_slice(const float *full, int BH, int L, int width, cp_chunk c) {
     float *part = malloc(((size_t)BH * c.len * width + 1) * sizeof *part);
     if (!part)

@@ -25,6 +25,13 @@
 extern "C" {
 #endif
 
+/* Makes the enclosing function return 1 when expr is true (an error, already reported). */
+#define CP_TRY(expr)                                                                               \
+    do {                                                                                           \
+        if (expr)                                                                                  \
+            return 1;                                                                              \
+    } while (0)
+
 /* A failure planted for the tests: rank `rank` exits (CP_FAULT_DIE) or stops answering
  * (CP_FAULT_HANG) at step `step`, before posting that step's transfers. */
 enum { CP_FAULT_NONE = 0, CP_FAULT_DIE = 1, CP_FAULT_HANG = 2 };

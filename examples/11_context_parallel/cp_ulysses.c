@@ -10,12 +10,6 @@
 #include "attn/device.h"
 #include "cp_ring.h"
 
-#define CP_TRY(expr)                                                                               \
-    do {                                                                                           \
-        if (expr)                                                                                  \
-            return 1;                                                                              \
-    } while (0)
-
 /* Copies between a [B, Ht, Lt, w] device tensor's rows of heads [h0, h0 + nh) at positions
  * [p0, p0 + np) and a contiguous device buffer [B, nh, np, w] (pack: tensor -> buf). */
 static int cp_blocks(float *tensor, int B, int Ht, int Lt, int w, int h0, int nh, int p0, int np,

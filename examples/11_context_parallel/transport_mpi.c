@@ -46,13 +46,12 @@ static int mpi_start(cp_transport *t, void *dev, size_t bytes, int peer, cp_requ
                 bytes);
         return CP_FAILED;
     }
-    memset(r, 0, sizeof *r);
-    r->peer = peer;
-    r->recv = recv;
-    r->dev = dev;
-    r->bytes = bytes;
-    r->host = malloc(bytes ? bytes : 1);
-    r->handle = malloc(sizeof(MPI_Request));
+    *r = (cp_request){.peer = peer,
+                      .recv = recv,
+                      .dev = dev,
+                      .bytes = bytes,
+                      .host = malloc(bytes ? bytes : 1),
+                      .handle = malloc(sizeof(MPI_Request))};
     if (!r->host || !r->handle)
         return CP_FAILED;
     MPI_Request *req = (MPI_Request *)r->handle;
