@@ -5,11 +5,16 @@ host module and function (the consolidation's yardstick; run it after a change t
     python3 scripts/code_size.py            the table, for every examples/NN_name/ folder
     python3 scripts/code_size.py --json     the same as JSON
 
-Counted: lines that are not blank and not only a comment. Kernels: the example's .cu and .cuh
-files (device code, its launchers and its registry). Plumbing: its other C sources and headers
-(.c, .h: main.c, modules, stages, options), without its CPU references (*reference*.c) and its
-tests/ folder. A function: a definition starting at column 0 and ending at the first "}" in
-column 0 (clang-format's layout), in the plumbing files. Exit 0; 2 on a bad flag."""
+Counted: lines that are not blank and not only a comment. Kernels (the lesson's side): the
+example's .cu and .cuh files (device code, its launchers and its registry), and its host files
+marked as lesson code: a .c or .h whose first line, its header comment's title, says "lesson
+code" (e.g. "/* cp_ring.c — lesson code: pass-KV round the ring ..."), for an example whose lesson
+is host code, such as example 11's schedules across ranks; the mark belongs only on the code a
+learner studies, not on its set-up or checks. Plumbing: its other C sources and headers (.c, .h:
+main.c, modules, stages, options, transports), without its CPU references (*reference*.c) and its
+tests/ folder. The largest module and function are taken over every host file (.c, .h), lesson
+code or plumbing. A function: a definition starting at column 0 and ending at the first "}" in
+column 0 (clang-format's layout). Exit 0; 2 on a bad flag."""
 import json
 import os
 import re
@@ -42,6 +47,14 @@ def functions(text):
     return out
 
 
+LESSON_MARK = re.compile(r"^/\*.*\blesson code\b", re.I)
+
+
+def is_lesson_host(text):
+    """A host file whose first line (its header comment's title) marks it as lesson code."""
+    return bool(LESSON_MARK.match(text.split("\n", 1)[0]))
+
+
 def example_sizes(folder):
     kernels = plumbing = 0
     largest_file, largest_fn = ("", 0), ("", 0)
@@ -55,7 +68,10 @@ def example_sizes(folder):
         if name.endswith((".cu", ".cuh")):
             kernels += n
         elif name.endswith((".c", ".h")) and "reference" not in name:
-            plumbing += n
+            if is_lesson_host(text):
+                kernels += n
+            else:
+                plumbing += n
             total = len(text.splitlines())
             if total > largest_file[1]:
                 largest_file = (name, total)
@@ -87,6 +103,7 @@ def main(argv):
               f"{r['largest_module'][0]} ({r['largest_module'][1]}), "
               f"{r['largest_function'][0]} ({r['largest_function'][1]})")
     print(f"{'all':28} {tk:8d} {tp:9d} {tp / tk:6.2f}")
+    print("kernels: .cu, .cuh and host files whose first line says \"lesson code\"")
     return 0
 
 

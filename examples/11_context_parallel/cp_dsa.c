@@ -1,4 +1,6 @@
-/* cp_dsa.c — DeepSeek sparse attention across ranks (cp_dsa.h) on example 05's kernels. */
+/* cp_dsa.c — lesson code: DeepSeek sparse attention across ranks (cp_dsa.h) on example 05's
+ * kernels, in the four steps cp_dsa_forward reads as; the inputs and the one-device run that
+ * checks it: cp_dsa_inputs.c. */
 #include "cp_dsa.h"
 
 #include <math.h>
@@ -10,40 +12,6 @@
 #include "../05_deepseek_sparse/deepseek_sparse.h"
 #include "attn/device.h"
 #include "attn/tensor.h"
-
-#define CP_TRY(expr)                                                                               \
-    do {                                                                                           \
-        if (expr)                                                                                  \
-            return 1;                                                                              \
-    } while (0)
-
-int cp_dsa_inputs_make(cp_dsa_inputs *in, const attn_problem *p, int HI, int DI, int K,
-                       uint64_t seed) {
-    memset(in, 0, sizeof *in);
-    in->p = *p;
-    in->HI = HI, in->DI = DI, in->K = K;
-    const size_t rows = (size_t)p->B * p->Lq;
-    in->q = malloc(attn_problem_q_elems(p) * sizeof(float) + 1);
-    in->k = malloc(rows * p->D * sizeof(float) + 1);
-    in->v = malloc(rows * p->D * sizeof(float) + 1);
-    in->qi = malloc(rows * HI * DI * sizeof(float) + 1);
-    in->ki = malloc(rows * DI * sizeof(float) + 1);
-    in->w = malloc(rows * HI * sizeof(float) + 1);
-    if (!in->q || !in->k || !in->v || !in->qi || !in->ki || !in->w)
-        return 1;
-    attn_fill_uniform(in->q, attn_problem_q_elems(p), seed, 0, 1.0f, p->dtype);
-    attn_fill_uniform(in->k, rows * p->D, seed, 1, 1.0f, p->dtype);
-    attn_fill_uniform(in->v, rows * p->D, seed, 2, 1.0f, p->dtype);
-    attn_fill_uniform(in->qi, rows * HI * DI, seed, 3, 1.0f, p->dtype);
-    attn_fill_uniform(in->ki, rows * DI, seed, 4, 1.0f, p->dtype);
-    attn_fill_uniform(in->w, rows * HI, seed, 5, 1.0f / sqrtf((float)HI * DI), ATTN_F32);
-    return 0;
-}
-
-void cp_dsa_inputs_free(cp_dsa_inputs *in) {
-    free(in->q), free(in->k), free(in->v), free(in->qi), free(in->ki), free(in->w);
-    memset(in, 0, sizeof *in);
-}
 
 /* Rows [start, start + len) of every sequence of a [B, L, width] tensor of dtype t, packed into
  * dst as [B, len, width] (host). */
@@ -204,198 +172,223 @@ static void *cp_prefix_upload(const void *full, int B, int L, int end, size_t ro
     return d;
 }
 
-int cp_dsa_forward(cp_transport *t, cp_strategy s, const cp_dsa_inputs *in, bool fetch_kv,
-                   int plant, cp_result *out, float *sel[CP_MAX_CHUNKS], double bytes[3]) {
-    const attn_problem *P0 = &in->p;
-    const int P = t->size, me = t->rank, B = P0->B, H = P0->H, L = P0->Lq, D = P0->D;
-    const int HI = in->HI, DI = in->DI, K = in->K;
-    const attn_dtype dt = P0->dtype;
-    const size_t es = attn_dtype_size(dt);
-    memset(out, 0, sizeof *out);
-    out->nchunks = cp_rank_chunks(s, L, P, me, out->chunk);
-    /* 1. the indexer keys of every position, from their owners */
-    void *ki_full = malloc((size_t)B * L * DI * es + 1);
-    CP_TRY(!ki_full);
-    CP_TRY(cp_allgather_rows(t, s, in->ki, B, L, DI, dt, ki_full, &bytes[0], "indexer-key"));
-    if (plant == CP_DSA_PLANT_LOCAL_INDEX) /* the planted bug: only this rank's indexer keys */
-        for (int b = 0; b < B; ++b)
-            for (int i = 0; i < L; ++i) {
-                bool own = false;
-                for (int c = 0; c < out->nchunks; ++c)
-                    own |= i >= out->chunk[c].start && i < out->chunk[c].start + out->chunk[c].len;
-                if (!own)
-                    memset((char *)ki_full + ((size_t)b * L + i) * DI * es, 0, DI * es);
-            }
-    /* 2. per query chunk: the indexer and the top-k over the causal prefix [0, end) */
-    attn_problem pc[CP_MAX_CHUNKS];
-    ds_args a[CP_MAX_CHUNKS];
-    int32_t *dsel[CP_MAX_CHUNKS] = {NULL};
-    bool *need = calloc((size_t)B * L + 1, 1);
-    CP_TRY(!need);
-    for (int c = 0; c < out->nchunks; ++c) {
-        const cp_chunk ch = out->chunk[c];
-        const int end = ch.start + ch.len;
-        const size_t rows = (size_t)B * ch.len;
-        attn_problem_init(&pc[c], B, H, ch.len, end, D);
-        pc[c].dtype = dt;
-        pc[c].causal = true; /* bottom-right: query i of the chunk sits at ch.start + i */
-        /* O, LSE and the selection as fp32 (this rank's result), one allocation */
-        const size_t res = rows * H * D + rows * H + rows * H * K;
-        CP_TRY(!(out->mem[c] = attn_device_alloc(res * sizeof(float) + 16)));
-        out->o[c] = (float *)out->mem[c];
-        out->lse[c] = out->o[c] + rows * H * D;
-        sel[c] = out->lse[c] + rows * H;
-        if (ch.len == 0)
-            continue;
-        memset(&a[c], 0, sizeof a[c]);
-        a[c].p = &pc[c];
-        a[c].index_heads = HI, a[c].index_dim = DI, a[c].topk = K, a[c].chunk = ch.len;
-        float *qi = cp_slice(in->qi, B, L, HI * DI, ch), *w = cp_slice(in->w, B, L, HI, ch);
-        void *dqi = NULL, *dw = NULL;
-        void *staging = malloc(rows * HI * DI * 4 + 16);
-        const int bad = !qi || !w || !staging ||
-                        attn_device_upload(&dqi, qi, rows * HI * DI, dt, staging) ||
-                        attn_device_upload(&dw, w, rows * HI, ATTN_F32, staging);
-        free(qi), free(w), free(staging);
-        CP_TRY(bad);
-        void *dki = cp_prefix_upload(ki_full, B, L, end, (size_t)DI * es);
-        float *logits = attn_device_alloc(rows * end * sizeof(float) + 16);
-        dsel[c] = attn_device_alloc(rows * K * sizeof(int32_t) + 16);
-        CP_TRY(!dki || !logits || !dsel[c]);
-        a[c].q_index = dqi, a[c].k_index = dki, a[c].w = dw, a[c].logits = logits;
-        a[c].sel = dsel[c];
-        ds_launch_indexer(&a[c], 0, 0);
-        ds_launch_topk_radix(&a[c], 0, 0);
-        CP_TRY(attn_cuda_report(cudaDeviceSynchronize(), "example 05's indexer and top-k", __FILE__,
-                                __LINE__));
-        attn_device_free(dqi), attn_device_free(dw), attn_device_free(dki);
-        attn_device_free(logits);
-        /* what a fetch would need: the selected positions this rank does not own */
-        int32_t *hs = malloc(rows * K * sizeof *hs + 1);
-        float *hf = malloc(rows * H * K * sizeof *hf + 1);
-        CP_TRY(!hs || !hf || attn_to_host(hs, dsel[c], rows * K * sizeof *hs));
-        for (int b = 0; b < B; ++b)
-            for (int i = 0; i < ch.len; ++i)
-                for (int x = 0; x < K; ++x) {
-                    const int32_t j = hs[((size_t)b * ch.len + i) * K + x];
-                    if (j >= 0)
-                        need[(size_t)b * L + j] = true;
-                    for (int h = 0; h < H; ++h)
-                        hf[(((size_t)b * H + h) * ch.len + i) * K + x] = (float)j;
-                }
-        const int bad2 = attn_to_device(sel[c], hf, rows * H * K * sizeof *hf);
-        free(hs), free(hf);
-        CP_TRY(bad2);
+/* Whether position i is one of this rank's (in one of its chunks). */
+static bool cp_owns(const cp_result *r, int i) {
+    for (int c = 0; c < r->nchunks; ++c)
+        if (i >= r->chunk[c].start && i < r->chunk[c].start + r->chunk[c].len)
+            return true;
+    return false;
+}
+
+/* Step 1: the indexer key of every position, from its owner: host [B, L, DI] of the dtype (NULL
+ * after an error); *received: its bytes. The planted bug local-index keeps this rank's only. */
+static void *cp_dsa_index_keys(cp_transport *t, cp_strategy s, const cp_dsa_inputs *in,
+                               const cp_result *out, int plant, double *received) {
+    const int B = in->p.B, L = in->p.Lq;
+    const size_t row = (size_t)in->DI * attn_dtype_size(in->p.dtype);
+    void *ki_full = malloc((size_t)B * L * row + 1);
+    if (!ki_full || cp_allgather_rows(t, s, in->ki, B, L, in->DI, in->p.dtype, ki_full, received,
+                                      "indexer-key")) {
+        free(ki_full);
+        return NULL;
     }
+    if (plant == CP_DSA_PLANT_LOCAL_INDEX)
+        for (int b = 0; b < B; ++b)
+            for (int i = 0; i < L; ++i)
+                if (!cp_owns(out, i))
+                    memset((char *)ki_full + ((size_t)b * L + i) * row, 0, row);
+    return ki_full;
+}
+
+/* A query chunk between the steps: its problem (its queries against the keys [0, end), causal
+ * bottom-right: query i of the chunk sits at start + i), example 05's arguments, its selection. */
+typedef struct cp_dsa_chunk {
+    attn_problem p;
+    ds_args a;
+    int32_t *dsel; /* device [B, len, K]: global positions, -1 past the visible keys */
+} cp_dsa_chunk;
+
+/* This rank's result for chunk c, fp32, one allocation: O [B, H, len, D], LSE [B, H, len] and the
+ * selection [B, H, len, K] (*sel). */
+static int cp_dsa_alloc_result(cp_result *out, int c, const attn_problem *p, int K, float **sel) {
+    const size_t rows = (size_t)p->B * out->chunk[c].len, H = (size_t)p->H;
+    const size_t res = rows * H * p->D + rows * H + rows * H * K;
+    CP_TRY(!(out->mem[c] = attn_device_alloc(res * sizeof(float) + 16)));
+    out->o[c] = (float *)out->mem[c];
+    out->lse[c] = out->o[c] + rows * H * p->D;
+    *sel = out->lse[c] + rows * H;
+    return 0;
+}
+
+/* The chunk's selection dsel as the result's floats sel [B, H, len, K] (the same for every head),
+ * and need[b * L + j] set for every selected position j (what a fetch must bring). */
+static int cp_dsa_record(const cp_dsa_inputs *in, cp_chunk ch, const int32_t *dsel, float *sel,
+                         bool *need) {
+    const int B = in->p.B, H = in->p.H, L = in->p.Lq, K = in->K;
+    const size_t rows = (size_t)B * ch.len;
+    int32_t *hs = malloc(rows * K * sizeof *hs + 1);
+    float *hf = malloc(rows * H * K * sizeof *hf + 1);
+    int bad = !hs || !hf || attn_to_host(hs, dsel, rows * K * sizeof *hs);
+    for (int b = 0; !bad && b < B; ++b)
+        for (int i = 0; i < ch.len; ++i)
+            for (int x = 0; x < K; ++x) {
+                const int32_t j = hs[((size_t)b * ch.len + i) * K + x];
+                if (j >= 0)
+                    need[(size_t)b * L + j] = true;
+                for (int h = 0; h < H; ++h)
+                    hf[(((size_t)b * H + h) * ch.len + i) * K + x] = (float)j;
+            }
+    bad = bad || attn_to_device(sel, hf, rows * H * K * sizeof *hf);
+    free(hs), free(hf);
+    return bad;
+}
+
+/* Step 2, for query chunk ch (not empty): example 05's indexer and radix top-k over the causal
+ * prefix [0, end) of the gathered indexer keys: x->dsel, recorded in sel and need. */
+static int cp_dsa_select(const cp_dsa_inputs *in, cp_chunk ch, const void *ki_full, cp_dsa_chunk *x,
+                         float *sel, bool *need) {
+    const int B = in->p.B, L = in->p.Lq, HI = in->HI, DI = in->DI, K = in->K,
+              end = ch.start + ch.len;
+    const attn_dtype dt = in->p.dtype;
+    const size_t rows = (size_t)B * ch.len;
+    attn_problem_init(&x->p, B, in->p.H, ch.len, end, in->p.D);
+    x->p.dtype = dt;
+    x->p.causal = true;
+    memset(&x->a, 0, sizeof x->a);
+    x->a.p = &x->p;
+    x->a.index_heads = HI, x->a.index_dim = DI, x->a.topk = K, x->a.chunk = ch.len;
+    float *qi = cp_slice(in->qi, B, L, HI * DI, ch), *w = cp_slice(in->w, B, L, HI, ch);
+    void *dqi = NULL, *dw = NULL, *staging = malloc(rows * HI * DI * 4 + 16);
+    const int bad = !qi || !w || !staging ||
+                    attn_device_upload(&dqi, qi, rows * HI * DI, dt, staging) ||
+                    attn_device_upload(&dw, w, rows * HI, ATTN_F32, staging);
+    free(qi), free(w), free(staging);
+    CP_TRY(bad);
+    void *dki = cp_prefix_upload(ki_full, B, L, end, (size_t)DI * attn_dtype_size(dt));
+    float *logits = attn_device_alloc(rows * end * sizeof(float) + 16);
+    x->dsel = attn_device_alloc(rows * K * sizeof(int32_t) + 16);
+    CP_TRY(!dki || !logits || !x->dsel);
+    x->a.q_index = dqi, x->a.k_index = dki, x->a.w = dw, x->a.logits = logits;
+    x->a.sel = x->dsel;
+    ds_launch_indexer(&x->a, 0, 0);
+    ds_launch_topk_radix(&x->a, 0, 0);
+    CP_TRY(attn_cuda_report(cudaDeviceSynchronize(), "example 05's indexer and top-k", __FILE__,
+                            __LINE__));
+    attn_device_free(dqi), attn_device_free(dw), attn_device_free(dki);
+    attn_device_free(logits);
+    return cp_dsa_record(in, ch, x->dsel, sel, need);
+}
+
+/* Step 3: K and V (one row: [K | V]) of the positions this rank needs and does not hold, fetched
+ * from their owners, or of every position all-gathered (fetch_kv false): host [B, L, 2D] of the
+ * dtype (NULL after an error). bytes[1], bytes[2]: what the all-gather and the fetch received
+ * (the one not run: what it would have received). The planted bug no-fetch drops the rows. */
+static void *cp_dsa_kv(cp_transport *t, cp_strategy s, const cp_dsa_inputs *in,
+                       const cp_result *out, bool *need, bool fetch_kv, int plant,
+                       double bytes[3]) {
+    const int B = in->p.B, L = in->p.Lq, D = in->p.D;
+    const attn_dtype dt = in->p.dtype;
+    const size_t es = attn_dtype_size(dt);
     double fetch = 0.0, others = 0.0;
     for (int b = 0; b < B; ++b)
         for (int i = 0; i < L; ++i) {
-            bool own = false;
-            for (int c = 0; c < out->nchunks; ++c)
-                own |= i >= out->chunk[c].start && i < out->chunk[c].start + out->chunk[c].len;
+            const bool own = cp_owns(out, i);
             need[(size_t)b * L + i] = need[(size_t)b * L + i] && !own;
             fetch += need[(size_t)b * L + i];
             others += !own;
         }
-    /* 3. K and V (one row: [K | V]) of the selected positions, or of every position */
     float *kv = malloc((size_t)B * L * 2 * D * sizeof(float) + 1);
     void *kv_full = calloc((size_t)B * L * 2 * D * es + 1, 1);
-    CP_TRY(!kv || !kv_full);
-    for (size_t r = 0; r < (size_t)B * L; ++r) {
+    int bad = !kv || !kv_full;
+    for (size_t r = 0; !bad && r < (size_t)B * L; ++r) {
         memcpy(kv + r * 2 * D, in->k + r * D, D * sizeof(float));
         memcpy(kv + r * 2 * D + D, in->v + r * D, D * sizeof(float));
     }
-    if (fetch_kv) {
+    if (!bad && fetch_kv) {
         for (int c = 0; c < out->nchunks; ++c) /* this rank's own rows */
             for (int b = 0; b < B; ++b)
                 attn_pack((char *)kv_full + ((size_t)b * L + out->chunk[c].start) * 2 * D * es,
                           kv + ((size_t)b * L + out->chunk[c].start) * 2 * D,
                           (size_t)out->chunk[c].len * 2 * D, dt);
-        CP_TRY(cp_fetch_rows(t, s, kv, B, L, 2 * D, dt, need,
-                             plant == CP_DSA_PLANT_NO_FETCH ? NULL : kv_full, &bytes[2]));
+        bad = cp_fetch_rows(t, s, kv, B, L, 2 * D, dt, need,
+                            plant == CP_DSA_PLANT_NO_FETCH ? NULL : kv_full, &bytes[2]);
         bytes[1] = others * 2.0 * D * (double)es; /* what the all-gather would have received */
-    } else {
-        CP_TRY(cp_allgather_rows(t, s, kv, B, L, 2 * D, dt, kv_full, &bytes[1], "K/V"));
+    } else if (!bad) {
+        bad = cp_allgather_rows(t, s, kv, B, L, 2 * D, dt, kv_full, &bytes[1], "K/V");
         bytes[2] = fetch * 2.0 * D * (double)es; /* what a fetch would have received */
     }
-    free(need);
     free(kv);
-    /* 4. sparse attention over the selection: example 05's sparse_mma */
-    for (int c = 0; c < out->nchunks; ++c) {
-        const cp_chunk ch = out->chunk[c];
-        const int end = ch.start + ch.len;
-        if (ch.len == 0)
-            continue;
-        const size_t rows = (size_t)B * ch.len, nq = rows * H * D;
-        char *hk = malloc((size_t)B * end * D * es + 1), *hv = malloc((size_t)B * end * D * es + 1);
-        CP_TRY(!hk || !hv);
-        for (size_t r = 0; r < (size_t)B * end; ++r) { /* row r of [B, end]: b = r / end */
-            const size_t src = (r / end) * L + r % end;
-            memcpy(hk + r * D * es, (char *)kv_full + src * 2 * D * es, D * es);
-            memcpy(hv + r * D * es, (char *)kv_full + (src * 2 + 1) * D * es, D * es);
-        }
-        void *dk = NULL, *dv = NULL, *dq = NULL, *dout = attn_device_alloc(nq * es + 16);
-        float *q = cp_slice(in->q, B * H, L, D, ch);
-        void *staging = malloc(nq * 4 + 16);
-        int bad = !q || !staging || !dout ||
-                  attn_device_upload_bytes(&dk, hk, (size_t)B * end * D * es + 1) ||
-                  attn_device_upload_bytes(&dv, hv, (size_t)B * end * D * es + 1) ||
-                  attn_device_upload(&dq, q, nq, dt, staging);
-        free(hk), free(hv), free(q);
-        CP_TRY(bad);
-        a[c].q = dq, a[c].k = dk, a[c].v = dv, a[c].o = dout, a[c].lse = out->lse[c];
-        ds_launch_sparse_mma(&a[c], 0);
-        CP_TRY(attn_cuda_report(cudaDeviceSynchronize(), "example 05's sparse_mma", __FILE__,
-                                __LINE__));
-        float *of = malloc(nq * sizeof *of + 1);
-        bad = !of || attn_to_host(staging, dout, nq * es);
-        if (!bad) {
-            attn_unpack(of, staging, nq, dt);
-            bad = attn_to_device(out->o[c], of, nq * sizeof *of);
-        }
-        free(of), free(staging);
-        attn_device_free(dq), attn_device_free(dk), attn_device_free(dv), attn_device_free(dout);
-        attn_device_free(dsel[c]);
-        CP_TRY(bad);
-        out->launches++;
+    if (bad) {
+        free(kv_full);
+        return NULL;
     }
-    free(ki_full), free(kv_full);
-    return 0;
+    return kv_full;
 }
 
-int cp_dsa_one_device(const cp_dsa_inputs *in, float *o, float *lse, int32_t *sel) {
-    const attn_problem *p = &in->p;
-    const int B = p->B, L = p->Lq, D = p->D, HI = in->HI, DI = in->DI, K = in->K;
-    const size_t rows = (size_t)B * L, nq = attn_problem_q_elems(p);
-    const attn_dtype dt = p->dtype;
-    void *staging = malloc(rows * HI * DI * 4 + nq * 4 + 16);
-    void *dq = NULL, *dk = NULL, *dv = NULL, *dqi = NULL, *dki = NULL, *dw = NULL;
-    CP_TRY(!staging || attn_device_upload(&dq, in->q, nq, dt, staging) ||
-           attn_device_upload(&dk, in->k, rows * D, dt, staging) ||
-           attn_device_upload(&dv, in->v, rows * D, dt, staging) ||
-           attn_device_upload(&dqi, in->qi, rows * HI * DI, dt, staging) ||
-           attn_device_upload(&dki, in->ki, rows * DI, dt, staging) ||
-           attn_device_upload(&dw, in->w, rows * HI, ATTN_F32, staging));
-    float *logits = attn_device_alloc(rows * L * sizeof(float) + 16);
-    int32_t *dsel = attn_device_alloc(rows * K * sizeof(int32_t) + 16);
-    void *dout = attn_device_alloc(nq * attn_dtype_size(dt) + 16);
-    float *dlse = attn_device_alloc(attn_problem_lse_elems(p) * sizeof(float) + 16);
-    CP_TRY(!logits || !dsel || !dout || !dlse);
-    ds_args a;
-    memset(&a, 0, sizeof a);
-    a.p = p;
-    a.index_heads = HI, a.index_dim = DI, a.topk = K, a.chunk = L;
-    a.q_index = dqi, a.k_index = dki, a.w = dw, a.logits = logits, a.sel = dsel;
-    a.q = dq, a.k = dk, a.v = dv, a.o = dout, a.lse = dlse;
-    ds_launch_pipeline(&a, 0);
-    CP_TRY(attn_cuda_report(cudaDeviceSynchronize(), "example 05's pipeline", __FILE__, __LINE__) ||
-           attn_to_host(staging, dout, nq * attn_dtype_size(dt)) ||
-           attn_to_host(lse, dlse, attn_problem_lse_elems(p) * sizeof(float)) ||
-           attn_to_host(sel, dsel, rows * K * sizeof(int32_t)));
-    attn_unpack(o, staging, nq, dt);
-    attn_device_free(dq), attn_device_free(dk), attn_device_free(dv), attn_device_free(dqi);
-    attn_device_free(dki), attn_device_free(dw), attn_device_free(logits), attn_device_free(dsel);
-    attn_device_free(dout), attn_device_free(dlse);
-    free(staging);
-    return 0;
+/* Step 4, for query chunk ch (not empty): example 05's sparse_mma over its selection, the keys
+ * [0, end) of kv_full uploaded; the output into o and lse (fp32, this rank's result). */
+static int cp_dsa_attend(const cp_dsa_inputs *in, cp_chunk ch, const void *kv_full, cp_dsa_chunk *x,
+                         float *o, float *lse) {
+    const int B = in->p.B, H = in->p.H, L = in->p.Lq, D = in->p.D, end = ch.start + ch.len;
+    const attn_dtype dt = in->p.dtype;
+    const size_t es = attn_dtype_size(dt), rows = (size_t)B * ch.len, nq = rows * H * D;
+    char *hk = malloc((size_t)B * end * D * es + 1), *hv = malloc((size_t)B * end * D * es + 1);
+    CP_TRY(!hk || !hv);
+    for (size_t r = 0; r < (size_t)B * end; ++r) { /* row r of [B, end]: b = r / end */
+        const size_t src = (r / end) * L + r % end;
+        memcpy(hk + r * D * es, (const char *)kv_full + src * 2 * D * es, D * es);
+        memcpy(hv + r * D * es, (const char *)kv_full + (src * 2 + 1) * D * es, D * es);
+    }
+    void *dk = NULL, *dv = NULL, *dq = NULL, *dout = attn_device_alloc(nq * es + 16);
+    float *q = cp_slice(in->q, B * H, L, D, ch);
+    void *staging = malloc(nq * 4 + 16);
+    int bad = !q || !staging || !dout ||
+              attn_device_upload_bytes(&dk, hk, (size_t)B * end * D * es + 1) ||
+              attn_device_upload_bytes(&dv, hv, (size_t)B * end * D * es + 1) ||
+              attn_device_upload(&dq, q, nq, dt, staging);
+    free(hk), free(hv), free(q);
+    CP_TRY(bad);
+    x->a.q = dq, x->a.k = dk, x->a.v = dv, x->a.o = dout, x->a.lse = lse;
+    ds_launch_sparse_mma(&x->a, 0);
+    CP_TRY(
+        attn_cuda_report(cudaDeviceSynchronize(), "example 05's sparse_mma", __FILE__, __LINE__));
+    float *of = malloc(nq * sizeof *of + 1);
+    bad = !of || attn_to_host(staging, dout, nq * es);
+    if (!bad) {
+        attn_unpack(of, staging, nq, dt);
+        bad = attn_to_device(o, of, nq * sizeof *of);
+    }
+    free(of), free(staging);
+    attn_device_free(dq), attn_device_free(dk), attn_device_free(dv), attn_device_free(dout);
+    return bad;
+}
+
+int cp_dsa_forward(cp_transport *t, cp_strategy s, const cp_dsa_inputs *in, bool fetch_kv,
+                   int plant, cp_result *out, float *sel[CP_MAX_CHUNKS], double bytes[3]) {
+    memset(out, 0, sizeof *out);
+    out->nchunks = cp_rank_chunks(s, in->p.Lq, t->size, t->rank, out->chunk);
+    cp_dsa_chunk x[CP_MAX_CHUNKS];
+    memset(x, 0, sizeof x);
+    bool *need = calloc((size_t)in->p.B * in->p.Lq + 1, 1);
+    /* 1. the indexer keys of every position, from their owners */
+    void *ki_full = need ? cp_dsa_index_keys(t, s, in, out, plant, &bytes[0]) : NULL,
+         *kv_full = NULL;
+    int bad = !ki_full;
+    /* 2. per query chunk: the indexer and the top-k over the causal prefix [0, end) */
+    for (int c = 0; !bad && c < out->nchunks; ++c)
+        bad = cp_dsa_alloc_result(out, c, &in->p, in->K, &sel[c]) ||
+              (out->chunk[c].len && cp_dsa_select(in, out->chunk[c], ki_full, &x[c], sel[c], need));
+    /* 3. K and V of the selected positions from their owners (or of every position) */
+    if (!bad)
+        bad = !(kv_full = cp_dsa_kv(t, s, in, out, need, fetch_kv, plant, bytes));
+    /* 4. sparse attention over the selection: example 05's sparse_mma */
+    for (int c = 0; !bad && c < out->nchunks; ++c)
+        if (out->chunk[c].len) {
+            bad = cp_dsa_attend(in, out->chunk[c], kv_full, &x[c], out->o[c], out->lse[c]);
+            out->launches += !bad;
+        }
+    for (int c = 0; c < out->nchunks; ++c)
+        attn_device_free(x[c].dsel);
+    free(need), free(ki_full), free(kv_full);
+    return bad;
 }

@@ -1,7 +1,8 @@
-/* cp_dsa.h — DeepSeek sparse attention (example 05) across P ranks. Each rank holds its query
- * positions (the ring's or the zigzag's chunks) and, for those positions, the indexer's queries,
- * head weights and keys and the attention's K and V (one shared head, MQA: DeepSeek's MLA in its
- * absorbed form). The indexer key of every position is needed by every later query, so:
+/* cp_dsa.h — lesson code: DeepSeek sparse attention (example 05) across P ranks. Each rank
+ * holds its query positions (the ring's or the zigzag's chunks) and, for those positions, the
+ * indexer's queries, head weights and keys and the attention's K and V (one shared head, MQA:
+ * DeepSeek's MLA in its absorbed form). The indexer key of every position is needed by every later
+ * query, so:
  *   1. all-gather of the indexer keys (one D_I row per position);
  *   2. per query chunk: example 05's indexer and radix top-k over the GLOBAL causal prefix, keys
  *      [0, chunk end): the selection holds global positions;

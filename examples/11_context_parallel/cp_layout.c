@@ -1,4 +1,4 @@
-/* cp_layout.c — the chunk layouts and the ring's work per rank (cp_layout.h). */
+/* cp_layout.c — lesson code: the chunk layouts and the ring's work per rank (cp_layout.h). */
 #include "cp_layout.h"
 
 #include <string.h>

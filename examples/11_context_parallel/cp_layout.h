@@ -1,4 +1,5 @@
-/* cp_layout.h — which query and key positions each rank holds, and which ring steps it computes.
+/* cp_layout.h — lesson code: which query and key positions each rank holds, and which ring
+ * steps it computes.
  *
  * The sequence of L positions is cut into chunks: chunk c of n starts at floor(c * L / n), so the
  * chunks differ by at most one position when n does not divide L.

@@ -126,9 +126,12 @@ static int cp_parse_value(const char *a, const char *v, int P, cp_options *o, cp
     }
     if (strcmp(a, "--timeout") == 0)
         return attn_cli_parse_real(a, v, &o->timeout_s, err, len);
-    if (strcmp(a, "--backend") == 0) {
+    if (strcmp(a, "--backend") == 0) { /* said here, before the device: alike on every build */
         o->backend = v;
-        return 0;
+        if (strcmp(v, "mpi") == 0 || strcmp(v, "nccl") == 0)
+            return 0;
+        snprintf(err, len, "error: unknown backend '%s' (mpi or nccl)", v);
+        return ATTN_EXIT_USAGE;
     }
     if (strcmp(a, "--plant") == 0)
         return cp_parse_plant(v, o, err, len);

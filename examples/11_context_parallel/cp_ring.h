@@ -1,4 +1,5 @@
-/* cp_ring.h — the strategies of example 11: attention over a sequence spread across P ranks.
+/* cp_ring.h — lesson code: the strategies of example 11, attention over a sequence spread across
+ * P ranks.
  *   ring    pass-KV: each rank keeps its queries; the K/V shards travel round the ring, one step
  *           per shard, the next shard's transfer overlapping this step's attention; each step's
  *           partial result is merged into the running one by its log-sum-exp.
@@ -23,6 +24,13 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Makes the enclosing function return 1 when expr is true (an error, already reported). */
+#define CP_TRY(expr)                                                                               \
+    do {                                                                                           \
+        if (expr)                                                                                  \
+            return 1;                                                                              \
+    } while (0)
 
 /* A failure planted for the tests: rank `rank` exits (CP_FAULT_DIE) or stops answering
  * (CP_FAULT_HANG) at step `step`, before posting that step's transfers. */
@@ -82,6 +90,11 @@ int cp_backward(cp_transport *t, const cp_setup *s, const attn_host_inputs *in, 
                 const cp_result *fwd, cp_result *work, cp_grads *g);
 void cp_grads_free(cp_grads *g);
 
+/* The Ulysses all-to-all (cp_ulysses.c), as cp_forward and cp_backward call it: r holds this
+ * rank's chunk and its result's buffers; g the backward's gradients (NULL: the forward). */
+int cp_ulysses(cp_transport *t, const cp_setup *s, const attn_host_inputs *in, cp_result *r,
+               cp_grads *g);
+
 /* Rows [c.start, c.start + c.len) of every (sequence, head) of a [B, H, L, width] host tensor,
  * as a new [B, H, c.len, width] tensor (malloc'ed), and the way back. */
 float *cp_slice(const float *full, int BH, int L, int width, cp_chunk c);
@@ -109,10 +122,10 @@ int cp_add(float *acc, const float *x, size_t n, cudaStream_t stream);
 
 /* A wait that timed out or failed (rc: CP_TIMEOUT or CP_FAILED): prints one line naming this
  * rank, the step, the peer (-1: the all-to-all's) and what it waited for (sent: the peer was
- * to take what this rank sent), and ends every rank (MPI_Abort). cp_run.c. */
+ * to take what this rank sent), and ends every rank (MPI_Abort). cp_faults.c. */
 void cp_transfer_failed(const cp_transport *t, int rc, int step, int peer, const char *what,
                         bool sent);
-/* The planted fault, if it is this rank's at this step. cp_run.c. */
+/* The planted fault, if it is this rank's at this step. cp_faults.c. */
 void cp_fault_point(const cp_transport *t, const cp_fault *f, int step);
 
 #ifdef __cplusplus

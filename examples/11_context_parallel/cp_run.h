@@ -9,7 +9,8 @@ extern "C" {
 #endif
 
 /* --ranks N outside mpirun: runs this program again under mpirun with N ranks (exec; does not
- * return unless that fails, then exits 2). Returns without doing anything when --ranks is not
+ * return unless that fails, then exits 2). Bad flags (exit 2) and, on a gpu build, no GPU (exit
+ * 77) are said once before mpirun starts. Returns without doing anything when --ranks is not
  * given or the process already runs under mpirun. Before MPI_Init. */
 void cp_relaunch(int argc, char **argv);
 

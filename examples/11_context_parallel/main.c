@@ -1,5 +1,5 @@
-/* main.c — Example 11's program: attention over a sequence spread across MPI ranks (cp_run.c has
- * the flags and the checks, cp_ring.c the strategies). Run it under mpirun, e.g.
+/* main.c — Example 11's program: attention over a sequence spread across MPI ranks (cp_run.c runs
+ * it: the flags, the strategies of cp_ring.h, the checks of cp_check.h). Run it under mpirun, e.g.
  *   mpirun -np 4 ./context_parallel --strategy zigzag --causal -L 1000
  * or, starting mpirun itself, ./context_parallel --ranks 4 --strategy zigzag --causal -L 1000 */
 #include <mpi.h>

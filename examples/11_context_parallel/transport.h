@@ -63,6 +63,19 @@ cp_transport *cp_transport_open(const char *name, double timeout_s, char *why, s
 cp_transport *cp_transport_open_mpi(double timeout_s, char *why, size_t why_len);
 cp_transport *cp_transport_open_nccl(double timeout_s, char *why, size_t why_len, int *exit_code);
 
+/* The ops of a backend whose calls are named <prefix>_isend, <prefix>_irecv, ..., <prefix>_close
+ * (a designated initialiser of cp_transport), named label. */
+#define CP_TRANSPORT_OPS(prefix, label)                                                            \
+    {                                                                                              \
+        .name = label, .isend = prefix##_isend, .irecv = prefix##_irecv, .post = prefix##_post,    \
+        .wait = prefix##_wait, .alltoall = prefix##_alltoall, .barrier = prefix##_barrier,         \
+        .close = prefix##_close                                                                    \
+    }
+
+/* A backend's transport: ops' name and calls (impl NULL), this process's rank and size in
+ * MPI_COMM_WORLD, the timeout. NULL when out of memory. transport_mpi.c. */
+cp_transport *cp_transport_new(const cp_transport *ops, double timeout_s);
+
 /* Seconds on a monotonic clock (the waits' deadlines). */
 double cp_now(void);
 

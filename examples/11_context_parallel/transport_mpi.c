@@ -46,13 +46,12 @@ static int mpi_start(cp_transport *t, void *dev, size_t bytes, int peer, cp_requ
                 bytes);
         return CP_FAILED;
     }
-    memset(r, 0, sizeof *r);
-    r->peer = peer;
-    r->recv = recv;
-    r->dev = dev;
-    r->bytes = bytes;
-    r->host = malloc(bytes ? bytes : 1);
-    r->handle = malloc(sizeof(MPI_Request));
+    *r = (cp_request){.peer = peer,
+                      .recv = recv,
+                      .dev = dev,
+                      .bytes = bytes,
+                      .host = malloc(bytes ? bytes : 1),
+                      .handle = malloc(sizeof(MPI_Request))};
     if (!r->host || !r->handle)
         return CP_FAILED;
     MPI_Request *req = (MPI_Request *)r->handle;
@@ -150,23 +149,22 @@ static int mpi_barrier(cp_transport *t) {
 
 static void mpi_close(cp_transport *t) { free(t); }
 
-cp_transport *cp_transport_open_mpi(double timeout_s, char *why, size_t why_len) {
-    cp_transport *t = calloc(1, sizeof *t);
-    if (!t) {
-        snprintf(why, why_len, "out of memory");
+cp_transport *cp_transport_new(const cp_transport *ops, double timeout_s) {
+    cp_transport *t = malloc(sizeof *t);
+    if (!t)
         return NULL;
-    }
-    t->name = "mpi";
+    *t = *ops;
     MPI_Comm_rank(MPI_COMM_WORLD, &t->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &t->size);
     t->timeout_s = timeout_s;
-    t->isend = mpi_isend;
-    t->irecv = mpi_irecv;
-    t->post = mpi_post;
-    t->wait = mpi_wait;
-    t->alltoall = mpi_alltoall;
-    t->barrier = mpi_barrier;
-    t->close = mpi_close;
+    return t;
+}
+
+cp_transport *cp_transport_open_mpi(double timeout_s, char *why, size_t why_len) {
+    static const cp_transport ops = CP_TRANSPORT_OPS(mpi, "mpi");
+    cp_transport *t = cp_transport_new(&ops, timeout_s);
+    if (!t)
+        snprintf(why, why_len, "out of memory");
     return t;
 }
 

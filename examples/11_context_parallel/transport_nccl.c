@@ -32,17 +32,20 @@ cp_transport *cp_transport_open_nccl(double timeout_s, char *why, size_t why_len
 #include <nccl.h>
 #include <time.h>
 
+/* One isend/irecv call waiting for the post. */
+typedef struct nccl_queued {
+    void *dev;
+    size_t bytes;
+    int peer;
+    bool recv;
+    cudaEvent_t *done; /* the request's event, recorded by the post */
+} nccl_queued;
+
 typedef struct nccl_impl {
     ncclComm_t comm;
     cudaStream_t stream;
-    int pending; /* isend/irecv calls queued since the last post */
-    struct {
-        void *dev;
-        size_t bytes;
-        int peer;
-        bool recv;
-        cudaEvent_t *done; /* the request's event, recorded by the post */
-    } queue[128];          /* the most a rank posts at once: the gather's, a few per chunk */
+    int pending;            /* isend/irecv calls queued since the last post */
+    nccl_queued queue[128]; /* the most a rank posts at once: the gather's, a few per chunk */
 } nccl_impl;
 
 static int nccl_ok(ncclResult_t r, const char *what, int rank) {
@@ -79,18 +82,10 @@ static int nccl_queue(cp_transport *t, void *dev, size_t bytes, int peer, cp_req
     cudaEvent_t *ev = malloc(sizeof *ev);
     if (!ev || cudaEventCreateWithFlags(ev, cudaEventDisableTiming) != cudaSuccess)
         return CP_FAILED;
-    r->peer = peer;
-    r->recv = recv;
-    r->dev = dev;
-    r->bytes = bytes;
-    r->handle = ev;
-    r->active = true;
-    n->queue[n->pending].dev = dev;
-    n->queue[n->pending].bytes = bytes;
-    n->queue[n->pending].peer = peer;
-    n->queue[n->pending].recv = recv;
-    n->queue[n->pending].done = ev;
-    n->pending++;
+    *r = (cp_request){
+        .peer = peer, .recv = recv, .active = true, .dev = dev, .bytes = bytes, .handle = ev};
+    n->queue[n->pending++] =
+        (nccl_queued){.dev = dev, .bytes = bytes, .peer = peer, .recv = recv, .done = ev};
     return CP_OK;
 }
 
@@ -206,7 +201,8 @@ cp_transport *cp_transport_open_nccl(double timeout_s, char *why, size_t why_len
         return NULL;
     }
     MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-    cp_transport *t = calloc(1, sizeof *t);
+    static const cp_transport ops = CP_TRANSPORT_OPS(nccl, "nccl");
+    cp_transport *t = cp_transport_new(&ops, timeout_s);
     nccl_impl *n = calloc(1, sizeof *n);
     if (!t || !n || cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking) != cudaSuccess ||
         !nccl_ok(ncclCommInitRank(&n->comm, size, id, rank), "ncclCommInitRank", rank)) {
@@ -214,18 +210,7 @@ cp_transport *cp_transport_open_nccl(double timeout_s, char *why, size_t why_len
         free(t), free(n);
         return NULL;
     }
-    t->name = "nccl";
-    t->rank = rank;
-    t->size = size;
-    t->timeout_s = timeout_s;
     t->impl = n;
-    t->isend = nccl_isend;
-    t->irecv = nccl_irecv;
-    t->post = nccl_post;
-    t->wait = nccl_wait;
-    t->alltoall = nccl_alltoall;
-    t->barrier = nccl_barrier;
-    t->close = nccl_close;
     return t;
 }
 

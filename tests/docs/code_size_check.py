@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/code_size.py counts what it says (CTest docs.code_size): on a planted C text, comments
 and blank lines are not code and a function's lines run from its name to its closing brace; a
-declaration is not a function; a planted longer function is found as the largest; the tree's
+declaration is not a function; a host file counts as lesson code only when its first line says
+so; a planted longer function is found as the largest; the tree's
 table is produced; a bad flag is one line and exit 2. Prints PASS."""
 import os
 import subprocess
@@ -40,6 +41,10 @@ def main():
     fns = dict(code_size.functions(TEXT))
     if fns != {"add": 5, "main": 6}:
         errors.append(f"functions: {fns}, expected add 5 and main 6 lines")
+    marked = "/* ring.c \u2014 lesson code: the schedule */\n" + TEXT
+    if not code_size.is_lesson_host(marked) or code_size.is_lesson_host(TEXT) or \
+            code_size.is_lesson_host("/* x.c */\n/* lesson code */\n"):
+        errors.append("the lesson-code mark: read from anywhere but the first line")
     done = subprocess.run([sys.executable, SCRIPT], capture_output=True, text=True)
     if done.returncode != 0 or "09_decode" not in done.stdout or "all" not in done.stdout:
         errors.append(f"the table: exit {done.returncode}, {done.stdout[-200:]!r}")
