@@ -183,6 +183,19 @@ static void record_text(const attn_run_record *r, bool csv, char *text, size_t l
     fclose(tmp);
 }
 
+/* A header and the rows of a timed and a skipped sample record, as header() and row() write
+ * them (the CSV file, the console table), in text. */
+static void two_rows(void (*header)(FILE *), void (*row)(FILE *, const attn_run_record *),
+                     char *text, size_t len) {
+    FILE *tmp = tmpfile();
+    attn_run_record timed = sample_record(true), skipped = sample_record(false);
+    header(tmp);
+    row(tmp, &timed);
+    row(tmp, &skipped);
+    read_file(tmp, text, len);
+    fclose(tmp);
+}
+
 static void test_json(void) {
     char text[4096];
     const char *keys[NUM_KEYS + NUM_JSON_ONLY];
@@ -235,13 +248,7 @@ static int csv_fields(const char *line) {
 
 static void test_csv(void) {
     char text[4096];
-    FILE *tmp = tmpfile();
-    attn_run_record timed = sample_record(true), skipped = sample_record(false);
-    attn_report_csv_header(tmp);
-    attn_report_csv(tmp, &timed);
-    attn_report_csv(tmp, &skipped);
-    read_file(tmp, text, sizeof text);
-    fclose(tmp);
+    two_rows(attn_report_csv_header, attn_report_csv, text, sizeof text);
     const char *row1 = strchr(text, '\n') + 1;
     const char *row2 = strchr(row1, '\n') + 1; /* row1's note is empty: no quoted line break */
     CHECK_EQ(csv_fields(text), NUM_KEYS);
@@ -253,11 +260,9 @@ static void test_csv(void) {
     CHECK_CONTAINS(row1, ",1.25,1,2.5,20,12.5,800,4194304\n");
     CHECK_CONTAINS(text, "SKIP,\"needs a GPU,\n\tsee --list\",,,,,0,,,4194304\n");
 
-    tmp = tmpfile(); /* a comma alone is reason enough to quote */
-    skipped.note = "D=300, too large";
-    attn_report_csv(tmp, &skipped);
-    read_file(tmp, text, sizeof text);
-    fclose(tmp);
+    attn_run_record skipped = sample_record(false);
+    skipped.note = "D=300, too large"; /* a comma alone is reason enough to quote */
+    record_text(&skipped, true, text, sizeof text);
     CHECK_CONTAINS(text, ",SKIP,\"D=300, too large\",");
     CHECK_EQ(csv_fields(text), NUM_KEYS);
 }
@@ -323,13 +328,7 @@ static void test_append(void) {
 
 static void test_table(void) {
     char text[4096];
-    FILE *tmp = tmpfile();
-    attn_run_record timed = sample_record(true), skipped = sample_record(false);
-    attn_report_header(tmp);
-    attn_report_row(tmp, &timed);
-    attn_report_row(tmp, &skipped);
-    read_file(tmp, text, sizeof text);
-    fclose(tmp);
+    two_rows(attn_report_header, attn_report_row, text, sizeof text);
     const char *row1 = strchr(text, '\n') + 1;
     const char *row2 = strchr(row1, '\n') + 1;
     CHECK_CONTAINS(text, "kernel");
