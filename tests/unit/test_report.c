@@ -139,13 +139,6 @@ static attn_run_record sample_record(bool timed) {
     return r;
 }
 
-static size_t read_file(FILE *f, char *buf, size_t len) {
-    rewind(f);
-    size_t n = fread(buf, 1, len - 1, f);
-    buf[n] = '\0';
-    return n;
-}
-
 static const char *const documented_keys[] = {"example",     "kernel",
                                               "kernel_id",   "backend",
                                               "device",      "B",
@@ -179,8 +172,7 @@ static int json_keys(const char *keys[NUM_KEYS + NUM_JSON_ONLY]) {
 static void record_text(const attn_run_record *r, bool csv, char *text, size_t len) {
     FILE *tmp = tmpfile();
     (csv ? attn_report_csv : attn_report_json)(tmp, r);
-    read_file(tmp, text, len);
-    fclose(tmp);
+    unit_read_back(tmp, text, len);
 }
 
 /* A header and the rows of a timed and a skipped sample record, as header() and row() write
@@ -192,8 +184,7 @@ static void two_rows(void (*header)(FILE *), void (*row)(FILE *, const attn_run_
     header(tmp);
     row(tmp, &timed);
     row(tmp, &skipped);
-    read_file(tmp, text, len);
-    fclose(tmp);
+    unit_read_back(tmp, text, len);
 }
 
 static void test_json(void) {
@@ -299,8 +290,7 @@ static void test_append(void) {
     FILE *f = fopen(csv, "r");
     CHECK(f != NULL);
     if (f != NULL) {
-        read_file(f, text, sizeof text);
-        fclose(f);
+        unit_read_back(f, text, sizeof text);
         int lines = 0, headers = 0;
         for (const char *c = text; (c = strchr(c, '\n')) != NULL; ++c)
             lines++;
