@@ -23,6 +23,9 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../scripts"))
+from chapter_script import bench_mode  # noqa: E402
+
 STAGES = ("indexer", "topk_bitonic", "topk_radix", "sparse_mma", "sparse_gather", "end_to_end",
           "dense_fa2")
 # Names older results files use for the same kernels.
@@ -140,13 +143,9 @@ def main(argv):
     args = parse_args(argv)
     if args.readme:
         return readme(args.check)
-    if args.table:
-        print(table(args.table))
-        return 0
-    if not args.program or not args.out:
-        print("error: --program and --out are required (or --table FILE)", file=sys.stderr)
-        return 2
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    done = bench_mode(args, table)
+    if done is not None:
+        return done
     failed = 0
     points = [(1, args.heads, 128, L, args.topk, spec, True)
               for L in [int(x) for x in args.L.split(",")] for spec in args.indexers.split(",")]

@@ -63,6 +63,16 @@ double time_launch(void (*kernel)(P...), int grid, int block, void **args) {
     return median(ms);
 }
 
+// The human line and the JSON line of a launch of `count` barriers or shuffles ("barrier",
+// "shuffle") per thread.
+void report_launch(const char *what, int grid, int block, int count, double ms) {
+    std::printf("launch %d blocks x %d threads x %d %ss: %.3f ms (median of 10, %d OS threads)\n",
+                grid, block, count, what, ms, cudasim_get_threads());
+    std::printf("{\"bench\":\"cudasim_%s_launch\",\"blocks\":%d,\"threads\":%d,\"%ss\":%d,"
+                "\"os_threads\":%d,\"ms\":%.4f}\n",
+                what, grid, block, what, count, cudasim_get_threads(), ms);
+}
+
 int main() {
     std::vector<double> switch_ns;
     for (int r = 0; r < 7; ++r)
@@ -79,20 +89,10 @@ int main() {
         return 1;
     void *args[] = {static_cast<void *>(&out)};
     double m = time_launch(barrier_kernel, blocks, threads, args);
-    std::printf("launch %d blocks x %d threads x %d barriers: %.3f ms (median of 10, %d OS "
-                "threads)\n",
-                blocks, threads, barriers, m, cudasim_get_threads());
-    std::printf("{\"bench\":\"cudasim_barrier_launch\",\"blocks\":%d,\"threads\":%d,"
-                "\"barriers\":%d,\"os_threads\":%d,\"ms\":%.4f}\n",
-                blocks, threads, barriers, cudasim_get_threads(), m);
+    report_launch("barrier", blocks, threads, barriers, m);
     void *fargs[] = {static_cast<void *>(&fout)};
     double s = time_launch(shuffle_kernel, shfl_blocks, shfl_threads, fargs);
-    std::printf("launch %d blocks x %d threads x %d shuffles: %.3f ms (median of 10, %d OS "
-                "threads)\n",
-                shfl_blocks, shfl_threads, shuffles, s, cudasim_get_threads());
-    std::printf("{\"bench\":\"cudasim_shuffle_launch\",\"blocks\":%d,\"threads\":%d,"
-                "\"shuffles\":%d,\"os_threads\":%d,\"ms\":%.4f}\n",
-                shfl_blocks, shfl_threads, shuffles, cudasim_get_threads(), s);
+    report_launch("shuffle", shfl_blocks, shfl_threads, shuffles, s);
     if (m < 0 || s < 0)
         return 1;
     cudaFree(out);

@@ -81,6 +81,11 @@ while [ $# -gt 0 ]; do
 done
 has() { case ",$steps," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 say() { printf '\033[1m==> [%4d s] %s\033[0m\n' "$SECONDS" "$*" >&2; }
+# Builds the named targets of $build; on failure shows the end of the build log and stops.
+build_targets() {
+    cmake --build "$build" -j "$(nproc)" --target "$@" >>"$out/.build.log" 2>&1 ||
+        { tail -50 "$out/.build.log"; exit 1; }
+}
 
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "SKIP: no NVIDIA GPU here (nvidia-smi finds none): benchmarks/gpu.sh measures GPU figures;" \
@@ -109,8 +114,7 @@ if has build; then
     say "build: gpu backend for sm_${cc/./} only (bench_attention_gpu)"
     cmake -S . -B "$build" -DATTN_BACKENDS=gpu -DATTN_CUDA_ARCHITECTURES="${cc/./}" \
         -DCMAKE_BUILD_TYPE=Release >"$out/.build.log" 2>&1 || { cat "$out/.build.log"; exit 1; }
-    cmake --build "$build" -j "$(nproc)" --target bench_attention_gpu >>"$out/.build.log" 2>&1 ||
-        { tail -50 "$out/.build.log"; exit 1; }
+    build_targets bench_attention_gpu
 fi
 ran=()
 if has c; then
@@ -164,8 +168,7 @@ fi
 
 if has deepseek; then
     say "bench_deepseek: example 05 (DSA) on DeepSeek-like shapes, L = 8K..128K"
-    cmake --build "$build" -j "$(nproc)" --target deepseek_sparse_gpu >>"$out/.build.log" 2>&1 ||
-        { tail -50 "$out/.build.log"; exit 1; }
+    build_targets deepseek_sparse_gpu
     ds=(--L 8192,16384,32768,65536,131072 --seed-rows)
     [ $quick -eq 1 ] && ds=(--L 8192,32768)
     "$py" benchmarks/bench_deepseek.py "${ds[@]}" --commit "$commit" --out "$out/deepseek.jsonl" \
@@ -176,8 +179,7 @@ fi
 
 if has backward; then
     say "bench_backward: example 07, forward + backward beside SDPA, B*L = 16K, L = 512..16K"
-    cmake --build "$build" -j "$(nproc)" --target flash_bwd_gpu >>"$out/.build.log" 2>&1 ||
-        { tail -50 "$out/.build.log"; exit 1; }
+    build_targets flash_bwd_gpu
     bw=()
     [ $quick -eq 1 ] && bw=(--L 1024,4096 --no-sparse)
     rm -f "$out/backward.jsonl"
@@ -206,8 +208,7 @@ fi
 
 if has example08; then
     say "example 08: FlexAttention in CUDA C beside compiled FlexAttention and SDPA (budget 600 s)"
-    cmake --build "$build" -j "$(nproc)" --target flex_attention_gpu >>"$out/.build.log" 2>&1 ||
-        { tail -50 "$out/.build.log"; exit 1; }
+    build_targets flex_attention_gpu
     l08=()
     [ $quick -eq 1 ] && l08=(--L 1024,2048,4096)
     rm -f "$out/flex08.jsonl"
@@ -219,8 +220,7 @@ fi
 
 if has decode; then
     say "bench_decode: example 09's decoding step, B 1-64, contexts 1K-128K (budget 150 s)"
-    cmake --build "$build" -j "$(nproc)" --target decode_gpu >>"$out/.build.log" 2>&1 ||
-        { tail -50 "$out/.build.log"; exit 1; }
+    build_targets decode_gpu
     dec=(--budget-s 150)
     [ $quick -eq 1 ] && dec+=(--quick)
     "$py" examples/09_decode/bench_decode.py "${dec[@]}" --commit "$commit" \
@@ -238,8 +238,7 @@ fi
 
 if has fp8; then
     say "bench_fp8: FP8 cache decode (example 09) and the FP8 indexer (example 05) (budget 120 s)"
-    cmake --build "$build" -j "$(nproc)" --target decode_fp8_gpu decode_gpu deepseek_sparse_gpu \
-        >>"$out/.build.log" 2>&1 || { tail -50 "$out/.build.log"; exit 1; }
+    build_targets decode_fp8_gpu decode_gpu deepseek_sparse_gpu
     f8=(--budget-s 120)
     [ $quick -eq 1 ] && f8+=(--quick)
     rm -f "$out/fp8.jsonl"
@@ -254,8 +253,7 @@ fi
 
 if has context_parallel; then
     say "context_parallel: example 11's ranks sharing this GPU over MPI (ring, zigzag, Ulysses, a sliding window, DSA; 1, 2, 4 ranks)"
-    cmake --build "$build" -j "$(nproc)" --target context_parallel_gpu >>"$out/.build.log" 2>&1 ||
-        { tail -50 "$out/.build.log"; exit 1; }
+    build_targets context_parallel_gpu
     cpx="$build/examples/11_context_parallel/context_parallel_gpu"
     cpL=8192
     [ $quick -eq 1 ] && cpL=4096
@@ -284,8 +282,7 @@ if has example10; then
         say "example 10: skipped (compute capability $cc; wgmma and TMA need sm_90)"
     else
         say "example 10: FlashAttention-3 versions beside SDPA flash/cuDNN"
-        cmake --build "$build" -j "$(nproc)" --target flash3_fwd_gpu flash3_fp8_gpu >>"$out/.build.log" 2>&1 ||
-            { tail -50 "$out/.build.log"; exit 1; }
+        build_targets flash3_fwd_gpu flash3_fp8_gpu
         rm -f "$out/fa3.jsonl"
         l10=(1024 2048 4096 8192 16384)
         [ $quick -eq 1 ] && l10=(1024 2048 4096)
@@ -326,8 +323,7 @@ fi
 
 if has v4; then
     say "example 12: DeepSeek-V4's CSA and HCA layers, prefill and decode, L 2K and 8K"
-    cmake --build "$build" -j "$(nproc)" --target deepseek_v4_gpu >>"$out/.build.log" 2>&1 ||
-        { tail -50 "$out/.build.log"; exit 1; }
+    build_targets deepseek_v4_gpu
     rm -f "$out/deepseek_v4.jsonl"
     lens=(2048 8192)
     [ $quick -eq 1 ] && lens=(2048)

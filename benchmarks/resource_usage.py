@@ -456,10 +456,12 @@ def table(kernels, label):
     return "\n".join(lines)
 
 
-def provenance(data):
+def provenance(data, script="benchmarks/resource_usage.py",
+               rest=f"all architectures and the raw figures: `{RESULTS}/{JSON_NAME}`"):
+    """The sentence above a table of data: the compiler, commit and date, the script, then rest
+    (example 08's ptxas_table.py says its own)."""
     return (f"Measured from the gpu preset's binaries (nvcc {data['nvcc']}, commit "
-            f"{data['commit']}, {data['date']}) by `python3 benchmarks/resource_usage.py`; "
-            f"all architectures and the raw figures: `{RESULTS}/{JSON_NAME}`.")
+            f"{data['commit']}, {data['date']}) by `python3 {script}`; {rest}.")
 
 
 def readme_block(data, label):

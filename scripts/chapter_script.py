@@ -20,6 +20,10 @@ standard library only; tests/docs/python_without_packages.py checks every script
 
 2. A PyTorch reference's entry point (examples 01-04 and 08), reference_main: `name.py` runs its
 demo, `name.py --all [args]` its test file with the arguments.
+
+3. A GPU benchmark script's two modes (bench_deepseek.py, example 07's bench_backward.py),
+bench_mode: `--table FILE` prints the markdown table of a results file, otherwise `--program` and
+`--out` are required.
 """
 import argparse
 import importlib
@@ -56,3 +60,17 @@ def reference_main(demo, tests, usage, doc):
         sys.exit(subprocess.call([sys.executable, tests] + sys.argv[2:]))
     argparse.ArgumentParser(usage=usage, description=doc.split("\n")[0]).parse_args()
     demo()
+
+
+def bench_mode(args, table):
+    """--table FILE: prints table(FILE) and returns 0. Otherwise, where --program or --out is
+    missing, prints one line and returns 2; else makes --out's folder and returns None: the
+    script goes on and measures."""
+    if args.table:
+        print(table(args.table))
+        return 0
+    if not args.program or not args.out:
+        print("error: --program and --out are required (or --table FILE)", file=sys.stderr)
+        return 2
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    return None

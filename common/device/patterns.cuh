@@ -129,6 +129,19 @@ ATTN_HD int attn_bigbird_random(const attn_pattern_part *pt, int I, int NB, int 
     return n;
 }
 
+/* BigBird's rule on blocks: query block I keeps key block J of NB (the kernels through
+ * attn_pattern_keep, the block mask builder on whole tiles). */
+ATTN_HD int attn_bigbird_block_keep(const attn_pattern_part *pt, int I, int J, int NB) {
+    if ((I - J <= 1 && J - I <= 1) || I == 0 || I == NB - 1 || J == 0 || J == NB - 1)
+        return 1;
+    int rnd[ATTN_PATTERN_MAX_RANDOM];
+    int n = attn_bigbird_random(pt, I, NB, rnd);
+    for (int e = 0; e < n; ++e)
+        if (rnd[e] == J)
+            return 1;
+    return 0;
+}
+
 /* Does part pt keep key j for the query at aligned position a (sequence of Lk keys)? */
 ATTN_HD int attn_pattern_part_keep(const attn_pattern_part *pt, int a, int j, int Lk) {
     int delta = j - a;
@@ -148,17 +161,9 @@ ATTN_HD int attn_pattern_part_keep(const attn_pattern_part *pt, int a, int j, in
             if ((a >= pt->lo[k] && a < pt->hi[k]) || (j >= pt->lo[k] && j < pt->hi[k]))
                 return 1;
         return 0;
-    case ATTN_PATTERN_BIGBIRD: {
-        int nb = (Lk + pt->b - 1) / pt->b, I = attn_floor_div(a, pt->b), J = j / pt->b;
-        if ((I - J <= 1 && J - I <= 1) || I == 0 || I == nb - 1 || J == 0 || J == nb - 1)
-            return 1;
-        int rnd[ATTN_PATTERN_MAX_RANDOM];
-        int n = attn_bigbird_random(pt, I, nb, rnd);
-        for (int e = 0; e < n; ++e)
-            if (rnd[e] == J)
-                return 1;
-        return 0;
-    }
+    case ATTN_PATTERN_BIGBIRD:
+        return attn_bigbird_block_keep(pt, attn_floor_div(a, pt->b), j / pt->b,
+                                       (Lk + pt->b - 1) / pt->b);
     default: /* an example's own kind: attn_pattern_keep_with */
         return 0;
     }

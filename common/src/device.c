@@ -5,6 +5,7 @@
 #include "attn/tensor.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef ATTN_BACKEND_SIM
@@ -103,6 +104,13 @@ void attn_device_free(void *p) {
         attn_cuda_report(err, "cudaFree(p)", __FILE__, __LINE__);
 }
 
+void attn_free_buffers(void *const *host, int num_host, void *const *dev, int num_dev) {
+    for (int n = 0; n < num_host; ++n)
+        free(host[n]);
+    for (int n = 0; n < num_dev; ++n)
+        attn_device_free(dev[n]);
+}
+
 int attn_to_device(void *dst, const void *src, size_t bytes) {
     ATTN_CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
     return 0;
@@ -147,6 +155,15 @@ int attn_device_upload_bytes(void **dst, const void *src, size_t bytes) {
     if (*dst == NULL)
         return 1;
     return bytes > 0 ? attn_to_device(*dst, src, bytes) : 0;
+}
+
+int attn_device_upload_seqlens(const attn_problem *p, int **cu_q, int **cu_k) {
+    void *q = NULL, *k = NULL;
+    const size_t bytes = ((size_t)p->B + 1) * sizeof(int);
+    int err = attn_problem_is_varlen(p) && (attn_device_upload_bytes(&q, p->cu_seqlens_q, bytes) ||
+                                            attn_device_upload_bytes(&k, p->cu_seqlens_k, bytes));
+    *cu_q = q, *cu_k = k;
+    return err;
 }
 
 int attn_device_write(void *dst, const float *src, size_t count, attn_dtype t, void *staging) {

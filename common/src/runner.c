@@ -142,15 +142,11 @@ static int make_device_data(attn_problem_data *d) {
     b->lse = (float *)attn_device_alloc(attn_problem_lse_elems(p) * sizeof(float));
     if (!b->q || !b->k || !b->v || !b->o || !b->lse)
         return 1;
-    if (attn_problem_is_varlen(p)) { /* the kernels read the offsets on the device */
-        size_t cu_bytes = ((size_t)p->B + 1) * sizeof(int);
-        b->cu_seqlens_q = (const int *)attn_device_alloc(cu_bytes);
-        b->cu_seqlens_k = (const int *)attn_device_alloc(cu_bytes);
-        if (!b->cu_seqlens_q || !b->cu_seqlens_k ||
-            attn_to_device((void *)b->cu_seqlens_q, p->cu_seqlens_q, cu_bytes) ||
-            attn_to_device((void *)b->cu_seqlens_k, p->cu_seqlens_k, cu_bytes))
-            return 1;
-    }
+    int *cu_q, *cu_k; /* varlen: the kernels read the offsets on the device */
+    int err = attn_device_upload_seqlens(p, &cu_q, &cu_k);
+    b->cu_seqlens_q = cu_q, b->cu_seqlens_k = cu_k;
+    if (err)
+        return 1;
     return upload(d, b->q, d->in.q, q) || upload(d, b->k, d->in.k, k) ||
            upload(d, b->v, d->in.v, k);
 }

@@ -1,7 +1,8 @@
 /* fa2_tile.cuh (example 03) — the warp-level steps of the FlashAttention-2 tensor-core kernels,
  * written once for every example that runs them: example 03's fa2_mma and fa2_pipeline, and example
  * 04's block-sparse and window kernels (fa2_mma driven by a list of key tiles). The kernels keep
- * their own loops, barriers and copy schedules; what is here is the math between two barriers:
+ * their own loops, barriers and copy schedules; what is here is the math between two barriers,
+ * and the one Q step that fa2_mma and example 04's kernels share, barriers included:
  *
  *   attn_mma_traits<T>          the element type's mma.sync and float-pair packing
  *   attn_e4m3x2                 two FP8 e4m3 values: the unit FP8 tiles move in (no packing)
@@ -9,6 +10,7 @@
  *   attn_swizzled_layout<D>
  *   attn_load_tile_async        one thread's share of the cp.async copy of a tile
  *   attn_fa2_load_q_fragments   Q tile -> this warp's A fragments (ldmatrix)
+ *   attn_fa2_load_q             Q tile by cp.async, then its A fragments (two barriers)
  *   attn_fa2_score_tile         S = Q_w K_j^T                     (16 x 64, C layout)
  *   attn_fa2_scale_and_mask     S * scale in log2 units, -inf where a predicate drops a key
  *   attn_fa2_online_softmax     m, l, P = exp2(S - m) in place, O *= alpha
@@ -140,6 +142,21 @@ __device__ __forceinline__ void attn_fa2_load_q_fragments(uint32_t (&qf)[D / 16]
     for (int kk = 0; kk < D / 16; ++kk)
         ldmatrix_x4(qf[kk], q_s + Lay::at(warp * ATTN_FA2_WARP_ROWS + lane % 16,
                                           kk * 16 + (lane / 16) * 8));
+}
+
+/* The Q step of the kernels with one copy stage (example 03's fa2_mma, example 04's sparse_fa2):
+ * the NROWS-row Q tile at src (rows ld elements apart, rows at or past `valid` zero-filled) into
+ * q_s by cp.async, then this warp's A fragments. Every thread of the block calls it; q_s may be
+ * overwritten when it returns. */
+template <typename T, int D, int NROWS, typename Lay>
+__device__ __forceinline__ void attn_fa2_load_q(uint32_t (&qf)[D / 16][4], T *q_s, const T *src,
+                                                int64_t ld, int valid) {
+    attn_load_tile_async<T, D, NROWS, Lay>(q_s, src, ld, valid);
+    cp_async_commit();
+    cp_async_wait_all();
+    __syncthreads(); // the Q tile is complete before the warps read it with ldmatrix
+    attn_fa2_load_q_fragments<T, D, Lay>(qf, q_s);
+    __syncthreads(); // every warp holds its Q fragments before q_s can be reused (next head)
 }
 
 /* S (16 x 64) = Q_w K_j^T for this warp's rows: 8 n-tiles x D/16 k-steps of mma_m16n8k16. K_j's

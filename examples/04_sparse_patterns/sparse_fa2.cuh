@@ -149,13 +149,8 @@ __global__ void sparse_fa2_kernel(const T *__restrict__ q, // [B,H,Lq,D] (varlen
         if (q0 >= sh.Lq) /* a short sequence of a varlen batch: the whole block skips */
             continue;
         const T *kb = k + sh.k, *vb = v + sh.k;
-        attn_load_tile_async<T, D, BR, Lay>(q_s, q + sh.q + q0 * sh.ld, sh.ld, sh.Lq - q0);
-        cp_async_commit();
-        cp_async_wait_all();
-        __syncthreads(); // the Q tile is complete before the warps read it with ldmatrix
         uint32_t qf[D / 16][4];
-        attn_fa2_load_q_fragments<T, D, Lay>(qf, q_s);
-        __syncthreads(); // every warp holds its Q fragments before q_s can be reused (next head)
+        attn_fa2_load_q<T, D, BR, Lay>(qf, q_s, q + sh.q + q0 * sh.ld, sh.ld, sh.Lq - q0);
 
         float of[D / 8][4] = {};
         float m[2] = {-INFINITY, -INFINITY}; /* running max of rows g, g + 8 (log2 units) */

@@ -168,14 +168,8 @@ static int make_device(ds_state *s) {
     if (!s->d_w || !s->d_logits || !s->d_sel || !s->d_o || !s->d_lse ||
         attn_to_device(s->d_w, s->w, (size_t)s->rows_q * HI * sizeof(float)))
         return 1;
-    if (p->cu_seqlens_q) {
-        const size_t n = (size_t)(p->B + 1) * sizeof(int);
-        s->d_cu_q = attn_device_alloc(n);
-        s->d_cu_k = attn_device_alloc(n);
-        if (!s->d_cu_q || !s->d_cu_k || attn_to_device(s->d_cu_q, p->cu_seqlens_q, n) ||
-            attn_to_device(s->d_cu_k, p->cu_seqlens_k, n))
-            return 1;
-    }
+    if (attn_device_upload_seqlens(p, &s->d_cu_q, &s->d_cu_k))
+        return 1;
     s->args = (ds_args){&s->p,   HI,     DI,          s->k_eff,  s->opt.chunk, s->d_qi,
                         s->d_ki, s->d_w, s->d_logits, s->d_sel,  s->d_q,       s->d_k1,
                         s->d_v1, s->d_o, s->d_lse,    s->d_cu_q, s->d_cu_k,    &s->dense};
@@ -380,21 +374,13 @@ void ds_after_table(void *state, const attn_example *ex, const attn_run_record *
 
 void ds_release(void *state) {
     ds_state *s = of(state);
-    float *host[] = {s->q,  s->k1, s->v1,     s->kx,  s->vx, s->qi,
-                     s->ki, s->w,  s->logits, s->out, s->lse};
+    void *host[] = {s->q,    s->k1,      s->v1,      s->kx,      s->vx,        s->qi,
+                    s->ki,   s->w,       s->logits,  s->out,     s->lse,       s->sel,
+                    s->seen, s->row_ptr, s->col_idx, s->staging, s->fp8_scores};
     void *dev[] = {s->d_q,    s->d_k1,   s->d_v1,  s->d_kx,     s->d_vx,     s->d_qi,
                    s->d_ki,   s->d_o,    s->d_w,   s->d_logits, s->d_lse,    s->d_sel,
                    s->d_cu_q, s->d_cu_k, s->d_qi8, s->d_ki8,    s->d_qscale, s->d_kscale};
-    for (size_t n = 0; n < sizeof host / sizeof host[0]; ++n)
-        free(host[n]);
-    for (size_t n = 0; n < sizeof dev / sizeof dev[0]; ++n)
-        attn_device_free(dev[n]);
-    free(s->sel);
-    free(s->seen);
-    free(s->row_ptr);
-    free(s->col_idx);
-    free(s->staging);
-    free(s->fp8_scores);
+    attn_free_buffers(host, ATTN_COUNT(host), dev, ATTN_COUNT(dev));
     attn_stage_reference_free(&s->ref);
     attn_stage_reference_free(&s->dense_ref);
 }

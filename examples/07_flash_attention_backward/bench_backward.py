@@ -28,6 +28,9 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
+from chapter_script import bench_mode  # noqa: E402
+
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -155,13 +158,9 @@ def table(path):
 
 def main(argv):
     args = parse_args(argv)
-    if args.table:
-        print(table(args.table))
-        return 0
-    if not args.program or not args.out:
-        print("error: --program and --out are required (or --table FILE)", file=sys.stderr)
-        return 2
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    done = bench_mode(args, table)
+    if done is not None:
+        return done
     if args.smoke:
         points, args.reps, args.no_sparse = [(1, 2, 128, 64, True)], 1, True
     else:

@@ -163,14 +163,8 @@ static int make_device(bwd_state *s) {
     if (!s->d_lse || !s->d_dq || !s->d_dk || !s->d_dv ||
         attn_to_device(s->d_lse, s->lse, ln * sizeof(float)))
         return 1;
-    if (p->cu_seqlens_q) {
-        const size_t n = (size_t)(p->B + 1) * sizeof(int);
-        s->d_cu_q = attn_device_alloc(n);
-        s->d_cu_k = attn_device_alloc(n);
-        if (!s->d_cu_q || !s->d_cu_k || attn_to_device(s->d_cu_q, p->cu_seqlens_q, n) ||
-            attn_to_device(s->d_cu_k, p->cu_seqlens_k, n))
-            return 1;
-    }
+    if (attn_device_upload_seqlens(p, &s->d_cu_q, &s->d_cu_k))
+        return 1;
     if (s->mode == BWD_TOPK) {
         const size_t n = (size_t)attn_problem_q_rows(p) * s->k_eff * sizeof(int32_t);
         s->d_sel = attn_device_alloc(n + 16);
@@ -337,24 +331,16 @@ void bwd_after_table(void *state, const attn_example *ex, const attn_run_record 
 
 void bwd_release(void *state) {
     bwd_state *s = of(state);
-    float *host[] = {s->q, s->k, s->v, s->dout, s->o, s->lse};
+    void *host[] = {s->q,      s->k,    s->v,   s->dout,    s->o,       s->lse,
+                    s->slices, s->rows, s->sel, s->row_ptr, s->col_idx, s->staging};
     void *dev[] = {s->d_q,  s->d_k,  s->d_v,   s->d_o,   s->d_dout, s->d_dq,
                    s->d_dk, s->d_dv, s->d_lse, s->d_sel, s->d_cu_q, s->d_cu_k};
-    for (size_t n = 0; n < sizeof host / sizeof host[0]; ++n)
-        free(host[n]);
-    for (size_t n = 0; n < sizeof dev / sizeof dev[0]; ++n)
-        attn_device_free(dev[n]);
+    attn_free_buffers(host, ATTN_COUNT(host), dev, ATTN_COUNT(dev));
     attn_stage_reference_free(&s->fwd_ref);
     bwd_free_grads(&s->ref);
     bwd_free_grads(&s->tol);
     bwd_free_grads(&s->lowp);
     bwd_free_grads(&s->got);
-    free(s->slices);
-    free(s->rows);
-    free(s->sel);
-    free(s->row_ptr);
-    free(s->col_idx);
-    free(s->staging);
     attn_block_mask_free_device(&s->cols_dev);
     attn_block_mask_free(&s->cols);
     if (s->sparse_on)

@@ -161,11 +161,10 @@ def table(data):
 
 
 def readme_block(data):
-    return (f"Measured from the gpu preset's binaries (nvcc {data['nvcc']}, commit "
-            f"{data['commit']}, {data['date']}) by `python3 "
-            f"examples/08_flex_attention/ptxas_table.py`; f16 and bf16 compile alike where one "
-            f"figure is shown (f16 / bf16 otherwise); the raw figures: `results/ptxas.json`.\n\n"
-            + table(data) + "\n")
+    return (ru.provenance(data, "examples/08_flex_attention/ptxas_table.py",
+                          "f16 and bf16 compile alike where one figure is shown (f16 / bf16 "
+                          "otherwise); the raw figures: `results/ptxas.json`")
+            + "\n\n" + table(data) + "\n")
 
 
 MARK = re.compile(r"(<!-- ptxas -->\n)(.*?)(<!-- /ptxas -->)", re.S)

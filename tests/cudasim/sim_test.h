@@ -29,6 +29,16 @@ static int sim_test_failures = 0;
     } while (0)
 #define CHECK_CUDA(expr) CHECK_ERR(expr, cudaSuccess)
 
+// True, after saying so, when this build finds no device: the test then exits 77 (skipped). On
+// the simulator there is always one.
+static inline bool sim_test_no_gpu(const char *name) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0)
+        return false;
+    std::printf("%s: no GPU, skipped\n", name);
+    return true;
+}
+
 // Prints the verdict and returns the exit status.
 static inline int sim_test_result(const char *name) {
     if (sim_test_failures) {

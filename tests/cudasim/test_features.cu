@@ -284,11 +284,8 @@ static void check_wmma() {
 }
 
 int main() {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        std::printf("features: no GPU, skipped\n");
+    if (sim_test_no_gpu("features"))
         return 77;
-    }
 #ifdef CUDASIM
     // Every check in each order: the spin-wait ends whichever warp runs first.
     for (int order = CUDASIM_ORDER_FORWARD; order <= CUDASIM_ORDER_SHUFFLE; ++order) {

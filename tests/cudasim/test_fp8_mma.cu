@@ -116,11 +116,8 @@ static void check(bool e5m2) {
 }
 
 int main() {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        std::printf("test_fp8_mma: no GPU, skipped\n");
+    if (sim_test_no_gpu("test_fp8_mma"))
         return 77;
-    }
 #ifndef CUDASIM
     // The code the GPU runs: the gpu build compiles sm_80 and sm_90, so an sm_89 GPU runs the
     // sm_80 code, which has no FP8 mma (the wrapper traps there).

@@ -256,11 +256,8 @@ static void check_cp_async() {
 }
 
 int main() {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        std::printf("test_mma: no GPU, skipped\n");
+    if (sim_test_no_gpu("test_mma"))
         return 77;
-    }
     check_ldmatrix();
     for (int bf16 = 0; bf16 < 2; ++bf16)
         for (int integers = 1; integers >= 0; --integers)

@@ -134,11 +134,8 @@ static void nan_fill() {
 #endif
 
 int main() {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        std::printf("runtime_api: no GPU, skipped\n");
+    if (sim_test_no_gpu("runtime_api"))
         return 77;
-    }
     streams_and_managed();
     pitched_copies();
     occupancy();

@@ -249,36 +249,26 @@ def run_mutant(tree, m, args, log):
     case, case_build = m.get("case"), m.get("case_build", "plain")
     try:
         r["checked"] = "-"
-        if not build(tree, "sim", args.jobs, log, m["tests"]):
-            r.update(plain="no build", by=["the compiler"])
-            return r
-        if case and case_build == "plain":  # the case written for this bug, alone, first
-            ok, failed, _ = ctest(tree, "sim", case, args.jobs, log)
-            r["case_kills"] = not ok
-            if not ok:
-                r.update(plain="killed", by=failed)
+        # the plain build first; a mutant it does not kill goes on to the checked build
+        for preset, phase in (("sim", "plain"), ("sim-check", "checked")):
+            if phase == "checked" and args.plain_only:
+                r["by"] = []
                 return r
-        ok, failed, n = ctest(tree, "sim", m["tests"], args.jobs, log)
-        r["plain_tests"] = n
-        if not ok:
-            r.update(plain="killed", by=failed)
-            return r
-        r["plain"] = "survived"
-        if args.plain_only:
-            r["by"] = []
-            return r
-        if not build(tree, "sim-check", args.jobs, log, m["tests"]):
-            r.update(checked="no build", by=["the compiler (sim-check)"])
-            return r
-        if case and case_build == "checked":
-            ok, failed, _ = ctest(tree, "sim-check", case, args.jobs, log)
-            r["case_kills"] = not ok
-            if not ok:
-                r.update(checked="killed", by=failed)
+            if not build(tree, preset, args.jobs, log, m["tests"]):
+                compiler = "the compiler" + (" (sim-check)" if phase == "checked" else "")
+                r.update({phase: "no build", "by": [compiler]})
                 return r
-        ok, failed, n = ctest(tree, "sim-check", m["tests"], args.jobs, log)
-        r["checked_tests"] = n
-        r.update(checked="killed" if not ok else "survived", by=failed)
+            if case and case_build == phase:  # the case written for this bug, alone, first
+                ok, failed, _ = ctest(tree, preset, case, args.jobs, log)
+                r["case_kills"] = not ok
+                if not ok:
+                    r.update({phase: "killed", "by": failed})
+                    return r
+            ok, failed, n = ctest(tree, preset, m["tests"], args.jobs, log)
+            r[phase + "_tests"] = n
+            r.update({phase: "survived" if ok else "killed", "by": failed})
+            if not ok:
+                return r
         return r
     finally:
         restore(tree, m, original)

@@ -367,10 +367,7 @@ static void test_print(void) {
     attn_check_print(tmp, "output", &r);
     r = attn_check_output(&p, f.ref, f.ref, NULL, 1.0);
     attn_check_print(tmp, "output", &r);
-    rewind(tmp);
-    size_t len = fread(text, 1, sizeof text - 1, tmp);
-    text[len] = '\0';
-    fclose(tmp);
+    unit_read_back(tmp, text, sizeof text);
     CHECK_CONTAINS(text, "output: FAIL 2/160 bad (1 non-finite), max abs err ");
     CHECK_CONTAINS(text, "; first: (b=0,h=1,i=17,d=3) got nan want ");
     CHECK_CONTAINS(text, "\n    then: (b=0,h=1,i=18,d=0) got ");
@@ -436,9 +433,7 @@ static void test_sampled_reference(attn_dtype t) {
     FILE *tmp = tmpfile();
     char text[1024] = "";
     attn_check_print(tmp, "output", &r);
-    rewind(tmp);
-    text[fread(text, 1, sizeof text - 1, tmp)] = '\0';
-    fclose(tmp);
+    unit_read_back(tmp, text, sizeof text);
     CHECK_CONTAINS(text, "output: FAIL 1/160 bad (0 non-finite), 2080 not sampled, max abs err ");
     free(sel);
     free(ref);

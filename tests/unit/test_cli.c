@@ -261,9 +261,7 @@ static void test_usage(void) {
     FILE *tmp = tmpfile();
     char text[8192] = "";
     attn_cli_usage(tmp, "my_prog", &ex);
-    rewind(tmp);
-    text[fread(text, 1, sizeof text - 1, tmp)] = '\0';
-    fclose(tmp);
+    unit_read_back(tmp, text, sizeof text);
     static const char *const expected[] = {"usage: my_prog [options]",
                                            "99_test: an example for the tests",
                                            "-h, --help",

@@ -92,6 +92,16 @@ static const attn_example example = {.name = "99_unit",
                                      ATTN_KERNELS(kernels),
                                      .defaults = {.gpu = {1, 2, 64, 32}, .sim = {1, 2, 40, 16}}};
 
+/* The start of file path (at most len - 1 bytes) as a string in buf; "" when it cannot be read. */
+static void read_text(const char *path, char *buf, size_t len) {
+    FILE *f = fopen(path, "r");
+    buf[0] = '\0';
+    if (f != NULL) {
+        buf[fread(buf, 1, len - 1, f)] = '\0';
+        fclose(f);
+    }
+}
+
 /* Runs the driver on the NULL-terminated args; returns its status, its stderr in err. */
 static int run(char *err, size_t err_len, const char *const *args) {
     char *argv[32] = {"unit_example"};
@@ -106,12 +116,7 @@ static int run(char *err, size_t err_len, const char *const *args) {
     int rc = attn_example_main(argc, argv, &example);
     fflush(stdout);
     fflush(stderr);
-    FILE *f = fopen(stderr_path, "r");
-    err[0] = '\0';
-    if (f != NULL) {
-        err[fread(err, 1, err_len - 1, f)] = '\0';
-        fclose(f);
-    }
+    read_text(stderr_path, err, err_len);
     return rc;
 }
 
@@ -127,12 +132,7 @@ static int run_capturing(char *out, size_t out_len, char *err, size_t err_len,
     fflush(stdout);
     dup2(saved, fileno(stdout));
     close(saved);
-    FILE *f = fopen(out_path, "r");
-    out[0] = '\0';
-    if (f != NULL) {
-        out[fread(out, 1, out_len - 1, f)] = '\0';
-        fclose(f);
-    }
+    read_text(out_path, out, out_len);
     remove(out_path);
     return rc;
 }

@@ -139,13 +139,6 @@ static attn_run_record sample_record(bool timed) {
     return r;
 }
 
-static size_t read_file(FILE *f, char *buf, size_t len) {
-    rewind(f);
-    size_t n = fread(buf, 1, len - 1, f);
-    buf[n] = '\0';
-    return n;
-}
-
 static const char *const documented_keys[] = {"example",     "kernel",
                                               "kernel_id",   "backend",
                                               "device",      "B",
@@ -179,8 +172,19 @@ static int json_keys(const char *keys[NUM_KEYS + NUM_JSON_ONLY]) {
 static void record_text(const attn_run_record *r, bool csv, char *text, size_t len) {
     FILE *tmp = tmpfile();
     (csv ? attn_report_csv : attn_report_json)(tmp, r);
-    read_file(tmp, text, len);
-    fclose(tmp);
+    unit_read_back(tmp, text, len);
+}
+
+/* A header and the rows of a timed and a skipped sample record, as header() and row() write
+ * them (the CSV file, the console table), in text. */
+static void two_rows(void (*header)(FILE *), void (*row)(FILE *, const attn_run_record *),
+                     char *text, size_t len) {
+    FILE *tmp = tmpfile();
+    attn_run_record timed = sample_record(true), skipped = sample_record(false);
+    header(tmp);
+    row(tmp, &timed);
+    row(tmp, &skipped);
+    unit_read_back(tmp, text, len);
 }
 
 static void test_json(void) {
@@ -235,13 +239,7 @@ static int csv_fields(const char *line) {
 
 static void test_csv(void) {
     char text[4096];
-    FILE *tmp = tmpfile();
-    attn_run_record timed = sample_record(true), skipped = sample_record(false);
-    attn_report_csv_header(tmp);
-    attn_report_csv(tmp, &timed);
-    attn_report_csv(tmp, &skipped);
-    read_file(tmp, text, sizeof text);
-    fclose(tmp);
+    two_rows(attn_report_csv_header, attn_report_csv, text, sizeof text);
     const char *row1 = strchr(text, '\n') + 1;
     const char *row2 = strchr(row1, '\n') + 1; /* row1's note is empty: no quoted line break */
     CHECK_EQ(csv_fields(text), NUM_KEYS);
@@ -253,11 +251,9 @@ static void test_csv(void) {
     CHECK_CONTAINS(row1, ",1.25,1,2.5,20,12.5,800,4194304\n");
     CHECK_CONTAINS(text, "SKIP,\"needs a GPU,\n\tsee --list\",,,,,0,,,4194304\n");
 
-    tmp = tmpfile(); /* a comma alone is reason enough to quote */
-    skipped.note = "D=300, too large";
-    attn_report_csv(tmp, &skipped);
-    read_file(tmp, text, sizeof text);
-    fclose(tmp);
+    attn_run_record skipped = sample_record(false);
+    skipped.note = "D=300, too large"; /* a comma alone is reason enough to quote */
+    record_text(&skipped, true, text, sizeof text);
     CHECK_CONTAINS(text, ",SKIP,\"D=300, too large\",");
     CHECK_EQ(csv_fields(text), NUM_KEYS);
 }
@@ -294,8 +290,7 @@ static void test_append(void) {
     FILE *f = fopen(csv, "r");
     CHECK(f != NULL);
     if (f != NULL) {
-        read_file(f, text, sizeof text);
-        fclose(f);
+        unit_read_back(f, text, sizeof text);
         int lines = 0, headers = 0;
         for (const char *c = text; (c = strchr(c, '\n')) != NULL; ++c)
             lines++;
@@ -323,13 +318,7 @@ static void test_append(void) {
 
 static void test_table(void) {
     char text[4096];
-    FILE *tmp = tmpfile();
-    attn_run_record timed = sample_record(true), skipped = sample_record(false);
-    attn_report_header(tmp);
-    attn_report_row(tmp, &timed);
-    attn_report_row(tmp, &skipped);
-    read_file(tmp, text, sizeof text);
-    fclose(tmp);
+    two_rows(attn_report_header, attn_report_row, text, sizeof text);
     const char *row1 = strchr(text, '\n') + 1;
     const char *row2 = strchr(row1, '\n') + 1;
     CHECK_CONTAINS(text, "kernel");

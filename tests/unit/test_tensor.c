@@ -1,9 +1,12 @@
 /* test_tensor.c — the counter RNG (values fixed by an independent Python computation of the
- * formula in tensor.c), fills, dtype packing, NaN fills, inputs and the tensor file format. */
+ * formula in tensor.c), fills, dtype packing, NaN fills, inputs and the tensor file format; and
+ * the device helpers of attn/device.h that modules share (varlen offsets, release). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "attn/device.h"
 #include "attn/half.h"
 #include "attn/tensor.h"
 #include "unit_test.h"
@@ -190,6 +193,33 @@ static void test_load(void) {
     CHECK_CONTAINS(why, "cannot open");
 }
 
+/* A varlen problem's offsets reach the device unchanged (a wrong copy, or q and k swapped, fails
+ * the comparison); a dense problem gets no buffers; attn_free_buffers releases both kinds. */
+static void test_device_seqlens(void) {
+    attn_device_info info;
+    char why[256];
+    if (attn_device_init(&info, why, sizeof why) != 0)
+        return; /* gpu build without a GPU */
+    attn_problem p;
+    attn_problem_init(&p, 1, 1, 8, 8, 8);
+    int *cu_q = &p.B, *cu_k = &p.B; /* not NULL: the call must set them */
+    CHECK(attn_device_upload_seqlens(&p, &cu_q, &cu_k) == 0);
+    CHECK(cu_q == NULL && cu_k == NULL);
+
+    const int offs_q[] = {0, 3, 8, 9}, offs_k[] = {0, 5, 6, 12};
+    attn_problem_init(&p, 3, 1, 5, 6, 8);
+    p.cu_seqlens_q = offs_q, p.cu_seqlens_k = offs_k;
+    CHECK(attn_device_upload_seqlens(&p, &cu_q, &cu_k) == 0);
+    int back_q[4] = {0}, back_k[4] = {0};
+    CHECK(cu_q != NULL && attn_to_host(back_q, cu_q, sizeof back_q) == 0);
+    CHECK(cu_k != NULL && attn_to_host(back_k, cu_k, sizeof back_k) == 0);
+    CHECK(memcmp(back_q, offs_q, sizeof back_q) == 0);
+    CHECK(memcmp(back_k, offs_k, sizeof back_k) == 0);
+
+    void *host[] = {malloc(16), NULL}, *dev[] = {cu_q, cu_k, NULL};
+    attn_free_buffers(host, ATTN_COUNT(host), dev, ATTN_COUNT(dev));
+}
+
 int main(void) {
     test_rng_known_values();
     test_rng_formula();
@@ -200,5 +230,6 @@ int main(void) {
     test_inputs();
     test_save();
     test_load();
+    test_device_seqlens();
     return unit_finish();
 }

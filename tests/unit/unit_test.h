@@ -52,6 +52,14 @@ static bool unit_check(bool ok, const char *file, int line, const char *what) {
             printf("    in: %s\n", unit_h_);                                                       \
     } while (0)
 
+/* What a function under test printed to f (a tmpfile()), at most len - 1 bytes, as a string in
+ * text; closes f. */
+static inline void unit_read_back(FILE *f, char *text, size_t len) {
+    rewind(f);
+    text[fread(text, 1, len - 1, f)] = '\0';
+    fclose(f);
+}
+
 static int unit_finish(void) {
     printf("%d passed, %d failed\n", unit_passed, unit_failed);
     return unit_failed != 0;

@@ -58,6 +58,9 @@ int attn_cuda_report(cudaError_t err, const char *expr, const char *file, int li
 /* Device allocation that reports failures (with the size) and returns NULL. */
 void *attn_device_alloc(size_t bytes);
 void attn_device_free(void *p);
+/* A module's release in one call: free() on each of the num_host host pointers and
+ * attn_device_free on each of the num_dev device pointers (NULL entries are skipped by both). */
+void attn_free_buffers(void *const *host, int num_host, void *const *dev, int num_dev);
 /* Host <-> device copies; return 0 or 1 after reporting the error. */
 int attn_to_device(void *dst, const void *src, size_t bytes);
 int attn_to_host(void *dst, const void *src, size_t bytes);
@@ -70,6 +73,9 @@ int attn_device_write(void *dst, const float *src, size_t count, attn_dtype t, v
 /* A new device buffer holding a copy of `bytes` host bytes (at least 16 are allocated). 0, or 1
  * after reporting the error (*dst NULL, or to be freed by the caller). */
 int attn_device_upload_bytes(void **dst, const void *src, size_t bytes);
+/* A varlen problem's cu_seqlens_q and cu_seqlens_k (B + 1 offsets each) in new device buffers;
+ * both NULL for a dense problem. 0, or 1 after reporting the error (the caller frees both). */
+int attn_device_upload_seqlens(const attn_problem *p, int **cu_q, int **cu_k);
 /* Fills device memory with 0xFF bytes (NaN in every float dtype) so unwritten outputs fail. */
 int attn_device_fill_nan(void *dst, size_t bytes);
 /* The same for an attention output: o (dtype of p, attn_problem_q_elems values) and its LSE

@@ -563,18 +563,6 @@ static tile_class classify_fixed(const attn_pattern_part *pt, const tile *t) {
     return visible == 0 ? TILE_NONE : visible == entries ? TILE_FULL : TILE_PARTIAL;
 }
 
-/* BigBird's rule on blocks: query block I keeps key block J of NB. */
-static int bigbird_block_keep(const attn_pattern_part *pt, int I, int J, int nb) {
-    if ((I - J <= 1 && J - I <= 1) || I == 0 || I == nb - 1 || J == 0 || J == nb - 1)
-        return 1;
-    int rnd[ATTN_PATTERN_MAX_RANDOM];
-    int n = attn_bigbird_random(pt, I, nb, rnd);
-    for (int e = 0; e < n; ++e)
-        if (rnd[e] == J)
-            return 1;
-    return 0;
-}
-
 /* The patterns defined on blocks of b tokens (bigbird, an example's own block kinds): every
  * (query block, key block) pair the tile touches, by the kind's rule on blocks. */
 static tile_class classify_blocks(const attn_pattern_part *pt, const tile *t, int b,
@@ -631,7 +619,7 @@ static tile_class classify_part(const attn_pattern_part *pt, const tile *t) {
     case ATTN_PATTERN_GLOBAL:
         return classify_global(pt, t);
     case ATTN_PATTERN_BIGBIRD:
-        return classify_blocks(pt, t, pt->b, bigbird_block_keep);
+        return classify_blocks(pt, t, pt->b, attn_bigbird_block_keep);
     }
     return TILE_NONE;
 }
