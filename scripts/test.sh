@@ -28,12 +28,6 @@ for arg in "$@"; do
 done
 
 attn_need_build_tools python || exit 1
-py_flag=()
-if [ $python -eq 1 ] && [ $fast -eq 0 ]; then
-    attn_need_venv || exit 1
-    attn_need_quality || exit 1
-    py_flag=(-DATTN_PYTHON="$ATTN_PY")
-fi
 
 presets=(sim)
 if [ $fast -eq 0 ]; then
@@ -48,6 +42,31 @@ results="$ROOT/build/test-results"
 rm -rf "$results" && mkdir -p "$results"
 failed_presets=()
 [ "${missing_check:-0}" -eq 1 ] && failed_presets+=("sim-check(clang-14 and llvm-14 missing)")
+
+# The Python set-up (.venv, the quality toolkit: minutes of downloads and unpacking on one core the
+# first time) runs in the background while the sim preset builds, after the apt steps above (one
+# apt at a time); the sim preset is configured again with the interpreter once it is done.
+py_flag=()
+setup_pid=
+if [ $python -eq 1 ] && [ $fast -eq 0 ]; then
+    say "Python set-up (.venv, the quality toolkit) in the background: $results/setup.log"
+    (attn_need_venv && attn_need_quality) >"$results/setup.log" 2>&1 &
+    setup_pid=$!
+fi
+wait_for_python() {
+    [ -n "$setup_pid" ] || return 0
+    local rc=0
+    wait "$setup_pid" || rc=$?
+    setup_pid=
+    if [ $rc -ne 0 ]; then
+        cat "$results/setup.log"
+        echo "error: the Python set-up failed (the log above: $results/setup.log)" >&2
+        exit 1
+    fi
+    attn_need_venv || exit 1 # already installed: only sets ATTN_PY
+    py_flag=(-DATTN_PYTHON="$ATTN_PY")
+    say "Python set-up done ($ATTN_PY)"
+}
 for preset in "${presets[@]}"; do
     say "[$preset] configure + build"
     start=$SECONDS
@@ -61,6 +80,17 @@ for preset in "${presets[@]}"; do
         failed_presets+=("$preset(build)")
         continue
     fi
+    if [ -n "$setup_pid" ]; then
+        # Built without the interpreter while the set-up ran: configure again with it (adds the
+        # Python suites and what they build).
+        wait_for_python
+        if ! cmake --preset "$preset" "${py_flag[@]}" >>"$results/$preset.configure.log" 2>&1 ||
+            ! cmake --build --preset "$preset" -j "$JOBS" >>"$results/$preset.build.log" 2>&1; then
+            tail -40 "$results/$preset.configure.log" "$results/$preset.build.log"
+            failed_presets+=("$preset(configure with Python)")
+            continue
+        fi
+    fi
     say "[$preset] built in $((SECONDS - start)) s; testing"
     if [ "$preset" = sim ] && [ $python -eq 1 ] && [ $fast -eq 0 ]; then
         # The python suite must be registered when Python is set up: never pass by not running it.
@@ -72,6 +102,8 @@ for preset in "${presets[@]}"; do
     ctest --preset "$test_preset" -j "$JOBS" --output-junit "$results/$preset.xml" ||
         failed_presets+=("$preset")
 done
+
+wait_for_python # where no preset reached it (the sim build failed): its failure still counts
 
 # One summary over all presets, counted from CTest's JUnit files.
 python3 - "$results" <<'PY'
