@@ -428,15 +428,12 @@ static const attn_option ds_option_table[] = {
 #undef OPT
 
 const attn_module ds_module = {
-    .options = ds_option_table,
-    .num_options = ATTN_COUNT(ds_option_table),
-    .options_size = sizeof(ds_options),
+    ATTN_OPTIONS(ds_option_table, ds_options),
     .state_size = sizeof(ds_state),
     .prepare = ds_prepare,
     .verdict = ds_verdict,
     .banner = ds_banner,
-    .stages = ds_stages,
-    .num_stages = ATTN_COUNT(ds_stages),
+    ATTN_STAGES(ds_stages),
     .setup = ds_setup,
     .flops = ds_flops,
     .record_json = ds_record_json,

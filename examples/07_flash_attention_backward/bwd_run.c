@@ -381,16 +381,13 @@ static void bwd_usage(const attn_example *ex, FILE *f) {
 }
 
 const attn_module bwd_module = {
-    .options = bwd_option_table,
-    .num_options = ATTN_COUNT(bwd_option_table),
-    .options_size = sizeof(bwd_options),
+    ATTN_OPTIONS(bwd_option_table, bwd_options),
     .usage = bwd_usage,
     .state_size = sizeof(bwd_state),
     .prepare = bwd_prepare,
     .verdict = bwd_verdict,
     .banner = bwd_banner,
-    .stages = bwd_stages,
-    .num_stages = ATTN_COUNT(bwd_stages),
+    ATTN_STAGES(bwd_stages),
     .setup = bwd_setup,
     .flops = bwd_flops,
     .record_json = bwd_record_json,

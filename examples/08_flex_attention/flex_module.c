@@ -378,9 +378,7 @@ static const attn_option flex_option_table[] = {
 #undef OPT
 
 const attn_module flex_module = {
-    .options = flex_option_table,
-    .num_options = ATTN_COUNT(flex_option_table),
-    .options_size = sizeof(flex_options),
+    ATTN_OPTIONS(flex_option_table, flex_options),
     .usage = usage,
     .state_size = sizeof(flex_state),
     .prepare = prepare,

@@ -101,6 +101,13 @@ int attn_stage_check_output(const attn_problem *p, const void *d_o, const float 
                             void *staging, float *o, float *lse, const attn_stage_reference *r,
                             double amplitude, attn_stage_check *out);
 
+/* A module's option table and the struct its values are parsed into (.options, .num_options,
+ * .options_size), and its stages (.stages, .num_stages): the counts come from the arrays, as
+ * ATTN_KERNELS does for kernel rows (attn/problem.h). */
+#define ATTN_OPTIONS(table, options_type)                                                          \
+    .options = (table), .num_options = ATTN_COUNT(table), .options_size = sizeof(options_type)
+#define ATTN_STAGES(table) .stages = (table), .num_stages = ATTN_COUNT(table)
+
 /* ---- the module -------------------------------------------------------------------------------
  * Every hook may be NULL. state is the module's own storage (state_size bytes, zeroed, kept for
  * the whole run), opts its parsed options (options_size bytes). Written with designated
