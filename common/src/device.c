@@ -5,6 +5,7 @@
 #include "attn/tensor.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef ATTN_BACKEND_SIM
@@ -160,4 +161,61 @@ int attn_device_upload(void **dst, const float *src, size_t count, attn_dtype t,
     if (*dst == NULL)
         return 1;
     return attn_device_write(*dst, src, count, t, staging);
+}
+
+/* ---- attn_allocs ------------------------------------------------------------------------------
+ */
+
+static void *allocs_keep(attn_allocs *a, void *p, bool dev) {
+    int *n = dev ? &a->n_dev : &a->n_host;
+    if (p != NULL && *n == ATTN_ALLOCS_MAX) {
+        fprintf(stderr, "error: more than %d %s buffers in one attn_allocs\n", ATTN_ALLOCS_MAX,
+                dev ? "device" : "host");
+        dev ? attn_device_free(p) : free(p);
+        p = NULL;
+    }
+    if (p == NULL) {
+        a->failed = true;
+        return NULL;
+    }
+    (dev ? a->dev : a->host)[(*n)++] = p;
+    return p;
+}
+
+void *attn_allocs_host(attn_allocs *a, size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (p == NULL)
+        fprintf(stderr, "error: out of host memory (%zu x %zu bytes)\n", n, size);
+    return allocs_keep(a, p, false);
+}
+
+void *attn_allocs_device(attn_allocs *a, size_t bytes) {
+    return allocs_keep(a, attn_device_alloc(bytes > 16 ? bytes : 16), true);
+}
+
+void *attn_allocs_upload(attn_allocs *a, const void *src, size_t bytes) {
+    void *p = NULL;
+    if (attn_device_upload_bytes(&p, src, bytes) != 0 && p != NULL) {
+        attn_device_free(p);
+        p = NULL;
+    }
+    return allocs_keep(a, p, true);
+}
+
+void *attn_allocs_upload_as(attn_allocs *a, const float *src, size_t count, attn_dtype t,
+                            void *staging) {
+    void *p = NULL;
+    if (attn_device_upload(&p, src, count, t, staging) != 0 && p != NULL) {
+        attn_device_free(p);
+        p = NULL;
+    }
+    return allocs_keep(a, p, true);
+}
+
+void attn_allocs_free(attn_allocs *a) {
+    for (int n = 0; n < a->n_host; ++n)
+        free(a->host[n]);
+    for (int n = 0; n < a->n_dev; ++n)
+        attn_device_free(a->dev[n]);
+    a->n_host = a->n_dev = 0;
 }
