@@ -6,13 +6,14 @@
 #include "decode_api.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "../05_deepseek_sparse/deepseek_sparse.h"
 #include "attn/device.h"
+#include "attn/problem.h"
 #include "attn/tensor.h"
 #include "decode.h"
 
@@ -37,13 +38,8 @@ struct dec_session {
     char err[512], device[256];
 };
 
-static int fail(dec_session *s, int rc, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->err, sizeof s->err, fmt, ap);
-    va_end(ap);
-    return rc;
-}
+/* The session's last error (dec_session_error): fail(s, rc, fmt, ...) returns rc. */
+#define fail(s, rc, ...) attn_reason((s)->err, sizeof(s)->err, (rc), __VA_ARGS__)
 
 static double now(void) {
     struct timespec t;
@@ -315,12 +311,9 @@ static int check_selection(dec_session *s, const int32_t *sel, int k) {
         for (int i = 0; i < s->n_new; ++i) {
             const int seen = s->lens[b] - s->n_new + i + 1;
             const int32_t *row = sel + ((size_t)b * s->n_new + i) * k;
-            for (int x = 0; x < k; ++x)
-                if (row[x] < -1 || row[x] >= seen || (row[x] >= 0 && x > 0 && row[x] <= row[x - 1]))
-                    return fail(s, 2,
-                                "selection of (b=%d, i=%d): slot %d holds %d, not -1 nor an "
-                                "ascending position in [0, %d)",
-                                b, i, x, row[x], seen);
+            char bad[160];
+            if (ds_check_selection_row(row, k, seen, bad, sizeof bad))
+                return fail(s, 2, "selection of (b=%d, i=%d): %s", b, i, bad);
         }
     return 0;
 }
