@@ -146,21 +146,11 @@ static int references(run *r) {
     r->lse64 = attn_allocs_host(m, r->rows, 4), r->lowp64 = attn_allocs_host(m, on, 4);
     if (m->failed)
         return 1;
-    const dec_ref_inputs in = {r->B,
-                               r->H,
-                               r->H_kv,
-                               r->Lq,
-                               r->D,
-                               r->scale,
-                               r->dtype,
-                               r->cu_k,
-                               r->q,
-                               r->kd,
-                               r->latent ? NULL : r->vd,
-                               NULL,
-                               0,
-                               r->Dv};
-    dec_ref_inputs in64 = in;
+    dec_ref_inputs in = {0}, in64;
+    in.B = r->B, in.H = r->H, in.H_kv = r->H_kv, in.Lq = r->Lq, in.D = r->D, in.D_v = r->Dv;
+    in.scale = r->scale, in.dtype = r->dtype, in.cu_k = r->cu_k, in.q = r->q;
+    in.k = r->kd, in.v = r->latent ? NULL : r->vd;
+    in64 = in;
     in64.k = r->k, in64.v = r->latent ? NULL : r->v;
     const size_t rest = (size_t)(r->rows - r->checked) * r->Dv * 4;
     attn_fill_nan_host(r->ref + r->checked * r->Dv, rest);

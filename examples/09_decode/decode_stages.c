@@ -338,20 +338,10 @@ static int reference(dec_state *s, const int32_t *sel, float **ref, float **ref_
         fprintf(stderr, "error: out of host memory for the reference\n");
         return 1;
     }
-    const dec_ref_inputs in = {s->B,
-                               s->H,
-                               s->H_kv,
-                               s->Lq,
-                               s->D,
-                               s->p.scale,
-                               s->p.dtype,
-                               s->cu_k,
-                               s->q,
-                               s->k,
-                               s->latent ? NULL : s->v,
-                               sel,
-                               s->k_eff,
-                               s->Dv};
+    dec_ref_inputs in = {0};
+    in.B = s->B, in.H = s->H, in.H_kv = s->H_kv, in.Lq = s->Lq, in.D = s->D, in.D_v = s->Dv;
+    in.scale = s->p.scale, in.dtype = s->p.dtype, in.cu_k = s->cu_k, in.q = s->q, in.k = s->k;
+    in.v = s->latent ? NULL : s->v, in.sel = sel, in.topk = s->k_eff;
     int failed = 0;
 #pragma omp parallel for schedule(dynamic, 16) reduction(| : failed)
     for (int64_t n = 0; n < rows; ++n) {
