@@ -163,6 +163,26 @@ int attn_device_upload(void **dst, const float *src, size_t count, attn_dtype t,
     return attn_device_write(*dst, src, count, t, staging);
 }
 
+int attn_device_grow(void **buf, size_t *cap, size_t need) {
+    if (need <= *cap && *buf != NULL)
+        return 0;
+    attn_device_free(*buf);
+    *buf = attn_device_alloc(need > 16 ? need : 16);
+    *cap = *buf != NULL ? need : 0;
+    return *buf == NULL;
+}
+
+int attn_device_sync(char *why, size_t why_len) {
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess)
+        e = cudaDeviceSynchronize();
+    if (e == cudaSuccess)
+        e = cudaGetLastError();
+    if (e != cudaSuccess)
+        snprintf(why, why_len, "%s: %s", cudaGetErrorName(e), cudaGetErrorString(e));
+    return e != cudaSuccess;
+}
+
 /* ---- attn_allocs ------------------------------------------------------------------------------
  */
 

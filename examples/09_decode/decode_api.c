@@ -49,12 +49,9 @@ static double now(void) {
 
 /* A device buffer of at least `need` bytes (grown, its contents dropped, when smaller). */
 static int ensure(dec_session *s, void **buf, size_t *cap, size_t need) {
-    if (need <= *cap && *buf != NULL)
-        return 0;
-    attn_device_free(*buf);
-    *buf = attn_device_alloc(need ? need : 16);
-    *cap = *buf ? need : 0;
-    return *buf ? 0 : fail(s, 1, "cannot allocate %zu bytes of device memory", need);
+    return attn_device_grow(buf, cap, need)
+               ? fail(s, 1, "cannot allocate %zu bytes of device memory", need)
+               : 0;
 }
 
 /* The host staging buffer, at least `bytes` long. */
@@ -75,14 +72,7 @@ static int upload(dec_session *s, void **buf, size_t *cap, const float *src, siz
     return 0;
 }
 
-static int sync(dec_session *s) {
-    cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess)
-        e = cudaDeviceSynchronize();
-    if (e == cudaSuccess)
-        e = cudaGetLastError();
-    return e == cudaSuccess ? 0 : fail(s, 1, "%s: %s", cudaGetErrorName(e), cudaGetErrorString(e));
-}
+static int sync(dec_session *s) { return attn_device_sync(s->err, sizeof s->err); }
 
 const char *dec_session_backend(void) { return attn_backend_name(); }
 const char *dec_session_device(const dec_session *s) { return s->device; }

@@ -76,6 +76,14 @@ int attn_device_fill_nan(void *dst, size_t bytes);
  * (attn_problem_lse_elems floats), as a stage's clear does before its kernel runs. */
 int attn_device_fill_nan_output(const attn_problem *p, void *o, float *lse);
 
+/* A device buffer *buf of *cap bytes grown to at least `need` (its contents not kept; at least 16
+ * bytes): 0, or 1 after reporting (then *buf is NULL and *cap 0). attn_host_grow's twin, for the
+ * buffers a model library (example 09's decode_api.c, 12's v4_api.c) reuses across calls. */
+int attn_device_grow(void **buf, size_t *cap, size_t need);
+/* The launches so far finished: the last launch's error, then the synchronisation's. 0, or 1 with
+ * "<error name>: <error string>" in why (a library reports it to its caller, not on stderr). */
+int attn_device_sync(char *why, size_t why_len);
+
 /* ---- a program's buffers, released together --------------------------------------------------
  * A standalone check program (example 09's decode_fp8, 10's flash3_fp8) allocates its host and
  * device buffers through one attn_allocs and frees them with one call. An allocation that fails is
