@@ -224,6 +224,29 @@ function(attn_cuda_executable name)
   _attn_cuda_target(EXECUTABLE ${name} ${ARGN})
 endfunction()
 
+# attn_model_library(<name> SOURCES ... LIBRARIES ...)
+# Makes lib<name>_<backend>.so (one per built backend): the library a model loads with ctypes
+# (example 09's decode library, 12's V4 library), its LIBRARIES' <lib>_<backend> inside it. Its
+# references to the CUDA runtime bind to its own (the simulator's, when sim) at link time and
+# nothing of the static libraries inside it is exported: a process that has loaded another CUDA
+# runtime (PyTorch's) would otherwise hand it that one's functions. Not in the sanitizer builds:
+# the Python process that loads it has no sanitizer runtime.
+function(attn_model_library name)
+  if(ATTN_SANITIZER)
+    return()
+  endif()
+  cmake_parse_arguments(A "" "" "SOURCES;LIBRARIES" ${ARGN})
+  foreach(backend IN LISTS ATTN_BACKEND_LIST)
+    add_library(${name}_${backend} SHARED ${A_SOURCES})
+    attn_backend_setup(${name}_${backend} ${backend})
+    foreach(lib IN LISTS A_LIBRARIES)
+      target_link_libraries(${name}_${backend} PRIVATE ${lib}_${backend})
+    endforeach()
+    set_target_properties(${name}_${backend} PROPERTIES LINKER_LANGUAGE CXX)
+    target_link_options(${name}_${backend} PRIVATE -Wl,-Bsymbolic -Wl,--exclude-libs,ALL)
+  endforeach()
+endfunction()
+
 # The body of both: one target per built backend, linked to that backend's harness and to the
 # same backend's variant of each library named.
 function(_attn_cuda_target kind name)

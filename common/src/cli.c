@@ -386,6 +386,7 @@ static int apply(attn_cli *cli, lengths *len, const opt *o, const char *v, char 
                                "error: --seed must be an integer in 0..%llu (got '%s')",
                                (unsigned long long)UINT64_MAX, v);
         cli->seed = seed;
+        cli->seed_set = true;
         return 0;
     case OPT_JSON:
     case OPT_CSV:
@@ -573,6 +574,14 @@ static int apply_extra(const attn_option *o, const char *v, void *values, char *
         return 0;
     case ATTN_OPTION_DIR:
         return parse_dir(o->name, v, (const char **)field, err, err_len);
+    case ATTN_OPTION_FACTOR: {
+        double x = 0.0;
+        if (attn_cli_parse_real(o->name, v, &x, err, err_len) != 0 || !(x > 0.0) || !(x <= 1e4))
+            return usage_error(err, err_len, "error: %s takes a factor in (0, 1e4] (got '%s')",
+                               o->name, v);
+        *(double *)field = x;
+        return 0;
+    }
     }
     return 0;
 }

@@ -178,3 +178,77 @@ int attn_device_upload(void **dst, const float *src, size_t count, attn_dtype t,
         return 1;
     return attn_device_write(*dst, src, count, t, staging);
 }
+
+int attn_device_grow(void **buf, size_t *cap, size_t need) {
+    if (need <= *cap && *buf != NULL)
+        return 0;
+    attn_device_free(*buf);
+    *buf = attn_device_alloc(need > 16 ? need : 16);
+    *cap = *buf != NULL ? need : 0;
+    return *buf == NULL;
+}
+
+int attn_device_sync(char *why, size_t why_len) {
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess)
+        e = cudaDeviceSynchronize();
+    if (e == cudaSuccess)
+        e = cudaGetLastError();
+    if (e != cudaSuccess)
+        snprintf(why, why_len, "%s: %s", cudaGetErrorName(e), cudaGetErrorString(e));
+    return e != cudaSuccess;
+}
+
+/* ---- attn_allocs ------------------------------------------------------------------------------
+ */
+
+static void *allocs_keep(attn_allocs *a, void *p, bool dev) {
+    int *n = dev ? &a->n_dev : &a->n_host;
+    if (p != NULL && *n == ATTN_ALLOCS_MAX) {
+        fprintf(stderr, "error: more than %d %s buffers in one attn_allocs\n", ATTN_ALLOCS_MAX,
+                dev ? "device" : "host");
+        dev ? attn_device_free(p) : free(p);
+        p = NULL;
+    }
+    if (p == NULL) {
+        a->failed = true;
+        return NULL;
+    }
+    (dev ? a->dev : a->host)[(*n)++] = p;
+    return p;
+}
+
+void *attn_allocs_host(attn_allocs *a, size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (p == NULL)
+        fprintf(stderr, "error: out of host memory (%zu x %zu bytes)\n", n, size);
+    return allocs_keep(a, p, false);
+}
+
+void *attn_allocs_device(attn_allocs *a, size_t bytes) {
+    return allocs_keep(a, attn_device_alloc(bytes > 16 ? bytes : 16), true);
+}
+
+void *attn_allocs_upload(attn_allocs *a, const void *src, size_t bytes) {
+    void *p = NULL;
+    if (attn_device_upload_bytes(&p, src, bytes) != 0 && p != NULL) {
+        attn_device_free(p);
+        p = NULL;
+    }
+    return allocs_keep(a, p, true);
+}
+
+void *attn_allocs_upload_as(attn_allocs *a, const float *src, size_t count, attn_dtype t,
+                            void *staging) {
+    void *p = NULL;
+    if (attn_device_upload(&p, src, count, t, staging) != 0 && p != NULL) {
+        attn_device_free(p);
+        p = NULL;
+    }
+    return allocs_keep(a, p, true);
+}
+
+void attn_allocs_free(attn_allocs *a) {
+    attn_free_buffers(a->host, a->n_host, a->dev, a->n_dev);
+    a->n_host = a->n_dev = 0;
+}

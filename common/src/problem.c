@@ -54,6 +54,16 @@ void attn_problem_init(attn_problem *p, int B, int H, int Lq, int Lk, int D) {
     p->scale = D > 0 ? (float)(1.0 / sqrt((double)D)) : 1.0f;
 }
 
+int attn_reason(char *why, size_t why_len, int rc, const char *fmt, ...) {
+    if (why != NULL && why_len > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, why_len, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
 int attn_fail(char *why, size_t why_len, const char *fmt, ...) {
     if (why != NULL && why_len > 0) {
         va_list ap;

@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -233,5 +234,29 @@ int attn_report_append(const char *path, bool csv, const attn_run_record *r) {
         fprintf(stderr, "error: cannot write results to '%s'\n", path);
         return 1;
     }
+    return 0;
+}
+
+void attn_check_line(const char *name, const char *check, bool pass, const char *fmt, ...) {
+    va_list ap;
+    printf("%-11s %-10s %s  ", name, check, pass ? "PASS" : "FAIL");
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+}
+
+int attn_json_append(const char *path, const char *fmt, ...) {
+    FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "a");
+    if (f == NULL) {
+        fprintf(stderr, "error: cannot open %s\n", path);
+        return 1;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    if (f != stdout)
+        fclose(f);
     return 0;
 }

@@ -95,6 +95,11 @@ int ds_check_index_scores(const float *got, const double *want, const double *bo
  * largest score, and -1 in the remaining slots. 0 if right, else 1 with a reason in why. */
 int ds_check_selection(const float *scores, int n, int topk, const int32_t *sel, char *why,
                        size_t why_len);
+/* A selection row as the attention kernels take it (deepseek_stages.c; examples 05 and 09 validate
+ * a selection before their sparse attention reads it): 0 when each of its k slots holds -1 or a
+ * key in [0, n) above the previous slot's, else 1 with "slot X holds V, not -1 nor an ascending
+ * position in [0, n)" in why. */
+int ds_check_selection_row(const int32_t *row, int k, int n, char *why, size_t why_len);
 
 /* ---- the FP8 indexer's oracles (deepseek_fp8.c) -------------------------------------------- */
 

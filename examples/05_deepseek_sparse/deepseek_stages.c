@@ -196,6 +196,16 @@ static uint8_t *checked_rows(const ds_state *s) {
     return rows;
 }
 
+int ds_check_selection_row(const int32_t *row, int k, int n, char *why, size_t why_len) {
+    for (int t = 0; t < k; ++t)
+        if (row[t] < -1 || row[t] >= n || (row[t] >= 0 && t > 0 && row[t] <= row[t - 1])) {
+            snprintf(why, why_len, "slot %d holds %d, not -1 nor an ascending position in [0, %d)",
+                     t, row[t], n);
+            return 1;
+        }
+    return 0;
+}
+
 int ds_prepare_attention(void *state, char *why, size_t len) {
     ds_state *s = of(state);
     const attn_problem *p = &s->p;
@@ -212,14 +222,11 @@ int ds_prepare_attention(void *state, char *why, size_t len) {
         for (int i = 0; i < attn_problem_seq_q(p, b); ++i) {
             const int32_t *row = s->seen + attn_problem_token_index(p, true, b, i) * K;
             const int n = attn_problem_row_keys(p, b, i);
-            for (int t = 0; t < K; ++t)
-                if (row[t] < -1 || row[t] >= n || (row[t] >= 0 && t > 0 && row[t] <= row[t - 1])) {
-                    snprintf(why, len,
-                             "attention input: query (b=%d, i=%d) slot %d holds index %d, not -1 "
-                             "nor an ascending key in [0, %d)",
-                             b, i, t, row[t], n);
-                    return ATTN_EXIT_USAGE;
-                }
+            char bad[160];
+            if (ds_check_selection_row(row, K, n, bad, sizeof bad)) {
+                snprintf(why, len, "attention input: query (b=%d, i=%d) %s", b, i, bad);
+                return ATTN_EXIT_USAGE;
+            }
         }
     /* the reference: the selection the top-k checks accepted, as its CSR mask */
     const int64_t csr_rows = (int64_t)p->B * p->Lq;

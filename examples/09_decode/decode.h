@@ -140,6 +140,13 @@ int dec_check_block_table(const int *table, int B, int width, const int *seqlens
 /* A seeded permutation of 0 .. n-1 (the pool's free list: pages handed out in this order, so that
  * a sequence's pages lie out of order in memory). */
 void dec_shuffle(int *perm, int n, uint64_t seed);
+/* The block table [B, width] of a pool of num_pages handed out in dec_shuffle(seed)'s order: each
+ * sequence's pages in turn, -1 past the pages its tokens need. 0, or 1 when out of memory. */
+int dec_fill_table(int *table, int B, int width, const int *seqlens, int page_size, int num_pages,
+                   uint64_t seed);
+/* --cache-lens: a comma-separated list of lengths from 0 to 2^27 into *lens (malloc'ed) and
+ * *count. 0, or ATTN_EXIT_USAGE (2) with a one-line reason in why. */
+int dec_parse_lens(const char *list, int **lens, int *count, char *why, size_t len);
 
 /* Split-KV: how many splits for `blocks` blocks per split (B x H_kv x row tiles) and the longest
  * cache (or selection) of `keys` tokens on a GPU with sm_count SMs.

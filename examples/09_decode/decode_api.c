@@ -6,13 +6,14 @@
 #include "decode_api.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "../05_deepseek_sparse/deepseek_sparse.h"
 #include "attn/device.h"
+#include "attn/problem.h"
 #include "attn/tensor.h"
 #include "decode.h"
 
@@ -37,13 +38,8 @@ struct dec_session {
     char err[512], device[256];
 };
 
-static int fail(dec_session *s, int rc, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->err, sizeof s->err, fmt, ap);
-    va_end(ap);
-    return rc;
-}
+/* The session's last error (dec_session_error): fail(s, rc, fmt, ...) returns rc. */
+#define fail(s, rc, ...) attn_reason((s)->err, sizeof(s)->err, (rc), __VA_ARGS__)
 
 static double now(void) {
     struct timespec t;
@@ -53,12 +49,9 @@ static double now(void) {
 
 /* A device buffer of at least `need` bytes (grown, its contents dropped, when smaller). */
 static int ensure(dec_session *s, void **buf, size_t *cap, size_t need) {
-    if (need <= *cap && *buf != NULL)
-        return 0;
-    attn_device_free(*buf);
-    *buf = attn_device_alloc(need ? need : 16);
-    *cap = *buf ? need : 0;
-    return *buf ? 0 : fail(s, 1, "cannot allocate %zu bytes of device memory", need);
+    return attn_device_grow(buf, cap, need)
+               ? fail(s, 1, "cannot allocate %zu bytes of device memory", need)
+               : 0;
 }
 
 /* The host staging buffer, at least `bytes` long. */
@@ -79,14 +72,7 @@ static int upload(dec_session *s, void **buf, size_t *cap, const float *src, siz
     return 0;
 }
 
-static int sync(dec_session *s) {
-    cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess)
-        e = cudaDeviceSynchronize();
-    if (e == cudaSuccess)
-        e = cudaGetLastError();
-    return e == cudaSuccess ? 0 : fail(s, 1, "%s: %s", cudaGetErrorName(e), cudaGetErrorString(e));
-}
+static int sync(dec_session *s) { return attn_device_sync(s->err, sizeof s->err); }
 
 const char *dec_session_backend(void) { return attn_backend_name(); }
 const char *dec_session_device(const dec_session *s) { return s->device; }
@@ -315,12 +301,9 @@ static int check_selection(dec_session *s, const int32_t *sel, int k) {
         for (int i = 0; i < s->n_new; ++i) {
             const int seen = s->lens[b] - s->n_new + i + 1;
             const int32_t *row = sel + ((size_t)b * s->n_new + i) * k;
-            for (int x = 0; x < k; ++x)
-                if (row[x] < -1 || row[x] >= seen || (row[x] >= 0 && x > 0 && row[x] <= row[x - 1]))
-                    return fail(s, 2,
-                                "selection of (b=%d, i=%d): slot %d holds %d, not -1 nor an "
-                                "ascending position in [0, %d)",
-                                b, i, x, row[x], seen);
+            char bad[160];
+            if (ds_check_selection_row(row, k, seen, bad, sizeof bad))
+                return fail(s, 2, "selection of (b=%d, i=%d): %s", b, i, bad);
         }
     return 0;
 }

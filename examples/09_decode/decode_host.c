@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/device.h"
 #include "decode.h"
 
 int dec_pages_for(int n, int page_size) { return n <= 0 ? 0 : (n - 1) / page_size + 1; }
@@ -65,6 +66,54 @@ void dec_shuffle(int *perm, int n, uint64_t seed) {
         perm[x] = perm[y];
         perm[y] = t;
     }
+}
+
+int dec_fill_table(int *table, int B, int width, const int *seqlens, int page_size, int num_pages,
+                   uint64_t seed) {
+    int *perm = (int *)malloc((size_t)(num_pages > 0 ? num_pages : 1) * sizeof(int));
+    if (perm == NULL)
+        return 1;
+    dec_shuffle(perm, num_pages, seed);
+    int next = 0;
+    for (int b = 0; b < B; ++b)
+        for (int x = 0; x < width; ++x)
+            table[(size_t)b * width + x] =
+                x < dec_pages_for(seqlens[b], page_size) ? perm[next++] : -1;
+    free(perm);
+    return 0;
+}
+
+int dec_parse_lens(const char *list, int **lens, int *count, char *why, size_t len) {
+    int n = 1;
+    for (const char *c = list; *c; ++c)
+        n += *c == ',';
+    *lens = (int *)malloc((size_t)n * sizeof(int));
+    if (*lens == NULL) {
+        snprintf(why, len, "--cache-lens: out of host memory for %d lengths", n);
+        return ATTN_EXIT_USAGE;
+    }
+    const char *item = list;
+    for (int b = 0; b < n; ++b) {
+        const size_t k = strcspn(item, ",");
+        char text[16];
+        long long v = -1;
+        if (k > 0 && k < sizeof text && strspn(item, "0123456789") >= k) {
+            memcpy(text, item, k);
+            text[k] = '\0';
+            v = atoll(text);
+        }
+        if (v < 0 || v > (1 << 27)) {
+            snprintf(why, len,
+                     "--cache-lens must list lengths from 0 to %d separated by commas (entry %d "
+                     "is '%.*s')",
+                     1 << 27, b + 1, (int)k, item);
+            return ATTN_EXIT_USAGE;
+        }
+        (*lens)[b] = (int)v;
+        item += k + (item[k] == ',');
+    }
+    *count = n;
+    return 0;
 }
 
 int dec_blocks_per_split(int B, int H, int H_kv, int Lq) {

@@ -16,40 +16,6 @@
 
 /* ---- step 1: the flags ----------------------------------------------------------------------- */
 
-/* --cache-lens: a comma-separated list of lengths >= 0 (at most 2^27 each). */
-static int parse_lens(dec_state *s, const char *list, char *why, size_t len) {
-    int count = 1;
-    for (const char *c = list; *c; ++c)
-        count += *c == ',';
-    s->lens = (int *)xmalloc((size_t)count * sizeof(int));
-    if (s->lens == NULL) {
-        snprintf(why, len, "--cache-lens: out of host memory for %d lengths", count);
-        return ATTN_EXIT_USAGE;
-    }
-    const char *item = list;
-    for (int b = 0; b < count; ++b) {
-        const size_t n = strcspn(item, ",");
-        char text[16];
-        long long v = -1;
-        if (n > 0 && n < sizeof text && strspn(item, "0123456789") >= n) {
-            memcpy(text, item, n);
-            text[n] = '\0';
-            v = atoll(text);
-        }
-        if (v < 0 || v > (1 << 27)) {
-            snprintf(why, len,
-                     "--cache-lens must list lengths from 0 to %d separated by commas (entry %d "
-                     "is '%.*s')",
-                     1 << 27, b + 1, (int)n, item);
-            return ATTN_EXIT_USAGE;
-        }
-        s->lens[b] = (int)v;
-        item += n + (item[n] == ',');
-    }
-    s->B = count;
-    return 0;
-}
-
 /* The flags example 09 does not take (its own name the lengths), then the cache lengths: from
  * --cache-lens or B x -L. */
 static int prepare_lengths(dec_state *s, const attn_cli *cli, const attn_problem *p, char *why,
@@ -80,7 +46,7 @@ static int prepare_lengths(dec_state *s, const attn_cli *cli, const attn_problem
                      "the list)");
             return ATTN_EXIT_USAGE;
         }
-        if (parse_lens(s, s->opt.cache_lens, why, len) != 0)
+        if (dec_parse_lens(s->opt.cache_lens, &s->lens, &s->B, why, len) != 0)
             return ATTN_EXIT_USAGE;
         if (cli->B != 0 && cli->B != s->B) {
             snprintf(why, len, "-B %d contradicts --cache-lens, which lists %d sequences", cli->B,
@@ -181,19 +147,11 @@ static int prepare_pool(dec_state *s, const attn_cli *cli, char *why, size_t len
     }
     s->num_pages = (int)used + s->opt.spare_pages;
     s->table = (int *)xmalloc((size_t)s->B * s->W * sizeof(int));
-    int *perm = (int *)xmalloc((size_t)s->num_pages * sizeof(int));
-    if (s->table == NULL || perm == NULL) {
-        free(perm);
+    if (s->table == NULL ||
+        dec_fill_table(s->table, s->B, s->W, s->lens, s->P, s->num_pages, cli->seed ^ 0x5EEDull)) {
         snprintf(why, len, "out of host memory for a pool of %d pages", s->num_pages);
         return ATTN_EXIT_USAGE;
     }
-    dec_shuffle(perm, s->num_pages, cli->seed ^ 0x5EEDull);
-    int next = 0;
-    for (int b = 0; b < s->B; ++b)
-        for (int x = 0; x < s->W; ++x)
-            s->table[(size_t)b * s->W + x] =
-                x < dec_pages_for(s->lens[b], s->P) ? perm[next++] : -1;
-    free(perm);
     if (s->opt.corrupt_table != NULL) {
         const char *t = s->opt.corrupt_table;
         int v = 0;

@@ -119,11 +119,6 @@ static void fill_new(const dec_state *s, unsigned char *dst, const float *rows, 
                  rows + ((int64_t)s->cu_k[b] + s->lens[b] - s->Lq + i) * width, (size_t)width);
 }
 
-static int upload(void **dst, const void *src, size_t bytes) {
-    *dst = attn_device_alloc(bytes ? bytes : 16);
-    return *dst == NULL || (bytes > 0 && attn_to_device(*dst, src, bytes));
-}
-
 static int make_inputs(dec_state *s) {
     const int D = s->D, HI = s->opt.index_heads, DI = s->opt.index_dim, HkD = s->H_kv * D;
     const size_t total_k = (size_t)s->cu_k[s->B], rows = (size_t)rows_of(s);
@@ -195,18 +190,22 @@ static int make_inputs(dec_state *s) {
 static int make_device(dec_state *s) {
     const size_t rows = (size_t)rows_of(s), tok = (size_t)s->B * s->Lq;
     const int HkD = s->H_kv * s->D, HI = s->opt.index_heads, DI = s->opt.index_dim;
-    if (upload(&s->d_q, s->qb, rows * s->D * s->dsize) || upload(&s->d_kc, s->kc, s->cache_bytes) ||
-        upload(&s->d_vc, s->vc, s->cache_bytes) || upload(&s->d_kp, s->kp0, s->pool_bytes) ||
-        upload(&s->d_vp, s->vp0, s->pool_v_bytes) || upload(&s->d_kip, s->kip0, s->pool_ki_bytes) ||
-        upload(&s->d_knew, s->knew, tok * HkD * s->dsize) ||
-        upload(&s->d_vnew, s->vnew, s->latent ? 0 : tok * HkD * s->dsize) ||
-        upload(&s->d_kinew, s->kinew, tok * DI * s->dsize) ||
-        upload(&s->d_qi, s->qib, tok * HI * DI * s->dsize) ||
-        upload((void **)&s->d_w, s->w, tok * HI * sizeof(float)) ||
-        upload((void **)&s->d_table, s->table, (size_t)s->B * s->W * sizeof(int)) ||
-        upload((void **)&s->d_lens, s->lens, (size_t)s->B * sizeof(int)) ||
-        upload((void **)&s->d_cu_q, s->cu_q, (size_t)(s->B + 1) * sizeof(int)) ||
-        upload((void **)&s->d_cu_k, s->cu_k, (size_t)(s->B + 1) * sizeof(int)))
+    if (attn_device_upload_bytes(&s->d_q, s->qb, rows * s->D * s->dsize) ||
+        attn_device_upload_bytes(&s->d_kc, s->kc, s->cache_bytes) ||
+        attn_device_upload_bytes(&s->d_vc, s->vc, s->cache_bytes) ||
+        attn_device_upload_bytes(&s->d_kp, s->kp0, s->pool_bytes) ||
+        attn_device_upload_bytes(&s->d_vp, s->vp0, s->pool_v_bytes) ||
+        attn_device_upload_bytes(&s->d_kip, s->kip0, s->pool_ki_bytes) ||
+        attn_device_upload_bytes(&s->d_knew, s->knew, tok * HkD * s->dsize) ||
+        attn_device_upload_bytes(&s->d_vnew, s->vnew, s->latent ? 0 : tok * HkD * s->dsize) ||
+        attn_device_upload_bytes(&s->d_kinew, s->kinew, tok * DI * s->dsize) ||
+        attn_device_upload_bytes(&s->d_qi, s->qib, tok * HI * DI * s->dsize) ||
+        attn_device_upload_bytes((void **)&s->d_w, s->w, tok * HI * sizeof(float)) ||
+        attn_device_upload_bytes((void **)&s->d_table, s->table,
+                                 (size_t)s->B * s->W * sizeof(int)) ||
+        attn_device_upload_bytes((void **)&s->d_lens, s->lens, (size_t)s->B * sizeof(int)) ||
+        attn_device_upload_bytes((void **)&s->d_cu_q, s->cu_q, (size_t)(s->B + 1) * sizeof(int)) ||
+        attn_device_upload_bytes((void **)&s->d_cu_k, s->cu_k, (size_t)(s->B + 1) * sizeof(int)))
         return 1;
     s->d_o = attn_device_alloc(rows * s->Dv * s->dsize + 16);
     s->d_lse = (float *)attn_device_alloc(rows * sizeof(float) + 16);
@@ -339,20 +338,10 @@ static int reference(dec_state *s, const int32_t *sel, float **ref, float **ref_
         fprintf(stderr, "error: out of host memory for the reference\n");
         return 1;
     }
-    const dec_ref_inputs in = {s->B,
-                               s->H,
-                               s->H_kv,
-                               s->Lq,
-                               s->D,
-                               s->p.scale,
-                               s->p.dtype,
-                               s->cu_k,
-                               s->q,
-                               s->k,
-                               s->latent ? NULL : s->v,
-                               sel,
-                               s->k_eff,
-                               s->Dv};
+    dec_ref_inputs in = {0};
+    in.B = s->B, in.H = s->H, in.H_kv = s->H_kv, in.Lq = s->Lq, in.D = s->D, in.D_v = s->Dv;
+    in.scale = s->p.scale, in.dtype = s->p.dtype, in.cu_k = s->cu_k, in.q = s->q, in.k = s->k;
+    in.v = s->latent ? NULL : s->v, in.sel = sel, in.topk = s->k_eff;
     int failed = 0;
 #pragma omp parallel for schedule(dynamic, 16) reduction(| : failed)
     for (int64_t n = 0; n < rows; ++n) {
@@ -484,23 +473,17 @@ int dec_check_topk(void *state, const attn_kernel *k, int chunk, attn_stage_chec
 
 int dec_prepare_sparse(void *state, char *why, size_t len) {
     dec_state *s = of(state);
-    const int64_t tokens = (int64_t)s->B * s->Lq;
-    const int K = s->k_eff;
     /* what the sparse kernel will read: the selection on the device, validated (it addresses
      * pages through it) */
     if (read_selection(s))
         return 1;
-    for (int64_t token = 0; token < tokens; ++token) {
-        const int b = (int)(token / s->Lq), i = (int)(token % s->Lq), n = visible(s, b, i);
-        const int32_t *row = s->seen_sel + token * K;
-        for (int x = 0; x < K; ++x)
-            if (row[x] < -1 || row[x] >= n || (row[x] >= 0 && x > 0 && row[x] <= row[x - 1])) {
-                snprintf(why, len,
-                         "sparse input: token (b=%d, i=%d) slot %d holds %d, not -1 nor an "
-                         "ascending position in [0, %d)",
-                         b, i, x, row[x], n);
-                return ATTN_EXIT_USAGE;
-            }
+    char bad[160];
+    for (int64_t t = 0; t < (int64_t)s->B * s->Lq; ++t) {
+        const int b = (int)(t / s->Lq), i = (int)(t % s->Lq);
+        if (ds_check_selection_row(s->seen_sel + t * s->k_eff, s->k_eff, visible(s, b, i), bad,
+                                   sizeof bad))
+            return attn_reason(why, len, ATTN_EXIT_USAGE, "sparse input: token (b=%d, i=%d) %s", b,
+                               i, bad);
     }
     return reference(s, s->sel, &s->sref, &s->sref_lse, &s->slowp);
 }

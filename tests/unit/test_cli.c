@@ -1,5 +1,6 @@
 /* test_cli.c — every flag in both spellings, defaults, and every kind of bad value (exit 2 with a
  * one-line message naming the flag); how many rows are checked by default. */
+#include <stddef.h>
 #include <stdint.h>
 
 #include "attn/cli.h"
@@ -359,7 +360,33 @@ static void test_value_parsers(void) {
     CHECK_EQ(attn_cli_parse_real("--max-seconds", "inf", &x, err, sizeof err), ATTN_EXIT_USAGE);
 }
 
+/* An example's own factor flag (ATTN_OPTION_FACTOR: a double in (0, 1e4], its default applied),
+ * and attn_cli.seed_set (a program with its own default seed keeps it unless --seed is given). */
+static void test_factor_option(void) {
+    typedef struct {
+        double f;
+    } opts;
+    static const attn_option o[] = {{"--factor", "F", "a factor", ATTN_OPTION_FACTOR,
+                                     offsetof(opts, f), 0, 0, NULL, "1", NULL}};
+    attn_cli c;
+    opts v = {0.0};
+    char err[256] = "";
+    char *def[] = {"prog"}, *given[] = {"prog", "--factor", "2.5", "--seed", "7"};
+    CHECK_EQ(attn_cli_parse_options(&c, 1, def, o, 1, &v, err, sizeof err), 0);
+    CHECK(v.f == 1.0 && !c.seed_set);
+    CHECK_EQ(attn_cli_parse_options(&c, 5, given, o, 1, &v, err, sizeof err), 0);
+    CHECK(v.f == 2.5 && c.seed_set && c.seed == 7u);
+    const char *bad[] = {"0", "-1", "1e5", "x", "nan"};
+    for (int n = 0; n < 5; ++n) {
+        char *argv[] = {"prog", "--factor", (char *)bad[n]};
+        err[0] = '\0';
+        CHECK_EQ(attn_cli_parse_options(&c, 3, argv, o, 1, &v, err, sizeof err), ATTN_EXIT_USAGE);
+        CHECK(strstr(err, "error: --factor takes a factor in (0, 1e4]") == err);
+    }
+}
+
 int main(void) {
+    test_factor_option();
     test_defaults();
     test_every_flag();
     test_bad_values();

@@ -270,7 +270,16 @@ static void test_supports(void) {
     CHECK(attn_example_find(&ex, 1) == NULL);
 }
 
+/* attn_reason: the formatted reason, the status given back; no buffer, no write. */
+static void test_reason(void) {
+    char why[16] = "";
+    CHECK_EQ(attn_reason(why, sizeof why, 2, "bad %s %d", "value", 12345678), 2);
+    CHECK(strcmp(why, "bad value 12345") == 0); /* cut to the buffer */
+    CHECK_EQ(attn_reason(NULL, 0, 1, "nothing %d", 1), 1);
+}
+
 int main(void) {
+    test_reason();
     test_dtypes();
     test_validate();
     test_dense_layout();

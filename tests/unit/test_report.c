@@ -333,7 +333,27 @@ static void test_table(void) {
     CHECK_EQ(strchr(text, '\n') - text, strchr(row1, '\n') - row1);
 }
 
+/* A standalone program's JSON line (attn_json_append): appended, formatted; a path that cannot be
+ * opened is 1. */
+static void test_json_append(void) {
+    const char *path = "attn_unit_json_append.jsonl";
+    remove(path);
+    CHECK_EQ(attn_json_append(path, "{\"a\": %d}\n", 1), 0);
+    CHECK_EQ(attn_json_append(path, "{\"b\": \"%s\"}\n", "x"), 0);
+    char text[256] = "";
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    if (f != NULL) {
+        read_file(f, text, sizeof text);
+        fclose(f);
+    }
+    CHECK(strcmp(text, "{\"a\": 1}\n{\"b\": \"x\"}\n") == 0);
+    remove(path);
+    CHECK_EQ(attn_json_append("no/such/folder/x.jsonl", "{}\n"), 1);
+}
+
 int main(void) {
+    test_json_append();
     test_json();
     test_json_varlen();
     test_csv();

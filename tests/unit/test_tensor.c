@@ -220,7 +220,23 @@ static void test_device_seqlens(void) {
     attn_free_buffers(host, ATTN_COUNT(host), dev, ATTN_COUNT(dev));
 }
 
+/* attn_allocs' host buffers: zeroed, kept, freed together; past ATTN_ALLOCS_MAX, NULL and failed.
+ */
+static void test_allocs(void) {
+    attn_allocs a = {0};
+    int *x = attn_allocs_host(&a, 10, sizeof(int));
+    CHECK(x != NULL && x[0] == 0 && x[9] == 0 && a.n_host == 1 && !a.failed);
+    CHECK(attn_allocs_host(&a, 0, 4) != NULL); /* an empty one is not a failure */
+    for (int n = 2; n < ATTN_ALLOCS_MAX; ++n)
+        attn_allocs_host(&a, 1, 1);
+    CHECK(!a.failed && a.n_host == ATTN_ALLOCS_MAX);
+    CHECK(attn_allocs_host(&a, 1, 1) == NULL && a.failed);
+    attn_allocs_free(&a);
+    CHECK(a.n_host == 0 && a.n_dev == 0);
+}
+
 int main(void) {
+    test_allocs();
     test_rng_known_values();
     test_rng_formula();
     test_rng_range_and_spread();

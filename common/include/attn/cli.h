@@ -66,7 +66,8 @@ typedef enum attn_option_type {
     ATTN_OPTION_INT,    /* an int in [min, max] (decimal digits; '-' allowed when min < 0) */
     ATTN_OPTION_CHOICE, /* one of choices ("a|b|c"): the int at offset gets its index */
     ATTN_OPTION_TEXT,   /* any non-empty text (const char *): a spec the module parses */
-    ATTN_OPTION_DIR     /* an existing folder this process can write into (const char *) */
+    ATTN_OPTION_DIR,    /* an existing folder this process can write into (const char *) */
+    ATTN_OPTION_FACTOR  /* a factor (double) in (0, 1e4]: a planted or shaping multiplier */
 } attn_option_type;
 
 typedef struct attn_option {
@@ -98,6 +99,7 @@ typedef struct attn_cli {
     float amplitude;
     attn_inputs inputs; /* --inputs (attn/tensor.h) */
     uint64_t seed;
+    bool seed_set;         /* --seed given (a program with its own default seed keeps it else) */
     int reps, warmup;      /* -1 = backend default */
     int check_rows;        /* -1 = default (see above), 0 = every row */
     const char *json_path; /* NULL = none */

@@ -82,6 +82,37 @@ int attn_device_fill_nan(void *dst, size_t bytes);
  * (attn_problem_lse_elems floats), as a stage's clear does before its kernel runs. */
 int attn_device_fill_nan_output(const attn_problem *p, void *o, float *lse);
 
+/* A device buffer *buf of *cap bytes grown to at least `need` (its contents not kept; at least 16
+ * bytes): 0, or 1 after reporting (then *buf is NULL and *cap 0). attn_host_grow's twin, for the
+ * buffers a model library (example 09's decode_api.c, 12's v4_api.c) reuses across calls. */
+int attn_device_grow(void **buf, size_t *cap, size_t need);
+/* The launches so far finished: the last launch's error, then the synchronisation's. 0, or 1 with
+ * "<error name>: <error string>" in why (a library reports it to its caller, not on stderr). */
+int attn_device_sync(char *why, size_t why_len);
+
+/* ---- a program's buffers, released together --------------------------------------------------
+ * A standalone check program (example 09's decode_fp8, 10's flash3_fp8) allocates its host and
+ * device buffers through one attn_allocs and frees them with one call. An allocation that fails is
+ * reported (one line on stderr) and returns NULL; failed then stays set, so that a run of
+ * allocations is checked once. At most ATTN_ALLOCS_MAX of each kind (past it: NULL, failed). */
+#define ATTN_ALLOCS_MAX 64
+typedef struct attn_allocs {
+    void *host[ATTN_ALLOCS_MAX], *dev[ATTN_ALLOCS_MAX];
+    int n_host, n_dev;
+    bool failed;
+} attn_allocs;
+/* n zeroed host elements of size bytes (at least one byte). */
+void *attn_allocs_host(attn_allocs *a, size_t n, size_t size);
+/* A device buffer of `bytes` (at least 16), uninitialised. */
+void *attn_allocs_device(attn_allocs *a, size_t bytes);
+/* A device buffer holding a copy of `bytes` host bytes (attn_device_upload_bytes). */
+void *attn_allocs_upload(attn_allocs *a, const void *src, size_t bytes);
+/* A device buffer holding count fp32 values stored as dtype t (attn_device_upload). */
+void *attn_allocs_upload_as(attn_allocs *a, const float *src, size_t count, attn_dtype t,
+                            void *staging);
+/* Frees every buffer of a (host and device) and empties it. */
+void attn_allocs_free(attn_allocs *a);
+
 /* Bytes of device memory currently in use (GPU: total - free; sim: the simulator's count). */
 size_t attn_device_mem_used(void);
 

@@ -224,6 +224,12 @@ int attn_kernel_supports(const attn_kernel *k, const attn_problem *p, bool on_gp
 /* Kernel with the given id, or NULL. */
 const attn_kernel *attn_example_find(const attn_example *ex, int id);
 
+/* Writes the formatted reason into why (nothing when why is NULL or why_len 0) and returns rc, so
+ * that a function reporting through a caller's buffer can `return attn_reason(why, len, 2, ...)`
+ * (the model libraries' sessions, examples 09 and 12, keep their last error this way). */
+int attn_reason(char *why, size_t why_len, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 #ifdef __cplusplus
 }
 #endif
