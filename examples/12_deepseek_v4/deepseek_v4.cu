@@ -438,23 +438,10 @@ extern "C" void v4_launch_prefill_rows(const v4_args *a, int t0, int t1, cudaStr
 
 /* ======================================== registry =========================================== */
 
-static const v4_args *args_of(const attn_buffers *b) { return (const v4_args *)b->args; }
-static void run_compress(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    v4_launch_compress(args_of(b), s);
-}
-static void run_index(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    v4_launch_index_topk(args_of(b), s);
-}
-static void run_attention(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    v4_launch_attention(args_of(b), s);
-}
-static void run_decode(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    v4_launch_decode(args_of(b), s);
-}
+ATTN_LAUNCH_ARGS(run_compress, v4_launch_compress, v4_args)
+ATTN_LAUNCH_ARGS(run_index, v4_launch_index_topk, v4_args)
+ATTN_LAUNCH_ARGS(run_attention, v4_launch_attention, v4_args)
+ATTN_LAUNCH_ARGS(run_decode, v4_launch_decode, v4_args)
 
 /* fp16/bf16, D a multiple of 32 up to 512; no causal flag (the layer is causal by definition),
  * no varlen */
@@ -506,17 +493,13 @@ static const attn_option v4_option_table[] = {
 };
 #undef OPT
 
-/* state_size from deepseek_v4_stages.c, where v4_state is defined (dynamic initialisation) */
 static const attn_module v4_module = {
-    .options = v4_option_table,
-    .num_options = ATTN_COUNT(v4_option_table),
-    .options_size = sizeof(v4_options),
-    .state_size = v4_state_size(),
+    ATTN_MODULE_OPTIONS(v4_option_table, v4_options),
+    .state_size = sizeof(v4_state),
     .prepare = v4_prepare,
     .verdict = v4_verdict,
     .banner = v4_banner,
-    .stages = v4_stages,
-    .num_stages = ATTN_COUNT(v4_stages),
+    ATTN_STAGES(v4_stages),
     .setup = v4_setup,
     .flops = v4_flops,
     .release = v4_release,
