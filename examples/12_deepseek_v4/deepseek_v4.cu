@@ -454,23 +454,28 @@ static const attn_stage v4_stages[] = {
     {"attention", false, NULL, v4_clear_attention, v4_check_attention},
 };
 
+/* A row of the registry: each kernel, its launcher and its stage; every one has the layer's
+ * requirements. */
+#define V4_KERNEL(id, name, what, run, stage_)                                                     \
+    { ATTN_VERSION(id, name, what), .launch = run, .req = v4_requirements, .stage = stage_ }
 static const attn_kernel v4_kernels[] = {
-    {ATTN_VERSION(V4_K_COMPRESS, "compress",
-                  "every complete window -> one entry: gate softmax, RMSNorm, RoPE"),
-     .launch = run_compress, .req = v4_requirements, .stage = V4_STAGE_COMPRESS},
-    {ATTN_VERSION(V4_K_INDEX, "index_topk",
-                  "CSA: example 05's indexer and radix top-k over the entries"),
-     .launch = run_index, .req = v4_requirements, .stage = V4_STAGE_INDEX},
-    {ATTN_VERSION(V4_K_CSA, "csa_attention",
-                  "window + selected entries, one online softmax with the sink"),
-     .launch = run_attention, .req = v4_requirements, .stage = V4_STAGE_ATTENTION},
-    {ATTN_VERSION(V4_K_HCA, "hca_attention",
-                  "window + every visible entry, one online softmax with the sink"),
-     .launch = run_attention, .req = v4_requirements, .stage = V4_STAGE_ATTENTION},
-    {ATTN_VERSION(V4_K_DECODE, "decode",
-                  "token by token: streaming compressor, paged entries, attention"),
-     .launch = run_decode, .req = v4_requirements, .stage = V4_STAGE_ATTENTION},
+    V4_KERNEL(V4_K_COMPRESS, "compress",
+              "every complete window -> one entry: gate softmax, RMSNorm, RoPE", run_compress,
+              V4_STAGE_COMPRESS),
+    V4_KERNEL(V4_K_INDEX, "index_topk",
+              "CSA: example 05's indexer and radix top-k over the entries", run_index,
+              V4_STAGE_INDEX),
+    V4_KERNEL(V4_K_CSA, "csa_attention",
+              "window + selected entries, one online softmax with the sink", run_attention,
+              V4_STAGE_ATTENTION),
+    V4_KERNEL(V4_K_HCA, "hca_attention",
+              "window + every visible entry, one online softmax with the sink", run_attention,
+              V4_STAGE_ATTENTION),
+    V4_KERNEL(V4_K_DECODE, "decode",
+              "token by token: streaming compressor, paged entries, attention", run_decode,
+              V4_STAGE_ATTENTION),
 };
+#undef V4_KERNEL
 
 #define OPT(field) offsetof(v4_options, field)
 static const attn_option v4_option_table[] = {
