@@ -171,6 +171,13 @@ int attn_device_write(void *dst, const float *src, size_t count, attn_dtype t, v
     return attn_to_device(dst, staging, count * attn_dtype_size(t));
 }
 
+int attn_device_read(float *dst, const void *src, size_t count, attn_dtype t, void *staging) {
+    if (attn_to_host(staging, src, count * attn_dtype_size(t)))
+        return 1;
+    attn_unpack(dst, staging, count, t);
+    return 0;
+}
+
 int attn_device_upload(void **dst, const float *src, size_t count, attn_dtype t, void *staging) {
     const size_t bytes = count * attn_dtype_size(t);
     *dst = attn_device_alloc(bytes ? bytes : 16);

@@ -41,11 +41,8 @@ void attn_stage_reference_free(attn_stage_reference *r) {
 int attn_stage_read_output(const attn_problem *p, const void *d_o, const float *d_lse,
                            void *staging, float *o, float *lse) {
     const size_t qn = attn_problem_q_elems(p), ln = attn_problem_lse_elems(p);
-    if (attn_to_host(staging, d_o, qn * attn_dtype_size(p->dtype)) ||
-        attn_to_host(lse, d_lse, ln * sizeof(float)))
-        return 1;
-    attn_unpack(o, staging, qn, p->dtype);
-    return 0;
+    return attn_device_read(o, d_o, qn, p->dtype, staging) ||
+           attn_to_host(lse, d_lse, ln * sizeof(float));
 }
 
 void attn_stage_check_attention(const attn_problem *p, const float *o, const float *lse,

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "../03_flash_attention_v2/fa2_tile.cuh"
+#include "device/dispatch.cuh"
 #include "device/sm90.cuh"
 
 namespace {
@@ -29,6 +30,19 @@ template <bool BF16> struct elem {
         return attn_mma_traits<T>::pack(lo, hi);
     }
 };
+
+// f(bf16, d) for dtype t and head dimension D: bf16 a std::bool_constant (not bf16: f16), d
+// device/dispatch.cuh's tag of D (64 or 128). The {f16, bf16} x {64, 128} grid of this example's
+// launchers, templated on <bool BF16, int D>, written once (decltype(bf16)::value and
+// decltype(d)::value are the template arguments; flash3_fwd.cu's launch_version).
+template <typename F> static inline void fa3_dispatch(attn_dtype t, int D, F &&f) {
+    attn_dispatch_head_dim(D, [&](auto d) {
+        if (t == ATTN_BF16)
+            f(std::true_type{}, d);
+        else
+            f(std::false_type{}, d);
+    });
+}
 
 // One consumer warpgroup's state: O (64 x D, D / 2 floats per thread), and the running max
 // (log2 units of the scaled scores) and sum of its thread's two rows.

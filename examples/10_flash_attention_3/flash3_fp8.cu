@@ -300,19 +300,15 @@ extern "C" int fa3_fp8_q_blocks(int Lq) { return (Lq + BM - 1) / BM; }
 extern "C" int fa3_fp8_kv_blocks(int Lk) { return (Lk + BN - 1) / BN; }
 
 extern "C" void fa3_fp8_quantize(const fa3_fp8_args *a, cudaStream_t s) {
-    bool bf16 = a->dtype == ATTN_BF16;
-    if (a->D == 64)
-        bf16 ? launch_quantize<true, 64>(a, s) : launch_quantize<false, 64>(a, s);
-    else
-        bf16 ? launch_quantize<true, 128>(a, s) : launch_quantize<false, 128>(a, s);
+    fa3_dispatch(a->dtype, a->D, [&](auto bf16, auto d) {
+        launch_quantize<decltype(bf16)::value, decltype(d)::value>(a, s);
+    });
 }
 
 extern "C" void fa3_fp8_attention(const fa3_fp8_args *a, cudaStream_t s) {
-    bool bf16 = a->dtype == ATTN_BF16;
-    if (a->D == 64)
-        bf16 ? launch_attention<true, 64>(a, s) : launch_attention<false, 64>(a, s);
-    else
-        bf16 ? launch_attention<true, 128>(a, s) : launch_attention<false, 128>(a, s);
+    fa3_dispatch(a->dtype, a->D, [&](auto bf16, auto d) {
+        launch_attention<decltype(bf16)::value, decltype(d)::value>(a, s);
+    });
 }
 
 extern "C" attn_launch_shape fa3_fp8_launch_shape(int D) {

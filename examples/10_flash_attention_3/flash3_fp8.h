@@ -1,6 +1,7 @@
 /* flash3_fp8.h — Example 10's version 4, FlashAttention-3's FP8 (e4m3) forward: the pre-pass that
  * quantises Q, K and V (flash3_fp8.cu, fa3_fp8_quantize), the attention kernel on the codes
- * (fa3_fp8_attention), and the CPU side that checks them (flash3_fp8_reference.c).
+ * (fa3_fp8_attention), the CPU side that checks them (flash3_fp8_reference.c) and the checks
+ * (flash3_fp8_check.c) that the program (flash3_fp8_main.c) runs on what the kernels wrote.
  *
  * Layouts: Q, K, V and O dense [B, H, L, D] in the 16-bit dtype (f16 or bf16); the codes in the
  * same layout, one byte each (e4m3); one scale per block of rows of one head, a power of two:
@@ -20,6 +21,7 @@
 #include <cuda_runtime_api.h>
 
 #include "attn/problem.h"
+#include "attn/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -64,6 +66,30 @@ double fa3_fp8_scale_ref(double amax);
 /* The largest error rounding y (|y| <= 448) to the nearest e4m3 value can make: half the spacing
  * of e4m3 values where |y| lies (2^(e - 3) in [2^e, 2^(e+1)), the subnormals' 2^-9 below 2^-6). */
 double fa3_fp8_half_spacing_ref(double y);
+
+/* ---- the checks (flash3_fp8_check.c) --------------------------------------------------------- */
+
+/* What the kernels wrote, read back: the codes and scales (fa3_fp8_args' layouts), O (fp32
+ * values of the dtype) and the LSE. */
+typedef struct fa3_fp8_result {
+    const uint8_t *q8, *k8, *v8;
+    const float *q_scale, *k_scale, *v_scale, *o, *lse;
+} fa3_fp8_result;
+
+/* The checks' errors: the largest against fp64 (unquantised inputs), its RMS and its ratio to the
+ * bound; the same against the dequantised inputs; the largest score error; the LSE's; and the
+ * number of values out of bounds of each. */
+typedef struct fa3_fp8_errors {
+    double max64, rms64, ratio64, maxdq, ratiodq, score_max, lse_max, ratio_lse;
+    int64_t bad64, baddq, badlse;
+} fa3_fp8_errors;
+
+/* The four checks of got against the inputs in (the fp32 values the pre-pass read) on the first
+ * `rows` query rows in memory order, one PASS/FAIL line each on stdout ("fa3_fp8 quantise",
+ * "dequantised", "fp64", "lse"; the bounds: flash3_fp8_check.c). The number of failed checks, or
+ * -1 after "error: out of host memory ..." on stderr. */
+int fa3_fp8_check(const attn_problem *p, bool hadamard, int64_t rows, const attn_host_inputs *in,
+                  const fa3_fp8_result *got, fa3_fp8_errors *e);
 
 #ifdef __cplusplus
 }

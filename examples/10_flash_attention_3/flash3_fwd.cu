@@ -295,11 +295,9 @@ static void launch_typed(const attn_problem *p, const attn_buffers *b, cudaStrea
 
 template <int V>
 static void launch_version(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
-    bool bf16 = p->dtype == ATTN_BF16;
-    if (p->D == 64)
-        bf16 ? launch_typed<true, 64, V>(p, b, stream) : launch_typed<false, 64, V>(p, b, stream);
-    else
-        bf16 ? launch_typed<true, 128, V>(p, b, stream) : launch_typed<false, 128, V>(p, b, stream);
+    fa3_dispatch(p->dtype, p->D, [&](auto bf16, auto d) {
+        launch_typed<decltype(bf16)::value, decltype(d)::value, V>(p, b, stream);
+    });
 }
 
 template <int V> static attn_launch_shape shape_of(const attn_problem *p) {

@@ -53,7 +53,7 @@ def fp8_errors(program):
                 "double-precision attention over the unquantised inputs; the largest score "
                 "error: max over every query and key of |scale (q' · k' − q · k)|, q' and k' "
                 "the dequantised codes the pre-pass wrote. The bound: the worst case derived in "
-                "flash3_fp8_main.c (every check of these runs passed)."]
+                "flash3_fp8_check.c (every check of these runs passed)."]
     return "\n".join(out) + "\n"
 
 

@@ -438,23 +438,10 @@ extern "C" void v4_launch_prefill_rows(const v4_args *a, int t0, int t1, cudaStr
 
 /* ======================================== registry =========================================== */
 
-static const v4_args *args_of(const attn_buffers *b) { return (const v4_args *)b->args; }
-static void run_compress(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    v4_launch_compress(args_of(b), s);
-}
-static void run_index(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    v4_launch_index_topk(args_of(b), s);
-}
-static void run_attention(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    v4_launch_attention(args_of(b), s);
-}
-static void run_decode(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    v4_launch_decode(args_of(b), s);
-}
+ATTN_LAUNCH_ARGS(run_compress, v4_launch_compress, v4_args)
+ATTN_LAUNCH_ARGS(run_index, v4_launch_index_topk, v4_args)
+ATTN_LAUNCH_ARGS(run_attention, v4_launch_attention, v4_args)
+ATTN_LAUNCH_ARGS(run_decode, v4_launch_decode, v4_args)
 
 /* fp16/bf16, D a multiple of 32 up to 512; no causal flag (the layer is causal by definition),
  * no varlen */
@@ -467,23 +454,28 @@ static const attn_stage v4_stages[] = {
     {"attention", false, NULL, v4_clear_attention, v4_check_attention},
 };
 
+/* A row of the registry: each kernel, its launcher and its stage; every one has the layer's
+ * requirements. */
+#define V4_KERNEL(id, name, what, run, stage_)                                                     \
+    { ATTN_VERSION(id, name, what), .launch = run, .req = v4_requirements, .stage = stage_ }
 static const attn_kernel v4_kernels[] = {
-    {ATTN_VERSION(V4_K_COMPRESS, "compress",
-                  "every complete window -> one entry: gate softmax, RMSNorm, RoPE"),
-     .launch = run_compress, .req = v4_requirements, .stage = V4_STAGE_COMPRESS},
-    {ATTN_VERSION(V4_K_INDEX, "index_topk",
-                  "CSA: example 05's indexer and radix top-k over the entries"),
-     .launch = run_index, .req = v4_requirements, .stage = V4_STAGE_INDEX},
-    {ATTN_VERSION(V4_K_CSA, "csa_attention",
-                  "window + selected entries, one online softmax with the sink"),
-     .launch = run_attention, .req = v4_requirements, .stage = V4_STAGE_ATTENTION},
-    {ATTN_VERSION(V4_K_HCA, "hca_attention",
-                  "window + every visible entry, one online softmax with the sink"),
-     .launch = run_attention, .req = v4_requirements, .stage = V4_STAGE_ATTENTION},
-    {ATTN_VERSION(V4_K_DECODE, "decode",
-                  "token by token: streaming compressor, paged entries, attention"),
-     .launch = run_decode, .req = v4_requirements, .stage = V4_STAGE_ATTENTION},
+    V4_KERNEL(V4_K_COMPRESS, "compress",
+              "every complete window -> one entry: gate softmax, RMSNorm, RoPE", run_compress,
+              V4_STAGE_COMPRESS),
+    V4_KERNEL(V4_K_INDEX, "index_topk",
+              "CSA: example 05's indexer and radix top-k over the entries", run_index,
+              V4_STAGE_INDEX),
+    V4_KERNEL(V4_K_CSA, "csa_attention",
+              "window + selected entries, one online softmax with the sink", run_attention,
+              V4_STAGE_ATTENTION),
+    V4_KERNEL(V4_K_HCA, "hca_attention",
+              "window + every visible entry, one online softmax with the sink", run_attention,
+              V4_STAGE_ATTENTION),
+    V4_KERNEL(V4_K_DECODE, "decode",
+              "token by token: streaming compressor, paged entries, attention", run_decode,
+              V4_STAGE_ATTENTION),
 };
+#undef V4_KERNEL
 
 #define OPT(field) offsetof(v4_options, field)
 static const attn_option v4_option_table[] = {
@@ -506,17 +498,13 @@ static const attn_option v4_option_table[] = {
 };
 #undef OPT
 
-/* state_size from deepseek_v4_stages.c, where v4_state is defined (dynamic initialisation) */
 static const attn_module v4_module = {
-    .options = v4_option_table,
-    .num_options = ATTN_COUNT(v4_option_table),
-    .options_size = sizeof(v4_options),
-    .state_size = v4_state_size(),
+    ATTN_MODULE_OPTIONS(v4_option_table, v4_options),
+    .state_size = sizeof(v4_state),
     .prepare = v4_prepare,
     .verdict = v4_verdict,
     .banner = v4_banner,
-    .stages = v4_stages,
-    .num_stages = ATTN_COUNT(v4_stages),
+    ATTN_STAGES(v4_stages),
     .setup = v4_setup,
     .flops = v4_flops,
     .release = v4_release,

@@ -1,5 +1,6 @@
 /* deepseek_v4.h — Example 12's kernels (deepseek_v4.cu), their C reference
- * (deepseek_v4_reference.c) and the stages on the one driver (deepseek_v4_stages.c).
+ * (deepseek_v4_reference.c), their device buffers (deepseek_v4_buffers.c) and the stages on the
+ * one driver (deepseek_v4_stages.c, deepseek_v4_checks.c).
  *
  * One V4 attention layer after its projections (README.md, "What is computed"). Layouts, row-major,
  * T = the problem's dtype (f16 or bf16), c = 2*D for CSA's overlapping compressor, D for HCA's:
@@ -28,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../05_deepseek_sparse/deepseek_sparse.h"
 #include "attn/example.h"
 #include "attn/problem.h"
 
@@ -116,31 +118,66 @@ void v4_ref_attention_row(const v4_config *c, const float *q_t, const float *kv_
 /* One line naming what is wrong with the configuration, or NULL. */
 const char *v4_config_problem(const v4_config *c);
 
-/* ---- the stages (deepseek_v4_stages.c) ---------------------------------------------------- */
+/* ---- the device buffers (deepseek_v4_buffers.c), for the stages and the library (v4_api.c) -- */
+#define V4_MAX_BUFFERS 32
+/* Every device buffer of g for g->c (the layouts above: inputs, outputs, decode's pool, rings and
+ * page table, CSA's indexer's), the 16-bit ones in dtype t, K selections per row; zeroed, each of
+ * at least 16 bytes, each also appended to owned[*n_owned] for the caller to free
+ * (V4_MAX_BUFFERS at most). The page table hands the pages out in reverse (not the identity), a
+ * copy of it into *host_table (malloc'd, B * pages_per_seq entries) when host_table is not NULL.
+ * 0, or 1 when a buffer could not be had (attn_device_alloc reported it). */
+int v4_args_alloc(v4_args *g, attn_dtype t, int K, void **owned, int *n_owned,
+                  int32_t **host_table);
+/* Example 05's arguments (ds_args ds_pair[2], deepseek_sparse.h) for g's indexer and top-k: [0] a
+ * prefill over every row, [1] one decoding query; K selections per row; sets g->ds. */
+void v4_index_args(void *ds_pair, const attn_problem *dsp, v4_args *g, int K);
+
+/* ---- the stages (deepseek_v4_stages.c, their checks deepseek_v4_checks.c) ------------------ */
 typedef struct v4_options {
     int kind; /* --kind csa|hca */
     int m, window, topk, index_heads, index_dim, rope_dim, page;
 } v4_options;
 
-int v4_prepare(void *state, const attn_example *ex, const attn_cli *cli, const void *opts,
-               attn_problem *p, char *why, size_t len);
-attn_verdict v4_verdict(void *state, const attn_kernel *k, const attn_problem *p, char *why,
-                        size_t len);
-void v4_banner(void *state, const attn_problem *p);
-int v4_setup(void *state, const attn_problem *p, const attn_cli *cli, int check_rows,
-             attn_buffers *b, int *chunks);
-int v4_clear_compress(void *state, const attn_kernel *k, int chunk);
-int v4_check_compress(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
-int v4_clear_index(void *state, const attn_kernel *k, int chunk);
-int v4_check_index(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
-int v4_clear_attention(void *state, const attn_kernel *k, int chunk);
-int v4_check_attention(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
-void v4_release(void *state);
-/* Example 05's arguments (ds_args ds_pair[2], deepseek_sparse.h) for g's indexer and top-k: [0] a
- * prefill over every row, [1] one decoding query; K selections per row; sets g->ds. */
-void v4_index_args(void *ds_pair, const attn_problem *dsp, v4_args *g, int K);
-double v4_flops(void *state, const attn_kernel *k);
-size_t v4_state_size(void);
+/* What the module keeps for one run (attn/example.h's state): its flags, its seeded inputs, the
+ * references and what the checks accepted, the device buffers (deepseek_v4_stages.c sets it up,
+ * deepseek_v4_checks.c reads it). */
+#define V4_MAX_HOST 40
+
+typedef struct v4_state {
+    v4_options opt;
+    v4_config c;
+    attn_problem p, dsp;
+    int n, K;   /* entries per sequence, the selection's width min(topk, n) */
+    int stride; /* query rows checked: every stride-th position and the last */
+    uint64_t rng;
+    float amplitude;
+    bool ties;
+    /* host inputs (values the device reads) */
+    float *q, *kv, *ckv, *cgate, *cbias, *cnorm, *ikv, *igate, *ibias, *inorm, *qI, *wI, *sinks;
+    int32_t *page_table;
+    /* references and what the checks accepted */
+    double *ref_comp, *ref_icomp;
+    float *comp, *icomp, *logits, *out, *pool;
+    int32_t *sel, *seen;
+    /* device */
+    v4_args args;
+    ds_args ds[2];
+    /* what release frees: the device buffers and the host ones */
+    void *d[V4_MAX_BUFFERS], *h[V4_MAX_HOST];
+    int nd, nh;
+    void *staging;      /* the 16-bit inputs on their way to the device */
+    bool out_of_memory; /* a host buffer could not be had */
+    bool failed;        /* an input could not be written to the device (reported) */
+} v4_state;
+
+attn_module_prepare_fn v4_prepare;
+attn_module_verdict_fn v4_verdict;
+attn_module_banner_fn v4_banner;
+attn_module_setup_fn v4_setup;
+attn_module_flops_fn v4_flops;
+attn_module_release_fn v4_release;
+attn_stage_clear_fn v4_clear_compress, v4_clear_index, v4_clear_attention;
+attn_stage_check_fn v4_check_compress, v4_check_index, v4_check_attention;
 
 enum { V4_STAGE_COMPRESS, V4_STAGE_INDEX, V4_STAGE_ATTENTION };
 enum { V4_K_COMPRESS = 1, V4_K_INDEX = 2, V4_K_CSA = 3, V4_K_HCA = 4, V4_K_DECODE = 5 };

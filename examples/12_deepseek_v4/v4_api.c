@@ -9,12 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../05_deepseek_sparse/deepseek_sparse.h"
 #include "attn/device.h"
 #include "attn/tensor.h"
 #include "deepseek_v4.h"
-
-enum { N_DEV = 24 };
 
 struct v4_session {
     v4_config c;
@@ -23,7 +20,7 @@ struct v4_session {
     v4_args a;
     int len, n_cap, K, ring;
     size_t es;
-    void *d[N_DEV];
+    void *d[V4_MAX_BUFFERS];
     int nd;
     void *staging;
     size_t cap_staging;
@@ -38,17 +35,6 @@ static int fail(v4_session *s, int rc, const char *fmt, ...) {
     return rc;
 }
 
-/* A zeroed device buffer of `bytes` (at least 16), kept for v4_session_close. */
-static void *buffer(v4_session *s, size_t bytes) {
-    void *d = attn_device_alloc(bytes + 16);
-    if (d != NULL && cudaMemset(d, 0, bytes + 16) != cudaSuccess) {
-        attn_device_free(d);
-        d = NULL;
-    }
-    s->d[s->nd++] = d;
-    return d;
-}
-
 static int grow_staging(v4_session *s, size_t bytes) {
     return attn_host_grow(&s->staging, &s->cap_staging, bytes) ? fail(s, 1, "out of host memory")
                                                                : 0;
@@ -61,19 +47,11 @@ static int put_rows(v4_session *s, void *dst, const float *src, int n, size_t ro
     if (grow_staging(s, count * es))
         return 1;
     for (int b = 0; b < s->c.B; ++b) {
-        attn_pack(s->staging, src + (size_t)b * count, count, t);
         char *at = (char *)dst + ((size_t)b * s->c.L + (size_t)s->len) * row * es;
-        if (attn_to_device(at, s->staging, count * es))
+        if (attn_device_write(at, src + (size_t)b * count, count, t, s->staging))
             return fail(s, 1, "cannot copy %zu bytes to the device", count * es);
     }
     return 0;
-}
-
-static void *upload_f32(v4_session *s, const float *src, size_t count) {
-    void *d = buffer(s, count * sizeof(float));
-    if (d != NULL && attn_to_device(d, src, count * sizeof(float)) != 0)
-        return NULL;
-    return d;
 }
 
 const char *v4_session_backend(void) { return attn_backend_name(); }
@@ -100,20 +78,9 @@ v4_session *v4_session_open(int kind, int batch, int heads, int head_dim, int m,
         return NULL;
     }
     v4_config *c = &s->c;
-    *c = (v4_config){kind == 1 ? V4_HCA : V4_CSA,
-                     batch,
-                     max_tokens,
-                     heads,
-                     head_dim,
-                     m,
-                     window,
-                     topk,
-                     index_heads,
-                     index_dim,
-                     rope_dim,
-                     rope_theta,
-                     eps,
-                     page};
+    *c = (v4_config){.kind = kind == 1 ? V4_HCA : V4_CSA, .rope_theta = rope_theta, .eps = eps};
+    c->B = batch, c->L = max_tokens, c->H = heads, c->D = head_dim, c->m = m, c->window = window;
+    c->topk = topk, c->HI = index_heads, c->DI = index_dim, c->rope_dim = rope_dim, c->page = page;
     const int csa = c->kind == V4_CSA;
     const char *bad =
         kind < 0 || kind > 1                      ? "kind must be 0 (CSA) or 1 (HCA)"
@@ -140,62 +107,25 @@ v4_session *v4_session_open(int kind, int batch, int heads, int head_dim, int m,
         free(s);
         return NULL;
     }
-    const size_t B = (size_t)batch, L = (size_t)max_tokens, H = (size_t)heads, D = (size_t)head_dim;
-    const size_t cw = (csa ? 2 : 1) * D, DI = (size_t)index_dim, HI = (size_t)index_heads;
-    const size_t n = (size_t)s->n_cap, K = (size_t)(s->K > 0 ? s->K : 1);
+    const size_t D = (size_t)head_dim, cw = (csa ? 2 : 1) * D;
     s->es = attn_dtype_size(s->p.dtype);
     s->ring = csa ? 2 * m : m;
-    const size_t es = s->es, ring = (size_t)s->ring;
-    const int pps = (int)((n + (size_t)page - 1) / (size_t)page) + 1;
+    const int K = s->K > 0 ? s->K : 1;
     v4_args *g = &s->a;
-    g->c = *c;
-    g->p = &s->p;
-    g->q = buffer(s, B * L * H * D * es);
-    g->kv = buffer(s, B * L * D * es);
-    g->ckv = buffer(s, B * L * cw * es);
-    g->cgate = buffer(s, B * L * cw * es);
-    g->o = buffer(s, B * L * H * D * es);
-    g->pool = buffer(s, B * (size_t)pps * (size_t)page * D * es);
-    g->pages_per_seq = pps;
-    g->ring_kv = buffer(s, B * ring * cw * es);
-    g->ring_gate = buffer(s, B * ring * cw * es);
-    g->cbias = upload_f32(s, cbias, (size_t)m * cw);
-    g->cnorm = upload_f32(s, cnorm, D);
-    g->sinks = upload_f32(s, sinks, H);
-    int32_t *table = malloc(B * (size_t)pps * sizeof(int32_t));
-    void *d_table = buffer(s, B * (size_t)pps * sizeof(int32_t));
-    if (table != NULL && d_table != NULL) { /* pages handed out in reverse: not the identity */
-        for (size_t i = 0; i < B * (size_t)pps; ++i)
-            table[i] = (int32_t)(B * (size_t)pps - 1 - i);
-        if (attn_to_device(d_table, table, B * (size_t)pps * sizeof(int32_t)))
-            d_table = NULL;
-    }
-    free(table);
-    g->page_table = d_table;
-    int ok = d_table != NULL;
-    if (csa) {
-        g->ikv = buffer(s, B * L * 2 * DI * es);
-        g->igate = buffer(s, B * L * 2 * DI * es);
-        g->qI = buffer(s, B * L * HI * DI * es);
-        g->wI = buffer(s, B * L * HI * sizeof(float));
-        g->icomp = buffer(s, B * n * DI * es);
-        g->logits = buffer(s, B * L * n * sizeof(float));
-        g->sel = buffer(s, B * L * K * sizeof(int32_t));
-        g->ring_ikv = buffer(s, B * ring * 2 * DI * es);
-        g->ring_igate = buffer(s, B * ring * 2 * DI * es);
-        g->ibias = upload_f32(s, ibias, (size_t)m * 2 * DI);
-        g->inorm = upload_f32(s, inorm, DI);
-        ok = ok && g->ibias != NULL && g->inorm != NULL;
-    }
-    ok = ok && g->cbias != NULL && g->cnorm != NULL && g->sinks != NULL;
-    for (int i = 0; i < s->nd; ++i)
-        ok = ok && s->d[i] != NULL;
+    *g = (v4_args){.c = *c, .p = &s->p};
+    const size_t f4 = sizeof(float), DI = (size_t)index_dim; /* the layer's weights, fp32 */
+    const int ok = v4_args_alloc(g, s->p.dtype, K, s->d, &s->nd, NULL) == 0 &&
+                   !attn_to_device((void *)g->cbias, cbias, (size_t)m * cw * f4) &&
+                   !attn_to_device((void *)g->cnorm, cnorm, D * f4) &&
+                   !attn_to_device((void *)g->sinks, sinks, (size_t)heads * f4) &&
+                   (!csa || (!attn_to_device((void *)g->ibias, ibias, (size_t)m * 2 * DI * f4) &&
+                             !attn_to_device((void *)g->inorm, inorm, DI * f4)));
     if (!ok) {
         snprintf(err, (size_t)err_len, "cannot allocate example 12's device buffers");
         v4_session_close(s);
         return NULL;
     }
-    v4_index_args(s->ds, &s->dsp, g, (int)K);
+    v4_index_args(s->ds, &s->dsp, g, K);
     return s;
 }
 
@@ -250,9 +180,8 @@ int v4_session_step(v4_session *s, int n, const float *q, const float *kv, const
         return 1;
     for (int b = 0; b < c->B; ++b) {
         const char *at = (const char *)g->o + ((size_t)b * c->L + (size_t)s->len) * H * D * s->es;
-        if (attn_to_host(s->staging, at, count * s->es))
+        if (attn_device_read(out + (size_t)b * count, at, count, t, s->staging))
             return fail(s, 1, "cannot copy %zu bytes from the device", count * s->es);
-        attn_unpack(out + (size_t)b * count, s->staging, count, t);
     }
     s->len += n;
     return 0;

@@ -18,6 +18,7 @@
 #include "attn/device.h"
 #include "attn/example.h"
 #include "attn/reference.h"
+#include "attn/tensor.h"
 #include "unit_test.h"
 
 static const char *stderr_path = "attn_unit_example.stderr";
@@ -265,7 +266,94 @@ static void test_varlen(void) {
     CHECK_CONTAINS(out, "SKIP: kernel 'first' does not support variable-length batches");
 }
 
+/* ---- the shapes a staged example's header and registry share (attn/example.h, problem.h) ---- */
+typedef struct shape_args {
+    int launched;
+    cudaStream_t stream;
+} shape_args;
+typedef struct shape_opts {
+    int m, n;
+} shape_opts;
+static const attn_option shape_options[] = {
+    {"-m", "M", "m", ATTN_OPTION_INT, offsetof(shape_opts, m), 1, 9, NULL, "1", NULL},
+    {"-n", "N", "n", ATTN_OPTION_INT, offsetof(shape_opts, n), 1, 9, NULL, "1", NULL},
+};
+static void shape_launch(const shape_args *a, cudaStream_t s) {
+    ((shape_args *)a)->launched++;
+    ((shape_args *)a)->stream = s;
+}
+ATTN_LAUNCH_ARGS(shape_run, shape_launch, shape_args)
+/* declared through the hook types, defined with their signatures: a mismatch does not compile */
+static attn_stage_clear_fn shape_clear;
+static attn_stage_check_fn shape_check;
+static attn_module_setup_fn shape_setup;
+static int shape_clear(void *state, const attn_kernel *k, int chunk) {
+    (void)k;
+    return *(int *)state + chunk;
+}
+static int shape_check(void *state, const attn_kernel *k, int chunk, attn_stage_check *out) {
+    (void)state, (void)k, (void)chunk;
+    out->pass = true;
+    return 0;
+}
+static int shape_setup(void *state, const attn_problem *p, const attn_cli *cli, int check_rows,
+                       attn_buffers *b, int *chunks) {
+    (void)state, (void)p, (void)cli, (void)b;
+    *chunks = check_rows;
+    return 0;
+}
+
+static void test_module_shapes(void) {
+    static const attn_stage stages[] = {{"one", false, NULL, shape_clear, shape_check},
+                                        {"two", true, NULL, shape_clear, shape_check},
+                                        {"three", false, NULL, NULL, NULL}};
+    const attn_module m = {ATTN_MODULE_OPTIONS(shape_options, shape_opts), ATTN_STAGES(stages),
+                           .setup = shape_setup};
+    CHECK(m.options == shape_options);
+    CHECK_EQ(m.num_options, 2);
+    CHECK_EQ(m.options_size, sizeof(shape_opts));
+    CHECK(m.stages == stages);
+    CHECK_EQ(m.num_stages, 3);
+    int state = 4, chunks = 0;
+    CHECK_EQ(m.stages[1].clear(&state, NULL, 3), 7);
+    CHECK_EQ(m.setup(&state, NULL, NULL, 5, NULL, &chunks), 0);
+    CHECK_EQ(chunks, 5);
+    /* the launcher gets the module's arguments and the stream, nothing else */
+    shape_args a = {0, NULL};
+    const attn_buffers b = {.args = &a};
+    const attn_kernel k = {ATTN_VERSION(1, "shape", "ATTN_LAUNCH_ARGS"), .launch = shape_run};
+    k.launch(NULL, &b, (cudaStream_t)&state);
+    k.launch(NULL, &b, (cudaStream_t)&state);
+    CHECK_EQ(a.launched, 2);
+    CHECK(a.stream == (cudaStream_t)&state);
+}
+
+/* attn_device_write and attn_device_read round-trip the dtype's values (the simulator: device
+ * memory is host memory); a value that is not one of the dtype's comes back rounded. */
+static void test_device_read_write(void) {
+    if (strcmp(attn_backend_name(), "sim") != 0)
+        return;
+    const float x[4] = {1.0f, -0.3330078125f, 1.0f / 3.0f, 65504.0f};
+    const attn_dtype types[2] = {ATTN_F16, ATTN_BF16};
+    for (int i = 0; i < 2; ++i) {
+        float in[4], back[4] = {0};
+        uint16_t staging[4];
+        for (int j = 0; j < 4; ++j)
+            in[j] = attn_round_dtype(x[j], types[i]);
+        void *d = attn_device_alloc(sizeof staging);
+        CHECK(d != NULL);
+        CHECK_EQ(attn_device_write(d, x, 4, types[i], staging), 0);
+        CHECK_EQ(attn_device_read(back, d, 4, types[i], staging), 0);
+        for (int j = 0; j < 4; ++j)
+            CHECK(back[j] == in[j]);
+        CHECK(back[2] != x[2]); /* 1/3 is not a 16-bit value */
+        attn_device_free(d);
+    }
+}
+
 int main(void) {
+    test_module_shapes();
+    test_device_read_write();
     test_before_the_device();
     test_no_gpu();
     test_simulator_run();

@@ -70,6 +70,9 @@ int attn_to_host(void *dst, const void *src, size_t bytes);
 int attn_device_upload(void **dst, const float *src, size_t count, attn_dtype t, void *staging);
 /* The same into an existing device buffer dst (count elements of t). 0, or 1 after reporting. */
 int attn_device_write(void *dst, const float *src, size_t count, attn_dtype t, void *staging);
+/* The reverse of attn_device_write: count elements of t at src on the device into dst as fp32
+ * (through staging, a host scratch of at least count elements of t). 0, or 1 after reporting. */
+int attn_device_read(float *dst, const void *src, size_t count, attn_dtype t, void *staging);
 /* A new device buffer holding a copy of `bytes` host bytes (at least 16 are allocated). 0, or 1
  * after reporting the error (*dst NULL, or to be freed by the caller). */
 int attn_device_upload_bytes(void **dst, const void *src, size_t bytes);

@@ -50,6 +50,14 @@ typedef struct attn_stage_check {
     char detail[256]; /* the first failure (where and what), or "" */
 } attn_stage_check;
 
+/* A stage's hooks (attn_stage below), as types: a staged example's header declares with them
+ * the hooks that its registry (.cu) names and its stages (.c) define, e.g.
+ *   attn_stage_clear_fn v4_clear_compress, v4_clear_index; */
+typedef int attn_stage_prepare_fn(void *state, char *why, size_t len);
+typedef int attn_stage_clear_fn(void *state, const attn_kernel *k, int chunk);
+typedef int attn_stage_check_fn(void *state, const attn_kernel *k, int chunk,
+                                attn_stage_check *out);
+
 typedef struct attn_stage {
     const char *name; /* "indexer", "top-k", "attention" */
     /* Its kernels work on query chunks (attn_buffers.chunk, 0 .. chunks-1): consecutive chunked
@@ -181,6 +189,25 @@ typedef struct attn_module {
     void (*after_table)(void *state, const attn_example *ex, const attn_run_record *recs, int n);
     void (*release)(void *state);
 } attn_module;
+
+/* The module's hooks that most staged examples define (attn_module's members of the same names),
+ * as types for their headers' declarations:  attn_module_setup_fn v4_setup; */
+typedef int attn_module_prepare_fn(void *state, const attn_example *ex, const attn_cli *cli,
+                                   const void *opts, attn_problem *p, char *why, size_t len);
+typedef attn_verdict attn_module_verdict_fn(void *state, const attn_kernel *k,
+                                            const attn_problem *p, char *why, size_t len);
+typedef void attn_module_banner_fn(void *state, const attn_problem *p);
+typedef int attn_module_setup_fn(void *state, const attn_problem *p, const attn_cli *cli,
+                                 int check_rows, attn_buffers *b, int *chunks);
+typedef double attn_module_flops_fn(void *state, const attn_kernel *k);
+typedef void attn_module_release_fn(void *state);
+
+/* A module's flags, table (an array of attn_option) parsed into a struct type: .options,
+ * .num_options and .options_size. Its stages, rows (an array of attn_stage): .stages and
+ * .num_stages. */
+#define ATTN_MODULE_OPTIONS(table, type)                                                           \
+    .options = (table), .num_options = ATTN_COUNT(table), .options_size = sizeof(type)
+#define ATTN_STAGES(rows) .stages = (rows), .num_stages = ATTN_COUNT(rows)
 
 /* The stage of kernel k in ex ("attention" for an example without stages). */
 const char *attn_example_stage_name(const attn_example *ex, const attn_kernel *k);

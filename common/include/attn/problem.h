@@ -133,6 +133,15 @@ typedef struct attn_buffers {
 /* One launcher signature for every kernel of the chapter. Asynchronous on `stream`; reports
  * launch errors through cudaGetLastError like any CUDA launch. */
 typedef void (*attn_launch_fn)(const attn_problem *p, const attn_buffers *b, cudaStream_t stream);
+/* A staged example's launcher (an attn_launch_fn) `name` that calls launcher(args, stream) with
+ * the module's arguments b->args as a const type * (attn_buffers.args), for registry rows:
+ *   ATTN_LAUNCH_ARGS(run_compress, v4_launch_compress, v4_args)
+ * (a launcher that also reads the chunk or the problem keeps a wrapper of its own). */
+#define ATTN_LAUNCH_ARGS(name, launcher, type)                                                     \
+    static void name(const attn_problem *p_, const attn_buffers *b_, cudaStream_t s_) {            \
+        (void)p_;                                                                                  \
+        launcher((const type *)b_->args, s_);                                                      \
+    }
 
 /* What a kernel can do; the harness refuses problems outside it with a clear message. Written with
  * designated initialisers, a member left out meaning no / any:
