@@ -428,7 +428,7 @@ static const attn_option ds_option_table[] = {
 #undef OPT
 
 const attn_module ds_module = {
-    ATTN_OPTIONS(ds_option_table, ds_options),
+    ATTN_MODULE_OPTIONS(ds_option_table, ds_options),
     .state_size = sizeof(ds_state),
     .prepare = ds_prepare,
     .verdict = ds_verdict,

@@ -200,25 +200,19 @@ void ds_fp8_check_exact(ds_state *s, ds_fp8_view *v, int b, int i, const float *
                         attn_stage_check *out);
 void ds_fp8_release(ds_fp8_view *v);
 
-int ds_prepare(void *state, const attn_example *ex, const attn_cli *cli, const void *opts,
-               attn_problem *p, char *why, size_t len);
-attn_verdict ds_verdict(void *state, const attn_kernel *k, const attn_problem *p, char *why,
-                        size_t len);
-void ds_banner(void *state, const attn_problem *p);
-int ds_setup(void *state, const attn_problem *p, const attn_cli *cli, int check_rows,
-             attn_buffers *b, int *chunks);
-int ds_clear_logits(void *state, const attn_kernel *k, int chunk);
-int ds_check_indexer(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
-int ds_clear_selection(void *state, const attn_kernel *k, int chunk);
-int ds_check_topk(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
-int ds_prepare_attention(void *state, char *why, size_t len);
-int ds_clear_output(void *state, const attn_kernel *k, int chunk);
-int ds_check_attention(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
-double ds_flops(void *state, const attn_kernel *k);
-void ds_record_json(void *state, const attn_kernel *k, char *out, size_t len);
-int ds_dump(void *state, const char *dir);
-void ds_after_table(void *state, const attn_example *ex, const attn_run_record *recs, int n);
-void ds_release(void *state);
+/* The module's and the stages' hooks (their types: attn/example.h). */
+attn_module_prepare_fn ds_prepare;
+attn_module_verdict_fn ds_verdict;
+attn_module_banner_fn ds_banner;
+attn_module_setup_fn ds_setup;
+attn_stage_prepare_fn ds_prepare_attention;
+attn_stage_clear_fn ds_clear_logits, ds_clear_selection, ds_clear_output;
+attn_stage_check_fn ds_check_indexer, ds_check_topk, ds_check_attention;
+attn_module_flops_fn ds_flops;
+attn_module_record_json_fn ds_record_json;
+attn_module_dump_fn ds_dump;
+attn_module_after_table_fn ds_after_table;
+attn_module_release_fn ds_release;
 
 #ifdef __cplusplus
 }

@@ -381,7 +381,7 @@ static void bwd_usage(const attn_example *ex, FILE *f) {
 }
 
 const attn_module bwd_module = {
-    ATTN_OPTIONS(bwd_option_table, bwd_options),
+    ATTN_MODULE_OPTIONS(bwd_option_table, bwd_options),
     .usage = bwd_usage,
     .state_size = sizeof(bwd_state),
     .prepare = bwd_prepare,

@@ -115,24 +115,19 @@ typedef struct bwd_state {
     bwd_args args;
 } bwd_state;
 
-int bwd_prepare(void *state, const attn_example *ex, const attn_cli *cli, const void *opts,
-                attn_problem *p, char *why, size_t len);
-attn_verdict bwd_verdict(void *state, const attn_kernel *k, const attn_problem *p, char *why,
-                         size_t len);
-void bwd_banner(void *state, const attn_problem *p);
-int bwd_setup(void *state, const attn_problem *p, const attn_cli *cli, int check_rows,
-              attn_buffers *b, int *chunks);
-int bwd_prepare_forward(void *state, char *why, size_t len);
-int bwd_clear_forward(void *state, const attn_kernel *k, int chunk);
-int bwd_check_forward(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
-int bwd_prepare_backward(void *state, char *why, size_t len);
-int bwd_clear_backward(void *state, const attn_kernel *k, int chunk);
-int bwd_check_backward(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
-double bwd_flops(void *state, const attn_kernel *k);
-void bwd_record_json(void *state, const attn_kernel *k, char *out, size_t len);
-int bwd_dump(void *state, const char *dir);
-void bwd_after_table(void *state, const attn_example *ex, const attn_run_record *recs, int n);
-void bwd_release(void *state);
+/* The module's and the stages' hooks (their types: attn/example.h). */
+attn_module_prepare_fn bwd_prepare;
+attn_module_verdict_fn bwd_verdict;
+attn_module_banner_fn bwd_banner;
+attn_module_setup_fn bwd_setup;
+attn_stage_prepare_fn bwd_prepare_forward, bwd_prepare_backward;
+attn_stage_clear_fn bwd_clear_forward, bwd_clear_backward;
+attn_stage_check_fn bwd_check_forward, bwd_check_backward;
+attn_module_flops_fn bwd_flops;
+attn_module_record_json_fn bwd_record_json;
+attn_module_dump_fn bwd_dump;
+attn_module_after_table_fn bwd_after_table;
+attn_module_release_fn bwd_release;
 const char *bwd_inputs_read_from(void *state);
 /* bwd_files.c: --tensors DIR read into s (0, or ATTN_EXIT_USAGE with why); the gradients g
  * written to s->dump_dir as <name>_<suffix>.bin (0, or 1 after a message). */

@@ -378,7 +378,7 @@ static const attn_option flex_option_table[] = {
 #undef OPT
 
 const attn_module flex_module = {
-    ATTN_OPTIONS(flex_option_table, flex_options),
+    ATTN_MODULE_OPTIONS(flex_option_table, flex_options),
     .usage = usage,
     .state_size = sizeof(flex_state),
     .prepare = prepare,

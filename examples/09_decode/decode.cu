@@ -1072,15 +1072,12 @@ static const attn_option dec_option_table[] = {
 #undef OPT
 
 static const attn_module dec_module = {
-    .options = dec_option_table,
-    .num_options = ATTN_COUNT(dec_option_table),
-    .options_size = sizeof(dec_options),
+    ATTN_MODULE_OPTIONS(dec_option_table, dec_options),
     .state_size = sizeof(dec_state),
     .prepare = dec_prepare,
     .verdict = dec_verdict,
     .banner = dec_banner,
-    .stages = dec_stages,
-    .num_stages = ATTN_COUNT(dec_stages),
+    ATTN_STAGES(dec_stages),
     .host_bytes = dec_host_bytes,
     .setup = dec_setup,
     .flops = dec_flops,

@@ -260,25 +260,20 @@ typedef struct dec_state {
     dec_run run; /* what the kernels read (attn_buffers.args) */
 } dec_state;
 
-int dec_prepare(void *state, const attn_example *ex, const attn_cli *cli, const void *opts,
-                attn_problem *p, char *why, size_t len);
-attn_verdict dec_verdict(void *state, const attn_kernel *k, const attn_problem *p, char *why,
-                         size_t len);
-void dec_banner(void *state, const attn_problem *p);
-int dec_setup(void *state, const attn_problem *p, const attn_cli *cli, int check_rows,
-              attn_buffers *b, int *chunks);
-int dec_clear(void *state, const attn_kernel *k, int chunk); /* every stage's */
-int dec_check_append(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
-int dec_check_attention(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
-int dec_check_indexer(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
-int dec_check_topk(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
-int dec_prepare_sparse(void *state, char *why, size_t len);
-int dec_check_sparse(void *state, const attn_kernel *k, int chunk, attn_stage_check *out);
-double dec_flops(void *state, const attn_kernel *k);
-void dec_record_json(void *state, const attn_kernel *k, char *out, size_t len);
-int dec_dump(void *state, const char *dir);
-void dec_after_table(void *state, const attn_example *ex, const attn_run_record *recs, int n);
-void dec_release(void *state);
+/* The module's and the stages' hooks (their types: attn/example.h). */
+attn_module_prepare_fn dec_prepare;
+attn_module_verdict_fn dec_verdict;
+attn_module_banner_fn dec_banner;
+attn_module_setup_fn dec_setup;
+attn_stage_prepare_fn dec_prepare_sparse;
+attn_stage_clear_fn dec_clear; /* every stage's */
+attn_stage_check_fn dec_check_append, dec_check_attention, dec_check_indexer, dec_check_topk,
+    dec_check_sparse;
+attn_module_flops_fn dec_flops;
+attn_module_record_json_fn dec_record_json;
+attn_module_dump_fn dec_dump;
+attn_module_after_table_fn dec_after_table;
+attn_module_release_fn dec_release;
 /* The host memory dec_setup will allocate (the driver checks it before the run). */
 double dec_host_bytes(void *state, const attn_problem *p);
 /* The model of the bytes kernel k moves (README.md, "Bytes per decoded token"). */

@@ -344,7 +344,7 @@ static void test_json_append(void) {
     FILE *f = fopen(path, "r");
     CHECK(f != NULL);
     if (f != NULL) {
-        read_file(f, text, sizeof text);
+        unit_read_back(f, text, sizeof text);
         fclose(f);
     }
     CHECK(strcmp(text, "{\"a\": 1}\n{\"b\": \"x\"}\n") == 0);

@@ -109,13 +109,6 @@ int attn_stage_check_output(const attn_problem *p, const void *d_o, const float 
                             void *staging, float *o, float *lse, const attn_stage_reference *r,
                             double amplitude, attn_stage_check *out);
 
-/* A module's option table and the struct its values are parsed into (.options, .num_options,
- * .options_size), and its stages (.stages, .num_stages): the counts come from the arrays, as
- * ATTN_KERNELS does for kernel rows (attn/problem.h). */
-#define ATTN_OPTIONS(table, options_type)                                                          \
-    .options = (table), .num_options = ATTN_COUNT(table), .options_size = sizeof(options_type)
-#define ATTN_STAGES(table) .stages = (table), .num_stages = ATTN_COUNT(table)
-
 /* ---- the module -------------------------------------------------------------------------------
  * Every hook may be NULL. state is the module's own storage (state_size bytes, zeroed, kept for
  * the whole run), opts its parsed options (options_size bytes). Written with designated
@@ -201,6 +194,10 @@ typedef int attn_module_setup_fn(void *state, const attn_problem *p, const attn_
                                  int check_rows, attn_buffers *b, int *chunks);
 typedef double attn_module_flops_fn(void *state, const attn_kernel *k);
 typedef void attn_module_release_fn(void *state);
+typedef void attn_module_record_json_fn(void *state, const attn_kernel *k, char *out, size_t len);
+typedef int attn_module_dump_fn(void *state, const char *dir);
+typedef void attn_module_after_table_fn(void *state, const attn_example *ex,
+                                        const attn_run_record *recs, int n);
 
 /* A module's flags, table (an array of attn_option) parsed into a struct type: .options,
  * .num_options and .options_size. Its stages, rows (an array of attn_stage): .stages and
