@@ -13,8 +13,9 @@ GPU answers, else sim)")
 set(ATTN_SANITIZER "" CACHE STRING "Sanitizer for the sim backend: '', asan (ASan+UBSan) or tsan")
 set_property(CACHE ATTN_SANITIZER PROPERTY STRINGS "" asan tsan)
 # What to build: all (the default), or examples: the simulator, the harness, the examples and the
-# benchmark with their tests (labels cudasim, examples, benchmarks), without the exercises, the
-# grader and the Python suites. The sim-asan and sim-tsan presets, which test only those labels,
+# benchmark with their tests (labels cudasim, examples, benchmarks; sim-tsan, whose labels are
+# cudasim and tsan, without the benchmark), without the exercises, the grader and the Python
+# suites. The sim-asan and sim-tsan presets, which test only those labels,
 # build only them (tests/README.md, "What each preset runs, and why"); grader/grade.py
 # reconfigures such a build with ATTN_PARTS=all when asked to grade in it.
 set(ATTN_PARTS "all" CACHE STRING "What to build: all, or examples (see cmake/attn.cmake)")

@@ -2,9 +2,12 @@
 # scripts/test.sh — builds every preset this machine can build and runs every test:
 #   sim        the whole suite on the CPU simulator (unit, cudasim, examples, python)
 #   gpu        compiled wherever nvcc is; its tests run on a GPU and skip (exit 77) without one
-#   sim-asan   cudasim + example tests under AddressSanitizer/UBSan
-#   sim-tsan   cudasim + example tests under ThreadSanitizer
-#   sim-check  example tests with the simulator's memcheck, racecheck and initcheck (clang-14)
+#              (the unit and docs checks ran in sim: not again)
+#   sim-asan   cudasim + each example's representative cases and other tests under
+#              AddressSanitizer/UBSan (label sanitize: tests/README.md)
+#   sim-tsan   cudasim + each example's planted races and representative cases under ThreadSanitizer
+#   sim-check  those example tests and the label check under memcheck, racecheck and initcheck
+#              (clang-14)
 # Options:
 #   --fast       the quick suite: the sim build and its tests without the labels python, quality,
 #                grading and standalone and one long case (the sim-fast test preset); no Python
