@@ -93,6 +93,12 @@ PLAIN_ONLY = ("not run in this build: a case for the plain simulator build (buil
               "times longer (0 of 0 points)")
 
 
+# The performance case on the simulator: not run (its timings are not a GPU's; the case program
+# would only say so after making the case's inputs).
+NO_GPU_PERF = ("not run: performance points need a GPU; the simulator's timings are not GPU "
+               "performance (0 of 0 points here)")
+
+
 def load_spec(exercise):
     """grading.json of an exercise given as 01_mini_flash, 01, or a path to its folder."""
     folder = exercise.rstrip("/")
@@ -1356,11 +1362,14 @@ def grade_submission(spec, build, submission, outdir, args, secret, label=None, 
                       os.path.basename(submission))
             outcomes = {}
             plain = not checked and not build.info.get("sanitizer")
-            runs = [c for c in cases if plain or not c.plain_only]
+            runs = [c for c in cases if (plain or not c.plain_only) and
+                    (c.kind != "performance" or build.backend == "gpu")]
             for c in cases:
-                if c not in runs:
-                    res.add(c.name, 0, 0, "passed", PLAIN_ONLY, c.visibility, c)
-                    say(f"{prefix}{c.name}: SKIPPED 0/0  {PLAIN_ONLY}", args.quiet)
+                if c in runs:
+                    continue
+                why = PLAIN_ONLY if c.plain_only else NO_GPU_PERF
+                res.add(c.name, 0, 0, "passed", why, c.visibility, c)
+                say(f"{prefix}{c.name}: SKIPPED 0/0  {why}", args.quiet)
             with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
                 futures = {pool.submit(run_case, program, c, timeout, jobs, rename, checked): c
                            for c in runs}
@@ -1369,10 +1378,6 @@ def grade_submission(spec, build, submission, outdir, args, secret, label=None, 
                     fraction, status, message, details = fut.result()
                     if details and res.setup is None and "runner_setup" in details:
                         res.setup = int(details["runner_setup"])
-                    if c.kind == "performance" and build.backend != "gpu":
-                        status = "skipped"
-                        message = ("not run: performance points need a GPU; the simulator's "
-                                   "timings are not GPU performance (0 of 0 points here)")
                     outcomes[c.name] = (fraction, status, message, details)
                     out_status = "passed" if status in ("passed", "skipped") else "failed"
                     res.add(c.name, c.points * fraction, c.points, out_status, message,

@@ -12,8 +12,11 @@ presets), "only_in" (run only in those presets), "pending" (not registered yet: 
 waits for), "hints" (the grader's hints it must get, HINTS below; no other), "min_lost" (points
 it must lose at least) and "special" (used by one of the named checks, not as a planted:<name>
 test). Every check runs grader/grade.py as a user would (a subprocess) and reads the
-results.json it writes. Planted bugs are made from the solution at test time by exact text
-replacement; a text that is gone fails the test, so it never silently grades an unbroken kernel.
+results.json it writes; `class` grades the solution, the skeleton, the crash and compile-error
+variants and every planted bug in one class run, whose results `solution`, `skeleton`, `crash`,
+`compile_error` and `planted:<name>` read ("the class run" below). Planted bugs are made from
+the solution at test time by exact text replacement; a text that is gone fails the test, so it
+never silently grades an unbroken kernel.
 The skeleton is the one the repository shipped (pristine.py: read from git objects by its
 recorded blob id), never the learner's working copy, so these tests still pass after the learner
 has solved the exercise.
@@ -21,6 +24,7 @@ has solved the exercise.
 import argparse
 import atexit
 import fcntl
+import hashlib
 import importlib.util
 import json
 import os
@@ -99,17 +103,20 @@ def planted_bugs(exercise):
         return dict(json.load(f).get(exercise, {}))
 
 
-def list_planted(exercise, sanitizer):
-    """The planted:<name> tests to register (CMake reads this at configure time). A bug marked
-    "pending" (what the check that catches it still waits for) is not registered yet; one with
-    "only_in" only under those sanitizers (a race that only a checker sees)."""
+def planted_names(exercise, sanitizer):
+    """The planted:<name> tests to register (CMake reads them at configure time), and the planted
+    bugs of the class run. A bug marked "pending" (what the check that catches it still waits
+    for) is not registered yet; one with "only_in" only under those sanitizers (a race that only
+    a checker sees)."""
+    names = []
     for name, bug in sorted(planted_bugs(exercise).items()):
         if bug.get("special") or bug.get("pending"):
             continue
         if "only_in" in bug and sanitizer not in bug["only_in"]:
             continue
         if not sanitizer or sanitizer in bug.get("sanitizers", []):
-            print(name)
+            names.append(name)
+    return names
 
 
 def planted_copy(args, name):
@@ -175,12 +182,128 @@ def skeleton_path(args):
 
 # ---- checks ------------------------------------------------------------------------------------
 
+# ---- the class run ------------------------------------------------------------------------------
+#
+# The checks of whole gradings read one class run: `class` grades, in grade.py's class mode (as
+# an instructor grades a class: the grader's programs brought up to date once), a folder holding
+# the solution, each planted bug of this build (planted_names), and in the plain build the shipped
+# skeleton, the crash and compile-error variants and a learner without the file. Each submission
+# is compiled and graded in full (every case, the hidden ones with the secret), as one file would
+# be; its results.json and report.md stay in graded_dir(). `solution`, `skeleton`, `crash`,
+# `compile_error` and `planted:<name>` then check their learner's (CTest: FIXTURES_REQUIRED),
+# after checking that the file graded is the one the check makes now (its SHA-256 in
+# graded.json): a missing or stale class run fails, never passes.
+
+def graded_dir(args):
+    return os.path.join(args.build_dir, "tests", "exercises", "graded", args.exercise)
+
+
+def build_mode(args):
+    """The build's checker or sanitizer as planted.json names it: "" (plain), check, asan, tsan."""
+    with open(os.path.join(args.build_dir, "grader", f"{args.exercise}.sim.json")) as f:
+        info = json.load(f)
+    return "check" if info.get("checked") else info.get("sanitizer") or ""
+
+
+def class_member(args, learner):
+    """The file of one learner of the class run (made now, from the solution and planted.json)."""
+    if learner == "solution":
+        return solution_path(args)
+    if learner == "skeleton":
+        return skeleton_path(args)
+    if learner in ("crash", "compile_error"):
+        return special_copy(args, learner)
+    return planted_copy(args, learner[len("planted_"):])[0]
+
+
+def class_learners(args):
+    mode = build_mode(args)
+    return (["solution"] + ([] if mode else ["skeleton", "crash", "compile_error"]) +
+            ["planted_" + n for n in planted_names(args.exercise, mode)])
+
+
+def digest(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def check_class(args):
+    """The class run: every learner of class_learners() and one without the file, graded in
+    full in one grade.py run; class.csv lists them all (its scores those of their results.json),
+    each graded learner has a report, progress lines are printed."""
+    spec = spec_of(args.exercise)
+    top = graded_dir(args)
+    shutil.rmtree(top, ignore_errors=True)
+    folder, out = os.path.join(top, "class"), os.path.join(top, "out")
+    files = {}
+    for learner in class_learners(args):
+        path = class_member(args, learner)
+        os.makedirs(os.path.join(folder, learner, "src"))
+        shutil.copyfile(path, os.path.join(folder, learner, "src", spec["submission_file"]))
+        files[learner] = digest(path)
+    os.makedirs(os.path.join(folder, "no_file"))  # a learner without the file
+    env = dict(os.environ, ATTN_GRADER_SECRET=SECRET)
+    env.pop("ATTN_GRADER_SECRET_FILE", None)
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, GRADE, args.exercise, folder, "--build-dir",
+                           args.build_dir, "--out", out], capture_output=True, text=True,
+                          env=env, timeout=1500)
+    seconds = time.monotonic() - start
+    with open(os.path.join(top, "class.log"), "w") as f:
+        f.write(done.stdout + done.stderr)
+    print(done.stdout[-3000:], done.stderr[-2000:])
+    print(f"class of {len(files) + 1} graded in {seconds:.1f} s")
+    with open(os.path.join(out, "class.csv")) as f:
+        rows = [line.split(",") for line in f.read().splitlines()]
+    by_name = {r[0]: r for r in rows[1:]}
+    if done.returncode != 1 or set(by_name) != set(files) | {"no_file"}:
+        fail(f"class.csv must list the {len(files) + 1} learners (exit {done.returncode})")
+    if by_name["no_file"][1] != "0" or "no single" not in by_name["no_file"][3]:
+        fail("class.csv: the learner without the file must have 0 points and a note")
+    for learner in files:
+        if not os.path.isfile(os.path.join(out, learner, "report.md")):
+            fail(f"no report for {learner}")
+        with open(os.path.join(out, learner, "results.json")) as f:
+            score, most = totals(json.load(f))
+        if float(by_name[learner][1]) != round(score, 4) or float(by_name[learner][2]) != most:
+            fail(f"class.csv: {learner}'s row is not its results.json ({score:g} / {most:g})")
+    if f"[{len(files) + 1}/{len(files) + 1}]" not in done.stdout:
+        fail("no progress lines")
+    with open(os.path.join(top, "graded.json"), "w") as f:  # last: the run is complete
+        json.dump({"files": files}, f, indent=1)
+
+
+def graded(args, learner):
+    """(exit status grade.py gives it alone, results.json, its messages) of a learner of the
+    class run, which must have graded the file class_member() makes now."""
+    top = graded_dir(args)
+    try:
+        with open(os.path.join(top, "graded.json")) as f:
+            files = json.load(f)["files"]
+    except (OSError, ValueError):
+        fail(f"no complete class run in {top}: run the check 'class' first (CTest does)")
+    if files.get(learner) != digest(class_member(args, learner)):
+        fail(f"the class run in {top} did not grade this {learner} (run the check 'class' again)")
+    with open(os.path.join(top, "out", learner, "results.json")) as f:
+        res = json.load(f)
+    with open(os.path.join(top, "out", learner, "report.md")) as f:
+        report = f.read()
+    print(report[-4000:])
+    # what grade.py prints of one file: the messages (hints included) and the report's notes
+    text = "\n".join([t["output"] for t in res["tests"]] +
+                     [l for l in report.splitlines() if not l.startswith("- submission:")])
+    score, most = totals(res)
+    return (0 if score >= most else 1), res, text
+
+
+# ---- checks ------------------------------------------------------------------------------------
+
 def check_solution(args):
-    rc, res, _, sec = grade(args, solution_path(args))
+    rc, res, _ = graded(args, "solution")
     check_gradescope_shape(res)
     score, top = totals(res)
     hidden = [t for t in res["tests"] if t["name"].startswith("hidden_")]
-    print(f"solution: {score:g} / {top:g} in {sec:.1f} s ({len(hidden)} hidden cases)")
+    print(f"solution: {score:g} / {top:g} ({len(hidden)} hidden cases)")
     if rc != 0 or score != top or top <= 0:
         fail(f"the solution must get full marks (exit {rc}, {score} / {top})")
     if len(hidden) != spec_of(args.exercise).get("hidden", {}).get("count", 0):
@@ -193,7 +316,7 @@ def check_solution(args):
 
 
 def check_skeleton(args):
-    rc, res, out, _ = grade(args, skeleton_path(args))
+    rc, res, out = graded(args, "skeleton")
     check_gradescope_shape(res)
     score, top = totals(res)
     if rc == 0 or score != 0 or top <= 0:
@@ -223,10 +346,10 @@ def plain_build(args):
 
 
 def check_planted(args, name):
-    path, bug = planted_copy(args, name)
+    bug = planted_bugs(args.exercise)[name]
     if "hints" not in bug:
         fail(f"planted bug '{name}' lists no \"hints\" (the hints it must get; [] for none)")
-    rc, res, out, _ = grade(args, path)
+    rc, res, out = graded(args, "planted_" + name)
     check_gradescope_shape(res)
     score, top = totals(res)
     print(f"planted {name}: {score:g} / {top:g}")
@@ -277,8 +400,7 @@ def check_hang(args):
 
 
 def check_crash(args):
-    path = special_copy(args, "crash")
-    rc, res, out, _ = grade(args, path)
+    rc, res, out = graded(args, "crash")
     if rc != 1 or res is None or "crashed (SIGSEGV" not in out:
         fail(f"a crashing kernel must be a failed case saying so (exit {rc})")
     if totals(res)[0] != 0:
@@ -286,8 +408,7 @@ def check_crash(args):
 
 
 def check_compile_error(args):
-    path = special_copy(args, "compile_error")
-    rc, res, out, _ = grade(args, path)
+    rc, res, out = graded(args, "compile_error")
     compile_test = next(t for t in res["tests"] if t["name"] == "compile")
     name = spec_of(args.exercise)["submission_file"]
     if rc != 1 or compile_test["status"] != "failed" or "error" not in compile_test["output"] \
@@ -295,37 +416,6 @@ def check_compile_error(args):
         fail(f"a compile error must be shown, naming {name}:<line> (exit {rc})")
     if totals(res)[0] != 0:
         fail("a submission that does not compile scored points")
-
-
-def check_class(args):
-    """A folder of three learners: the solution, the skeleton, and one without the file."""
-    spec = spec_of(args.exercise)
-    folder = tempfile.mkdtemp(prefix="grading-class-", dir=WORK)
-    for learner, src in (("alice", solution_path(args)), ("bob", skeleton_path(args))):
-        os.makedirs(os.path.join(folder, learner, "src"))
-        with open(src) as f, open(os.path.join(folder, learner, "src", spec["submission_file"]),
-                                  "w") as g:
-            g.write(f.read())
-    os.makedirs(os.path.join(folder, "carol"))
-    out = tempfile.mkdtemp(prefix="grading-class-out-", dir=WORK)
-    env = dict(os.environ, ATTN_GRADER_SECRET=SECRET)
-    done = subprocess.run([sys.executable, GRADE, args.exercise, folder, "--build-dir",
-                           args.build_dir, "--out", out,
-                           "--cases", spec["cases"][0]["name"] + ",hidden_01"],
-                          capture_output=True, text=True, env=env)
-    print(done.stdout, done.stderr)
-    with open(os.path.join(out, "class.csv")) as f:
-        rows = [line.split(",") for line in f.read().splitlines()]
-    by_name = {r[0]: r for r in rows[1:]}
-    if done.returncode != 1 or set(by_name) != {"alice", "bob", "carol"}:
-        fail(f"class.csv must list the three learners (exit {done.returncode})")
-    if float(by_name["alice"][1]) != float(by_name["alice"][2]) or float(by_name["bob"][1]) != 0:
-        fail("class.csv: the solution must have full marks and the skeleton zero")
-    for learner in ("alice", "bob"):
-        if not os.path.isfile(os.path.join(out, learner, "report.md")):
-            fail(f"no report for {learner}")
-    if "[3/3]" not in done.stdout:
-        fail("no progress lines")
 
 
 def check_links(args):
@@ -793,7 +883,9 @@ def check_cheat(args, name):
     if "finishes" in kinds and seconds > 30:
         fail(f"the grader took {seconds:.0f} s on this cheat")
     if "results_kept" in kinds:
-        time.sleep(4)  # a process left behind would have written by now
+        # a process that the cheat leaves behind (outlives_s: it waits for report.md, then 1 s)
+        # would have written by now; a cheat that leaves none is looked at at once
+        time.sleep(cheat.get("outlives_s", 0))
     try:
         with open(os.path.join(out, "results.json")) as f:
             res = json.load(f)
@@ -850,7 +942,7 @@ def main():
     ap.add_argument("check", nargs="?")
     args = ap.parse_args()
     if args.list_planted is not None:
-        list_planted(args.exercise, args.list_planted)
+        print("\n".join(planted_names(args.exercise, args.list_planted)))
         return
     if args.list_cheats is not None:
         list_cheats(args.exercise, args.list_cheats)
