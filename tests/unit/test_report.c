@@ -343,10 +343,8 @@ static void test_json_append(void) {
     char text[256] = "";
     FILE *f = fopen(path, "r");
     CHECK(f != NULL);
-    if (f != NULL) {
-        unit_read_back(f, text, sizeof text);
-        fclose(f);
-    }
+    if (f != NULL)
+        unit_read_back(f, text, sizeof text); /* closes f */
     CHECK(strcmp(text, "{\"a\": 1}\n{\"b\": \"x\"}\n") == 0);
     remove(path);
     CHECK_EQ(attn_json_append("no/such/folder/x.jsonl", "{}\n"), 1);
