@@ -10,7 +10,7 @@ in the middle (a line of a finished job removed) runs only that job again; `--ve
 three finished jobs again and finds them equal, and finds them changed once the lines are
 (NLL + 0.002, a passkey hit flipped); bad input (an unknown
 phase) is one line and exit status 2. Every run is recompute.main called in this process (the
-model, the tokenizer and PyTorch loaded once, not once per run): about 25 s of CPU. Exit 0 when
+model, the tokenizer and PyTorch loaded once, not once per run): about 36 s of CPU. Exit 0 when
 every check passes."""
 import contextlib
 import io
