@@ -27,9 +27,18 @@ def main():
     torch.set_num_threads(2)
     meta, raw = smollm.read_gguf(cached=False)
     kept_meta, kept = smollm.read_gguf()  # what smollm.CACHE keeps for every other process
-    check(kept_meta == meta and kept.keys() == raw.keys()
-          and all(np.array_equal(kept[n], raw[n]) for n in raw),
+
+    def same(m, t):
+        return m == meta and t.keys() == raw.keys() and all(np.array_equal(t[n], raw[n])
+                                                             for n in raw)
+    check(same(kept_meta, kept),
           "the cached weights are the GGUF's (same metadata, every tensor equal)")
+    planted = dict(kept, **{"blk.7.ffn_up.weight": kept["blk.7.ffn_up.weight"].copy()})
+    planted["blk.7.ffn_up.weight"][3, 5] = np.nextafter(planted["blk.7.ffn_up.weight"][3, 5],
+                                                        np.float32(1))
+    check(not same(kept_meta, planted) and not same(dict(kept_meta, **{"llama.block_count": 29}),
+                                                    kept),
+          "planted: a cache one ulp off in one weight, or with another layer count, differs")
     check(meta["llama.block_count"] == 30 and meta["llama.embedding_length"] == 576
           and meta["llama.attention.head_count"] == 9
           and meta["llama.attention.head_count_kv"] == 3
