@@ -22,6 +22,7 @@ block-sparse with its mask built per call) is the sum of its stages.
 
 Standard library only: the tables and their check run without PyTorch.
 """
+import functools
 import math
 import os
 from dataclasses import dataclass, replace
@@ -250,6 +251,7 @@ def bigbird_geometry(L, b, r):
                     4 * (2 * nq + 2 * nq * nk))
 
 
+@functools.lru_cache(maxsize=None)  # loaded once per process
 def _ladder_module():
     import importlib.util
     path = os.path.join(ROOT, "examples", "06_custom_pattern", "ladder.py")
@@ -264,12 +266,20 @@ def ladder_geometry(L, w, s=1):
     diagonal tile masked; K(I) kept blocks per query block from ladder.rungs (its closed form)."""
     lad = _ladder_module()
     nb = _blocks(L)
-    kept = [lad.rungs(I, s, w) for I in range(nb)]
+    kept = _ladder_kept(L, w, s)
     if L % TILE == 0:
         entries = sum((k - 1) * TILE * TILE + TILE * (TILE + 1) // 2 for k in kept)
     else:
         entries = lad.density(L, TILE, s, w) * L * (L + 1) / 2
     return Geometry(L, True, entries, sum(kept), nb, max(kept), 1, nb, 4 * (2 * nb + 2 * nb * nb))
+
+
+@functools.lru_cache(maxsize=None)
+def _ladder_kept(L, w, s):
+    """K(I) of ladder_geometry, per process: the lab's solvers and tables ask for the same (L, w)
+    hundreds of times, and ladder.rungs is plain Python over every block."""
+    lad = _ladder_module()
+    return tuple(lad.rungs(I, s, w) for I in range(_blocks(L)))
 
 
 def ladder_w_for(L, density, s=1):
@@ -301,6 +311,11 @@ TOPK_CAND = 4096  # example 05's top-k: candidates kept in shared memory after p
 
 
 def dsa_sums(L, k, causal=True):
+    return replace(_dsa_sums(L, k, causal))  # a copy of what this process counted once
+
+
+@functools.lru_cache(maxsize=None)
+def _dsa_sums(L, k, causal):
     vis = [a + 1 if causal else L for a in range(L)]
     sel = [v for v in vis if v > k]
     return DsaSums(sum(vis), sum(-(-v // TILE) for v in vis), sum(sel), len(sel),

@@ -63,7 +63,7 @@ def run(args):
     if args.set:
         ws = windowsets.SETS[args.set]
         args.text, args.window = ws.text, ws.length
-    context = int(smollm.reader().fields["llama.context_length"].contents())
+    context = int(smollm.read_gguf()[0]["llama.context_length"])  # kept: no parse of the GGUF
     longest = max([args.window] + (args.passkey_lengths if args.passkey else []))
     if longest > context:
         raise ValueError(f"window of {longest} tokens is longer than the model's context "

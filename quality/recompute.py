@@ -94,7 +94,7 @@ class Runner:
         self.threads = threads
         self.tok = tok or smollm.tokenizer()
         self.sets = sets or windowsets.SETS
-        self._wins, self._done, self._ixs = {}, {}, None
+        self._wins, self._done, self._ixs, self._filler = {}, {}, None, None
         self.weights = os.path.join(out, "indexer_smollm2.npz")
 
     @property
@@ -222,9 +222,12 @@ class Runner:
         self.append(set_name, rec)
 
     def filler(self):
-        title, start = PASSKEY_FILLER
-        ids = self.tok.encode(texts.austen(title)).ids
-        return ids[start:start + max(PASSKEY_LENGTHS)]
+        """The passkey trials' filler tokens (tokenized once per runner: the trials share them)."""
+        if self._filler is None:
+            title, start = PASSKEY_FILLER
+            ids = self.tok.encode(texts.austen(title)).ids
+            self._filler = ids[start:start + max(PASSKEY_LENGTHS)]
+        return self._filler
 
     def run_passkey(self, L, spec, depth, key):
         att = self.attention(spec)

@@ -71,16 +71,50 @@ def reader(path=None):
     return _READERS[path]
 
 
-def read_gguf(path=None):
-    """(metadata dict, {tensor name: float32 numpy array in PyTorch's [out, in] layout})."""
+def read_gguf(path=None, cached=True):
+    """(metadata dict, {tensor name: float32 numpy array in PyTorch's [out, in] layout}); the
+    tokenizer's big lists are left out of the metadata (tokenizer() reads them). Kept in
+    CACHE/weights/ once read (cached=False: read from the GGUF, nothing read or written): parsing
+    the file's fields and dequantising take about 6 s of CPU, for every process that loads the
+    model, and loading the kept arrays a fraction of a second. Their name is a hash of what they
+    are computed from: the GGUF's bytes, this file, and the gguf and numpy versions."""
+    path = path or gguf_path()
+    if not cached:
+        return _read_gguf(path)
+    import hashlib
+    import pickle
+    from importlib.metadata import version
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 24), b""):
+            h.update(block)
+    with open(os.path.abspath(__file__), "rb") as f:
+        h.update(f.read())
+    h.update(f"gguf {version('gguf')} numpy {np.__version__}".encode())
+    file = os.path.join(CACHE, "weights", f"{os.path.basename(path)}-{h.hexdigest()[:16]}.pickle")
+    try:
+        with open(file, "rb") as f:
+            return pickle.load(f)
+    except (OSError, EOFError, pickle.UnpicklingError):
+        pass
+    out = _read_gguf(path)
+
+    def write(tmp):
+        with open(tmp, "wb") as f:
+            pickle.dump(out, f, protocol=5)
+    try:
+        save_atomic(write, file)
+    except OSError:  # a read-only checkout or a full disk: read the GGUF each time
+        pass
+    return out
+
+
+def _read_gguf(path):
     from gguf import quants
     r = reader(path)
-    meta = {}
-    for name, field in r.fields.items():
-        if name.startswith("tokenizer.ggml.") and name[15:] in ("tokens", "merges", "token_type"):
-            meta[name] = field  # big lists: decoded by tokenizer()
-        else:
-            meta[name] = field.contents()
+    meta = {name: field.contents() for name, field in r.fields.items()
+            if not (name.startswith("tokenizer.ggml.")
+                    and name[15:] in ("tokens", "merges", "token_type"))}
     tensors = {t.name: np.array(quants.dequantize(t.data, t.tensor_type), dtype=np.float32)
                for t in r.tensors}
     return meta, tensors

@@ -14,6 +14,7 @@ compares the two). Causality (j <= a) is applied on top, as everywhere in the ch
     python ladder.py --plot images/     the heatmaps of README.md (tokens and tiles)
 """
 import argparse
+import functools
 import os
 import sys
 
@@ -57,9 +58,11 @@ def rungs(I, s, w):
     return len(local | sink | ladder)
 
 
+@functools.lru_cache(maxsize=None)
 def density(L, b, s, w):
     """Kept causal entries / causal entries (L(L+1)/2) for Lq = Lk = L: exact, block by block
-    (a full block pair below the diagonal counts b*b entries, the diagonal one b(b+1)/2)."""
+    (a full block pair below the diagonal counts b*b entries, the diagonal one b(b+1)/2).
+    Kept per process: the tables ask for the same few parameter sets hundreds of times."""
     nb = (L + b - 1) // b
     kept = 0
     for I in range(nb):

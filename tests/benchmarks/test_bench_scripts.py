@@ -21,12 +21,15 @@ never to benchmarks/results).
 
     test_bench_scripts.py WORK_DIR        (run with the venv's python: matplotlib, torch)
 """
+import contextlib
 import importlib.util
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import types
 
 import torch
 
@@ -43,6 +46,30 @@ def check(cond, what):
 
 def run(*args):
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=600)
+
+
+def bench_torch_module():
+    """benchmarks/bench_torch.py loaded as a module (once)."""
+    if "bench_torch" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("bench_torch",
+                                                      os.path.join(BENCH, "bench_torch.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["bench_torch"] = module
+    return sys.modules["bench_torch"]
+
+
+def run_bench_torch(*args):
+    """bench_torch.py's main(args) in this process, as run() reports a run (exit status, stdout,
+    stderr; argparse's exit 2 and a SKIP's exit 77 included): a process each would spend seconds
+    importing PyTorch."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = bench_torch_module().main(list(args))
+        except SystemExit as e:
+            rc = e.code if isinstance(e.code, int) else 1
+    return types.SimpleNamespace(returncode=rc, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def record(impl, L, tflops, status="PASS"):
@@ -218,8 +245,7 @@ SPARSE = [(4096, False, ["window:w=1199", "bigbird:b=128,r=10,seed=1"]),
 
 
 def test_bench_torch_grids(work):
-    script = os.path.join(BENCH, "bench_torch.py")
-    p = run(script, "--grid", "sparse", "--dry-run")
+    p = run_bench_torch("--grid", "sparse", "--dry-run")
     check(p.returncode == 0, f"bench_torch --grid sparse --dry-run: exit {p.returncode} {p.stderr}")
     got = [line.split() for line in p.stdout.strip().splitlines()]
     want = []
@@ -231,22 +257,19 @@ def test_bench_torch_grids(work):
             want.append(shape + ["dense", "torch/sdpa_flash"])
     check(got[:-1] == want, f"--grid sparse --dry-run lists:\n{p.stdout}")
     check(got[-1:] == [["22", "problems,", "64", "runs"]], f"dry-run summary: {got[-1:]}")
-    p = run(script, "--dry-run", "--L", "1k", "--D", "64", "--dtype", "f16", "--causal", "no",
+    p = run_bench_torch("--dry-run", "--L", "1k", "--D", "64", "--dtype", "f16", "--causal", "no",
             "--grid", "fp32", "--pattern", "bigbird:b=64,r=3+global:n=4", "--impl", "flex")
     check(p.stdout.split()[:7] == ["B=1", "H=16", "L=1024", "D=64", "f16",
                                    "bigbird:b=64,r=3,seed=0+global:g=0-3", "torch/flex"],
           f"--pattern is written back in the canonical form: {p.stdout}")
-    p = run(script, "--grid", "seed-table", "--dry-run")
+    p = run_bench_torch("--grid", "seed-table", "--dry-run")
     check(p.stdout.splitlines() == [
         f"{'B=4 H=8 L=' + str(L) + ' D=64 f16 ' + spec:<56} {impls}"
         for L in (2048, 8192) for spec, impls in (("window:w=256", "torch/flex"),
                                                   ("dense", "torch/sdpa_flash torch/naive"))]
         + ["4 problems, 6 runs"], f"--grid seed-table --dry-run lists:\n{p.stdout}")
 
-    spec = importlib.util.spec_from_file_location("bench_torch", os.path.join(BENCH,
-                                                                              "bench_torch.py"))
-    bench_torch = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench_torch)
+    bench_torch = bench_torch_module()
     sparse_patterns = bench_torch.patterns()
     from torch.nn.attention.flex_attention import create_mask
     for spec, L, causal in (("window:w=5", 70, False), ("causal_window:w=9", 70, True),
@@ -279,7 +302,7 @@ def test_bench_torch_grids(work):
         ref = torch.softmax(s, dim=-1).nan_to_num(0.0) @ v.double()
         err = (got.double() - ref).abs().max().item()
         check(err < 2 ** -10, f"csr_attention of {spec}: error {err} (fp16 output: 2^-11 ulp)")
-    p = run(script, "--grid", "seed-128k", "--dry-run")
+    p = run_bench_torch("--grid", "seed-128k", "--dry-run")
     check(p.stdout.split()[-4:] == ["4", "problems,", "4", "runs"] and
           p.stdout.count("torch/torch_sparse") == 3 and "dense" in p.stdout and
           "torch/sdpa_flash" in p.stdout, f"--grid seed-128k --dry-run lists:\n{p.stdout}")
@@ -291,14 +314,13 @@ def test_bench_torch_grids(work):
 
 
 def test_bench_torch(work):
-    script = os.path.join(BENCH, "bench_torch.py")
     for bad in (["--impl", "nope"], ["--dtype", "f8"], ["--pattern", "window"], ["--L", "0"],
                 ["--pattern", "sliding_window:256"], ["--pattern", "bigbird:b=64,r=26"],
                 ["--flex-block", "48"]):
-        p = run(script, *bad)
+        p = run_bench_torch(*bad)
         check(p.returncode == 2 and "error:" in p.stderr, f"bench_torch {bad}: exit {p.returncode}")
     out = os.path.join(work, "torch.jsonl")
-    p = run(script, "--L", "256", "--D", "64", "--H", "2", "--dtype", "f16", "--causal", "both",
+    p = run_bench_torch("--L", "256", "--D", "64", "--H", "2", "--dtype", "f16", "--causal", "both",
             "--impl", "sdpa_math,naive", "--out", out)
     if not torch.cuda.is_available():
         lines = p.stdout.strip().splitlines()

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The quality toolkit's model checks (CTest quality.model): the GGUF loader (tensor shapes, a few
-known values, the Q/K un-permutation), the tokenizer round-trip, the dense perplexity of a short
-fixed window against its recorded value, and the pluggable attention (a pattern that keeps every
-causal key and a top-k with k >= L equal dense attention; dense attention's recall is 1).
+known values, the Q/K un-permutation), the weights kept in smollm.CACHE against the file, the
+tokenizer round-trip, the dense perplexity of a short fixed window against its recorded value,
+and the pluggable attention (a pattern that keeps every causal key and a top-k with k >= L equal
+dense attention; dense attention's recall is 1).
 Exit 0 when every check passes, 1 otherwise."""
 import sys
 
@@ -24,7 +25,20 @@ WINDOW = (1000, 1128)
 
 def main():
     torch.set_num_threads(2)
-    meta, raw = smollm.read_gguf()
+    meta, raw = smollm.read_gguf(cached=False)
+    kept_meta, kept = smollm.read_gguf()  # what smollm.CACHE keeps for every other process
+
+    def same(m, t):
+        return m == meta and t.keys() == raw.keys() and all(np.array_equal(t[n], raw[n])
+                                                             for n in raw)
+    check(same(kept_meta, kept),
+          "the cached weights are the GGUF's (same metadata, every tensor equal)")
+    planted = dict(kept, **{"blk.7.ffn_up.weight": kept["blk.7.ffn_up.weight"].copy()})
+    planted["blk.7.ffn_up.weight"][3, 5] = np.nextafter(planted["blk.7.ffn_up.weight"][3, 5],
+                                                        np.float32(1))
+    check(not same(kept_meta, planted) and not same(dict(kept_meta, **{"llama.block_count": 29}),
+                                                    kept),
+          "planted: a cache one ulp off in one weight, or with another layer count, differs")
     check(meta["llama.block_count"] == 30 and meta["llama.embedding_length"] == 576
           and meta["llama.attention.head_count"] == 9
           and meta["llama.attention.head_count_kv"] == 3
