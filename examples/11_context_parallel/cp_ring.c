@@ -291,8 +291,10 @@ static int cp_ring(cp_transport *t, const cp_setup *s, const attn_host_inputs *i
     for (int step = 0; step < P; ++step) {
         cp_chunk kc[CP_MAX_CHUNKS], nc[CP_MAX_CHUNKS];
         size_t off[4][CP_MAX_CHUNKS], next_off[4][CP_MAX_CHUNKS], home[4][CP_MAX_CHUNKS];
-        const int nk = cp_rank_chunks(s->strategy, L, P, ((me - step) % P + P) % P, kc);
-        const int nn = cp_rank_chunks(s->strategy, L, P, ((me - step - 1) % P + P) % P, nc);
+        const int owner = ((me - step) % P + P) % P;          /* whose shard this step holds */
+        const int next_owner = ((me - step - 1) % P + P) % P; /* whose shard comes in next */
+        const int nk = cp_rank_chunks(s->strategy, L, P, owner, kc);
+        const int nn = cp_rank_chunks(s->strategy, L, P, next_owner, nc);
         const size_t next_elems = cp_msg_layout(nc, nn, BH, D, fields, next_off);
         const size_t cur_elems = cp_msg_layout(kc, nk, BH, D, fields, off);
         cp_fault_point(t, &s->fault, step);
