@@ -22,8 +22,9 @@ build/mutation/results.json, one entry per mutant id (a mutant edited since its 
 recorded is run again).
 
     tests/mutation/run_mutants.py --publish        the results of every mutant, each with the date
-                                                   and the commit it ran at (a mutant with no
-                                                   current result: 'not run'), into
+                                                   and the commit it ran at (a mutant this run did
+                                                   not run keeps its published result for the same
+                                                   text; else 'not run'), into
                                                    tests/mutation/results.json,
                                                    and the tables generated from it into
                                                    tests/README.md and tests/mutation/README.md
@@ -352,18 +353,31 @@ def head_commit():
 
 
 def publish(mutants, results):
-    """Every listed mutant into tests/mutation/results.json; one with no current result (never
-    run, or its entry edited since) is published as 'not run' and named in the summary."""
+    """Every listed mutant into tests/mutation/results.json. A mutant with a current result in
+    this tree's run (results) is published from it; one without keeps its published entry when
+    that was recorded for the mutant's current text (the same hash), so that a run of a few
+    mutants (--only, --example) adds to the published run instead of replacing it; any other is
+    published as 'not run' and named in the summary."""
+    try:
+        with open(PUBLISHED) as f:
+            before = {r["id"]: r for r in json.load(f)["mutants"]}
+    except (OSError, ValueError, KeyError):
+        before = {}
     runs = []
     for m in mutants:
+        kept = before.get(m["id"])
         r = results.get(m["id"])
+        if (r is None or r.get("hash") != m["hash"]) and kept and kept.get("hash") == m["hash"]:
+            runs.append(kept)
+            continue
         if r is None or r.get("hash") != m["hash"]:
             r = {"plain": "not run"}
         runs.append({"id": m["id"], "group": m["group"], "file": m["file"], "bug": m["bug"],
                      "equivalent": m.get("equivalent", ""), "verdict": verdict(r),
                      "by": r.get("by", [])[:1], "seconds": r.get("seconds", 0),
                      "commit": r.get("commit", ""), "date": r.get("date", ""),
-                     "case": m.get("case", ""), "case_kills": r.get("case_kills")})
+                     "case": m.get("case", ""), "case_kills": r.get("case_kills"),
+                     "hash": m["hash"]})
     done = [r for r in runs if r["verdict"] != "not run"]
     doc = {"dates": sorted({r["date"] for r in done if r["date"]}),
            "commits": sorted({r["commit"] for r in done if r["commit"]}),
