@@ -51,6 +51,8 @@ import time
 import warnings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from chapter_script import no_gpu  # noqa: E402
 IMPLS = ["sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "sdpa_math", "flex", "naive",
          "torch_sparse"]
 DENSE_L = [1024, 2048, 4096, 8192, 16384]
@@ -554,10 +556,10 @@ def main(argv):
     except ImportError as e:
         print(f"SKIP: no PyTorch here ({e}): bench_torch.py measures GPU peers only")
         return 77
-    if not torch.cuda.is_available():
-        print("SKIP: no CUDA GPU (torch.cuda.is_available() is False): bench_torch.py measures "
-              "GPU peers only; the simulator figures come from bench_attention")
-        return 77
+    skip = no_gpu(torch, "bench_torch.py",
+                  "GPU peers only; the simulator figures come from bench_attention")
+    if skip:
+        return skip
     fns = make_impls(torch, args)
     pv = provenance(torch, args)
     props = torch.cuda.get_device_properties(0)

@@ -34,6 +34,8 @@ import tempfile
 import bench_results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from chapter_script import verdict  # noqa: E402
 TOLERANCE = 2.0  # RMS of the difference, levels of 0-255 (compare_images's tol)
 PIXEL_LEVELS = 32  # a pixel differs when a channel moved by more than this ...
 MAX_PIXELS = 64  # ... and at most this many may
@@ -139,10 +141,7 @@ def main(argv):
                 if why:
                     problems.append(f"{f}: drawn again, another figure: {why} (run python "
                                     "benchmarks/figures.py with the pinned Matplotlib)")
-    for p in problems:
-        print(p)
-    print("FAIL" if problems else f"PASS ({len(figures)} figures, {len(FIGURES)} commands)")
-    return 1 if problems else 0
+    return verdict(problems, f"PASS ({len(figures)} figures, {len(FIGURES)} commands)")
 
 
 if __name__ == "__main__":

@@ -320,16 +320,25 @@ def occupancy(arch, regs, static_smem, dyn_smem, threads, barriers):
 
 
 # ---- measuring ---------------------------------------------------------------------------------
-def resource_usage(cuobjdump, binary):
-    """{arch: {mangled: {registers, stack, local, static_shared}}} from cuobjdump."""
-    out, arch = {}, None
-    for line in run([cuobjdump, "--dump-resource-usage", binary]).splitlines():
+def cuobjdump_lines(cuobjdump, option, binary, header):
+    """(arch, function, line) for each line cuobjdump option binary prints: the last `arch = sm_NN`
+    and function header (the regex header, group 1 the mangled name) seen so far, None before."""
+    arch = func = None
+    for line in run([cuobjdump, option, binary]).splitlines():
         m = re.match(r"\s*arch = (sm_\d+)", line)
         if m:
             arch = m.group(1)
-        m = re.match(r"\s*Function (\S+):", line)
+        m = re.match(header, line)
         if m:
             func = m.group(1)
+        yield arch, func, line
+
+
+def resource_usage(cuobjdump, binary):
+    """{arch: {mangled: {registers, stack, local, static_shared}}} from cuobjdump."""
+    out = {}
+    for arch, func, line in cuobjdump_lines(cuobjdump, "--dump-resource-usage", binary,
+                                            r"\s*Function (\S+):"):
         m = re.match(r"\s*REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", line)
         if m:
             out.setdefault(arch, {})[func] = {

@@ -19,11 +19,18 @@ or, where the package is reached later (inside main), builds the line with missi
 standard library only; tests/docs/python_without_packages.py checks every script's line.
 
 2. A PyTorch reference's entry point (examples 01-04 and 08), reference_main: `name.py` runs its
-demo, `name.py --all [args]` its test file with the arguments.
+demo, `name.py --all [args]` its test file with the arguments; demo_against_sdpa, the first lines
+of examples 01's and 02's demos.
 
 3. A GPU benchmark script's two modes (bench_deepseek.py, example 07's bench_backward.py),
 bench_mode: `--table FILE` prints the markdown table of a results file, otherwise `--program` and
 `--out` are required.
+
+4. A check script's verdict (tests/docs/, benchmarks/figures.py), verdict: one line per problem,
+then FAIL or the PASS line; the exit status 1 or 0.
+
+5. A GPU-only script's skip (bench_torch.py, example 08's bench_gpu.py), no_gpu: where PyTorch sees
+no CUDA GPU, one SKIP line and CTest's skip status 77.
 """
 import argparse
 import importlib
@@ -62,6 +69,22 @@ def reference_main(demo, tests, usage, doc):
     demo()
 
 
+def demo_against_sdpa(attention, name, L):
+    """A reference demo's first lines (examples 01 and 02): attention(q, k, v, causal=...)[0]
+    against PyTorch's F.scaled_dot_product_attention on uniform inputs in [-1, 1), B=2 H=4 L D=64,
+    seed 1, without and with the causal mask: the largest absolute difference of each."""
+    torch = importlib.import_module("torch")
+    F = importlib.import_module("torch.nn.functional")
+    torch.manual_seed(1)
+    q, k, v = (torch.rand(2, 4, L, 64) * 2 - 1 for _ in range(3))
+    for causal in (False, True):
+        o, _ = attention(q, k, v, causal=causal)
+        want = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        err = (o - want).abs().max().item()
+        print(f"{name} vs F.scaled_dot_product_attention, B=2 H=4 L={L} D=64 causal={causal}: "
+              f"max abs err {err:.2e}")
+
+
 def bench_mode(args, table):
     """--table FILE: prints table(FILE) and returns 0. Otherwise, where --program or --out is
     missing, prints one line and returns 2; else makes --out's folder and returns None: the
@@ -74,3 +97,21 @@ def bench_mode(args, table):
         return 2
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     return None
+
+
+def verdict(problems, passed="PASS"):
+    """Prints each problem, then FAIL, or the line passed where there is none; returns the exit
+    status (1 or 0)."""
+    for p in problems:
+        print(p)
+    print("FAIL" if problems else passed)
+    return 1 if problems else 0
+
+
+def no_gpu(torch, script, measures):
+    """None where torch sees a CUDA GPU; otherwise prints the SKIP line (script measures ...) and
+    returns 77, CTest's skip status."""
+    if torch.cuda.is_available():
+        return None
+    print(f"SKIP: no CUDA GPU (torch.cuda.is_available() is False): {script} measures {measures}")
+    return 77

@@ -26,7 +26,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
-from chapter_script import reference_main, require  # noqa: E402
+from chapter_script import demo_against_sdpa, reference_main, require  # noqa: E402
 
 torch, F = require("torch", "torch.nn.functional", setup="--python")
 
@@ -77,14 +77,7 @@ def naive_attention(q, k, v, causal=False, scale=None, mask=None):
 
 
 def demo():
-    torch.manual_seed(1)
-    q, k, v = (torch.rand(2, 4, 128, 64) * 2 - 1 for _ in range(3))  # B=2 H=4 L=128 D=64
-    for causal in (False, True):
-        o, _ = naive_attention(q, k, v, causal=causal)
-        want = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        err = (o - want).abs().max().item()
-        print(f"naive vs F.scaled_dot_product_attention, B=2 H=4 L=128 D=64 causal={causal}: "
-              f"max abs err {err:.2e}")
+    demo_against_sdpa(naive_attention, "naive", L=128)
     s = torch.tensor([100.0, 99.0, 98.0, 90.0])  # one row of fp32 scores of magnitude ~100
     plain = torch.exp(s) / torch.exp(s).sum()  # exp(100) = inf in fp32, and inf / inf = NaN
     shifted = torch.exp(s - s.max()) / torch.exp(s - s.max()).sum()  # every exponent <= 0

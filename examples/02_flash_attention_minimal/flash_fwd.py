@@ -34,7 +34,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
-from chapter_script import reference_main, require  # noqa: E402
+from chapter_script import demo_against_sdpa, reference_main, require  # noqa: E402
 
 torch, F = require("torch", "torch.nn.functional", setup="--python")
 
@@ -127,14 +127,7 @@ def print_worked_example():
 
 def demo():
     print_worked_example()
-    torch.manual_seed(1)
-    q, k, v = (torch.rand(2, 4, 300, 64) * 2 - 1 for _ in range(3))  # B=2 H=4 L=300 D=64
-    for causal in (False, True):
-        o, _ = flash_fwd(q, k, v, causal=causal)
-        want = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        err = (o - want).abs().max().item()
-        print(f"flash_fwd vs F.scaled_dot_product_attention, B=2 H=4 L=300 D=64 causal={causal}: "
-              f"max abs err {err:.2e}")
+    demo_against_sdpa(flash_fwd, "flash_fwd", L=300)
     print(f"largest intermediate: one [{BR}, {BC}] score tile per (batch, head), "
           f"not the [300, 300] matrix")
 

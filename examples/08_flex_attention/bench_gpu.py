@@ -36,6 +36,8 @@ import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from chapter_script import no_gpu  # noqa: E402
 
 
 def load(name, path):
@@ -229,10 +231,9 @@ def main(argv):
         print(f"{len(probs)} problems")
         return 0
     import torch
-    if not torch.cuda.is_available():
-        print("SKIP: no CUDA GPU (torch.cuda.is_available() is False): bench_gpu.py measures GPU "
-              "figures only")
-        return 77
+    skip = no_gpu(torch, "bench_gpu.py", "GPU figures only")
+    if skip:
+        return skip
     if not args.program or not os.access(args.program, os.X_OK):
         print(f"error: --program: '{args.program}' is not an executable (flex_attention_gpu)",
               file=sys.stderr)

@@ -81,18 +81,12 @@ def kernel_of(plain):
 
 def sass_counts(cuobjdump, binary):
     """{arch: {mangled: (SASS instructions, global loads LDG)}} from cuobjdump -sass."""
-    out, arch, func = {}, None, None
-    for line in ru.run([cuobjdump, "-sass", binary]).splitlines():
-        m = re.match(r"\s*arch = (sm_\d+)", line)
-        if m:
-            arch = m.group(1)
-        m = re.match(r"\s*Function : (\S+)", line)
-        if m:
-            func = m.group(1)
-            out.setdefault(arch, {})[func] = [0, 0]
+    out = {}
+    for arch, func, line in ru.cuobjdump_lines(cuobjdump, "-sass", binary, r"\s*Function : (\S+)"):
         if func and re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+\S", line):
-            out[arch][func][0] += 1
-            out[arch][func][1] += bool(re.search(r"\bLDG\b", line))
+            counts = out.setdefault(arch, {}).setdefault(func, [0, 0])
+            counts[0] += 1
+            counts[1] += bool(re.search(r"\bLDG\b", line))
     return out
 
 

@@ -22,6 +22,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from chapter_script import verdict  # noqa: E402
 CMAKES_OWN = {"Makefile", "CTestTestfile.cmake", "cmake_install.cmake", "CMakeCache.txt",
               "compile_commands.json", "DartConfiguration.tcl"}
 
@@ -96,10 +98,7 @@ def main(argv):
                              f"-DATTN_PYTHON={sys.executable}"])
         problems = [f"{f}: written again by a second configure, its content unchanged"
                     for f in got]
-    for p in problems:
-        print(p)
-    print("FAIL" if problems else "PASS")
-    return 1 if problems else 0
+    return verdict(problems)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from chapter_script import verdict  # noqa: E402
 DOC = os.path.join(ROOT, "GETTING_STARTED.md")
 WORDS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
          "fifteen sixteen seventeen eighteen nineteen twenty").split()
@@ -88,11 +90,8 @@ def main(argv):
     if write:
         with open(DOC, "w", encoding="utf-8") as f:
             f.write(text)
-    for p in problems:
-        print(p)
-    print("FAIL" if problems else f"PASS ({have['steps']} tour steps, {have['fast']} quick tests, "
-          f"{have['exercises']} exercises)")
-    return 1 if problems else 0
+    return verdict(problems, f"PASS ({have['steps']} tour steps, {have['fast']} quick tests, "
+                             f"{have['exercises']} exercises)")
 
 
 if __name__ == "__main__":

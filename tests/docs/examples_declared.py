@@ -10,6 +10,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from chapter_script import verdict  # noqa: E402
 
 
 def lines(path):
@@ -46,10 +48,7 @@ def main():
         if n < 3:
             problems.append(f"examples/{folder}: {n} CTest cases named example{nn}.* "
                             "(its tests/CMakeLists.txt)")
-    for p in problems:
-        print(p)
-    print("FAIL" if problems else f"PASS ({len(folders)} example folders)")
-    return 1 if problems else 0
+    return verdict(problems, f"PASS ({len(folders)} example folders)")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from chapter_script import verdict  # noqa: E402
 # Folders whose contents their parent's README describes (common/README.md: include/, src/).
 DESCRIBED_ABOVE = {"common/include", "common/src"}
 IGNORED = {"build", "cmake", ".venv", ".git", ".ci", ".cache", ".whl", ".gl", "__pycache__"}
@@ -116,10 +118,7 @@ def main():
             problems.append(f"{d}/ is not in the README's layout section")
         if not os.path.exists(os.path.join(ROOT, d, "README.md")) and d not in DESCRIBED_ABOVE:
             problems.append(f"{d}/ has no README.md")
-    for p in problems:
-        print(p)
-    print("FAIL" if problems else "PASS")
-    return 1 if problems else 0
+    return verdict(problems)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from chapter_script import verdict  # noqa: E402
 PRESETS = ("sim", "gpu", "default", "sim-asan", "sim-tsan", "sim-check")
 WORD = re.compile(r"(?<![\w/.-])([a-z][a-z0-9_]*_(?:sim|gpu))\b(?!\.\w)")  # not file.ext
 PATH = re.compile(r"\bbuild/(" + "|".join(re.escape(p) for p in PRESETS) +
@@ -64,10 +66,7 @@ def main(argv):
                 if not any(os.path.isfile(os.path.join(build, p)) for p in (inner, twin(inner))):
                     problems.append(f"{rel}:{n}: build/{m.group(1)}/{inner}: this build has no "
                                     f"{inner} (nor {os.path.basename(twin(inner))}) there")
-    for p in problems:
-        print(p)
-    print("FAIL" if problems else f"PASS ({seen} names in {len(docs)} Markdown files)")
-    return 1 if problems else 0
+    return verdict(problems, f"PASS ({seen} names in {len(docs)} Markdown files)")
 
 
 if __name__ == "__main__":

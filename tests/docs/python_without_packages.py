@@ -19,6 +19,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import chapter_script  # noqa: E402
 SIM = "benchmarks/results/cudasim-AMD-EPYC-2-cores"
 # Commands that print first and need a package later: script, arguments ({tmp}: scratch folder),
 # and whether they print more than the one line before it.
@@ -108,10 +110,8 @@ def main():
         problems.append("committed figures rewritten: " +
                         ", ".join(f for f in before if before[f] != after.get(f)))
     problems = [p for p in problems if p]
-    for p in problems:
-        print(p)
-    print("FAIL" if problems else f"PASS ({len(scripts)} scripts, {len(LATER)} later imports)")
-    return 1 if problems else 0
+    return chapter_script.verdict(problems,
+                                  f"PASS ({len(scripts)} scripts, {len(LATER)} later imports)")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ REFERENCES = {
     "flash_fwd": "examples/02_flash_attention_minimal/flash_fwd.py",
     "flash2_fwd": "examples/03_flash_attention_v2/flash2_fwd.py",
     "sparse_patterns": "examples/04_sparse_patterns/sparse_patterns.py",
+    "flex_attention_ref": "examples/08_flex_attention/flex_attention.py",
+    "context_parallel": "examples/11_context_parallel/context_parallel.py",
 }
 
 

@@ -32,12 +32,9 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tests", "python"))
-from attn_testing import load_attn_tensor, main  # noqa: E402
+from attn_testing import load_attn_tensor, main, reference  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("flex_attention_ref",
-                                               os.path.join(HERE, "..", "flex_attention.py"))
-fx = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(fx)
+fx = reference("flex_attention_ref")
 warnings.filterwarnings("ignore")
 
 SPECS = ("causal", "sliding_window:w=40", "prefix_lm:p=50", "document", "alibi",

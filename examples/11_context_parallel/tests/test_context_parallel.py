@@ -10,7 +10,6 @@ processes (indexer keys all-gathered, the selected K/V fetched), its selection a
 on the whole problem's index scores and its output against SDPA over that selection; and the
 LSE merge alone: splitting the keys anywhere and merging gives the unsplit result, in either
 order."""
-import importlib.util
 import os
 import sys
 
@@ -20,10 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tests", "python"))
 import attn_testing as T  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("context_parallel",
-                                               os.path.join(HERE, "..", "context_parallel.py"))
-cp = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(cp)
+cp = T.reference("context_parallel")
 
 
 def check_merge(c):
