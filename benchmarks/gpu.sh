@@ -86,6 +86,14 @@ build_targets() {
     cmake --build "$build" -j "$(nproc)" --target "$@" >>"$out/.build.log" 2>&1 ||
         { tail -50 "$out/.build.log"; exit 1; }
 }
+# run_bench WHAT SCRIPT PROGRAM FILE [ARGS...]: an example's benchmark script with ARGS on $build's
+# PROGRAM, its records in $out/FILE; a failure is a warning naming WHAT.
+run_bench() {
+    local what=$1 script=$2 program=$3 file=$4
+    shift 4
+    "$py" "$script" "$@" --commit "$commit" --program "$build/$program" --out "$out/$file" ||
+        echo "warning: $what reported failures" >&2
+}
 
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "SKIP: no NVIDIA GPU here (nvidia-smi finds none): benchmarks/gpu.sh measures GPU figures;" \
@@ -171,9 +179,8 @@ if has deepseek; then
     build_targets deepseek_sparse_gpu
     ds=(--L 8192,16384,32768,65536,131072 --seed-rows)
     [ $quick -eq 1 ] && ds=(--L 8192,32768)
-    "$py" benchmarks/bench_deepseek.py "${ds[@]}" --commit "$commit" --out "$out/deepseek.jsonl" \
-        --program "$build/examples/05_deepseek_sparse/deepseek_sparse_gpu" ||
-        echo "warning: bench_deepseek reported failures" >&2
+    run_bench bench_deepseek benchmarks/bench_deepseek.py \
+        examples/05_deepseek_sparse/deepseek_sparse_gpu deepseek.jsonl "${ds[@]}"
     ran+=(deepseek)
 fi
 
@@ -183,10 +190,8 @@ if has backward; then
     bw=()
     [ $quick -eq 1 ] && bw=(--L 1024,4096 --no-sparse)
     rm -f "$out/backward.jsonl"
-    "$py" examples/07_flash_attention_backward/bench_backward.py "${bw[@]}" --commit "$commit" \
-        --out "$out/backward.jsonl" \
-        --program "$build/examples/07_flash_attention_backward/flash_bwd_gpu" ||
-        echo "warning: bench_backward reported failures" >&2
+    run_bench bench_backward examples/07_flash_attention_backward/bench_backward.py \
+        examples/07_flash_attention_backward/flash_bwd_gpu backward.jsonl "${bw[@]}"
     ran+=(backward)
 fi
 
@@ -209,12 +214,11 @@ fi
 if has example08; then
     say "example 08: FlexAttention in CUDA C beside compiled FlexAttention and SDPA (budget 600 s)"
     build_targets flex_attention_gpu
-    l08=()
-    [ $quick -eq 1 ] && l08=(--L 1024,2048,4096)
+    l08=(--budget-s 600)
+    [ $quick -eq 1 ] && l08+=(--L 1024,2048,4096)
     rm -f "$out/flex08.jsonl"
-    "$py" examples/08_flex_attention/bench_gpu.py "${l08[@]}" --budget-s 600 --commit "$commit" \
-        --program "$build/examples/08_flex_attention/flex_attention_gpu" --out "$out/flex08.jsonl" ||
-        echo "warning: bench_gpu.py (example 08) reported failures" >&2
+    run_bench "bench_gpu.py (example 08)" examples/08_flex_attention/bench_gpu.py \
+        examples/08_flex_attention/flex_attention_gpu flex08.jsonl "${l08[@]}"
     ran+=(example08)
 fi
 
@@ -223,15 +227,13 @@ if has decode; then
     build_targets decode_gpu
     dec=(--budget-s 150)
     [ $quick -eq 1 ] && dec+=(--quick)
-    "$py" examples/09_decode/bench_decode.py "${dec[@]}" --commit "$commit" \
-        --program "$build/examples/09_decode/decode_gpu" --out "$out/decode.jsonl" ||
-        echo "warning: bench_decode reported failures" >&2
+    run_bench bench_decode examples/09_decode/bench_decode.py examples/09_decode/decode_gpu \
+        decode.jsonl "${dec[@]}"
     say "bench_decode: version 10 (MLA, 128 heads over one latent row), B 1-64, contexts 1K-32K (budget 60 s)"
     lat=(--grid latent --budget-s 60)
     [ $quick -eq 1 ] && lat+=(--quick)
-    "$py" examples/09_decode/bench_decode.py "${lat[@]}" --commit "$commit" \
-        --program "$build/examples/09_decode/decode_gpu" --out "$out/decode.jsonl" ||
-        echo "warning: bench_decode (latent) reported failures" >&2
+    run_bench "bench_decode (latent)" examples/09_decode/bench_decode.py \
+        examples/09_decode/decode_gpu decode.jsonl "${lat[@]}"
     "$py" examples/09_decode/bench_decode.py --table "$out/decode.jsonl" >"$out/decode.md" || true
     ran+=(decode)
 fi
