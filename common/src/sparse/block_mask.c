@@ -42,15 +42,18 @@ int attn_block_mask_alloc(attn_block_mask *m, int batches, int Lq, int Lk, int b
     return 0;
 }
 
-void attn_block_mask_free(attn_block_mask *m) {
+/* Frees the four arrays of m with release (free, or attn_device_free for a device copy) and
+ * zeroes m; m may be NULL. */
+static void block_mask_release(attn_block_mask *m, void (*release)(void *)) {
     if (m == NULL)
         return;
-    free(m->kv_num_blocks);
-    free(m->kv_indices);
-    free(m->full_kv_num_blocks);
-    free(m->full_kv_indices);
+    void *arrays[] = {m->kv_num_blocks, m->kv_indices, m->full_kv_num_blocks, m->full_kv_indices};
+    for (int a = 0; a < 4; ++a)
+        release(arrays[a]);
     memset(m, 0, sizeof *m);
 }
+
+void attn_block_mask_free(attn_block_mask *m) { block_mask_release(m, free); }
 
 attn_block_mask_stats attn_block_mask_stats_of(const attn_block_mask *m) {
     attn_block_mask_stats s = {0};
@@ -108,11 +111,5 @@ int attn_block_mask_to_device(const attn_block_mask *host, attn_block_mask *dev)
 }
 
 void attn_block_mask_free_device(attn_block_mask *dev) {
-    if (dev == NULL)
-        return;
-    attn_device_free(dev->kv_num_blocks);
-    attn_device_free(dev->kv_indices);
-    attn_device_free(dev->full_kv_num_blocks);
-    attn_device_free(dev->full_kv_indices);
-    memset(dev, 0, sizeof *dev);
+    block_mask_release(dev, attn_device_free);
 }

@@ -728,13 +728,17 @@ int attn_pattern_csr(attn_csr *csr, const attn_pattern *pat, const attn_problem 
     return 0;
 }
 
-void attn_csr_free(attn_csr *csr) {
+/* Frees csr's two arrays with release (free, or attn_device_free for a device copy) and zeroes
+ * csr; csr may be NULL. */
+static void csr_release(attn_csr *csr, void (*release)(void *)) {
     if (csr == NULL)
         return;
-    free(csr->row_ptr);
-    free(csr->col_idx);
+    release(csr->row_ptr);
+    release(csr->col_idx);
     memset(csr, 0, sizeof *csr);
 }
+
+void attn_csr_free(attn_csr *csr) { csr_release(csr, free); }
 
 attn_mask attn_csr_mask(const attn_csr *csr) {
     attn_mask m = {ATTN_MASK_CSR, NULL, NULL, csr->row_ptr, csr->col_idx};
@@ -761,13 +765,7 @@ int attn_csr_to_device(const attn_csr *host, attn_csr *dev) {
     return 0;
 }
 
-void attn_csr_free_device(attn_csr *dev) {
-    if (dev == NULL)
-        return;
-    attn_device_free(dev->row_ptr);
-    attn_device_free(dev->col_idx);
-    memset(dev, 0, sizeof *dev);
-}
+void attn_csr_free_device(attn_csr *dev) { csr_release(dev, attn_device_free); }
 
 /* ---- statistics ------------------------------------------------------------------------------ */
 
