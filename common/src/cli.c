@@ -296,31 +296,30 @@ typedef struct lengths {
 
 static int apply(attn_cli *cli, lengths *len, const opt *o, const char *v, char *err,
                  size_t err_len) {
+    /* The switches, and the options that take an integer (>= min) and only store it. */
+    bool *const flags[] = {[OPT_HELP] = &cli->help,
+                           [OPT_LIST] = &cli->list,
+                           [OPT_CAUSAL] = &cli->causal,
+                           [OPT_CHECK_ONLY] = &cli->check_only,
+                           [OPT_QUIET] = &cli->quiet,
+                           [OPT_PROFILE] = &cli->profile,
+                           [OPT_ALLOW_SLOW] = &cli->allow_slow};
+    const struct {
+        int *value;
+        int min;
+    } ints[] = {[OPT_BATCH] = {&cli->B, 1},       [OPT_HEADS] = {&cli->H, 1},
+                [OPT_HEADDIM] = {&cli->D, 1},     [OPT_REPS] = {&cli->reps, 1},
+                [OPT_WARMUP] = {&cli->warmup, 0}, [OPT_CHECK_ROWS] = {&cli->check_rows, 0}};
+    if (o->id < (int)ATTN_COUNT(flags) && flags[o->id] != NULL) {
+        *flags[o->id] = true;
+        return 0;
+    }
+    if (o->id < (int)ATTN_COUNT(ints) && ints[o->id].value != NULL)
+        return parse_int(o, v, ints[o->id].min, ints[o->id].value, err, err_len);
     uint64_t seed = 0;
     switch (o->id) {
-    case OPT_HELP:
-        cli->help = true;
-        return 0;
-    case OPT_LIST:
-        cli->list = true;
-        return 0;
-    case OPT_CAUSAL:
-        cli->causal = true;
-        return 0;
-    case OPT_CHECK_ONLY:
-        cli->check_only = true;
-        return 0;
     case OPT_CHECK_ALL:
         cli->check_rows = 0;
-        return 0;
-    case OPT_QUIET:
-        cli->quiet = true;
-        return 0;
-    case OPT_PROFILE:
-        cli->profile = true;
-        return 0;
-    case OPT_ALLOW_SLOW:
-        cli->allow_slow = true;
         return 0;
     case OPT_DUMP:
         return parse_dir(o->long_name, v, &cli->dump_dir, err, err_len);
@@ -333,15 +332,9 @@ static int apply(attn_cli *cli, lengths *len, const opt *o, const char *v, char 
             return usage_error(err, err_len,
                                "error: --kernel must be 'all' or a kernel id >= 1 (got '%s')", v);
         return 0;
-    case OPT_BATCH:
-        return parse_int(o, v, 1, &cli->B, err, err_len);
-    case OPT_HEADS:
-        return parse_int(o, v, 1, &cli->H, err, err_len);
     case OPT_SEQLEN:
         len->length_flag = "-L/--seqlen";
         return parse_int(o, v, 1, &len->L, err, err_len);
-    case OPT_HEADDIM:
-        return parse_int(o, v, 1, &cli->D, err, err_len);
     case OPT_LQ:
         len->length_flag = "--lq";
         return parse_int(o, v, 1, &len->Lq, err, err_len);
@@ -357,12 +350,6 @@ static int apply(attn_cli *cli, lengths *len, const opt *o, const char *v, char 
     case OPT_PATTERN: /* parsed by the sparse module (attn/sparse/sparse_example.h) */
         cli->pattern = v;
         return 0;
-    case OPT_REPS:
-        return parse_int(o, v, 1, &cli->reps, err, err_len);
-    case OPT_WARMUP:
-        return parse_int(o, v, 0, &cli->warmup, err, err_len);
-    case OPT_CHECK_ROWS:
-        return parse_int(o, v, 0, &cli->check_rows, err, err_len);
     case OPT_DTYPE:
         if (attn_dtype_parse(v, &cli->dtype) != 0)
             return usage_error(err, err_len, "error: --dtype must be f32, f16 or bf16 (got '%s')",
@@ -395,8 +382,9 @@ static int apply(attn_cli *cli, lengths *len, const opt *o, const char *v, char 
                                o->long_name);
         *(o->id == OPT_JSON ? &cli->json_path : &cli->csv_path) = v;
         return 0;
+    default: /* a switch or an integer option: above */
+        return 0;
     }
-    return 0;
 }
 
 /* ---- variable-length batches ----------------------------------------------------------------- */

@@ -66,30 +66,17 @@ void attn_report_row(FILE *f, const attn_run_record *r) {
 
 /* A JSON string literal: quotes, backslashes and control characters escaped (RFC 8259). */
 static void json_string(FILE *f, const char *s) {
+    /* a character of plain is written as a backslash and its counterpart in escaped */
+    static const char plain[] = "\"\\\n\r\t", escaped[] = "\"\\nrt";
     fputc('"', f);
     for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c != '\0'; ++c) {
-        switch (*c) {
-        case '"':
-            fputs("\\\"", f);
-            break;
-        case '\\':
-            fputs("\\\\", f);
-            break;
-        case '\n':
-            fputs("\\n", f);
-            break;
-        case '\r':
-            fputs("\\r", f);
-            break;
-        case '\t':
-            fputs("\\t", f);
-            break;
-        default:
-            if (*c < 0x20)
-                fprintf(f, "\\u%04x", *c);
-            else
-                fputc(*c, f);
-        }
+        const char *at = strchr(plain, *c);
+        if (at != NULL)
+            fprintf(f, "\\%c", escaped[at - plain]);
+        else if (*c < 0x20)
+            fprintf(f, "\\u%04x", *c);
+        else
+            fputc(*c, f);
     }
     fputc('"', f);
 }

@@ -1,8 +1,11 @@
 // sim_test.h — check macros for the simulator's test programs: a failed check prints its
-// location and expression; sim_test_result() turns the count into the exit status.
+// location and expression; sim_test_result() turns the count into the exit status. And the
+// programs' shared steps: sim_test_free (cudaFree on each pointer), sim_test_run (a launch whose
+// output array is copied back).
 #ifndef CUDASIM_SIM_TEST_H
 #define CUDASIM_SIM_TEST_H
 
+#include <cstddef>
 #include <cstdio>
 
 #include <cuda_runtime.h>
@@ -28,6 +31,24 @@ static int sim_test_failures = 0;
         }                                                                                          \
     } while (0)
 #define CHECK_CUDA(expr) CHECK_ERR(expr, cudaSuccess)
+
+// cudaFree on each of the device pointers, checked.
+template <typename... P> static inline void sim_test_free(P *...ptrs) {
+    for (void *p : {static_cast<void *>(ptrs)...})
+        CHECK_CUDA(cudaFree(p));
+}
+
+// launch(d) on a device array the size of h, whose contents are then copied into h (each step
+// checked).
+template <typename T, size_t N, typename Launch>
+static inline void sim_test_run(T (&h)[N], Launch launch) {
+    T *d = nullptr;
+    CHECK_CUDA(cudaMalloc(&d, sizeof h));
+    launch(d);
+    CHECK_CUDA(cudaGetLastError());
+    CHECK_CUDA(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    sim_test_free(d);
+}
 
 // True, after saying so, when this build finds no device: the test then exits 77 (skipped). On
 // the simulator there is always one.

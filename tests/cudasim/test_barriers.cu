@@ -99,8 +99,8 @@ static void run_all(cudasim_order order) {
 }
 
 int main() {
-    run_all(CUDASIM_ORDER_FORWARD);
-    run_all(CUDASIM_ORDER_REVERSE);
-    run_all(CUDASIM_ORDER_SHUFFLE);
+    for (cudasim_order order :
+         {CUDASIM_ORDER_FORWARD, CUDASIM_ORDER_REVERSE, CUDASIM_ORDER_SHUFFLE})
+        run_all(order);
     return sim_test_result("barriers");
 }

@@ -122,11 +122,8 @@ __global__ void wmma_tile(const __half *a, const __half *b, const float *c, floa
 }
 
 static void check_groups() {
-    int *d = nullptr, h[64 * 8];
-    CHECK_CUDA(cudaMalloc(&d, sizeof h));
-    groups<<<1, 64>>>(d);
-    CHECK_CUDA(cudaGetLastError());
-    CHECK_CUDA(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    int h[64 * 8];
+    sim_test_run(h, [](int *d) { groups<<<1, 64>>>(d); });
     int bad = 0;
     for (int r = 0; r < 64; ++r) {
         const int *o = h + r * 8;
@@ -144,15 +141,11 @@ static void check_groups() {
         bad += o[7] != (r + 1) % 64;
     }
     CHECK(bad == 0);
-    CHECK_CUDA(cudaFree(d));
 }
 
 static void check_warp_reduce() {
-    int *d = nullptr, h[64 * 7];
-    CHECK_CUDA(cudaMalloc(&d, sizeof h));
-    warp_reduce<<<1, 64>>>(d);
-    CHECK_CUDA(cudaGetLastError());
-    CHECK_CUDA(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    int h[64 * 7];
+    sim_test_run(h, [](int *d) { warp_reduce<<<1, 64>>>(d); });
     int bad = 0, x = 0;
     for (int l = 0; l < 32; ++l)
         x ^= l;
@@ -162,7 +155,6 @@ static void check_warp_reduce() {
         bad += o[5] != x || o[6] != (t % 32 < 16 ? 45 : 0);
     }
     CHECK(bad == 0);
-    CHECK_CUDA(cudaFree(d));
 }
 
 static void check_lowp_atomics() {

@@ -96,9 +96,7 @@ static void check(bool e5m2) {
     CHECK_CUDA(cudaGetLastError());
     std::vector<float> d(c.size());
     CHECK_CUDA(cudaMemcpy(d.data(), d_d, d.size() * 4, cudaMemcpyDeviceToHost));
-    for (void *p : {static_cast<void *>(d_a), static_cast<void *>(d_b), static_cast<void *>(d_c),
-                    static_cast<void *>(d_d)})
-        CHECK_CUDA(cudaFree(p));
+    sim_test_free(d_a, d_b, d_c, d_d);
     int bad = 0;
     for (int w = 0; w < warps; ++w)
         for (int m = 0; m < 16; ++m)

@@ -168,9 +168,7 @@ static void check_mma(bool bf16, bool integers) {
     CHECK_CUDA(cudaGetLastError());
     std::vector<float> d(d_size);
     CHECK_CUDA(cudaMemcpy(d.data(), d_d, d_size * 4, cudaMemcpyDeviceToHost));
-    for (void *p : {static_cast<void *>(d_a), static_cast<void *>(d_b), static_cast<void *>(d_c),
-                    static_cast<void *>(d_d)})
-        CHECK_CUDA(cudaFree(p));
+    sim_test_free(d_a, d_b, d_c, d_d);
 
     int bad = 0;
     for (int w = 0; w < warps; ++w)

@@ -128,9 +128,6 @@ int main() {
             want ^= (words - 1 - k) * 2654435761u;
         CHECK(hu[t] == want);
     }
-    for (void *p : {static_cast<void *>(din), static_cast<void *>(dout), static_cast<void *>(f),
-                    static_cast<void *>(i), static_cast<void *>(hs), static_cast<void *>(ai),
-                    static_cast<void *>(u)})
-        CHECK_CUDA(cudaFree(p));
+    sim_test_free(din, dout, f, i, hs, ai, u);
     return sim_test_result("shared");
 }

@@ -174,15 +174,12 @@ static void run(cudasim_order order) {
         CHECK(hf[i].x == static_cast<float>(s) && hf[i].y == -1.0f * s);
         CHECK(__low2float(hh[i]) == static_cast<float>(i ^ 3) && __high2float(hh[i]) == 0.25f);
     }
-    for (void *p : {static_cast<void *>(d), static_cast<void *>(down), static_cast<void *>(bfly),
-                    static_cast<void *>(u), static_cast<void *>(dd), static_cast<void *>(f2),
-                    static_cast<void *>(h2)})
-        CHECK_CUDA(cudaFree(p));
+    sim_test_free(d, down, bfly, u, dd, f2, h2);
 }
 
 int main() {
-    run(CUDASIM_ORDER_FORWARD);
-    run(CUDASIM_ORDER_REVERSE);
-    run(CUDASIM_ORDER_SHUFFLE);
+    for (cudasim_order order :
+         {CUDASIM_ORDER_FORWARD, CUDASIM_ORDER_REVERSE, CUDASIM_ORDER_SHUFFLE})
+        run(order);
     return sim_test_result("warp");
 }

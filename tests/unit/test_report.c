@@ -121,7 +121,7 @@ static attn_run_record sample_record(bool timed) {
     r.kernel = "naive";
     r.kernel_id = 1;
     r.backend = "sim";
-    r.device = "cudasim \"virtual\" device\\x";
+    r.device = "cudasim \"virtual\" device\\x\r\x01";
     attn_problem_init(&r.problem, 2, 4, 1024, 512, 64);
     r.problem.dtype = ATTN_BF16;
     r.problem.causal = true;
@@ -201,7 +201,7 @@ static void test_json(void) {
         for (int k = 0; k < num_keys && k < j.num_keys; ++k)
             misplaced += strcmp(j.keys[k], keys[k]) != 0;
         CHECK_EQ(misplaced, 0);
-        CHECK_CONTAINS(text, "\"device\":\"cudasim \\\"virtual\\\" device\\\\x\"");
+        CHECK_CONTAINS(text, "\"device\":\"cudasim \\\"virtual\\\" device\\\\x\\r\\u0001\"");
         CHECK_CONTAINS(text, "\"B\":2,\"H\":4,\"Lq\":1024,\"Lk\":512,\"D\":64,\"dtype\":\"bf16\"");
         CHECK_CONTAINS(text,
                        "\"causal\":true,\"varlen\":false,\"seqlens\":null,\"seqlens_k\":null,");
@@ -247,7 +247,8 @@ static void test_csv(void) {
     CHECK_EQ(csv_fields(row2), NUM_KEYS);
     const char *header = "example,kernel,kernel_id,backend,device,B,H,Lq,Lk,D,dtype,causal,";
     CHECK(strncmp(text, header, strlen(header)) == 0);
-    CHECK_CONTAINS(row1, ",\"cudasim \"\"virtual\"\" device\\x\",2,4,1024,512,64,bf16,true,PASS,,");
+    CHECK_CONTAINS(row1,
+                   ",\"cudasim \"\"virtual\"\" device\\x\r\x01\",2,4,1024,512,64,bf16,true,PASS,,");
     CHECK_CONTAINS(row1, ",1.25,1,2.5,20,12.5,800,4194304\n");
     CHECK_CONTAINS(text, "SKIP,\"needs a GPU,\n\tsee --list\",,,,,0,,,4194304\n");
 

@@ -19,26 +19,32 @@
 extern "C" {
 #endif
 
-/* Error codes: the CUDA runtime's numeric values. */
+/* Error codes: the CUDA runtime's names, numeric values and messages (cudaGetErrorName,
+ * cudaGetErrorString), one row each. */
+#define CUDASIM_ERRORS(X)                                                                          \
+    X(cudaSuccess, 0, "no error")                                                                  \
+    X(cudaErrorInvalidValue, 1, "invalid argument")                                                \
+    X(cudaErrorMemoryAllocation, 2, "out of memory")                                               \
+    X(cudaErrorInitializationError, 3, "initialization error")                                     \
+    X(cudaErrorInvalidConfiguration, 9, "invalid configuration argument")                          \
+    X(cudaErrorInvalidMemcpyDirection, 21, "invalid copy direction for memcpy")                    \
+    X(cudaErrorInsufficientDriver, 35,                                                             \
+      "CUDA driver version is insufficient for CUDA runtime version")                              \
+    X(cudaErrorInvalidDeviceFunction, 98, "invalid device function")                               \
+    X(cudaErrorNoDevice, 100, "no CUDA-capable device is detected")                                \
+    X(cudaErrorInvalidDevice, 101, "invalid device ordinal")                                       \
+    X(cudaErrorInvalidResourceHandle, 400, "invalid resource handle")                              \
+    X(cudaErrorNotReady, 600, "device not ready")                                                  \
+    X(cudaErrorIllegalAddress, 700, "an illegal memory access was encountered")                    \
+    X(cudaErrorLaunchOutOfResources, 701, "too many resources requested for launch")               \
+    X(cudaErrorLaunchTimeout, 702, "the launch timed out and was terminated")                      \
+    X(cudaErrorAssert, 710, "device-side assert triggered")                                        \
+    X(cudaErrorLaunchFailure, 719, "unspecified launch failure")                                   \
+    X(cudaErrorUnknown, 999, "unknown error")
 typedef enum cudaError {
-    cudaSuccess = 0,
-    cudaErrorInvalidValue = 1,
-    cudaErrorMemoryAllocation = 2,
-    cudaErrorInitializationError = 3,
-    cudaErrorInvalidConfiguration = 9,
-    cudaErrorInvalidMemcpyDirection = 21,
-    cudaErrorInsufficientDriver = 35,
-    cudaErrorInvalidDeviceFunction = 98,
-    cudaErrorNoDevice = 100,
-    cudaErrorInvalidDevice = 101,
-    cudaErrorInvalidResourceHandle = 400,
-    cudaErrorNotReady = 600,
-    cudaErrorIllegalAddress = 700,
-    cudaErrorLaunchOutOfResources = 701,
-    cudaErrorLaunchTimeout = 702,
-    cudaErrorAssert = 710,
-    cudaErrorLaunchFailure = 719,
-    cudaErrorUnknown = 999
+#define CUDASIM_ERROR_CODE(name, value, message) name = value,
+    CUDASIM_ERRORS(CUDASIM_ERROR_CODE)
+#undef CUDASIM_ERROR_CODE
 } cudaError_t;
 
 typedef enum cudaMemcpyKind {

@@ -262,27 +262,10 @@ extern "C" {
 
 const char *cudaGetErrorName(cudaError_t err) {
     switch (err) {
-#define CUDASIM_NAME(e)                                                                            \
-    case e:                                                                                        \
-        return #e;
-        CUDASIM_NAME(cudaSuccess)
-        CUDASIM_NAME(cudaErrorInvalidValue)
-        CUDASIM_NAME(cudaErrorMemoryAllocation)
-        CUDASIM_NAME(cudaErrorInitializationError)
-        CUDASIM_NAME(cudaErrorInvalidConfiguration)
-        CUDASIM_NAME(cudaErrorInvalidMemcpyDirection)
-        CUDASIM_NAME(cudaErrorInsufficientDriver)
-        CUDASIM_NAME(cudaErrorInvalidDeviceFunction)
-        CUDASIM_NAME(cudaErrorNoDevice)
-        CUDASIM_NAME(cudaErrorInvalidDevice)
-        CUDASIM_NAME(cudaErrorInvalidResourceHandle)
-        CUDASIM_NAME(cudaErrorNotReady)
-        CUDASIM_NAME(cudaErrorIllegalAddress)
-        CUDASIM_NAME(cudaErrorLaunchOutOfResources)
-        CUDASIM_NAME(cudaErrorLaunchTimeout)
-        CUDASIM_NAME(cudaErrorAssert)
-        CUDASIM_NAME(cudaErrorLaunchFailure)
-        CUDASIM_NAME(cudaErrorUnknown)
+#define CUDASIM_NAME(name, value, message)                                                         \
+    case name:                                                                                     \
+        return #name;
+        CUDASIM_ERRORS(CUDASIM_NAME)
 #undef CUDASIM_NAME
     }
     return "cudaErrorUnknown";
@@ -290,42 +273,11 @@ const char *cudaGetErrorName(cudaError_t err) {
 
 const char *cudaGetErrorString(cudaError_t err) {
     switch (err) {
-    case cudaSuccess:
-        return "no error";
-    case cudaErrorInvalidValue:
-        return "invalid argument";
-    case cudaErrorMemoryAllocation:
-        return "out of memory";
-    case cudaErrorInitializationError:
-        return "initialization error";
-    case cudaErrorInvalidConfiguration:
-        return "invalid configuration argument";
-    case cudaErrorInvalidMemcpyDirection:
-        return "invalid copy direction for memcpy";
-    case cudaErrorInsufficientDriver:
-        return "CUDA driver version is insufficient for CUDA runtime version";
-    case cudaErrorInvalidDeviceFunction:
-        return "invalid device function";
-    case cudaErrorNoDevice:
-        return "no CUDA-capable device is detected";
-    case cudaErrorInvalidDevice:
-        return "invalid device ordinal";
-    case cudaErrorInvalidResourceHandle:
-        return "invalid resource handle";
-    case cudaErrorNotReady:
-        return "device not ready";
-    case cudaErrorIllegalAddress:
-        return "an illegal memory access was encountered";
-    case cudaErrorLaunchOutOfResources:
-        return "too many resources requested for launch";
-    case cudaErrorLaunchTimeout:
-        return "the launch timed out and was terminated";
-    case cudaErrorAssert:
-        return "device-side assert triggered";
-    case cudaErrorLaunchFailure:
-        return "unspecified launch failure";
-    case cudaErrorUnknown:
-        return "unknown error";
+#define CUDASIM_MESSAGE(name, value, message)                                                      \
+    case name:                                                                                     \
+        return message;
+        CUDASIM_ERRORS(CUDASIM_MESSAGE)
+#undef CUDASIM_MESSAGE
     }
     return "unrecognized error code";
 }

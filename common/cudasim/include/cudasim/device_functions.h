@@ -75,23 +75,19 @@ template <typename T, typename F> CUDASIM_ATOMIC_INLINE T atomic_update(T *addre
         CUDASIM_NOTE_ATOMIC(address);                                                              \
         return builtin(address, val, cudasim::detail::mo);                                         \
     }
-CUDASIM_ATOMIC_BUILTIN(atomicAdd, __atomic_fetch_add, int)
-CUDASIM_ATOMIC_BUILTIN(atomicAdd, __atomic_fetch_add, unsigned int)
-CUDASIM_ATOMIC_BUILTIN(atomicAdd, __atomic_fetch_add, unsigned long long)
+// ... for int, unsigned int and unsigned long long (atomicSub: no unsigned long long in CUDA).
+#define CUDASIM_ATOMIC_BUILTIN_INTS(name, builtin)                                                 \
+    CUDASIM_ATOMIC_BUILTIN(name, builtin, int)                                                     \
+    CUDASIM_ATOMIC_BUILTIN(name, builtin, unsigned int)                                            \
+    CUDASIM_ATOMIC_BUILTIN(name, builtin, unsigned long long)
+CUDASIM_ATOMIC_BUILTIN_INTS(atomicAdd, __atomic_fetch_add)
 CUDASIM_ATOMIC_BUILTIN(atomicSub, __atomic_fetch_sub, int)
 CUDASIM_ATOMIC_BUILTIN(atomicSub, __atomic_fetch_sub, unsigned int)
-CUDASIM_ATOMIC_BUILTIN(atomicAnd, __atomic_fetch_and, int)
-CUDASIM_ATOMIC_BUILTIN(atomicAnd, __atomic_fetch_and, unsigned int)
-CUDASIM_ATOMIC_BUILTIN(atomicAnd, __atomic_fetch_and, unsigned long long)
-CUDASIM_ATOMIC_BUILTIN(atomicOr, __atomic_fetch_or, int)
-CUDASIM_ATOMIC_BUILTIN(atomicOr, __atomic_fetch_or, unsigned int)
-CUDASIM_ATOMIC_BUILTIN(atomicOr, __atomic_fetch_or, unsigned long long)
-CUDASIM_ATOMIC_BUILTIN(atomicXor, __atomic_fetch_xor, int)
-CUDASIM_ATOMIC_BUILTIN(atomicXor, __atomic_fetch_xor, unsigned int)
-CUDASIM_ATOMIC_BUILTIN(atomicXor, __atomic_fetch_xor, unsigned long long)
-CUDASIM_ATOMIC_BUILTIN(atomicExch, __atomic_exchange_n, int)
-CUDASIM_ATOMIC_BUILTIN(atomicExch, __atomic_exchange_n, unsigned int)
-CUDASIM_ATOMIC_BUILTIN(atomicExch, __atomic_exchange_n, unsigned long long)
+CUDASIM_ATOMIC_BUILTIN_INTS(atomicAnd, __atomic_fetch_and)
+CUDASIM_ATOMIC_BUILTIN_INTS(atomicOr, __atomic_fetch_or)
+CUDASIM_ATOMIC_BUILTIN_INTS(atomicXor, __atomic_fetch_xor)
+CUDASIM_ATOMIC_BUILTIN_INTS(atomicExch, __atomic_exchange_n)
+#undef CUDASIM_ATOMIC_BUILTIN_INTS
 #undef CUDASIM_ATOMIC_BUILTIN
 
 #define CUDASIM_ATOMIC_CAS_LOOP(name, T, expr)                                                     \

@@ -370,34 +370,20 @@ inline void __syncwarp(unsigned mask = 0xffffffffu, const char *file = __builtin
 }
 inline unsigned __activemask() { return cudasim::detail::active_mask(); }
 
-template <typename T>
-T __shfl_sync(unsigned mask, T var, int src_lane, int width = warpSize,
-              const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
-    using namespace cudasim::detail;
-    return from_bits<T>(
-        warp_collective(collective::shfl, mask, to_bits(var), src_lane, width, file, line));
-}
-template <typename T>
-T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = warpSize,
-                 const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
-    using namespace cudasim::detail;
-    return from_bits<T>(warp_collective(collective::shfl_up, mask, to_bits(var),
-                                        static_cast<int>(delta), width, file, line));
-}
-template <typename T>
-T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = warpSize,
-                   const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
-    using namespace cudasim::detail;
-    return from_bits<T>(warp_collective(collective::shfl_down, mask, to_bits(var),
-                                        static_cast<int>(delta), width, file, line));
-}
-template <typename T>
-T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize,
-                  const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
-    using namespace cudasim::detail;
-    return from_bits<T>(
-        warp_collective(collective::shfl_xor, mask, to_bits(var), lane_mask, width, file, line));
-}
+// The shuffles: var's bits from another lane; arg is the source lane, the delta or the lane mask.
+#define CUDASIM_SHUFFLE(name, kind, Arg)                                                           \
+    template <typename T>                                                                          \
+    T name(unsigned mask, T var, Arg arg, int width = warpSize,                                    \
+           const char *file = __builtin_FILE(), int line = __builtin_LINE()) {                     \
+        using namespace cudasim::detail;                                                           \
+        return from_bits<T>(warp_collective(collective::kind, mask, to_bits(var),                  \
+                                            static_cast<int>(arg), width, file, line));            \
+    }
+CUDASIM_SHUFFLE(__shfl_sync, shfl, int)
+CUDASIM_SHUFFLE(__shfl_up_sync, shfl_up, unsigned)
+CUDASIM_SHUFFLE(__shfl_down_sync, shfl_down, unsigned)
+CUDASIM_SHUFFLE(__shfl_xor_sync, shfl_xor, int)
+#undef CUDASIM_SHUFFLE
 inline unsigned __ballot_sync(unsigned mask, int predicate, const char *file = __builtin_FILE(),
                               int line = __builtin_LINE()) {
     using namespace cudasim::detail;

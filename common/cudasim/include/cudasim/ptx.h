@@ -103,6 +103,15 @@ inline void mma_accumulate(float *d, const float (&arow)[2][K], const float (&bc
     }
 }
 
+// An mma's operands from the whole warp (one warp collective): regs[lane] = that lane's a[0..3],
+// b[0..1]. Returns this lane's id.
+inline unsigned gather_operands(uint32_t (&regs)[32][6], const uint32_t *a, const uint32_t *b,
+                                const char *what, const char *file, int line) {
+    uint32_t mine[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
+    warp_allgather(mine, regs, sizeof mine, what, file, line);
+    return lane_id();
+}
+
 template <bool bf16> inline float to_f32(uint16_t bits) {
     return bf16 ? attn_bf16_to_f32(bits) : attn_f16_to_f32(bits);
 }
@@ -111,10 +120,8 @@ template <bool bf16> inline float to_f32(uint16_t bits) {
 template <bool bf16>
 inline void mma_m16n8k16(float *d, const uint32_t *a, const uint32_t *b, const float *c,
                          const char *what, const char *file, int line) {
-    uint32_t mine[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
-    uint32_t regs[32][6]; // regs[lane] = that lane's a[0..3], b[0..1]
-    warp_allgather(mine, regs, sizeof mine, what, file, line);
-    unsigned lane = lane_id(), g = lane / 4, t = lane % 4;
+    uint32_t regs[32][6];
+    unsigned lane = gather_operands(regs, a, b, what, file, line), g = lane / 4, t = lane % 4;
     // This lane's rows of A (g, g + 8) and columns of B (2t, 2t + 1), converted once. A[row][k]
     // is in lane g * 4 + (k % 8) / 2, register row / 8 + 2 * (k / 8); B[k][col] in lane
     // col * 4 + (k % 8) / 2, register 4 + k / 8 (of `regs`); the half is k % 2 in both.
@@ -138,10 +145,8 @@ inline void mma_m16n8k16(float *d, const uint32_t *a, const uint32_t *b, const f
 template <attn_fp8_format fa, attn_fp8_format fb>
 inline void mma_m16n8k32_fp8(float *d, const uint32_t *a, const uint32_t *b, const float *c,
                              const char *what, const char *file, int line) {
-    uint32_t mine[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
-    uint32_t regs[32][6]; // regs[lane] = that lane's a[0..3], b[0..1]
-    warp_allgather(mine, regs, sizeof mine, what, file, line);
-    unsigned lane = lane_id(), g = lane / 4, t = lane % 4;
+    uint32_t regs[32][6];
+    unsigned lane = gather_operands(regs, a, b, what, file, line), g = lane / 4, t = lane % 4;
     // A[row][k] is byte k % 4 of register row / 8 + 2 (k / 16) in lane (row % 8) * 4 + (k % 16) /
     // 4; B[k][col] byte k % 4 of register 4 + k / 16 (of `regs`) in lane col * 4 + (k % 16) / 4.
     auto byte = [](uint32_t reg, unsigned k) { return static_cast<uint8_t>(reg >> 8 * (k % 4)); };
