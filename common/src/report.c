@@ -101,52 +101,7 @@ static void json_lengths(FILE *f, const int *cu, int B) {
     fputc(']', f);
 }
 
-void attn_report_json(FILE *f, const attn_run_record *r) {
-    const attn_problem *p = &r->problem;
-    fputs("{\"example\":", f);
-    json_string(f, r->example);
-    fputs(",\"kernel\":", f);
-    json_string(f, r->kernel);
-    fprintf(f, ",\"kernel_id\":%d,\"backend\":", r->kernel_id);
-    json_string(f, r->backend);
-    fputs(",\"device\":", f);
-    json_string(f, r->device);
-    fprintf(f, ",\"B\":%d,\"H\":%d,\"Lq\":%d,\"Lk\":%d,\"D\":%d,\"dtype\":\"%s\",\"causal\":%s",
-            p->B, p->H, p->Lq, p->Lk, p->D, attn_dtype_name(p->dtype),
-            p->causal ? "true" : "false");
-    fprintf(f, ",\"varlen\":%s,\"seqlens\":", attn_problem_is_varlen(p) ? "true" : "false");
-    json_lengths(f, p->cu_seqlens_q, p->B);
-    fputs(",\"seqlens_k\":", f);
-    json_lengths(f, p->cu_seqlens_k, p->B);
-    fputs(",\"status\":", f);
-    json_string(f, r->status);
-    fputs(",\"note\":", f);
-    json_string(f, r->note);
-    fputs(",\"max_abs_err\":", f);
-    json_number(f, r->max_abs_err, true);
-    fputs(",\"median_ms\":", f);
-    json_number(f, r->time.median_ms, r->timed);
-    fputs(",\"min_ms\":", f);
-    json_number(f, r->time.min_ms, r->timed);
-    fputs(",\"max_ms\":", f);
-    json_number(f, r->time.max_ms, r->timed);
-    fprintf(f, ",\"reps\":%d,\"tflops\":", r->timed ? r->time.reps : 0);
-    json_number(f, r->tflops, r->timed);
-    fputs(",\"gbps\":", f);
-    json_number(f, r->gbps, r->timed);
-    fprintf(f, ",\"workspace_bytes\":%.0f", r->workspace_bytes);
-    if (r->extra_json != NULL && r->extra_json[0] != '\0')
-        fprintf(f, ",%s", r->extra_json);
-    fputs("}\n", f);
-}
-
 /* ---- CSV ------------------------------------------------------------------------------------- */
-
-void attn_report_csv_header(FILE *f) {
-    fputs("example,kernel,kernel_id,backend,device,B,H,Lq,Lk,D,dtype,causal,status,note,"
-          "max_abs_err,median_ms,min_ms,max_ms,reps,tflops,gbps,workspace_bytes\n",
-          f);
-}
 
 /* A CSV field: quoted, with quotes doubled, when it contains a separator, quote or line break. */
 static void csv_string(FILE *f, const char *s) {
@@ -164,35 +119,99 @@ static void csv_string(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-/* A CSV number; absent or non-finite values are empty fields. */
-static void csv_number(FILE *f, double x, bool present) {
-    fputc(',', f);
-    if (present && isfinite(x))
-        fprintf(f, "%.6g", x);
+/* ---- one record, three forms ----------------------------------------------------------------- */
+
+/* Writes a record's fields in one of the forms: a JSON object, a CSV row, or the CSV header row
+ * (the keys). The fields are listed once, in write_record. */
+typedef enum { FORM_JSON, FORM_CSV, FORM_CSV_HEADER } form;
+typedef struct writer {
+    FILE *f;
+    form form;
+    int fields; /* written so far */
+} writer;
+
+/* The separator and the key of the next field; false when only the key is wanted (header). */
+static bool field(writer *w, const char *key) {
+    if (w->form == FORM_JSON)
+        fprintf(w->f, "%s\"%s\":", w->fields++ ? "," : "{", key);
+    else if (w->fields++)
+        fputc(',', w->f);
+    if (w->form == FORM_CSV_HEADER)
+        fputs(key, w->f);
+    return w->form != FORM_CSV_HEADER;
 }
 
+static void put_string(writer *w, const char *key, const char *s) {
+    if (field(w, key))
+        (w->form == FORM_JSON ? json_string : csv_string)(w->f, s);
+}
+
+static void put_int(writer *w, const char *key, double x) { /* exact up to 2^53 */
+    if (field(w, key))
+        fprintf(w->f, "%.0f", x);
+}
+
+static void put_bool(writer *w, const char *key, bool b) {
+    if (field(w, key))
+        fputs(b ? "true" : "false", w->f);
+}
+
+/* An absent or non-finite value: null in JSON, an empty CSV field. */
+static void put_number(writer *w, const char *key, double x, bool present) {
+    if (!field(w, key))
+        return;
+    if (w->form == FORM_JSON)
+        json_number(w->f, x, present);
+    else if (present && isfinite(x))
+        fprintf(w->f, "%.6g", x);
+}
+
+/* r's fields (the keys at the top of this file); r is NULL for the header. */
+static void write_record(writer *w, const attn_run_record *r) {
+    static const attn_run_record none;
+    const attn_run_record *v = r ? r : &none;
+    const attn_problem *p = &v->problem;
+    put_string(w, "example", v->example);
+    put_string(w, "kernel", v->kernel);
+    put_int(w, "kernel_id", v->kernel_id);
+    put_string(w, "backend", v->backend);
+    put_string(w, "device", v->device);
+    const char *dims[] = {"B", "H", "Lq", "Lk", "D"};
+    const int dim[] = {p->B, p->H, p->Lq, p->Lk, p->D};
+    for (int d = 0; d < 5; ++d)
+        put_int(w, dims[d], dim[d]);
+    put_string(w, "dtype", attn_dtype_name(p->dtype));
+    put_bool(w, "causal", p->causal);
+    if (w->form == FORM_JSON) { /* the variable-length batch: JSON only */
+        put_bool(w, "varlen", attn_problem_is_varlen(p));
+        field(w, "seqlens");
+        json_lengths(w->f, p->cu_seqlens_q, p->B);
+        field(w, "seqlens_k");
+        json_lengths(w->f, p->cu_seqlens_k, p->B);
+    }
+    put_string(w, "status", v->status);
+    put_string(w, "note", v->note);
+    put_number(w, "max_abs_err", v->max_abs_err, true);
+    put_number(w, "median_ms", v->time.median_ms, v->timed);
+    put_number(w, "min_ms", v->time.min_ms, v->timed);
+    put_number(w, "max_ms", v->time.max_ms, v->timed);
+    put_int(w, "reps", v->timed ? v->time.reps : 0);
+    put_number(w, "tflops", v->tflops, v->timed);
+    put_number(w, "gbps", v->gbps, v->timed);
+    put_int(w, "workspace_bytes", v->workspace_bytes);
+    if (w->form == FORM_JSON && v->extra_json != NULL && v->extra_json[0] != '\0')
+        fprintf(w->f, ",%s", v->extra_json);
+    fputs(w->form == FORM_JSON ? "}\n" : "\n", w->f);
+}
+
+void attn_report_json(FILE *f, const attn_run_record *r) {
+    write_record(&(writer){f, FORM_JSON, 0}, r);
+}
+
+void attn_report_csv_header(FILE *f) { write_record(&(writer){f, FORM_CSV_HEADER, 0}, NULL); }
+
 void attn_report_csv(FILE *f, const attn_run_record *r) {
-    const attn_problem *p = &r->problem;
-    csv_string(f, r->example);
-    fputc(',', f);
-    csv_string(f, r->kernel);
-    fprintf(f, ",%d,", r->kernel_id);
-    csv_string(f, r->backend);
-    fputc(',', f);
-    csv_string(f, r->device);
-    fprintf(f, ",%d,%d,%d,%d,%d,%s,%s,", p->B, p->H, p->Lq, p->Lk, p->D, attn_dtype_name(p->dtype),
-            p->causal ? "true" : "false");
-    csv_string(f, r->status);
-    fputc(',', f);
-    csv_string(f, r->note);
-    csv_number(f, r->max_abs_err, true);
-    csv_number(f, r->time.median_ms, r->timed);
-    csv_number(f, r->time.min_ms, r->timed);
-    csv_number(f, r->time.max_ms, r->timed);
-    fprintf(f, ",%d", r->timed ? r->time.reps : 0);
-    csv_number(f, r->tflops, r->timed);
-    csv_number(f, r->gbps, r->timed);
-    fprintf(f, ",%.0f\n", r->workspace_bytes);
+    write_record(&(writer){f, FORM_CSV, 0}, r);
 }
 
 /* ---- files ----------------------------------------------------------------------------------- */

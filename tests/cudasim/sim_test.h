@@ -1,12 +1,14 @@
 // sim_test.h — check macros for the simulator's test programs: a failed check prints its
 // location and expression; sim_test_result() turns the count into the exit status. And the
-// programs' shared steps: sim_test_free (cudaFree on each pointer), sim_test_run (a launch whose
-// output array is copied back).
+// programs' shared steps: sim_test_alloc, sim_test_upload and sim_test_download (device arrays),
+// sim_test_free (cudaFree on each pointer), sim_test_run (a launch whose output array is copied
+// back).
 #ifndef CUDASIM_SIM_TEST_H
 #define CUDASIM_SIM_TEST_H
 
 #include <cstddef>
 #include <cstdio>
+#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -36,6 +38,24 @@ static int sim_test_failures = 0;
 template <typename... P> static inline void sim_test_free(P *...ptrs) {
     for (void *p : {static_cast<void *>(ptrs)...})
         CHECK_CUDA(cudaFree(p));
+}
+
+// A device array of n T's (uninitialised), or a device copy of the host vector h.
+template <typename T> static inline T *sim_test_alloc(size_t n) {
+    T *d = nullptr;
+    CHECK_CUDA(cudaMalloc(&d, n * sizeof(T)));
+    return d;
+}
+template <typename T> static inline T *sim_test_upload(const std::vector<T> &h) {
+    T *d = sim_test_alloc<T>(h.size());
+    CHECK_CUDA(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return d;
+}
+// The n T's of the device array d, copied to the host.
+template <typename T> static inline std::vector<T> sim_test_download(const T *d, size_t n) {
+    std::vector<T> h(n);
+    CHECK_CUDA(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
 }
 
 // launch(d) on a device array the size of h, whose contents are then copied into h (each step

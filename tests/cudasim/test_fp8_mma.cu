@@ -83,19 +83,11 @@ static void check(bool e5m2) {
     }
     for (float &x : c)
         x = static_cast<float>(rand() % 17 - 8);
-    uint8_t *d_a, *d_b;
-    float *d_c, *d_d;
-    CHECK_CUDA(cudaMalloc(&d_a, a.size()));
-    CHECK_CUDA(cudaMalloc(&d_b, b.size()));
-    CHECK_CUDA(cudaMalloc(&d_c, c.size() * 4));
-    CHECK_CUDA(cudaMalloc(&d_d, c.size() * 4));
-    CHECK_CUDA(cudaMemcpy(d_a, a.data(), a.size(), cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(d_b, b.data(), b.size(), cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(d_c, c.data(), c.size() * 4, cudaMemcpyHostToDevice));
+    uint8_t *d_a = sim_test_upload(a), *d_b = sim_test_upload(b);
+    float *d_c = sim_test_upload(c), *d_d = sim_test_alloc<float>(c.size());
     fp8_mma<<<1, warps * 32>>>(d_a, d_b, d_c, d_d, e5m2);
     CHECK_CUDA(cudaGetLastError());
-    std::vector<float> d(c.size());
-    CHECK_CUDA(cudaMemcpy(d.data(), d_d, d.size() * 4, cudaMemcpyDeviceToHost));
+    std::vector<float> d = sim_test_download(d_d, c.size());
     sim_test_free(d_a, d_b, d_c, d_d);
     int bad = 0;
     for (int w = 0; w < warps; ++w)

@@ -154,20 +154,12 @@ static void check_mma(bool bf16, bool integers) {
     for (float &x : c)
         x = value(8);
 
-    uint16_t *d_a, *d_b;
-    float *d_c, *d_d;
     size_t d_size = warps * 2 * 16 * 8;
-    CHECK_CUDA(cudaMalloc(&d_a, a.size() * 2));
-    CHECK_CUDA(cudaMalloc(&d_b, b.size() * 2));
-    CHECK_CUDA(cudaMalloc(&d_c, c.size() * 4));
-    CHECK_CUDA(cudaMalloc(&d_d, d_size * 4));
-    CHECK_CUDA(cudaMemcpy(d_a, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(d_b, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(d_c, c.data(), c.size() * 4, cudaMemcpyHostToDevice));
+    uint16_t *d_a = sim_test_upload(a), *d_b = sim_test_upload(b);
+    float *d_c = sim_test_upload(c), *d_d = sim_test_alloc<float>(d_size);
     mma_from_shared<<<1, threads>>>(d_a, d_b, d_c, d_d, bf16);
     CHECK_CUDA(cudaGetLastError());
-    std::vector<float> d(d_size);
-    CHECK_CUDA(cudaMemcpy(d.data(), d_d, d_size * 4, cudaMemcpyDeviceToHost));
+    std::vector<float> d = sim_test_download(d_d, d_size);
     sim_test_free(d_a, d_b, d_c, d_d);
 
     int bad = 0;
