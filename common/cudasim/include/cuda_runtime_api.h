@@ -20,7 +20,8 @@ extern "C" {
 #endif
 
 /* Error codes: the CUDA runtime's names, numeric values and messages (cudaGetErrorName,
- * cudaGetErrorString), one row each. */
+ * cudaGetErrorString), one row each, in order of value but for the one whose message needs two
+ * lines, last. */
 #define CUDASIM_ERRORS(X)                                                                          \
     X(cudaSuccess, 0, "no error")                                                                  \
     X(cudaErrorInvalidValue, 1, "invalid argument")                                                \
@@ -28,8 +29,6 @@ extern "C" {
     X(cudaErrorInitializationError, 3, "initialization error")                                     \
     X(cudaErrorInvalidConfiguration, 9, "invalid configuration argument")                          \
     X(cudaErrorInvalidMemcpyDirection, 21, "invalid copy direction for memcpy")                    \
-    X(cudaErrorInsufficientDriver, 35,                                                             \
-      "CUDA driver version is insufficient for CUDA runtime version")                              \
     X(cudaErrorInvalidDeviceFunction, 98, "invalid device function")                               \
     X(cudaErrorNoDevice, 100, "no CUDA-capable device is detected")                                \
     X(cudaErrorInvalidDevice, 101, "invalid device ordinal")                                       \
@@ -40,7 +39,9 @@ extern "C" {
     X(cudaErrorLaunchTimeout, 702, "the launch timed out and was terminated")                      \
     X(cudaErrorAssert, 710, "device-side assert triggered")                                        \
     X(cudaErrorLaunchFailure, 719, "unspecified launch failure")                                   \
-    X(cudaErrorUnknown, 999, "unknown error")
+    X(cudaErrorUnknown, 999, "unknown error")                                                      \
+    X(cudaErrorInsufficientDriver, 35,                                                             \
+      "CUDA driver version is insufficient for CUDA runtime version")
 typedef enum cudaError {
 #define CUDASIM_ERROR_CODE(name, value, message) name = value,
     CUDASIM_ERRORS(CUDASIM_ERROR_CODE)
