@@ -111,11 +111,8 @@ static void test_varlen(void) {
     /* Two sequences of 3 and 9 tokens, causal, tiles of 4: slice 0 has one query block, slice 1
      * three; query blocks past a sequence's end have empty lists. */
     static const int cu[3] = {0, 3, 12};
-    attn_problem p;
-    attn_problem_init(&p, 2, 1, 9, 9, 8);
+    attn_problem p = unit_varlen_problem(2, 1, 9, 9, 8, cu, cu);
     p.causal = true;
-    p.cu_seqlens_q = cu;
-    p.cu_seqlens_k = cu;
     attn_block_mask m;
     CHECK(attn_block_mask_from_mask(&m, &p, NULL, 4, 4) == 0);
     CHECK_EQ(m.batches, 2);
@@ -168,11 +165,8 @@ static void test_listed_tiles_mask(void) {
  * A band with Lq != Lk, tiles of 4 x 3 (not square), two varlen slices of different lengths. */
 static void test_transpose(void) {
     static const int cu_q[3] = {0, 10, 17}, cu_k[3] = {0, 13, 15};
-    attn_problem p;
-    attn_problem_init(&p, 2, 1, 10, 13, 8);
+    attn_problem p = unit_varlen_problem(2, 1, 10, 13, 8, cu_q, cu_k);
     p.causal = true;
-    p.cu_seqlens_q = cu_q;
-    p.cu_seqlens_k = cu_k;
     attn_mask mask = {ATTN_MASK_PREDICATE, band3, NULL, NULL, NULL};
     attn_block_mask m, t;
     CHECK(attn_block_mask_from_mask(&m, &p, &mask, 4, 3) == 0);

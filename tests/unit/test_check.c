@@ -86,10 +86,7 @@ static void test_dense_f32(void) {
 
 static void test_varlen_indices(void) {
     static const int cu_q[3] = {0, 2, 7}, cu_k[3] = {0, 3, 9};
-    attn_problem p;
-    attn_problem_init(&p, 2, 2, 5, 6, 4);
-    p.cu_seqlens_q = cu_q;
-    p.cu_seqlens_k = cu_k;
+    attn_problem p = unit_varlen_problem(2, 2, 5, 6, 4, cu_q, cu_k);
     fixture f;
     fixture_make(&f, &p);
     int64_t at = attn_problem_row_offset(&p, true, 1, 1, 3) + 2; /* packed ((2+3)*2+1)*4+2 */

@@ -172,10 +172,7 @@ static void test_seqlens(void) {
     attn_cli_free(&c);
     CHECK_EQ(parse(&c, err, sizeof err, ARGS("--seqlens", "5")), 0);
     CHECK(c.B == 1 && c.Lq == 5 && c.Lk == 5);
-    attn_problem p;
-    attn_problem_init(&p, c.B, 1, c.Lq, c.Lk, 8);
-    p.cu_seqlens_q = c.cu_seqlens_q;
-    p.cu_seqlens_k = c.cu_seqlens_k;
+    attn_problem p = unit_varlen_problem(c.B, 1, c.Lq, c.Lk, 8, c.cu_seqlens_q, c.cu_seqlens_k);
     CHECK_EQ(attn_problem_validate(&p, err, sizeof err), 0);
     attn_cli_free(&c);
 

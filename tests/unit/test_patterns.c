@@ -240,10 +240,7 @@ static void test_builders(void) {
     static const int cu_q[] = {0, 0, 21, 58}, cu_k[] = {0, 5, 26, 70};
     for (size_t sp = 0; sp < sizeof specs / sizeof specs[0]; ++sp)
         for (int causal = 0; causal < 2; ++causal) {
-            attn_problem p;
-            attn_problem_init(&p, 3, 2, 37, 44, 8);
-            p.cu_seqlens_q = cu_q;
-            p.cu_seqlens_k = cu_k;
+            attn_problem p = unit_varlen_problem(3, 2, 37, 44, 8, cu_q, cu_k);
             p.causal = causal;
             check_builders(specs[sp], &p, 8, 8);
         }

@@ -107,10 +107,7 @@ static void test_dense_layout(void) {
 static void test_varlen_layout(void) {
     /* three sequences of 3, 0 and 5 queries; 5, 1 and 4 keys */
     static const int cu_q[4] = {0, 3, 3, 8}, cu_k[4] = {0, 5, 6, 10};
-    attn_problem p;
-    attn_problem_init(&p, 3, 2, 5, 5, 4);
-    p.cu_seqlens_q = cu_q;
-    p.cu_seqlens_k = cu_k;
+    attn_problem p = unit_varlen_problem(3, 2, 5, 5, 4, cu_q, cu_k);
     CHECK_EQ(attn_problem_validate(&p, NULL, 0), 0);
     CHECK(attn_problem_is_varlen(&p));
     CHECK_EQ(attn_problem_q_rows(&p), 8);

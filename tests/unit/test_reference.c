@@ -323,11 +323,8 @@ static void test_score_modification(void) {
 static void test_varlen(void) {
     enum { H = 2, D = 4 };
     static const int cu_q[3] = {0, 3, 8}, cu_k[3] = {0, 6, 10};
-    attn_problem p;
-    attn_problem_init(&p, 2, H, 5, 6, D);
+    attn_problem p = unit_varlen_problem(2, H, 5, 6, D, cu_q, cu_k);
     p.causal = true;
-    p.cu_seqlens_q = cu_q;
-    p.cu_seqlens_k = cu_k;
     attn_host_inputs in;
     CHECK_EQ(attn_host_inputs_make(&in, &p, 3u, 1.0f), 0);
     float out[8 * H * D], lse[H * 8];

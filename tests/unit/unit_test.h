@@ -1,4 +1,4 @@
-/* unit_test.h — the few checks the harness's unit tests share.
+/* unit_test.h — the few checks the harness's unit tests share, and unit_varlen_problem.
  *
  * Each CHECK counts one passed or failed assertion and, on failure, prints where and what (on
  * stdout, so that a test may redirect stderr to inspect the messages of the code under test).
@@ -7,12 +7,25 @@
 #ifndef ATTN_UNIT_TEST_H
 #define ATTN_UNIT_TEST_H
 
+#include "attn/problem.h"
+
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 static int unit_passed, unit_failed;
+
+/* A packed variable-length problem: attn_problem_init's (Lq, Lk the longest sequences) with the
+ * prefix sums cu_q and cu_k. */
+static inline attn_problem unit_varlen_problem(int B, int H, int Lq, int Lk, int D, const int *cu_q,
+                                               const int *cu_k) {
+    attn_problem p;
+    attn_problem_init(&p, B, H, Lq, Lk, D);
+    p.cu_seqlens_q = cu_q;
+    p.cu_seqlens_k = cu_k;
+    return p;
+}
 
 static bool unit_check(bool ok, const char *file, int line, const char *what) {
     if (ok) {
