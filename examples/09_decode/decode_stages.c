@@ -78,6 +78,11 @@ void dec_banner(void *state, const attn_problem *p) {
                                  : "--splits",
            s->run.splits_split_kv, s->run.splits_tiled, s->run.splits_sparse, s->k_eff,
            s->opt.index_heads, s->opt.index_dim);
+    if (s->opt.fp8)
+        printf("FP8 cache: %s, %d bytes per token (codes and scales, all heads), outlier channels "
+               "x%g\n",
+               s->latent ? "FlashMLA's latent rows" : "e4m3 K/V, a scale per token and K/V head",
+               s->latent ? DEC_FP8_LATENT_BYTES : 2 * s->H_kv * (s->D + 4), s->opt.outliers);
 }
 
 /* ---- step 3: inputs -------------------------------------------------------------------------- */
@@ -94,8 +99,8 @@ static void fill_pool(const dec_state *s, unsigned char *pool, const float *rows
     memset(pool, 0xFF, (size_t)s->num_pages * s->P * row);
     for (int b = 0; b < s->B; ++b)
         for (int t = 0; t < s->lens[b]; ++t) {
-            const int64_t slot = (int64_t)s->table[(size_t)b * s->W + t / s->P] * s->P + t % s->P;
-            pack(s, pool + slot * row, rows + ((int64_t)s->cu_k[b] + t) * width, (size_t)width);
+            pack(s, pool + slot_of(s, b, t) * row, rows + ((int64_t)s->cu_k[b] + t) * width,
+                 (size_t)width);
         }
 }
 
@@ -104,8 +109,7 @@ static void clear_new_slots(const dec_state *s, unsigned char *pool, int width) 
     const size_t row = (size_t)width * s->dsize;
     for (int b = 0; b < s->B; ++b)
         for (int t = s->lens[b] - s->Lq; s->lens[b] > 0 && t < s->lens[b]; ++t) {
-            const int64_t slot = (int64_t)s->table[(size_t)b * s->W + t / s->P] * s->P + t % s->P;
-            memset(pool + slot * row, 0xFF, row);
+            memset(pool + slot_of(s, b, t) * row, 0xFF, row);
         }
 }
 
@@ -157,6 +161,8 @@ static int make_inputs(dec_state *s) {
     attn_fill_uniform(s->qi, tok * HI * DI, s->seed, 3, 1.0f, s->p.dtype);
     attn_fill_uniform(s->ki, total_k * DI, s->seed, 4, 1.0f, s->p.dtype);
     attn_fill_uniform(s->w, tok * HI, s->seed, 5, 1.0f / sqrtf((float)HI * DI), ATTN_F32);
+    if (s->opt.fp8 && dec_fp8_inputs(s)) /* K's outlier channels scaled: before the pools */
+        return 1;
     fill_pool(s, s->kp1, s->k, HkD);
     memcpy(s->kp0, s->kp1, s->pool_bytes);
     clear_new_slots(s, s->kp0, HkD);
@@ -238,7 +244,7 @@ static int make_device(dec_state *s) {
     a->cu_q = s->d_cu_q, a->cu_k = s->d_cu_k;
     a->part = s->d_part;
     a->splits = 1;
-    return 0;
+    return s->opt.fp8 ? dec_fp8_device(s) : 0;
 }
 
 int dec_setup(void *state, const attn_problem *p, const attn_cli *cli, int check_rows,
@@ -296,8 +302,8 @@ int dec_clear(void *state, const attn_kernel *k, int chunk) {
 /* ---- the append stage ------------------------------------------------------------------------ */
 
 /* The first slot where pool (read back from dev) differs from want, as "pool p page x slot y". */
-static int compare_pool(dec_state *s, const char *name, const void *dev, const unsigned char *want,
-                        size_t bytes, size_t row, attn_stage_check *out) {
+int dec_compare_pool(dec_state *s, const char *name, const void *dev, const unsigned char *want,
+                     size_t bytes, size_t row, attn_stage_check *out) {
     if (attn_to_host(s->seen, dev, bytes))
         return 1;
     for (size_t at = 0; at < bytes && out->pass; at += row)
@@ -316,10 +322,10 @@ int dec_check_append(void *state, const attn_kernel *k, int chunk, attn_stage_ch
     dec_state *s = of(state);
     const size_t row = (size_t)s->H_kv * s->D * s->dsize;
     out->rows = s->tokens;
-    if (compare_pool(s, "K", s->d_kp, s->kp1, s->pool_bytes, row, out) ||
-        compare_pool(s, "V", s->d_vp, s->vp1, s->pool_v_bytes, row, out) ||
-        compare_pool(s, "index-key", s->d_kip, s->kip1, s->pool_ki_bytes,
-                     (size_t)s->opt.index_dim * s->dsize, out))
+    if (dec_compare_pool(s, "K", s->d_kp, s->kp1, s->pool_bytes, row, out) ||
+        dec_compare_pool(s, "V", s->d_vp, s->vp1, s->pool_v_bytes, row, out) ||
+        dec_compare_pool(s, "index-key", s->d_kip, s->kip1, s->pool_ki_bytes,
+                         (size_t)s->opt.index_dim * s->dsize, out))
         return 1;
     return 0;
 }
@@ -328,7 +334,8 @@ int dec_check_append(void *state, const attn_kernel *k, int chunk, attn_stage_ch
 
 /* The reference of the checked rows (NaN elsewhere: the checkers skip those), over every key a
  * row sees (sel NULL) or over a selection. */
-static int reference(dec_state *s, const int32_t *sel, float **ref, float **ref_lse, float **lowp) {
+int dec_reference(dec_state *s, const int32_t *sel, const float *k, const float *v, float **ref,
+                  float **ref_lse, float **lowp) {
     const int64_t rows = rows_of(s);
     const int D = s->Dv; /* the output row's width */
     *ref = xmalloc((size_t)rows * D * sizeof(float));
@@ -340,8 +347,8 @@ static int reference(dec_state *s, const int32_t *sel, float **ref, float **ref_
     }
     dec_ref_inputs in = {0};
     in.B = s->B, in.H = s->H, in.H_kv = s->H_kv, in.Lq = s->Lq, in.D = s->D, in.D_v = s->Dv;
-    in.scale = s->p.scale, in.dtype = s->p.dtype, in.cu_k = s->cu_k, in.q = s->q, in.k = s->k;
-    in.v = s->latent ? NULL : s->v, in.sel = sel, in.topk = s->k_eff;
+    in.scale = s->p.scale, in.dtype = s->p.dtype, in.cu_k = s->cu_k, in.q = s->q, in.k = k;
+    in.v = s->latent ? NULL : v, in.sel = sel, in.topk = s->k_eff;
     int failed = 0;
 #pragma omp parallel for schedule(dynamic, 16) reduction(| : failed)
     for (int64_t n = 0; n < rows; ++n) {
@@ -360,8 +367,8 @@ static int reference(dec_state *s, const int32_t *sel, float **ref, float **ref_
 }
 
 /* Reads the kernel's O and LSE back and compares them with a reference. */
-static int compare(dec_state *s, const float *ref, const float *ref_lse, const float *lowp,
-                   attn_stage_check *out) {
+int dec_compare(dec_state *s, const float *ref, const float *ref_lse, const float *lowp,
+                double amplitude, attn_stage_check *out) {
     const size_t elems = (size_t)rows_of(s) * s->Dv;
     if (attn_to_host(s->staging, s->d_o, elems * s->dsize) ||
         attn_to_host(s->lse, s->d_lse, (size_t)rows_of(s) * sizeof(float)))
@@ -369,16 +376,16 @@ static int compare(dec_state *s, const float *ref, const float *ref_lse, const f
     attn_unpack(s->out, s->staging, elems, s->p.dtype);
     attn_problem po = s->p; /* O's rows are D_v wide (latent: 512 of the 576) */
     po.D = s->Dv;
-    attn_stage_check_attention(&po, s->out, s->lse, ref, ref_lse, lowp, s->amplitude, out);
+    attn_stage_check_attention(&po, s->out, s->lse, ref, ref_lse, lowp, amplitude, out);
     return 0;
 }
 
 int dec_check_attention(void *state, const attn_kernel *k, int chunk, attn_stage_check *out) {
     (void)chunk;
     dec_state *s = of(state);
-    if (s->ref == NULL && reference(s, NULL, &s->ref, &s->ref_lse, &s->lowp) != 0)
+    if (s->ref == NULL && dec_reference(s, NULL, s->k, s->v, &s->ref, &s->ref_lse, &s->lowp))
         return 1;
-    if (compare(s, s->ref, s->ref_lse, s->lowp, out) != 0)
+    if (dec_compare(s, s->ref, s->ref_lse, s->lowp, s->amplitude, out) != 0)
         return 1;
     const size_t obytes = (size_t)rows_of(s) * s->Dv * s->dsize, lbytes = (size_t)rows_of(s) * 4;
     if (strcmp(k->name, "gqa") == 0) { /* kept for paged's bit-for-bit comparison */
@@ -485,11 +492,11 @@ int dec_prepare_sparse(void *state, char *why, size_t len) {
             return attn_reason(why, len, ATTN_EXIT_USAGE, "sparse input: token (b=%d, i=%d) %s", b,
                                i, bad);
     }
-    return reference(s, s->sel, &s->sref, &s->sref_lse, &s->slowp);
+    return dec_reference(s, s->sel, s->k, s->v, &s->sref, &s->sref_lse, &s->slowp);
 }
 
 int dec_check_sparse(void *state, const attn_kernel *k, int chunk, attn_stage_check *out) {
     (void)k, (void)chunk;
     dec_state *s = of(state);
-    return compare(s, s->sref, s->sref_lse, s->slowp, out);
+    return dec_compare(s, s->sref, s->sref_lse, s->slowp, s->amplitude, out);
 }
