@@ -265,10 +265,6 @@ typedef struct dec_state {
     float *gqa_lse;
     int gqa_splits, paged_same; /* paged_same: -1 not compared, 0 differs, 1 bit-identical */
     void *staging;
-    void *d_q, *d_o, *d_kc, *d_vc, *d_kp, *d_vp, *d_kip, *d_knew, *d_vnew, *d_kinew, *d_qi;
-    float *d_w, *d_lse, *d_logits, *d_part;
-    int *d_table, *d_lens, *d_cu_q, *d_cu_k;
-    int32_t *d_sel;
     dec_run run; /* what the kernels read (attn_buffers.args) */
     /* --fp8 (decode_fp8.c): the pools before and after a right append (K codes, or the latent
      * rows; V codes; their scales), K and V as the kernels dequantise them, the reference over
@@ -277,7 +273,7 @@ typedef struct dec_state {
     unsigned char *k8p0, *k8p1, *v8p0, *v8p1;
     float *ks0, *ks1, *vs0, *vs1, *kd, *vd, *dref, *dref_lse, *dlowp;
     double err_fp64, err_over_bound, bound_at, err_dequant, err16, k_err, k_max;
-    attn_allocs mem; /* the FP8 buffers */
+    attn_allocs mem; /* every buffer but lens (host and device: dec_release frees them) */
 } dec_state;
 
 /* The module's and the stages' hooks (their types: attn/example.h). */

@@ -51,7 +51,7 @@ static int prepare_lengths(dec_state *s, const attn_cli *cli, const attn_problem
                            1 << 27);
     }
     s->B = p->B;
-    s->lens = (int *)xmalloc((size_t)s->B * sizeof(int));
+    s->lens = (int *)malloc((size_t)(s->B > 0 ? s->B : 1) * sizeof(int)); /* dec_release frees */
     if (s->lens == NULL)
         return attn_reason(why, len, ATTN_EXIT_USAGE, "out of host memory for %d sequences", s->B);
     for (int b = 0; b < s->B; ++b)
@@ -127,7 +127,7 @@ static int prepare_pool(dec_state *s, const attn_cli *cli, char *why, size_t len
         return attn_reason(why, len, ATTN_EXIT_USAGE,
                            "the pool or the block table would hold more than 2^31 entries");
     s->num_pages = (int)used + s->opt.spare_pages;
-    s->table = (int *)xmalloc((size_t)s->B * s->W * sizeof(int));
+    s->table = (int *)alloc_host(s, (size_t)s->B * s->W * sizeof(int));
     if (s->table == NULL ||
         dec_fill_table(s->table, s->B, s->W, s->lens, s->P, s->num_pages, cli->seed ^ 0x5EEDull))
         return attn_reason(why, len, ATTN_EXIT_USAGE, "out of host memory for a pool of %d pages",
@@ -174,8 +174,8 @@ static int prepare_topk_splits(dec_state *s, char *why, size_t len) {
 /* The problem the driver and the checkers see: the varlen layout of decode.h (Lq new tokens per
  * sequence, cu_seqlens_k the cache lengths), bottom-right causal. */
 static int prepare_problem(dec_state *s, attn_problem *p, char *why, size_t len) {
-    s->cu_q = (int *)xmalloc((size_t)(s->B + 1) * sizeof(int));
-    s->cu_k = (int *)xmalloc((size_t)(s->B + 1) * sizeof(int));
+    s->cu_q = (int *)alloc_host(s, (size_t)(s->B + 1) * sizeof(int));
+    s->cu_k = (int *)alloc_host(s, (size_t)(s->B + 1) * sizeof(int));
     if (s->cu_q == NULL || s->cu_k == NULL)
         return attn_reason(why, len, ATTN_EXIT_USAGE, "out of host memory");
     s->cu_q[0] = s->cu_k[0] = 0;

@@ -171,17 +171,17 @@ void dec_record_json(void *state, const attn_kernel *k, char *out, size_t len) {
 /* --dump DIR: the inputs in the paged layout, the block table, the references and the selection
  * (attn tensor files, fp32), for decode.py's checks (tests/test_decode.py). */
 int dec_dump(void *state, const char *dir) {
-    const dec_state *s = of(state);
+    dec_state *s = of(state);
     const int64_t slots = (int64_t)s->num_pages * s->P, tokens = (int64_t)s->B * s->Lq;
     const size_t pool_elems = (size_t)slots * s->H_kv * s->D;
     const bool lat = s->latent; /* the latent pool alone (its V: the first D_v columns of K) */
-    float *kp = xmalloc(pool_elems * sizeof(float));
-    float *vp = lat ? NULL : xmalloc(pool_elems * sizeof(float));
-    float *kip = lat ? NULL : xmalloc((size_t)slots * s->opt.index_dim * sizeof(float));
-    float *table = xmalloc((size_t)s->B * s->W * sizeof(float));
-    float *lens = xmalloc((size_t)s->B * sizeof(float));
-    float *sel = xmalloc((size_t)tokens * s->k_eff * sizeof(float));
-    int rc = !kp || (!lat && (!vp || !kip)) || !table || !lens || !sel;
+    float *kp = alloc_host(s, pool_elems * sizeof(float));
+    float *vp = lat ? NULL : alloc_host(s, pool_elems * sizeof(float));
+    float *kip = lat ? NULL : alloc_host(s, (size_t)slots * s->opt.index_dim * sizeof(float));
+    float *table = alloc_host(s, (size_t)s->B * s->W * sizeof(float));
+    float *lens = alloc_host(s, (size_t)s->B * sizeof(float));
+    float *sel = alloc_host(s, (size_t)tokens * s->k_eff * sizeof(float));
+    int rc = s->mem.failed;
     if (!rc) {
         attn_unpack(kp, s->kp1, pool_elems, s->p.dtype);
         if (!lat) {
@@ -223,7 +223,6 @@ int dec_dump(void *state, const char *dir) {
     }
     if (rc)
         fprintf(stderr, "error: --dump: cannot write %s\n", path[0] ? path : dir);
-    free(kp), free(vp), free(kip), free(table), free(lens), free(sel);
     return rc;
 }
 
@@ -259,19 +258,6 @@ void dec_after_table(void *state, const attn_example *ex, const attn_run_record 
 }
 
 void dec_release(void *state) {
-    dec_state *s = of(state);
-    void *host[] = {s->lens,     s->cu_q,    s->cu_k,    s->q,    s->k,        s->v,    s->qi,
-                    s->ki,       s->w,       s->table,   s->kp0,  s->vp0,      s->kip0, s->kp1,
-                    s->vp1,      s->kip1,    s->kc,      s->vc,   s->knew,     s->vnew, s->kinew,
-                    s->qb,       s->qib,     s->seen,    s->ref,  s->ref_lse,  s->lowp, s->sref,
-                    s->sref_lse, s->slowp,   s->out,     s->lse,  s->logits,   s->sel,  s->seen_sel,
-                    s->gqa_bits, s->gqa_lse, s->staging, s->dref, s->dref_lse, s->dlowp};
-    void *dev[] = {s->d_q,    s->d_o,     s->d_kc,    s->d_vc,   s->d_kp,   s->d_vp,  s->d_kip,
-                   s->d_knew, s->d_vnew,  s->d_kinew, s->d_qi,   s->d_w,    s->d_lse, s->d_logits,
-                   s->d_part, s->d_table, s->d_lens,  s->d_cu_q, s->d_cu_k, s->d_sel};
-    for (size_t n = 0; n < sizeof host / sizeof host[0]; ++n)
-        free(host[n]);
-    for (size_t n = 0; n < sizeof dev / sizeof dev[0]; ++n)
-        attn_device_free(dev[n]);
-    attn_allocs_free(&s->mem);
+    free(of(state)->lens); /* dec_parse_lens's, or prepare's */
+    attn_allocs_free(&of(state)->mem);
 }

@@ -13,8 +13,9 @@
 
 static inline dec_state *of(void *state) { return (dec_state *)state; }
 
-/* malloc that never returns NULL for a zero size (an empty batch allocates nothing real). */
-static inline void *xmalloc(size_t n) { return malloc(n ? n : 1); }
+/* n zeroed host bytes, released with s->mem (dec_release); NULL after reporting it, with
+ * s->mem.failed set (a zero size allocates one byte: an empty batch allocates nothing real). */
+static inline void *alloc_host(dec_state *s, size_t n) { return attn_allocs_host(&s->mem, n, 1); }
 
 static inline int64_t rows_of(const dec_state *s) { return (int64_t)s->B * s->Lq * s->H; }
 
