@@ -956,7 +956,7 @@ static const attn_requirements dec_requirements = {
     .varlen = true,
 };
 
-/* version 10: bf16/fp16 (FlashMLA's), D = 576 (the latent row), --latent only (dec_verdict) */
+/* versions 10, 13: bf16/fp16 (FlashMLA's), D = 576 (the latent row), --latent only (dec_verdict) */
 static const attn_requirements dec_latent_requirements = {
     .dtypes = ATTN_DTYPES_F16_BF16,
     .max_d = DEC_LATENT_DK,
