@@ -240,12 +240,11 @@ fi
 
 if has fp8; then
     say "bench_fp8: FP8 cache decode (example 09) and the FP8 indexer (example 05) (budget 120 s)"
-    build_targets decode_fp8_gpu decode_gpu deepseek_sparse_gpu
+    build_targets decode_gpu deepseek_sparse_gpu
     f8=(--budget-s 120)
     [ $quick -eq 1 ] && f8+=(--quick)
     rm -f "$out/fp8.jsonl"
     "$py" examples/09_decode/bench_fp8.py "${f8[@]}" --out "$out/fp8.jsonl" \
-        --decode-fp8 "$build/examples/09_decode/decode_fp8_gpu" \
         --decode "$build/examples/09_decode/decode_gpu" \
         --deepseek "$build/examples/05_deepseek_sparse/deepseek_sparse_gpu" ||
         echo "warning: bench_fp8 reported failures" >&2

@@ -39,19 +39,20 @@ int ds_index_scores_ref(const attn_problem *p, int index_heads, int index_dim, c
     return n;
 }
 
-int ds_check_index_scores(const float *got, const double *want, const double *bound, int n,
-                          double *max_err, double *tol) {
-    int first = -1;
+void ds_check_index_scores(const float *got, const double *want, const double *bound, int n, int b,
+                           int i, attn_stage_check *out) {
+    out->rows++;
     for (int t = 0; t < n; ++t) {
         /* fp32 sums of D_I products per head: a few ulps of the magnitudes */
         const double err = fabs(got[t] - want[t]), tol_t = 1e-5 * bound[t] + 1e-30;
-        *max_err = err > *max_err ? err : *max_err;
-        if (!(err <= tol_t) && first < 0) {
-            first = t;
-            *tol = tol_t;
+        out->max_err = err > out->max_err ? err : out->max_err;
+        if (!(err <= tol_t) && out->pass) {
+            out->pass = false;
+            snprintf(out->detail, sizeof out->detail,
+                     "b=%d i=%d key %d: %.9g, want %.9g (tolerance %.3g)", b, i, t, (double)got[t],
+                     want[t], tol_t);
         }
     }
-    return first;
 }
 
 static int cmp_desc(const void *a, const void *b) {

@@ -83,12 +83,13 @@ int ds_index_scores_ref(const attn_problem *p, int index_heads, int index_dim, c
                         const float *k_index, const float *w, int b, int i, double *scores,
                         double *bound);
 
-/* The indexer's scores of one query, got[0 .. n), against ds_index_scores_ref's want and bound:
- * fp32 sums of D_I products per head are within a few ulps of their magnitudes,
- * |got - want| <= 1e-5 * bound + 1e-30. Raises *max_err to the largest error; returns the first
- * key out of tolerance (its tolerance in *tol), or -1. */
-int ds_check_index_scores(const float *got, const double *want, const double *bound, int n,
-                          double *max_err, double *tol);
+/* The indexer's scores of query i of sequence b, got[0 .. n), against ds_index_scores_ref's want
+ * and bound: fp32 sums of D_I products per head are within a few ulps of their magnitudes,
+ * |got - want| <= 1e-5 * bound + 1e-30. Counts the query in out->rows, raises out->max_err to the
+ * largest error; the first key out of tolerance fails out (its detail), unless it failed before.
+ * (Examples 05's and 09's indexer checks.) */
+void ds_check_index_scores(const float *got, const double *want, const double *bound, int n, int b,
+                           int i, attn_stage_check *out);
 
 /* The top-k tie rule: sel[0 .. topk) is a right selection from scores[0 .. n) iff it holds
  * min(topk, n) distinct indices in [0, n), ascending, every chosen score >= the true topk-th

@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
 """bench_fp8.py — the FP8 steps of the GPU benchmark (benchmarks/gpu.sh --steps fp8):
 
-  decode   example 09's attention over the FP8 cache (decode_fp8: paged_fp8, latent_fp8) beside
+  decode   example 09's attention over the FP8 cache (decode --fp8: paged_fp8, latent_fp8) beside
            the same kernel over the 16-bit cache (decode: version 5 paged, version 10 latent) at
            the same points: Llama-like heads (32 over 8, D = 128) and DeepSeek's MLA shape (128
            heads over one latent row), bf16, pages of 64, one new token per sequence
   indexer  example 05's lightning indexer in fp16/bf16 (version 1) and in FP8 (version 8,
            indexer_fp8) on DeepSeek's indexer (64 heads x 128), causal, L 8K-128K
 
-  python examples/09_decode/bench_fp8.py --decode-fp8 PROG --decode PROG --deepseek PROG \\
+  python examples/09_decode/bench_fp8.py --decode PROG --deepseek PROG \\
       --out benchmarks/results/<device>/fp8.jsonl [--quick] [--budget-s S]
   python examples/09_decode/bench_fp8.py --table FILE.jsonl     the markdown tables of a file
 
-Each run checks before it times (decode_fp8 its first 64 rows); a failed check is reported and
+Each run checks before it times (decode 64 of its rows); a failed check is reported and
 its point left out of the tables. Exit status: 0, 1 when a run failed, 77 without a GPU.
 Not measured on a GPU yet.
 """
@@ -54,9 +54,10 @@ def run(args):
         lens = ",".join([str(L)] * B)
         heads = ["--latent", "-H", "128" if sizes is None else "16"] if shape == "latent" else \
             ["-H", "32", "--kv-heads", "8", "-D", "128"]
-        rc = run_cmd([args.decode_fp8, "--cache-lens", lens, "--page-size", "64", "--dtype",
-                      "bf16", "--check-rows", "64", "--reps", str(args.reps), "--json", args.out]
-                     + heads)
+        rc = run_cmd([args.decode, "--fp8", "--kernel", "13" if shape == "latent" else "12",
+                      "--cache-lens", lens, "--page-size", "64", "--dtype", "bf16",
+                      "--check-rows", "64", "--reps", str(args.reps), "--quiet", "--json",
+                      args.out] + heads)
         if rc == 77:
             return 77
         failed += rc not in (0,)
@@ -91,8 +92,9 @@ def table(path):
     fp8 = {}
     sixteen = {}
     for r in recs:
-        if r.get("version") in ("paged_fp8", "latent_fp8") and r.get("pass"):
-            fp8[(r["version"] == "latent_fp8", r["B"], r["L"])] = r
+        if r.get("kernel") in ("paged_fp8", "latent_fp8") and r.get("status") == "PASS" \
+                and r.get("median_ms"):
+            fp8[(r["kernel"] == "latent_fp8", r["B"], r["Lk"])] = r
         elif r.get("example") == "09_decode" and r.get("kernel") in ("paged", "latent") \
                 and r.get("median_ms"):
             sixteen[(r["kernel"] == "latent", r["B"], r["Lk"])] = r
@@ -101,7 +103,7 @@ def table(path):
         s = sixteen.get(key)
         ms16 = f"{s['median_ms']:.3g}" if s else "—"
         ratio = f"{s['median_ms'] / f['median_ms']:.2f}" if s and f["median_ms"] else "—"
-        out.append(f"| {'latent, ' + str(f['H']) + ' heads' if key[0] else 'K/V ' + str(f['H']) + ' / ' + str(f['H_kv'])} "
+        out.append(f"| {'latent, ' + str(f['H']) + ' heads' if key[0] else 'K/V ' + str(f['H']) + ' / ' + str(f['kv_heads'])} "
                    f"| {key[1]} | {key[2]:,} | {ms16} | {f['median_ms']:.3g} | {ratio} | "
                    f"{f['cache_bytes'] / (f['median_ms'] * 1e-3) * 1e-9:.1f} |")
     idx = {}
@@ -124,7 +126,6 @@ def table(path):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--decode-fp8", help="decode_fp8_gpu (or _sim)")
     ap.add_argument("--decode", help="decode_gpu (or _sim)")
     ap.add_argument("--deepseek", help="deepseek_sparse_gpu (or _sim)")
     ap.add_argument("--out", help="JSON Lines file to append to")
@@ -137,8 +138,8 @@ def main(argv):
     if args.table:
         print(table(args.table))
         return 0
-    if not (args.decode_fp8 and args.decode and args.deepseek and args.out):
-        print("error: --decode-fp8, --decode, --deepseek and --out are needed (or --table)",
+    if not (args.decode and args.deepseek and args.out):
+        print("error: --decode, --deepseek and --out are needed (or --table)",
               file=sys.stderr)
         return 2
     if args.sizes:

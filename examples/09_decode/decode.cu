@@ -52,9 +52,10 @@
  *  12 paged_fp8     version 5 over the e4m3 K/V cache: each tile dequantised into shared memory
  *                   (code x scale, rounded to T), the rest of version 5 unchanged.
  *  13 latent_fp8    version 10 over FlashMLA's FP8 latent rows, dequantised the same way.
- *                   Versions 11-13 run in their own program, decode_fp8.c (11 and 12 also in
- *                   the model's library, decode_api.c, dec_session_use_fp8):
- *                   ./build/sim/examples/09_decode/decode_fp8_sim --latent --cache-lens 100,1
+ *                   Versions 11-13 run with --fp8 only (and only they; their data and checks:
+ *                   decode_fp8.c; 11 and 12 also in the model's library, decode_api.c,
+ *                   dec_session_use_fp8):
+ *                   ./build/sim/examples/09_decode/decode_sim --fp8 --latent --cache-lens 100,1
  * A plain run: ./build/sim/examples/09_decode/decode_sim (every version, checked, then timed).
  * On a GPU build use build/gpu/.../decode_gpu.
  *
@@ -920,58 +921,30 @@ const char *dec_unsupported(int H, int H_kv, int D, int Lq, int index_heads, int
 }
 
 /* The stages' kernels on the one driver: each reads a dec_run from attn_buffers.args
- * (decode_stages.c makes it), with the split count of its version. */
-static const dec_run *run_of(const attn_buffers *b) { return (const dec_run *)b->args; }
-static dec_args with_splits(const attn_buffers *b, int splits) {
-    dec_args a = run_of(b)->args;
-    a.splits = splits;
-    return a;
-}
-static void run_append(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    dec_launch_append(&run_of(b)->args, s);
-}
-static void run_naive(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    dec_launch_naive(&run_of(b)->args, s);
-}
-static void run_split_kv(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    const dec_args a = with_splits(b, run_of(b)->splits_split_kv);
-    dec_launch_split_kv(&a, s);
-}
-static void run_gqa(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    const dec_args a = with_splits(b, run_of(b)->splits_tiled);
-    dec_launch_gqa(&a, s);
-}
-static void run_paged(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    const dec_args a = with_splits(b, run_of(b)->splits_tiled);
-    dec_launch_paged(&a, s);
-}
-static void run_indexer(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    dec_launch_indexer(&run_of(b)->args, s);
-}
-static void run_topk_radix(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    dec_launch_topk(&run_of(b)->args, false, s);
-}
-static void run_topk_bitonic(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    dec_launch_topk(&run_of(b)->args, true, s);
-}
-static void run_sparse(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    const dec_args a = with_splits(b, run_of(b)->splits_sparse);
-    dec_launch_sparse(&a, s);
-}
-static void run_latent(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    const dec_args a = with_splits(b, run_of(b)->splits_tiled);
-    dec_launch_latent(&a, s);
-}
+ * (decode_stages.c makes it) and runs its version with that version's split count (1: the
+ * versions that do not split). */
+#define DEC_RUN(name, n_splits, launch)                                                            \
+    static void run_##name(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {         \
+        (void)p;                                                                                   \
+        const dec_run *r = (const dec_run *)b->args;                                               \
+        dec_args a = r->args;                                                                      \
+        a.splits = (n_splits);                                                                     \
+        launch;                                                                                    \
+    }
+DEC_RUN(append, 1, dec_launch_append(&a, s))
+DEC_RUN(naive, 1, dec_launch_naive(&a, s))
+DEC_RUN(split_kv, r->splits_split_kv, dec_launch_split_kv(&a, s))
+DEC_RUN(gqa, r->splits_tiled, dec_launch_gqa(&a, s))
+DEC_RUN(paged, r->splits_tiled, dec_launch_paged(&a, s))
+DEC_RUN(indexer, 1, dec_launch_indexer(&a, s))
+DEC_RUN(topk_radix, 1, dec_launch_topk(&a, false, s))
+DEC_RUN(topk_bitonic, 1, dec_launch_topk(&a, true, s))
+DEC_RUN(sparse, r->splits_sparse, dec_launch_sparse(&a, s))
+DEC_RUN(latent, r->splits_tiled, dec_launch_latent(&a, s))
+DEC_RUN(append_fp8, 1, dec_launch_append_fp8(&a, s))
+DEC_RUN(paged_fp8, r->splits_tiled, dec_launch_paged_fp8(&a, s))
+DEC_RUN(latent_fp8, r->splits_tiled, dec_launch_latent_fp8(&a, s))
+#undef DEC_RUN
 
 /* f32/f16/bf16, D = 64 or 128 (the module refuses other D), new tokens causal among
  * themselves, a cache length per sequence; every kernel runs on the simulator */
@@ -983,7 +956,7 @@ static const attn_requirements dec_requirements = {
     .varlen = true,
 };
 
-/* version 10: bf16/fp16 (FlashMLA's), D = 576 (the latent row), --latent only (dec_verdict) */
+/* versions 10, 13: bf16/fp16 (FlashMLA's), D = 576 (the latent row), --latent only (dec_verdict) */
 static const attn_requirements dec_latent_requirements = {
     .dtypes = ATTN_DTYPES_F16_BF16,
     .max_d = DEC_LATENT_DK,
@@ -998,6 +971,8 @@ static const attn_stage dec_stages[] = {
     {"indexer", false, NULL, dec_clear, dec_check_indexer},
     {"top-k", false, NULL, dec_clear, dec_check_topk},
     {"sparse", false, dec_prepare_sparse, dec_clear, dec_check_sparse},
+    {"append", false, NULL, dec_clear_append_fp8, dec_check_append_fp8}, /* --fp8 */
+    {"attention", false, dec_prepare_fp8, dec_clear, dec_check_fp8},
 };
 
 static const attn_kernel dec_kernels[] = {
@@ -1029,6 +1004,15 @@ static const attn_kernel dec_kernels[] = {
     {ATTN_VERSION(10, "latent",
                   "MLA: 576-wide queries over one paged latent row per token, V its first 512"),
      .launch = run_latent, .req = dec_latent_requirements, .stage = DEC_STAGE_ATTENTION},
+    {ATTN_VERSION(11, "append_fp8",
+                  "version 1 quantising into an e4m3 cache with power-of-two scales (--fp8)"),
+     .launch = run_append_fp8, .req = dec_requirements, .stage = DEC_STAGE_APPEND_FP8},
+    {ATTN_VERSION(12, "paged_fp8",
+                  "version 5 over the e4m3 K/V cache, dequantised on chip (--fp8)"),
+     .launch = run_paged_fp8, .req = dec_requirements, .stage = DEC_STAGE_FP8},
+    {ATTN_VERSION(13, "latent_fp8",
+                  "version 10 over FlashMLA's 656-byte FP8 latent rows (--fp8 --latent)"),
+     .launch = run_latent_fp8, .req = dec_latent_requirements, .stage = DEC_STAGE_FP8},
 };
 
 #define OPT(field) offsetof(dec_options, field)
@@ -1068,6 +1052,15 @@ static const attn_option dec_option_table[] = {
      "write V into the block table's first entry (a test: the program must refuse a page outside "
      "the pool)",
      ATTN_OPTION_TEXT, OPT(corrupt_table), 0, 0, NULL, NULL, NULL},
+    {"--fp8", NULL,
+     "the step over the FP8 cache (versions 11-13, and only they): e4m3 codes, power-of-two scales "
+     "per token and K/V head (--latent: FlashMLA's 656-byte rows)",
+     ATTN_OPTION_SWITCH, OPT(fp8), 0, 0, NULL, NULL, NULL},
+    {"--outliers", "F", "--fp8: channels 7 and 37 of every key row times F", ATTN_OPTION_FACTOR,
+     OPT(outliers), 0, 0, NULL, "1", NULL},
+    {"--corrupt-scale", "F",
+     "--fp8: the first new token's K scale times F after the append (a test: both checks fail)",
+     ATTN_OPTION_FACTOR, OPT(corrupt_scale), 0, 0, NULL, "1", NULL},
 };
 #undef OPT
 

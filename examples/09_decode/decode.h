@@ -32,7 +32,7 @@
  *                D = D_K = 576 (512 latent + 64 RoPE): q [B, Lq, H, 576], k_pages
  *                [num_pages, P, 1, 576] (one latent row per token; V is its first D_V = 512
  *                columns, there is no v_pages), o [B, Lq, H, 512]; lse and the table as above
- *   FP8 cache    (versions 11-13: decode_fp8.c's program) values in e4m3 with power-of-two scales
+ *   FP8 cache    (versions 11-13: --fp8, decode_fp8.c) values in e4m3 with power-of-two scales
  *                s = 2^ceil(log2(max(amax / 448, 1e-4))) over a group, value = code * s:
  *                K/V   k8_pages, v8_pages [num_pages, P, H_kv, D] uint8 e4m3 codes,
  *                      k8_scales, v8_scales [num_pages, P, H_kv] fp32: one scale per token and
@@ -52,6 +52,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn/device.h"
 #include "attn/example.h"
 #include "attn/problem.h"
 
@@ -214,10 +215,21 @@ typedef struct dec_options {
     int spare_pages; /* --spare-pages: unused pages in the pool */
     const char *corrupt_table; /* --corrupt-table V: block_table[0][0] = V (a test) */
     int latent;                /* --latent: version 10's layout (decode.h, "latent") */
+    int fp8;                   /* --fp8: the step over the FP8 cache (versions 11-13) */
+    double outliers;           /* --outliers F: channels 7 and 37 of every key row times F */
+    double corrupt_scale;      /* --corrupt-scale F: a planted wrong FP8 scale (a test) */
 } dec_options;
 
 /* The stages (attn_kernel.stage) and what their kernels read: a dec_run in attn_buffers.args. */
-enum { DEC_STAGE_APPEND, DEC_STAGE_ATTENTION, DEC_STAGE_INDEXER, DEC_STAGE_TOPK, DEC_STAGE_SPARSE };
+enum {
+    DEC_STAGE_APPEND,
+    DEC_STAGE_ATTENTION,
+    DEC_STAGE_INDEXER,
+    DEC_STAGE_TOPK,
+    DEC_STAGE_SPARSE,
+    DEC_STAGE_APPEND_FP8,
+    DEC_STAGE_FP8
+};
 
 typedef struct dec_run {
     dec_args args;
@@ -253,11 +265,15 @@ typedef struct dec_state {
     float *gqa_lse;
     int gqa_splits, paged_same; /* paged_same: -1 not compared, 0 differs, 1 bit-identical */
     void *staging;
-    void *d_q, *d_o, *d_kc, *d_vc, *d_kp, *d_vp, *d_kip, *d_knew, *d_vnew, *d_kinew, *d_qi;
-    float *d_w, *d_lse, *d_logits, *d_part;
-    int *d_table, *d_lens, *d_cu_q, *d_cu_k;
-    int32_t *d_sel;
     dec_run run; /* what the kernels read (attn_buffers.args) */
+    /* --fp8 (decode_fp8.c): the pools before and after a right append (K codes, or the latent
+     * rows; V codes; their scales), K and V as the kernels dequantise them, the reference over
+     * those, and what the checks measured (the --json record's) */
+    size_t row8; /* bytes of a token's FP8 row (all its heads) */
+    unsigned char *k8p0, *k8p1, *v8p0, *v8p1;
+    float *ks0, *ks1, *vs0, *vs1, *kd, *vd, *dref, *dref_lse, *dlowp;
+    double err_fp64, err_over_bound, bound_at, err_dequant, err16, k_err, k_max;
+    attn_allocs mem; /* every buffer but lens (host and device: dec_release frees them) */
 } dec_state;
 
 /* The module's and the stages' hooks (their types: attn/example.h). */
@@ -269,6 +285,9 @@ attn_stage_prepare_fn dec_prepare_sparse;
 attn_stage_clear_fn dec_clear; /* every stage's */
 attn_stage_check_fn dec_check_append, dec_check_attention, dec_check_indexer, dec_check_topk,
     dec_check_sparse;
+attn_stage_prepare_fn dec_prepare_fp8; /* --fp8 (decode_fp8.c) */
+attn_stage_clear_fn dec_clear_append_fp8;
+attn_stage_check_fn dec_check_append_fp8, dec_check_fp8;
 attn_module_flops_fn dec_flops;
 attn_module_record_json_fn dec_record_json;
 attn_module_dump_fn dec_dump;

@@ -22,10 +22,11 @@ struct dec_session {
     attn_dtype dtype;
     size_t dsize;
     int *lens, *table, *free_pages, n_free, *cu;
-    void **k_pages, **v_pages, **ki_pages; /* per layer */
-    int fp8;                               /* dec_session_use_fp8: the FP8 pools below instead */
-    uint8_t **k8, **v8;                    /* per layer: e4m3 codes [pages, P, H_kv, D] */
-    float **k8s, **v8s;                    /* per layer: their scales [pages, P, H_kv] */
+    /* the pools of every layer, one after another (layer l's at l x one layer's bytes) */
+    unsigned char *k_pages, *v_pages, *ki_pages; /* ki_pages: NULL without index keys */
+    int fp8;                            /* dec_session_use_fp8: the FP8 pools below instead */
+    unsigned char *k8, *v8, *k8s, *v8s; /* e4m3 codes [pages, P, H_kv, D], fp32 scales [.., H_kv] */
+    size_t pool, pool_ki, codes, scales; /* one layer's bytes of each */
     int *d_table, *d_lens, *d_cu_q, *d_cu_k;
     void *d_q, *d_o, *d_knew, *d_vnew, *d_kinew, *d_qi, *d_w, *d_lse, *d_logits, *d_part, *d_sel;
     size_t cap_q, cap_o, cap_knew, cap_vnew, cap_kinew, cap_qi, cap_w, cap_lse, cap_logits,
@@ -83,22 +84,13 @@ int dec_session_length(const dec_session *s, int b) { return b >= 0 && b < s->B 
 void dec_session_close(dec_session *s) {
     if (s == NULL)
         return;
-    for (int l = 0; l < s->layers; ++l) {
-        attn_device_free(s->k_pages ? s->k_pages[l] : NULL);
-        attn_device_free(s->v_pages ? s->v_pages[l] : NULL);
-        attn_device_free(s->ki_pages ? s->ki_pages[l] : NULL);
-        if (s->fp8) {
-            attn_device_free(s->k8[l]), attn_device_free(s->v8[l]);
-            attn_device_free(s->k8s[l]), attn_device_free(s->v8s[l]);
-        }
-    }
-    free(s->k8), free(s->v8), free(s->k8s), free(s->v8s);
-    void *dev[] = {s->d_table, s->d_lens, s->d_cu_q,   s->d_cu_k,  s->d_q,
-                   s->d_o,     s->d_knew, s->d_vnew,   s->d_kinew, s->d_qi,
-                   s->d_w,     s->d_lse,  s->d_logits, s->d_part,  s->d_sel};
+    void *dev[] = {s->k_pages, s->v_pages,  s->ki_pages, s->k8,      s->v8,     s->k8s,
+                   s->v8s,     s->d_table,  s->d_lens,   s->d_cu_q,  s->d_cu_k, s->d_q,
+                   s->d_o,     s->d_knew,   s->d_vnew,   s->d_kinew, s->d_qi,   s->d_w,
+                   s->d_lse,   s->d_logits, s->d_part,   s->d_sel};
     for (size_t n = 0; n < sizeof dev / sizeof dev[0]; ++n)
         attn_device_free(dev[n]);
-    free(s->k_pages), free(s->v_pages), free(s->ki_pages), free(s->lens), free(s->table);
+    free(s->lens), free(s->table);
     free(s->free_pages), free(s->cu), free(s->staging), free(s->last_sel);
     free(s);
 }
@@ -139,19 +131,13 @@ dec_session *dec_session_open(int layers, int batch, int heads, int kv_heads, in
     s->table = (int *)malloc((size_t)batch * s->W * sizeof(int));
     s->free_pages = (int *)malloc((size_t)s->num_pages * sizeof(int));
     s->cu = (int *)malloc((size_t)(batch + 1) * sizeof(int));
-    s->k_pages = (void **)calloc((size_t)layers, sizeof(void *));
-    s->v_pages = (void **)calloc((size_t)layers, sizeof(void *));
-    s->ki_pages = (void **)calloc((size_t)layers, sizeof(void *));
-    const size_t pool = (size_t)s->num_pages * page_size * kv_heads * head_dim * s->dsize;
-    const size_t pool_ki = (size_t)s->num_pages * page_size * index_dim * s->dsize;
-    int rc = !s->lens || !s->table || !s->free_pages || !s->cu || !s->k_pages || !s->v_pages ||
-             !s->ki_pages;
-    for (int l = 0; !rc && l < layers; ++l) {
-        s->k_pages[l] = attn_device_alloc(pool);
-        s->v_pages[l] = attn_device_alloc(pool);
-        s->ki_pages[l] = index_dim > 0 ? attn_device_alloc(pool_ki) : NULL;
-        rc = !s->k_pages[l] || !s->v_pages[l] || (index_dim > 0 && !s->ki_pages[l]);
-    }
+    s->pool = (size_t)s->num_pages * page_size * kv_heads * head_dim * s->dsize;
+    s->pool_ki = (size_t)s->num_pages * page_size * index_dim * s->dsize;
+    s->k_pages = attn_device_alloc((size_t)layers * s->pool);
+    s->v_pages = attn_device_alloc((size_t)layers * s->pool);
+    s->ki_pages = index_dim > 0 ? attn_device_alloc((size_t)layers * s->pool_ki) : NULL;
+    const int rc = !s->lens || !s->table || !s->free_pages || !s->cu || !s->k_pages ||
+                   !s->v_pages || (index_dim > 0 && !s->ki_pages);
     s->d_table = (int *)attn_device_alloc((size_t)batch * s->W * sizeof(int));
     s->d_lens = (int *)attn_device_alloc((size_t)batch * sizeof(int));
     s->d_cu_q = (int *)attn_device_alloc((size_t)(batch + 1) * sizeof(int));
@@ -180,25 +166,16 @@ int dec_session_use_fp8(dec_session *s) {
         return fail(s, 2,
                     "the FP8 cache serves dense attention: open the session with no "
                     "index-key cache (index_dim 0)");
-    const size_t slots = (size_t)s->num_pages * s->P, codes = slots * s->H_kv * s->D;
-    s->k8 = (uint8_t **)calloc((size_t)s->layers, sizeof(uint8_t *));
-    s->v8 = (uint8_t **)calloc((size_t)s->layers, sizeof(uint8_t *));
-    s->k8s = (float **)calloc((size_t)s->layers, sizeof(float *));
-    s->v8s = (float **)calloc((size_t)s->layers, sizeof(float *));
-    if (!s->k8 || !s->v8 || !s->k8s || !s->v8s)
-        return fail(s, 1, "out of host memory");
+    const size_t slots = (size_t)s->num_pages * s->P, L = (size_t)s->layers;
+    s->codes = slots * s->H_kv * s->D, s->scales = slots * s->H_kv * sizeof(float);
+    attn_device_free(s->k_pages), attn_device_free(s->v_pages); /* not read */
+    s->k_pages = s->v_pages = NULL;
     s->fp8 = 1;
-    for (int l = 0; l < s->layers; ++l) {
-        attn_device_free(s->k_pages[l]), attn_device_free(s->v_pages[l]); /* not read */
-        s->k_pages[l] = s->v_pages[l] = NULL;
-        s->k8[l] = (uint8_t *)attn_device_alloc(codes);
-        s->v8[l] = (uint8_t *)attn_device_alloc(codes);
-        s->k8s[l] = (float *)attn_device_alloc(slots * s->H_kv * sizeof(float));
-        s->v8s[l] = (float *)attn_device_alloc(slots * s->H_kv * sizeof(float));
-        if (!s->k8[l] || !s->v8[l] || !s->k8s[l] || !s->v8s[l])
-            return fail(s, 1, "out of device memory for the FP8 pools of %d layers", s->layers);
-    }
-    return 0;
+    s->k8 = attn_device_alloc(L * s->codes), s->v8 = attn_device_alloc(L * s->codes);
+    s->k8s = attn_device_alloc(L * s->scales), s->v8s = attn_device_alloc(L * s->scales);
+    return !s->k8 || !s->v8 || !s->k8s || !s->v8s
+               ? fail(s, 1, "out of device memory for the FP8 pools of %d layers", s->layers)
+               : 0;
 }
 
 int dec_session_begin(dec_session *s, int n_new) {
@@ -243,6 +220,11 @@ int dec_session_end(dec_session *s) {
     return 0;
 }
 
+/* Layer l's pool in a pool of every layer's (NULL: none). */
+static void *at(unsigned char *pools, int l, size_t bytes) {
+    return pools != NULL ? pools + (size_t)l * bytes : NULL;
+}
+
 /* The step's arguments for layer l (decode.h). */
 static dec_args args_of(const dec_session *s, int layer) {
     dec_args a;
@@ -253,10 +235,10 @@ static dec_args args_of(const dec_session *s, int layer) {
     a.dtype = s->dtype;
     a.scale = 1.0f / sqrtf((float)s->D);
     a.seqlens = s->d_lens;
-    a.k_pages = s->k_pages[layer], a.v_pages = s->v_pages[layer], a.ki_pages = s->ki_pages[layer];
-    if (s->fp8)
-        a.k8_pages = s->k8[layer], a.v8_pages = s->v8[layer], a.k8_scales = s->k8s[layer],
-        a.v8_scales = s->v8s[layer];
+    a.k_pages = at(s->k_pages, layer, s->pool), a.v_pages = at(s->v_pages, layer, s->pool);
+    a.ki_pages = at(s->ki_pages, layer, s->pool_ki);
+    a.k8_pages = at(s->k8, layer, s->codes), a.v8_pages = at(s->v8, layer, s->codes);
+    a.k8_scales = at(s->k8s, layer, s->scales), a.v8_scales = at(s->v8s, layer, s->scales);
     a.block_table = s->d_table;
     a.table_width = s->W, a.page_size = s->P, a.num_pages = s->num_pages;
     a.index_heads = s->HI, a.index_dim = s->DI;

@@ -1,20 +1,20 @@
-/* decode_fp8.c — Example 09's FP8 cache (versions 11-13, decode.h "FP8 cache"), checked on its own
- * data: a decoding step whose new tokens the append kernel quantises into an e4m3 paged cache,
+/* decode_fp8.c — example 09's FP8 cache (versions 11-13, decode.h "FP8 cache") on the one driver
+ * (--fp8): a decoding step whose new tokens the append kernel quantises into an e4m3 paged cache,
  * then attention reading it (dequantised on chip, fp32 accumulation).
  *
  *   11 append_fp8   the new tokens' K, V (or latent rows) quantised into their pages
  *   12 paged_fp8    version 5 over the e4m3 K/V cache, one scale per token and K/V head
- *   13 latent_fp8   version 10 over FlashMLA's 656-byte latent rows (--latent)
+ *   13 latent_fp8   version 10 over FlashMLA's 656-byte latent rows (--fp8 --latent)
  *
- * Checks (each prints one PASS/FAIL line; the exit status is 1 if any fails):
+ * Checks:
  *   append     the pools and scales read back equal, byte for byte, what the CPU quantiser
  *              (decode_fp8_reference.c) makes of every token: the prefilled ones it wrote itself,
  *              the new ones the kernel wrote; the unused slots unchanged (0xFF)
  *   attention  the output and LSE against the double-precision reference (decode_reference.c)
  *              over the dequantised cache, by the rule of the 16-bit cache (FlashAttention's: 2x
- *              the error of the same-precision computation; fp32: check.c's bound)
- *   fp64       the output against the double-precision reference over the UNquantised cache,
- *              within the bound the format allows (below), plus the attention check's allowance
+ *              the error of the same-precision computation; fp32: check.c's bound); then the
+ *              output against the double-precision reference over the UNquantised cache, within
+ *              the bound the format allows (below), plus the first check's allowance
  * The fp64 bound, per output row and column d, from e4m3's rounding: a value x of a group with
  * scale s is stored with error |dx| <= 2^-4 |x| + 2^-10 s (3 mantissa bits: half a unit is 2^-4
  * of the value at most; below e4m3's smallest normal 2^-6 s the subnormal spacing 2^-9 s gives
@@ -22,304 +22,262 @@
  * E = scale * max_t sum_d |q_d| |dk_td|, so every softmax weight changes by a factor within
  * e^(+-2E), and
  *     |o_d - o64_d| <= (e^(2E) - 1) max_t |v_td| + max_t |dv_td|
- * (a worst case: the errors measured sit well below it; the program prints the ratio).
+ * (a worst case: the errors measured sit well below it; the --json record has the ratio).
  *
  * --outliers F multiplies channels 7 and 37 of every key head (and of the latent row) by F: the
  * outlier channels of real keys, which set a token's scale and leave its other values fewer
  * bits. --corrupt-scale F multiplies the scale of the first new token's K (latent: of its first
- * group) by F after the append: a planted wrong scale, which the append and attention checks must
- * catch. Bad input: one line, exit status 2.
+ * group) by F after the append: a planted wrong scale, which both checks must catch.
  *
- *   ./build/sim/examples/09_decode/decode_fp8_sim --cache-lens 300,17,0,64 -H 9 --kv-heads 3
- *   ./build/sim/examples/09_decode/decode_fp8_sim --latent --cache-lens 100,1 -H 16
+ *   ./build/sim/examples/09_decode/decode_sim --fp8 --cache-lens 300,17,0,64 --dtype bf16
+ *   ./build/sim/examples/09_decode/decode_sim --fp8 --latent --cache-lens 100,1
  */
 #include <math.h>
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "../05_deepseek_sparse/deepseek_sparse.h"
-#include "attn/cli.h"
-#include "attn/device.h"
 #include "attn/tensor.h"
-#include "decode_fp8.h"
-
-/* The program's own flags; the common ones it takes: -H -D --dtype --seed --reps --warmup
- * --check-only --check-rows --json (attn/cli.h). */
-typedef struct fp8_opts {
-    const char *cache_lens;
-    int kv_heads, page_size, queries, splits, latent;
-    double outliers, corrupt;
-} fp8_opts;
-
-static const attn_option fp8_options[] = {
-    {"--cache-lens", "L1,L2,..", "each sequence's cache length (0: an empty slot)",
-     ATTN_OPTION_TEXT, offsetof(fp8_opts, cache_lens), 0, 0, NULL, "300,17,0", NULL},
-    {"--kv-heads", "N", "key/value heads (default 3; --latent: 1)", ATTN_OPTION_INT,
-     offsetof(fp8_opts, kv_heads), 1, 256, NULL, NULL, NULL},
-    {"--page-size", "P", "tokens per page", ATTN_OPTION_INT, offsetof(fp8_opts, page_size), 1,
-     DEC_MAX_PAGE_SIZE, NULL, "16", NULL},
-    {"--queries", "N", "new tokens per sequence", ATTN_OPTION_INT, offsetof(fp8_opts, queries), 1,
-     DEC_MAX_QUERIES, NULL, "1", NULL},
-    {"--splits", "N", "split-KV splits", ATTN_OPTION_INT, offsetof(fp8_opts, splits), 1,
-     DEC_MAX_SPLITS, NULL, "1", NULL},
-    {"--latent", NULL, "FlashMLA's 656-byte FP8 latent rows (versions 11 and 13)",
-     ATTN_OPTION_SWITCH, offsetof(fp8_opts, latent), 0, 0, NULL, NULL, NULL},
-    {"--outliers", "F", "channels 7 and 37 of every key row times F", ATTN_OPTION_FACTOR,
-     offsetof(fp8_opts, outliers), 0, 0, NULL, "1", NULL},
-    {"--corrupt-scale", "F", "the first new token's K scale times F after the append (a test)",
-     ATTN_OPTION_FACTOR, offsetof(fp8_opts, corrupt), 0, 0, NULL, "1", NULL},
-};
-
-static int usage_error(const char *msg, const char *arg) {
-    fprintf(stderr, "error: %s (got '%s')\n", msg, arg ? arg : "");
-    return ATTN_EXIT_USAGE;
-}
-
-static const char usage_text[] =
-    "usage: decode_fp8 [--cache-lens L1,L2,..] [-H N] [--kv-heads N] [-D 64|128]\n"
-    "  [--page-size P] [--queries 1-8] [--splits N] [--dtype f32|f16|bf16]\n"
-    "  [--latent] [--outliers F] [--corrupt-scale F] [--seed N] [--json FILE]\n"
-    "  [--reps N [--warmup N]]  (time the attention kernel: N launches after 3 untimed)\n"
-    "  [--check-rows N]  (check the first N output rows only)\n"
-    "Example 09's FP8 cache (versions 11-13) checked on its own data (decode_fp8.c). Defaults:\n"
-    "--cache-lens 300,17,0, H = 9 over 3 (--latent: 16 over 1), D = 64, bf16, pages of 16,\n"
-    "seed 45. Exit status: 0 every check passed, 1 a failure, 2 usage, 77 no GPU.\n";
-
-/* The shape's rules (one line and exit status 2 each). */
-static int check_shape(const run *r, bool kv_given) {
-    char b[64];
-    if (r->H > 256)
-        return snprintf(b, sizeof b, "%d", r->H), usage_error("-H takes 1 to 256 heads", b);
-    if (!r->latent && r->D != 64 && r->D != 128)
-        return snprintf(b, sizeof b, "%d", r->D), usage_error("-D takes 64 or 128", b);
-    if (r->latent && kv_given && r->H_kv != 1) {
-        snprintf(b, sizeof b, "--kv-heads %d", r->H_kv);
-        return usage_error("--latent has one latent row per token: --kv-heads 1", b);
-    }
-    if (r->latent && r->dtype == ATTN_F32)
-        return usage_error("--latent takes bf16 or f16 (FlashMLA's)", "f32");
-    if (r->H % r->H_kv != 0) {
-        snprintf(b, sizeof b, "-H %d --kv-heads %d", r->H, r->H_kv);
-        return usage_error("-H must be a multiple of --kv-heads", b);
-    }
-    for (int x = 0; x < r->B; ++x)
-        if (r->lens[x] != 0 && r->lens[x] < r->Lq) {
-            snprintf(b, sizeof b, "length %d, --queries %d", r->lens[x], r->Lq);
-            return usage_error("a cache shorter than its new tokens", b);
-        }
-    return 0;
-}
-
-/* The flags: 0, -1 after --help, or ATTN_EXIT_USAGE after one line. */
-static int parse(int argc, char **argv, run *r) {
-    attn_cli cli;
-    fp8_opts fo;
-    char err[512];
-    memset(&fo, 0, sizeof fo);
-    int rc = attn_cli_parse_options(&cli, argc, argv, fp8_options,
-                                    (int)(sizeof fp8_options / sizeof fp8_options[0]), &fo, err,
-                                    sizeof err);
-    if (rc)
-        return fprintf(stderr, "%s\n", err), rc;
-    const bool other = cli.B || cli.Lq || cli.Lk || cli.cu_seqlens_q || cli.pattern || cli.causal ||
-                       cli.scale != 0.0f || cli.amplitude != 1.0f ||
-                       cli.inputs != ATTN_INPUTS_UNIFORM || cli.kernel || cli.list || cli.profile ||
-                       cli.dump_dir || cli.csv_path;
-    r->latent = fo.latent, r->P = fo.page_size, r->Lq = fo.queries, r->splits = fo.splits;
-    r->outliers = fo.outliers, r->corrupt = fo.corrupt, r->json = cli.json_path;
-    r->dtype = cli.dtype_set ? cli.dtype : ATTN_BF16;
-    r->seed = cli.seed_set ? cli.seed : 45;
-    r->reps = cli.check_only || cli.reps < 0 ? 0 : cli.reps;
-    r->warmup = cli.warmup >= 0 ? cli.warmup : 3;
-    r->checked = cli.check_rows > 0 ? cli.check_rows : 0;
-    r->H = cli.H ? cli.H : r->latent ? 16 : 9;
-    r->H_kv = r->latent ? 1 : fo.kv_heads ? fo.kv_heads : 3;
-    r->D = r->latent ? DEC_LATENT_DK : cli.D ? cli.D : 64;
-    const bool help = cli.help;
-    attn_cli_free(&cli);
-    if (help)
-        return fputs(usage_text, stdout), -1;
-    if (other) {
-        fputs("error: decode_fp8 takes none of -B, -L, --lq, --lk, --seqlens, --pattern, --causal, "
-              "--scale, --amplitude, --inputs, --kernel, --list, --profile, --dump, --csv (see "
-              "--help)\n",
-              stderr);
-        return ATTN_EXIT_USAGE;
-    }
-    if (dec_parse_lens(fo.cache_lens, &r->lens, &r->B, err, sizeof err))
-        return fprintf(stderr, "error: %s\n", err), ATTN_EXIT_USAGE;
-    r->H_kv = r->latent && fo.kv_heads ? fo.kv_heads : r->H_kv;
-    return check_shape(r, fo.kv_heads != 0);
-}
-
-/* The sizes, the block table of a shuffled pool (two spare pages: never written). */
-static int layout(run *r) {
-    attn_allocs *m = &r->mem;
-    r->dz = attn_dtype_size(r->dtype);
-    r->Dv = r->latent ? DEC_LATENT_DV : r->D;
-    r->HkD = (size_t)r->H_kv * r->D;
-    r->row8 = r->latent ? DEC_FP8_LATENT_BYTES : r->HkD;
-    r->scale = r->latent ? 1.0f / sqrtf(192.0f) : 1.0f / sqrtf((float)r->D);
-    r->cu_k = attn_allocs_host(m, (size_t)r->B + 1, sizeof(int));
-    r->cu_q = attn_allocs_host(m, (size_t)r->B + 1, sizeof(int));
-    if (m->failed)
-        return 1;
-    int pages = 0;
-    r->L_cap = 1, r->W = 1;
-    for (int b = 0; b < r->B; ++b) {
-        r->cu_k[b + 1] = r->cu_k[b] + r->lens[b];
-        r->cu_q[b + 1] = r->cu_q[b] + r->Lq;
-        const int w = dec_pages_for(r->lens[b], r->P);
-        pages += w;
-        r->W = w > r->W ? w : r->W;
-        r->L_cap = r->lens[b] > r->L_cap ? r->lens[b] : r->L_cap;
-    }
-    r->num_pages = pages + 2;
-    r->slots = (size_t)r->num_pages * r->P;
-    r->total = r->cu_k[r->B], r->rows = (int64_t)r->B * r->Lq * r->H;
-    r->checked = r->checked > 0 && r->checked < r->rows ? r->checked : r->rows;
-    r->table = attn_allocs_host(m, (size_t)r->B * r->W, sizeof(int));
-    return m->failed ||
-           dec_fill_table(r->table, r->B, r->W, r->lens, r->P, r->num_pages, r->seed) != 0;
-}
+#include "decode_stages.h"
 
 /* Two copies of a pool of n bytes (before, after the append), unused bytes 0xFF. */
-static void pools(run *r, uint8_t **p0, uint8_t **p1, size_t n) {
-    *p0 = attn_allocs_host(&r->mem, n, 1), *p1 = attn_allocs_host(&r->mem, n, 1);
+static void pools(attn_allocs *m, unsigned char **p0, unsigned char **p1, size_t n) {
+    *p0 = attn_allocs_host(m, n, 1), *p1 = attn_allocs_host(m, n, 1);
     if (*p0 != NULL && *p1 != NULL)
         memset(*p0, 0xFF, n), memset(*p1, 0xFF, n);
 }
 
 /* Two copies of a scale array of n floats, NaN. */
-static void scales(run *r, float **s0, float **s1, size_t n) {
-    *s0 = attn_allocs_host(&r->mem, n, 4), *s1 = attn_allocs_host(&r->mem, n, 4);
+static void scales(attn_allocs *m, float **s0, float **s1, size_t n) {
+    *s0 = attn_allocs_host(m, n, 4), *s1 = attn_allocs_host(m, n, 4);
     if (*s0 != NULL && *s1 != NULL)
         attn_fill_nan_host(*s0, n * 4), attn_fill_nan_host(*s1, n * 4);
 }
 
-/* Token tok (slot `slot`) of a K/V cache quantised by the CPU into pool1 and scales s1 and
- * dequantised into kd, vd; a prefilled token (old) also into pool0 and s0. */
-static void quantise_token(run *r, int64_t tok, int64_t slot, bool old) {
-    for (int hk = 0; hk < r->H_kv; ++hk) {
-        const int64_t at = (tok * r->H_kv + hk) * r->D, s = slot * r->H_kv + hk;
-        uint8_t *kc = r->pool1 + s * r->D, *vc = r->vpool1 + s * r->D;
-        r->ks1[s] = dec_fp8_quantize_ref(r->k + at, r->D, kc);
-        r->vs1[s] = dec_fp8_quantize_ref(r->v + at, r->D, vc);
-        for (int d = 0; d < r->D; ++d) {
-            r->kd[at + d] = attn_round_dtype((float)(ds_fp8_value(kc[d]) * r->ks1[s]), r->dtype);
-            r->vd[at + d] = attn_round_dtype((float)(ds_fp8_value(vc[d]) * r->vs1[s]), r->dtype);
+/* Token tok (slot `slot`) of a K/V cache quantised by the CPU into the pools after the append
+ * and dequantised into kd, vd; a prefilled token (old) also into the pools before it. */
+static void quantise_token(dec_state *s, int64_t tok, int64_t slot, bool old) {
+    for (int hk = 0; hk < s->H_kv; ++hk) {
+        const int64_t at = (tok * s->H_kv + hk) * s->D, x = slot * s->H_kv + hk;
+        unsigned char *kc = s->k8p1 + x * s->D, *vc = s->v8p1 + x * s->D;
+        s->ks1[x] = dec_fp8_quantize_ref(s->k + at, s->D, kc);
+        s->vs1[x] = dec_fp8_quantize_ref(s->v + at, s->D, vc);
+        for (int d = 0; d < s->D; ++d) {
+            s->kd[at + d] = attn_round_dtype((float)(ds_fp8_value(kc[d]) * s->ks1[x]), s->p.dtype);
+            s->vd[at + d] = attn_round_dtype((float)(ds_fp8_value(vc[d]) * s->vs1[x]), s->p.dtype);
         }
         if (old) {
-            memcpy(r->pool0 + s * r->D, kc, (size_t)r->D);
-            memcpy(r->vpool0 + s * r->D, vc, (size_t)r->D);
-            r->ks0[s] = r->ks1[s], r->vs0[s] = r->vs1[s];
+            memcpy(s->k8p0 + x * s->D, kc, (size_t)s->D);
+            memcpy(s->v8p0 + x * s->D, vc, (size_t)s->D);
+            s->ks0[x] = s->ks1[x], s->vs0[x] = s->vs1[x];
         }
     }
 }
 
-/* Inputs, the page pool, and what a right append leaves (by the CPU quantiser). */
-static int build(run *r) {
-    attn_allocs *m = &r->mem;
-    const size_t kv = (size_t)r->total * r->HkD, nq = (size_t)r->rows * r->D;
-    r->q = attn_allocs_host(m, nq, 4), r->k = attn_allocs_host(m, kv, 4);
-    r->v = attn_allocs_host(m, kv, 4), r->kd = attn_allocs_host(m, kv, 4);
-    r->vd = attn_allocs_host(m, kv, 4);
-    pools(r, &r->pool0, &r->pool1, r->slots * r->row8);
-    if (!r->latent) {
-        pools(r, &r->vpool0, &r->vpool1, r->slots * r->row8);
-        scales(r, &r->ks0, &r->ks1, r->slots * r->H_kv);
-        scales(r, &r->vs0, &r->vs1, r->slots * r->H_kv);
+int dec_fp8_inputs(dec_state *s) {
+    attn_allocs *m = &s->mem;
+    const size_t kv = (size_t)s->cu_k[s->B] * s->H_kv * s->D, slots = (size_t)s->num_pages * s->P;
+    s->row8 = s->latent ? DEC_FP8_LATENT_BYTES : (size_t)s->H_kv * s->D;
+    s->kd = attn_allocs_host(m, kv, 4), s->vd = attn_allocs_host(m, kv, 4);
+    pools(m, &s->k8p0, &s->k8p1, slots * s->row8);
+    if (!s->latent) {
+        pools(m, &s->v8p0, &s->v8p1, slots * s->row8);
+        scales(m, &s->ks0, &s->ks1, slots * s->H_kv);
+        scales(m, &s->vs0, &s->vs1, slots * s->H_kv);
     }
     if (m->failed)
         return 1;
-    attn_fill_uniform(r->q, nq, r->seed, 0, 1.0f, r->dtype);
-    attn_fill_uniform(r->k, kv, r->seed, 1, 1.0f, r->dtype);
-    attn_fill_uniform(r->v, kv, r->seed, 2, 1.0f, r->dtype);
     for (size_t x = 0; x < kv; ++x) /* outlier channels 7 and 37 of every row */
-        if (x % r->D == 7 || x % r->D == 37)
-            r->k[x] = attn_round_dtype((float)(r->k[x] * r->outliers), r->dtype);
-    for (int b = 0; b < r->B; ++b)
-        for (int t = 0; t < r->lens[b]; ++t) {
-            const int64_t tok = r->cu_k[b] + t, slot = slot_of(r, b, t);
-            const bool old = t < r->lens[b] - r->Lq; /* prefilled: in the pool before the step */
-            if (!r->latent) {
-                quantise_token(r, tok, slot, old);
+        if (x % s->D == 7 || x % s->D == 37)
+            s->k[x] = attn_round_dtype((float)(s->k[x] * s->opt.outliers), s->p.dtype);
+    for (int b = 0; b < s->B; ++b)
+        for (int t = 0; t < s->lens[b]; ++t) {
+            const int64_t tok = s->cu_k[b] + t, slot = slot_of(s, b, t);
+            const bool old = t < s->lens[b] - s->Lq; /* prefilled: in the pool before the step */
+            if (!s->latent) {
+                quantise_token(s, tok, slot, old);
                 continue;
             }
-            uint8_t *row = r->pool1 + slot * r->row8;
-            dec_fp8_pack_latent_ref(r->k + tok * r->D, r->dtype, row);
-            dec_fp8_unpack_latent_ref(row, r->dtype, r->kd + tok * r->D);
+            unsigned char *row = s->k8p1 + slot * s->row8;
+            dec_fp8_pack_latent_ref(s->k + tok * s->D, s->p.dtype, row);
+            dec_fp8_unpack_latent_ref(row, s->p.dtype, s->kd + tok * s->D);
             if (old)
-                memcpy(r->pool0 + slot * r->row8, row, r->row8);
+                memcpy(s->k8p0 + slot * s->row8, row, s->row8);
         }
     return 0;
 }
 
-/* The device's buffers and what the kernels read (a): the queries, the new tokens (packed
- * [B, Lq, H_kv, D]), the pools as before the step, the table. */
-static int setup_device(run *r) {
-    attn_allocs *m = &r->mem;
-    const size_t nn = (size_t)r->B * r->Lq * r->HkD, sc = r->slots * r->H_kv * 4;
-    float *knew = attn_allocs_host(m, nn, 4), *vnew = attn_allocs_host(m, nn, 4);
-    r->staging = attn_allocs_host(m, (size_t)r->rows * r->D + nn + 16, 4);
-    if (m->failed)
-        return 1;
-    for (int b = 0; b < r->B; ++b)
-        for (int i = 0; i < r->Lq && r->lens[b] > 0; ++i) {
-            const int64_t tok = r->cu_k[b] + r->lens[b] - r->Lq + i, dst = (int64_t)b * r->Lq + i;
-            memcpy(knew + dst * r->HkD, r->k + tok * r->HkD, r->HkD * 4);
-            memcpy(vnew + dst * r->HkD, r->v + tok * r->HkD, r->HkD * 4);
-        }
-    dec_args *a = &r->a;
-    memset(a, 0, sizeof *a);
-    a->B = r->B, a->H = r->H, a->H_kv = r->H_kv, a->Lq = r->Lq, a->D = r->D, a->L_cap = r->L_cap;
-    a->latent = r->latent, a->dtype = r->dtype, a->scale = r->scale, a->splits = r->splits;
-    a->table_width = r->W, a->page_size = r->P, a->num_pages = r->num_pages;
-    a->q = attn_allocs_upload_as(m, r->q, (size_t)r->rows * r->D, r->dtype, r->staging);
-    a->k_new = attn_allocs_upload_as(m, knew, nn, r->dtype, r->staging);
-    a->k8_pages = attn_allocs_upload(m, r->pool0, r->slots * r->row8);
-    a->block_table = attn_allocs_upload(m, r->table, (size_t)r->B * r->W * 4);
-    a->seqlens = attn_allocs_upload(m, r->lens, (size_t)r->B * 4);
-    a->o = attn_allocs_device(m, (size_t)r->rows * r->Dv * r->dz);
-    a->lse = attn_allocs_device(m, (size_t)r->rows * 4);
-    if (!r->latent) {
-        a->v_new = attn_allocs_upload_as(m, vnew, nn, r->dtype, r->staging);
-        a->v8_pages = attn_allocs_upload(m, r->vpool0, r->slots * r->row8);
-        a->k8_scales = attn_allocs_upload(m, r->ks0, sc);
-        a->v8_scales = attn_allocs_upload(m, r->vs0, sc);
+int dec_fp8_device(dec_state *s) {
+    dec_args *a = &s->run.args;
+    const size_t slots = (size_t)s->num_pages * s->P;
+    a->k8_pages = attn_allocs_upload(&s->mem, s->k8p0, slots * s->row8);
+    if (!s->latent) {
+        a->v8_pages = attn_allocs_upload(&s->mem, s->v8p0, slots * s->row8);
+        a->k8_scales = attn_allocs_upload(&s->mem, s->ks0, slots * s->H_kv * 4);
+        a->v8_scales = attn_allocs_upload(&s->mem, s->vs0, slots * s->H_kv * 4);
     }
-    if (r->splits > 1 && !m->failed)
-        a->part = attn_allocs_device(m, dec_workspace_bytes(a, r->splits));
-    return m->failed;
+    return s->mem.failed;
 }
 
-static void banner(const run *r) {
-    printf("decode_fp8 (%s): %s cache, B = %d (lengths", attn_backend_name(),
-           r->latent ? "FP8 latent (656 B/token)" : "FP8 e4m3 K/V", r->B);
-    for (int b = 0; b < r->B; ++b)
-        printf("%s%d", b ? "," : " ", r->lens[b]);
-    printf(
-        "), H = %d over %d, D = %d, %s, pages of %d, %d new token(s), %d split(s), outliers x%g\n",
-        r->H, r->H_kv, r->D, attn_dtype_name(r->dtype), r->P, r->Lq, r->splits, r->outliers);
+/* ---- version 11: the append ------------------------------------------------------------------ */
+
+int dec_clear_append_fp8(void *state, const attn_kernel *k, int chunk) {
+    (void)k, (void)chunk;
+    const dec_state *s = of(state);
+    const dec_args *a = &s->run.args;
+    const size_t slots = (size_t)s->num_pages * s->P;
+    return attn_to_device(a->k8_pages, s->k8p0, slots * s->row8) ||
+           (!s->latent && (attn_to_device(a->v8_pages, s->v8p0, slots * s->row8) ||
+                           attn_to_device(a->k8_scales, s->ks0, slots * s->H_kv * 4) ||
+                           attn_to_device(a->v8_scales, s->vs0, slots * s->H_kv * 4)));
 }
 
-int main(int argc, char **argv) {
-    run r;
-    memset(&r, 0, sizeof r);
-    const int bad = parse(argc, argv, &r);
-    if (bad)
-        return free(r.lens), bad < 0 ? 0 : bad;
-    attn_device_info info;
-    const int dev = attn_device_init_reported(&info);
-    if (dev)
-        return free(r.lens), dev;
-    banner(&r);
-    int rc = layout(&r) || build(&r) || setup_device(&r) ? 1 : fp8_run_checks(&r);
-    attn_allocs_free(&r.mem);
-    free(r.lens);
-    return rc;
+/* The planted wrong scale (--corrupt-scale): the first new token's (sequence 0's) K scale, or its
+ * latent row's first, times the factor on the device. */
+static int plant_scale(const dec_state *s) {
+    if (s->opt.corrupt_scale == 1.0 || s->lens[0] == 0)
+        return 0;
+    const int64_t slot = slot_of(s, 0, s->lens[0] - s->Lq);
+    const dec_args *a = &s->run.args;
+    float v, *at = s->latent ? (float *)(a->k8_pages + slot * s->row8 + DEC_LATENT_DV)
+                             : a->k8_scales + slot * s->H_kv;
+    if (attn_to_host(&v, at, 4))
+        return 1;
+    v = (float)(v * s->opt.corrupt_scale);
+    return attn_to_device(at, &v, 4);
+}
+
+int dec_check_append_fp8(void *state, const attn_kernel *k, int chunk, attn_stage_check *out) {
+    (void)k, (void)chunk;
+    dec_state *s = of(state);
+    const dec_args *a = &s->run.args;
+    const size_t slots = (size_t)s->num_pages * s->P, sc = (size_t)s->H_kv * 4;
+    out->rows = s->tokens;
+    return plant_scale(s) ||
+           dec_compare_pool(s, s->latent ? "latent" : "K code", a->k8_pages, s->k8p1,
+                            slots * s->row8, s->row8, out) ||
+           (!s->latent &&
+            (dec_compare_pool(s, "V code", a->v8_pages, s->v8p1, slots * s->row8, s->row8, out) ||
+             dec_compare_pool(s, "K scale", a->k8_scales, (const unsigned char *)s->ks1, slots * sc,
+                              sc, out) ||
+             dec_compare_pool(s, "V scale", a->v8_scales, (const unsigned char *)s->vs1, slots * sc,
+                              sc, out)));
+}
+
+/* ---- versions 12 and 13: attention ----------------------------------------------------------- */
+
+/* The references: over the unquantised cache (the dense one's) and over the dequantised one. */
+int dec_prepare_fp8(void *state, char *why, size_t len) {
+    (void)why, (void)len;
+    dec_state *s = of(state);
+    return (s->ref == NULL && dec_reference(s, NULL, s->k, s->v, &s->ref, &s->ref_lse, &s->lowp)) ||
+           dec_reference(s, NULL, s->kd, s->latent ? NULL : s->vd, &s->dref, &s->dref_lse,
+                         &s->dlowp);
+}
+
+/* The scale of the group value c of a K or V row x belongs to (K/V: the head's D values; latent:
+ * its 128; the latent RoPE part is not rounded: -1). */
+static double group_scale(const dec_state *s, const float *x, int c) {
+    if (s->latent && c >= DEC_LATENT_DV)
+        return -1.0;
+    const int g0 = s->latent ? c / 128 * 128 : 0, gn = s->latent ? 128 : s->D;
+    float amax = 0.0f;
+    for (int y = g0; y < g0 + gn; ++y)
+        amax = fabsf(x[y]) > amax ? fabsf(x[y]) : amax;
+    return dec_fp8_scale_ref(amax);
+}
+
+/* The fp64 bound of the header for row n, every column d < Dv (over the unquantised K, V of its
+ * keys), into bound[d]; vmax, dvmax: scratch of Dv doubles. */
+static void fp64_bound(const dec_state *s, int64_t n, double *bound, double *vmax, double *dvmax) {
+    const int g = s->H / s->H_kv, h = (int)(n % s->H), hk = h / g, Dv = s->Dv;
+    const int64_t token = n / s->H;
+    const int b = (int)(token / s->Lq), seen = visible(s, b, (int)(token % s->Lq));
+    const double rel = 1.0 / 16 + (s->p.dtype == ATTN_F16 ? 1.0 / 2048 : 0.0);
+    const double abs16 = s->p.dtype == ATTN_F16 ? ldexp(1.0, -25) : 0.0;
+    const float *q = s->q + n * s->D;
+    memset(vmax, 0, (size_t)Dv * sizeof(double)), memset(dvmax, 0, (size_t)Dv * sizeof(double));
+    double E = 0.0;
+    for (int t = 0; t < seen; ++t) {
+        const int64_t at = ((s->cu_k[b] + t) * (int64_t)s->H_kv + hk) * s->D;
+        const float *kr = s->k + at, *vr = s->latent ? kr : s->v + at;
+        double e = 0.0, sc = 0.0;
+        for (int c = 0; c < s->D; ++c) {
+            if (c % 128 == 0 || c == DEC_LATENT_DV)
+                sc = group_scale(s, kr, c);
+            e += sc < 0 ? 0.0 : fabs(q[c]) * (rel * fabs(kr[c]) + ldexp(sc, -10) + abs16);
+        }
+        E = s->p.scale * e > E ? s->p.scale * e : E;
+        for (int d = 0; d < Dv; ++d) {
+            if (d % 128 == 0)
+                sc = group_scale(s, vr, d);
+            vmax[d] = fmax(vmax[d], fabs(vr[d]));
+            dvmax[d] = fmax(dvmax[d], rel * fabs(vr[d]) + ldexp(sc, -10) + abs16);
+        }
+    }
+    for (int d = 0; d < Dv; ++d)
+        bound[d] = expm1(2.0 * E) * vmax[d] + dvmax[d];
+}
+
+/* Against fp64 over the unquantised cache (the output read back by the first check): the format's
+ * bound plus the first check's allowance (FlashAttention's form), every checked row. */
+static int check_fp64(dec_state *s, attn_stage_check *out) {
+    const int Dv = s->Dv;
+    double *bounds = attn_allocs_host(&s->mem, (size_t)3 * Dv, sizeof(double));
+    const double rel = s->p.dtype == ATTN_BF16  ? ldexp(1.0, -7)
+                       : s->p.dtype == ATTN_F16 ? ldexp(1.0, -10)
+                                                : ldexp(1.0, -20);
+    s->err_fp64 = s->err_over_bound = s->bound_at = s->err16 = 0.0;
+    int64_t bad = -1; /* the first element over its bound: row, column, error, bound */
+    int bad_d = 0;
+    double bad_err = 0.0, bad_bound = 0.0;
+    for (int64_t n = 0; bounds != NULL && n < rows_of(s); ++n) {
+        if (!row_checked(s, n) || s->lens[n / s->H / s->Lq] == 0)
+            continue;
+        const float *ref = s->dref + n * Dv, *lowp = s->dlowp + n * Dv;
+        double arith = 0.0, omax = 0.0;
+        for (int d = 0; d < Dv; ++d) {
+            arith = fmax(arith, 2.0 * fabs((double)lowp[d] - ref[d]));
+            omax = fmax(omax, fabs(ref[d]));
+        }
+        arith += omax * rel;
+        fp64_bound(s, n, bounds, bounds + Dv, bounds + 2 * Dv);
+        for (int d = 0; d < Dv; ++d) {
+            const double err = fabs((double)s->out[n * Dv + d] - s->ref[n * Dv + d]);
+            const double bound = bounds[d] + arith;
+            if (err > bound && bad < 0)
+                bad = n, bad_d = d, bad_err = err, bad_bound = bound;
+            if (err / bound > s->err_over_bound)
+                s->err_over_bound = err / bound, s->bound_at = bound;
+            s->err_fp64 = fmax(s->err_fp64, err);
+            s->err16 = fmax(s->err16, fabs((double)s->lowp[n * Dv + d] - s->ref[n * Dv + d]));
+        }
+    }
+    if (bad >= 0) { /* after the first check's failure, if any */
+        const size_t used = out->pass ? 0 : strlen(out->detail);
+        snprintf(out->detail + used, sizeof out->detail - used,
+                 "%svs fp64 over the unquantised cache, row %lld column %d: %.3g over its bound "
+                 "%.3g",
+                 used ? "; " : "", (long long)bad, bad_d, bad_err, bad_bound);
+        out->pass = false;
+    }
+    return bounds == NULL;
+}
+
+int dec_check_fp8(void *state, const attn_kernel *k, int chunk, attn_stage_check *out) {
+    (void)k, (void)chunk;
+    dec_state *s = of(state);
+    const int64_t kv = (int64_t)s->cu_k[s->B] * s->H_kv * s->D;
+    double amp = 0.0;
+    s->k_err = s->k_max = 0.0;
+    for (int64_t x = 0; x < kv; ++x) {
+        amp = fmax(amp, fmax(fabs(s->kd[x]), s->latent ? 0.0 : fabs(s->vd[x])));
+        if (!s->latent || x % s->D < DEC_LATENT_DV)
+            s->k_err = fmax(s->k_err, fabs((double)s->kd[x] - s->k[x])),
+            s->k_max = fmax(s->k_max, fabs(s->k[x]));
+    }
+    if (dec_compare(s, s->dref, s->dref_lse, s->dlowp, amp, out))
+        return 1;
+    s->err_dequant = out->max_err;
+    return check_fp64(s, out);
 }

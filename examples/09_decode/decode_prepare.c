@@ -20,51 +20,40 @@
  * --cache-lens or B x -L. */
 static int prepare_lengths(dec_state *s, const attn_cli *cli, const attn_problem *p, char *why,
                            size_t len) {
-    if (cli->pattern != NULL) {
-        snprintf(why, len,
-                 "--pattern: example 09 has no pattern (its sparse stage selects tokens "
-                 "with the indexer: --topk)");
-        return ATTN_EXIT_USAGE;
-    }
-    if (cli->cu_seqlens_q != NULL) {
-        snprintf(why, len,
-                 "--seqlens: example 09's cache lengths are --cache-lens L1,L2,... (and "
-                 "its new tokens per sequence --queries N)");
-        return ATTN_EXIT_USAGE;
-    }
-    if (cli->Lq != cli->Lk) {
-        snprintf(why, len,
-                 "--lq/--lk: example 09's cache length is -L and its new tokens per "
-                 "sequence --queries N (1 to %d)",
-                 DEC_MAX_QUERIES);
-        return ATTN_EXIT_USAGE;
-    }
+    if (cli->pattern != NULL)
+        return attn_reason(why, len, ATTN_EXIT_USAGE,
+                           "--pattern: example 09 has no pattern (its sparse stage selects tokens "
+                           "with the indexer: --topk)");
+    if (cli->cu_seqlens_q != NULL)
+        return attn_reason(why, len, ATTN_EXIT_USAGE,
+                           "--seqlens: example 09's cache lengths are --cache-lens L1,L2,... (and "
+                           "its new tokens per sequence --queries N)");
+    if (cli->Lq != cli->Lk)
+        return attn_reason(why, len, ATTN_EXIT_USAGE,
+                           "--lq/--lk: example 09's cache length is -L and its new tokens per "
+                           "sequence --queries N (1 to %d)",
+                           DEC_MAX_QUERIES);
     if (s->opt.cache_lens != NULL) {
-        if (cli->Lk != 0) {
-            snprintf(why, len,
-                     "-L cannot be combined with --cache-lens (the lengths come from "
-                     "the list)");
-            return ATTN_EXIT_USAGE;
-        }
+        if (cli->Lk != 0)
+            return attn_reason(why, len, ATTN_EXIT_USAGE,
+                               "-L cannot be combined with --cache-lens (the lengths come from "
+                               "the list)");
         if (dec_parse_lens(s->opt.cache_lens, &s->lens, &s->B, why, len) != 0)
             return ATTN_EXIT_USAGE;
-        if (cli->B != 0 && cli->B != s->B) {
-            snprintf(why, len, "-B %d contradicts --cache-lens, which lists %d sequences", cli->B,
-                     s->B);
-            return ATTN_EXIT_USAGE;
-        }
+        if (cli->B != 0 && cli->B != s->B)
+            return attn_reason(why, len, ATTN_EXIT_USAGE,
+                               "-B %d contradicts --cache-lens, which lists %d sequences", cli->B,
+                               s->B);
         return 0;
     }
     if (p->Lk > 1 << 27) { /* the limit --cache-lens has for each length */
-        snprintf(why, len, "-L %d: a cache length is at most %d", p->Lk, 1 << 27);
-        return ATTN_EXIT_USAGE;
+        return attn_reason(why, len, ATTN_EXIT_USAGE, "-L %d: a cache length is at most %d", p->Lk,
+                           1 << 27);
     }
     s->B = p->B;
-    s->lens = (int *)xmalloc((size_t)s->B * sizeof(int));
-    if (s->lens == NULL) {
-        snprintf(why, len, "out of host memory for %d sequences", s->B);
-        return ATTN_EXIT_USAGE;
-    }
+    s->lens = (int *)malloc((size_t)(s->B > 0 ? s->B : 1) * sizeof(int)); /* dec_release frees */
+    if (s->lens == NULL)
+        return attn_reason(why, len, ATTN_EXIT_USAGE, "out of host memory for %d sequences", s->B);
     for (int b = 0; b < s->B; ++b)
         s->lens[b] = p->Lk;
     return 0;
@@ -92,43 +81,36 @@ static int prepare_shape(dec_state *s, const attn_cli *cli, attn_problem *p, cha
     if (s->latent) {
         s->H_kv = s->opt.kv_heads > 0 ? s->opt.kv_heads : 1;
         const char *bad = dec_latent_unsupported(s->H_kv, s->D, p->dtype);
-        if (bad != NULL) {
-            snprintf(why, len, "%s (got --kv-heads %d, D=%d, %s)", bad, s->H_kv, s->D,
-                     attn_dtype_name(p->dtype));
-            return ATTN_EXIT_USAGE;
-        }
+        if (bad != NULL)
+            return attn_reason(why, len, ATTN_EXIT_USAGE, "%s (got --kv-heads %d, D=%d, %s)", bad,
+                               s->H_kv, s->D, attn_dtype_name(p->dtype));
     }
-    if (s->H % s->H_kv != 0) {
-        snprintf(why, len,
-                 "-H %d is not a multiple of --kv-heads %d: every key/value head serves the "
-                 "same number of query heads",
-                 s->H, s->H_kv);
-        return ATTN_EXIT_USAGE;
-    }
+    if (s->H % s->H_kv != 0)
+        return attn_reason(
+            why, len, ATTN_EXIT_USAGE,
+            "-H %d is not a multiple of --kv-heads %d: every key/value head serves the "
+            "same number of query heads",
+            s->H, s->H_kv);
     const char *bad = dec_unsupported(s->H, s->H_kv, s->latent ? 64 : s->D, s->Lq,
                                       s->opt.index_heads, s->opt.index_dim); /* latent D: above */
-    if (bad != NULL) {
-        snprintf(why, len, "%s (got D=%d)", bad, s->D);
-        return ATTN_EXIT_USAGE;
-    }
+    if (bad != NULL)
+        return attn_reason(why, len, ATTN_EXIT_USAGE, "%s (got D=%d)", bad, s->D);
     s->L_cap = 0;
     int64_t total = 0;
     for (int b = 0; b < s->B; ++b) {
         s->L_cap = s->lens[b] > s->L_cap ? s->lens[b] : s->L_cap;
         total += s->lens[b];
-        if (s->lens[b] > 0 && s->lens[b] < s->Lq) {
-            snprintf(why, len,
-                     "sequence %d: a cache of %d tokens cannot hold its %d new tokens "
-                     "(--queries)",
-                     b, s->lens[b], s->Lq);
-            return ATTN_EXIT_USAGE;
-        }
+        if (s->lens[b] > 0 && s->lens[b] < s->Lq)
+            return attn_reason(why, len, ATTN_EXIT_USAGE,
+                               "sequence %d: a cache of %d tokens cannot hold its %d new tokens "
+                               "(--queries)",
+                               b, s->lens[b], s->Lq);
     }
     if (s->L_cap == 0 || total > INT_MAX) { /* named by the flag that gave the lengths */
-        snprintf(why, len, "%s: %s", s->opt.cache_lens != NULL ? "--cache-lens" : "-B x -L",
-                 s->L_cap == 0 ? "every sequence is empty"
-                               : "the caches add up to more than 2^31 tokens");
-        return ATTN_EXIT_USAGE;
+        return attn_reason(why, len, ATTN_EXIT_USAGE, "%s: %s",
+                           s->opt.cache_lens != NULL ? "--cache-lens" : "-B x -L",
+                           s->L_cap == 0 ? "every sequence is empty"
+                                         : "the caches add up to more than 2^31 tokens");
     }
     return 0;
 }
@@ -141,24 +123,21 @@ static int prepare_pool(dec_state *s, const attn_cli *cli, char *why, size_t len
     int64_t used = 0;
     for (int b = 0; b < s->B; ++b)
         used += dec_pages_for(s->lens[b], s->P);
-    if (used + s->opt.spare_pages > INT_MAX || (int64_t)s->B * s->W > INT_MAX) {
-        snprintf(why, len, "the pool or the block table would hold more than 2^31 entries");
-        return ATTN_EXIT_USAGE;
-    }
+    if (used + s->opt.spare_pages > INT_MAX || (int64_t)s->B * s->W > INT_MAX)
+        return attn_reason(why, len, ATTN_EXIT_USAGE,
+                           "the pool or the block table would hold more than 2^31 entries");
     s->num_pages = (int)used + s->opt.spare_pages;
-    s->table = (int *)xmalloc((size_t)s->B * s->W * sizeof(int));
+    s->table = (int *)alloc_host(s, (size_t)s->B * s->W * sizeof(int));
     if (s->table == NULL ||
-        dec_fill_table(s->table, s->B, s->W, s->lens, s->P, s->num_pages, cli->seed ^ 0x5EEDull)) {
-        snprintf(why, len, "out of host memory for a pool of %d pages", s->num_pages);
-        return ATTN_EXIT_USAGE;
-    }
+        dec_fill_table(s->table, s->B, s->W, s->lens, s->P, s->num_pages, cli->seed ^ 0x5EEDull))
+        return attn_reason(why, len, ATTN_EXIT_USAGE, "out of host memory for a pool of %d pages",
+                           s->num_pages);
     if (s->opt.corrupt_table != NULL) {
         const char *t = s->opt.corrupt_table;
         int v = 0;
-        if (attn_cli_parse_int("--corrupt-table", t[0] == '-' ? t + 1 : t, 0, &v, why, len) != 0) {
-            snprintf(why, len, "--corrupt-table must be an integer (got '%s')", t);
-            return ATTN_EXIT_USAGE;
-        }
+        if (attn_cli_parse_int("--corrupt-table", t[0] == '-' ? t + 1 : t, 0, &v, why, len) != 0)
+            return attn_reason(why, len, ATTN_EXIT_USAGE,
+                               "--corrupt-table must be an integer (got '%s')", t);
         s->table[0] = t[0] == '-' ? -v : v;
     }
     if (dec_check_block_table(s->table, s->B, s->W, s->lens, s->P, s->num_pages, why, len) != 0)
@@ -168,12 +147,11 @@ static int prepare_pool(dec_state *s, const attn_cli *cli, char *why, size_t len
 
 /* DSA's k (the width of the selection) and the split rule (--splits). */
 static int prepare_topk_splits(dec_state *s, char *why, size_t len) {
-    if (s->opt.topk > s->L_cap) {
-        snprintf(why, len,
-                 "--topk %d is larger than the longest cache (%d tokens): nothing to select",
-                 s->opt.topk, s->L_cap);
-        return ATTN_EXIT_USAGE;
-    }
+    if (s->opt.topk > s->L_cap)
+        return attn_reason(
+            why, len, ATTN_EXIT_USAGE,
+            "--topk %d is larger than the longest cache (%d tokens): nothing to select",
+            s->opt.topk, s->L_cap);
     const int auto_k = attn_on_simulator() ? 64 : 2048; /* DeepSeek's k on a GPU */
     s->k_eff = s->opt.topk > 0 ? s->opt.topk : s->L_cap < auto_k ? s->L_cap : auto_k;
     const char *sp = s->opt.splits;
@@ -184,13 +162,11 @@ static int prepare_topk_splits(dec_state *s, char *why, size_t len) {
     else {
         s->splits_mode = 2;
         if (attn_cli_parse_int("--splits", sp, 1, &s->splits_fixed, why, len) != 0 ||
-            s->splits_fixed > DEC_MAX_SPLITS) {
-            snprintf(why, len,
-                     "--splits must be auto, fa or a number of splits from 1 to %d "
-                     "(got '%s')",
-                     DEC_MAX_SPLITS, sp);
-            return ATTN_EXIT_USAGE;
-        }
+            s->splits_fixed > DEC_MAX_SPLITS)
+            return attn_reason(why, len, ATTN_EXIT_USAGE,
+                               "--splits must be auto, fa or a number of splits from 1 to %d "
+                               "(got '%s')",
+                               DEC_MAX_SPLITS, sp);
     }
     return 0;
 }
@@ -198,12 +174,10 @@ static int prepare_topk_splits(dec_state *s, char *why, size_t len) {
 /* The problem the driver and the checkers see: the varlen layout of decode.h (Lq new tokens per
  * sequence, cu_seqlens_k the cache lengths), bottom-right causal. */
 static int prepare_problem(dec_state *s, attn_problem *p, char *why, size_t len) {
-    s->cu_q = (int *)xmalloc((size_t)(s->B + 1) * sizeof(int));
-    s->cu_k = (int *)xmalloc((size_t)(s->B + 1) * sizeof(int));
-    if (s->cu_q == NULL || s->cu_k == NULL) {
-        snprintf(why, len, "out of host memory");
-        return ATTN_EXIT_USAGE;
-    }
+    s->cu_q = (int *)alloc_host(s, (size_t)(s->B + 1) * sizeof(int));
+    s->cu_k = (int *)alloc_host(s, (size_t)(s->B + 1) * sizeof(int));
+    if (s->cu_q == NULL || s->cu_k == NULL)
+        return attn_reason(why, len, ATTN_EXIT_USAGE, "out of host memory");
     s->cu_q[0] = s->cu_k[0] = 0;
     s->tokens = 0;
     for (int b = 0; b < s->B; ++b) {
@@ -228,6 +202,9 @@ int dec_prepare(void *state, const attn_example *ex, const attn_cli *cli, const 
     (void)ex;
     dec_state *s = of(state);
     s->opt = *(const dec_options *)opts;
+    if (!s->opt.fp8 && (s->opt.outliers != 1.0 || s->opt.corrupt_scale != 1.0))
+        return attn_reason(why, len, ATTN_EXIT_USAGE,
+                           "--outliers and --corrupt-scale shape the FP8 cache: --fp8");
     int rc = prepare_lengths(s, cli, p, why, len);
     if (rc == 0)
         rc = prepare_shape(s, cli, p, why, len);
@@ -240,13 +217,20 @@ int dec_prepare(void *state, const attn_example *ex, const attn_cli *cli, const 
 
 attn_verdict dec_verdict(void *state, const attn_kernel *k, const attn_problem *p, char *why,
                          size_t len) {
-    const bool latent_kernel = strcmp(k->name, "latent") == 0;
-    if (of(state)->latent && !latent_kernel && k->stage != DEC_STAGE_APPEND) {
+    const bool latent_kernel = strncmp(k->name, "latent", 6) == 0;
+    const bool append = k->stage == DEC_STAGE_APPEND || k->stage == DEC_STAGE_APPEND_FP8;
+    if (of(state)->opt.fp8 != (k->stage >= DEC_STAGE_APPEND_FP8)) {
+        snprintf(why, len,
+                 of(state)->opt.fp8 ? "not a version of the FP8 cache (--fp8 runs 11-13)"
+                                    : "a version of the FP8 cache: --fp8");
+        return ATTN_KERNEL_CANNOT;
+    }
+    if (of(state)->latent && !latent_kernel && !append) {
         snprintf(why, len, "not a latent kernel (--latent runs append and latent)");
         return ATTN_KERNEL_CANNOT;
     }
     if (!of(state)->latent && latent_kernel) {
-        snprintf(why, len, "latent reads MLA's 576-wide latent cache: --latent");
+        snprintf(why, len, "%s reads MLA's 576-wide latent cache: --latent", k->name);
         return ATTN_KERNEL_CANNOT;
     }
     if (of(state)->latent && !latent_kernel) /* append: the latent row, any width (16 bytes) */

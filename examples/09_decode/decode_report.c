@@ -35,7 +35,26 @@ double dec_host_bytes(void *state, const attn_problem *p) {
                            tok * s->k_eff * 8.0 + 2 * rows * (2 * Dv + 1) * f;
     const double device = slots * (HkD * (2 - lat) + (1 - lat) * DI) * dz + contiguous / 2 +
                           rows * (s->D + Dv) * dz + tok * s->L_cap * f;
-    return inputs + pools + contiguous + fresh + outputs + (attn_on_simulator() ? device : 0.0);
+    /* --fp8: the dequantised K and V, the FP8 pools (codes, scales) before and after the append
+     * and on the device, the reference over the dequantised cache */
+    const double row8 = lat ? DEC_FP8_LATENT_BYTES : HkD, codes = slots * (row8 + 4 * s->H_kv);
+    const double fp8 = total_k * HkD * f * 2 + codes * (2 - lat) * (2 + attn_on_simulator()) +
+                       rows * (2 * Dv + 1) * f;
+    return inputs + pools + contiguous + fresh + outputs + (attn_on_simulator() ? device : 0.0) +
+           (s->opt.fp8 ? fp8 : 0.0);
+}
+
+/* --fp8: the FP8 cache's bytes per token (all its heads: codes and scales), and the codes and
+ * scales the attention reads, once per row tile. */
+static double fp8_bytes_per_token(const dec_state *s) {
+    return s->latent ? DEC_FP8_LATENT_BYTES : 2.0 * s->H_kv * (s->D + 4);
+}
+static double fp8_cache_bytes(const dec_state *s) {
+    double bytes = 0.0;
+    for (int b = 0; b < s->B; ++b)
+        bytes += (double)s->lens[b] * fp8_bytes_per_token(s) *
+                 ((s->Lq * (s->H / s->H_kv) + DEC_ROWS - 1) / DEC_ROWS);
+    return bytes;
 }
 
 /* ---- FLOPs, bytes, records, dump, the lines after the table ---------------------------------- */
@@ -97,6 +116,11 @@ double dec_model_bytes(void *state, const attn_kernel *k) {
     } else if (strcmp(k->name, "sparse") == 0) {
         S = s->run.splits_sparse;
         kv = seen_keys(s, s->k_eff) * s->H_kv * tiles_g * (2.0 * D * dz + 4.0 + 4.0);
+    } else if (k->stage == DEC_STAGE_FP8) {
+        S = s->run.splits_tiled;
+        kv = fp8_cache_bytes(s);
+    } else if (k->stage == DEC_STAGE_APPEND_FP8) { /* the rows in, codes and scales out */
+        return s->tokens * ((s->latent ? D : 2.0 * s->H_kv * D) * dz + fp8_bytes_per_token(s) + 4);
     } else if (strcmp(k->name, "append") == 0) { /* latent: the one latent row */
         const double row = s->latent ? s->H_kv * D : 2.0 * s->H_kv * D + DI;
         return s->tokens * (row * dz * 2.0 + 4.0);
@@ -124,7 +148,7 @@ void dec_record_json(void *state, const attn_kernel *k, char *out, size_t len) {
     dec_state *s = of(state);
     const int splits = strcmp(k->name, "split_kv") == 0 ? s->run.splits_split_kv
                        : strcmp(k->name, "gqa") == 0 || strcmp(k->name, "paged") == 0 ||
-                               strcmp(k->name, "latent") == 0
+                               strcmp(k->name, "latent") == 0 || k->stage == DEC_STAGE_FP8
                            ? s->run.splits_tiled
                        : strcmp(k->name, "sparse") == 0 ? s->run.splits_sparse
                                                         : 1;
@@ -134,22 +158,30 @@ void dec_record_json(void *state, const attn_kernel *k, char *out, size_t len) {
              "\"latent\":%s,\"d_v\":%d",
              s->H_kv, s->Lq, s->P, splits, s->k_eff, s->opt.index_heads, s->opt.index_dim,
              s->tokens, dec_model_bytes(state, k), s->latent ? "true" : "false", s->Dv);
+    const size_t n = strlen(out);
+    if (s->opt.fp8) /* what the FP8 checks measured (the errors: decode_fp8.c) */
+        snprintf(out + n, len - n,
+                 ",\"outliers\":%g,\"bytes_per_token\":%.0f,\"cache_bytes\":%.0f,"
+                 "\"err_fp64\":%.6g,\"err_over_bound\":%.6g,\"err_dequant\":%.6g,"
+                 "\"err_unquantised\":%.6g,\"k_err\":%.6g,\"k_max\":%.6g",
+                 s->opt.outliers, fp8_bytes_per_token(s), fp8_cache_bytes(s), s->err_fp64,
+                 s->err_over_bound, s->err_dequant, s->err16, s->k_err, s->k_max);
 }
 
 /* --dump DIR: the inputs in the paged layout, the block table, the references and the selection
  * (attn tensor files, fp32), for decode.py's checks (tests/test_decode.py). */
 int dec_dump(void *state, const char *dir) {
-    const dec_state *s = of(state);
+    dec_state *s = of(state);
     const int64_t slots = (int64_t)s->num_pages * s->P, tokens = (int64_t)s->B * s->Lq;
     const size_t pool_elems = (size_t)slots * s->H_kv * s->D;
     const bool lat = s->latent; /* the latent pool alone (its V: the first D_v columns of K) */
-    float *kp = xmalloc(pool_elems * sizeof(float));
-    float *vp = lat ? NULL : xmalloc(pool_elems * sizeof(float));
-    float *kip = lat ? NULL : xmalloc((size_t)slots * s->opt.index_dim * sizeof(float));
-    float *table = xmalloc((size_t)s->B * s->W * sizeof(float));
-    float *lens = xmalloc((size_t)s->B * sizeof(float));
-    float *sel = xmalloc((size_t)tokens * s->k_eff * sizeof(float));
-    int rc = !kp || (!lat && (!vp || !kip)) || !table || !lens || !sel;
+    float *kp = alloc_host(s, pool_elems * sizeof(float));
+    float *vp = lat ? NULL : alloc_host(s, pool_elems * sizeof(float));
+    float *kip = lat ? NULL : alloc_host(s, (size_t)slots * s->opt.index_dim * sizeof(float));
+    float *table = alloc_host(s, (size_t)s->B * s->W * sizeof(float));
+    float *lens = alloc_host(s, (size_t)s->B * sizeof(float));
+    float *sel = alloc_host(s, (size_t)tokens * s->k_eff * sizeof(float));
+    int rc = s->mem.failed;
     if (!rc) {
         attn_unpack(kp, s->kp1, pool_elems, s->p.dtype);
         if (!lat) {
@@ -191,7 +223,6 @@ int dec_dump(void *state, const char *dir) {
     }
     if (rc)
         fprintf(stderr, "error: --dump: cannot write %s\n", path[0] ? path : dir);
-    free(kp), free(vp), free(kip), free(table), free(lens), free(sel);
     return rc;
 }
 
@@ -227,18 +258,6 @@ void dec_after_table(void *state, const attn_example *ex, const attn_run_record 
 }
 
 void dec_release(void *state) {
-    dec_state *s = of(state);
-    void *host[] = {s->lens,     s->cu_q,    s->cu_k,   s->q,   s->k,       s->v,    s->qi,
-                    s->ki,       s->w,       s->table,  s->kp0, s->vp0,     s->kip0, s->kp1,
-                    s->vp1,      s->kip1,    s->kc,     s->vc,  s->knew,    s->vnew, s->kinew,
-                    s->qb,       s->qib,     s->seen,   s->ref, s->ref_lse, s->lowp, s->sref,
-                    s->sref_lse, s->slowp,   s->out,    s->lse, s->logits,  s->sel,  s->seen_sel,
-                    s->gqa_bits, s->gqa_lse, s->staging};
-    void *dev[] = {s->d_q,    s->d_o,     s->d_kc,    s->d_vc,   s->d_kp,   s->d_vp,  s->d_kip,
-                   s->d_knew, s->d_vnew,  s->d_kinew, s->d_qi,   s->d_w,    s->d_lse, s->d_logits,
-                   s->d_part, s->d_table, s->d_lens,  s->d_cu_q, s->d_cu_k, s->d_sel};
-    for (size_t n = 0; n < sizeof host / sizeof host[0]; ++n)
-        free(host[n]);
-    for (size_t n = 0; n < sizeof dev / sizeof dev[0]; ++n)
-        attn_device_free(dev[n]);
+    free(of(state)->lens); /* dec_parse_lens's, or prepare's */
+    attn_allocs_free(&of(state)->mem);
 }

@@ -78,6 +78,11 @@ void dec_banner(void *state, const attn_problem *p) {
                                  : "--splits",
            s->run.splits_split_kv, s->run.splits_tiled, s->run.splits_sparse, s->k_eff,
            s->opt.index_heads, s->opt.index_dim);
+    if (s->opt.fp8)
+        printf("FP8 cache: %s, %d bytes per token (codes and scales, all heads), outlier channels "
+               "x%g\n",
+               s->latent ? "FlashMLA's latent rows" : "e4m3 K/V, a scale per token and K/V head",
+               s->latent ? DEC_FP8_LATENT_BYTES : 2 * s->H_kv * (s->D + 4), s->opt.outliers);
 }
 
 /* ---- step 3: inputs -------------------------------------------------------------------------- */
@@ -94,8 +99,8 @@ static void fill_pool(const dec_state *s, unsigned char *pool, const float *rows
     memset(pool, 0xFF, (size_t)s->num_pages * s->P * row);
     for (int b = 0; b < s->B; ++b)
         for (int t = 0; t < s->lens[b]; ++t) {
-            const int64_t slot = (int64_t)s->table[(size_t)b * s->W + t / s->P] * s->P + t % s->P;
-            pack(s, pool + slot * row, rows + ((int64_t)s->cu_k[b] + t) * width, (size_t)width);
+            pack(s, pool + slot_of(s, b, t) * row, rows + ((int64_t)s->cu_k[b] + t) * width,
+                 (size_t)width);
         }
 }
 
@@ -104,8 +109,7 @@ static void clear_new_slots(const dec_state *s, unsigned char *pool, int width) 
     const size_t row = (size_t)width * s->dsize;
     for (int b = 0; b < s->B; ++b)
         for (int t = s->lens[b] - s->Lq; s->lens[b] > 0 && t < s->lens[b]; ++t) {
-            const int64_t slot = (int64_t)s->table[(size_t)b * s->W + t / s->P] * s->P + t % s->P;
-            memset(pool + slot * row, 0xFF, row);
+            memset(pool + slot_of(s, b, t) * row, 0xFF, row);
         }
 }
 
@@ -124,27 +128,26 @@ static int make_inputs(dec_state *s) {
     const size_t total_k = (size_t)s->cu_k[s->B], rows = (size_t)rows_of(s);
     const size_t tok = (size_t)s->B * s->Lq;
     const bool lat = s->latent; /* one latent pool: no V, no contiguous cache, no index keys */
-    s->q = xmalloc(rows * D * sizeof(float));
-    s->k = xmalloc(total_k * HkD * sizeof(float));
-    s->v = xmalloc(lat ? 0 : total_k * HkD * sizeof(float));
-    s->qi = xmalloc(tok * HI * DI * sizeof(float));
-    s->ki = xmalloc(total_k * DI * sizeof(float));
-    s->w = xmalloc(tok * HI * sizeof(float));
+    s->q = alloc_host(s, rows * D * sizeof(float));
+    s->k = alloc_host(s, total_k * HkD * sizeof(float));
+    s->v = alloc_host(s, lat ? 0 : total_k * HkD * sizeof(float));
+    s->qi = alloc_host(s, tok * HI * DI * sizeof(float));
+    s->ki = alloc_host(s, total_k * DI * sizeof(float));
+    s->w = alloc_host(s, tok * HI * sizeof(float));
     s->pool_bytes = (size_t)s->num_pages * s->P * HkD * s->dsize;
     s->pool_v_bytes = lat ? 0 : s->pool_bytes;
     s->pool_ki_bytes = lat ? 0 : (size_t)s->num_pages * s->P * DI * s->dsize;
     s->cache_bytes = lat ? 0 : (size_t)s->B * s->H_kv * s->L_cap * D * s->dsize;
-    s->kp0 = xmalloc(s->pool_bytes), s->vp0 = xmalloc(s->pool_v_bytes);
-    s->kp1 = xmalloc(s->pool_bytes), s->vp1 = xmalloc(s->pool_v_bytes);
-    s->kip0 = xmalloc(s->pool_ki_bytes), s->kip1 = xmalloc(s->pool_ki_bytes);
-    s->seen = xmalloc(s->pool_bytes > s->pool_ki_bytes ? s->pool_bytes : s->pool_ki_bytes);
-    s->kc = xmalloc(s->cache_bytes), s->vc = xmalloc(s->cache_bytes);
-    s->knew = xmalloc(tok * HkD * s->dsize), s->vnew = xmalloc(lat ? 0 : tok * HkD * s->dsize);
-    s->kinew = xmalloc(tok * DI * s->dsize);
-    s->qb = xmalloc(rows * D * s->dsize), s->qib = xmalloc(tok * HI * DI * s->dsize);
-    if (!s->q || !s->k || !s->v || !s->qi || !s->ki || !s->w || !s->kp0 || !s->vp0 || !s->kp1 ||
-        !s->vp1 || !s->kip0 || !s->kip1 || !s->seen || !s->kc || !s->vc || !s->knew || !s->vnew ||
-        !s->kinew || !s->qb || !s->qib)
+    s->kp0 = alloc_host(s, s->pool_bytes), s->vp0 = alloc_host(s, s->pool_v_bytes);
+    s->kp1 = alloc_host(s, s->pool_bytes), s->vp1 = alloc_host(s, s->pool_v_bytes);
+    s->kip0 = alloc_host(s, s->pool_ki_bytes), s->kip1 = alloc_host(s, s->pool_ki_bytes);
+    s->seen = alloc_host(s, s->pool_bytes > s->pool_ki_bytes ? s->pool_bytes : s->pool_ki_bytes);
+    s->kc = alloc_host(s, s->cache_bytes), s->vc = alloc_host(s, s->cache_bytes);
+    s->knew = alloc_host(s, tok * HkD * s->dsize),
+    s->vnew = alloc_host(s, lat ? 0 : tok * HkD * s->dsize);
+    s->kinew = alloc_host(s, tok * DI * s->dsize);
+    s->qb = alloc_host(s, rows * D * s->dsize), s->qib = alloc_host(s, tok * HI * DI * s->dsize);
+    if (s->mem.failed)
         return 1;
     /* streams 0-2: Q, K, V (as the harness: --amplitude, --inputs); 3-5: q_I, k_I, w (as
      * example 05). The latent pool is K and V at once: opposed signs make it non-positive. */
@@ -157,6 +160,8 @@ static int make_inputs(dec_state *s) {
     attn_fill_uniform(s->qi, tok * HI * DI, s->seed, 3, 1.0f, s->p.dtype);
     attn_fill_uniform(s->ki, total_k * DI, s->seed, 4, 1.0f, s->p.dtype);
     attn_fill_uniform(s->w, tok * HI, s->seed, 5, 1.0f / sqrtf((float)HI * DI), ATTN_F32);
+    if (s->opt.fp8 && dec_fp8_inputs(s)) /* K's outlier channels scaled: before the pools */
+        return 1;
     fill_pool(s, s->kp1, s->k, HkD);
     memcpy(s->kp0, s->kp1, s->pool_bytes);
     clear_new_slots(s, s->kp0, HkD);
@@ -188,57 +193,41 @@ static int make_inputs(dec_state *s) {
 }
 
 static int make_device(dec_state *s) {
-    const size_t rows = (size_t)rows_of(s), tok = (size_t)s->B * s->Lq;
-    const int HkD = s->H_kv * s->D, HI = s->opt.index_heads, DI = s->opt.index_dim;
-    if (attn_device_upload_bytes(&s->d_q, s->qb, rows * s->D * s->dsize) ||
-        attn_device_upload_bytes(&s->d_kc, s->kc, s->cache_bytes) ||
-        attn_device_upload_bytes(&s->d_vc, s->vc, s->cache_bytes) ||
-        attn_device_upload_bytes(&s->d_kp, s->kp0, s->pool_bytes) ||
-        attn_device_upload_bytes(&s->d_vp, s->vp0, s->pool_v_bytes) ||
-        attn_device_upload_bytes(&s->d_kip, s->kip0, s->pool_ki_bytes) ||
-        attn_device_upload_bytes(&s->d_knew, s->knew, tok * HkD * s->dsize) ||
-        attn_device_upload_bytes(&s->d_vnew, s->vnew, s->latent ? 0 : tok * HkD * s->dsize) ||
-        attn_device_upload_bytes(&s->d_kinew, s->kinew, tok * DI * s->dsize) ||
-        attn_device_upload_bytes(&s->d_qi, s->qib, tok * HI * DI * s->dsize) ||
-        attn_device_upload_bytes((void **)&s->d_w, s->w, tok * HI * sizeof(float)) ||
-        attn_device_upload_bytes((void **)&s->d_table, s->table,
-                                 (size_t)s->B * s->W * sizeof(int)) ||
-        attn_device_upload_bytes((void **)&s->d_lens, s->lens, (size_t)s->B * sizeof(int)) ||
-        attn_device_upload_bytes((void **)&s->d_cu_q, s->cu_q, (size_t)(s->B + 1) * sizeof(int)) ||
-        attn_device_upload_bytes((void **)&s->d_cu_k, s->cu_k, (size_t)(s->B + 1) * sizeof(int)))
-        return 1;
-    s->d_o = attn_device_alloc(rows * s->Dv * s->dsize + 16);
-    s->d_lse = (float *)attn_device_alloc(rows * sizeof(float) + 16);
-    s->d_logits = (float *)attn_device_alloc(tok * s->L_cap * sizeof(float) + 16);
-    s->d_sel = (int32_t *)attn_device_alloc(tok * s->k_eff * sizeof(int32_t) + 16);
+    attn_allocs *m = &s->mem;
+    const size_t rows = (size_t)rows_of(s), tok = (size_t)s->B * s->Lq, B = (size_t)s->B;
+    const size_t HkD = (size_t)s->H_kv * s->D, HI = s->opt.index_heads, DI = s->opt.index_dim;
     dec_args *a = &s->run.args;
     memset(a, 0, sizeof *a);
     a->B = s->B, a->H = s->H, a->H_kv = s->H_kv, a->Lq = s->Lq, a->D = s->D, a->L_cap = s->L_cap;
-    a->latent = s->latent;
-    a->dtype = s->p.dtype;
-    a->scale = s->p.scale;
+    a->latent = s->latent, a->dtype = s->p.dtype, a->scale = s->p.scale, a->splits = 1;
+    a->table_width = s->W, a->page_size = s->P, a->num_pages = s->num_pages;
+    a->index_heads = (int)HI, a->index_dim = (int)DI, a->topk = s->k_eff;
+    a->q = attn_allocs_upload(m, s->qb, rows * s->D * s->dsize);
+    a->k_cache = attn_allocs_upload(m, s->kc, s->cache_bytes);
+    a->v_cache = attn_allocs_upload(m, s->vc, s->cache_bytes);
+    a->k_pages = attn_allocs_upload(m, s->kp0, s->pool_bytes);
+    a->k_new = attn_allocs_upload(m, s->knew, tok * HkD * s->dsize);
+    if (!s->latent) { /* the latent pool alone: nothing else is read or written */
+        a->v_pages = attn_allocs_upload(m, s->vp0, s->pool_v_bytes);
+        a->ki_pages = attn_allocs_upload(m, s->kip0, s->pool_ki_bytes);
+        a->v_new = attn_allocs_upload(m, s->vnew, tok * HkD * s->dsize);
+        a->ki_new = attn_allocs_upload(m, s->kinew, tok * DI * s->dsize);
+    }
+    a->q_index = attn_allocs_upload(m, s->qib, tok * HI * DI * s->dsize);
+    a->w = attn_allocs_upload(m, s->w, tok * HI * sizeof(float));
+    a->block_table = attn_allocs_upload(m, s->table, B * s->W * sizeof(int));
+    a->seqlens = attn_allocs_upload(m, s->lens, B * sizeof(int));
+    a->cu_q = attn_allocs_upload(m, s->cu_q, (B + 1) * sizeof(int));
+    a->cu_k = attn_allocs_upload(m, s->cu_k, (B + 1) * sizeof(int));
+    a->o = attn_allocs_device(m, rows * s->Dv * s->dsize + 16);
+    a->lse = attn_allocs_device(m, rows * sizeof(float) + 16);
+    a->logits = attn_allocs_device(m, tok * s->L_cap * sizeof(float) + 16);
+    a->sel = attn_allocs_device(m, tok * s->k_eff * sizeof(int32_t) + 16);
     int most = s->run.splits_split_kv;
     most = s->run.splits_tiled > most ? s->run.splits_tiled : most;
     most = s->run.splits_sparse > most ? s->run.splits_sparse : most;
-    s->d_part = (float *)attn_device_alloc(dec_workspace_bytes(a, most) + 16);
-    if (!s->d_o || !s->d_lse || !s->d_logits || !s->d_sel || !s->d_part)
-        return 1;
-    a->seqlens = s->d_lens;
-    a->q = s->d_q, a->o = s->d_o, a->lse = s->d_lse;
-    a->k_cache = s->d_kc, a->v_cache = s->d_vc;
-    a->k_pages = s->d_kp, a->v_pages = s->d_vp, a->ki_pages = s->d_kip;
-    a->block_table = s->d_table;
-    a->table_width = s->W, a->page_size = s->P, a->num_pages = s->num_pages;
-    a->k_new = s->d_knew, a->v_new = s->d_vnew, a->ki_new = s->d_kinew;
-    if (s->latent) /* the latent pool alone: nothing else is read or written */
-        a->v_pages = NULL, a->ki_pages = NULL, a->v_new = NULL, a->ki_new = NULL;
-    a->q_index = s->d_qi, a->w = s->d_w;
-    a->index_heads = HI, a->index_dim = DI;
-    a->logits = s->d_logits, a->sel = s->d_sel, a->topk = s->k_eff;
-    a->cu_q = s->d_cu_q, a->cu_k = s->d_cu_k;
-    a->part = s->d_part;
-    a->splits = 1;
-    return 0;
+    a->part = attn_allocs_device(m, dec_workspace_bytes(a, most) + 16);
+    return m->failed || (s->opt.fp8 && dec_fp8_device(s));
 }
 
 int dec_setup(void *state, const attn_problem *p, const attn_cli *cli, int check_rows,
@@ -253,17 +242,14 @@ int dec_setup(void *state, const attn_problem *p, const attn_cli *cli, int check
     s->paged_same = -1;
     choose_splits(s);
     const size_t rows = (size_t)rows_of(s), tok = (size_t)s->B * s->Lq;
-    s->out = xmalloc(rows * s->Dv * sizeof(float));
-    s->lse = xmalloc(rows * sizeof(float));
-    s->logits = xmalloc(tok * s->L_cap * sizeof(float));
-    s->sel = xmalloc(tok * s->k_eff * sizeof(int32_t));
-    s->seen_sel = xmalloc(tok * s->k_eff * sizeof(int32_t));
-    s->staging = xmalloc(rows * s->Dv * s->dsize + 16);
-    if (!s->out || !s->lse || !s->logits || !s->sel || !s->seen_sel || !s->staging ||
-        make_inputs(s) != 0) {
-        fprintf(stderr, "error: out of host memory for example 09's inputs and references\n");
+    s->out = alloc_host(s, rows * s->Dv * sizeof(float));
+    s->lse = alloc_host(s, rows * sizeof(float));
+    s->logits = alloc_host(s, tok * s->L_cap * sizeof(float));
+    s->sel = alloc_host(s, tok * s->k_eff * sizeof(int32_t));
+    s->seen_sel = alloc_host(s, tok * s->k_eff * sizeof(int32_t));
+    s->staging = alloc_host(s, rows * s->Dv * s->dsize + 16);
+    if (s->mem.failed || make_inputs(s) != 0)
         return 1;
-    }
     memset(s->sel, 0xFF, tok * s->k_eff * sizeof(int32_t)); /* -1 until a top-k check accepts */
     if (make_device(s) != 0)
         return 1;
@@ -277,27 +263,28 @@ int dec_setup(void *state, const attn_problem *p, const attn_cli *cli, int check
 int dec_clear(void *state, const attn_kernel *k, int chunk) {
     (void)chunk;
     const dec_state *s = of(state);
+    const dec_args *a = &s->run.args;
     const size_t tokens = (size_t)s->B * s->Lq, rows = (size_t)rows_of(s);
     switch (k->stage) {
     case DEC_STAGE_APPEND: /* the pools as before the step: the new tokens' slots NaN */
-        return attn_to_device(s->d_kp, s->kp0, s->pool_bytes) ||
-               attn_to_device(s->d_vp, s->vp0, s->pool_v_bytes) ||
-               attn_to_device(s->d_kip, s->kip0, s->pool_ki_bytes);
+        return attn_to_device(a->k_pages, s->kp0, s->pool_bytes) ||
+               (!s->latent && (attn_to_device(a->v_pages, s->vp0, s->pool_v_bytes) ||
+                               attn_to_device(a->ki_pages, s->kip0, s->pool_ki_bytes)));
     case DEC_STAGE_INDEXER:
-        return attn_device_fill_nan(s->d_logits, tokens * s->L_cap * sizeof(float));
+        return attn_device_fill_nan(a->logits, tokens * s->L_cap * sizeof(float));
     case DEC_STAGE_TOPK:
-        return attn_device_fill_nan(s->d_sel, tokens * s->k_eff * sizeof(int32_t));
+        return attn_device_fill_nan(a->sel, tokens * s->k_eff * sizeof(int32_t));
     default: /* attention, dense or sparse */
-        return attn_device_fill_nan(s->d_o, rows * s->Dv * s->dsize) ||
-               attn_device_fill_nan(s->d_lse, rows * sizeof(float));
+        return attn_device_fill_nan(a->o, rows * s->Dv * s->dsize) ||
+               attn_device_fill_nan(a->lse, rows * sizeof(float));
     }
 }
 
 /* ---- the append stage ------------------------------------------------------------------------ */
 
 /* The first slot where pool (read back from dev) differs from want, as "pool p page x slot y". */
-static int compare_pool(dec_state *s, const char *name, const void *dev, const unsigned char *want,
-                        size_t bytes, size_t row, attn_stage_check *out) {
+int dec_compare_pool(dec_state *s, const char *name, const void *dev, const unsigned char *want,
+                     size_t bytes, size_t row, attn_stage_check *out) {
     if (attn_to_host(s->seen, dev, bytes))
         return 1;
     for (size_t at = 0; at < bytes && out->pass; at += row)
@@ -316,32 +303,31 @@ int dec_check_append(void *state, const attn_kernel *k, int chunk, attn_stage_ch
     dec_state *s = of(state);
     const size_t row = (size_t)s->H_kv * s->D * s->dsize;
     out->rows = s->tokens;
-    if (compare_pool(s, "K", s->d_kp, s->kp1, s->pool_bytes, row, out) ||
-        compare_pool(s, "V", s->d_vp, s->vp1, s->pool_v_bytes, row, out) ||
-        compare_pool(s, "index-key", s->d_kip, s->kip1, s->pool_ki_bytes,
-                     (size_t)s->opt.index_dim * s->dsize, out))
-        return 1;
-    return 0;
+    const dec_args *a = &s->run.args;
+    return dec_compare_pool(s, "K", a->k_pages, s->kp1, s->pool_bytes, row, out) ||
+           (!s->latent &&
+            (dec_compare_pool(s, "V", a->v_pages, s->vp1, s->pool_v_bytes, row, out) ||
+             dec_compare_pool(s, "index-key", a->ki_pages, s->kip1, s->pool_ki_bytes,
+                              (size_t)s->opt.index_dim * s->dsize, out)));
 }
 
 /* ---- the attention stages -------------------------------------------------------------------- */
 
 /* The reference of the checked rows (NaN elsewhere: the checkers skip those), over every key a
  * row sees (sel NULL) or over a selection. */
-static int reference(dec_state *s, const int32_t *sel, float **ref, float **ref_lse, float **lowp) {
+int dec_reference(dec_state *s, const int32_t *sel, const float *k, const float *v, float **ref,
+                  float **ref_lse, float **lowp) {
     const int64_t rows = rows_of(s);
     const int D = s->Dv; /* the output row's width */
-    *ref = xmalloc((size_t)rows * D * sizeof(float));
-    *ref_lse = xmalloc((size_t)rows * sizeof(float));
-    *lowp = xmalloc((size_t)rows * D * sizeof(float));
-    if (*ref == NULL || *ref_lse == NULL || *lowp == NULL) {
-        fprintf(stderr, "error: out of host memory for the reference\n");
+    *ref = alloc_host(s, (size_t)rows * D * sizeof(float));
+    *ref_lse = alloc_host(s, (size_t)rows * sizeof(float));
+    *lowp = alloc_host(s, (size_t)rows * D * sizeof(float));
+    if (s->mem.failed)
         return 1;
-    }
     dec_ref_inputs in = {0};
     in.B = s->B, in.H = s->H, in.H_kv = s->H_kv, in.Lq = s->Lq, in.D = s->D, in.D_v = s->Dv;
-    in.scale = s->p.scale, in.dtype = s->p.dtype, in.cu_k = s->cu_k, in.q = s->q, in.k = s->k;
-    in.v = s->latent ? NULL : s->v, in.sel = sel, in.topk = s->k_eff;
+    in.scale = s->p.scale, in.dtype = s->p.dtype, in.cu_k = s->cu_k, in.q = s->q, in.k = k;
+    in.v = s->latent ? NULL : v, in.sel = sel, in.topk = s->k_eff;
     int failed = 0;
 #pragma omp parallel for schedule(dynamic, 16) reduction(| : failed)
     for (int64_t n = 0; n < rows; ++n) {
@@ -360,31 +346,31 @@ static int reference(dec_state *s, const int32_t *sel, float **ref, float **ref_
 }
 
 /* Reads the kernel's O and LSE back and compares them with a reference. */
-static int compare(dec_state *s, const float *ref, const float *ref_lse, const float *lowp,
-                   attn_stage_check *out) {
+int dec_compare(dec_state *s, const float *ref, const float *ref_lse, const float *lowp,
+                double amplitude, attn_stage_check *out) {
     const size_t elems = (size_t)rows_of(s) * s->Dv;
-    if (attn_to_host(s->staging, s->d_o, elems * s->dsize) ||
-        attn_to_host(s->lse, s->d_lse, (size_t)rows_of(s) * sizeof(float)))
+    if (attn_to_host(s->staging, s->run.args.o, elems * s->dsize) ||
+        attn_to_host(s->lse, s->run.args.lse, (size_t)rows_of(s) * sizeof(float)))
         return 1;
     attn_unpack(s->out, s->staging, elems, s->p.dtype);
     attn_problem po = s->p; /* O's rows are D_v wide (latent: 512 of the 576) */
     po.D = s->Dv;
-    attn_stage_check_attention(&po, s->out, s->lse, ref, ref_lse, lowp, s->amplitude, out);
+    attn_stage_check_attention(&po, s->out, s->lse, ref, ref_lse, lowp, amplitude, out);
     return 0;
 }
 
 int dec_check_attention(void *state, const attn_kernel *k, int chunk, attn_stage_check *out) {
     (void)chunk;
     dec_state *s = of(state);
-    if (s->ref == NULL && reference(s, NULL, &s->ref, &s->ref_lse, &s->lowp) != 0)
+    if (s->ref == NULL && dec_reference(s, NULL, s->k, s->v, &s->ref, &s->ref_lse, &s->lowp))
         return 1;
-    if (compare(s, s->ref, s->ref_lse, s->lowp, out) != 0)
+    if (dec_compare(s, s->ref, s->ref_lse, s->lowp, s->amplitude, out) != 0)
         return 1;
     const size_t obytes = (size_t)rows_of(s) * s->Dv * s->dsize, lbytes = (size_t)rows_of(s) * 4;
     if (strcmp(k->name, "gqa") == 0) { /* kept for paged's bit-for-bit comparison */
-        s->gqa_bits = s->gqa_bits ? s->gqa_bits : xmalloc(obytes);
-        s->gqa_lse = s->gqa_lse ? s->gqa_lse : xmalloc(lbytes);
-        if (s->gqa_bits == NULL || s->gqa_lse == NULL)
+        s->gqa_bits = s->gqa_bits ? s->gqa_bits : alloc_host(s, obytes);
+        s->gqa_lse = s->gqa_lse ? s->gqa_lse : alloc_host(s, lbytes);
+        if (s->mem.failed)
             return 1;
         memcpy(s->gqa_bits, s->staging, obytes);
         memcpy(s->gqa_lse, s->lse, lbytes);
@@ -407,15 +393,12 @@ int dec_check_indexer(void *state, const attn_kernel *k, int chunk, attn_stage_c
     (void)k, (void)chunk;
     dec_state *s = of(state);
     const int64_t tokens = (int64_t)s->B * s->Lq;
-    if (attn_to_host(s->logits, s->d_logits, (size_t)tokens * s->L_cap * sizeof(float)))
+    if (attn_to_host(s->logits, s->run.args.logits, (size_t)tokens * s->L_cap * sizeof(float)))
         return 1;
-    double *want = xmalloc(((size_t)s->L_cap + 1) * sizeof(double));
-    double *bound = xmalloc(((size_t)s->L_cap + 1) * sizeof(double));
-    if (want == NULL || bound == NULL) {
-        free(want), free(bound);
-        fprintf(stderr, "error: out of host memory\n");
+    double *want = alloc_host(s, 2 * ((size_t)s->L_cap + 1) * sizeof(double)), *bound;
+    if (s->mem.failed)
         return 1;
-    }
+    bound = want + s->L_cap + 1;
     out->max_err = 0.0;
     for (int64_t token = 0; token < tokens; ++token) {
         const int b = (int)(token / s->Lq), i = (int)(token % s->Lq);
@@ -423,24 +406,16 @@ int dec_check_indexer(void *state, const attn_kernel *k, int chunk, attn_stage_c
             continue;
         const int n = ds_index_scores_ref(&s->p, s->opt.index_heads, s->opt.index_dim, s->qi, s->ki,
                                           s->w, b, i, want, bound);
-        const float *got = s->logits + token * s->L_cap;
-        out->rows++;
-        double tol; /* example 05's bound: fp32 rounding of the heads' sums */
-        const int t = ds_check_index_scores(got, want, bound, n, &out->max_err, &tol);
-        if (t >= 0 && out->pass) {
-            out->pass = false;
-            snprintf(out->detail, sizeof out->detail,
-                     "b=%d i=%d token %d: %.9g, want %.9g (tolerance %.3g)", b, i, t,
-                     (double)got[t], want[t], tol);
-        }
+        /* example 05's bound: fp32 rounding of the heads' sums */
+        ds_check_index_scores(s->logits + token * s->L_cap, want, bound, n, b, i, out);
     }
-    free(want), free(bound);
     return 0;
 }
 
 /* The selection on the device, read back into seen_sel. */
 static int read_selection(dec_state *s) {
-    return attn_to_host(s->seen_sel, s->d_sel, (size_t)s->B * s->Lq * s->k_eff * sizeof(int32_t));
+    return attn_to_host(s->seen_sel, s->run.args.sel,
+                        (size_t)s->B * s->Lq * s->k_eff * sizeof(int32_t));
 }
 
 int dec_check_topk(void *state, const attn_kernel *k, int chunk, attn_stage_check *out) {
@@ -485,11 +460,11 @@ int dec_prepare_sparse(void *state, char *why, size_t len) {
             return attn_reason(why, len, ATTN_EXIT_USAGE, "sparse input: token (b=%d, i=%d) %s", b,
                                i, bad);
     }
-    return reference(s, s->sel, &s->sref, &s->sref_lse, &s->slowp);
+    return dec_reference(s, s->sel, s->k, s->v, &s->sref, &s->sref_lse, &s->slowp);
 }
 
 int dec_check_sparse(void *state, const attn_kernel *k, int chunk, attn_stage_check *out) {
     (void)k, (void)chunk;
     dec_state *s = of(state);
-    return compare(s, s->sref, s->sref_lse, s->slowp, out);
+    return dec_compare(s, s->sref, s->sref_lse, s->slowp, s->amplitude, out);
 }

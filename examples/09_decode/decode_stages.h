@@ -1,6 +1,7 @@
 /* decode_stages.h — what example 09's stage files (decode_prepare.c: the flags and the problem;
- * decode_stages.c: the inputs and each stage's check; decode_report.c: FLOPs, bytes, records and
- * the dump) share about its state (decode.h, dec_state). Private to those three files. */
+ * decode_stages.c: the inputs and each stage's check; decode_fp8.c: the FP8 cache's;
+ * decode_report.c: FLOPs, bytes, records and the dump) share about its state (decode.h,
+ * dec_state). Private to those four files. */
 #ifndef DECODE_STAGES_H
 #define DECODE_STAGES_H
 
@@ -12,8 +13,9 @@
 
 static inline dec_state *of(void *state) { return (dec_state *)state; }
 
-/* malloc that never returns NULL for a zero size (an empty batch allocates nothing real). */
-static inline void *xmalloc(size_t n) { return malloc(n ? n : 1); }
+/* n zeroed host bytes, released with s->mem (dec_release); NULL after reporting it, with
+ * s->mem.failed set (a zero size allocates one byte: an empty batch allocates nothing real). */
+static inline void *alloc_host(dec_state *s, size_t n) { return attn_allocs_host(&s->mem, n, 1); }
 
 static inline int64_t rows_of(const dec_state *s) { return (int64_t)s->B * s->Lq * s->H; }
 
@@ -31,5 +33,25 @@ static inline bool token_checked(const dec_state *s, int64_t token) {
 static inline int visible(const dec_state *s, int b, int i) {
     return attn_causal_keys(&s->p, b, i);
 }
+
+/* Token t of sequence b: its slot in the pool. */
+static inline int64_t slot_of(const dec_state *s, int b, int t) {
+    return (int64_t)s->table[(size_t)b * s->W + t / s->P] * s->P + t % s->P;
+}
+
+/* decode_stages.c, for decode_fp8.c: a pool on the device against want (the first slot that
+ * differs, "<name> pool: page x slot y", in out); the reference of the checked rows over keys k
+ * and values v (NULL: latent); the kernel's O and LSE read back against a reference. 0, or 1
+ * after a message (a runtime error). */
+int dec_compare_pool(dec_state *s, const char *name, const void *dev, const unsigned char *want,
+                     size_t bytes, size_t row, attn_stage_check *out);
+int dec_reference(dec_state *s, const int32_t *sel, const float *k, const float *v, float **ref,
+                  float **ref_lse, float **lowp);
+int dec_compare(dec_state *s, const float *ref, const float *ref_lse, const float *lowp,
+                double amplitude, attn_stage_check *out);
+/* decode_fp8.c, for --fp8: the FP8 pools by the CPU quantiser (after K's outlier channels are
+ * scaled), then their device copies in s->run.args. 0, or 1 after a message. */
+int dec_fp8_inputs(dec_state *s);
+int dec_fp8_device(dec_state *s);
 
 #endif /* DECODE_STAGES_H */

@@ -94,8 +94,8 @@ int attn_device_grow(void **buf, size_t *cap, size_t need);
 int attn_device_sync(char *why, size_t why_len);
 
 /* ---- a program's buffers, released together --------------------------------------------------
- * A standalone check program (example 09's decode_fp8, 10's flash3_fp8) allocates its host and
- * device buffers through one attn_allocs and frees them with one call. An allocation that fails is
+ * A standalone check program (example 10's flash3_fp8), or a module's buffers of one kind
+ * (example 09's FP8 cache), are allocated through one attn_allocs and freed with one call. An allocation that fails is
  * reported (one line on stderr) and returns NULL; failed then stays set, so that a run of
  * allocations is checked once. At most ATTN_ALLOCS_MAX of each kind (past it: NULL, failed). */
 #define ATTN_ALLOCS_MAX 64

@@ -49,7 +49,7 @@ void attn_report_csv(FILE *f, const attn_run_record *r);
  * or new). Returns 0, or 1 with a message on stderr if the file cannot be written. */
 int attn_report_append(const char *path, bool csv, const attn_run_record *r);
 
-/* ---- a standalone check program's output (example 09's decode_fp8, 10's flash3_fp8) ---------- */
+/* ---- a standalone check program's output (example 10's flash3_fp8) ------------------------- */
 
 /* One check's line: "<name> <check> PASS|FAIL  <detail>" (name and check padded to 11 and 10
  * columns), the detail formatted as printf's. */
