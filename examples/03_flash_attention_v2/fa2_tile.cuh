@@ -45,6 +45,7 @@
 #include <math_constants.h>
 #include <stdint.h>
 #include <string.h>
+#include <type_traits>
 
 #include "device/kernel_common.cuh"
 #include "device/mma.cuh"
@@ -57,33 +58,29 @@
  * of one ldmatrix phase fall in 8 different 16-byte bank groups (no bank conflicts). */
 #define ATTN_SMEM_PAD 8
 
-/* The element type's mma and packing of two floats into one .b32 register (low half first). */
-template <typename T> struct attn_mma_traits;
-
-template <> struct attn_mma_traits<__half> {
+/* The element type's mma and packing of two floats into one .b32 register (low half first).
+ * fp16 and bf16 differ only in the instruction's input type and in the conversion. */
+template <typename T> struct attn_mma_traits {
+    static_assert(std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value,
+                  "16-bit inputs: __half or __nv_bfloat16 (FP8: attn_e4m3x2 below)");
+    static constexpr bool bf16 = std::is_same<T, __nv_bfloat16>::value;
     static __device__ __forceinline__ void mma(float *d,            // [4] C/D fragment, 16 x 8
                                                const uint32_t *a,   // [4] A fragment, 16 x 16
                                                const uint32_t *b) { // [2] B fragment, 16 x 8
-        mma_m16n8k16_f16(d, a, b, d);
+        if constexpr (bf16)
+            mma_m16n8k16_bf16(d, a, b, d);
+        else
+            mma_m16n8k16_f16(d, a, b, d);
     }
     static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-        __half2 h = __floats2half2_rn(lo, hi);
         uint32_t u;
-        memcpy(&u, &h, sizeof u);
-        return u;
-    }
-};
-
-template <> struct attn_mma_traits<__nv_bfloat16> {
-    static __device__ __forceinline__ void mma(float *d,            // [4] C/D fragment, 16 x 8
-                                               const uint32_t *a,   // [4] A fragment, 16 x 16
-                                               const uint32_t *b) { // [2] B fragment, 16 x 8
-        mma_m16n8k16_bf16(d, a, b, d);
-    }
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        uint32_t u;
-        memcpy(&u, &h, sizeof u);
+        if constexpr (bf16) {
+            const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+            memcpy(&u, &h, sizeof u);
+        } else {
+            const __half2 h = __floats2half2_rn(lo, hi);
+            memcpy(&u, &h, sizeof u);
+        }
         return u;
     }
 };
