@@ -25,8 +25,7 @@
 
 /* ================================== kernels =============================================== */
 
-#define BR ATTN_FA2_BR /* query rows per block (64); = ATTN_SPARSE_TILE, the block mask's block_q  \
-                        */
+#define BR ATTN_FA2_BR /* query rows per block (64); = ATTN_SPARSE_TILE, the mask's block_q */
 #define BC ATTN_FA2_BC /* keys per K/V tile (64); = ATTN_SPARSE_TILE, the block mask's block_k */
 #define WARPS 4        /* warps per block; warp w owns rows 16w .. 16w+15 of the tile */
 #define WARP_ROWS ATTN_FA2_WARP_ROWS /* BR / WARPS = 16 */
