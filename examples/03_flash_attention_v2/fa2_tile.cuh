@@ -17,6 +17,15 @@
  *   attn_fa2_accumulate_pv      O += P V_j, P straight from the S registers
  *   attn_fa2_finish_rows        l over the quad, O / l, LSE
  *   attn_fa2_store_o            O fragments -> global memory, 32-bit stores
+ * and, built from them, the loop every tensor-core FA2 kernel runs (at the end of this file):
+ *   attn_fa2_warp<D>            one warp's register state over a head (below)
+ *   attn_fa2_tile_steps         FA2's four steps on one key tile: score, scale and mask,
+ *                               online softmax, accumulate P V
+ *   attn_fa2_block<T, Lay>      the one-stage kernels' shared tiles and rows (the prologue)
+ *   attn_fa2_copy_kv            K_j and V_j by cp.async, two groups; waits for K_j
+ *   attn_fa2_tile               one key tile of the one-stage kernels: the copies, the four
+ *                               steps, their barriers
+ *   attn_fa2_write_o            after the last tile: finish the rows, store O
  *
  * Register state of warp w (per lane; g = lane / 4, t = lane % 4), one block = 4 such warps:
  *   qf[D/16][4]   A fragments of the warp's 16 Q rows, one per k-step of 16 columns
@@ -33,46 +42,45 @@
 #define ATTN_FA2_TILE_CUH
 
 #include <math.h>
+#include <math_constants.h>
 #include <stdint.h>
 #include <string.h>
+#include <type_traits>
 
 #include "device/kernel_common.cuh"
 #include "device/mma.cuh"
 
 #define ATTN_FA2_BC 64        /* keys per K/V tile (8 n-tiles of S) */
 #define ATTN_FA2_WARP_ROWS 16 /* query rows per warp: the mma's M */
+#define ATTN_FA2_BR 64        /* query rows per block: 4 warps of ATTN_FA2_WARP_ROWS */
 
 /* Padding of every row of attn_padded_layout, in elements: 16 bytes, so that the 8 row addresses
  * of one ldmatrix phase fall in 8 different 16-byte bank groups (no bank conflicts). */
 #define ATTN_SMEM_PAD 8
 
-/* The element type's mma and packing of two floats into one .b32 register (low half first). */
-template <typename T> struct attn_mma_traits;
-
-template <> struct attn_mma_traits<__half> {
+/* The element type's mma and packing of two floats into one .b32 register (low half first).
+ * fp16 and bf16 differ only in the instruction's input type and in the conversion. */
+template <typename T> struct attn_mma_traits {
+    static_assert(std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value,
+                  "16-bit inputs: __half or __nv_bfloat16 (FP8: attn_e4m3x2 below)");
+    static constexpr bool bf16 = std::is_same<T, __nv_bfloat16>::value;
     static __device__ __forceinline__ void mma(float *d,            // [4] C/D fragment, 16 x 8
                                                const uint32_t *a,   // [4] A fragment, 16 x 16
                                                const uint32_t *b) { // [2] B fragment, 16 x 8
-        mma_m16n8k16_f16(d, a, b, d);
+        if constexpr (bf16)
+            mma_m16n8k16_bf16(d, a, b, d);
+        else
+            mma_m16n8k16_f16(d, a, b, d);
     }
     static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-        __half2 h = __floats2half2_rn(lo, hi);
         uint32_t u;
-        memcpy(&u, &h, sizeof u);
-        return u;
-    }
-};
-
-template <> struct attn_mma_traits<__nv_bfloat16> {
-    static __device__ __forceinline__ void mma(float *d,            // [4] C/D fragment, 16 x 8
-                                               const uint32_t *a,   // [4] A fragment, 16 x 16
-                                               const uint32_t *b) { // [2] B fragment, 16 x 8
-        mma_m16n8k16_bf16(d, a, b, d);
-    }
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        uint32_t u;
-        memcpy(&u, &h, sizeof u);
+        if constexpr (bf16) {
+            const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+            memcpy(&u, &h, sizeof u);
+        } else {
+            const __half2 h = __floats2half2_rn(lo, hi);
+            memcpy(&u, &h, sizeof u);
+        }
         return u;
     }
 };
@@ -311,6 +319,105 @@ __device__ __forceinline__ void attn_fa2_store_o(T *o, // [B,H,Lq,D] or [total_q
             *reinterpret_cast<uint32_t *>(orow + dt * 8 + 2 * t) =
                 attn_mma_traits<T>::pack(of[dt][2 * h], of[dt][2 * h + 1]);
     }
+}
+
+/* ============================ the tile loop, written once =================================
+ *
+ * Every tensor-core FA2 kernel of the chapter runs the same loop: a block owns 64 query rows,
+ * each warp keeps its state (attn_fa2_warp) across the key tiles of one (sequence, head), and
+ * each key tile j goes through FA2's four steps (attn_fa2_tile_steps):
+ *
+ *   S = Q_w K_j^T                 attn_fa2_score_tile
+ *   S * scale2, -inf if dropped   the kernel's own step: which keys a row sees is all that
+ *                                 differs between dense, causal, block-sparse and windowed
+ *   m, l, P = exp2(S - m)         attn_fa2_online_softmax (O *= alpha)
+ *   O += P V_j                    attn_fa2_accumulate_pv
+ *
+ * The kernels differ in where their key tiles come from and when they are copied. The one-stage
+ * kernels (example 03's fa2_mma, example 04's sparse_fa2, example 08's flex) share their
+ * prologue (attn_fa2_block: Q, K_j, V_j tiles in shared memory, the block's and the warp's first
+ * rows) and their copy schedule (attn_fa2_tile):
+ *
+ *   copy K_j, V_j: two cp.async groups -> wait for K_j, barrier -> S, mask, softmax ->
+ *   wait for V_j, barrier -> P V_j -> barrier (K_j and V_j free for the next tile's copies)
+ *
+ * Example 03's fa2_pipeline double-buffers the copies and calls attn_fa2_tile_steps itself. */
+
+/* One warp's registers over one (sequence, head): the state in this file's header, started for a
+ * new head (O = 0, m = -inf, l = 0; qf is filled by attn_fa2_load_q or _load_q_fragments). */
+template <int D> struct attn_fa2_warp {
+    uint32_t qf[D / 16][4]; /* A fragments of the warp's 16 Q rows */
+    float of[D / 8][4];     /* O accumulator, 16 x D (C layout) */
+    float m[2];             /* running max of rows g, g + 8 (log2 units) */
+    float l[2];             /* this lane's part of the row sums */
+    __device__ attn_fa2_warp() : of{}, m{-INFINITY, -INFINITY}, l{0.0f, 0.0f} {}
+};
+
+/* FA2's four steps on key tile j, for this warp: scale_and_mask(s) turns S into log2 units and
+ * drops the keys the kernel's rows do not see (attn_fa2_scale_and_mask with its predicate);
+ * v_ready() runs before V_j is read (a one-stage kernel waits there for V_j's copy). k_tile and
+ * v_tile: K_j and V_j in shared memory, [64][Lay::LD]. */
+template <typename T, int D, typename Lay, typename ScaleMask, typename VReady>
+__device__ __forceinline__ void
+attn_fa2_tile_steps(attn_fa2_warp<D> &w, const T *k_tile, const T *v_tile,
+                    const ScaleMask &scale_and_mask, const VReady &v_ready) {
+    float s[ATTN_FA2_BC / 8][4];
+    attn_fa2_score_tile<T, D, Lay>(s, w.qf, k_tile);
+    scale_and_mask(s);
+    attn_fa2_online_softmax<D>(s, w.of, w.m, w.l);
+    v_ready();
+    attn_fa2_accumulate_pv<T, D, Lay>(w.of, s, v_tile);
+}
+
+/* The one-stage kernels' prologue: the Q, K_j and V_j tiles, 64 rows of Lay::LD elements each, in
+ * this order at the start of the block's dynamic shared memory (3 x 64 x Lay::LD elements: the
+ * launcher's shape), and the rows this block and this warp own. */
+template <typename T, typename Lay> struct attn_fa2_block {
+    T *q_s, *k_s, *v_s; /* [64][Lay::LD] each */
+    int q0;             /* the block's first query row */
+    int row0;           /* this warp's first query row */
+    float scale2;       /* scale * log2 e: scores in log2 units, exp(x) = exp2(x log2 e) */
+    __device__ attn_fa2_block(unsigned char *smem, float scale)
+        : q_s(reinterpret_cast<T *>(smem)), k_s(q_s + ATTN_FA2_BR * Lay::LD),
+          v_s(k_s + ATTN_FA2_BC * Lay::LD), q0(blockIdx.x * ATTN_FA2_BR),
+          row0(q0 + threadIdx.x / 32 * ATTN_FA2_WARP_ROWS), scale2(scale * CUDART_L2E_F) {}
+};
+
+/* Copies key tile j0 of a head (kb, vb: its row 0; rows ld apart, Lk of them; rows past Lk are
+ * zero-filled) into the block's K_j and V_j tiles as two cp.async groups, and returns when K_j
+ * has landed for every thread: S can start while V_j is still in flight. */
+template <typename T, int D, typename Lay>
+__device__ __forceinline__ void attn_fa2_copy_kv(const attn_fa2_block<T, Lay> &blk, const T *kb,
+                                                 const T *vb, int64_t ld, int Lk, int j0) {
+    attn_load_tile_async<T, D, ATTN_FA2_BC, Lay>(blk.k_s, kb + j0 * ld, ld, Lk - j0);
+    cp_async_commit();
+    attn_load_tile_async<T, D, ATTN_FA2_BC, Lay>(blk.v_s, vb + j0 * ld, ld, Lk - j0);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads(); // every thread's K_j copies done before any warp reads K_j
+}
+
+/* Key tile j0 of the one-stage kernels: the copies, the four steps, the barriers. Every thread of
+ * the block calls it (barriers). */
+template <typename T, int D, typename Lay, typename ScaleMask>
+__device__ __forceinline__ void
+attn_fa2_tile(attn_fa2_warp<D> &w, const attn_fa2_block<T, Lay> &blk, const T *kb, const T *vb,
+              int64_t ld, int Lk, int j0, const ScaleMask &scale_and_mask) {
+    attn_fa2_copy_kv<T, D, Lay>(blk, kb, vb, ld, Lk, j0);
+    attn_fa2_tile_steps<T, D, Lay>(w, blk.k_s, blk.v_s, scale_and_mask, [] {
+        cp_async_wait<0>();
+        __syncthreads(); // every thread's V_j copies done before any warp reads V_j
+    });
+    __syncthreads(); // all warps done with K_j and V_j before the next tile's copies
+}
+
+/* After a head's last tile: the rows finished (attn_fa2_finish_rows: O / l, LSE) and O stored
+ * from the registers (attn_fa2_store_o). A row that saw no key outputs 0, LSE -inf. */
+template <typename T, int D>
+__device__ __forceinline__ void attn_fa2_write_o(T *o, float *lse, attn_fa2_warp<D> &w, int row0,
+                                                 const attn_seq_head &sh) {
+    attn_fa2_finish_rows<D>(w.of, w.m, w.l, row0, sh, lse);
+    attn_fa2_store_o<T, D>(o, w.of, row0, sh);
 }
 
 #endif /* ATTN_FA2_TILE_CUH */

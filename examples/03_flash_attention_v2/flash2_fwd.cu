@@ -53,10 +53,10 @@
 
 /* ================================== kernels =============================================== */
 
-#define BR 64        /* query rows per block (every version) */
-#define WARPS 4      /* warps per block; warp w owns rows 16w .. 16w+15 of the tile */
-#define WARP_ROWS 16 /* BR / WARPS */
-#define FP32_BC 32   /* version 1: keys per K/V tile (one per lane) */
+#define BR ATTN_FA2_BR /* query rows per block (every version): 64 */
+#define WARPS 4        /* warps per block; warp w owns rows 16w .. 16w+15 of the tile */
+#define WARP_ROWS 16   /* BR / WARPS */
+#define FP32_BC 32     /* version 1: keys per K/V tile (one per lane) */
 #define FP32_MAX_D 128
 #define MMA_BC ATTN_FA2_BC /* versions 2 and 3: keys per K/V tile (64, fa2_tile.cuh) */
 
@@ -233,9 +233,12 @@ __device__ __forceinline__ void scale_and_mask(float (&s)[MMA_BC / 8][4], int j0
  *   k_s [64][D+8]  K_j, by cp.async
  *   v_s [64][D+8]  V_j, by cp.async
  *
- *   Per tile: copy K_j and V_j (two cp.async groups) -> wait for K_j, barrier -> S, softmax ->
- *   wait for V_j, barrier -> P V_j -> barrier. The copies and the math take turns: while a tile
- *   is in flight the warps wait, and while they compute nothing is being copied. */
+ *   Per tile (attn_fa2_tile, fa2_tile.cuh): copy K_j and V_j (two cp.async groups) -> wait for
+ *   K_j, barrier -> S, scale and mask, softmax -> wait for V_j, barrier -> P V_j -> barrier. The
+ *   copies and the math take turns: while a tile is in flight the warps wait, and while they
+ *   compute nothing is being copied. The prologue (attn_fa2_block: the tiles in shared memory,
+ *   the block's and warp's rows) and the tile loop are the ones example 04's and 08's kernels
+ *   run too: what this kernel adds is which key tiles it visits and scale_and_mask above. */
 template <typename T, int D>
 __global__ void fa2_mma_kernel(const T *__restrict__ q,      // [B,H,Lq,D] or [total_q,H,D]
                                const T *__restrict__ k,      // [B,H,Lk,D] or [total_k,H,D]
@@ -247,48 +250,25 @@ __global__ void fa2_mma_kernel(const T *__restrict__ q,      // [B,H,Lq,D] or [t
                                int BH, int H, int Lq, int Lk, float scale, bool causal) {
     using Lay = attn_padded_layout<D>;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    T *q_s = reinterpret_cast<T *>(smem_raw); /* [BR][LD] */
-    T *k_s = q_s + BR * Lay::LD;              /* [MMA_BC][LD] */
-    T *v_s = k_s + MMA_BC * Lay::LD;          /* [MMA_BC][LD] */
-    const int warp = threadIdx.x / 32;
-    const int q0 = blockIdx.x * BR;
-    const int row0 = q0 + warp * WARP_ROWS;    /* first query row of this warp */
-    const float scale2 = scale * CUDART_L2E_F; /* scores in log2 units: exp(x) = exp2(x log2 e) */
+    const attn_fa2_block<T, Lay> blk(smem_raw, scale); /* q_s, k_s, v_s [64][LD]; q0, row0 */
 
     for (int bh = blockIdx.y; bh < BH; bh += gridDim.y) {
         const attn_seq_head sh = attn_seq_head_at(bh, BH, H, D, Lq, Lk, cu_q, cu_k);
-        if (q0 >= sh.Lq) /* the same for every thread: no barrier is skipped by some only */
+        if (blk.q0 >= sh.Lq) /* the same for every thread: no barrier is skipped by some only */
             continue;
-        const T *kb = k + sh.k, *vb = v + sh.k;
-        uint32_t qf[D / 16][4];
-        attn_fa2_load_q<T, D, BR, Lay>(qf, q_s, q + sh.q + q0 * sh.ld, sh.ld, sh.Lq - q0);
+        attn_fa2_warp<D> w; /* qf, of, m, l */
+        attn_fa2_load_q<T, D, BR, Lay>(w.qf, blk.q_s, q + sh.q + blk.q0 * sh.ld, sh.ld,
+                                       sh.Lq - blk.q0);
 
-        float of[D / 8][4] = {};
-        float m[2] = {-INFINITY, -INFINITY}; /* running max of rows g, g + 8 (log2 units) */
-        float l[2] = {0.0f, 0.0f};           /* this lane's part of the row sums */
-        const int nkeys = attn_visible_keys(q0 + BR - 1, sh.Lq, sh.Lk, causal);
-        for (int j0 = 0; j0 < nkeys; j0 += MMA_BC) {
-            /* K_j and V_j as two groups, so S can start as soon as K_j has landed. */
-            attn_load_tile_async<T, D, MMA_BC, Lay>(k_s, kb + j0 * sh.ld, sh.ld, sh.Lk - j0);
-            cp_async_commit();
-            attn_load_tile_async<T, D, MMA_BC, Lay>(v_s, vb + j0 * sh.ld, sh.ld, sh.Lk - j0);
-            cp_async_commit();
-            cp_async_wait<1>();
-            __syncthreads(); // every thread's K_j copies done before any warp reads K_j
+        /* the key tiles up to the causal diagonal; S starts as soon as K_j has landed */
+        const int nkeys = attn_visible_keys(blk.q0 + BR - 1, sh.Lq, sh.Lk, causal);
+        for (int j0 = 0; j0 < nkeys; j0 += MMA_BC)
+            attn_fa2_tile<T, D, Lay>(
+                w, blk, k + sh.k, v + sh.k, sh.ld, sh.Lk, j0, [&](float(&s)[MMA_BC / 8][4]) {
+                    scale_and_mask(s, j0, blk.row0, sh.Lq, sh.Lk, causal, blk.scale2);
+                });
 
-            float s[MMA_BC / 8][4];
-            attn_fa2_score_tile<T, D, Lay>(s, qf, k_s);
-            scale_and_mask(s, j0, row0, sh.Lq, sh.Lk, causal, scale2);
-            attn_fa2_online_softmax<D>(s, of, m, l);
-
-            cp_async_wait<0>();
-            __syncthreads(); // every thread's V_j copies done before any warp reads V_j
-            attn_fa2_accumulate_pv<T, D, Lay>(of, s, v_s);
-            __syncthreads(); // all warps done with K_j and V_j before the next tile's copies
-        }
-
-        attn_fa2_finish_rows<D>(of, m, l, row0, sh, lse);
-        attn_fa2_store_o<T, D>(o, of, row0, sh);
+        attn_fa2_write_o<T, D>(o, lse, w, blk.row0, sh);
     }
 }
 
@@ -377,13 +357,10 @@ __global__ void fa2_pipeline_kernel(const T *__restrict__ q,      // [B,H,Lq,D] 
         }
         cp_async_commit();
         cp_async_wait<1>();
-        __syncthreads(); // the Q tile has landed for every thread before the warps ldmatrix it
-        uint32_t qf[D / 16][4];
-        attn_fa2_load_q_fragments<T, D, Lay>(qf, q_s);
+        __syncthreads();    // the Q tile has landed for every thread before the warps ldmatrix it
+        attn_fa2_warp<D> w; /* qf, of, m, l */
+        attn_fa2_load_q_fragments<T, D, Lay>(w.qf, q_s);
 
-        float of[D / 8][4] = {};
-        float m[2] = {-INFINITY, -INFINITY}; /* running max of rows g, g + 8 (log2 units) */
-        float l[2] = {0.0f, 0.0f};           /* this lane's part of the row sums */
         for (int j = 0; j < ntiles; ++j) {
             const int j0 = j * MMA_BC, stage = j % 2;
             if (j + 1 < ntiles) { /* prefetch tile j+1 into the other stage */
@@ -397,23 +374,24 @@ __global__ void fa2_pipeline_kernel(const T *__restrict__ q,      // [B,H,Lq,D] 
             cp_async_wait<1>();
             __syncthreads(); // tile j's copies (every thread's) landed before any warp reads it
 
-            float s[MMA_BC / 8][4];
-            attn_fa2_score_tile<T, D, Lay>(s, qf, k_s + stage * TILE);
-            scale_and_mask(s, j0, row0, sh.Lq, sh.Lk, causal, scale2);
-            attn_fa2_online_softmax<D>(s, of, m, l);
-            attn_fa2_accumulate_pv<T, D, Lay>(of, s, v_s + stage * TILE);
+            attn_fa2_tile_steps<T, D, Lay>(
+                w, k_s + stage * TILE, v_s + stage * TILE,
+                [&](float(&s)[MMA_BC / 8][4]) {
+                    scale_and_mask(s, j0, row0, sh.Lq, sh.Lk, causal, scale2);
+                },
+                [] {});      /* V_j landed with K_j */
             __syncthreads(); // every warp done with this stage before the next prefetch refills it
         }
 
         /* Output through shared memory: the warp's O tile into its own 16 rows of q_s, then
          * 16-byte chunks of whole rows to global memory. */
-        attn_fa2_finish_rows<D>(of, m, l, row0, sh, lse);
+        attn_fa2_finish_rows<D>(w.of, w.m, w.l, row0, sh, lse);
         __syncwarp(); // every lane of the warp done reading its Q rows before O overwrites them
         T *o_s = q_s + warp * WARP_ROWS * D; /* [16][D], swizzled like q_s */
         for (int dt = 0; dt < D / 8; ++dt)
             for (int h = 0; h < 2; ++h)
                 *reinterpret_cast<uint32_t *>(o_s + Lay::at(g + 8 * h, dt * 8 + 2 * t)) =
-                    attn_mma_traits<T>::pack(of[dt][2 * h], of[dt][2 * h + 1]);
+                    attn_mma_traits<T>::pack(w.of[dt][2 * h], w.of[dt][2 * h + 1]);
         __syncwarp(); // the warp's O rows complete in o_s before its lanes read whole chunks
         for (int c = lane; c < WARP_ROWS * (D / 8); c += 32) {
             const int r = c / (D / 8), col = (c % (D / 8)) * 8;

@@ -25,7 +25,7 @@
 
 /* ================================== kernels =============================================== */
 
-#define BR 64          /* query rows per block; = ATTN_SPARSE_TILE, the block mask's block_q */
+#define BR ATTN_FA2_BR /* query rows per block (64); = ATTN_SPARSE_TILE, the mask's block_q */
 #define BC ATTN_FA2_BC /* keys per K/V tile (64); = ATTN_SPARSE_TILE, the block mask's block_k */
 #define WARPS 4        /* warps per block; warp w owns rows 16w .. 16w+15 of the tile */
 #define WARP_ROWS ATTN_FA2_WARP_ROWS /* BR / WARPS = 16 */
@@ -33,10 +33,10 @@ static_assert(BR == ATTN_SPARSE_TILE && BC == ATTN_SPARSE_TILE, "tiles must matc
 
 /* --- versions 2 and 3: one FA2 body, two sources of key tiles --------------------------------
  *
- * The kernel is example 03's fa2_mma (walkthrough there), built from the same warp-level steps
- * (attn_fa2_score_tile, _scale_and_mask, _online_softmax, _accumulate_pv, _finish_rows, _store_o
- * in examples/03_flash_attention_v2/fa2_tile.cuh), with one change: instead of the key
- * tiles 0, 1, ... up to the causal diagonal, a query tile visits the key tiles a *tile source*
+ * The kernel is example 03's fa2_mma (walkthrough there), with the same prologue and tile loop
+ * (attn_fa2_block, attn_fa2_tile: the copies, then score, scale and mask, online softmax,
+ * accumulate P V, in examples/03_flash_attention_v2/fa2_tile.cuh), with one change: instead of the
+ * key tiles 0, 1, ... up to the causal diagonal, a query tile visits the key tiles a *tile source*
  * lists, and applies the per-element mask only on the tiles the source marks as masked:
  *
  *   query tile qb            key tiles of qb (block mask row)     what the block does
@@ -136,55 +136,34 @@ __global__ void sparse_fa2_kernel(const T *__restrict__ q, // [B,H,Lq,D] (varlen
                                   const typename Tiles::params tp) {
     using Lay = attn_padded_layout<D>; /* rows D + 8 elements apart */
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    T *q_s = reinterpret_cast<T *>(smem_raw); /* [BR][LD] */
-    T *k_s = q_s + BR * Lay::LD;              /* [BC][LD] */
-    T *v_s = k_s + BC * Lay::LD;              /* [BC][LD] */
-    const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
-    const int q0 = blockIdx.x * BR;
-    const int row0 = q0 + warp * WARP_ROWS;    /* first query row of this warp */
-    const float scale2 = scale * CUDART_L2E_F; /* scores in log2 units */
+    const attn_fa2_block<T, Lay> blk(smem_raw, scale); /* q_s, k_s, v_s [64][LD]; q0, row0 */
+    const int g = threadIdx.x % 32 / 4;
+    const int rows[2] = {blk.row0 + g, blk.row0 + g + 8}; /* this lane's query rows */
 
     for (int bh = blockIdx.y; bh < B * H; bh += gridDim.y) {
         const attn_seq_head sh = attn_seq_head_at(bh, B * H, H, D, Lq, Lk, cu_q, cu_k);
-        if (q0 >= sh.Lq) /* a short sequence of a varlen batch: the whole block skips */
+        if (blk.q0 >= sh.Lq) /* a short sequence of a varlen batch: the whole block skips */
             continue;
-        const T *kb = k + sh.k, *vb = v + sh.k;
-        uint32_t qf[D / 16][4];
-        attn_fa2_load_q<T, D, BR, Lay>(qf, q_s, q + sh.q + q0 * sh.ld, sh.ld, sh.Lq - q0);
+        attn_fa2_warp<D> w; /* qf, of, m, l */
+        attn_fa2_load_q<T, D, BR, Lay>(w.qf, blk.q_s, q + sh.q + blk.q0 * sh.ld, sh.ld,
+                                       sh.Lq - blk.q0);
 
-        float of[D / 8][4] = {};
-        float m[2] = {-INFINITY, -INFINITY}; /* running max of rows g, g + 8 (log2 units) */
-        float l[2] = {0.0f, 0.0f};           /* this lane's part of the row sums */
-        const int rows[2] = {row0 + g, row0 + g + 8};
-
+        /* The only difference from dense FA2: the key tiles are the tile source's, and the mask
+         * test runs on the tiles it marks masked only, with its predicate. */
         const Tiles tiles(tp, bh / H, blockIdx.x, sh, causal);
         for (int t = 0; t < tiles.count(); ++t) {
             bool masked;
             const int j0 = tiles.key_tile(t, &masked) * BC;
-            attn_load_tile_async<T, D, BC, Lay>(k_s, kb + j0 * sh.ld, sh.ld, sh.Lk - j0);
-            cp_async_commit();
-            attn_load_tile_async<T, D, BC, Lay>(v_s, vb + j0 * sh.ld, sh.ld, sh.Lk - j0);
-            cp_async_commit();
-            cp_async_wait<1>();
-            __syncthreads(); // every thread's K_j copies done before any warp reads K_j
-
-            float s[BC / 8][4];
-            attn_fa2_score_tile<T, D, Lay>(s, qf, k_s);
-            /* The only difference from dense FA2: the mask test runs on masked tiles only, with
-             * the tile source's predicate. */
-            attn_fa2_scale_and_mask(s, j0, masked, scale2,
-                                    [&](int h, int key) { return tiles.visible(rows[h], key); });
-            attn_fa2_online_softmax<D>(s, of, m, l);
-
-            cp_async_wait<0>();
-            __syncthreads(); // every thread's V_j copies done before any warp reads V_j
-            attn_fa2_accumulate_pv<T, D, Lay>(of, s, v_s);
-            __syncthreads(); // all warps done with K_j and V_j before the next tile's copies
+            attn_fa2_tile<T, D, Lay>(
+                w, blk, k + sh.k, v + sh.k, sh.ld, sh.Lk, j0, [&](float(&s)[BC / 8][4]) {
+                    attn_fa2_scale_and_mask(s, j0, masked, blk.scale2, [&](int h, int key) {
+                        return tiles.visible(rows[h], key);
+                    });
+                });
         }
 
         /* Deferred normalisation; a row that saw no key has l = 0 and outputs 0, LSE -inf. */
-        attn_fa2_finish_rows<D>(of, m, l, row0, sh, lse);
-        attn_fa2_store_o<T, D>(o, of, row0, sh);
+        attn_fa2_write_o<T, D>(o, lse, w, blk.row0, sh);
     }
 }
 

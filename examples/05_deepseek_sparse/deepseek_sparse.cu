@@ -809,37 +809,23 @@ const char *ds_unsupported(const attn_problem *p, int index_heads, int index_dim
 }
 
 /* The stages' kernels on the one driver: each reads the pipeline's arguments from
- * attn_buffers.args (deepseek_stages.c makes them); the chunked ones work on query chunk
- * b->chunk. */
+ * attn_buffers.args (deepseek_stages.c makes them); the chunked ones (DS_CHUNKED) work on query
+ * chunk b->chunk, rows from b->chunk * chunk. */
 static const ds_args *args_of(const attn_buffers *b) { return (const ds_args *)b->args; }
-static void run_indexer(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    ds_launch_indexer(args_of(b), b->chunk * args_of(b)->chunk, s);
-}
-static void run_indexer_fp8(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    ds_launch_indexer_fp8(args_of(b), b->chunk * args_of(b)->chunk, s);
-}
-static void run_topk_bitonic(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    ds_launch_topk_bitonic(args_of(b), b->chunk * args_of(b)->chunk, s);
-}
-static void run_topk_radix(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    ds_launch_topk_radix(args_of(b), b->chunk * args_of(b)->chunk, s);
-}
-static void run_sparse_mma(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    ds_launch_sparse_mma(args_of(b), s);
-}
-static void run_sparse_gather(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    ds_launch_sparse_gather(args_of(b), s);
-}
-static void run_pipeline(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {
-    (void)p;
-    ds_launch_pipeline(args_of(b), s);
-}
+#define DS_CHUNKED(name, launcher)                                                                 \
+    static void name(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {               \
+        (void)p;                                                                                   \
+        launcher(args_of(b), (b->chunk * args_of(b)->chunk), s);                                   \
+    }
+DS_CHUNKED(run_indexer, ds_launch_indexer)
+DS_CHUNKED(run_indexer_fp8, ds_launch_indexer_fp8)
+DS_CHUNKED(run_topk_bitonic, ds_launch_topk_bitonic)
+DS_CHUNKED(run_topk_radix, ds_launch_topk_radix)
+#undef DS_CHUNKED
+ATTN_LAUNCH_ARGS(run_sparse_mma, ds_launch_sparse_mma, ds_args)
+ATTN_LAUNCH_ARGS(run_sparse_gather, ds_launch_sparse_gather, ds_args)
+ATTN_LAUNCH_ARGS(run_pipeline, ds_launch_pipeline, ds_args)
+
 /* Example 03's fa2_mma (flash2_fwd.cu), on the baseline's buffers: K and V in every head. */
 extern "C" const attn_kernel flash2_fa2_mma;
 static void run_dense(const attn_problem *p, const attn_buffers *b, cudaStream_t s) {

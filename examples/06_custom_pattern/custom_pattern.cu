@@ -35,6 +35,11 @@
  *
  * Sections: CPU reference | kernels | launchers | registry. main() is in main.c.
  */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "../03_flash_attention_v2/fa2_tile.cuh"
 #include "../04_sparse_patterns/sparse_fa2.cuh"
 #include "attn/problem.h"
 #include "attn/sparse/patterns.h"

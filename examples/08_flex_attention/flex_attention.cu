@@ -152,7 +152,8 @@ extern "C" void flex_alibi_slopes(int H, float *slopes) {
 #define BC ATTN_FA2_BC /* keys per K/V tile (64): the block mask's tile width */
 #define WARPS 4        /* warp w owns query rows 16w .. 16w+15 of the tile */
 #define WARP_ROWS ATTN_FA2_WARP_ROWS
-static_assert(BR == BC && BC == FLEX_TILE, "one tile size for the kernel and its block mask");
+static_assert(BR == BC && BC == FLEX_TILE && BR == ATTN_FA2_BR,
+              "one tile size for the kernel (fa2_tile.cuh's) and its block mask");
 
 /* --- the block mask: FlexAttention's create_block_mask --------------------------------------
  *
@@ -301,10 +302,9 @@ FLEX_STEP void flex_pv(float (&of)[D / 8][4], const float (&s)[BC / 8][4], const
 }
 
 template <typename T, int D>
-FLEX_STEP void flex_finish(T *o, float (&of)[D / 8][4], const float (&m)[2], float (&l)[2],
-                           int row0, const attn_seq_head &sh, float *lse) {
-    attn_fa2_finish_rows<D>(of, m, l, row0, sh, lse);
-    attn_fa2_store_o<T, D>(o, of, row0, sh);
+FLEX_STEP void flex_finish(T *o, float *lse, attn_fa2_warp<D> &w, int row0,
+                           const attn_seq_head &sh) {
+    attn_fa2_write_o<T, D>(o, lse, w, row0, sh);
 }
 
 /* The modification on this warp's S tile (16 rows x 64 keys, C layout: element (nt, x) is row
@@ -351,28 +351,18 @@ __global__ void flex_fa2_kernel(const T *__restrict__ q, // [B,H,Lq,D] (rope: be
                                 unsigned long long *counters) { // [4] or NULL (not counting)
     using Lay = attn_padded_layout<D>;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    T *q_s = reinterpret_cast<T *>(smem_raw); /* [BR][LD] */
-    T *k_s = q_s + BR * Lay::LD;              /* [BC][LD] */
-    T *v_s = k_s + BC * Lay::LD;              /* [BC][LD] */
-    const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
-    const int q0 = blockIdx.x * BR;
-    const int row0 = q0 + warp * WARP_ROWS;    /* first query row of this warp */
-    const float scale2 = scale * CUDART_L2E_F; /* scores in log2 units */
+    const attn_fa2_block<T, Lay> blk(smem_raw, scale); /* q_s, k_s, v_s [64][LD]; q0, row0 */
+    const int g = threadIdx.x % 32 / 4;
     /* the functors' query indices: rows past Lq (discarded at the end) ask about row Lq - 1, so
      * that a functor only ever sees positions that exist */
-    const int rows[2] = {min(row0 + g, Lq - 1), min(row0 + g + 8, Lq - 1)};
+    const int rows[2] = {min(blk.row0 + g, Lq - 1), min(blk.row0 + g + 8, Lq - 1)};
 
     for (int bh = blockIdx.y; bh < BH; bh += gridDim.y) {
         const int b = bh / H, h = bh % H;
         const attn_seq_head sh = attn_seq_head_at(bh, BH, H, D, Lq, Lk, NULL, NULL);
-        const T *kb = k + sh.k, *vb = v + sh.k;
-        uint32_t qf[D / 16][4];
-        flex_load_q<T, D>(qf, q_s, q + sh.q + q0 * sh.ld, sh.ld, Lq - q0, rope,
-                          rope.offset + q0 + Lk - Lq);
-
-        float of[D / 8][4] = {};
-        float m[2] = {-INFINITY, -INFINITY}; /* running max of rows g, g + 8 (log2 units) */
-        float l[2] = {0.0f, 0.0f};           /* this lane's part of the row sums */
+        attn_fa2_warp<D> w; /* qf, of, m, l */
+        flex_load_q<T, D>(w.qf, blk.q_s, q + sh.q + blk.q0 * sh.ld, sh.ld, Lq - blk.q0, rope,
+                          rope.offset + blk.q0 + Lk - Lq);
         unsigned calls_full = 0, calls_partial = 0;
 
         const int64_t row = (int64_t)b * blocks.num_q_blocks + blockIdx.x;
@@ -382,35 +372,34 @@ __global__ void flex_fa2_kernel(const T *__restrict__ q, // [B,H,Lq,D] (rope: be
         for (int t = 0; t < n_full + n_part; ++t) {
             const bool partial = t >= n_full;
             const int j0 = (partial ? part[t - n_full] : full[t]) * BC;
-            attn_load_tile_async<T, D, BC, Lay>(k_s, kb + j0 * sh.ld, sh.ld, Lk - j0);
-            cp_async_commit();
-            attn_load_tile_async<T, D, BC, Lay>(v_s, vb + j0 * sh.ld, sh.ld, Lk - j0);
-            cp_async_commit();
-            cp_async_wait<1>();
-            __syncthreads(); // every thread's K_j copies done before any warp reads K_j
+            attn_fa2_copy_kv<T, D, Lay>(blk, k + sh.k, v + sh.k, sh.ld, Lk, j0);
             if (rope.on) {
-                flex_rope_tile<T, D>(k_s, rope.offset + j0, rope.inv_freq);
+                flex_rope_tile<T, D>(blk.k_s, rope.offset + j0, rope.inv_freq);
                 __syncthreads(); // K_j rotated before the warps read rows rotated by others
             }
 
+            /* attn_fa2_tile's four steps, the modification in place of its scale and mask */
             float s[BC / 8][4];
-            flex_scores<T, D>(s, qf, k_s);
+            flex_scores<T, D>(s, w.qf, blk.k_s);
             if (partial)
-                calls_partial += flex_modify<true, true>(s, mod, b, h, rows, j0, Lk, scale, scale2);
+                calls_partial +=
+                    flex_modify<true, true>(s, mod, b, h, rows, j0, Lk, scale, blk.scale2);
             else if (j0 + BC > Lk) /* a FULL tile at the end of the keys: only the bound */
-                calls_full += flex_modify<false, true>(s, mod, b, h, rows, j0, Lk, scale, scale2);
+                calls_full +=
+                    flex_modify<false, true>(s, mod, b, h, rows, j0, Lk, scale, blk.scale2);
             else
-                calls_full += flex_modify<false, false>(s, mod, b, h, rows, j0, Lk, scale, scale2);
-            flex_softmax<D>(s, of, m, l);
+                calls_full +=
+                    flex_modify<false, false>(s, mod, b, h, rows, j0, Lk, scale, blk.scale2);
+            flex_softmax<D>(s, w.of, w.m, w.l);
 
             cp_async_wait<0>();
             __syncthreads(); // every thread's V_j copies done before any warp reads V_j
-            flex_pv<T, D>(of, s, v_s);
+            flex_pv<T, D>(w.of, s, blk.v_s);
             __syncthreads(); // all warps done with K_j and V_j before the next tile's copies
         }
 
         /* Deferred normalisation; a row that saw no key has l = 0 and outputs 0, LSE -inf. */
-        flex_finish<T, D>(o, of, m, l, row0, sh, lse);
+        flex_finish<T, D>(o, lse, w, blk.row0, sh);
         if (counters != NULL) { /* a counting launch (flex_args.count_kernel) */
             if (threadIdx.x == 0) {
                 atomicAdd(&counters[0], (unsigned long long)n_full);

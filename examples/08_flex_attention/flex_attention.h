@@ -30,15 +30,16 @@
 extern "C" {
 #endif
 
+/* The --mod kinds, numbered from 0 in this order (the index of their tables). */
 typedef enum flex_kind {
-    FLEX_CAUSAL = 0,
-    FLEX_SLIDING_WINDOW = 1,
-    FLEX_PREFIX_LM = 2,
-    FLEX_DOCUMENT = 3,
-    FLEX_ALIBI = 4,
-    FLEX_SOFTCAP = 5,
-    FLEX_REL_BIAS = 6,
-    FLEX_KINDS = 7
+    FLEX_CAUSAL,
+    FLEX_SLIDING_WINDOW,
+    FLEX_PREFIX_LM,
+    FLEX_DOCUMENT,
+    FLEX_ALIBI,
+    FLEX_SOFTCAP,
+    FLEX_REL_BIAS,
+    FLEX_KINDS /* how many there are */
 } flex_kind;
 
 /* A parsed --mod SPEC: the kind and the parameters it takes. */

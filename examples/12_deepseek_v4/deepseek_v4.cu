@@ -47,6 +47,7 @@
 
 #include "../05_deepseek_sparse/deepseek_sparse.h"
 #include "deepseek_v4.h"
+#include "device/dispatch.cuh"
 
 /* ======================================== kernels ============================================ */
 
@@ -291,10 +292,8 @@ template <typename T> static void compress_all(const v4_args *a, cudaStream_t st
 }
 
 extern "C" void v4_launch_compress(const v4_args *a, cudaStream_t stream) {
-    if (a->p->dtype == ATTN_F16)
-        compress_all<__half>(a, stream);
-    else
-        compress_all<__nv_bfloat16>(a, stream);
+    attn_dispatch_dtype(a->p->dtype,
+                        [&](auto t) { compress_all<typename decltype(t)::type>(a, stream); });
 }
 
 /* Example 05's indexer and radix top-k on the rows [i0, i0 + chunk) (ds->chunk rows). */
@@ -345,10 +344,8 @@ template <typename T> static void attention_all(const v4_args *a, cudaStream_t s
 }
 
 extern "C" void v4_launch_attention(const v4_args *a, cudaStream_t stream) {
-    if (a->p->dtype == ATTN_F16)
-        attention_all<__half>(a, stream);
-    else
-        attention_all<__nv_bfloat16>(a, stream);
+    attn_dispatch_dtype(a->p->dtype,
+                        [&](auto t) { attention_all<typename decltype(t)::type>(a, stream); });
 }
 
 /* Token t's projections (and CSA's indexer's) into the streaming compressor's ring. */
@@ -365,13 +362,25 @@ template <typename T> static void ring_store(const v4_args *a, int t, cudaStream
                                                        ring, 2 * c->DI, t);
 }
 
+/* What the decode and the prefill of rows both use: the n entries in all, csa (the layer's
+ * kind), the ring of the streaming compressor (its rows and a row's width: 2m rows of 2D for
+ * CSA's overlapping windows, m rows of D for HCA) and the paged pool of compressed entries. */
+struct v4_row_setup {
+    int n, csa, ring, width;
+    v4_entries pool;
+};
+static v4_row_setup v4_row_setup_of(const v4_args *a) {
+    const v4_config *c = &a->c;
+    const int csa = c->kind == V4_CSA;
+    return {v4_entries_total(c), csa, csa ? 2 * c->m : c->m, (csa ? 2 : 1) * c->D,
+            v4_entries{0, c->D, c->page, a->pages_per_seq, a->page_table}};
+}
+
 /* The per-token body of the decode: rows [t0, t1) of every sequence, one token at a time. */
 template <typename T>
 static void decode_rows(const v4_args *a, int t0, int t1, cudaStream_t stream) {
     const v4_config *c = &a->c;
-    const int n = v4_entries_total(c), csa = c->kind == V4_CSA;
-    const int ring = csa ? 2 * c->m : c->m, width = (csa ? 2 : 1) * c->D;
-    const v4_entries pool{0, c->D, c->page, a->pages_per_seq, a->page_table};
+    const auto [n, csa, ring, width, pool] = v4_row_setup_of(a);
     for (int t = t0; t < t1; ++t) {
         ring_store<T>(a, t, stream);
         if ((t + 1) % c->m == 0) { /* a window closed: one entry */
@@ -394,10 +403,8 @@ extern "C" void v4_launch_decode(const v4_args *a, cudaStream_t stream) {
 }
 
 extern "C" void v4_launch_decode_rows(const v4_args *a, int t0, int t1, cudaStream_t stream) {
-    if (a->p->dtype == ATTN_F16)
-        decode_rows<__half>(a, t0, t1, stream);
-    else
-        decode_rows<__nv_bfloat16>(a, t0, t1, stream);
+    attn_dispatch_dtype(
+        a->p->dtype, [&](auto t) { decode_rows<typename decltype(t)::type>(a, t0, t1, stream); });
 }
 
 /* A chunk of rows [t0, t1) at once (kernels 1-4): the entries whose window closes in the chunk
@@ -407,9 +414,7 @@ extern "C" void v4_launch_decode_rows(const v4_args *a, int t0, int t1, cudaStre
 template <typename T>
 static void prefill_rows(const v4_args *a, int t0, int t1, cudaStream_t stream) {
     const v4_config *c = &a->c;
-    const int n = v4_entries_total(c), csa = c->kind == V4_CSA;
-    const int ring = csa ? 2 * c->m : c->m, width = (csa ? 2 : 1) * c->D;
-    const v4_entries pool{0, c->D, c->page, a->pages_per_seq, a->page_table};
+    const auto [n, csa, ring, width, pool] = v4_row_setup_of(a);
     const int first = t0 / c->m, count = t1 / c->m - first;
     if (count > 0) {
         compress_one<T>(a, a->ckv, a->cgate, a->cbias, a->cnorm, a->pool, pool, c->D,
@@ -430,10 +435,8 @@ static void prefill_rows(const v4_args *a, int t0, int t1, cudaStream_t stream) 
 }
 
 extern "C" void v4_launch_prefill_rows(const v4_args *a, int t0, int t1, cudaStream_t stream) {
-    if (a->p->dtype == ATTN_F16)
-        prefill_rows<__half>(a, t0, t1, stream);
-    else
-        prefill_rows<__nv_bfloat16>(a, t0, t1, stream);
+    attn_dispatch_dtype(
+        a->p->dtype, [&](auto t) { prefill_rows<typename decltype(t)::type>(a, t0, t1, stream); });
 }
 
 /* ======================================== registry =========================================== */

@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "attn/exercise.h"
 #include "attn/problem.h"
 #include "device/kernel_common.cuh"
 
@@ -125,19 +126,10 @@ static void launch_mini_flash(const attn_problem *p, const attn_buffers *b, cuda
 
 /* ================================= registry =============================================== */
 
-static const attn_requirements mini_flash_requirements = {
-    .dtypes = ATTN_DTYPE_BIT(ATTN_F32), .max_d = MF_MAX_D, .causal = true};
-
-static const attn_kernel mini_flash_kernels[] = {
-    {ATTN_VERSION(1, "mini_flash",
-                  "K_j/V_j tiles in shared memory, online softmax, one thread per query row"),
-     .launch = launch_mini_flash, .req = mini_flash_requirements},
-};
-
-extern "C" const attn_example mini_flash_example = {
-    .name = "01_mini_flash",
-    .summary = "Exercise 01: tiled attention forward with online softmax (fp32)",
-    ATTN_KERNELS(mini_flash_kernels),
-    /* B, H, L, D */
-    .defaults = {.gpu = {4, 8, 1024, 64}, .sim = {1, 2, 256, 64}},
-};
+/* B, H, L, D of a plain run: .gpu on a GPU, .sim on the simulator */
+ATTN_EXERCISE(
+    mini_flash_example, "01_mini_flash",
+    "Exercise 01: tiled attention forward with online softmax (fp32)",
+    ATTN_VERSION(1, "mini_flash",
+                 "K_j/V_j tiles in shared memory, online softmax, one thread per query row"),
+    launch_mini_flash, MF_MAX_D, .gpu = {4, 8, 1024, 64}, .sim = {1, 2, 256, 64});

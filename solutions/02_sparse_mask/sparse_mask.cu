@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "attn/exercise.h"
 #include "device/kernel_common.cuh"
 #include "sparse_mask.h"
 
@@ -274,19 +275,10 @@ static void launch_sparse_mask(const attn_problem *p, const attn_buffers *b, cud
 
 /* ================================= registry =============================================== */
 
-static const attn_requirements sparse_mask_requirements = {
-    .dtypes = ATTN_DTYPE_BIT(ATTN_F32), .max_d = SPARSE_MASK_MAX_D, .causal = true};
-
-static const attn_kernel sparse_mask_kernels[] = {
-    {ATTN_VERSION(1, "sparse_mask",
-                  "block-sparse flash: listed full tiles unmasked, partial tiles masked"),
-     .launch = launch_sparse_mask, .req = sparse_mask_requirements},
-};
-
-extern "C" const attn_example sparse_mask_example = {
-    .name = "02_sparse_mask",
-    .summary = "Exercise 02: a sparse pattern, its block mask and a block-sparse kernel (fp32)",
-    ATTN_KERNELS(sparse_mask_kernels),
-    /* B, H, L, D */
-    .defaults = {.gpu = {4, 8, 4096, 64}, .sim = {1, 2, 512, 64}},
-};
+/* B, H, L, D of a plain run: .gpu on a GPU, .sim on the simulator */
+ATTN_EXERCISE(sparse_mask_example, "02_sparse_mask",
+              "Exercise 02: a sparse pattern, its block mask and a block-sparse kernel (fp32)",
+              ATTN_VERSION(1, "sparse_mask",
+                           "block-sparse flash: listed full tiles unmasked, partial tiles masked"),
+              launch_sparse_mask, SPARSE_MASK_MAX_D, .gpu = {4, 8, 4096, 64},
+              .sim = {1, 2, 512, 64});

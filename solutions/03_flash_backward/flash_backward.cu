@@ -32,6 +32,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "attn/exercise.h"
 #include "attn/problem.h"
 #include "device/kernel_common.cuh"
 #include "flash_backward.h"
@@ -227,20 +228,10 @@ static void launch_flash_backward(const attn_problem *p, const attn_buffers *b,
 
 /* ================================= registry =============================================== */
 
-static const attn_requirements flash_backward_requirements = {
-    .dtypes = ATTN_DTYPE_BIT(ATTN_F32), .max_d = FB_MAX_D, .causal = true};
-
-static const attn_kernel flash_backward_kernels[] = {
-    {ATTN_VERSION(1, "flash_backward",
-                  "dK/dV pass: a block owns 32 keys and walks the query tiles; dQ pass"),
-     .launch = launch_flash_backward, .req = flash_backward_requirements},
-};
-
-extern "C" const attn_example flash_backward_example = {
-    .name = "03_flash_backward",
-    .summary =
-        "Exercise 03: the backward pass, dK and dV by FlashAttention-2's key-outer loop (fp32)",
-    ATTN_KERNELS(flash_backward_kernels),
-    /* B, H, L, D */
-    .defaults = {.gpu = {4, 8, 1024, 64}, .sim = {1, 2, 128, 64}},
-};
+/* B, H, L, D of a plain run: .gpu on a GPU, .sim on the simulator */
+ATTN_EXERCISE(
+    flash_backward_example, "03_flash_backward",
+    "Exercise 03: the backward pass, dK and dV by FlashAttention-2's key-outer loop (fp32)",
+    ATTN_VERSION(1, "flash_backward",
+                 "dK/dV pass: a block owns 32 keys and walks the query tiles; dQ pass"),
+    launch_flash_backward, FB_MAX_D, .gpu = {4, 8, 1024, 64}, .sim = {1, 2, 128, 64});
