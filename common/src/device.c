@@ -178,6 +178,25 @@ int attn_device_read(float *dst, const void *src, size_t count, attn_dtype t, vo
     return 0;
 }
 
+/* The staging scratch of attn_device_put/get: count elements of t, or 1 after reporting. */
+static int grow_staging(void **staging, size_t *cap, size_t count, attn_dtype t) {
+    if (attn_host_grow(staging, cap, count * attn_dtype_size(t)) == 0)
+        return 0;
+    fprintf(stderr, "error: out of host memory for %zu bytes of staging\n",
+            count * attn_dtype_size(t));
+    return 1;
+}
+
+int attn_device_put(void *dst, const float *src, size_t count, attn_dtype t, void **staging,
+                    size_t *cap) {
+    return grow_staging(staging, cap, count, t) || attn_device_write(dst, src, count, t, *staging);
+}
+
+int attn_device_get(float *dst, const void *src, size_t count, attn_dtype t, void **staging,
+                    size_t *cap) {
+    return grow_staging(staging, cap, count, t) || attn_device_read(dst, src, count, t, *staging);
+}
+
 int attn_device_upload(void **dst, const float *src, size_t count, attn_dtype t, void *staging) {
     const size_t bytes = count * attn_dtype_size(t);
     *dst = attn_device_alloc(bytes ? bytes : 16);

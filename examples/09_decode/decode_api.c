@@ -17,6 +17,22 @@
 #include "attn/tensor.h"
 #include "decode.h"
 
+/* The device buffers a step grows to its size: queries, outputs, new rows, DSA's, the selection. */
+enum {
+    BUF_Q,
+    BUF_O,
+    BUF_KNEW,
+    BUF_VNEW,
+    BUF_KINEW,
+    BUF_QI,
+    BUF_W,
+    BUF_LSE,
+    BUF_LOGITS,
+    BUF_PART,
+    BUF_SEL,
+    NBUF
+};
+
 struct dec_session {
     int layers, B, H, H_kv, D, P, max_tokens, HI, DI, W, num_pages, n_new, sm_count;
     attn_dtype dtype;
@@ -27,13 +43,13 @@ struct dec_session {
     int fp8;                            /* dec_session_use_fp8: the FP8 pools below instead */
     unsigned char *k8, *v8, *k8s, *v8s; /* e4m3 codes [pages, P, H_kv, D], fp32 scales [.., H_kv] */
     size_t pool, pool_ki, codes, scales; /* one layer's bytes of each */
+    attn_allocs mem; /* the host arrays, the block table's and the index-key and FP8 pools */
     int *d_table, *d_lens, *d_cu_q, *d_cu_k;
-    void *d_q, *d_o, *d_knew, *d_vnew, *d_kinew, *d_qi, *d_w, *d_lse, *d_logits, *d_part, *d_sel;
-    size_t cap_q, cap_o, cap_knew, cap_vnew, cap_kinew, cap_qi, cap_w, cap_lse, cap_logits,
-        cap_part, cap_sel;
+    void *d[NBUF]; /* the step's buffers (enum above), grown as needed */
+    size_t cap[NBUF];
     void *staging;
     size_t cap_staging;
-    int32_t *last_sel;
+    void *last_sel; /* the last DSA step's selection */
     size_t cap_last_sel, last_sel_bytes;
     double seconds;
     char err[512], device[256];
@@ -48,29 +64,20 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* A device buffer of at least `need` bytes (grown, its contents dropped, when smaller). */
-static int ensure(dec_session *s, void **buf, size_t *cap, size_t need) {
-    return attn_device_grow(buf, cap, need)
-               ? fail(s, 1, "cannot allocate %zu bytes of device memory", need)
-               : 0;
+/* Step buffer `which`, at least `need` bytes (grown, its contents dropped, when smaller); NULL
+ * after the reason. */
+static void *grown(dec_session *s, int which, size_t need) {
+    return attn_device_grow(&s->d[which], &s->cap[which], need)
+               ? (fail(s, 1, "cannot allocate %zu bytes of device memory", need), NULL)
+               : s->d[which];
 }
 
-/* The host staging buffer, at least `bytes` long. */
-static int grow_staging(dec_session *s, size_t bytes) {
-    return attn_host_grow(&s->staging, &s->cap_staging, bytes) ? fail(s, 1, "out of host memory")
-                                                               : 0;
-}
-
-/* count fp32 values packed to the dtype and uploaded into *buf. */
-static int upload(dec_session *s, void **buf, size_t *cap, const float *src, size_t count,
-                  attn_dtype t) {
-    const size_t bytes = count * attn_dtype_size(t);
-    if (grow_staging(s, bytes))
-        return 1;
-    attn_pack(s->staging, src, count, t);
-    if (ensure(s, buf, cap, bytes) || attn_to_device(*buf, s->staging, bytes))
-        return fail(s, 1, "cannot copy %zu bytes to the device", bytes);
-    return 0;
+/* count fp32 values packed to the dtype into step buffer `which`; NULL after the reason. */
+static void *upload(dec_session *s, int which, const float *src, size_t count, attn_dtype t) {
+    void *dst = grown(s, which, count * attn_dtype_size(t));
+    if (dst != NULL && attn_device_put(dst, src, count, t, &s->staging, &s->cap_staging))
+        return fail(s, 1, "cannot copy %zu bytes to the device", count * attn_dtype_size(t)), NULL;
+    return dst;
 }
 
 static int sync(dec_session *s) { return attn_device_sync(s->err, sizeof s->err); }
@@ -84,15 +91,11 @@ int dec_session_length(const dec_session *s, int b) { return b >= 0 && b < s->B 
 void dec_session_close(dec_session *s) {
     if (s == NULL)
         return;
-    void *dev[] = {s->k_pages, s->v_pages,  s->ki_pages, s->k8,      s->v8,     s->k8s,
-                   s->v8s,     s->d_table,  s->d_lens,   s->d_cu_q,  s->d_cu_k, s->d_q,
-                   s->d_o,     s->d_knew,   s->d_vnew,   s->d_kinew, s->d_qi,   s->d_w,
-                   s->d_lse,   s->d_logits, s->d_part,   s->d_sel};
-    for (size_t n = 0; n < sizeof dev / sizeof dev[0]; ++n)
-        attn_device_free(dev[n]);
-    free(s->lens), free(s->table);
-    free(s->free_pages), free(s->cu), free(s->staging), free(s->last_sel);
-    free(s);
+    for (int n = 0; n < NBUF; ++n)
+        attn_device_free(s->d[n]);
+    attn_device_free(s->k_pages), attn_device_free(s->v_pages);
+    attn_allocs_free(&s->mem);
+    free(s->staging), free(s->last_sel), free(s);
 }
 
 dec_session *dec_session_open(int layers, int batch, int heads, int kv_heads, int head_dim,
@@ -104,19 +107,13 @@ dec_session *dec_session_open(int layers, int batch, int heads, int kv_heads, in
                       : index_dim == 0
                           ? dec_unsupported(heads, kv_heads, head_dim, 1, 1, 8)
                           : dec_unsupported(heads, kv_heads, head_dim, 1, index_heads, index_dim);
-    if (bad != NULL) {
-        snprintf(err, (size_t)err_len, "%s", bad);
-        return NULL;
-    }
     attn_device_info info;
     char why[256];
-    if (attn_device_init(&info, why, sizeof why) != 0) {
-        snprintf(err, (size_t)err_len, "%s", why);
-        return NULL;
-    }
-    dec_session *s = (dec_session *)calloc(1, sizeof *s);
+    if (bad == NULL && attn_device_init(&info, why, sizeof why) != 0)
+        bad = why;
+    dec_session *s = bad == NULL ? (dec_session *)calloc(1, sizeof *s) : NULL;
     if (s == NULL) {
-        snprintf(err, (size_t)err_len, "out of host memory");
+        snprintf(err, (size_t)err_len, "%s", bad != NULL ? bad : "out of host memory");
         return NULL;
     }
     s->layers = layers, s->B = batch, s->H = heads, s->H_kv = kv_heads, s->D = head_dim;
@@ -127,22 +124,21 @@ dec_session *dec_session_open(int layers, int batch, int heads, int kv_heads, in
     snprintf(s->device, sizeof s->device, "%s", info.name);
     s->W = dec_pages_for(max_tokens, page_size);
     s->num_pages = s->W * batch;
-    s->lens = (int *)calloc((size_t)batch, sizeof(int));
-    s->table = (int *)malloc((size_t)batch * s->W * sizeof(int));
-    s->free_pages = (int *)malloc((size_t)s->num_pages * sizeof(int));
-    s->cu = (int *)malloc((size_t)(batch + 1) * sizeof(int));
+    attn_allocs *m = &s->mem;
+    s->lens = attn_allocs_host(m, (size_t)batch, sizeof(int));
+    s->table = attn_allocs_host(m, (size_t)batch * s->W, sizeof(int));
+    s->free_pages = attn_allocs_host(m, (size_t)s->num_pages, sizeof(int));
+    s->cu = attn_allocs_host(m, (size_t)batch + 1, sizeof(int));
     s->pool = (size_t)s->num_pages * page_size * kv_heads * head_dim * s->dsize;
     s->pool_ki = (size_t)s->num_pages * page_size * index_dim * s->dsize;
     s->k_pages = attn_device_alloc((size_t)layers * s->pool);
     s->v_pages = attn_device_alloc((size_t)layers * s->pool);
-    s->ki_pages = index_dim > 0 ? attn_device_alloc((size_t)layers * s->pool_ki) : NULL;
-    const int rc = !s->lens || !s->table || !s->free_pages || !s->cu || !s->k_pages ||
-                   !s->v_pages || (index_dim > 0 && !s->ki_pages);
-    s->d_table = (int *)attn_device_alloc((size_t)batch * s->W * sizeof(int));
-    s->d_lens = (int *)attn_device_alloc((size_t)batch * sizeof(int));
-    s->d_cu_q = (int *)attn_device_alloc((size_t)(batch + 1) * sizeof(int));
-    s->d_cu_k = (int *)attn_device_alloc((size_t)(batch + 1) * sizeof(int));
-    if (rc || !s->d_table || !s->d_lens || !s->d_cu_q || !s->d_cu_k) {
+    s->ki_pages = index_dim > 0 ? attn_allocs_device(m, (size_t)layers * s->pool_ki) : NULL;
+    s->d_table = attn_allocs_device(m, (size_t)batch * s->W * sizeof(int));
+    s->d_lens = attn_allocs_device(m, (size_t)batch * sizeof(int));
+    s->d_cu_q = attn_allocs_device(m, (size_t)(batch + 1) * sizeof(int));
+    s->d_cu_k = attn_allocs_device(m, (size_t)(batch + 1) * sizeof(int));
+    if (m->failed || !s->k_pages || !s->v_pages) {
         snprintf(err, (size_t)err_len, "out of memory for %d layers of %d pages of %d tokens",
                  layers, s->num_pages, page_size);
         dec_session_close(s);
@@ -171,9 +167,11 @@ int dec_session_use_fp8(dec_session *s) {
     attn_device_free(s->k_pages), attn_device_free(s->v_pages); /* not read */
     s->k_pages = s->v_pages = NULL;
     s->fp8 = 1;
-    s->k8 = attn_device_alloc(L * s->codes), s->v8 = attn_device_alloc(L * s->codes);
-    s->k8s = attn_device_alloc(L * s->scales), s->v8s = attn_device_alloc(L * s->scales);
-    return !s->k8 || !s->v8 || !s->k8s || !s->v8s
+    s->k8 = attn_allocs_device(&s->mem, L * s->codes);
+    s->v8 = attn_allocs_device(&s->mem, L * s->codes);
+    s->k8s = attn_allocs_device(&s->mem, L * s->scales);
+    s->v8s = attn_allocs_device(&s->mem, L * s->scales);
+    return s->mem.failed
                ? fail(s, 1, "out of device memory for the FP8 pools of %d layers", s->layers)
                : 0;
 }
@@ -200,16 +198,15 @@ int dec_session_begin(dec_session *s, int n_new) {
     s->cu[0] = 0;
     for (int b = 0; b < s->B; ++b)
         s->cu[b + 1] = s->cu[b] + s->lens[b];
-    int *cu_q = (int *)malloc((size_t)(s->B + 1) * sizeof(int));
-    if (cu_q == NULL)
+    if (attn_host_grow(&s->staging, &s->cap_staging, (size_t)(s->B + 1) * sizeof(int)))
         return fail(s, 1, "out of host memory");
+    int *cu_q = (int *)s->staging;
     for (int b = 0; b <= s->B; ++b)
         cu_q[b] = b * n_new;
     const int bad = attn_to_device(s->d_table, s->table, (size_t)s->B * s->W * sizeof(int)) ||
                     attn_to_device(s->d_lens, s->lens, (size_t)s->B * sizeof(int)) ||
                     attn_to_device(s->d_cu_k, s->cu, (size_t)(s->B + 1) * sizeof(int)) ||
                     attn_to_device(s->d_cu_q, cu_q, (size_t)(s->B + 1) * sizeof(int));
-    free(cu_q);
     return bad ? fail(s, 1, "cannot copy the block table to the device") : 0;
 }
 
@@ -263,11 +260,11 @@ int dec_session_append(dec_session *s, int layer, const float *k, const float *v
     const double t0 = now();
     const size_t rows = (size_t)s->B * s->n_new;
     dec_args a = args_of(s, layer);
-    if (upload(s, &s->d_knew, &s->cap_knew, k, rows * s->H_kv * s->D, s->dtype) ||
-        upload(s, &s->d_vnew, &s->cap_vnew, v, rows * s->H_kv * s->D, s->dtype) ||
-        (ki != NULL && upload(s, &s->d_kinew, &s->cap_kinew, ki, rows * s->DI, s->dtype)))
+    a.k_new = upload(s, BUF_KNEW, k, rows * s->H_kv * s->D, s->dtype);
+    a.v_new = upload(s, BUF_VNEW, v, rows * s->H_kv * s->D, s->dtype);
+    a.ki_new = ki != NULL ? upload(s, BUF_KINEW, ki, rows * s->DI, s->dtype) : NULL;
+    if (a.k_new == NULL || a.v_new == NULL || (ki != NULL && a.ki_new == NULL))
         return 1;
-    a.k_new = s->d_knew, a.v_new = s->d_vnew, a.ki_new = ki != NULL ? s->d_kinew : NULL;
     if (s->fp8)
         dec_launch_append_fp8(&a, NULL); /* version 11: quantised into the FP8 pools */
     else
@@ -311,35 +308,33 @@ int dec_session_attend(dec_session *s, int layer, int mode, int topk, const floa
     const double t0 = now();
     const size_t tokens = (size_t)s->B * s->n_new, rows = tokens * s->H;
     dec_args a = args_of(s, layer);
-    if (upload(s, &s->d_q, &s->cap_q, q, rows * s->D, s->dtype) ||
-        ensure(s, &s->d_o, &s->cap_o, rows * s->D * s->dsize) ||
-        ensure(s, &s->d_lse, &s->cap_lse, rows * sizeof(float)))
+    a.q = upload(s, BUF_Q, q, rows * s->D, s->dtype);
+    a.o = grown(s, BUF_O, rows * s->D * s->dsize);
+    a.lse = (float *)grown(s, BUF_LSE, rows * sizeof(float));
+    if (a.q == NULL || a.o == NULL || a.lse == NULL)
         return 1;
-    a.q = s->d_q, a.o = s->d_o, a.lse = (float *)s->d_lse;
     const int g = s->H / s->H_kv;
     int keys = a.L_cap, blocks = dec_blocks_per_split(s->B, s->H, s->H_kv, s->n_new);
     if (mode != DEC_MODE_DENSE) { /* the selection: k tokens per new token, g heads per block */
         a.topk = mode == DEC_MODE_DSA && topk > a.L_cap ? a.L_cap : topk;
         keys = a.topk;
         blocks = (int)tokens * s->H_kv * ((g + DEC_ROWS - 1) / DEC_ROWS);
-        if (ensure(s, &s->d_sel, &s->cap_sel, tokens * a.topk * sizeof(int32_t)))
+        if ((a.sel = (int32_t *)grown(s, BUF_SEL, tokens * a.topk * sizeof(int32_t))) == NULL)
             return 1;
-        a.sel = (int32_t *)s->d_sel;
     }
     a.splits = dec_splits_ours(s->sm_count, blocks, keys);
-    if (ensure(s, &s->d_part, &s->cap_part, dec_workspace_bytes(&a, a.splits) + 16))
+    if ((a.part = (float *)grown(s, BUF_PART, dec_workspace_bytes(&a, a.splits) + 16)) == NULL)
         return 1;
-    a.part = (float *)s->d_part;
     if (mode == DEC_MODE_DSA) {
-        if (upload(s, &s->d_qi, &s->cap_qi, q_index, tokens * s->HI * s->DI, s->dtype) ||
-            upload(s, &s->d_w, &s->cap_w, w, tokens * s->HI, ATTN_F32) ||
-            ensure(s, &s->d_logits, &s->cap_logits, tokens * a.L_cap * sizeof(float)))
+        a.q_index = upload(s, BUF_QI, q_index, tokens * s->HI * s->DI, s->dtype);
+        a.w = (const float *)upload(s, BUF_W, w, tokens * s->HI, ATTN_F32);
+        a.logits = (float *)grown(s, BUF_LOGITS, tokens * a.L_cap * sizeof(float));
+        if (a.q_index == NULL || a.w == NULL || a.logits == NULL)
             return 1;
-        a.q_index = s->d_qi, a.w = (const float *)s->d_w, a.logits = (float *)s->d_logits;
         dec_launch_indexer(&a, NULL);
         dec_launch_topk(&a, false, NULL);
     } else if (mode == DEC_MODE_SELECTION &&
-               attn_to_device(s->d_sel, sel, tokens * topk * sizeof(int32_t))) {
+               attn_to_device(a.sel, sel, tokens * topk * sizeof(int32_t))) {
         return fail(s, 1, "cannot copy the selection to the device");
     }
     if (mode == DEC_MODE_DENSE && s->fp8)
@@ -350,21 +345,14 @@ int dec_session_attend(dec_session *s, int layer, int mode, int topk, const floa
         dec_launch_sparse(&a, NULL);
     if (sync(s))
         return 1;
-    if (grow_staging(s, rows * s->D * s->dsize) ||
-        attn_to_host(s->staging, s->d_o, rows * s->D * s->dsize) ||
-        (lse != NULL && attn_to_host(lse, s->d_lse, rows * sizeof(float))))
+    if (attn_device_get(out, a.o, rows * s->D, s->dtype, &s->staging, &s->cap_staging) ||
+        (lse != NULL && attn_to_host(lse, a.lse, rows * sizeof(float))))
         return fail(s, 1, "cannot copy the output back");
-    attn_unpack(out, s->staging, rows * s->D, s->dtype);
     if (mode == DEC_MODE_DSA) { /* kept for dec_session_selection */
-        const size_t bytes = tokens * a.topk * sizeof(int32_t);
-        if (bytes > s->cap_last_sel) {
-            free(s->last_sel);
-            s->last_sel = (int32_t *)malloc(bytes);
-            s->cap_last_sel = s->last_sel ? bytes : 0;
-        }
-        if (s->last_sel == NULL || attn_to_host(s->last_sel, s->d_sel, bytes))
+        s->last_sel_bytes = tokens * a.topk * sizeof(int32_t);
+        if (attn_host_grow(&s->last_sel, &s->cap_last_sel, s->last_sel_bytes) ||
+            attn_to_host(s->last_sel, a.sel, s->last_sel_bytes))
             return fail(s, 1, "cannot copy the selection back");
-        s->last_sel_bytes = bytes;
     }
     s->seconds += now() - t0;
     return 0;

@@ -40,18 +40,10 @@
 #include "attn/tensor.h"
 #include "decode_stages.h"
 
-/* Two copies of a pool of n bytes (before, after the append), unused bytes 0xFF. */
-static void pools(attn_allocs *m, unsigned char **p0, unsigned char **p1, size_t n) {
-    *p0 = attn_allocs_host(m, n, 1), *p1 = attn_allocs_host(m, n, 1);
-    if (*p0 != NULL && *p1 != NULL)
-        memset(*p0, 0xFF, n), memset(*p1, 0xFF, n);
-}
-
-/* Two copies of a scale array of n floats, NaN. */
-static void scales(attn_allocs *m, float **s0, float **s1, size_t n) {
-    *s0 = attn_allocs_host(m, n, 4), *s1 = attn_allocs_host(m, n, 4);
-    if (*s0 != NULL && *s1 != NULL)
-        attn_fill_nan_host(*s0, n * 4), attn_fill_nan_host(*s1, n * 4);
+/* n host bytes of 0xFF (an unused slot's codes; as fp32, its NaN scale), released with m. */
+static void *unused(attn_allocs *m, size_t n) {
+    void *p = attn_allocs_host(m, n, 1);
+    return p != NULL ? memset(p, 0xFF, n) : NULL;
 }
 
 /* Token tok (slot `slot`) of a K/V cache quantised by the CPU into the pools after the append
@@ -79,11 +71,11 @@ int dec_fp8_inputs(dec_state *s) {
     const size_t kv = (size_t)s->cu_k[s->B] * s->H_kv * s->D, slots = (size_t)s->num_pages * s->P;
     s->row8 = s->latent ? DEC_FP8_LATENT_BYTES : (size_t)s->H_kv * s->D;
     s->kd = attn_allocs_host(m, kv, 4), s->vd = attn_allocs_host(m, kv, 4);
-    pools(m, &s->k8p0, &s->k8p1, slots * s->row8);
-    if (!s->latent) {
-        pools(m, &s->v8p0, &s->v8p1, slots * s->row8);
-        scales(m, &s->ks0, &s->ks1, slots * s->H_kv);
-        scales(m, &s->vs0, &s->vs1, slots * s->H_kv);
+    s->k8p0 = unused(m, slots * s->row8), s->k8p1 = unused(m, slots * s->row8);
+    if (!s->latent) { /* the pools before and after the append: V's codes, K's and V's scales */
+        s->v8p0 = unused(m, slots * s->row8), s->v8p1 = unused(m, slots * s->row8);
+        s->ks0 = unused(m, slots * s->H_kv * 4), s->ks1 = unused(m, slots * s->H_kv * 4);
+        s->vs0 = unused(m, slots * s->H_kv * 4), s->vs1 = unused(m, slots * s->H_kv * 4);
     }
     if (m->failed)
         return 1;

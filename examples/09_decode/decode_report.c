@@ -84,6 +84,16 @@ double dec_flops(void *state, const attn_kernel *k) {
     }
 }
 
+/* The split count kernel k runs with (1: versions without split-KV). */
+static int splits_of(const dec_state *s, const attn_kernel *k) {
+    return strcmp(k->name, "split_kv") == 0 ? s->run.splits_split_kv
+           : strcmp(k->name, "gqa") == 0 || strcmp(k->name, "paged") == 0 ||
+                   strcmp(k->name, "latent") == 0 || k->stage == DEC_STAGE_FP8
+               ? s->run.splits_tiled
+           : strcmp(k->name, "sparse") == 0 ? s->run.splits_sparse
+                                            : 1;
+}
+
 /* README.md, "Bytes per decoded token": what each version must move, counted from its loops
  * (requests to global memory, as the simulator's profile counts them). */
 double dec_model_bytes(void *state, const attn_kernel *k) {
@@ -94,12 +104,10 @@ double dec_model_bytes(void *state, const attn_kernel *k) {
     const int DI = s->opt.index_dim;
     /* q read by every split's block, O written once, the LSE; split partials written and read */
     double qo = 0.0, kv = 0.0;
-    int S = 1;
+    const int S = splits_of(s, k);
     if (strcmp(k->name, "naive") == 0 || strcmp(k->name, "split_kv") == 0) {
-        S = strcmp(k->name, "naive") == 0 ? 1 : s->run.splits_split_kv;
         kv = seen_keys(s, 0) * s->H * 2.0 * D * dz; /* every query head reads K and V itself */
     } else if (strcmp(k->name, "gqa") == 0 || strcmp(k->name, "paged") == 0) {
-        S = s->run.splits_tiled;
         /* paged: the block-table entries a warp's 32 keys fall in (lanes reading the same entry
          * make one request of it) */
         const double table =
@@ -107,17 +115,14 @@ double dec_model_bytes(void *state, const attn_kernel *k) {
         for (int b = 0; b < s->B; ++b) /* once per K/V head and row tile: the most a row sees */
             kv += (double)visible(s, b, s->Lq - 1) * s->H_kv * tiles * (2.0 * D * dz + table);
     } else if (strcmp(k->name, "latent") == 0) {
-        S = s->run.splits_tiled;
         /* the latent row (D = 576) once per row tile for all its heads: K and V are one read;
          * one table entry per warp's keys as paged */
         const double table = 4.0 * ((32 + s->P - 1) / s->P) / 32.0;
         for (int b = 0; b < s->B; ++b)
             kv += (double)visible(s, b, s->Lq - 1) * tiles * (D * dz + table);
     } else if (strcmp(k->name, "sparse") == 0) {
-        S = s->run.splits_sparse;
         kv = seen_keys(s, s->k_eff) * s->H_kv * tiles_g * (2.0 * D * dz + 4.0 + 4.0);
     } else if (k->stage == DEC_STAGE_FP8) {
-        S = s->run.splits_tiled;
         kv = fp8_cache_bytes(s);
     } else if (k->stage == DEC_STAGE_APPEND_FP8) { /* the rows in, codes and scales out */
         return s->tokens * ((s->latent ? D : 2.0 * s->H_kv * D) * dz + fp8_bytes_per_token(s) + 4);
@@ -146,17 +151,11 @@ double dec_model_bytes(void *state, const attn_kernel *k) {
 
 void dec_record_json(void *state, const attn_kernel *k, char *out, size_t len) {
     dec_state *s = of(state);
-    const int splits = strcmp(k->name, "split_kv") == 0 ? s->run.splits_split_kv
-                       : strcmp(k->name, "gqa") == 0 || strcmp(k->name, "paged") == 0 ||
-                               strcmp(k->name, "latent") == 0 || k->stage == DEC_STAGE_FP8
-                           ? s->run.splits_tiled
-                       : strcmp(k->name, "sparse") == 0 ? s->run.splits_sparse
-                                                        : 1;
     snprintf(out, len,
              "\"kv_heads\":%d,\"queries\":%d,\"page_size\":%d,\"splits\":%d,\"topk\":%d,"
              "\"index_heads\":%d,\"index_dim\":%d,\"decoded_tokens\":%d,\"model_bytes\":%.0f,"
              "\"latent\":%s,\"d_v\":%d",
-             s->H_kv, s->Lq, s->P, splits, s->k_eff, s->opt.index_heads, s->opt.index_dim,
+             s->H_kv, s->Lq, s->P, splits_of(s, k), s->k_eff, s->opt.index_heads, s->opt.index_dim,
              s->tokens, dec_model_bytes(state, k), s->latent ? "true" : "false", s->Dv);
     const size_t n = strlen(out);
     if (s->opt.fp8) /* what the FP8 checks measured (the errors: decode_fp8.c) */
@@ -168,6 +167,21 @@ void dec_record_json(void *state, const attn_kernel *k, char *out, size_t len) {
                  s->err_over_bound, s->err_dequant, s->err16, s->k_err, s->k_max);
 }
 
+/* n packed values, or n integers, as fp32 (a tensor file's), released with s->mem; NULL after
+ * reporting. */
+static float *unpacked(dec_state *s, const unsigned char *src, size_t n) {
+    float *f = alloc_host(s, n * sizeof(float));
+    if (f != NULL)
+        attn_unpack(f, src, n, s->p.dtype);
+    return f;
+}
+static float *as_float(dec_state *s, const int32_t *x, size_t n) {
+    float *f = alloc_host(s, n * sizeof(float));
+    for (size_t e = 0; f != NULL && e < n; ++e)
+        f[e] = (float)x[e];
+    return f;
+}
+
 /* --dump DIR: the inputs in the paged layout, the block table, the references and the selection
  * (attn tensor files, fp32), for decode.py's checks (tests/test_decode.py). */
 int dec_dump(void *state, const char *dir) {
@@ -175,26 +189,13 @@ int dec_dump(void *state, const char *dir) {
     const int64_t slots = (int64_t)s->num_pages * s->P, tokens = (int64_t)s->B * s->Lq;
     const size_t pool_elems = (size_t)slots * s->H_kv * s->D;
     const bool lat = s->latent; /* the latent pool alone (its V: the first D_v columns of K) */
-    float *kp = alloc_host(s, pool_elems * sizeof(float));
-    float *vp = lat ? NULL : alloc_host(s, pool_elems * sizeof(float));
-    float *kip = lat ? NULL : alloc_host(s, (size_t)slots * s->opt.index_dim * sizeof(float));
-    float *table = alloc_host(s, (size_t)s->B * s->W * sizeof(float));
-    float *lens = alloc_host(s, (size_t)s->B * sizeof(float));
-    float *sel = alloc_host(s, (size_t)tokens * s->k_eff * sizeof(float));
+    float *kp = unpacked(s, s->kp1, pool_elems);
+    float *vp = lat ? NULL : unpacked(s, s->vp1, pool_elems);
+    float *kip = lat ? NULL : unpacked(s, s->kip1, (size_t)slots * s->opt.index_dim);
+    float *table = as_float(s, s->table, (size_t)s->B * s->W);
+    float *lens = as_float(s, s->lens, (size_t)s->B);
+    float *sel = as_float(s, s->sel, (size_t)tokens * s->k_eff);
     int rc = s->mem.failed;
-    if (!rc) {
-        attn_unpack(kp, s->kp1, pool_elems, s->p.dtype);
-        if (!lat) {
-            attn_unpack(vp, s->vp1, pool_elems, s->p.dtype);
-            attn_unpack(kip, s->kip1, (size_t)slots * s->opt.index_dim, s->p.dtype);
-        }
-        for (int64_t x = 0; x < (int64_t)s->B * s->W; ++x)
-            table[x] = (float)s->table[x];
-        for (int b = 0; b < s->B; ++b)
-            lens[b] = (float)s->lens[b];
-        for (int64_t x = 0; x < tokens * s->k_eff; ++x)
-            sel[x] = (float)s->sel[x];
-    }
     const struct {
         const char *name;
         const float *data;

@@ -92,24 +92,20 @@ static void pack(const dec_state *s, unsigned char *dst, const float *src, size_
     attn_pack(dst, src, count, s->p.dtype);
 }
 
-/* The pools as a right append leaves them: every token of every sequence in its slot, NaN
- * elsewhere; width: elements per token (H_kv * D, or D_I). */
-static void fill_pool(const dec_state *s, unsigned char *pool, const float *rows, int width) {
+/* A pool as a right append leaves it (after: every token of every sequence in its slot, NaN
+ * elsewhere) and as it was before (the new tokens' slots NaN too); width: elements per token
+ * (H_kv * D, or D_I). */
+static void fill_pools(const dec_state *s, unsigned char *before, unsigned char *after,
+                       const float *rows, int width) {
     const size_t row = (size_t)width * s->dsize;
-    memset(pool, 0xFF, (size_t)s->num_pages * s->P * row);
+    memset(after, 0xFF, (size_t)s->num_pages * s->P * row);
+    memset(before, 0xFF, (size_t)s->num_pages * s->P * row);
     for (int b = 0; b < s->B; ++b)
         for (int t = 0; t < s->lens[b]; ++t) {
-            pack(s, pool + slot_of(s, b, t) * row, rows + ((int64_t)s->cu_k[b] + t) * width,
-                 (size_t)width);
-        }
-}
-
-/* The same pool before the append: the new tokens' slots NaN. */
-static void clear_new_slots(const dec_state *s, unsigned char *pool, int width) {
-    const size_t row = (size_t)width * s->dsize;
-    for (int b = 0; b < s->B; ++b)
-        for (int t = s->lens[b] - s->Lq; s->lens[b] > 0 && t < s->lens[b]; ++t) {
-            memset(pool + slot_of(s, b, t) * row, 0xFF, row);
+            const int64_t at = slot_of(s, b, t) * (int64_t)row;
+            pack(s, after + at, rows + ((int64_t)s->cu_k[b] + t) * width, (size_t)width);
+            if (t < s->lens[b] - s->Lq) /* prefilled: in the pool before the step */
+                memcpy(before + at, after + at, row);
         }
 }
 
@@ -162,20 +158,14 @@ static int make_inputs(dec_state *s) {
     attn_fill_uniform(s->w, tok * HI, s->seed, 5, 1.0f / sqrtf((float)HI * DI), ATTN_F32);
     if (s->opt.fp8 && dec_fp8_inputs(s)) /* K's outlier channels scaled: before the pools */
         return 1;
-    fill_pool(s, s->kp1, s->k, HkD);
-    memcpy(s->kp0, s->kp1, s->pool_bytes);
-    clear_new_slots(s, s->kp0, HkD);
+    fill_pools(s, s->kp0, s->kp1, s->k, HkD);
     fill_new(s, s->knew, s->k, HkD);
     pack(s, s->qb, s->q, rows * D);
     pack(s, s->qib, s->qi, tok * HI * DI);
     if (lat)
         return 0;
-    fill_pool(s, s->vp1, s->v, HkD);
-    fill_pool(s, s->kip1, s->ki, DI);
-    memcpy(s->vp0, s->vp1, s->pool_bytes);
-    memcpy(s->kip0, s->kip1, s->pool_ki_bytes);
-    clear_new_slots(s, s->vp0, HkD);
-    clear_new_slots(s, s->kip0, DI);
+    fill_pools(s, s->vp0, s->vp1, s->v, HkD);
+    fill_pools(s, s->kip0, s->kip1, s->ki, DI);
     /* the contiguous cache [B, H_kv, L_cap, D], NaN past each sequence's tokens */
     memset(s->kc, 0xFF, s->cache_bytes);
     memset(s->vc, 0xFF, s->cache_bytes);

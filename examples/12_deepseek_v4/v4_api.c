@@ -4,7 +4,6 @@
  */
 #include "v4_api.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,28 +26,16 @@ struct v4_session {
     char err[512];
 };
 
-static int fail(v4_session *s, int rc, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->err, sizeof s->err, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-static int grow_staging(v4_session *s, size_t bytes) {
-    return attn_host_grow(&s->staging, &s->cap_staging, bytes) ? fail(s, 1, "out of host memory")
-                                                               : 0;
-}
+/* The session's last error (v4_session_error): fail(s, rc, fmt, ...) returns rc. */
+#define fail(s, rc, ...) attn_reason((s)->err, sizeof(s)->err, (rc), __VA_ARGS__)
 
 /* Rows [len, len + n) of every sequence of a [B, cap, row] device tensor from src [B, n, row]
  * (fp32, stored as t). */
 static int put_rows(v4_session *s, void *dst, const float *src, int n, size_t row, attn_dtype t) {
     const size_t es = attn_dtype_size(t), count = (size_t)n * row;
-    if (grow_staging(s, count * es))
-        return 1;
     for (int b = 0; b < s->c.B; ++b) {
         char *at = (char *)dst + ((size_t)b * s->c.L + (size_t)s->len) * row * es;
-        if (attn_device_write(at, src + (size_t)b * count, count, t, s->staging))
+        if (attn_device_put(at, src + (size_t)b * count, count, t, &s->staging, &s->cap_staging))
             return fail(s, 1, "cannot copy %zu bytes to the device", count * es);
     }
     return 0;
@@ -170,17 +157,12 @@ int v4_session_step(v4_session *s, int n, const float *q, const float *kv, const
         v4_launch_decode_rows(g, s->len, s->len + 1, 0);
     else
         v4_launch_prefill_rows(g, s->len, s->len + n, 0);
-    cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess)
-        e = cudaDeviceSynchronize();
-    if (e != cudaSuccess)
-        return fail(s, 1, "%s: %s", cudaGetErrorName(e), cudaGetErrorString(e));
-    const size_t count = (size_t)n * H * D;
-    if (grow_staging(s, count * s->es))
+    if (attn_device_sync(s->err, sizeof s->err))
         return 1;
+    const size_t count = (size_t)n * H * D;
     for (int b = 0; b < c->B; ++b) {
         const char *at = (const char *)g->o + ((size_t)b * c->L + (size_t)s->len) * H * D * s->es;
-        if (attn_device_read(out + (size_t)b * count, at, count, t, s->staging))
+        if (attn_device_get(out + (size_t)b * count, at, count, t, &s->staging, &s->cap_staging))
             return fail(s, 1, "cannot copy %zu bytes from the device", count * s->es);
     }
     s->len += n;

@@ -328,8 +328,9 @@ static void test_module_shapes(void) {
     CHECK(a.stream == (cudaStream_t)&state);
 }
 
-/* attn_device_write and attn_device_read round-trip the dtype's values (the simulator: device
- * memory is host memory); a value that is not one of the dtype's comes back rounded. */
+/* attn_device_write and attn_device_read (and attn_device_put and attn_device_get) round-trip the
+ * dtype's values (the simulator: device memory is host memory); a value that is not one of the
+ * dtype's comes back rounded. */
 static void test_device_read_write(void) {
     if (strcmp(attn_backend_name(), "sim") != 0)
         return;
@@ -347,6 +348,17 @@ static void test_device_read_write(void) {
         for (int j = 0; j < 4; ++j)
             CHECK(back[j] == in[j]);
         CHECK(back[2] != x[2]); /* 1/3 is not a 16-bit value */
+        /* attn_device_put and attn_device_get: the same through a scratch grown from nothing */
+        void *grown = NULL;
+        size_t cap = 0;
+        float again[4] = {0};
+        CHECK_EQ(attn_device_write(d, again, 4, types[i], staging), 0); /* zeros first */
+        CHECK_EQ(attn_device_put(d, x, 4, types[i], &grown, &cap), 0);
+        CHECK(grown != NULL && cap >= sizeof staging);
+        CHECK_EQ(attn_device_get(again, d, 4, types[i], &grown, &cap), 0);
+        for (int j = 0; j < 4; ++j)
+            CHECK(again[j] == in[j]);
+        free(grown);
         attn_device_free(d);
     }
 }

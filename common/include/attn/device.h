@@ -73,6 +73,13 @@ int attn_device_write(void *dst, const float *src, size_t count, attn_dtype t, v
 /* The reverse of attn_device_write: count elements of t at src on the device into dst as fp32
  * (through staging, a host scratch of at least count elements of t). 0, or 1 after reporting. */
 int attn_device_read(float *dst, const void *src, size_t count, attn_dtype t, void *staging);
+/* attn_device_write and attn_device_read through a host scratch *staging of *cap bytes, grown
+ * first to count elements of t (attn_host_grow): for a model library that copies its caller's
+ * tensors of every size (example 09's decode_api.c, 12's v4_api.c). 0, or 1 (reported). */
+int attn_device_put(void *dst, const float *src, size_t count, attn_dtype t, void **staging,
+                    size_t *cap);
+int attn_device_get(float *dst, const void *src, size_t count, attn_dtype t, void **staging,
+                    size_t *cap);
 /* A new device buffer holding a copy of `bytes` host bytes (at least 16 are allocated). 0, or 1
  * after reporting the error (*dst NULL, or to be freed by the caller). */
 int attn_device_upload_bytes(void **dst, const void *src, size_t bytes);
@@ -95,9 +102,10 @@ int attn_device_sync(char *why, size_t why_len);
 
 /* ---- a program's buffers, released together --------------------------------------------------
  * A standalone check program (example 10's flash3_fp8), or a module's buffers of one kind
- * (example 09's FP8 cache), are allocated through one attn_allocs and freed with one call. An allocation that fails is
- * reported (one line on stderr) and returns NULL; failed then stays set, so that a run of
- * allocations is checked once. At most ATTN_ALLOCS_MAX of each kind (past it: NULL, failed). */
+ * (example 09's FP8 cache), are allocated through one attn_allocs and freed with one call. An
+ * allocation that fails is reported (one line on stderr) and returns NULL; failed then stays set,
+ * so that a run of allocations is checked once. At most ATTN_ALLOCS_MAX of each kind (past it:
+ * NULL, failed). */
 #define ATTN_ALLOCS_MAX 64
 typedef struct attn_allocs {
     void *host[ATTN_ALLOCS_MAX], *dev[ATTN_ALLOCS_MAX];
