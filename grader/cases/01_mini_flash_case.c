@@ -7,13 +7,11 @@
 
 extern const attn_example mini_flash_example_solution; /* solutions/01_mini_flash, renamed */
 
+static int check(const grader_case *c, grader_result *r) {
+    return grader_run_case(c, grader_remote_example(), &mini_flash_example_solution, NULL, NULL,
+                           NULL, r);
+}
+
 int main(int argc, char **argv) {
-    grader_case c;
-    grader_result r;
-    int status = grader_case_parse(&c, argc, argv, &mini_flash_example_solution);
-    if (status != 0)
-        return status;
-    status = grader_run_case(&c, grader_remote_example(), &mini_flash_example_solution, NULL, NULL,
-                             NULL, &r);
-    return grader_emit(&c, &r, status);
+    return grader_case_main(argc, argv, &mini_flash_example_solution, check);
 }

@@ -598,36 +598,30 @@ static bool starts_with(const char *s, const char *prefix) {
     return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
+static int check(const grader_case *c, grader_result *r) {
+    if (c->perf || starts_with(c->name, "correct") || starts_with(c->name, "shuffled") ||
+        starts_with(c->name, "hidden") || starts_with(c->name, "performance"))
+        return case_correct(c, r);
+    if (starts_with(c->name, "blocks_skipped"))
+        return case_blocks_skipped(c, r);
+    if (starts_with(c->name, "mask_valid"))
+        return case_mask_valid(c, r);
+    if (starts_with(c->name, "mask_tight"))
+        return case_mask_tight(r);
+    if (starts_with(c->name, "diagonal"))
+        return keep_not_implemented(r) ? 1 : case_diagonal(r);
+    if (starts_with(c->name, "density"))
+        return keep_not_implemented(r) ? 1 : case_density(r);
+    if (starts_with(c->name, "reach"))
+        return keep_not_implemented(r) ? 1 : case_reach(r);
+    snprintf(r->message, sizeof r->message,
+             "grader error: unknown case '%s' (names start with correct, shuffled, hidden, "
+             "blocks_skipped, performance, mask_valid, mask_tight, diagonal, density, reach)",
+             c->name);
+    fprintf(stderr, "error: %s\n", r->message);
+    return ATTN_EXIT_USAGE;
+}
+
 int main(int argc, char **argv) {
-    grader_case c;
-    grader_result r;
-    int status = grader_case_parse(&c, argc, argv, &sparse_mask_example_solution);
-    if (status != 0)
-        return status;
-    memset(&r, 0, sizeof r);
-    r.max_err = r.time_ms = r.solution_ms = -1.0;
-    if (c.perf || starts_with(c.name, "correct") || starts_with(c.name, "shuffled") ||
-        starts_with(c.name, "hidden") || starts_with(c.name, "performance"))
-        status = case_correct(&c, &r);
-    else if (starts_with(c.name, "blocks_skipped"))
-        status = case_blocks_skipped(&c, &r);
-    else if (starts_with(c.name, "mask_valid"))
-        status = case_mask_valid(&c, &r);
-    else if (starts_with(c.name, "mask_tight"))
-        status = case_mask_tight(&r);
-    else if (starts_with(c.name, "diagonal"))
-        status = keep_not_implemented(&r) ? 1 : case_diagonal(&r);
-    else if (starts_with(c.name, "density"))
-        status = keep_not_implemented(&r) ? 1 : case_density(&r);
-    else if (starts_with(c.name, "reach"))
-        status = keep_not_implemented(&r) ? 1 : case_reach(&r);
-    else {
-        fprintf(stderr,
-                "error: unknown case '%s' (names start with correct, shuffled, "
-                "hidden, blocks_skipped, performance, mask_valid, mask_tight, diagonal, density, "
-                "reach)\n",
-                c.name);
-        return ATTN_EXIT_USAGE;
-    }
-    return grader_emit(&c, &r, status);
+    return grader_case_main(argc, argv, &sparse_mask_example_solution, check);
 }

@@ -520,3 +520,15 @@ int grader_emit(const grader_case *c, const grader_result *r, int status) {
     fflush(stdout);
     return status;
 }
+
+int grader_case_main(int argc, char **argv, const attn_example *solution,
+                     int (*check)(const grader_case *c, grader_result *r)) {
+    grader_case c;
+    int status = grader_case_parse(&c, argc, argv, solution);
+    if (status != 0)
+        return status;
+    grader_result r;
+    memset(&r, 0, sizeof r);
+    r.max_err = r.time_ms = r.solution_ms = -1.0;
+    return grader_emit(&c, &r, check(&c, &r));
+}

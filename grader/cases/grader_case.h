@@ -123,6 +123,12 @@ typedef struct grader_hint {
 } grader_hint;
 void grader_set_hints(const grader_hint *hints, int n);
 
+/* A case program's main(): grader_case_parse, then check(c, r) with r zeroed (max_err, time_ms
+ * and solution_ms not measured), then grader_emit with check's status. A usage error of the
+ * command line is one line on stderr and ATTN_EXIT_USAGE, with no JSON line. */
+int grader_case_main(int argc, char **argv, const attn_example *solution,
+                     int (*check)(const grader_case *c, grader_result *r));
+
 /* Prints r as the JSON line and returns status (pass-through, for `return grader_emit(...)`). */
 int grader_emit(const grader_case *c, const grader_result *r, int status);
 

@@ -32,6 +32,7 @@ static struct {
     } keep[2]; /* the last two keep tables */
     int keep_next;
     bool configured;
+    int checks;     /* the checked build's checkers for the runner: as this program started */
     uint32_t setup; /* the runner's answer to CONFIG (GRADER_SETUP_*) */
 } rm = {.in = -1, .out = -1};
 
@@ -42,6 +43,13 @@ void grader_remote_connect(int to_runner, int from_runner, const char *case_name
     rm.in = to_runner;
     rm.out = from_runner;
     rm.case_name = case_name;
+#ifdef ATTN_BACKEND_SIM
+    /* The checked build's checkers watch the submission, in its own program (CONFIG sends them
+     * as this program started); here they would watch the solution and the reference (trusted,
+     * checked by their own tests), which then run several times slower for nothing. */
+    rm.checks = cudasim_get_checks();
+    cudasim_set_checks(0);
+#endif
 }
 
 /* The runner is gone or answered nonsense: the case fails; grade.py says how the runner ended. */
@@ -77,7 +85,7 @@ static void configure(void) {
 #ifdef ATTN_BACKEND_SIM
     c.order = (int32_t)cudasim_get_order();
     c.seed = cudasim_get_seed();
-    c.checks = cudasim_get_checks();
+    c.checks = rm.checks;
     c.threads = cudasim_get_threads();
     c.watchdog_s = cudasim_set_watchdog(-1.0);
 #endif

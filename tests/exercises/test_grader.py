@@ -7,14 +7,17 @@ grader").
 CHECK is one of: solution, skeleton, planted:<name>, cheat:<name>, hang, crash, compile_error,
 class, hidden, usage, gradescope, modes, runner_links, links. A planted bug (planted.json) has
 "why", "replace" (exact [text, replacement] pairs), and optionally "expect" (a message the grader
-must print), "fails" (cases that must lose their points), "sanitizers" (also run in those
+must print), "fails" (the cases that must lose their points: the planted bug is graded
+on them and on the shuffled-order cases; every bug lists them), "sanitizers" (also run in those
 presets), "only_in" (run only in those presets), "pending" (not registered yet: what its check
 waits for), "hints" (the grader's hints it must get, HINTS below; no other), "min_lost" (points
 it must lose at least) and "special" (used by one of the named checks, not as a planted:<name>
-test). Every check runs grader/grade.py as a user would (a subprocess) and reads the
+test). Every check runs grader/grade.py as a user would (a subprocess; the planted bugs of the
+class run through its grade_submission, in process) and reads the
 results.json it writes; `class` grades the solution, the skeleton, the crash and compile-error
-variants and every planted bug in one class run, whose results `solution`, `skeleton`, `crash`,
-`compile_error` and `planted:<name>` read ("the class run" below). Planted bugs are made from
+variants in full in one class run, then every planted bug on its own cases, whose results
+`solution`, `skeleton`, `crash`, `compile_error` and `planted:<name>` read ("the class run"
+below). Planted bugs are made from
 the solution at test time by exact text replacement; a text that is gone fails the test, so it
 never silently grades an unbroken kernel.
 The skeleton is the one the repository shipped (pristine.py: read from git objects by its
@@ -163,6 +166,15 @@ def special_copy(args, name):
     return path
 
 
+def grade_module():
+    """grader/grade.py loaded as a module (it is a script) for its functions."""
+    if "grade" not in sys.modules:
+        loader = importlib.util.spec_from_file_location("grade", GRADE)
+        sys.modules["grade"] = importlib.util.module_from_spec(loader)
+        loader.loader.exec_module(sys.modules["grade"])
+    return sys.modules["grade"]
+
+
 def solution_path(args):
     return os.path.join(ROOT, "solutions", args.exercise, spec_of(args.exercise)["submission_file"])
 
@@ -186,10 +198,14 @@ def skeleton_path(args):
 #
 # The checks of whole gradings read one class run: `class` grades, in grade.py's class mode (as
 # an instructor grades a class: the grader's programs brought up to date once), a folder holding
-# the solution, each planted bug of this build (planted_names), and in the plain build the shipped
-# skeleton, the crash and compile-error variants and a learner without the file. Each submission
-# is compiled and graded in full (every case, the hidden ones with the secret), as one file would
-# be; its results.json and report.md stay in graded_dir(). `solution`, `skeleton`, `crash`,
+# the solution and, in the plain build, the shipped skeleton, the crash and compile-error variants
+# and a learner without the file, each compiled and graded in full (every case, the hidden ones
+# with the secret), as one file would be. Then, in the same process (grade.py's grade_submission,
+# what grades each learner of a class; no second set-up), each planted bug of this build
+# (planted_names) on its own cases only (planted_cases: the cases it must fail, "fails", and the
+# shuffled-order ones, where a false barrier hint would show): a planted test asks "which of its
+# cases caught it", not its full report, which the solution and the skeleton show. Every
+# results.json and report.md stays in graded_dir(). `solution`, `skeleton`, `crash`,
 # `compile_error` and `planted:<name>` then check their learner's (CTest: FIXTURES_REQUIRED),
 # after checking that the file graded is the one the check makes now (its SHA-256 in
 # graded.json): a missing or stale class run fails, never passes.
@@ -217,9 +233,26 @@ def class_member(args, learner):
 
 
 def class_learners(args):
-    mode = build_mode(args)
-    return (["solution"] + ([] if mode else ["skeleton", "crash", "compile_error"]) +
-            ["planted_" + n for n in planted_names(args.exercise, mode)])
+    """The learners graded in full by grade.py's class mode."""
+    return ["solution"] + ([] if build_mode(args) else ["skeleton", "crash", "compile_error"])
+
+
+def planted_learners(args):
+    return ["planted_" + n for n in planted_names(args.exercise, build_mode(args))]
+
+
+def planted_cases(args, name):
+    """The cases a planted bug is graded on: those it must fail ("fails", which every bug of a
+    build lists) and the shuffled-order ones (the barrier hint: it must be given where the bug
+    lists it, and nowhere else), in grading.json's order."""
+    bug = planted_bugs(args.exercise)[name]
+    cases = spec_of(args.exercise)["cases"]
+    names = [c["name"] for c in cases]
+    if not bug.get("fails") or set(bug["fails"]) - set(names):
+        fail(f"planted bug '{name}': \"fails\" must list cases of grading.json (the cases "
+             f"that catch it, which it is graded on), got {bug.get('fails')}")
+    want = set(bug["fails"]) | {c["name"] for c in cases if "CUDASIM_ORDER" in c.get("env", {})}
+    return [n for n in names if n in want]
 
 
 def digest(path):
@@ -230,16 +263,21 @@ def digest(path):
 def check_class(args):
     """The class run: every learner of class_learners() and one without the file, graded in
     full in one grade.py run; class.csv lists them all (its scores those of their results.json),
-    each graded learner has a report, progress lines are printed."""
+    each graded learner has a report, progress lines are printed. Then each planted bug, on its
+    own cases (planted_cases), by the function that grades each learner of a class."""
     spec = spec_of(args.exercise)
     top = graded_dir(args)
     shutil.rmtree(top, ignore_errors=True)
     folder, out = os.path.join(top, "class"), os.path.join(top, "out")
-    files = {}
-    for learner in class_learners(args):
+    files, planted = {}, {}
+    for learner in class_learners(args) + planted_learners(args):
         path = class_member(args, learner)
-        os.makedirs(os.path.join(folder, learner, "src"))
-        shutil.copyfile(path, os.path.join(folder, learner, "src", spec["submission_file"]))
+        where = os.path.join(folder if learner in class_learners(args) else
+                             os.path.join(top, "planted"), learner)
+        os.makedirs(os.path.join(where, "src"))
+        shutil.copyfile(path, os.path.join(where, "src", spec["submission_file"]))
+        if learner.startswith("planted_"):
+            planted[learner] = os.path.join(where, "src", spec["submission_file"])
         files[learner] = digest(path)
     os.makedirs(os.path.join(folder, "no_file"))  # a learner without the file
     env = dict(os.environ, ATTN_GRADER_SECRET=SECRET)
@@ -252,23 +290,38 @@ def check_class(args):
     with open(os.path.join(top, "class.log"), "w") as f:
         f.write(done.stdout + done.stderr)
     print(done.stdout[-3000:], done.stderr[-2000:])
-    print(f"class of {len(files) + 1} graded in {seconds:.1f} s")
+    in_class = set(files) - set(planted)
+    print(f"class of {len(in_class) + 1} graded in {seconds:.1f} s")
     with open(os.path.join(out, "class.csv")) as f:
         rows = [line.split(",") for line in f.read().splitlines()]
     by_name = {r[0]: r for r in rows[1:]}
-    if done.returncode != 1 or set(by_name) != set(files) | {"no_file"}:
-        fail(f"class.csv must list the {len(files) + 1} learners (exit {done.returncode})")
+    if done.returncode != 1 or set(by_name) != in_class | {"no_file"}:
+        fail(f"class.csv must list the {len(in_class) + 1} learners (exit {done.returncode})")
     if by_name["no_file"][1] != "0" or "no single" not in by_name["no_file"][3]:
         fail("class.csv: the learner without the file must have 0 points and a note")
-    for learner in files:
+    for learner in in_class:
         if not os.path.isfile(os.path.join(out, learner, "report.md")):
             fail(f"no report for {learner}")
         with open(os.path.join(out, learner, "results.json")) as f:
             score, most = totals(json.load(f))
         if float(by_name[learner][1]) != round(score, 4) or float(by_name[learner][2]) != most:
             fail(f"class.csv: {learner}'s row is not its results.json ({score:g} / {most:g})")
-    if f"[{len(files) + 1}/{len(files) + 1}]" not in done.stdout:
+    if f"[{len(in_class) + 1}/{len(in_class) + 1}]" not in done.stdout:
         fail("no progress lines")
+    # The planted bugs: the build is the class run's (its programs brought up to date above).
+    g = grade_module()
+    try:
+        gspec = g.load_spec(args.exercise)
+        build = g.Build(gspec, args.build_dir, "sim", True)
+        for learner, path in sorted(planted.items()):
+            cases = planted_cases(args, learner[len("planted_"):])
+            gargs = g.parse_args([args.exercise, "--quiet", "--cases", ",".join(cases)])
+            res = g.grade_submission(gspec, build, path, os.path.join(out, learner), gargs, None,
+                                     base=os.path.dirname(os.path.dirname(path)))
+            print(f"{learner}: {res.score:g} / {res.max_score:g} on {', '.join(cases)}")
+    except g.UsageError as e:
+        fail(f"grading the planted bugs: {e}")
+    print(f"class and {len(planted)} planted bugs graded in {time.monotonic() - start:.1f} s")
     with open(os.path.join(top, "graded.json"), "w") as f:  # last: the run is complete
         json.dump({"files": files}, f, indent=1)
 
@@ -352,7 +405,9 @@ def check_planted(args, name):
     rc, res, out = graded(args, "planted_" + name)
     check_gradescope_shape(res)
     score, top = totals(res)
-    print(f"planted {name}: {score:g} / {top:g}")
+    caught = [f"{t['name']} ({t['score']:g}/{t['max_score']:g})" for t in res["tests"]
+              if t["score"] < t["max_score"]]
+    print(f"planted {name}: {score:g} / {top:g}; caught by: {', '.join(caught) or 'no case'}")
     if rc == 0 or score >= top:
         fail(f"planted bug '{name}' ({bug['why']}) lost no points")
     if bug.get("min_lost") and top - score < bug["min_lost"]:
@@ -525,11 +580,7 @@ def check_links(args):
 
 def check_hidden(args):
     """Hidden cases: the same secret gives the same shapes, another secret others, none none."""
-    # The grader is a script: loaded from its file here for its functions.
-    path = os.path.join(ROOT, "grader", "grade.py")
-    loader = importlib.util.spec_from_file_location("grade", path)
-    g = sys.modules["grade"] = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(g)
+    g = grade_module()
     spec = g.load_spec(args.exercise)
     a = [(c.args, c.seed) for c in g.hidden_cases(spec, b"one")]
     b = [(c.args, c.seed) for c in g.hidden_cases(spec, b"one")]
@@ -641,10 +692,7 @@ def check_modes(args):
     spec = spec_of(args.exercise)
     first = spec["cases"][0]["name"]
     modes = ["user", "none"] if os.geteuid() == 0 else ["none"]
-    path = os.path.join(ROOT, "grader", "grade.py")
-    loader = importlib.util.spec_from_file_location("grade", path)
-    g = sys.modules["grade"] = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(g)
+    g = grade_module()
     # A chapter inside a folder that nobody may not enter (mode 0700, as mktemp -d makes: WORK
     # is one): the user mode says which folder and the fix, before anything is built.
     inner = tempfile.mkdtemp(dir=WORK)
@@ -723,12 +771,19 @@ SANDBOX_WORDS = {"user": "each compile and case as nobody (no namespaces",
 
 # ---- planted cheats (cheats.json) -------------------------------------------------------------
 
+# A cheat without "exercise" is planted in exercise 01 only: what it attacks (grade.py,
+# grader_exec, the seccomp filters, grader_runner.c, the compile's sandbox) is the same code for
+# every exercise; what differs per exercise has cheats of its own (call_solution_02,
+# patch_seccomp_03) and the check runner_links (each submission's program).
+CHEAT_EXERCISE = "01_mini_flash"
+
+
 def cheats(exercise):
     """{name: cheat} of cheats.json that apply to the exercise."""
     with open(os.path.join(HERE, "cheats.json")) as f:
         doc = json.load(f)
     return {n: c for n, c in doc.items() if not n.startswith("_")
-            and c.get("exercise", exercise) == exercise}
+            and c.get("exercise", CHEAT_EXERCISE) == exercise}
 
 
 def list_cheats(exercise, preset=""):
