@@ -163,6 +163,29 @@ int attn_tensor_save(const char *path, const float *data, int ndim, const int64_
     return (fclose(f) != 0 || failed) ? -1 : 0;
 }
 
+int attn_dump_tensors(const char *dir, const attn_dump_tensor *t, int n) {
+    char path[1024] = "";
+    int rc = 0;
+    for (int e = 0; rc == 0 && e < n; ++e) {
+        if (t[e].data == NULL && t[e].ints == NULL)
+            continue;
+        size_t count = 1;
+        for (int d = 0; d < t[e].ndim; ++d)
+            count *= (size_t)t[e].dims[d];
+        float *ints = NULL;
+        if (t[e].data == NULL && (ints = malloc((count > 0 ? count : 1) * sizeof(float))) != NULL)
+            for (size_t x = 0; x < count; ++x)
+                ints[x] = (float)t[e].ints[x];
+        snprintf(path, sizeof path, "%s/%s.bin", dir, t[e].name);
+        const float *data = t[e].data != NULL ? t[e].data : ints;
+        rc = data == NULL || attn_tensor_save(path, data, t[e].ndim, t[e].dims) != 0;
+        free(ints);
+    }
+    if (rc)
+        fprintf(stderr, "error: --dump: cannot write %s\n", path[0] ? path : dir);
+    return rc;
+}
+
 int attn_tensor_load(const char *path, float **data, int *ndim, int64_t *dims, int max_dims,
                      char *why, size_t why_len) {
     *data = NULL;

@@ -321,37 +321,21 @@ static int dump_fp8(const ds_state *s, const char *dir, char *path, size_t len) 
 int ds_dump(void *state, const char *dir) {
     const ds_state *s = of(state);
     const attn_problem *p = &s->p;
-    char path[1024];
-    int64_t dims[3] = {s->rows_q, s->k_eff, 0};
-    float *selection = attn_host_alloc((size_t)s->rows_q * s->k_eff * sizeof(float) + 4, "--dump");
-    if (selection == NULL)
-        return 1;
-    for (int64_t x = 0; x < s->rows_q * s->k_eff; ++x)
-        selection[x] = (float)s->sel[x];
-    snprintf(path, sizeof path, "%s/sel.bin", dir);
-    int rc = attn_tensor_save(path, selection, 2, dims);
-    free(selection);
-    const struct {
-        const char *name;
-        const float *data;
-        int64_t d0, d1, d2;
-    } t[] = {
-        {"q_index", s->qi, s->rows_q, s->opt.index_heads, s->opt.index_dim},
-        {"k_index", s->ki, s->rows_k, s->opt.index_dim, 1},
-        {"weights", s->w, s->rows_q, s->opt.index_heads, 1},
-        {"q", s->q, (int64_t)attn_problem_q_elems(p) / p->D, p->D, 1},
-        {"k", s->k1, s->rows_k, p->D, 1},
-        {"v", s->v1, s->rows_k, p->D, 1},
-        {"o_ref", s->ref.o, (int64_t)attn_problem_q_elems(p) / p->D, p->D, 1},
+    const int64_t HI = s->opt.index_heads, DI = s->opt.index_dim;
+    const int64_t rq = (int64_t)attn_problem_q_elems(p) / p->D;
+    const attn_dump_tensor t[] = {
+        {"sel", NULL, s->sel, 2, {s->rows_q, s->k_eff}},
+        {"q_index", s->qi, NULL, DI > 1 ? 3 : 2, {s->rows_q, HI, DI}},
+        {"k_index", s->ki, NULL, 2, {s->rows_k, DI}},
+        {"weights", s->w, NULL, 2, {s->rows_q, HI}},
+        {"q", s->q, NULL, 2, {rq, p->D}},
+        {"k", s->k1, NULL, 2, {s->rows_k, p->D}},
+        {"v", s->v1, NULL, 2, {s->rows_k, p->D}},
+        {"o_ref", s->ref.o, NULL, 2, {rq, p->D}},
     };
-    for (size_t n = 0; rc == 0 && n < sizeof t / sizeof t[0] && t[n].data != NULL; ++n) {
-        int64_t d[3] = {t[n].d0, t[n].d1, t[n].d2};
-        snprintf(path, sizeof path, "%s/%s.bin", dir, t[n].name);
-        rc = attn_tensor_save(path, t[n].data, t[n].d2 > 1 ? 3 : 2, d);
-    }
-    if (rc == 0 && s->fp8_checked)
-        rc = dump_fp8(s, dir, path, sizeof path);
-    if (rc)
+    char path[1024];
+    int rc = attn_dump_tensors(dir, t, (int)(sizeof t / sizeof t[0]));
+    if (rc == 0 && s->fp8_checked && (rc = dump_fp8(s, dir, path, sizeof path)) != 0)
         fprintf(stderr, "error: --dump: cannot write %s\n", path);
     return rc;
 }

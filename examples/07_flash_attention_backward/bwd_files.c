@@ -148,35 +148,17 @@ int bwd_dump(void *state, const char *dir) {
     const attn_problem *p = &s->p;
     const int64_t qr = (int64_t)(attn_problem_q_elems(p) / (size_t)p->D);
     const int64_t kr = (int64_t)(attn_problem_k_elems(p) / (size_t)p->D);
-    const struct {
-        const char *name;
-        const float *data;
-        int64_t d0, d1;
-    } t[] = {
-        {"q", s->q, qr, p->D}, {"k", s->k, kr, p->D},
-        {"v", s->v, kr, p->D}, {"do", s->dout, qr, p->D},
-        {"o", s->o, qr, p->D}, {"lse", s->lse, (int64_t)attn_problem_lse_elems(p), 0},
+    const attn_dump_tensor t[] = {
+        {"q", s->q, NULL, 2, {qr, p->D}},
+        {"k", s->k, NULL, 2, {kr, p->D}},
+        {"v", s->v, NULL, 2, {kr, p->D}},
+        {"do", s->dout, NULL, 2, {qr, p->D}},
+        {"o", s->o, NULL, 2, {qr, p->D}},
+        {"lse", s->lse, NULL, 1, {(int64_t)attn_problem_lse_elems(p)}},
+        {"sel", NULL, s->mode == BWD_TOPK ? s->sel : NULL, 2, {attn_problem_q_rows(p), s->k_eff}},
     };
-    char path[1024];
-    int rc = 0;
-    for (size_t n = 0; rc == 0 && n < sizeof t / sizeof t[0]; ++n) {
-        int64_t d[2] = {t[n].d0, t[n].d1};
-        snprintf(path, sizeof path, "%s/%s.bin", dir, t[n].name);
-        rc = attn_tensor_save(path, t[n].data, t[n].d1 > 0 ? 2 : 1, d);
-    }
-    if (rc == 0 && s->mode == BWD_TOPK) {
-        const int64_t rows = attn_problem_q_rows(p), d[2] = {rows, s->k_eff};
-        float *x = attn_host_alloc((size_t)rows * s->k_eff * sizeof(float), "--dump");
-        for (int64_t e = 0; x != NULL && e < rows * s->k_eff; ++e)
-            x[e] = (float)s->sel[e];
-        snprintf(path, sizeof path, "%s/sel.bin", dir);
-        rc = x == NULL || attn_tensor_save(path, x, 2, d);
-        free(x);
-    }
-    if (rc != 0) {
-        fprintf(stderr, "error: --dump: cannot write %s\n", path);
+    if (attn_dump_tensors(dir, t, (int)(sizeof t / sizeof t[0])) != 0)
         return 1;
-    }
     bwd_state tmp = *s;
     tmp.dump_dir = dir;
     return s->ref_done ? bwd_dump_grads(&tmp, "ref", &s->ref) : 0;

@@ -267,32 +267,6 @@ static void after_table(void *state, const attn_example *ex, const attn_run_reco
 
 /* ---- --dump ---------------------------------------------------------------------------------- */
 
-static int save(const char *dir, const char *name, const float *x, int ndim, int64_t d0, int64_t d1,
-                int64_t d2) {
-    char path[1024];
-    const int64_t dims[3] = {d0, d1, d2};
-    snprintf(path, sizeof path, "%s/%s.bin", dir, name);
-    if (attn_tensor_save(path, x, ndim, dims) != 0) {
-        fprintf(stderr, "error: --dump: cannot write %s\n", path);
-        return 1;
-    }
-    return 0;
-}
-
-/* An int array as a float tensor (exact below 2^24). */
-static int save_ints(const char *dir, const char *name, const int32_t *x, int ndim, int64_t d0,
-                     int64_t d1, int64_t d2) {
-    const int64_t n = d0 * (ndim > 1 ? d1 : 1) * (ndim > 2 ? d2 : 1);
-    float *f = (float *)malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    if (f == NULL)
-        return 1;
-    for (int64_t e = 0; e < n; ++e)
-        f[e] = (float)x[e];
-    int rc = save(dir, name, f, ndim, d0, d1, d2);
-    free(f);
-    return rc;
-}
-
 /* doc_ids [Lk], bias_table [H, 2r+1], alibi_slopes [H], the block mask (FlexAttention's four
  * arrays, [B, nq] and [B, nq, nk], and the visible entries per tile), and with --rope the inputs
  * before rotation (q_raw, k_raw [rows, D]) and inv_freq [D/2]. */
@@ -301,27 +275,26 @@ static int dump(void *state, const char *dir) {
     const attn_problem *p = &s->p;
     const attn_block_mask *m = &s->blocks;
     const int nq = m->num_q_blocks, nk = m->num_k_blocks;
+    const int64_t D = p->D, qr = (int64_t)attn_problem_q_elems(p) / D;
+    const int64_t kr = (int64_t)attn_problem_k_elems(p) / D;
+    const bool rope = s->opt.rope;
     float slopes[1024];
-    int rc = 0;
-    if (s->doc != NULL)
-        rc |= save_ints(dir, "doc_ids", s->doc, 1, p->Lk, 0, 0);
-    if (s->table != NULL)
-        rc |= save(dir, "bias_table", s->table, 2, p->H, 2 * s->spec.r + 1, 0);
-    if (p->H <= 1024) {
+    if (p->H <= 1024)
         flex_alibi_slopes(p->H, slopes);
-        rc |= save(dir, "alibi_slopes", slopes, 1, p->H, 0, 0);
-    }
-    rc |= save_ints(dir, "kv_num_blocks", m->kv_num_blocks, 2, p->B, nq, 0);
-    rc |= save_ints(dir, "kv_indices", m->kv_indices, 3, p->B, nq, nk);
-    rc |= save_ints(dir, "full_kv_num_blocks", m->full_kv_num_blocks, 2, p->B, nq, 0);
-    rc |= save_ints(dir, "full_kv_indices", m->full_kv_indices, 3, p->B, nq, nk);
-    rc |= save_ints(dir, "tile_counts", s->counts, 3, p->B, nq, nk);
-    if (s->opt.rope) {
-        rc |= save(dir, "q_raw", s->q_raw, 2, (int64_t)attn_problem_q_elems(p) / p->D, p->D, 0);
-        rc |= save(dir, "k_raw", s->k_raw, 2, (int64_t)attn_problem_k_elems(p) / p->D, p->D, 0);
-        rc |= save(dir, "inv_freq", s->inv_freq, 1, p->D / 2, 0, 0);
-    }
-    return rc != 0;
+    const attn_dump_tensor t[] = {
+        {"doc_ids", NULL, s->doc, 1, {p->Lk}},
+        {"bias_table", s->table, NULL, 2, {p->H, 2 * s->spec.r + 1}},
+        {"alibi_slopes", p->H <= 1024 ? slopes : NULL, NULL, 1, {p->H}},
+        {"kv_num_blocks", NULL, m->kv_num_blocks, 2, {p->B, nq}},
+        {"kv_indices", NULL, m->kv_indices, 3, {p->B, nq, nk}},
+        {"full_kv_num_blocks", NULL, m->full_kv_num_blocks, 2, {p->B, nq}},
+        {"full_kv_indices", NULL, m->full_kv_indices, 3, {p->B, nq, nk}},
+        {"tile_counts", NULL, s->counts, 3, {p->B, nq, nk}},
+        {"q_raw", rope ? s->q_raw : NULL, NULL, 2, {qr, D}},
+        {"k_raw", rope ? s->k_raw : NULL, NULL, 2, {kr, D}},
+        {"inv_freq", rope ? s->inv_freq : NULL, NULL, 1, {D / 2}},
+    };
+    return attn_dump_tensors(dir, t, (int)(sizeof t / sizeof t[0]));
 }
 
 static void release(void *state) {

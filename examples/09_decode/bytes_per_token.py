@@ -2,7 +2,7 @@
 """bytes_per_token.py — the bytes each version of example 09 moves per decoded token, measured by
 the simulator's profile (common/cudasim/README.md, "The profile": every global load and store of
 the kernels, counted; DRAM bytes under its L2 model) against the model of decode_report.c
-(dec_model_bytes; README.md, "Bytes per decoded token").
+(decode_report.c's model_bytes; README.md, "Bytes per decoded token").
 
   python3 examples/09_decode/bytes_per_token.py --program build/sim-check/examples/09_decode/decode_sim
       runs the committed problem (SmolLM2-135M's heads, 4 sequences of 2048 tokens, fp16) with

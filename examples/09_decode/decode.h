@@ -263,7 +263,7 @@ typedef struct dec_state {
     int32_t *sel, *seen_sel; /* [B * Lq, k_eff]: accepted, read back */
     unsigned char *gqa_bits; /* version 4's output (packed) and LSE, for the bit-exact compare */
     float *gqa_lse;
-    int gqa_splits, paged_same; /* paged_same: -1 not compared, 0 differs, 1 bit-identical */
+    int paged_same; /* paged_same: -1 not compared, 0 differs, 1 bit-identical */
     void *staging;
     dec_run run; /* what the kernels read (attn_buffers.args) */
     /* --fp8 (decode_fp8.c): the pools before and after a right append (K codes, or the latent
@@ -295,8 +295,6 @@ attn_module_after_table_fn dec_after_table;
 attn_module_release_fn dec_release;
 /* The host memory dec_setup will allocate (the driver checks it before the run). */
 double dec_host_bytes(void *state, const attn_problem *p);
-/* The model of the bytes kernel k moves (README.md, "Bytes per decoded token"). */
-double dec_model_bytes(void *state, const attn_kernel *k);
 
 #ifdef __cplusplus
 }

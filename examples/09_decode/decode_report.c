@@ -96,8 +96,7 @@ static int splits_of(const dec_state *s, const attn_kernel *k) {
 
 /* README.md, "Bytes per decoded token": what each version must move, counted from its loops
  * (requests to global memory, as the simulator's profile counts them). */
-double dec_model_bytes(void *state, const attn_kernel *k) {
-    const dec_state *s = of(state);
+static double model_bytes(const dec_state *s, const attn_kernel *k) {
     const double dz = (double)s->dsize, D = s->D, Dv = s->Dv, rows = (double)rows_of(s);
     const int g = s->H / s->H_kv, tiles = (s->Lq * g + DEC_ROWS - 1) / DEC_ROWS;
     const int tiles_g = (g + DEC_ROWS - 1) / DEC_ROWS, HI = s->opt.index_heads;
@@ -156,7 +155,7 @@ void dec_record_json(void *state, const attn_kernel *k, char *out, size_t len) {
              "\"index_heads\":%d,\"index_dim\":%d,\"decoded_tokens\":%d,\"model_bytes\":%.0f,"
              "\"latent\":%s,\"d_v\":%d",
              s->H_kv, s->Lq, s->P, splits_of(s, k), s->k_eff, s->opt.index_heads, s->opt.index_dim,
-             s->tokens, dec_model_bytes(state, k), s->latent ? "true" : "false", s->Dv);
+             s->tokens, model_bytes(s, k), s->latent ? "true" : "false", s->Dv);
     const size_t n = strlen(out);
     if (s->opt.fp8) /* what the FP8 checks measured (the errors: decode_fp8.c) */
         snprintf(out + n, len - n,
@@ -167,18 +166,11 @@ void dec_record_json(void *state, const attn_kernel *k, char *out, size_t len) {
                  s->err_over_bound, s->err_dequant, s->err16, s->k_err, s->k_max);
 }
 
-/* n packed values, or n integers, as fp32 (a tensor file's), released with s->mem; NULL after
- * reporting. */
+/* n packed values as fp32 (a tensor file's), released with s->mem; NULL after reporting. */
 static float *unpacked(dec_state *s, const unsigned char *src, size_t n) {
     float *f = alloc_host(s, n * sizeof(float));
     if (f != NULL)
         attn_unpack(f, src, n, s->p.dtype);
-    return f;
-}
-static float *as_float(dec_state *s, const int32_t *x, size_t n) {
-    float *f = alloc_host(s, n * sizeof(float));
-    for (size_t e = 0; f != NULL && e < n; ++e)
-        f[e] = (float)x[e];
     return f;
 }
 
@@ -186,45 +178,27 @@ static float *as_float(dec_state *s, const int32_t *x, size_t n) {
  * (attn tensor files, fp32), for decode.py's checks (tests/test_decode.py). */
 int dec_dump(void *state, const char *dir) {
     dec_state *s = of(state);
-    const int64_t slots = (int64_t)s->num_pages * s->P, tokens = (int64_t)s->B * s->Lq;
+    const int64_t slots = (int64_t)s->num_pages * s->P;
     const size_t pool_elems = (size_t)slots * s->H_kv * s->D;
     const bool lat = s->latent; /* the latent pool alone (its V: the first D_v columns of K) */
     float *kp = unpacked(s, s->kp1, pool_elems);
     float *vp = lat ? NULL : unpacked(s, s->vp1, pool_elems);
     float *kip = lat ? NULL : unpacked(s, s->kip1, (size_t)slots * s->opt.index_dim);
-    float *table = as_float(s, s->table, (size_t)s->B * s->W);
-    float *lens = as_float(s, s->lens, (size_t)s->B);
-    float *sel = as_float(s, s->sel, (size_t)tokens * s->k_eff);
-    int rc = s->mem.failed;
-    const struct {
-        const char *name;
-        const float *data;
-        int ndim;
-        int64_t d0, d1, d2, d3;
-    } t[] = {
-        {"q", s->q, 4, s->B, s->Lq, s->H, s->D},
-        {"k_pages", kp, 4, s->num_pages, s->P, s->H_kv, s->D},
-        {"v_pages", vp, 4, s->num_pages, s->P, s->H_kv, s->D},
-        {"block_table", table, 2, s->B, s->W, 0, 0},
-        {"cache_seqlens", lens, 1, s->B, 0, 0, 0},
-        {"o_ref", s->ref, 4, s->B, s->Lq, s->H, s->Dv},
-        {"q_index", lat ? NULL : s->qi, 4, s->B, s->Lq, s->opt.index_heads, s->opt.index_dim},
-        {"ki_pages", kip, 3, s->num_pages, s->P, s->opt.index_dim, 0},
-        {"weights", lat ? NULL : s->w, 3, s->B, s->Lq, s->opt.index_heads, 0},
-        {"sel", lat ? NULL : sel, 3, s->B, s->Lq, s->k_eff, 0},
-        {"o_sparse_ref", s->sref, 4, s->B, s->Lq, s->H, s->D},
+    const int IH = s->opt.index_heads, ID = s->opt.index_dim;
+    const attn_dump_tensor t[] = {
+        {"q", s->q, NULL, 4, {s->B, s->Lq, s->H, s->D}},
+        {"k_pages", kp, NULL, 4, {s->num_pages, s->P, s->H_kv, s->D}},
+        {"v_pages", vp, NULL, 4, {s->num_pages, s->P, s->H_kv, s->D}},
+        {"block_table", NULL, s->table, 2, {s->B, s->W}},
+        {"cache_seqlens", NULL, s->lens, 1, {s->B}},
+        {"o_ref", s->ref, NULL, 4, {s->B, s->Lq, s->H, s->Dv}},
+        {"q_index", lat ? NULL : s->qi, NULL, 4, {s->B, s->Lq, IH, ID}},
+        {"ki_pages", kip, NULL, 3, {s->num_pages, s->P, ID}},
+        {"weights", lat ? NULL : s->w, NULL, 3, {s->B, s->Lq, IH}},
+        {"sel", NULL, lat ? NULL : s->sel, 3, {s->B, s->Lq, s->k_eff}},
+        {"o_sparse_ref", s->sref, NULL, 4, {s->B, s->Lq, s->H, s->D}},
     };
-    char path[1024] = "";
-    for (size_t n = 0; rc == 0 && n < sizeof t / sizeof t[0]; ++n) {
-        if (t[n].data == NULL) /* a stage that did not run */
-            continue;
-        const int64_t dims[4] = {t[n].d0, t[n].d1, t[n].d2, t[n].d3};
-        snprintf(path, sizeof path, "%s/%s.bin", dir, t[n].name);
-        rc = attn_tensor_save(path, t[n].data, t[n].ndim, dims);
-    }
-    if (rc)
-        fprintf(stderr, "error: --dump: cannot write %s\n", path[0] ? path : dir);
-    return rc;
+    return s->mem.failed || attn_dump_tensors(dir, t, (int)(sizeof t / sizeof t[0]));
 }
 
 void dec_after_table(void *state, const attn_example *ex, const attn_run_record *recs, int n) {
@@ -246,8 +220,7 @@ void dec_after_table(void *state, const attn_example *ex, const attn_run_record 
                 k = &ex->kernels[x];
         if (k == NULL || strcmp(recs[r].status, "SKIP") == 0)
             continue;
-        printf("  %-13s %12.0f\n", k->name,
-               dec_model_bytes(state, k) / (s->tokens ? s->tokens : 1));
+        printf("  %-13s %12.0f\n", k->name, model_bytes(s, k) / (s->tokens ? s->tokens : 1));
         if (recs[r].timed && strcmp(k->name, "paged") == 0)
             paged = recs[r].time.median_ms;
         if (recs[r].timed && strcmp(k->name, "sparse") == 0)

@@ -193,6 +193,38 @@ static void test_load(void) {
     CHECK_CONTAINS(why, "cannot open");
 }
 
+/* attn_dump_tensors writes each present tensor as dir/name.bin (ints as fp32 values), skips an
+ * entry with neither data nor ints, and refuses a folder it cannot write into. */
+static void test_dump_tensors(void) {
+    const float data[3] = {0.5f, -1.0f, 2.0f};
+    const int32_t ints[4] = {-1, 0, 7, 1 << 20};
+    const attn_dump_tensor t[] = {
+        {"attn_unit_dump_f", data, NULL, 1, {3}},
+        {"attn_unit_dump_absent", NULL, NULL, 1, {3}},
+        {"attn_unit_dump_i", NULL, ints, 2, {2, 2}},
+    };
+    CHECK_EQ(attn_dump_tensors(".", t, 3), 0);
+    float *back = NULL;
+    int64_t got[2] = {0};
+    int ndim = 0;
+    char why[256] = "";
+    CHECK_EQ(attn_tensor_load("./attn_unit_dump_f.bin", &back, &ndim, got, 2, why, sizeof why), 0);
+    CHECK(ndim == 1 && got[0] == 3 && back != NULL && memcmp(back, data, sizeof data) == 0);
+    free(back);
+    back = NULL;
+    CHECK_EQ(attn_tensor_load("./attn_unit_dump_i.bin", &back, &ndim, got, 2, why, sizeof why), 0);
+    CHECK(ndim == 2 && got[0] == 2 && got[1] == 2 && back != NULL);
+    CHECK(back != NULL && back[0] == -1.0f && back[2] == 7.0f && back[3] == 1048576.0f);
+    free(back);
+    FILE *f = fopen("./attn_unit_dump_absent.bin", "rb");
+    CHECK(f == NULL);
+    if (f != NULL)
+        fclose(f);
+    remove("./attn_unit_dump_f.bin");
+    remove("./attn_unit_dump_i.bin");
+    CHECK(attn_dump_tensors("/nonexistent-dir", t, 3) != 0);
+}
+
 /* A varlen problem's offsets reach the device unchanged (a wrong copy, or q and k swapped, fails
  * the comparison); a dense problem gets no buffers; attn_free_buffers releases both kinds. */
 static void test_device_seqlens(void) {
@@ -246,6 +278,7 @@ int main(void) {
     test_inputs();
     test_save();
     test_load();
+    test_dump_tensors();
     test_device_seqlens();
     return unit_finish();
 }

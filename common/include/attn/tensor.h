@@ -78,6 +78,19 @@ void attn_host_inputs_free(attn_host_inputs *in);
 /* Writes a raw little-endian fp32 file with a one-line text header
  * "attn-tensor v1 f32 <dims...>\n" followed by the data. 0 on success. */
 int attn_tensor_save(const char *path, const float *data, int ndim, const int64_t *dims);
+/* One tensor of a --dump folder: dir/name.bin holding data (fp32) or, with data NULL, ints
+ * (int32 values written as fp32, exact below 2^24); an entry with neither is skipped (a stage
+ * that did not run). dims[0 .. ndim-1] its dimensions. */
+typedef struct attn_dump_tensor {
+    const char *name;
+    const float *data;
+    const int32_t *ints;
+    int ndim;
+    int64_t dims[4];
+} attn_dump_tensor;
+/* Writes the n tensors of t into dir in turn (attn_tensor_save). 0, or 1 after one line
+ * "error: --dump: cannot write PATH" on stderr. */
+int attn_dump_tensors(const char *dir, const attn_dump_tensor *t, int n);
 /* Reads a file of attn_tensor_save: its dimensions into dims (at most max_dims of them; *ndim
  * gets their number) and its values into a new array (*data, malloc'ed: free it). 0, or -1 with
  * a one-line reason in why ("cannot open ...", "not an attn-tensor v1 f32 file", "... holds
