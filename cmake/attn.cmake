@@ -225,6 +225,23 @@ function(attn_cuda_executable name)
   _attn_cuda_target(EXECUTABLE ${name} ${ARGN})
 endfunction()
 
+# attn_not_in_tsan(<target>...): in sim-tsan (ATTN_SANITIZER tsan) <target> is left out of the
+# default build (EXCLUDE_FROM_ALL): a program none of that preset's tests (labels cudasim, tsan)
+# runs, such as an example's own checkers, whose tests the other builds run.
+# <target> is a program or library of attn_cuda_executable/_library (its _sim target) or a plain
+# target.
+function(attn_not_in_tsan)
+  if(NOT ATTN_SANITIZER STREQUAL "tsan")
+    return()
+  endif()
+  foreach(name IN LISTS ARGN)
+    if(TARGET ${name}_sim)
+      set(name ${name}_sim)
+    endif()
+    set_target_properties(${name} PROPERTIES EXCLUDE_FROM_ALL TRUE)
+  endforeach()
+endfunction()
+
 # attn_model_library(<name> SOURCES ... LIBRARIES ...)
 # Makes lib<name>_<backend>.so (one per built backend): the library a model loads with ctypes
 # (example 09's decode library, 12's V4 library), its LIBRARIES' <lib>_<backend> inside it. Its
