@@ -269,11 +269,17 @@ def pattern_mask(spec, lq, lk, causal=False, device=None):
 
 def pattern_entries(spec, lq, lk, causal=False, device=None, chunk=1 << 26):
     """Entries computed per head (pattern and causality), counted in chunks of query rows of about
-    `chunk` entries, without the whole [lq, lk] mask (128k x 128k would be 16 GiB)."""
+    `chunk` entries, without the whole [lq, lk] mask (128k x 128k would be 16 GiB). Under
+    causality a chunk's keys stop at its last row's aligned position (the rest are never kept):
+    half the work of a square pattern."""
     keep = pattern_predicate(parse_pattern(spec), lq, lk, causal, device)
-    j = torch.arange(lk, device=device).unsqueeze(0)
     rows = max(1, chunk // max(lk, 1))
-    return sum(int(keep(torch.arange(r, min(r + rows, lq), device=device).unsqueeze(1), j).sum())
+
+    def keys(end):  # the keys a chunk of rows before `end` can keep
+        n = max(0, min(lk, end + lk - lq)) if causal else lk
+        return torch.arange(n, device=device).unsqueeze(0)
+    return sum(int(keep(torch.arange(r, min(r + rows, lq), device=device).unsqueeze(1),
+                        keys(min(r + rows, lq))).sum())
                for r in range(0, lq, rows))
 
 

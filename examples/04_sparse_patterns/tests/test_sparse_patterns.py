@@ -160,6 +160,12 @@ def check_flex(c):
     n = pattern_entries("causal_window:w=100", 1000, 1000, True, chunk=4000)
     c.expect(n == 100 * 101 // 2 + 900 * 100 and n == int(pattern_mask(
         "causal_window:w=100", 1000, 1000, True).sum()), f"pattern_entries in chunks: {n}")
+    for spec, lq, lk, causal in (("strided:l=4", 300, 300, True), ("fixed:l=8,c=2", 100, 300, True),
+                                 ("bigbird:b=32,r=1,seed=1", 100, 300, True),
+                                 ("window:w=5", 100, 300, False)):
+        n = pattern_entries(spec, lq, lk, causal, chunk=1000)  # causal: each chunk's keys cut
+        c.expect(n == int(pattern_mask(spec, lq, lk, causal).sum()),
+                 f"pattern_entries of {spec} {lq}x{lk} (causal={causal}) in chunks: {n}")
 
 
 def check_c_builders(c, tool):
