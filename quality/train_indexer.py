@@ -43,6 +43,7 @@ import indexer  # noqa: E402
 import metrics  # noqa: E402
 import smollm  # noqa: E402
 import texts  # noqa: E402
+import windowsets  # noqa: E402
 
 OBJECTIVE = ("KL(p(t,.) || softmax(I(t,.))) over the causal keys, nats, mean over query rows; "
              "p = the layer's causal attention summed over its heads, L1-normalised")
@@ -70,8 +71,8 @@ def train(model, tok, out=indexer.WEIGHTS, window=2048, train_windows=52, val_wi
           threads=2, minutes=None):
     """Train (or resume) and write the weights and the log; returns the log."""
     torch.set_num_threads(threads)
-    novels = [(t, tok.encode(x).ids) for t, x in texts.austen_novels()
-              if t in texts.TRAINING_NOVELS]
+    novels = windowsets.token_ids("austen-training", tok, [
+        (t, x) for t, x in texts.austen_novels() if t in texts.TRAINING_NOVELS])
     ids = dict(novels)
     train_w, val_w = split(novels, window, train_windows, val_windows)
     ckpt_path = os.path.join(os.path.dirname(out), ".indexer_ckpt.pt")

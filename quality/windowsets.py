@@ -61,12 +61,13 @@ def starts(doc_tokens, length, count, stride, skip):
 _IDS = {}
 
 
-def token_ids(text, tok):
+def token_ids(text, tok, docs=None):
     """[(title, ids list)] of a text's documents (tokenized once per process, and kept in
     smollm.CACHE/tokens/ under a hash of the documents and the tokenizer: the three texts take
-    seconds to tokenize, for every script and test that reads a window set)."""
+    seconds to tokenize, for every script and test that reads a window set). docs: other
+    documents [(title, text)], kept under the name `text` (the indexer's training novels)."""
     if text not in _IDS:
-        docs = texts.documents(text)
+        docs = texts.documents(text) if docs is None else docs
         h = hashlib.sha256(tok.to_str().encode())
         for title, t in docs:
             h.update(title.encode() + b"\0" + t.encode() + b"\0")
