@@ -70,20 +70,38 @@ wait_for_python() {
     py_flag=(-DATTN_PYTHON="$ATTN_PY")
     say "Python set-up done ($ATTN_PY)"
 }
+# Every preset is configured and built by one make over one pool of $JOBS jobs (a GNU make
+# jobserver that the presets' own Makefiles share): while one preset's build runs a single job (its
+# configure, a link, the simulator's translator), another preset's compiles fill the other cores.
+# The tests then run preset by preset, alone on the machine. Measured: tests/README.md, "Time budgets".
+build_presets() {
+    local mk="$results/build.mk" p t=$'\t'
+    for p in "$@"; do
+        cat <<MK
+$p:
+${t}@cmake --preset $p >"$results/$p.configure.log" 2>&1 && touch "$results/$p.configured"
+${t}+@if [ -f "$ROOT/build/$p/Makefile" ]; then \$(MAKE) --no-print-directory -C "$ROOT/build/$p"; \\
+${t}  else cmake --build --preset $p -j $JOBS; fi >"$results/$p.build.log" 2>&1
+${t}@touch "$results/$p.built"; printf '\\033[1m==> [%s] built\\033[0m\\n' $p
+MK
+    done >"$mk"
+    make -k -j "$JOBS" --no-print-directory -f "$mk" "$@" || true
+    for p in "$@"; do
+        if [ ! -f "$results/$p.configured" ]; then
+            cat "$results/$p.configure.log"
+            failed_presets+=("$p(configure)")
+        elif [ ! -f "$results/$p.built" ]; then
+            grep -E -B2 -A8 'error' "$results/$p.build.log" | head -80
+            failed_presets+=("$p(build)")
+        fi
+    done
+}
+start=$SECONDS
+say "configure + build: ${presets[*]} (logs: $results/<preset>.build.log)"
+build_presets "${presets[@]}"
 for preset in "${presets[@]}"; do
-    say "[$preset] configure + build"
-    start=$SECONDS
-    if ! cmake --preset "$preset" "${py_flag[@]}" >"$results/$preset.configure.log" 2>&1; then
-        cat "$results/$preset.configure.log"
-        failed_presets+=("$preset(configure)")
-        continue
-    fi
-    if ! cmake --build --preset "$preset" -j "$JOBS" >"$results/$preset.build.log" 2>&1; then
-        grep -E -B2 -A8 'error' "$results/$preset.build.log" | head -80
-        failed_presets+=("$preset(build)")
-        continue
-    fi
-    if [ -n "$setup_pid" ]; then
+    [ -f "$results/$preset.built" ] || continue
+    if [ "$preset" = sim ] && [ -n "$setup_pid" ]; then
         # Built without the interpreter while the set-up ran: configure again with it (adds the
         # Python suites and what they build).
         wait_for_python
@@ -94,7 +112,12 @@ for preset in "${presets[@]}"; do
             continue
         fi
     fi
-    say "[$preset] built in $((SECONDS - start)) s; testing"
+done
+say "built in $((SECONDS - start)) s"
+for preset in "${presets[@]}"; do
+    [ -f "$results/$preset.built" ] || continue
+    say "[$preset] testing"
+    start=$SECONDS
     if [ "$preset" = sim ] && [ $python -eq 1 ] && [ $fast -eq 0 ]; then
         # The python suite must be registered when Python is set up: never pass by not running it.
         n=$(ctest --preset sim -N -L python | awk '/Total Tests:/{print $3}')
@@ -104,6 +127,7 @@ for preset in "${presets[@]}"; do
     [ $fast -eq 0 ] || test_preset=sim-fast
     ctest --preset "$test_preset" -j "$JOBS" --output-junit "$results/$preset.xml" ||
         failed_presets+=("$preset")
+    say "[$preset] tested in $((SECONDS - start)) s"
 done
 
 wait_for_python # where no preset reached it (the sim build failed): its failure still counts
