@@ -236,6 +236,21 @@ typedef struct dec_run {
     int splits_split_kv, splits_tiled, splits_sparse; /* each version's split count */
 } dec_run;
 
+/* A paged pool the append stage writes (the dtype's K, V and index keys: version 1; the FP8
+ * cache's codes and scales: version 11), num_pages x P slots of `row` bytes: on the host as it is
+ * before the step (the new tokens' slots NaN too) and as a right append leaves it (0xFF = NaN
+ * where no token is), and its device copy. */
+typedef struct dec_pool {
+    const char *name; /* a failure names it: "<name> pool: page x slot y" */
+    unsigned char *before, *after;
+    size_t row;
+    void *dev;
+} dec_pool;
+typedef struct dec_pools {
+    int n;
+    dec_pool p[4];
+} dec_pools;
+
 /* One run's data. Host arrays hold fp32 values already rounded to the dtype; the pools and the
  * contiguous cache are kept as the device holds them (packed dtype bytes, 0xFF = NaN where no
  * token is), so that a kernel reading past a sequence's tokens reads NaN and fails. */
@@ -250,28 +265,29 @@ typedef struct dec_state {
     float amplitude;
     attn_inputs inputs; /* --inputs: the signs of Q, K, V */
     uint64_t seed;
-    int64_t stride; /* checked rows: (b * Lq + i) * H + h a multiple of it */
-    size_t dsize, pool_bytes, pool_v_bytes, pool_ki_bytes, cache_bytes; /* latent: v, ki, 0 */
-    float *q, *k, *v, *qi, *ki, *w;  /* q [B,Lq,H,D], k, v [total_k, H_kv, D], qi, ki, w */
-    int *table;                      /* [B, W] */
-    unsigned char *kp0, *vp0, *kip0; /* pools before the append (new tokens' slots NaN) */
-    unsigned char *kp1, *vp1, *kip1; /* pools after a right append */
-    unsigned char *kc, *vc;          /* contiguous cache */
-    unsigned char *knew, *vnew, *kinew, *qb, *qib; /* new tokens, queries: packed */
-    unsigned char *seen;                           /* a pool read back */
-    float *ref, *ref_lse, *lowp, *sref, *sref_lse, *slowp, *out, *lse, *logits;
+    int64_t stride;                     /* checked rows: (b * Lq + i) * H + h a multiple of it */
+    size_t dsize, cache_bytes;          /* latent: no contiguous cache (0) */
+    float *q, *k, *v, *qi, *ki, *w;     /* q [B,Lq,H,D], k, v [total_k, H_kv, D], qi, ki, w */
+    int *table;                         /* [B, W] */
+    dec_pools pools;                    /* K, V, index keys (latent: the latent pool alone) */
+    unsigned char *kc, *vc;             /* contiguous cache */
+    unsigned char *knew, *vnew, *kinew; /* new tokens: packed */
+    unsigned char *seen;                /* a pool read back */
+    attn_stage_reference ref, sref;     /* dense and sparse references (the checked rows) */
+    float *out, *lse, *logits;
     int32_t *sel, *seen_sel; /* [B * Lq, k_eff]: accepted, read back */
     unsigned char *gqa_bits; /* version 4's output (packed) and LSE, for the bit-exact compare */
     float *gqa_lse;
     int paged_same; /* paged_same: -1 not compared, 0 differs, 1 bit-identical */
     void *staging;
     dec_run run; /* what the kernels read (attn_buffers.args) */
-    /* --fp8 (decode_fp8.c): the pools before and after a right append (K codes, or the latent
-     * rows; V codes; their scales), K and V as the kernels dequantise them, the reference over
-     * those, and what the checks measured (the --json record's) */
+    /* --fp8 (decode_fp8.c): the FP8 pools (K codes, or the latent rows; V codes; their scales),
+     * K and V as the kernels dequantise them, the reference over those, and what the checks
+     * measured (the --json record's) */
     size_t row8; /* bytes of a token's FP8 row (all its heads) */
-    unsigned char *k8p0, *k8p1, *v8p0, *v8p1;
-    float *ks0, *ks1, *vs0, *vs1, *kd, *vd, *dref, *dref_lse, *dlowp;
+    dec_pools pools8;
+    float *kd, *vd;
+    attn_stage_reference dref;
     double err_fp64, err_over_bound, bound_at, err_dequant, err16, k_err, k_max;
     attn_allocs mem; /* every buffer but lens (host and device: dec_release frees them) */
 } dec_state;

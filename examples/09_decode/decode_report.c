@@ -14,11 +14,11 @@
 #include "decode_stages.h"
 
 /* What make_inputs and dec_setup allocate on the host, for the driver's check before any of it
- * is: the inputs in fp32 and packed, the pools before and after the append and one read back, the
+ * is: the inputs in fp32, the pools before and after the append and one read back, the
  * contiguous cache, the new tokens, the dense and sparse references (O, LSE, the same-precision
- * O), what is read back, gqa's copy; on the simulator, whose device memory is host memory, the
- * device's copies too (but the split partials, whose count the device decides). Latent: no V, no
- * contiguous cache, no index-key pools. */
+ * O), what is read back and the staging the packed Q, q_I and O pass through, gqa's copy; on the
+ * simulator, whose device memory is host memory, the device's copies too (but the split partials,
+ * whose count the device decides). Latent: no V, no contiguous cache, no index-key pools. */
 double dec_host_bytes(void *state, const attn_problem *p) {
     const dec_state *s = of(state);
     const double dz = (double)attn_dtype_size(p->dtype), f = sizeof(float), lat = s->latent;
@@ -26,12 +26,13 @@ double dec_host_bytes(void *state, const attn_problem *p) {
     const double tok = (double)s->B * s->Lq, HkD = (double)s->H_kv * s->D, Dv = s->Dv;
     const double QI = tok * s->opt.index_heads * s->opt.index_dim, DI = s->opt.index_dim;
     const double slots = (double)s->num_pages * s->P;
-    const double inputs = rows * s->D * (f + dz) + total_k * HkD * f * (2 - lat) + QI * (f + dz) +
+    const double inputs = rows * s->D * f + total_k * HkD * f * (2 - lat) + QI * f +
                           total_k * DI * f + tok * s->opt.index_heads * f;
     const double pools = slots * HkD * dz * (5 - 2 * lat) + (1 - lat) * slots * DI * dz * 2;
     const double contiguous = (1 - lat) * 2.0 * s->B * s->H_kv * (double)s->L_cap * s->D * dz;
     const double fresh = tok * (HkD * (2 - lat) + DI) * dz;
-    const double outputs = rows * Dv * (f + 2 * dz) + rows * f * 2 + tok * s->L_cap * f +
+    const double staging = fmax(rows * s->D, QI) * dz; /* Q and q_I go up through it, O back */
+    const double outputs = rows * Dv * (f + dz) + staging + rows * f * 2 + tok * s->L_cap * f +
                            tok * s->k_eff * 8.0 + 2 * rows * (2 * Dv + 1) * f;
     const double device = slots * (HkD * (2 - lat) + (1 - lat) * DI) * dz + contiguous / 2 +
                           rows * (s->D + Dv) * dz + tok * s->L_cap * f;
@@ -181,9 +182,9 @@ int dec_dump(void *state, const char *dir) {
     const int64_t slots = (int64_t)s->num_pages * s->P;
     const size_t pool_elems = (size_t)slots * s->H_kv * s->D;
     const bool lat = s->latent; /* the latent pool alone (its V: the first D_v columns of K) */
-    float *kp = unpacked(s, s->kp1, pool_elems);
-    float *vp = lat ? NULL : unpacked(s, s->vp1, pool_elems);
-    float *kip = lat ? NULL : unpacked(s, s->kip1, (size_t)slots * s->opt.index_dim);
+    float *kp = unpacked(s, s->pools.p[0].after, pool_elems);
+    float *vp = lat ? NULL : unpacked(s, s->pools.p[1].after, pool_elems);
+    float *kip = lat ? NULL : unpacked(s, s->pools.p[2].after, (size_t)slots * s->opt.index_dim);
     const int IH = s->opt.index_heads, ID = s->opt.index_dim;
     const attn_dump_tensor t[] = {
         {"q", s->q, NULL, 4, {s->B, s->Lq, s->H, s->D}},
@@ -191,12 +192,12 @@ int dec_dump(void *state, const char *dir) {
         {"v_pages", vp, NULL, 4, {s->num_pages, s->P, s->H_kv, s->D}},
         {"block_table", NULL, s->table, 2, {s->B, s->W}},
         {"cache_seqlens", NULL, s->lens, 1, {s->B}},
-        {"o_ref", s->ref, NULL, 4, {s->B, s->Lq, s->H, s->Dv}},
+        {"o_ref", s->ref.o, NULL, 4, {s->B, s->Lq, s->H, s->Dv}},
         {"q_index", lat ? NULL : s->qi, NULL, 4, {s->B, s->Lq, IH, ID}},
         {"ki_pages", kip, NULL, 3, {s->num_pages, s->P, ID}},
         {"weights", lat ? NULL : s->w, NULL, 3, {s->B, s->Lq, IH}},
         {"sel", NULL, lat ? NULL : s->sel, 3, {s->B, s->Lq, s->k_eff}},
-        {"o_sparse_ref", s->sref, NULL, 4, {s->B, s->Lq, s->H, s->D}},
+        {"o_sparse_ref", s->sref.o, NULL, 4, {s->B, s->Lq, s->H, s->D}},
     };
     return s->mem.failed || attn_dump_tensors(dir, t, (int)(sizeof t / sizeof t[0]));
 }
@@ -214,10 +215,7 @@ void dec_after_table(void *state, const attn_example *ex, const attn_run_record 
            "token%s in the step):\n",
            s->tokens, s->tokens > 1 ? "s" : "");
     for (int r = 0; r < n; ++r) {
-        const attn_kernel *k = NULL;
-        for (int x = 0; x < ex->num_kernels; ++x)
-            if (strcmp(ex->kernels[x].name, recs[r].kernel) == 0)
-                k = &ex->kernels[x];
+        const attn_kernel *k = attn_example_find(ex, recs[r].kernel_id);
         if (k == NULL || strcmp(recs[r].status, "SKIP") == 0)
             continue;
         printf("  %-13s %12.0f\n", k->name, model_bytes(s, k) / (s->tokens ? s->tokens : 1));

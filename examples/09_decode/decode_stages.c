@@ -87,26 +87,30 @@ void dec_banner(void *state, const attn_problem *p) {
 
 /* ---- step 3: inputs -------------------------------------------------------------------------- */
 
-/* The packed bytes of count fp32 values in the dtype, into dst. */
-static void pack(const dec_state *s, unsigned char *dst, const float *src, size_t count) {
-    attn_pack(dst, src, count, s->p.dtype);
+dec_pool *dec_add_pool(dec_state *s, dec_pools *ps, const char *name, size_t row) {
+    const size_t bytes = (size_t)s->num_pages * s->P * row;
+    dec_pool *pool = &ps->p[ps->n++];
+    *pool = (dec_pool){name, alloc_nan(s, bytes), alloc_nan(s, bytes), row, NULL};
+    return s->mem.failed ? NULL : pool;
 }
 
-/* A pool as a right append leaves it (after: every token of every sequence in its slot, NaN
- * elsewhere) and as it was before (the new tokens' slots NaN too); width: elements per token
- * (H_kv * D, or D_I). */
-static void fill_pools(const dec_state *s, unsigned char *before, unsigned char *after,
-                       const float *rows, int width) {
-    const size_t row = (size_t)width * s->dsize;
-    memset(after, 0xFF, (size_t)s->num_pages * s->P * row);
-    memset(before, 0xFF, (size_t)s->num_pages * s->P * row);
+/* A pool as a right append leaves it: every token of every sequence in its slot (rows: the
+ * tokens' values, width of them per token: H_kv * D, or D_I). */
+static void fill_pool(const dec_state *s, const dec_pool *pool, const float *rows, int width) {
     for (int b = 0; b < s->B; ++b)
-        for (int t = 0; t < s->lens[b]; ++t) {
-            const int64_t at = slot_of(s, b, t) * (int64_t)row;
-            pack(s, after + at, rows + ((int64_t)s->cu_k[b] + t) * width, (size_t)width);
-            if (t < s->lens[b] - s->Lq) /* prefilled: in the pool before the step */
-                memcpy(before + at, after + at, row);
-        }
+        for (int t = 0; t < s->lens[b]; ++t)
+            attn_pack(pool->after + slot_of(s, b, t) * (int64_t)pool->row,
+                      rows + ((int64_t)s->cu_k[b] + t) * width, (size_t)width, s->p.dtype);
+}
+
+/* Each pool of ps as it was before the step: as after it, but the new tokens' slots NaN. */
+static void fill_before(const dec_state *s, const dec_pools *ps) {
+    for (int n = 0; n < ps->n; ++n)
+        for (int b = 0; b < s->B; ++b)
+            for (int t = 0; t < s->lens[b] - s->Lq; ++t) { /* prefilled: in the pool already */
+                const size_t at = (size_t)slot_of(s, b, t) * ps->p[n].row;
+                memcpy(ps->p[n].before + at, ps->p[n].after + at, ps->p[n].row);
+            }
 }
 
 /* The new tokens' rows, [B, Lq, width] (zeros for an empty sequence, whose are not read). */
@@ -115,10 +119,12 @@ static void fill_new(const dec_state *s, unsigned char *dst, const float *rows, 
     memset(dst, 0, (size_t)s->B * s->Lq * row);
     for (int b = 0; b < s->B; ++b)
         for (int i = 0; s->lens[b] > 0 && i < s->Lq; ++i)
-            pack(s, dst + ((size_t)b * s->Lq + i) * row,
-                 rows + ((int64_t)s->cu_k[b] + s->lens[b] - s->Lq + i) * width, (size_t)width);
+            attn_pack(dst + ((size_t)b * s->Lq + i) * row,
+                      rows + ((int64_t)s->cu_k[b] + s->lens[b] - s->Lq + i) * width, (size_t)width,
+                      s->p.dtype);
 }
 
+/* The seeded inputs in fp32 (--fp8: then the FP8 pools). */
 static int make_inputs(dec_state *s) {
     const int D = s->D, HI = s->opt.index_heads, DI = s->opt.index_dim, HkD = s->H_kv * D;
     const size_t total_k = (size_t)s->cu_k[s->B], rows = (size_t)rows_of(s);
@@ -130,19 +136,6 @@ static int make_inputs(dec_state *s) {
     s->qi = alloc_host(s, tok * HI * DI * sizeof(float));
     s->ki = alloc_host(s, total_k * DI * sizeof(float));
     s->w = alloc_host(s, tok * HI * sizeof(float));
-    s->pool_bytes = (size_t)s->num_pages * s->P * HkD * s->dsize;
-    s->pool_v_bytes = lat ? 0 : s->pool_bytes;
-    s->pool_ki_bytes = lat ? 0 : (size_t)s->num_pages * s->P * DI * s->dsize;
-    s->cache_bytes = lat ? 0 : (size_t)s->B * s->H_kv * s->L_cap * D * s->dsize;
-    s->kp0 = alloc_host(s, s->pool_bytes), s->vp0 = alloc_host(s, s->pool_v_bytes);
-    s->kp1 = alloc_host(s, s->pool_bytes), s->vp1 = alloc_host(s, s->pool_v_bytes);
-    s->kip0 = alloc_host(s, s->pool_ki_bytes), s->kip1 = alloc_host(s, s->pool_ki_bytes);
-    s->seen = alloc_host(s, s->pool_bytes > s->pool_ki_bytes ? s->pool_bytes : s->pool_ki_bytes);
-    s->kc = alloc_host(s, s->cache_bytes), s->vc = alloc_host(s, s->cache_bytes);
-    s->knew = alloc_host(s, tok * HkD * s->dsize),
-    s->vnew = alloc_host(s, lat ? 0 : tok * HkD * s->dsize);
-    s->kinew = alloc_host(s, tok * DI * s->dsize);
-    s->qb = alloc_host(s, rows * D * s->dsize), s->qib = alloc_host(s, tok * HI * DI * s->dsize);
     if (s->mem.failed)
         return 1;
     /* streams 0-2: Q, K, V (as the harness: --amplitude, --inputs); 3-5: q_I, k_I, w (as
@@ -156,30 +149,58 @@ static int make_inputs(dec_state *s) {
     attn_fill_uniform(s->qi, tok * HI * DI, s->seed, 3, 1.0f, s->p.dtype);
     attn_fill_uniform(s->ki, total_k * DI, s->seed, 4, 1.0f, s->p.dtype);
     attn_fill_uniform(s->w, tok * HI, s->seed, 5, 1.0f / sqrtf((float)HI * DI), ATTN_F32);
-    if (s->opt.fp8 && dec_fp8_inputs(s)) /* K's outlier channels scaled: before the pools */
+    return s->opt.fp8 && dec_fp8_inputs(s); /* K's outlier channels scaled: before the pools */
+}
+
+/* The caches as the device holds them (packed): the pools before and after a right append, the
+ * new tokens' rows, the contiguous cache [B, H_kv, L_cap, D] (NaN past each sequence's tokens). */
+static int make_caches(dec_state *s) {
+    const int D = s->D, DI = s->opt.index_dim, HkD = s->H_kv * D;
+    const size_t tok = (size_t)s->B * s->Lq, row = (size_t)HkD * s->dsize, ki_row = DI * s->dsize;
+    const bool lat = s->latent;
+    const dec_pool *kp = dec_add_pool(s, &s->pools, "K", row);
+    const dec_pool *vp = lat ? NULL : dec_add_pool(s, &s->pools, "V", row);
+    const dec_pool *kip = lat ? NULL : dec_add_pool(s, &s->pools, "index-key", ki_row);
+    s->seen = alloc_host(s, (size_t)s->num_pages * s->P * (row > ki_row ? row : ki_row));
+    s->cache_bytes = lat ? 0 : (size_t)s->B * s->H_kv * s->L_cap * D * s->dsize;
+    s->kc = alloc_nan(s, s->cache_bytes), s->vc = alloc_nan(s, s->cache_bytes);
+    s->knew = alloc_host(s, tok * row), s->vnew = alloc_host(s, lat ? 0 : tok * row);
+    s->kinew = alloc_host(s, tok * ki_row);
+    if (s->mem.failed)
         return 1;
-    fill_pools(s, s->kp0, s->kp1, s->k, HkD);
+    fill_pool(s, kp, s->k, HkD);
     fill_new(s, s->knew, s->k, HkD);
-    pack(s, s->qb, s->q, rows * D);
-    pack(s, s->qib, s->qi, tok * HI * DI);
-    if (lat)
-        return 0;
-    fill_pools(s, s->vp0, s->vp1, s->v, HkD);
-    fill_pools(s, s->kip0, s->kip1, s->ki, DI);
-    /* the contiguous cache [B, H_kv, L_cap, D], NaN past each sequence's tokens */
-    memset(s->kc, 0xFF, s->cache_bytes);
-    memset(s->vc, 0xFF, s->cache_bytes);
-    for (int b = 0; b < s->B; ++b)
+    if (!lat) {
+        fill_pool(s, vp, s->v, HkD);
+        fill_pool(s, kip, s->ki, DI);
+        fill_new(s, s->vnew, s->v, HkD);
+        fill_new(s, s->kinew, s->ki, DI);
+    }
+    for (int b = 0; !lat && b < s->B; ++b) /* the contiguous cache (latent: none) */
         for (int hk = 0; hk < s->H_kv; ++hk)
             for (int t = 0; t < s->lens[b]; ++t) {
                 const size_t dst = (((size_t)b * s->H_kv + hk) * s->L_cap + t) * D * s->dsize;
                 const size_t src = (((size_t)s->cu_k[b] + t) * s->H_kv + hk) * D;
-                pack(s, s->kc + dst, s->k + src, (size_t)D);
-                pack(s, s->vc + dst, s->v + src, (size_t)D);
+                attn_pack(s->kc + dst, s->k + src, (size_t)D, s->p.dtype);
+                attn_pack(s->vc + dst, s->v + src, (size_t)D, s->p.dtype);
             }
-    fill_new(s, s->vnew, s->v, HkD);
-    fill_new(s, s->kinew, s->ki, DI);
+    fill_before(s, &s->pools);
+    fill_before(s, &s->pools8);
     return 0;
+}
+
+/* Every pool of ps as before the step onto the device: into new buffers (fresh), or into its
+ * own (a stage's clear). 0, or 1 after a message. */
+static int pools_before(dec_state *s, dec_pools *ps, bool fresh) {
+    const size_t slots = (size_t)s->num_pages * s->P;
+    for (int n = 0; n < ps->n; ++n) {
+        dec_pool *pool = &ps->p[n];
+        if (fresh)
+            pool->dev = attn_allocs_upload(&s->mem, pool->before, slots * pool->row);
+        else if (attn_to_device(pool->dev, pool->before, slots * pool->row))
+            return 1;
+    }
+    return s->mem.failed;
 }
 
 static int make_device(dec_state *s) {
@@ -192,18 +213,21 @@ static int make_device(dec_state *s) {
     a->latent = s->latent, a->dtype = s->p.dtype, a->scale = s->p.scale, a->splits = 1;
     a->table_width = s->W, a->page_size = s->P, a->num_pages = s->num_pages;
     a->index_heads = (int)HI, a->index_dim = (int)DI, a->topk = s->k_eff;
-    a->q = attn_allocs_upload(m, s->qb, rows * s->D * s->dsize);
+    if (pools_before(s, &s->pools, true) || pools_before(s, &s->pools8, true))
+        return 1;
+    a->k_pages = s->pools.p[0].dev, a->v_pages = s->pools.p[1].dev;
+    a->ki_pages = s->pools.p[2].dev, a->k8_pages = s->pools8.p[0].dev;
+    a->v8_pages = s->pools8.p[1].dev, a->k8_scales = s->pools8.p[2].dev;
+    a->v8_scales = s->pools8.p[3].dev;
+    a->q = attn_allocs_upload_as(m, s->q, rows * s->D, s->p.dtype, s->staging);
     a->k_cache = attn_allocs_upload(m, s->kc, s->cache_bytes);
     a->v_cache = attn_allocs_upload(m, s->vc, s->cache_bytes);
-    a->k_pages = attn_allocs_upload(m, s->kp0, s->pool_bytes);
     a->k_new = attn_allocs_upload(m, s->knew, tok * HkD * s->dsize);
     if (!s->latent) { /* the latent pool alone: nothing else is read or written */
-        a->v_pages = attn_allocs_upload(m, s->vp0, s->pool_v_bytes);
-        a->ki_pages = attn_allocs_upload(m, s->kip0, s->pool_ki_bytes);
         a->v_new = attn_allocs_upload(m, s->vnew, tok * HkD * s->dsize);
         a->ki_new = attn_allocs_upload(m, s->kinew, tok * DI * s->dsize);
     }
-    a->q_index = attn_allocs_upload(m, s->qib, tok * HI * DI * s->dsize);
+    a->q_index = attn_allocs_upload_as(m, s->qi, tok * HI * DI, s->p.dtype, s->staging);
     a->w = attn_allocs_upload(m, s->w, tok * HI * sizeof(float));
     a->block_table = attn_allocs_upload(m, s->table, B * s->W * sizeof(int));
     a->seqlens = attn_allocs_upload(m, s->lens, B * sizeof(int));
@@ -217,7 +241,7 @@ static int make_device(dec_state *s) {
     most = s->run.splits_tiled > most ? s->run.splits_tiled : most;
     most = s->run.splits_sparse > most ? s->run.splits_sparse : most;
     a->part = attn_allocs_device(m, dec_workspace_bytes(a, most) + 16);
-    return m->failed || (s->opt.fp8 && dec_fp8_device(s));
+    return m->failed;
 }
 
 int dec_setup(void *state, const attn_problem *p, const attn_cli *cli, int check_rows,
@@ -232,13 +256,14 @@ int dec_setup(void *state, const attn_problem *p, const attn_cli *cli, int check
     s->paged_same = -1;
     choose_splits(s);
     const size_t rows = (size_t)rows_of(s), tok = (size_t)s->B * s->Lq;
+    const size_t qi = tok * s->opt.index_heads * s->opt.index_dim; /* staging: O, Q and q_I */
     s->out = alloc_host(s, rows * s->Dv * sizeof(float));
     s->lse = alloc_host(s, rows * sizeof(float));
     s->logits = alloc_host(s, tok * s->L_cap * sizeof(float));
     s->sel = alloc_host(s, tok * s->k_eff * sizeof(int32_t));
     s->seen_sel = alloc_host(s, tok * s->k_eff * sizeof(int32_t));
-    s->staging = alloc_host(s, rows * s->Dv * s->dsize + 16);
-    if (s->mem.failed || make_inputs(s) != 0)
+    s->staging = alloc_host(s, (rows * s->D > qi ? rows * s->D : qi) * s->dsize + 16);
+    if (s->mem.failed || make_inputs(s) != 0 || make_caches(s) != 0)
         return 1;
     memset(s->sel, 0xFF, tok * s->k_eff * sizeof(int32_t)); /* -1 until a top-k check accepts */
     if (make_device(s) != 0)
@@ -252,14 +277,14 @@ int dec_setup(void *state, const attn_problem *p, const attn_cli *cli, int check
 
 int dec_clear(void *state, const attn_kernel *k, int chunk) {
     (void)chunk;
-    const dec_state *s = of(state);
+    dec_state *s = of(state);
     const dec_args *a = &s->run.args;
     const size_t tokens = (size_t)s->B * s->Lq, rows = (size_t)rows_of(s);
     switch (k->stage) {
     case DEC_STAGE_APPEND: /* the pools as before the step: the new tokens' slots NaN */
-        return attn_to_device(a->k_pages, s->kp0, s->pool_bytes) ||
-               (!s->latent && (attn_to_device(a->v_pages, s->vp0, s->pool_v_bytes) ||
-                               attn_to_device(a->ki_pages, s->kip0, s->pool_ki_bytes)));
+        return pools_before(s, &s->pools, false);
+    case DEC_STAGE_APPEND_FP8:
+        return pools_before(s, &s->pools8, false);
     case DEC_STAGE_INDEXER:
         return attn_device_fill_nan(a->logits, tokens * s->L_cap * sizeof(float));
     case DEC_STAGE_TOPK:
@@ -270,48 +295,42 @@ int dec_clear(void *state, const attn_kernel *k, int chunk) {
     }
 }
 
-/* ---- the append stage ------------------------------------------------------------------------ */
+/* ---- the append stages (versions 1 and 11) --------------------------------------------------- */
 
-/* The first slot where pool (read back from dev) differs from want, as "pool p page x slot y". */
-int dec_compare_pool(dec_state *s, const char *name, const void *dev, const unsigned char *want,
-                     size_t bytes, size_t row, attn_stage_check *out) {
-    if (attn_to_host(s->seen, dev, bytes))
-        return 1;
-    for (size_t at = 0; at < bytes && out->pass; at += row)
-        if (memcmp(s->seen + at, want + at, row) != 0) {
-            const size_t slot = at / row;
-            out->pass = false;
-            snprintf(out->detail, sizeof out->detail,
-                     "%s pool: page %zu slot %zu differs from a right append", name,
-                     slot / (size_t)s->P, slot % (size_t)s->P);
-        }
-    return 0;
-}
-
+/* Each pool the stage of k wrote, read back, against a right append's: the first slot that
+ * differs, as "<name> pool: page x slot y". */
 int dec_check_append(void *state, const attn_kernel *k, int chunk, attn_stage_check *out) {
-    (void)k, (void)chunk;
+    (void)chunk;
     dec_state *s = of(state);
-    const size_t row = (size_t)s->H_kv * s->D * s->dsize;
+    const dec_pools *ps = k->stage == DEC_STAGE_APPEND ? &s->pools : &s->pools8;
+    const size_t slots = (size_t)s->num_pages * s->P;
     out->rows = s->tokens;
-    const dec_args *a = &s->run.args;
-    return dec_compare_pool(s, "K", a->k_pages, s->kp1, s->pool_bytes, row, out) ||
-           (!s->latent &&
-            (dec_compare_pool(s, "V", a->v_pages, s->vp1, s->pool_v_bytes, row, out) ||
-             dec_compare_pool(s, "index-key", a->ki_pages, s->kip1, s->pool_ki_bytes,
-                              (size_t)s->opt.index_dim * s->dsize, out)));
+    for (int n = 0; n < ps->n; ++n) {
+        const dec_pool *pool = &ps->p[n];
+        if (attn_to_host(s->seen, pool->dev, slots * pool->row))
+            return 1;
+        for (size_t slot = 0; slot < slots && out->pass; ++slot)
+            if (memcmp(s->seen + slot * pool->row, pool->after + slot * pool->row, pool->row)) {
+                out->pass = false;
+                snprintf(out->detail, sizeof out->detail,
+                         "%s pool: page %zu slot %zu differs from a right append", pool->name,
+                         slot / (size_t)s->P, slot % (size_t)s->P);
+            }
+    }
+    return 0;
 }
 
 /* ---- the attention stages -------------------------------------------------------------------- */
 
 /* The reference of the checked rows (NaN elsewhere: the checkers skip those), over every key a
  * row sees (sel NULL) or over a selection. */
-int dec_reference(dec_state *s, const int32_t *sel, const float *k, const float *v, float **ref,
-                  float **ref_lse, float **lowp) {
+int dec_reference(dec_state *s, const int32_t *sel, const float *k, const float *v,
+                  attn_stage_reference *r) {
     const int64_t rows = rows_of(s);
     const int D = s->Dv; /* the output row's width */
-    *ref = alloc_host(s, (size_t)rows * D * sizeof(float));
-    *ref_lse = alloc_host(s, (size_t)rows * sizeof(float));
-    *lowp = alloc_host(s, (size_t)rows * D * sizeof(float));
+    r->o = alloc_host(s, (size_t)rows * D * sizeof(float));
+    r->lse = alloc_host(s, (size_t)rows * sizeof(float));
+    r->lowp = alloc_host(s, (size_t)rows * D * sizeof(float));
     if (s->mem.failed)
         return 1;
     dec_ref_inputs in = {0};
@@ -321,12 +340,12 @@ int dec_reference(dec_state *s, const int32_t *sel, const float *k, const float 
     int failed = 0;
 #pragma omp parallel for schedule(dynamic, 16) reduction(| : failed)
     for (int64_t n = 0; n < rows; ++n) {
-        float *lse = *ref_lse + n % s->H * (rows / s->H) + n / s->H; /* [H, B * Lq] */
+        float *lse = r->lse + n % s->H * (rows / s->H) + n / s->H; /* [H, B * Lq] */
         if (row_checked(s, n))
-            failed |= dec_reference_row(&in, n, *ref + n * D, lse, *lowp + n * D);
+            failed |= dec_reference_row(&in, n, r->o + n * D, lse, r->lowp + n * D);
         else {
-            attn_fill_nan_host(*ref + n * D, (size_t)D * sizeof(float));
-            attn_fill_nan_host(*lowp + n * D, (size_t)D * sizeof(float));
+            attn_fill_nan_host(r->o + n * D, (size_t)D * sizeof(float));
+            attn_fill_nan_host(r->lowp + n * D, (size_t)D * sizeof(float));
             attn_fill_nan_host(lse, sizeof(float));
         }
     }
@@ -336,25 +355,19 @@ int dec_reference(dec_state *s, const int32_t *sel, const float *k, const float 
 }
 
 /* Reads the kernel's O and LSE back and compares them with a reference. */
-int dec_compare(dec_state *s, const float *ref, const float *ref_lse, const float *lowp,
-                double amplitude, attn_stage_check *out) {
-    const size_t elems = (size_t)rows_of(s) * s->Dv;
-    if (attn_to_host(s->staging, s->run.args.o, elems * s->dsize) ||
-        attn_to_host(s->lse, s->run.args.lse, (size_t)rows_of(s) * sizeof(float)))
-        return 1;
-    attn_unpack(s->out, s->staging, elems, s->p.dtype);
+int dec_compare(dec_state *s, const attn_stage_reference *r, double amplitude,
+                attn_stage_check *out) {
     attn_problem po = s->p; /* O's rows are D_v wide (latent: 512 of the 576) */
     po.D = s->Dv;
-    attn_stage_check_attention(&po, s->out, s->lse, ref, ref_lse, lowp, amplitude, out);
-    return 0;
+    return attn_stage_check_output(&po, s->run.args.o, s->run.args.lse, s->staging, s->out, s->lse,
+                                   r, amplitude, out);
 }
 
 int dec_check_attention(void *state, const attn_kernel *k, int chunk, attn_stage_check *out) {
     (void)chunk;
     dec_state *s = of(state);
-    if (s->ref == NULL && dec_reference(s, NULL, s->k, s->v, &s->ref, &s->ref_lse, &s->lowp))
-        return 1;
-    if (dec_compare(s, s->ref, s->ref_lse, s->lowp, s->amplitude, out) != 0)
+    if ((s->ref.o == NULL && dec_reference(s, NULL, s->k, s->v, &s->ref)) ||
+        dec_compare(s, &s->ref, s->amplitude, out) != 0)
         return 1;
     const size_t obytes = (size_t)rows_of(s) * s->Dv * s->dsize, lbytes = (size_t)rows_of(s) * 4;
     if (strcmp(k->name, "gqa") == 0) { /* kept for paged's bit-for-bit comparison */
@@ -450,11 +463,11 @@ int dec_prepare_sparse(void *state, char *why, size_t len) {
             return attn_reason(why, len, ATTN_EXIT_USAGE, "sparse input: token (b=%d, i=%d) %s", b,
                                i, bad);
     }
-    return dec_reference(s, s->sel, s->k, s->v, &s->sref, &s->sref_lse, &s->slowp);
+    return dec_reference(s, s->sel, s->k, s->v, &s->sref);
 }
 
 int dec_check_sparse(void *state, const attn_kernel *k, int chunk, attn_stage_check *out) {
     (void)k, (void)chunk;
     dec_state *s = of(state);
-    return dec_compare(s, s->sref, s->sref_lse, s->slowp, s->amplitude, out);
+    return dec_compare(s, &s->sref, s->amplitude, out);
 }
