@@ -145,10 +145,6 @@ void dec_shuffle(int *perm, int n, uint64_t seed);
  * sequence's pages in turn, -1 past the pages its tokens need. 0, or 1 when out of memory. */
 int dec_fill_table(int *table, int B, int width, const int *seqlens, int page_size, int num_pages,
                    uint64_t seed);
-/* --cache-lens: a comma-separated list of lengths from 0 to 2^27 into *lens (malloc'ed) and
- * *count. 0, or ATTN_EXIT_USAGE (2) with a one-line reason in why. */
-int dec_parse_lens(const char *list, int **lens, int *count, char *why, size_t len);
-
 /* Split-KV: how many splits for `blocks` blocks per split (B x H_kv x row tiles) and the longest
  * cache (or selection) of `keys` tokens on a GPU with sm_count SMs.
  *   ours: fill one wave: floor(2 * sm_count / blocks) splits (two resident blocks per SM), at
@@ -289,7 +285,7 @@ typedef struct dec_state {
     float *kd, *vd;
     attn_stage_reference dref;
     double err_fp64, err_over_bound, bound_at, err_dequant, err16, k_err, k_max;
-    attn_allocs mem; /* every buffer but lens (host and device: dec_release frees them) */
+    attn_allocs mem; /* every buffer, host and device (dec_release frees them) */
 } dec_state;
 
 /* The module's and the stages' hooks (their types: attn/example.h). */

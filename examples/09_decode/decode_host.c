@@ -83,39 +83,6 @@ int dec_fill_table(int *table, int B, int width, const int *seqlens, int page_si
     return 0;
 }
 
-int dec_parse_lens(const char *list, int **lens, int *count, char *why, size_t len) {
-    int n = 1;
-    for (const char *c = list; *c; ++c)
-        n += *c == ',';
-    *lens = (int *)malloc((size_t)n * sizeof(int));
-    if (*lens == NULL) {
-        snprintf(why, len, "--cache-lens: out of host memory for %d lengths", n);
-        return ATTN_EXIT_USAGE;
-    }
-    const char *item = list;
-    for (int b = 0; b < n; ++b) {
-        const size_t k = strcspn(item, ",");
-        char text[16];
-        long long v = -1;
-        if (k > 0 && k < sizeof text && strspn(item, "0123456789") >= k) {
-            memcpy(text, item, k);
-            text[k] = '\0';
-            v = atoll(text);
-        }
-        if (v < 0 || v > (1 << 27)) {
-            snprintf(why, len,
-                     "--cache-lens must list lengths from 0 to %d separated by commas (entry %d "
-                     "is '%.*s')",
-                     1 << 27, b + 1, (int)k, item);
-            return ATTN_EXIT_USAGE;
-        }
-        (*lens)[b] = (int)v;
-        item += k + (item[k] == ',');
-    }
-    *count = n;
-    return 0;
-}
-
 int dec_blocks_per_split(int B, int H, int H_kv, int Lq) {
     const int rows = Lq * (H / H_kv);
     return B * H_kv * ((rows + DEC_ROWS - 1) / DEC_ROWS);

@@ -229,7 +229,4 @@ void dec_after_table(void *state, const attn_example *ex, const attn_run_record 
                attn_on_simulator() ? " (CPU simulator timings, not GPU performance)" : "");
 }
 
-void dec_release(void *state) {
-    free(of(state)->lens); /* dec_parse_lens's, or prepare's */
-    attn_allocs_free(&of(state)->mem);
-}
+void dec_release(void *state) { attn_allocs_free(&of(state)->mem); }
