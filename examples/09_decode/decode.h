@@ -259,8 +259,6 @@ typedef struct dec_state {
     bool latent; /* --latent: one paged latent pool, no V pool, no contiguous cache */
     int splits_mode, splits_fixed; /* 0 ours, 1 FlashAttention's, 2 fixed */
     float amplitude;
-    attn_inputs inputs; /* --inputs: the signs of Q, K, V */
-    uint64_t seed;
     int64_t stride;                     /* checked rows: (b * Lq + i) * H + h a multiple of it */
     size_t dsize, cache_bytes;          /* latent: no contiguous cache (0) */
     float *q, *k, *v, *qi, *ki, *w;     /* q [B,Lq,H,D], k, v [total_k, H_kv, D], qi, ki, w */
@@ -284,7 +282,7 @@ typedef struct dec_state {
     dec_pools pools8;
     float *kd, *vd;
     attn_stage_reference dref;
-    double err_fp64, err_over_bound, bound_at, err_dequant, err16, k_err, k_max;
+    double err_fp64, err_over_bound, err_dequant, err16, k_err, k_max;
     attn_allocs mem; /* every buffer, host and device (dec_release frees them) */
 } dec_state;
 

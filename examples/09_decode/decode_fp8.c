@@ -173,7 +173,7 @@ static int check_fp64(dec_state *s, attn_stage_check *out) {
     const double rel = s->p.dtype == ATTN_BF16  ? ldexp(1.0, -7)
                        : s->p.dtype == ATTN_F16 ? ldexp(1.0, -10)
                                                 : ldexp(1.0, -20);
-    s->err_fp64 = s->err_over_bound = s->bound_at = s->err16 = 0.0;
+    s->err_fp64 = s->err_over_bound = s->err16 = 0.0;
     int64_t bad = -1; /* the first element over its bound: row, column, error, bound */
     int bad_d = 0;
     double bad_err = 0.0, bad_bound = 0.0;
@@ -194,7 +194,7 @@ static int check_fp64(dec_state *s, attn_stage_check *out) {
             if (err > bound && bad < 0)
                 bad = n, bad_d = d, bad_err = err, bad_bound = bound;
             if (err / bound > s->err_over_bound)
-                s->err_over_bound = err / bound, s->bound_at = bound;
+                s->err_over_bound = err / bound;
             s->err_fp64 = fmax(s->err_fp64, err);
             s->err16 = fmax(s->err16, fabs((double)s->ref.lowp[n * Dv + d] - s->ref.o[n * Dv + d]));
         }

@@ -249,7 +249,7 @@ attn_verdict dec_verdict(void *state, const attn_kernel *k, const attn_problem *
         return cannot("%s reads MLA's 576-wide latent cache: --latent", k->name);
     if (s->latent && !latent_kernel) /* append: the latent row, any width (16 bytes) */
         return ATTN_KERNEL_RUNS;
-    if (strcmp(k->name, "topk_bitonic") == 0 && s->L_cap > DS_BITONIC_MAX_KEYS)
+    if (named(k, "topk_bitonic") && s->L_cap > DS_BITONIC_MAX_KEYS)
         return cannot("topk_bitonic sorts a whole cache in shared memory: at most %d tokens (the "
                       "longest is %d)",
                       DS_BITONIC_MAX_KEYS, s->L_cap);

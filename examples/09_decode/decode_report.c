@@ -51,11 +51,8 @@ static double fp8_bytes_per_token(const dec_state *s) {
     return s->latent ? DEC_FP8_LATENT_BYTES : 2.0 * s->H_kv * (s->D + 4);
 }
 static double fp8_cache_bytes(const dec_state *s) {
-    double bytes = 0.0;
-    for (int b = 0; b < s->B; ++b)
-        bytes += (double)s->lens[b] * fp8_bytes_per_token(s) *
-                 ((s->Lq * (s->H / s->H_kv) + DEC_ROWS - 1) / DEC_ROWS);
-    return bytes;
+    return (double)s->cu_k[s->B] * fp8_bytes_per_token(s) *
+           ((s->Lq * (s->H / s->H_kv) + DEC_ROWS - 1) / DEC_ROWS);
 }
 
 /* ---- FLOPs, bytes, records, dump, the lines after the table ---------------------------------- */
@@ -87,12 +84,11 @@ double dec_flops(void *state, const attn_kernel *k) {
 
 /* The split count kernel k runs with (1: versions without split-KV). */
 static int splits_of(const dec_state *s, const attn_kernel *k) {
-    return strcmp(k->name, "split_kv") == 0 ? s->run.splits_split_kv
-           : strcmp(k->name, "gqa") == 0 || strcmp(k->name, "paged") == 0 ||
-                   strcmp(k->name, "latent") == 0 || k->stage == DEC_STAGE_FP8
+    return named(k, "split_kv") ? s->run.splits_split_kv
+           : named(k, "gqa") || named(k, "paged") || named(k, "latent") || k->stage == DEC_STAGE_FP8
                ? s->run.splits_tiled
-           : strcmp(k->name, "sparse") == 0 ? s->run.splits_sparse
-                                            : 1;
+           : named(k, "sparse") ? s->run.splits_sparse
+                                : 1;
 }
 
 /* README.md, "Bytes per decoded token": what each version must move, counted from its loops
@@ -105,37 +101,35 @@ static double model_bytes(const dec_state *s, const attn_kernel *k) {
     /* q read by every split's block, O written once, the LSE; split partials written and read */
     double qo = 0.0, kv = 0.0;
     const int S = splits_of(s, k);
-    if (strcmp(k->name, "naive") == 0 || strcmp(k->name, "split_kv") == 0) {
+    if (named(k, "naive") || named(k, "split_kv")) {
         kv = seen_keys(s, 0) * s->H * 2.0 * D * dz; /* every query head reads K and V itself */
-    } else if (strcmp(k->name, "gqa") == 0 || strcmp(k->name, "paged") == 0) {
+    } else if (named(k, "gqa") || named(k, "paged")) {
         /* paged: the block-table entries a warp's 32 keys fall in (lanes reading the same entry
          * make one request of it) */
-        const double table =
-            strcmp(k->name, "paged") == 0 ? 4.0 * ((32 + s->P - 1) / s->P) / 32.0 : 0.0;
-        for (int b = 0; b < s->B; ++b) /* once per K/V head and row tile: the most a row sees */
-            kv += (double)visible(s, b, s->Lq - 1) * s->H_kv * tiles * (2.0 * D * dz + table);
-    } else if (strcmp(k->name, "latent") == 0) {
+        const double table = named(k, "paged") ? 4.0 * ((32 + s->P - 1) / s->P) / 32.0 : 0.0;
+        /* once per K/V head and row tile: the most a row sees (the last new token's: all) */
+        kv = (double)s->cu_k[s->B] * s->H_kv * tiles * (2.0 * D * dz + table);
+    } else if (named(k, "latent")) {
         /* the latent row (D = 576) once per row tile for all its heads: K and V are one read;
          * one table entry per warp's keys as paged */
         const double table = 4.0 * ((32 + s->P - 1) / s->P) / 32.0;
-        for (int b = 0; b < s->B; ++b)
-            kv += (double)visible(s, b, s->Lq - 1) * tiles * (D * dz + table);
-    } else if (strcmp(k->name, "sparse") == 0) {
+        kv = (double)s->cu_k[s->B] * tiles * (D * dz + table);
+    } else if (named(k, "sparse")) {
         kv = seen_keys(s, s->k_eff) * s->H_kv * tiles_g * (2.0 * D * dz + 4.0 + 4.0);
     } else if (k->stage == DEC_STAGE_FP8) {
         kv = fp8_cache_bytes(s);
     } else if (k->stage == DEC_STAGE_APPEND_FP8) { /* the rows in, codes and scales out */
         return s->tokens * ((s->latent ? D : 2.0 * s->H_kv * D) * dz + fp8_bytes_per_token(s) + 4);
-    } else if (strcmp(k->name, "append") == 0) { /* latent: the one latent row */
+    } else if (named(k, "append")) { /* latent: the one latent row */
         const double row = s->latent ? s->H_kv * D : 2.0 * s->H_kv * D + DI;
         return s->tokens * (row * dz * 2.0 + 4.0);
-    } else if (strcmp(k->name, "indexer") == 0) {
+    } else if (named(k, "indexer")) {
         return seen_keys(s, 0) * (DI * dz + 4.0 + 4.0) + s->tokens * HI * (DI * dz + 4.0);
-    } else if (strcmp(k->name, "topk_radix") == 0 || strcmp(k->name, "topk_bitonic") == 0) {
+    } else if (named(k, "topk_radix") || named(k, "topk_bitonic")) {
         /* radix: the row read 3 times (the histogram and candidates pass, the output pass; the
          * later passes read the candidates in shared memory), bitonic once; k indices written;
          * each of the block's 8 warps reads its sequence's bounds (4 ints) */
-        const double passes = strcmp(k->name, "topk_radix") == 0 ? 3.0 : 1.0;
+        const double passes = named(k, "topk_radix") ? 3.0 : 1.0;
         double bytes = 0.0;
         for (int b = 0; b < s->B; ++b)
             for (int i = 0; i < s->Lq; ++i) {
@@ -219,9 +213,9 @@ void dec_after_table(void *state, const attn_example *ex, const attn_run_record 
         if (k == NULL || strcmp(recs[r].status, "SKIP") == 0)
             continue;
         printf("  %-13s %12.0f\n", k->name, model_bytes(s, k) / (s->tokens ? s->tokens : 1));
-        if (recs[r].timed && strcmp(k->name, "paged") == 0)
+        if (recs[r].timed && named(k, "paged"))
             paged = recs[r].time.median_ms;
-        if (recs[r].timed && strcmp(k->name, "sparse") == 0)
+        if (recs[r].timed && named(k, "sparse"))
             sparse = recs[r].time.median_ms;
     }
     if (paged > 0.0 && sparse > 0.0)

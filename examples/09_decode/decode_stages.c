@@ -53,18 +53,16 @@ static void choose_splits(dec_state *s) {
 void dec_banner(void *state, const attn_problem *p) {
     dec_state *s = of(state);
     choose_splits(s);
-    int empty = 0, used = 0;
-    for (int b = 0; b < s->B; ++b) {
+    int empty = 0;
+    for (int b = 0; b < s->B; ++b)
         empty += s->lens[b] == 0;
-        used += dec_pages_for(s->lens[b], s->P);
-    }
     printf("decode step: %d sequence%s (%d empty), cache up to %d tokens, %d new token%s each; "
            "%d query heads over %d key/value head%s (g = %d)\n",
            s->B, s->B > 1 ? "s" : "", empty, s->L_cap, s->Lq, s->Lq > 1 ? "s" : "", s->H, s->H_kv,
            s->H_kv > 1 ? "s" : "", s->H / s->H_kv);
     printf("paged cache: pages of %d tokens, %d of a pool of %d in use (handed out in shuffled "
            "order), block table %d x %d\n",
-           s->P, used, s->num_pages, s->B, s->W);
+           s->P, s->num_pages - s->opt.spare_pages, s->num_pages, s->B, s->W);
     if (s->latent) /* the problem line's GFLOP is 4 D per (row, key); here V is D_v wide */
         printf("latent (MLA, FlashMLA's layout): q and K %d wide (%d latent + %d RoPE), V = the "
                "first %d of each K row, no V pool; scale %g; attention %.3g GFLOP (2 (D + D_v) "
@@ -124,8 +122,8 @@ static void fill_new(const dec_state *s, unsigned char *dst, const float *rows, 
                       s->p.dtype);
 }
 
-/* The seeded inputs in fp32 (--fp8: then the FP8 pools). */
-static int make_inputs(dec_state *s) {
+/* The inputs in fp32, seeded as the flags say (--fp8: then the FP8 pools). */
+static int make_inputs(dec_state *s, const attn_cli *cli) {
     const int D = s->D, HI = s->opt.index_heads, DI = s->opt.index_dim, HkD = s->H_kv * D;
     const size_t total_k = (size_t)s->cu_k[s->B], rows = (size_t)rows_of(s);
     const size_t tok = (size_t)s->B * s->Lq;
@@ -140,15 +138,15 @@ static int make_inputs(dec_state *s) {
         return 1;
     /* streams 0-2: Q, K, V (as the harness: --amplitude, --inputs); 3-5: q_I, k_I, w (as
      * example 05). The latent pool is K and V at once: opposed signs make it non-positive. */
-    attn_fill_uniform(s->q, rows * D, s->seed, 0, s->amplitude, s->p.dtype);
-    attn_fill_uniform(s->k, total_k * HkD, s->seed, 1, s->amplitude, s->p.dtype);
+    attn_fill_uniform(s->q, rows * D, cli->seed, 0, cli->amplitude, s->p.dtype);
+    attn_fill_uniform(s->k, total_k * HkD, cli->seed, 1, cli->amplitude, s->p.dtype);
     if (!lat)
-        attn_fill_uniform(s->v, total_k * HkD, s->seed, 2, s->amplitude, s->p.dtype);
-    attn_inputs_apply(s->inputs, s->q, rows * D, s->k, total_k * HkD, s->v,
+        attn_fill_uniform(s->v, total_k * HkD, cli->seed, 2, cli->amplitude, s->p.dtype);
+    attn_inputs_apply(cli->inputs, s->q, rows * D, s->k, total_k * HkD, s->v,
                       lat ? 0 : total_k * HkD);
-    attn_fill_uniform(s->qi, tok * HI * DI, s->seed, 3, 1.0f, s->p.dtype);
-    attn_fill_uniform(s->ki, total_k * DI, s->seed, 4, 1.0f, s->p.dtype);
-    attn_fill_uniform(s->w, tok * HI, s->seed, 5, 1.0f / sqrtf((float)HI * DI), ATTN_F32);
+    attn_fill_uniform(s->qi, tok * HI * DI, cli->seed, 3, 1.0f, s->p.dtype);
+    attn_fill_uniform(s->ki, total_k * DI, cli->seed, 4, 1.0f, s->p.dtype);
+    attn_fill_uniform(s->w, tok * HI, cli->seed, 5, 1.0f / sqrtf((float)HI * DI), ATTN_F32);
     return s->opt.fp8 && dec_fp8_inputs(s); /* K's outlier channels scaled: before the pools */
 }
 
@@ -249,8 +247,6 @@ int dec_setup(void *state, const attn_problem *p, const attn_cli *cli, int check
     dec_state *s = of(state);
     s->p = *p;
     s->amplitude = cli->amplitude;
-    s->inputs = cli->inputs;
-    s->seed = cli->seed;
     s->dsize = attn_dtype_size(p->dtype);
     s->stride = check_rows > 0 ? (rows_of(s) + check_rows - 1) / check_rows : 1;
     s->paged_same = -1;
@@ -263,7 +259,7 @@ int dec_setup(void *state, const attn_problem *p, const attn_cli *cli, int check
     s->sel = alloc_host(s, tok * s->k_eff * sizeof(int32_t));
     s->seen_sel = alloc_host(s, tok * s->k_eff * sizeof(int32_t));
     s->staging = alloc_host(s, (rows * s->D > qi ? rows * s->D : qi) * s->dsize + 16);
-    if (s->mem.failed || make_inputs(s) != 0 || make_caches(s) != 0)
+    if (s->mem.failed || make_inputs(s, cli) != 0 || make_caches(s) != 0)
         return 1;
     memset(s->sel, 0xFF, tok * s->k_eff * sizeof(int32_t)); /* -1 until a top-k check accepts */
     if (make_device(s) != 0)
@@ -370,14 +366,14 @@ int dec_check_attention(void *state, const attn_kernel *k, int chunk, attn_stage
         dec_compare(s, &s->ref, s->amplitude, out) != 0)
         return 1;
     const size_t obytes = (size_t)rows_of(s) * s->Dv * s->dsize, lbytes = (size_t)rows_of(s) * 4;
-    if (strcmp(k->name, "gqa") == 0) { /* kept for paged's bit-for-bit comparison */
+    if (named(k, "gqa")) { /* kept for paged's bit-for-bit comparison */
         s->gqa_bits = s->gqa_bits ? s->gqa_bits : alloc_host(s, obytes);
         s->gqa_lse = s->gqa_lse ? s->gqa_lse : alloc_host(s, lbytes);
         if (s->mem.failed)
             return 1;
         memcpy(s->gqa_bits, s->staging, obytes);
         memcpy(s->gqa_lse, s->lse, lbytes);
-    } else if (strcmp(k->name, "paged") == 0 && s->gqa_bits != NULL) {
+    } else if (named(k, "paged") && s->gqa_bits != NULL) {
         s->paged_same =
             memcmp(s->gqa_bits, s->staging, obytes) == 0 && memcmp(s->gqa_lse, s->lse, lbytes) == 0;
         if (!s->paged_same && out->pass) {

@@ -26,6 +26,11 @@ static inline void *alloc_nan(dec_state *s, size_t n) {
 
 static inline int64_t rows_of(const dec_state *s) { return (int64_t)s->B * s->Lq * s->H; }
 
+/* Is k the version of that name? */
+static inline bool named(const attn_kernel *k, const char *name) {
+    return strcmp(k->name, name) == 0;
+}
+
 /* Is output row n = (b * Lq + i) * H + h among the checked ones? */
 static inline bool row_checked(const dec_state *s, int64_t n) { return n % s->stride == 0; }
 
