@@ -16,33 +16,27 @@ int dec_pages_for(int n, int page_size) { return n <= 0 ? 0 : (n - 1) / page_siz
 int dec_check_block_table(const int *table, int B, int width, const int *seqlens, int page_size,
                           int num_pages, char *why, size_t len) {
     unsigned char *owner = (unsigned char *)calloc((size_t)num_pages + 1, 1);
-    if (owner == NULL) {
-        snprintf(why, len, "out of host memory for the block table's check");
-        return 1;
-    }
+    if (owner == NULL)
+        return attn_reason(why, len, 1, "out of host memory for the block table's check");
     int rc = 0;
     for (int b = 0; b < B && rc == 0; ++b) {
         const int need = dec_pages_for(seqlens[b], page_size);
-        if (need > width) {
-            snprintf(why, len,
-                     "sequence %d: a context of %d tokens needs %d pages of %d but its block "
-                     "table holds %d",
-                     b, seqlens[b], need, page_size, width);
-            rc = 1;
-        }
+        if (need > width)
+            rc = attn_reason(why, len, 1,
+                             "sequence %d: a context of %d tokens needs %d pages of %d but its "
+                             "block table holds %d",
+                             b, seqlens[b], need, page_size, width);
         for (int x = 0; x < need && rc == 0; ++x) {
             const int page = table[(size_t)b * width + x];
-            if (page < 0 || page >= num_pages) {
-                snprintf(why, len,
-                         "block table entry [%d][%d] = %d is outside the pool of %d pages", b, x,
-                         page, num_pages);
-                rc = 1;
-            } else if (owner[page]) {
-                snprintf(why, len, "block table entry [%d][%d]: page %d is used twice", b, x, page);
-                rc = 1;
-            } else {
+            if (page < 0 || page >= num_pages)
+                rc = attn_reason(why, len, 1,
+                                 "block table entry [%d][%d] = %d is outside the pool of %d pages",
+                                 b, x, page, num_pages);
+            else if (owner[page])
+                rc = attn_reason(why, len, 1, "block table entry [%d][%d]: page %d is used twice",
+                                 b, x, page);
+            else
                 owner[page] = 1;
-            }
         }
     }
     free(owner);

@@ -99,11 +99,11 @@ static int prepare_shape(dec_state *s, const attn_cli *cli, attn_problem *p, cha
     }
     s->H = p->H, s->D = p->D, s->Lq = s->opt.queries;
     s->Dv = s->latent ? DEC_LATENT_DV : s->D;
-    /* --kv-heads 0: the example's default grouping with its default heads, else none */
-    const int def_kv = attn_on_simulator() ? 3 : 8;
-    s->H_kv = s->opt.kv_heads > 0 ? s->opt.kv_heads : cli->H == 0 ? def_kv : s->H;
+    /* --kv-heads 0: the example's default grouping with its default heads (latent: MLA's one
+     * latent row), else none */
+    const int def_kv = s->latent ? 1 : attn_on_simulator() ? 3 : 8;
+    s->H_kv = s->opt.kv_heads > 0 ? s->opt.kv_heads : cli->H == 0 || s->latent ? def_kv : s->H;
     if (s->latent) {
-        s->H_kv = s->opt.kv_heads > 0 ? s->opt.kv_heads : 1;
         const char *bad = dec_latent_unsupported(s->H_kv, s->D, p->dtype);
         if (bad != NULL)
             return refuse("%s (got --kv-heads %d, D=%d, %s)", bad, s->H_kv, s->D,

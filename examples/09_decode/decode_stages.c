@@ -37,10 +37,9 @@ static int sm_count(void) {
 }
 
 static int splits_for(const dec_state *s, int blocks, int keys) {
-    if (s->splits_mode == 2)
-        return s->splits_fixed;
-    return s->splits_mode == 1 ? dec_splits_flash(sm_count(), blocks, keys, s->D)
-                               : dec_splits_ours(sm_count(), blocks, keys);
+    return s->splits_mode == 2   ? s->splits_fixed
+           : s->splits_mode == 1 ? dec_splits_flash(sm_count(), blocks, keys, s->D)
+                                 : dec_splits_ours(sm_count(), blocks, keys);
 }
 
 static void choose_splits(dec_state *s) {
@@ -51,6 +50,7 @@ static void choose_splits(dec_state *s) {
 }
 
 void dec_banner(void *state, const attn_problem *p) {
+    static const char *const rules[] = {"our rule", "FlashAttention-2's rule", "--splits"};
     dec_state *s = of(state);
     choose_splits(s);
     int empty = 0;
@@ -71,11 +71,8 @@ void dec_banner(void *state, const attn_problem *p) {
                2.0 * (s->D + s->Dv) * attn_problem_entries(p) * 1e-9);
     printf("split-KV (%s): split_kv %d, gqa/paged/latent %d, sparse %d splits; DSA: k = %d, "
            "indexer %d heads x %d\n",
-           s->splits_mode == 0   ? "our rule"
-           : s->splits_mode == 1 ? "FlashAttention-2's rule"
-                                 : "--splits",
-           s->run.splits_split_kv, s->run.splits_tiled, s->run.splits_sparse, s->k_eff,
-           s->opt.index_heads, s->opt.index_dim);
+           rules[s->splits_mode], s->run.splits_split_kv, s->run.splits_tiled, s->run.splits_sparse,
+           s->k_eff, s->opt.index_heads, s->opt.index_dim);
     if (s->opt.fp8)
         printf("FP8 cache: %s, %d bytes per token (codes and scales, all heads), outlier channels "
                "x%g\n",
@@ -256,12 +253,11 @@ int dec_setup(void *state, const attn_problem *p, const attn_cli *cli, int check
     s->out = alloc_host(s, rows * s->Dv * sizeof(float));
     s->lse = alloc_host(s, rows * sizeof(float));
     s->logits = alloc_host(s, tok * s->L_cap * sizeof(float));
-    s->sel = alloc_host(s, tok * s->k_eff * sizeof(int32_t));
+    s->sel = alloc_nan(s, tok * s->k_eff * sizeof(int32_t)); /* -1 until a top-k check accepts */
     s->seen_sel = alloc_host(s, tok * s->k_eff * sizeof(int32_t));
     s->staging = alloc_host(s, (rows * s->D > qi ? rows * s->D : qi) * s->dsize + 16);
     if (s->mem.failed || make_inputs(s, cli) != 0 || make_caches(s) != 0)
         return 1;
-    memset(s->sel, 0xFF, tok * s->k_eff * sizeof(int32_t)); /* -1 until a top-k check accepts */
     if (make_device(s) != 0)
         return 1;
     b->args = &s->run;
