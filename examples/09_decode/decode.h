@@ -259,22 +259,20 @@ typedef struct dec_state {
     bool latent; /* --latent: one paged latent pool, no V pool, no contiguous cache */
     int splits_mode, splits_fixed; /* 0 ours, 1 FlashAttention's, 2 fixed */
     float amplitude;
-    int64_t stride;                     /* checked rows: (b * Lq + i) * H + h a multiple of it */
-    size_t dsize, cache_bytes;          /* latent: no contiguous cache (0) */
-    float *q, *k, *v, *qi, *ki, *w;     /* q [B,Lq,H,D], k, v [total_k, H_kv, D], qi, ki, w */
-    int *table;                         /* [B, W] */
-    dec_pools pools;                    /* K, V, index keys (latent: the latent pool alone) */
-    unsigned char *kc, *vc;             /* contiguous cache */
-    unsigned char *knew, *vnew, *kinew; /* new tokens: packed */
-    unsigned char *seen;                /* a pool read back */
-    attn_stage_reference ref, sref;     /* dense and sparse references (the checked rows) */
+    int64_t stride;                 /* checked rows: (b * Lq + i) * H + h a multiple of it */
+    size_t dsize, cache_bytes;      /* latent: no contiguous cache (0) */
+    float *q, *k, *v, *qi, *ki, *w; /* q [B,Lq,H,D], k, v [total_k, H_kv, D], qi, ki, w */
+    int *table;                     /* [B, W] */
+    dec_pools pools;                /* K, V, index keys (latent: the latent pool alone) */
+    unsigned char *kc, *vc;         /* contiguous cache */
+    attn_stage_reference ref, sref; /* dense and sparse references (the checked rows) */
     float *out, *lse, *logits;
     int32_t *sel, *seen_sel; /* [B * Lq, k_eff]: accepted, read back */
     unsigned char *gqa_bits; /* version 4's output (packed) and LSE, for the bit-exact compare */
     float *gqa_lse;
-    int paged_same; /* paged_same: -1 not compared, 0 differs, 1 bit-identical */
-    void *staging;
-    dec_run run; /* what the kernels read (attn_buffers.args) */
+    int paged_same;         /* paged_same: -1 not compared, 0 differs, 1 bit-identical */
+    unsigned char *staging; /* what goes up to the device packed, O and the pools coming back */
+    dec_run run;            /* what the kernels read (attn_buffers.args) */
     /* --fp8 (decode_fp8.c): the FP8 pools (K codes, or the latent rows; V codes; their scales),
      * K and V as the kernels dequantise them, the reference over those, and what the checks
      * measured (the --json record's) */

@@ -31,13 +31,10 @@ static int parse_lens(dec_state *s, const char *list, char *why, size_t len) {
     for (int b = 0; b < n; ++b) {
         const size_t k = strcspn(item, ",");
         char text[16];
-        long long v = -1;
-        if (k > 0 && k < sizeof text && strspn(item, "0123456789") >= k) {
-            memcpy(text, item, k);
-            text[k] = '\0';
-            v = atoll(text);
-        }
-        if (v < 0 || v > (1 << 27))
+        int v = -1;
+        snprintf(text, sizeof text, "%.*s", (int)(k < sizeof text ? k : 0), item);
+        if (k >= sizeof text || attn_cli_parse_int("--cache-lens", text, 0, &v, why, len) != 0 ||
+            v > (1 << 27))
             return refuse("--cache-lens must list lengths from 0 to %d separated by commas (entry "
                           "%d is '%.*s')",
                           1 << 27, b + 1, (int)k, item);
@@ -110,11 +107,9 @@ static int prepare_shape(dec_state *s, const attn_cli *cli, attn_problem *p, cha
                           attn_dtype_name(p->dtype));
     }
     if (s->H % s->H_kv != 0)
-        return attn_reason(
-            why, len, ATTN_EXIT_USAGE,
-            "-H %d is not a multiple of --kv-heads %d: every key/value head serves the "
-            "same number of query heads",
-            s->H, s->H_kv);
+        return refuse("-H %d is not a multiple of --kv-heads %d: every key/value head serves the "
+                      "same number of query heads",
+                      s->H, s->H_kv);
     const char *bad = dec_unsupported(s->H, s->H_kv, s->latent ? 64 : s->D, s->Lq,
                                       s->opt.index_heads, s->opt.index_dim); /* latent D: above */
     if (bad != NULL)
@@ -167,10 +162,8 @@ static int prepare_pool(dec_state *s, const attn_cli *cli, char *why, size_t len
 /* DSA's k (the width of the selection) and the split rule (--splits). */
 static int prepare_topk_splits(dec_state *s, char *why, size_t len) {
     if (s->opt.topk > s->L_cap)
-        return attn_reason(
-            why, len, ATTN_EXIT_USAGE,
-            "--topk %d is larger than the longest cache (%d tokens): nothing to select",
-            s->opt.topk, s->L_cap);
+        return refuse("--topk %d is larger than the longest cache (%d tokens): nothing to select",
+                      s->opt.topk, s->L_cap);
     const int auto_k = attn_on_simulator() ? 64 : 2048; /* DeepSeek's k on a GPU */
     s->k_eff = s->opt.topk > 0 ? s->opt.topk : s->L_cap < auto_k ? s->L_cap : auto_k;
     const char *sp = s->opt.splits;
@@ -222,14 +215,10 @@ int dec_prepare(void *state, const attn_example *ex, const attn_cli *cli, const 
     s->opt = *(const dec_options *)opts;
     if (!s->opt.fp8 && (s->opt.outliers != 1.0 || s->opt.corrupt_scale != 1.0))
         return refuse("--outliers and --corrupt-scale shape the FP8 cache: --fp8");
-    int rc = prepare_lengths(s, cli, p, why, len);
-    if (rc == 0)
-        rc = prepare_shape(s, cli, p, why, len);
-    if (rc == 0)
-        rc = prepare_pool(s, cli, why, len);
-    if (rc == 0)
-        rc = prepare_topk_splits(s, why, len);
-    return rc != 0 ? rc : prepare_problem(s, p, why, len);
+    const bool refused = prepare_lengths(s, cli, p, why, len) ||
+                         prepare_shape(s, cli, p, why, len) || prepare_pool(s, cli, why, len) ||
+                         prepare_topk_splits(s, why, len) || prepare_problem(s, p, why, len);
+    return refused ? ATTN_EXIT_USAGE : 0; /* the reason in why */
 }
 
 /* A version the flags exclude (or that cannot serve them): the reason into why. */

@@ -14,9 +14,9 @@
 #include "decode_stages.h"
 
 /* What make_inputs and dec_setup allocate on the host, for the driver's check before any of it
- * is: the inputs in fp32, the pools before and after the append and one read back, the
- * contiguous cache, the new tokens, the dense and sparse references (O, LSE, the same-precision
- * O), what is read back and the staging the packed Q, q_I and O pass through, gqa's copy; on the
+ * is: the inputs in fp32, the pools before and after the append, the contiguous cache, the dense
+ * and sparse references (O, LSE, the same-precision O), what is read back and the staging buffer
+ * (packed Q, q_I and new rows up, O and a pool back), gqa's copy; on the
  * simulator, whose device memory is host memory, the device's copies too (but the split partials,
  * whose count the device decides). Latent: no V, no contiguous cache, no index-key pools. */
 double dec_host_bytes(void *state, const attn_problem *p) {
@@ -28,10 +28,9 @@ double dec_host_bytes(void *state, const attn_problem *p) {
     const double slots = (double)s->num_pages * s->P;
     const double inputs = rows * s->D * f + total_k * HkD * f * (2 - lat) + QI * f +
                           total_k * DI * f + tok * s->opt.index_heads * f;
-    const double pools = slots * HkD * dz * (5 - 2 * lat) + (1 - lat) * slots * DI * dz * 2;
+    const double pools = slots * HkD * dz * (4 - 2 * lat) + (1 - lat) * slots * DI * dz * 2;
     const double contiguous = (1 - lat) * 2.0 * s->B * s->H_kv * (double)s->L_cap * s->D * dz;
-    const double fresh = tok * (HkD * (2 - lat) + DI) * dz;
-    const double staging = fmax(rows * s->D, QI) * dz; /* Q and q_I go up through it, O back */
+    const double staging = fmax(fmax(rows * s->D, QI), slots * fmax(HkD, DI)) * dz;
     const double outputs = rows * Dv * (f + dz) + staging + rows * f * 2 + tok * s->L_cap * f +
                            tok * s->k_eff * 8.0 + 2 * rows * (2 * Dv + 1) * f;
     const double device = slots * (HkD * (2 - lat) + (1 - lat) * DI) * dz + contiguous / 2 +
@@ -41,7 +40,7 @@ double dec_host_bytes(void *state, const attn_problem *p) {
     const double row8 = lat ? DEC_FP8_LATENT_BYTES : HkD, codes = slots * (row8 + 4 * s->H_kv);
     const double fp8 = total_k * HkD * f * 2 + codes * (2 - lat) * (2 + attn_on_simulator()) +
                        rows * (2 * Dv + 1) * f;
-    return inputs + pools + contiguous + fresh + outputs + (attn_on_simulator() ? device : 0.0) +
+    return inputs + pools + contiguous + outputs + (attn_on_simulator() ? device : 0.0) +
            (s->opt.fp8 ? fp8 : 0.0);
 }
 

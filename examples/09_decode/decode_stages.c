@@ -108,15 +108,17 @@ static void fill_before(const dec_state *s, const dec_pools *ps) {
             }
 }
 
-/* The new tokens' rows, [B, Lq, width] (zeros for an empty sequence, whose are not read). */
-static void fill_new(const dec_state *s, unsigned char *dst, const float *rows, int width) {
+/* The new tokens' rows, [B, Lq, width] (zeros for an empty sequence, whose are not read), packed
+ * through the staging buffer into a new device buffer (NULL after a message). */
+static void *upload_new(dec_state *s, const float *rows, int width) {
     const size_t row = (size_t)width * s->dsize;
-    memset(dst, 0, (size_t)s->B * s->Lq * row);
+    memset(s->staging, 0, (size_t)s->B * s->Lq * row);
     for (int b = 0; b < s->B; ++b)
         for (int i = 0; s->lens[b] > 0 && i < s->Lq; ++i)
-            attn_pack(dst + ((size_t)b * s->Lq + i) * row,
+            attn_pack(s->staging + ((size_t)b * s->Lq + i) * row,
                       rows + ((int64_t)s->cu_k[b] + s->lens[b] - s->Lq + i) * width, (size_t)width,
                       s->p.dtype);
+    return attn_allocs_upload(&s->mem, s->staging, (size_t)s->B * s->Lq * row);
 }
 
 /* The inputs in fp32, seeded as the flags say (--fp8: then the FP8 pools). */
@@ -148,28 +150,22 @@ static int make_inputs(dec_state *s, const attn_cli *cli) {
 }
 
 /* The caches as the device holds them (packed): the pools before and after a right append, the
- * new tokens' rows, the contiguous cache [B, H_kv, L_cap, D] (NaN past each sequence's tokens). */
+ * contiguous cache [B, H_kv, L_cap, D] (NaN past each sequence's tokens). */
 static int make_caches(dec_state *s) {
     const int D = s->D, DI = s->opt.index_dim, HkD = s->H_kv * D;
-    const size_t tok = (size_t)s->B * s->Lq, row = (size_t)HkD * s->dsize, ki_row = DI * s->dsize;
+    const size_t row = (size_t)HkD * s->dsize, ki_row = DI * s->dsize;
     const bool lat = s->latent;
     const dec_pool *kp = dec_add_pool(s, &s->pools, "K", row);
     const dec_pool *vp = lat ? NULL : dec_add_pool(s, &s->pools, "V", row);
     const dec_pool *kip = lat ? NULL : dec_add_pool(s, &s->pools, "index-key", ki_row);
-    s->seen = alloc_host(s, (size_t)s->num_pages * s->P * (row > ki_row ? row : ki_row));
     s->cache_bytes = lat ? 0 : (size_t)s->B * s->H_kv * s->L_cap * D * s->dsize;
     s->kc = alloc_nan(s, s->cache_bytes), s->vc = alloc_nan(s, s->cache_bytes);
-    s->knew = alloc_host(s, tok * row), s->vnew = alloc_host(s, lat ? 0 : tok * row);
-    s->kinew = alloc_host(s, tok * ki_row);
     if (s->mem.failed)
         return 1;
     fill_pool(s, kp, s->k, HkD);
-    fill_new(s, s->knew, s->k, HkD);
     if (!lat) {
         fill_pool(s, vp, s->v, HkD);
         fill_pool(s, kip, s->ki, DI);
-        fill_new(s, s->vnew, s->v, HkD);
-        fill_new(s, s->kinew, s->ki, DI);
     }
     for (int b = 0; !lat && b < s->B; ++b) /* the contiguous cache (latent: none) */
         for (int hk = 0; hk < s->H_kv; ++hk)
@@ -217,10 +213,10 @@ static int make_device(dec_state *s) {
     a->q = attn_allocs_upload_as(m, s->q, rows * s->D, s->p.dtype, s->staging);
     a->k_cache = attn_allocs_upload(m, s->kc, s->cache_bytes);
     a->v_cache = attn_allocs_upload(m, s->vc, s->cache_bytes);
-    a->k_new = attn_allocs_upload(m, s->knew, tok * HkD * s->dsize);
+    a->k_new = upload_new(s, s->k, (int)HkD);
     if (!s->latent) { /* the latent pool alone: nothing else is read or written */
-        a->v_new = attn_allocs_upload(m, s->vnew, tok * HkD * s->dsize);
-        a->ki_new = attn_allocs_upload(m, s->kinew, tok * DI * s->dsize);
+        a->v_new = upload_new(s, s->v, (int)HkD);
+        a->ki_new = upload_new(s, s->ki, (int)DI);
     }
     a->q_index = attn_allocs_upload_as(m, s->qi, tok * HI * DI, s->p.dtype, s->staging);
     a->w = attn_allocs_upload(m, s->w, tok * HI * sizeof(float));
@@ -249,16 +245,17 @@ int dec_setup(void *state, const attn_problem *p, const attn_cli *cli, int check
     s->paged_same = -1;
     choose_splits(s);
     const size_t rows = (size_t)rows_of(s), tok = (size_t)s->B * s->Lq;
-    const size_t qi = tok * s->opt.index_heads * s->opt.index_dim; /* staging: O, Q and q_I */
+    /* the staging buffer: Q, q_I and the new tokens' rows up, O and a pool's slots back */
+    const size_t HkD = (size_t)s->H_kv * s->D, DI = s->opt.index_dim;
+    const size_t qi = tok * s->opt.index_heads * DI, up = (rows * s->D > qi ? rows * s->D : qi);
+    const size_t back = (size_t)s->num_pages * s->P * (HkD > DI ? HkD : DI);
     s->out = alloc_host(s, rows * s->Dv * sizeof(float));
     s->lse = alloc_host(s, rows * sizeof(float));
     s->logits = alloc_host(s, tok * s->L_cap * sizeof(float));
     s->sel = alloc_nan(s, tok * s->k_eff * sizeof(int32_t)); /* -1 until a top-k check accepts */
     s->seen_sel = alloc_host(s, tok * s->k_eff * sizeof(int32_t));
-    s->staging = alloc_host(s, (rows * s->D > qi ? rows * s->D : qi) * s->dsize + 16);
-    if (s->mem.failed || make_inputs(s, cli) != 0 || make_caches(s) != 0)
-        return 1;
-    if (make_device(s) != 0)
+    s->staging = alloc_host(s, (up > back ? up : back) * s->dsize + 16);
+    if (s->mem.failed || make_inputs(s, cli) || make_caches(s) || make_device(s))
         return 1;
     b->args = &s->run;
     *chunks = 1;
@@ -299,10 +296,10 @@ int dec_check_append(void *state, const attn_kernel *k, int chunk, attn_stage_ch
     out->rows = s->tokens;
     for (int n = 0; n < ps->n; ++n) {
         const dec_pool *pool = &ps->p[n];
-        if (attn_to_host(s->seen, pool->dev, slots * pool->row))
+        if (attn_to_host(s->staging, pool->dev, slots * pool->row))
             return 1;
         for (size_t slot = 0; slot < slots && out->pass; ++slot)
-            if (memcmp(s->seen + slot * pool->row, pool->after + slot * pool->row, pool->row)) {
+            if (memcmp(s->staging + slot * pool->row, pool->after + slot * pool->row, pool->row)) {
                 out->pass = false;
                 snprintf(out->detail, sizeof out->detail,
                          "%s pool: page %zu slot %zu differs from a right append", pool->name,
