@@ -143,9 +143,8 @@ dec_session *dec_session_open(int layers, int batch, int heads, int kv_heads, in
 int dec_session_use_fp8(dec_session *s) {
     if (s->fp8)
         return 0;
-    for (int b = 0; b < s->B; ++b)
-        if (s->lens[b] != 0)
-            return fail(s, 2, "the FP8 cache is chosen before the first token is appended");
+    if (s->n_free < s->num_pages) /* a step has begun: pages handed out */
+        return fail(s, 2, "the FP8 cache is chosen before the first token is appended");
     if (s->DI != 0)
         return fail(s, 2,
                     "the FP8 cache serves dense attention: open the session with no "

@@ -189,8 +189,6 @@ static int prepare_problem(dec_state *s, attn_problem *p, char *why, size_t len)
     s->cu_k = (int *)alloc_host(s, (size_t)(s->B + 1) * sizeof(int));
     if (s->cu_q == NULL || s->cu_k == NULL)
         return refuse("out of host memory");
-    s->cu_q[0] = s->cu_k[0] = 0;
-    s->tokens = 0;
     for (int b = 0; b < s->B; ++b) {
         s->cu_q[b + 1] = s->cu_q[b] + s->Lq;
         s->cu_k[b + 1] = s->cu_k[b] + s->lens[b];

@@ -97,21 +97,20 @@ static double model_bytes(const dec_state *s, const attn_kernel *k) {
     const int g = s->H / s->H_kv, tiles = (s->Lq * g + DEC_ROWS - 1) / DEC_ROWS;
     const int tiles_g = (g + DEC_ROWS - 1) / DEC_ROWS, HI = s->opt.index_heads;
     const int DI = s->opt.index_dim;
+    /* the block-table entries a warp's 32 keys fall in (lanes reading the same entry make one
+     * request of it) */
+    const double table = 4.0 * ((32 + s->P - 1) / s->P) / 32.0;
     /* q read by every split's block, O written once, the LSE; split partials written and read */
     double qo = 0.0, kv = 0.0;
     const int S = splits_of(s, k);
     if (named(k, "naive") || named(k, "split_kv")) {
-        kv = seen_keys(s, 0) * s->H * 2.0 * D * dz; /* every query head reads K and V itself */
-    } else if (named(k, "gqa") || named(k, "paged")) {
-        /* paged: the block-table entries a warp's 32 keys fall in (lanes reading the same entry
-         * make one request of it) */
-        const double table = named(k, "paged") ? 4.0 * ((32 + s->P - 1) / s->P) / 32.0 : 0.0;
+        kv = seen_keys(s, 0) * s->H * 2.0 * D * dz;    /* every query head reads K and V itself */
+    } else if (named(k, "gqa") || named(k, "paged")) { /* paged: the block table's entries too */
         /* once per K/V head and row tile: the most a row sees (the last new token's: all) */
-        kv = (double)s->cu_k[s->B] * s->H_kv * tiles * (2.0 * D * dz + table);
+        kv = (double)s->cu_k[s->B] * s->H_kv * tiles * (2.0 * D * dz + named(k, "paged") * table);
     } else if (named(k, "latent")) {
         /* the latent row (D = 576) once per row tile for all its heads: K and V are one read;
-         * one table entry per warp's keys as paged */
-        const double table = 4.0 * ((32 + s->P - 1) / s->P) / 32.0;
+         * the block table's entries as paged */
         kv = (double)s->cu_k[s->B] * tiles * (D * dz + table);
     } else if (named(k, "sparse")) {
         kv = seen_keys(s, s->k_eff) * s->H_kv * tiles_g * (2.0 * D * dz + 4.0 + 4.0);
@@ -172,22 +171,21 @@ static float *unpacked(dec_state *s, const unsigned char *src, size_t n) {
  * (attn tensor files, fp32), for decode.py's checks (tests/test_decode.py). */
 int dec_dump(void *state, const char *dir) {
     dec_state *s = of(state);
-    const int64_t slots = (int64_t)s->num_pages * s->P;
-    const size_t pool_elems = (size_t)slots * s->H_kv * s->D;
     const bool lat = s->latent; /* the latent pool alone (its V: the first D_v columns of K) */
-    float *kp = unpacked(s, s->pools.p[0].after, pool_elems);
-    float *vp = lat ? NULL : unpacked(s, s->pools.p[1].after, pool_elems);
-    float *kip = lat ? NULL : unpacked(s, s->pools.p[2].after, (size_t)slots * s->opt.index_dim);
+    float *pool[3] = {NULL, NULL, NULL}; /* K, V, index keys: as a right append leaves them */
+    for (int n = 0; n < s->pools.n; ++n)
+        pool[n] = unpacked(s, s->pools.p[n].after,
+                           (size_t)s->num_pages * s->P * s->pools.p[n].row / s->dsize);
     const int IH = s->opt.index_heads, ID = s->opt.index_dim;
     const attn_dump_tensor t[] = {
         {"q", s->q, NULL, 4, {s->B, s->Lq, s->H, s->D}},
-        {"k_pages", kp, NULL, 4, {s->num_pages, s->P, s->H_kv, s->D}},
-        {"v_pages", vp, NULL, 4, {s->num_pages, s->P, s->H_kv, s->D}},
+        {"k_pages", pool[0], NULL, 4, {s->num_pages, s->P, s->H_kv, s->D}},
+        {"v_pages", pool[1], NULL, 4, {s->num_pages, s->P, s->H_kv, s->D}},
         {"block_table", NULL, s->table, 2, {s->B, s->W}},
         {"cache_seqlens", NULL, s->lens, 1, {s->B}},
         {"o_ref", s->ref.o, NULL, 4, {s->B, s->Lq, s->H, s->Dv}},
         {"q_index", lat ? NULL : s->qi, NULL, 4, {s->B, s->Lq, IH, ID}},
-        {"ki_pages", kip, NULL, 3, {s->num_pages, s->P, ID}},
+        {"ki_pages", pool[2], NULL, 3, {s->num_pages, s->P, ID}},
         {"weights", lat ? NULL : s->w, NULL, 3, {s->B, s->Lq, IH}},
         {"sel", NULL, lat ? NULL : s->sel, 3, {s->B, s->Lq, s->k_eff}},
         {"o_sparse_ref", s->sref.o, NULL, 4, {s->B, s->Lq, s->H, s->D}},
