@@ -242,10 +242,6 @@ typedef struct dec_pool {
     size_t row;
     void *dev;
 } dec_pool;
-typedef struct dec_pools {
-    int n;
-    dec_pool p[4];
-} dec_pools;
 
 /* One run's data. Host arrays hold fp32 values already rounded to the dtype; the pools and the
  * contiguous cache are kept as the device holds them (packed dtype bytes, 0xFF = NaN where no
@@ -263,8 +259,8 @@ typedef struct dec_state {
     size_t dsize, cache_bytes;      /* latent: no contiguous cache (0) */
     float *q, *k, *v, *qi, *ki, *w; /* q [B,Lq,H,D], k, v [total_k, H_kv, D], qi, ki, w */
     int *table;                     /* [B, W] */
-    dec_pools pools;                /* K, V, index keys (latent: the latent pool alone) */
-    unsigned char *kc, *vc;         /* contiguous cache */
+    dec_pool pools[4];      /* K, V, index keys (latent: the latent pool alone), then a NULL name */
+    unsigned char *kc, *vc; /* contiguous cache */
     attn_stage_reference ref, sref; /* dense and sparse references (the checked rows) */
     float *out, *lse, *logits;
     int32_t *sel, *seen_sel; /* [B * Lq, k_eff]: accepted, read back */
@@ -276,8 +272,8 @@ typedef struct dec_state {
     /* --fp8 (decode_fp8.c): the FP8 pools (K codes, or the latent rows; V codes; their scales),
      * K and V as the kernels dequantise them, the reference over those, and what the checks
      * measured (the --json record's) */
-    size_t row8; /* bytes of a token's FP8 row (all its heads) */
-    dec_pools pools8;
+    size_t row8;        /* bytes of a token's FP8 row (all its heads) */
+    dec_pool pools8[5]; /* K and V codes, their scales (latent: the rows alone); a NULL name */
     float *kd, *vd;
     attn_stage_reference dref;
     double err_fp64, err_over_bound, err_dequant, err16, k_err, k_max;

@@ -43,10 +43,10 @@
 /* Token tok (slot `slot`) of a K/V cache quantised by the CPU into the pools after the append
  * (K and V codes, their scales) and dequantised into kd, vd. */
 static void quantise_token(dec_state *s, int64_t tok, int64_t slot) {
-    float *ks = (float *)s->pools8.p[2].after, *vs = (float *)s->pools8.p[3].after;
+    float *ks = (float *)s->pools8[2].after, *vs = (float *)s->pools8[3].after;
     for (int hk = 0; hk < s->H_kv; ++hk) {
         const int64_t at = (tok * s->H_kv + hk) * s->D, x = slot * s->H_kv + hk;
-        unsigned char *kc = s->pools8.p[0].after + x * s->D, *vc = s->pools8.p[1].after + x * s->D;
+        unsigned char *kc = s->pools8[0].after + x * s->D, *vc = s->pools8[1].after + x * s->D;
         ks[x] = dec_fp8_quantize_ref(s->k + at, s->D, kc);
         vs[x] = dec_fp8_quantize_ref(s->v + at, s->D, vc);
         for (int d = 0; d < s->D; ++d) {
@@ -60,11 +60,11 @@ int dec_fp8_inputs(dec_state *s) {
     const size_t kv = (size_t)s->cu_k[s->B] * s->H_kv * s->D, scales = (size_t)s->H_kv * 4;
     s->row8 = s->latent ? DEC_FP8_LATENT_BYTES : (size_t)s->H_kv * s->D;
     s->kd = alloc_host(s, kv * 4), s->vd = alloc_host(s, kv * 4);
-    dec_add_pool(s, &s->pools8, s->latent ? "latent" : "K code", s->row8);
+    dec_add_pool(s, s->pools8, s->latent ? "latent" : "K code", s->row8);
     if (!s->latent) { /* V's codes, K's and V's scales */
-        dec_add_pool(s, &s->pools8, "V code", s->row8);
-        dec_add_pool(s, &s->pools8, "K scale", scales);
-        dec_add_pool(s, &s->pools8, "V scale", scales);
+        dec_add_pool(s, s->pools8, "V code", s->row8);
+        dec_add_pool(s, s->pools8, "K scale", scales);
+        dec_add_pool(s, s->pools8, "V scale", scales);
     }
     if (s->mem.failed)
         return 1;
@@ -74,7 +74,7 @@ int dec_fp8_inputs(dec_state *s) {
     for (int b = 0; b < s->B; ++b)
         for (int t = 0; t < s->lens[b]; ++t) {
             const int64_t tok = s->cu_k[b] + t, slot = slot_of(s, b, t);
-            unsigned char *row = s->pools8.p[0].after + slot * s->row8;
+            unsigned char *row = s->pools8[0].after + slot * s->row8;
             if (!s->latent) {
                 quantise_token(s, tok, slot);
             } else {

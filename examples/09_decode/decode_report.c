@@ -173,9 +173,9 @@ int dec_dump(void *state, const char *dir) {
     dec_state *s = of(state);
     const bool lat = s->latent; /* the latent pool alone (its V: the first D_v columns of K) */
     float *pool[3] = {NULL, NULL, NULL}; /* K, V, index keys: as a right append leaves them */
-    for (int n = 0; n < s->pools.n; ++n)
-        pool[n] = unpacked(s, s->pools.p[n].after,
-                           (size_t)s->num_pages * s->P * s->pools.p[n].row / s->dsize);
+    for (int n = 0; s->pools[n].name != NULL; ++n)
+        pool[n] = unpacked(s, s->pools[n].after,
+                           (size_t)s->num_pages * s->P * s->pools[n].row / s->dsize);
     const int IH = s->opt.index_heads, ID = s->opt.index_dim;
     const attn_dump_tensor t[] = {
         {"q", s->q, NULL, 4, {s->B, s->Lq, s->H, s->D}},

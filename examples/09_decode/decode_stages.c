@@ -82,11 +82,12 @@ void dec_banner(void *state, const attn_problem *p) {
 
 /* ---- step 3: inputs -------------------------------------------------------------------------- */
 
-dec_pool *dec_add_pool(dec_state *s, dec_pools *ps, const char *name, size_t row) {
+dec_pool *dec_add_pool(dec_state *s, dec_pool *ps, const char *name, size_t row) {
     const size_t bytes = (size_t)s->num_pages * s->P * row;
-    dec_pool *pool = &ps->p[ps->n++];
-    *pool = (dec_pool){name, alloc_nan(s, bytes), alloc_nan(s, bytes), row, NULL};
-    return s->mem.failed ? NULL : pool;
+    while (ps->name != NULL)
+        ++ps;
+    *ps = (dec_pool){name, alloc_nan(s, bytes), alloc_nan(s, bytes), row, NULL};
+    return s->mem.failed ? NULL : ps;
 }
 
 /* A pool as a right append leaves it: every token of every sequence in its slot (rows: the
@@ -99,12 +100,12 @@ static void fill_pool(const dec_state *s, const dec_pool *pool, const float *row
 }
 
 /* Each pool of ps as it was before the step: as after it, but the new tokens' slots NaN. */
-static void fill_before(const dec_state *s, const dec_pools *ps) {
-    for (int n = 0; n < ps->n; ++n)
+static void fill_before(const dec_state *s, const dec_pool *ps) {
+    for (; ps->name != NULL; ++ps)
         for (int b = 0; b < s->B; ++b)
             for (int t = 0; t < s->lens[b] - s->Lq; ++t) { /* prefilled: in the pool already */
-                const size_t at = (size_t)slot_of(s, b, t) * ps->p[n].row;
-                memcpy(ps->p[n].before + at, ps->p[n].after + at, ps->p[n].row);
+                const size_t at = (size_t)slot_of(s, b, t) * ps->row;
+                memcpy(ps->before + at, ps->after + at, ps->row);
             }
 }
 
@@ -155,9 +156,9 @@ static int make_caches(dec_state *s) {
     const int D = s->D, DI = s->opt.index_dim, HkD = s->H_kv * D;
     const size_t row = (size_t)HkD * s->dsize, ki_row = DI * s->dsize;
     const bool lat = s->latent;
-    const dec_pool *kp = dec_add_pool(s, &s->pools, "K", row);
-    const dec_pool *vp = lat ? NULL : dec_add_pool(s, &s->pools, "V", row);
-    const dec_pool *kip = lat ? NULL : dec_add_pool(s, &s->pools, "index-key", ki_row);
+    const dec_pool *kp = dec_add_pool(s, s->pools, "K", row);
+    const dec_pool *vp = lat ? NULL : dec_add_pool(s, s->pools, "V", row);
+    const dec_pool *kip = lat ? NULL : dec_add_pool(s, s->pools, "index-key", ki_row);
     s->cache_bytes = lat ? 0 : (size_t)s->B * s->H_kv * s->L_cap * D * s->dsize;
     s->kc = alloc_nan(s, s->cache_bytes), s->vc = alloc_nan(s, s->cache_bytes);
     if (s->mem.failed)
@@ -175,17 +176,16 @@ static int make_caches(dec_state *s) {
                 attn_pack(s->kc + dst, s->k + src, (size_t)D, s->p.dtype);
                 attn_pack(s->vc + dst, s->v + src, (size_t)D, s->p.dtype);
             }
-    fill_before(s, &s->pools);
-    fill_before(s, &s->pools8);
+    fill_before(s, s->pools);
+    fill_before(s, s->pools8);
     return 0;
 }
 
 /* Every pool of ps as before the step onto the device: into new buffers (fresh), or into its
  * own (a stage's clear). 0, or 1 after a message. */
-static int pools_before(dec_state *s, dec_pools *ps, bool fresh) {
+static int pools_before(dec_state *s, dec_pool *ps, bool fresh) {
     const size_t slots = (size_t)s->num_pages * s->P;
-    for (int n = 0; n < ps->n; ++n) {
-        dec_pool *pool = &ps->p[n];
+    for (dec_pool *pool = ps; pool->name != NULL; ++pool) {
         if (fresh)
             pool->dev = attn_allocs_upload(&s->mem, pool->before, slots * pool->row);
         else if (attn_to_device(pool->dev, pool->before, slots * pool->row))
@@ -204,12 +204,12 @@ static int make_device(dec_state *s) {
     a->latent = s->latent, a->dtype = s->p.dtype, a->scale = s->p.scale, a->splits = 1;
     a->table_width = s->W, a->page_size = s->P, a->num_pages = s->num_pages;
     a->index_heads = (int)HI, a->index_dim = (int)DI, a->topk = s->k_eff;
-    if (pools_before(s, &s->pools, true) || pools_before(s, &s->pools8, true))
+    if (pools_before(s, s->pools, true) || pools_before(s, s->pools8, true))
         return 1;
-    a->k_pages = s->pools.p[0].dev, a->v_pages = s->pools.p[1].dev;
-    a->ki_pages = s->pools.p[2].dev, a->k8_pages = s->pools8.p[0].dev;
-    a->v8_pages = s->pools8.p[1].dev, a->k8_scales = s->pools8.p[2].dev;
-    a->v8_scales = s->pools8.p[3].dev;
+    a->k_pages = s->pools[0].dev, a->v_pages = s->pools[1].dev;
+    a->ki_pages = s->pools[2].dev, a->k8_pages = s->pools8[0].dev;
+    a->v8_pages = s->pools8[1].dev, a->k8_scales = s->pools8[2].dev;
+    a->v8_scales = s->pools8[3].dev;
     a->q = attn_allocs_upload_as(m, s->q, rows * s->D, s->p.dtype, s->staging);
     a->k_cache = attn_allocs_upload(m, s->kc, s->cache_bytes);
     a->v_cache = attn_allocs_upload(m, s->vc, s->cache_bytes);
@@ -271,9 +271,9 @@ int dec_clear(void *state, const attn_kernel *k, int chunk) {
     const size_t tokens = (size_t)s->B * s->Lq, rows = (size_t)rows_of(s);
     switch (k->stage) {
     case DEC_STAGE_APPEND: /* the pools as before the step: the new tokens' slots NaN */
-        return pools_before(s, &s->pools, false);
+        return pools_before(s, s->pools, false);
     case DEC_STAGE_APPEND_FP8:
-        return pools_before(s, &s->pools8, false);
+        return pools_before(s, s->pools8, false);
     case DEC_STAGE_INDEXER:
         return attn_device_fill_nan(a->logits, tokens * s->L_cap * sizeof(float));
     case DEC_STAGE_TOPK:
@@ -291,11 +291,10 @@ int dec_clear(void *state, const attn_kernel *k, int chunk) {
 int dec_check_append(void *state, const attn_kernel *k, int chunk, attn_stage_check *out) {
     (void)chunk;
     dec_state *s = of(state);
-    const dec_pools *ps = k->stage == DEC_STAGE_APPEND ? &s->pools : &s->pools8;
+    const dec_pool *pool = k->stage == DEC_STAGE_APPEND ? s->pools : s->pools8;
     const size_t slots = (size_t)s->num_pages * s->P;
     out->rows = s->tokens;
-    for (int n = 0; n < ps->n; ++n) {
-        const dec_pool *pool = &ps->p[n];
+    for (; pool->name != NULL; ++pool) {
         if (attn_to_host(s->staging, pool->dev, slots * pool->row))
             return 1;
         for (size_t slot = 0; slot < slots && out->pass; ++slot)

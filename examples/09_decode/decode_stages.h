@@ -52,9 +52,10 @@ static inline int64_t slot_of(const dec_state *s, int b, int t) {
 }
 
 /* decode_stages.c, for decode_fp8.c: a new pool of ps (its host buffers 0xFF; NULL after a
- * message); the reference of the checked rows over keys k and values v (NULL: latent) into r; the
- * kernel's O and LSE read back against a reference. 0, or 1 after a message (a runtime error). */
-dec_pool *dec_add_pool(dec_state *s, dec_pools *ps, const char *name, size_t row);
+ * message), after the last (the list ends at a NULL name); the reference of the checked rows over
+ * keys k and values v (NULL: latent) into r; the kernel's O and LSE read back against a reference.
+ * 0, or 1 after a message (a runtime error). */
+dec_pool *dec_add_pool(dec_state *s, dec_pool *ps, const char *name, size_t row);
 int dec_reference(dec_state *s, const int32_t *sel, const float *k, const float *v,
                   attn_stage_reference *r);
 int dec_compare(dec_state *s, const attn_stage_reference *r, double amplitude,
