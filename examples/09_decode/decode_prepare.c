@@ -167,18 +167,11 @@ static int prepare_topk_splits(dec_state *s, char *why, size_t len) {
     const int auto_k = attn_on_simulator() ? 64 : 2048; /* DeepSeek's k on a GPU */
     s->k_eff = s->opt.topk > 0 ? s->opt.topk : s->L_cap < auto_k ? s->L_cap : auto_k;
     const char *sp = s->opt.splits;
-    if (strcmp(sp, "auto") == 0)
-        s->splits_mode = 0;
-    else if (strcmp(sp, "fa") == 0)
-        s->splits_mode = 1;
-    else {
-        s->splits_mode = 2;
-        if (attn_cli_parse_int("--splits", sp, 1, &s->splits_fixed, why, len) != 0 ||
-            s->splits_fixed > DEC_MAX_SPLITS)
-            return refuse("--splits must be auto, fa or a number of splits from 1 to %d "
-                          "(got '%s')",
-                          DEC_MAX_SPLITS, sp);
-    }
+    s->splits_mode = strcmp(sp, "auto") == 0 ? 0 : strcmp(sp, "fa") == 0 ? 1 : 2;
+    if (s->splits_mode == 2 && (attn_cli_parse_int("--splits", sp, 1, &s->splits_fixed, why, len) ||
+                                s->splits_fixed > DEC_MAX_SPLITS))
+        return refuse("--splits must be auto, fa or a number of splits from 1 to %d (got '%s')",
+                      DEC_MAX_SPLITS, sp);
     return 0;
 }
 

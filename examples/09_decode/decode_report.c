@@ -44,11 +44,7 @@ double dec_host_bytes(void *state, const attn_problem *p) {
            (s->opt.fp8 ? fp8 : 0.0);
 }
 
-/* --fp8: the FP8 cache's bytes per token (all its heads: codes and scales), and the codes and
- * scales the attention reads, once per row tile. */
-static double fp8_bytes_per_token(const dec_state *s) {
-    return s->latent ? DEC_FP8_LATENT_BYTES : 2.0 * s->H_kv * (s->D + 4);
-}
+/* --fp8: the codes and scales the attention reads, once per row tile. */
 static double fp8_cache_bytes(const dec_state *s) {
     return (double)s->cu_k[s->B] * fp8_bytes_per_token(s) *
            ((s->Lq * (s->H / s->H_kv) + DEC_ROWS - 1) / DEC_ROWS);
@@ -155,7 +151,7 @@ void dec_record_json(void *state, const attn_kernel *k, char *out, size_t len) {
                  ",\"outliers\":%g,\"bytes_per_token\":%.0f,\"cache_bytes\":%.0f,"
                  "\"err_fp64\":%.6g,\"err_over_bound\":%.6g,\"err_dequant\":%.6g,"
                  "\"err_unquantised\":%.6g,\"k_err\":%.6g,\"k_max\":%.6g",
-                 s->opt.outliers, fp8_bytes_per_token(s), fp8_cache_bytes(s), s->err_fp64,
+                 s->opt.outliers, (double)fp8_bytes_per_token(s), fp8_cache_bytes(s), s->err_fp64,
                  s->err_over_bound, s->err_dequant, s->err16, s->k_err, s->k_max);
 }
 

@@ -77,7 +77,7 @@ void dec_banner(void *state, const attn_problem *p) {
         printf("FP8 cache: %s, %d bytes per token (codes and scales, all heads), outlier channels "
                "x%g\n",
                s->latent ? "FlashMLA's latent rows" : "e4m3 K/V, a scale per token and K/V head",
-               s->latent ? DEC_FP8_LATENT_BYTES : 2 * s->H_kv * (s->D + 4), s->opt.outliers);
+               fp8_bytes_per_token(s), s->opt.outliers);
 }
 
 /* ---- step 3: inputs -------------------------------------------------------------------------- */

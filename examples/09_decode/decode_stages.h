@@ -26,6 +26,11 @@ static inline void *alloc_nan(dec_state *s, size_t n) {
 
 static inline int64_t rows_of(const dec_state *s) { return (int64_t)s->B * s->Lq * s->H; }
 
+/* --fp8: the FP8 cache's bytes per token (all its heads: codes and scales). */
+static inline int fp8_bytes_per_token(const dec_state *s) {
+    return s->latent ? DEC_FP8_LATENT_BYTES : 2 * s->H_kv * (s->D + 4);
+}
+
 /* Is k the version of that name? */
 static inline bool named(const attn_kernel *k, const char *name) {
     return strcmp(k->name, name) == 0;
