@@ -69,9 +69,8 @@ static int prepare_lengths(dec_state *s, const attn_cli *cli, const attn_problem
             return refuse("-B %d contradicts --cache-lens, which lists %d sequences", cli->B, s->B);
         return 0;
     }
-    if (p->Lk > 1 << 27) { /* the limit --cache-lens has for each length */
+    if (p->Lk > 1 << 27) /* the limit --cache-lens has for each length */
         return refuse("-L %d: a cache length is at most %d", p->Lk, 1 << 27);
-    }
     s->B = p->B;
     if ((s->lens = (int *)alloc_host(s, (size_t)s->B * sizeof(int))) == NULL)
         return refuse("out of host memory for %d sequences", s->B);
@@ -124,11 +123,10 @@ static int prepare_shape(dec_state *s, const attn_cli *cli, attn_problem *p, cha
                           "(--queries)",
                           b, s->lens[b], s->Lq);
     }
-    if (s->L_cap == 0 || total > INT_MAX) { /* named by the flag that gave the lengths */
+    if (s->L_cap == 0 || total > INT_MAX) /* named by the flag that gave the lengths */
         return refuse("%s: %s", s->opt.cache_lens != NULL ? "--cache-lens" : "-B x -L",
                       s->L_cap == 0 ? "every sequence is empty"
                                     : "the caches add up to more than 2^31 tokens");
-    }
     return 0;
 }
 

@@ -29,33 +29,27 @@
 #include "decode_stages.h"
 
 /* The split count of each version (--splits): the rule's input is its blocks per split. */
-static int sm_count(void) {
-    int n = 0;
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || n < 1)
-        n = 132;
-    return n;
-}
-
-static int splits_for(const dec_state *s, int blocks, int keys) {
+static int splits_for(const dec_state *s, int sms, int blocks, int keys) {
     return s->splits_mode == 2   ? s->splits_fixed
-           : s->splits_mode == 1 ? dec_splits_flash(sm_count(), blocks, keys, s->D)
-                                 : dec_splits_ours(sm_count(), blocks, keys);
+           : s->splits_mode == 1 ? dec_splits_flash(sms, blocks, keys, s->D)
+                                 : dec_splits_ours(sms, blocks, keys);
 }
 
 static void choose_splits(dec_state *s) {
-    const int tiles_g = (s->H / s->H_kv + DEC_ROWS - 1) / DEC_ROWS;
-    s->run.splits_split_kv = splits_for(s, s->B * s->H, s->L_cap);
-    s->run.splits_tiled = splits_for(s, dec_blocks_per_split(s->B, s->H, s->H_kv, s->Lq), s->L_cap);
-    s->run.splits_sparse = splits_for(s, s->B * s->Lq * s->H_kv * tiles_g, s->k_eff);
+    const int tiles_g = (s->H / s->H_kv + DEC_ROWS - 1) / DEC_ROWS, L = s->L_cap;
+    int sms = 0; /* the device's SMs (132, an H100's, where it tells none) */
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || sms < 1)
+        sms = 132;
+    s->run.splits_split_kv = splits_for(s, sms, s->B * s->H, L);
+    s->run.splits_tiled = splits_for(s, sms, dec_blocks_per_split(s->B, s->H, s->H_kv, s->Lq), L);
+    s->run.splits_sparse = splits_for(s, sms, s->B * s->Lq * s->H_kv * tiles_g, s->k_eff);
 }
 
 void dec_banner(void *state, const attn_problem *p) {
     static const char *const rules[] = {"our rule", "FlashAttention-2's rule", "--splits"};
     dec_state *s = of(state);
     choose_splits(s);
-    int empty = 0;
-    for (int b = 0; b < s->B; ++b)
-        empty += s->lens[b] == 0;
+    const int empty = s->B - s->tokens / s->Lq; /* a sequence with tokens has Lq new ones */
     printf("decode step: %d sequence%s (%d empty), cache up to %d tokens, %d new token%s each; "
            "%d query heads over %d key/value head%s (g = %d)\n",
            s->B, s->B > 1 ? "s" : "", empty, s->L_cap, s->Lq, s->Lq > 1 ? "s" : "", s->H, s->H_kv,
