@@ -266,7 +266,7 @@ typedef struct dec_state {
     int32_t *sel, *seen_sel; /* [B * Lq, k_eff]: accepted, read back */
     unsigned char *gqa_bits; /* version 4's output (packed) and LSE, for the bit-exact compare */
     float *gqa_lse;
-    int paged_same;         /* paged_same: -1 not compared, 0 differs, 1 bit-identical */
+    int paged_same; /* -1 not compared, -2 gqa's output kept for it, 0 differs, 1 bit-identical */
     unsigned char *staging; /* what goes up to the device packed, O and the pools coming back */
     dec_run run;            /* what the kernels read (attn_buffers.args) */
     /* --fp8 (decode_fp8.c): the FP8 pools (K codes, or the latent rows; V codes; their scales),

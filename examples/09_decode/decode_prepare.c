@@ -152,9 +152,7 @@ static int prepare_pool(dec_state *s, const attn_cli *cli, char *why, size_t len
             return refuse("--corrupt-table must be an integer (got '%s')", t);
         s->table[0] = t[0] == '-' ? -v : v;
     }
-    if (dec_check_block_table(s->table, s->B, s->W, s->lens, s->P, s->num_pages, why, len) != 0)
-        return ATTN_EXIT_USAGE;
-    return 0;
+    return dec_check_block_table(s->table, s->B, s->W, s->lens, s->P, s->num_pages, why, len);
 }
 
 /* DSA's k (the width of the selection) and the split rule (--splits). */

@@ -84,13 +84,17 @@ dec_pool *dec_add_pool(dec_state *s, dec_pool *ps, const char *name, size_t row)
     return s->mem.failed ? NULL : ps;
 }
 
-/* A pool as a right append leaves it: every token of every sequence in its slot (rows: the
- * tokens' values, width of them per token: H_kv * D, or D_I). */
-static void fill_pool(const dec_state *s, const dec_pool *pool, const float *rows, int width) {
+/* A new pool (dec_add_pool) as a right append leaves it: every token of every sequence in its slot
+ * (rows: the tokens' values, width of them per token: H_kv * D, or D_I). 0, or 1 (reported). */
+static int fill_pool(dec_state *s, const char *name, const float *rows, int width) {
+    const dec_pool *pool = dec_add_pool(s, s->pools, name, (size_t)width * s->dsize);
+    if (pool == NULL)
+        return 1;
     for (int b = 0; b < s->B; ++b)
         for (int t = 0; t < s->lens[b]; ++t)
             attn_pack(pool->after + slot_of(s, b, t) * (int64_t)pool->row,
                       rows + ((int64_t)s->cu_k[b] + t) * width, (size_t)width, s->p.dtype);
+    return 0;
 }
 
 /* Each pool of ps as it was before the step: as after it, but the new tokens' slots NaN. */
@@ -147,21 +151,14 @@ static int make_inputs(dec_state *s, const attn_cli *cli) {
 /* The caches as the device holds them (packed): the pools before and after a right append, the
  * contiguous cache [B, H_kv, L_cap, D] (NaN past each sequence's tokens). */
 static int make_caches(dec_state *s) {
-    const int D = s->D, DI = s->opt.index_dim, HkD = s->H_kv * D;
-    const size_t row = (size_t)HkD * s->dsize, ki_row = DI * s->dsize;
+    const int D = s->D, HkD = s->H_kv * D;
     const bool lat = s->latent;
-    const dec_pool *kp = dec_add_pool(s, s->pools, "K", row);
-    const dec_pool *vp = lat ? NULL : dec_add_pool(s, s->pools, "V", row);
-    const dec_pool *kip = lat ? NULL : dec_add_pool(s, s->pools, "index-key", ki_row);
     s->cache_bytes = lat ? 0 : (size_t)s->B * s->H_kv * s->L_cap * D * s->dsize;
     s->kc = alloc_nan(s, s->cache_bytes), s->vc = alloc_nan(s, s->cache_bytes);
-    if (s->mem.failed)
+    if (s->mem.failed || fill_pool(s, "K", s->k, HkD) ||
+        (!lat &&
+         (fill_pool(s, "V", s->v, HkD) || fill_pool(s, "index-key", s->ki, s->opt.index_dim))))
         return 1;
-    fill_pool(s, kp, s->k, HkD);
-    if (!lat) {
-        fill_pool(s, vp, s->v, HkD);
-        fill_pool(s, kip, s->ki, DI);
-    }
     for (int b = 0; !lat && b < s->B; ++b) /* the contiguous cache (latent: none) */
         for (int hk = 0; hk < s->H_kv; ++hk)
             for (int t = 0; t < s->lens[b]; ++t) {
@@ -248,6 +245,7 @@ int dec_setup(void *state, const attn_problem *p, const attn_cli *cli, int check
     s->logits = alloc_host(s, tok * s->L_cap * sizeof(float));
     s->sel = alloc_nan(s, tok * s->k_eff * sizeof(int32_t)); /* -1 until a top-k check accepts */
     s->seen_sel = alloc_host(s, tok * s->k_eff * sizeof(int32_t));
+    s->gqa_bits = alloc_host(s, rows * s->Dv * s->dsize), s->gqa_lse = alloc_host(s, rows * 4);
     s->staging = alloc_host(s, (up > back ? up : back) * s->dsize + 16);
     if (s->mem.failed || make_inputs(s, cli) || make_caches(s) || make_device(s))
         return 1;
@@ -353,13 +351,10 @@ int dec_check_attention(void *state, const attn_kernel *k, int chunk, attn_stage
         return 1;
     const size_t obytes = (size_t)rows_of(s) * s->Dv * s->dsize, lbytes = (size_t)rows_of(s) * 4;
     if (named(k, "gqa")) { /* kept for paged's bit-for-bit comparison */
-        s->gqa_bits = s->gqa_bits ? s->gqa_bits : alloc_host(s, obytes);
-        s->gqa_lse = s->gqa_lse ? s->gqa_lse : alloc_host(s, lbytes);
-        if (s->mem.failed)
-            return 1;
         memcpy(s->gqa_bits, s->staging, obytes);
         memcpy(s->gqa_lse, s->lse, lbytes);
-    } else if (named(k, "paged") && s->gqa_bits != NULL) {
+        s->paged_same = -2;
+    } else if (named(k, "paged") && s->paged_same == -2) { /* gqa's output kept */
         s->paged_same =
             memcmp(s->gqa_bits, s->staging, obytes) == 0 && memcmp(s->gqa_lse, s->lse, lbytes) == 0;
         if (!s->paged_same && out->pass) {
