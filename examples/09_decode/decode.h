@@ -272,7 +272,6 @@ typedef struct dec_state {
     /* --fp8 (decode_fp8.c): the FP8 pools (K codes, or the latent rows; V codes; their scales),
      * K and V as the kernels dequantise them, the reference over those, and what the checks
      * measured (the --json record's) */
-    size_t row8;        /* bytes of a token's FP8 row (all its heads) */
     dec_pool pools8[5]; /* K and V codes, their scales (latent: the rows alone); a NULL name */
     float *kd, *vd;
     attn_stage_reference dref;

@@ -58,11 +58,11 @@ static void quantise_token(dec_state *s, int64_t tok, int64_t slot) {
 
 int dec_fp8_inputs(dec_state *s) {
     const size_t kv = (size_t)s->cu_k[s->B] * s->H_kv * s->D, scales = (size_t)s->H_kv * 4;
-    s->row8 = s->latent ? DEC_FP8_LATENT_BYTES : (size_t)s->H_kv * s->D;
+    const size_t row8 = s->latent ? DEC_FP8_LATENT_BYTES : (size_t)s->H_kv * s->D; /* a token's */
     s->kd = alloc_host(s, kv * 4), s->vd = alloc_host(s, kv * 4);
-    dec_add_pool(s, s->pools8, s->latent ? "latent" : "K code", s->row8);
+    dec_add_pool(s, s->pools8, s->latent ? "latent" : "K code", row8);
     if (!s->latent) { /* V's codes, K's and V's scales */
-        dec_add_pool(s, s->pools8, "V code", s->row8);
+        dec_add_pool(s, s->pools8, "V code", row8);
         dec_add_pool(s, s->pools8, "K scale", scales);
         dec_add_pool(s, s->pools8, "V scale", scales);
     }
@@ -74,7 +74,7 @@ int dec_fp8_inputs(dec_state *s) {
     for (int b = 0; b < s->B; ++b)
         for (int t = 0; t < s->lens[b]; ++t) {
             const int64_t tok = s->cu_k[b] + t, slot = slot_of(s, b, t);
-            unsigned char *row = s->pools8[0].after + slot * s->row8;
+            unsigned char *row = s->pools8[0].after + slot * row8;
             if (!s->latent) {
                 quantise_token(s, tok, slot);
             } else {
@@ -98,7 +98,7 @@ static int plant_scale(const dec_state *s) {
         return 0;
     const int64_t slot = slot_of(s, 0, s->lens[0] - s->Lq);
     const dec_args *a = &s->run.args;
-    float v, *at = s->latent ? (float *)(a->k8_pages + slot * s->row8 + DEC_LATENT_DV)
+    float v, *at = s->latent ? (float *)(a->k8_pages + slot * s->pools8[0].row + DEC_LATENT_DV)
                              : a->k8_scales + slot * s->H_kv;
     if (attn_to_host(&v, at, 4))
         return 1;

@@ -86,13 +86,9 @@ int dec_blocks_per_split(int B, int H, int H_kv, int Lq) {
  * shorter than DEC_MIN_KEYS_PER_SPLIT keys, whose own reads would be small beside the partial
  * result it writes and the combine reads back. */
 int dec_splits_ours(int sm_count, int blocks, int keys) {
-    const int slots = 2 * sm_count;
-    int s = blocks > 0 ? slots / blocks : 1;
-    const int by_keys = keys / DEC_MIN_KEYS_PER_SPLIT;
-    if (s > by_keys)
-        s = by_keys;
-    if (s > DEC_MAX_SPLITS / 2)
-        s = DEC_MAX_SPLITS / 2;
+    int s = blocks > 0 ? 2 * sm_count / blocks : 1;
+    s = s < keys / DEC_MIN_KEYS_PER_SPLIT ? s : keys / DEC_MIN_KEYS_PER_SPLIT;
+    s = s < DEC_MAX_SPLITS / 2 ? s : DEC_MAX_SPLITS / 2;
     return s < 1 ? 1 : s;
 }
 

@@ -99,21 +99,18 @@ static int prepare_shape(dec_state *s, const attn_cli *cli, attn_problem *p, cha
      * latent row), else none */
     const int def_kv = s->latent ? 1 : attn_on_simulator() ? 3 : 8;
     s->H_kv = s->opt.kv_heads > 0 ? s->opt.kv_heads : cli->H == 0 || s->latent ? def_kv : s->H;
-    if (s->latent) {
-        const char *bad = dec_latent_unsupported(s->H_kv, s->D, p->dtype);
-        if (bad != NULL)
-            return refuse("%s (got --kv-heads %d, D=%d, %s)", bad, s->H_kv, s->D,
-                          attn_dtype_name(p->dtype));
-    }
+    const char *bad = s->latent ? dec_latent_unsupported(s->H_kv, s->D, p->dtype) : NULL;
+    if (bad != NULL)
+        return refuse("%s (got --kv-heads %d, D=%d, %s)", bad, s->H_kv, s->D,
+                      attn_dtype_name(p->dtype));
     if (s->H % s->H_kv != 0)
         return refuse("-H %d is not a multiple of --kv-heads %d: every key/value head serves the "
                       "same number of query heads",
                       s->H, s->H_kv);
-    const char *bad = dec_unsupported(s->H, s->H_kv, s->latent ? 64 : s->D, s->Lq,
-                                      s->opt.index_heads, s->opt.index_dim); /* latent D: above */
+    bad = dec_unsupported(s->H, s->H_kv, s->latent ? 64 : s->D, s->Lq, s->opt.index_heads,
+                          s->opt.index_dim); /* the latent D: above */
     if (bad != NULL)
         return refuse("%s (got D=%d)", bad, s->D);
-    s->L_cap = 0;
     int64_t total = 0;
     for (int b = 0; b < s->B; ++b) {
         s->L_cap = s->lens[b] > s->L_cap ? s->lens[b] : s->L_cap;
