@@ -179,10 +179,9 @@ int dec_session_begin(dec_session *s, int n_new) {
         s->lens[b] += n_new;
     }
     s->n_new = n_new;
-    char why[256];
-    if (dec_check_block_table(s->table, s->B, s->W, s->lens, s->P, s->num_pages, why, sizeof why) !=
-        0)
-        return fail(s, 1, "%s", why);
+    if (dec_check_block_table(s->table, s->B, s->W, s->lens, s->P, s->num_pages, s->err,
+                              sizeof s->err)) /* its reason: the session's error */
+        return 1;
     for (int b = 0; b < s->B; ++b) { /* cu_k[0] = cu_q[0] = 0 from the start */
         s->cu[b + 1] = s->cu[b] + s->lens[b];
         s->cu_q[b + 1] = (b + 1) * n_new;

@@ -190,7 +190,6 @@ int dec_dump(void *state, const char *dir) {
 }
 
 void dec_after_table(void *state, const attn_example *ex, const attn_run_record *recs, int n) {
-    (void)ex;
     dec_state *s = of(state);
     if (s->paged_same >= 0)
         printf("\npaged vs gqa (contiguous cache), %d split%s: %s\n", s->run.splits_tiled,

@@ -290,12 +290,10 @@ int dec_check_append(void *state, const attn_kernel *k, int chunk, attn_stage_ch
         if (attn_to_host(s->staging, pool->dev, slots * pool->row))
             return 1;
         for (size_t slot = 0; slot < slots && out->pass; ++slot)
-            if (memcmp(s->staging + slot * pool->row, pool->after + slot * pool->row, pool->row)) {
-                out->pass = false;
-                snprintf(out->detail, sizeof out->detail,
-                         "%s pool: page %zu slot %zu differs from a right append", pool->name,
-                         slot / (size_t)s->P, slot % (size_t)s->P);
-            }
+            if (memcmp(s->staging + slot * pool->row, pool->after + slot * pool->row, pool->row))
+                out->pass = attn_reason(out->detail, sizeof out->detail, false, /* false, why */
+                                        "%s pool: page %zu slot %zu differs from a right append",
+                                        pool->name, slot / (size_t)s->P, slot % (size_t)s->P);
     }
     return 0;
 }
@@ -357,12 +355,10 @@ int dec_check_attention(void *state, const attn_kernel *k, int chunk, attn_stage
     } else if (named(k, "paged") && s->paged_same == -2) { /* gqa's output kept */
         s->paged_same =
             memcmp(s->gqa_bits, s->staging, obytes) == 0 && memcmp(s->gqa_lse, s->lse, lbytes) == 0;
-        if (!s->paged_same && out->pass) {
-            out->pass = false;
-            snprintf(out->detail, sizeof out->detail,
-                     "its output is not bit-identical to gqa's on the contiguous cache (same "
-                     "splits, same arithmetic)");
-        }
+        if (!s->paged_same && out->pass)
+            out->pass = attn_reason(out->detail, sizeof out->detail, false,
+                                    "its output is not bit-identical to gqa's on the contiguous "
+                                    "cache (same splits, same arithmetic)");
     }
     return 0;
 }
@@ -414,10 +410,9 @@ int dec_check_topk(void *state, const attn_kernel *k, int chunk, attn_stage_chec
         out->rows++;
         if (ds_check_selection(s->logits + token * s->L_cap, visible(s, b, i), K, got, why,
                                sizeof why) != 0 &&
-            out->pass) {
-            out->pass = false;
-            snprintf(out->detail, sizeof out->detail, "b=%d i=%d: %s", b, i, why);
-        }
+            out->pass) /* the first failure: pass false, why in detail */
+            out->pass =
+                attn_reason(out->detail, sizeof out->detail, false, "b=%d i=%d: %s", b, i, why);
         /* the accepted rows are what the sparse stage's reference reads */
         memcpy(s->sel + token * K, got, (size_t)K * sizeof(int32_t));
     }
