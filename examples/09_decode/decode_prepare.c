@@ -31,14 +31,13 @@ static int parse_lens(dec_state *s, const char *list, char *why, size_t len) {
     for (int b = 0; b < n; ++b) {
         const size_t k = strcspn(item, ",");
         char text[16];
-        int v = -1;
         snprintf(text, sizeof text, "%.*s", (int)(k < sizeof text ? k : 0), item);
-        if (k >= sizeof text || attn_cli_parse_int("--cache-lens", text, 0, &v, why, len) != 0 ||
-            v > (1 << 27))
+        if (k >= sizeof text ||
+            attn_cli_parse_int("--cache-lens", text, 0, &s->lens[b], why, len) ||
+            s->lens[b] > (1 << 27))
             return refuse("--cache-lens must list lengths from 0 to %d separated by commas (entry "
                           "%d is '%.*s')",
                           1 << 27, b + 1, (int)k, item);
-        s->lens[b] = (int)v;
         item += k + (item[k] == ',');
     }
     s->B = n;

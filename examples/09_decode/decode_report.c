@@ -155,23 +155,17 @@ void dec_record_json(void *state, const attn_kernel *k, char *out, size_t len) {
                  s->err_over_bound, s->err_dequant, s->err16, s->k_err, s->k_max);
 }
 
-/* n packed values as fp32 (a tensor file's), released with s->mem; NULL after reporting. */
-static float *unpacked(dec_state *s, const unsigned char *src, size_t n) {
-    float *f = alloc_host(s, n * sizeof(float));
-    if (f != NULL)
-        attn_unpack(f, src, n, s->p.dtype);
-    return f;
-}
-
 /* --dump DIR: the inputs in the paged layout, the block table, the references and the selection
  * (attn tensor files, fp32), for decode.py's checks (tests/test_decode.py). */
 int dec_dump(void *state, const char *dir) {
     dec_state *s = of(state);
     const bool lat = s->latent; /* the latent pool alone (its V: the first D_v columns of K) */
-    float *pool[3] = {NULL, NULL, NULL}; /* K, V, index keys: as a right append leaves them */
-    for (int n = 0; s->pools[n].name != NULL; ++n)
-        pool[n] = unpacked(s, s->pools[n].after,
-                           (size_t)s->num_pages * s->P * s->pools[n].row / s->dsize);
+    float *pool[3] = {NULL, NULL, NULL}; /* K, V, index keys as a right append leaves them, fp32 */
+    for (int n = 0; s->pools[n].name != NULL; ++n) {
+        const size_t count = (size_t)s->num_pages * s->P * s->pools[n].row / s->dsize;
+        if ((pool[n] = alloc_host(s, count * sizeof(float))) != NULL)
+            attn_unpack(pool[n], s->pools[n].after, count, s->p.dtype);
+    }
     const int IH = s->opt.index_heads, ID = s->opt.index_dim;
     const attn_dump_tensor t[] = {
         {"q", s->q, NULL, 4, {s->B, s->Lq, s->H, s->D}},

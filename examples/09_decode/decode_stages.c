@@ -197,10 +197,9 @@ static int make_device(dec_state *s) {
     a->index_heads = (int)HI, a->index_dim = (int)DI, a->topk = s->k_eff;
     if (pools_before(s, s->pools, true) || pools_before(s, s->pools8, true))
         return 1;
-    a->k_pages = s->pools[0].dev, a->v_pages = s->pools[1].dev;
-    a->ki_pages = s->pools[2].dev, a->k8_pages = s->pools8[0].dev;
-    a->v8_pages = s->pools8[1].dev, a->k8_scales = s->pools8[2].dev;
-    a->v8_scales = s->pools8[3].dev;
+    a->k_pages = s->pools[0].dev, a->v_pages = s->pools[1].dev, a->ki_pages = s->pools[2].dev;
+    a->k8_pages = s->pools8[0].dev, a->v8_pages = s->pools8[1].dev; /* --fp8's, else NULL */
+    a->k8_scales = s->pools8[2].dev, a->v8_scales = s->pools8[3].dev;
     a->q = attn_allocs_upload_as(m, s->q, rows * s->D, s->p.dtype, s->staging);
     a->k_cache = attn_allocs_upload(m, s->kc, s->cache_bytes);
     a->v_cache = attn_allocs_upload(m, s->vc, s->cache_bytes);
@@ -371,10 +370,9 @@ int dec_check_indexer(void *state, const attn_kernel *k, int chunk, attn_stage_c
     const int64_t tokens = (int64_t)s->B * s->Lq;
     if (attn_to_host(s->logits, s->run.args.logits, (size_t)tokens * s->L_cap * sizeof(float)))
         return 1;
-    double *want = alloc_host(s, 2 * ((size_t)s->L_cap + 1) * sizeof(double)), *bound;
-    if (s->mem.failed)
-        return 1;
-    bound = want + s->L_cap + 1;
+    /* the reference's scores and bounds in the staging buffer (free here; at least L_cap x 128
+     * bytes: a slot per key of the longest cache, a K/V row of at least 64 2-byte values each) */
+    double *want = (double *)(void *)s->staging, *bound = want + s->L_cap + 1;
     out->max_err = 0.0;
     for (int64_t token = 0; token < tokens; ++token) {
         const int b = (int)(token / s->Lq), i = (int)(token % s->Lq);
