@@ -13,12 +13,12 @@
 #include "attn/tensor.h"
 #include "decode_stages.h"
 
-/* What make_inputs and dec_setup allocate on the host, for the driver's check before any of it
+/* What dec_setup allocates on the host (decode_stages.c), for the driver's check before any of it
  * is: the inputs in fp32, the pools before and after the append, the contiguous cache, the dense
  * and sparse references (O, LSE, the same-precision O), what is read back and the staging buffer
- * (packed Q, q_I and new rows up, O and a pool back), gqa's copy; on the
- * simulator, whose device memory is host memory, the device's copies too (but the split partials,
- * whose count the device decides). Latent: no V, no contiguous cache, no index-key pools. */
+ * (packed Q, q_I and new rows up, O and a pool back), gqa's copy; on the simulator, whose device
+ * memory is host memory, the device's copies too (but the split partials, whose count the device
+ * decides). Latent: no V, no contiguous cache, no index-key pools. */
 double dec_host_bytes(void *state, const attn_problem *p) {
     const dec_state *s = of(state);
     const double dz = (double)attn_dtype_size(p->dtype), f = sizeof(float), lat = s->latent;
