@@ -305,9 +305,9 @@ int dec_reference(dec_state *s, const int32_t *sel, const float *k, const float 
                   attn_stage_reference *r) {
     const int64_t rows = rows_of(s);
     const int D = s->Dv; /* the output row's width */
-    r->o = alloc_host(s, (size_t)rows * D * sizeof(float));
-    r->lse = alloc_host(s, (size_t)rows * sizeof(float));
-    r->lowp = alloc_host(s, (size_t)rows * D * sizeof(float));
+    r->o = alloc_nan(s, (size_t)rows * D * sizeof(float));
+    r->lse = alloc_nan(s, (size_t)rows * sizeof(float));
+    r->lowp = alloc_nan(s, (size_t)rows * D * sizeof(float));
     if (s->mem.failed)
         return 1;
     dec_ref_inputs in = {0};
@@ -316,16 +316,9 @@ int dec_reference(dec_state *s, const int32_t *sel, const float *k, const float 
     in.v = s->latent ? NULL : v, in.sel = sel, in.topk = s->k_eff;
     int failed = 0;
 #pragma omp parallel for schedule(dynamic, 16) reduction(| : failed)
-    for (int64_t n = 0; n < rows; ++n) {
-        float *lse = r->lse + n % s->H * (rows / s->H) + n / s->H; /* [H, B * Lq] */
-        if (row_checked(s, n))
-            failed |= dec_reference_row(&in, n, r->o + n * D, lse, r->lowp + n * D);
-        else {
-            attn_fill_nan_host(r->o + n * D, (size_t)D * sizeof(float));
-            attn_fill_nan_host(r->lowp + n * D, (size_t)D * sizeof(float));
-            attn_fill_nan_host(lse, sizeof(float));
-        }
-    }
+    for (int64_t n = 0; n < rows; n += s->stride) /* the checked rows; LSE [H, B * Lq] */
+        failed |= dec_reference_row(&in, n, r->o + n * D,
+                                    r->lse + n % s->H * (rows / s->H) + n / s->H, r->lowp + n * D);
     if (failed)
         fprintf(stderr, "error: out of host memory in the reference\n");
     return failed;

@@ -36,9 +36,6 @@ static inline bool named(const attn_kernel *k, const char *name) {
     return strcmp(k->name, name) == 0;
 }
 
-/* Is output row n = (b * Lq + i) * H + h among the checked ones? */
-static inline bool row_checked(const dec_state *s, int64_t n) { return n % s->stride == 0; }
-
 /* Is new token (b, i) checked: one of its H rows is. */
 static inline bool token_checked(const dec_state *s, int64_t token) {
     const int64_t first = token * s->H, next = (first + s->stride - 1) / s->stride * s->stride;
