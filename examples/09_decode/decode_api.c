@@ -90,13 +90,12 @@ void dec_session_close(dec_session *s) {
 dec_session *dec_session_open(int layers, int batch, int heads, int kv_heads, int head_dim,
                               int dtype, int page_size, int max_tokens, int index_heads,
                               int index_dim, unsigned long long seed, char *err, int err_len) {
-    const char *bad =
-        layers < 1 || batch < 1 || heads < 1 || page_size < 1 || max_tokens < 1
-            ? "layers, batch, heads, page size and max_tokens must be positive"
-        : dtype < 0 || dtype > 2
-            ? "dtype must be 0 (f32), 1 (f16) or 2 (bf16)"
-            : dec_unsupported(heads, kv_heads, head_dim, 1, index_dim ? index_heads : 1,
-                              index_dim ? index_dim : 8); /* no index keys: any */
+    const char *bad = layers < 1 || batch < 1 || heads < 1 || page_size < 1 || max_tokens < 1
+                          ? "layers, batch, heads, page size and max_tokens must be positive"
+                      : dtype < 0 || dtype > 2 ? "dtype must be 0 (f32), 1 (f16) or 2 (bf16)"
+                      : index_dim == 0
+                          ? dec_unsupported(heads, kv_heads, head_dim, 1, 1, 8)
+                          : dec_unsupported(heads, kv_heads, head_dim, 1, index_heads, index_dim);
     attn_device_info info;
     char why[256];
     if (bad == NULL && attn_device_init(&info, why, sizeof why) != 0)
