@@ -26,8 +26,9 @@ struct dec_session {
     int *table, *lens, *cu, *cu_q, *free_pages, n_free;
     /* the pools of every layer, one after another (layer l's at l x one layer's bytes) */
     unsigned char *k_pages, *v_pages, *ki_pages; /* ki_pages: NULL without index keys */
-    int fp8;                            /* dec_session_use_fp8: the FP8 pools below instead */
-    unsigned char *k8, *v8, *k8s, *v8s; /* e4m3 codes [pages, P, H_kv, D], fp32 scales [.., H_kv] */
+    /* dec_session_use_fp8: the FP8 pools instead (k8 non-NULL), e4m3 codes [pages, P, H_kv, D]
+     * and fp32 scales [pages, P, H_kv] */
+    unsigned char *k8, *v8, *k8s, *v8s;
     size_t pool, pool_ki, codes, scales; /* one layer's bytes of each */
     attn_allocs mem; /* the host arrays, the block table's and the index-key and FP8 pools */
     int *d_table, *d_lens, *d_cu_k, *d_cu_q;
@@ -141,7 +142,7 @@ dec_session *dec_session_open(int layers, int batch, int heads, int kv_heads, in
 }
 
 int dec_session_use_fp8(dec_session *s) {
-    if (s->fp8)
+    if (s->k8 != NULL) /* already */
         return 0;
     if (s->n_free < s->num_pages) /* a step has begun: pages handed out */
         return fail(s, 2, "the FP8 cache is chosen before the first token is appended");
@@ -153,7 +154,6 @@ int dec_session_use_fp8(dec_session *s) {
     s->codes = slots * s->H_kv * s->D, s->scales = slots * s->H_kv * sizeof(float);
     attn_device_free(s->k_pages), attn_device_free(s->v_pages); /* not read */
     s->k_pages = s->v_pages = NULL;
-    s->fp8 = 1;
     s->k8 = attn_allocs_device(&s->mem, L * s->codes);
     s->v8 = attn_allocs_device(&s->mem, L * s->codes);
     s->k8s = attn_allocs_device(&s->mem, L * s->scales);
@@ -247,7 +247,7 @@ int dec_session_append(dec_session *s, int layer, const float *k, const float *v
         put(s, at[1], v, kv, s->dtype) || (ki != NULL && put(s, at[2], ki, kin, s->dtype)))
         return 1;
     a.k_new = at[0], a.v_new = at[1], a.ki_new = at[2];
-    if (s->fp8)
+    if (s->k8 != NULL)
         dec_launch_append_fp8(&a, NULL); /* version 11: quantised into the FP8 pools */
     else
         dec_launch_append(&a, NULL);
@@ -281,7 +281,7 @@ int dec_session_attend(dec_session *s, int layer, int mode, int topk, const floa
         return fail(s, 2, "DSA needs an index-key cache and the index queries and weights");
     if (mode != DEC_MODE_DENSE && mode != DEC_MODE_DSA && mode != DEC_MODE_SELECTION)
         return fail(s, 2, "mode %d is not dense (0), DSA (1) or a selection (2)", mode);
-    if (mode != DEC_MODE_DENSE && s->fp8)
+    if (mode != DEC_MODE_DENSE && s->k8 != NULL)
         return fail(s, 2, "the FP8 cache serves dense attention only (version 12)");
     if (mode != DEC_MODE_DENSE && topk < 1)
         return fail(s, 2, "topk must be at least 1 (got %d)", topk);
@@ -318,7 +318,7 @@ int dec_session_attend(dec_session *s, int layer, int mode, int topk, const floa
                attn_to_device(a.sel, sel, tokens * topk * sizeof(int32_t))) {
         return fail(s, 1, "cannot copy the selection to the device");
     }
-    if (mode == DEC_MODE_DENSE && s->fp8)
+    if (mode == DEC_MODE_DENSE && s->k8 != NULL)
         dec_launch_paged_fp8(&a, NULL);
     else if (mode == DEC_MODE_DENSE)
         dec_launch_paged(&a, NULL);
