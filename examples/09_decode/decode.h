@@ -145,10 +145,6 @@ void dec_shuffle(int *perm, int n, uint64_t seed);
  * sequence's pages in turn, -1 past the pages its tokens need. 0, or 1 when out of memory. */
 int dec_fill_table(int *table, int B, int width, const int *seqlens, int page_size, int num_pages,
                    uint64_t seed);
-/* --cache-lens: a comma-separated list of lengths from 0 to 2^27 into *lens (malloc'ed) and
- * *count. 0, or ATTN_EXIT_USAGE (2) with a one-line reason in why. */
-int dec_parse_lens(const char *list, int **lens, int *count, char *why, size_t len);
-
 /* Split-KV: how many splits for `blocks` blocks per split (B x H_kv x row tiles) and the longest
  * cache (or selection) of `keys` tokens on a GPU with sm_count SMs.
  *   ours: fill one wave: floor(2 * sm_count / blocks) splits (two resident blocks per SM), at
@@ -236,6 +232,17 @@ typedef struct dec_run {
     int splits_split_kv, splits_tiled, splits_sparse; /* each version's split count */
 } dec_run;
 
+/* A paged pool the append stage writes (the dtype's K, V and index keys: version 1; the FP8
+ * cache's codes and scales: version 11), num_pages x P slots of `row` bytes: on the host as it is
+ * before the step (the new tokens' slots NaN too) and as a right append leaves it (0xFF = NaN
+ * where no token is), and its device copy. */
+typedef struct dec_pool {
+    const char *name; /* a failure names it: "<name> pool: page x slot y" */
+    unsigned char *before, *after;
+    size_t row;
+    void *dev;
+} dec_pool;
+
 /* One run's data. Host arrays hold fp32 values already rounded to the dtype; the pools and the
  * contiguous cache are kept as the device holds them (packed dtype bytes, 0xFF = NaN where no
  * token is), so that a kernel reading past a sequence's tokens reads NaN and fails. */
@@ -248,32 +255,28 @@ typedef struct dec_state {
     bool latent; /* --latent: one paged latent pool, no V pool, no contiguous cache */
     int splits_mode, splits_fixed; /* 0 ours, 1 FlashAttention's, 2 fixed */
     float amplitude;
-    attn_inputs inputs; /* --inputs: the signs of Q, K, V */
-    uint64_t seed;
-    int64_t stride; /* checked rows: (b * Lq + i) * H + h a multiple of it */
-    size_t dsize, pool_bytes, pool_v_bytes, pool_ki_bytes, cache_bytes; /* latent: v, ki, 0 */
-    float *q, *k, *v, *qi, *ki, *w;  /* q [B,Lq,H,D], k, v [total_k, H_kv, D], qi, ki, w */
-    int *table;                      /* [B, W] */
-    unsigned char *kp0, *vp0, *kip0; /* pools before the append (new tokens' slots NaN) */
-    unsigned char *kp1, *vp1, *kip1; /* pools after a right append */
-    unsigned char *kc, *vc;          /* contiguous cache */
-    unsigned char *knew, *vnew, *kinew, *qb, *qib; /* new tokens, queries: packed */
-    unsigned char *seen;                           /* a pool read back */
-    float *ref, *ref_lse, *lowp, *sref, *sref_lse, *slowp, *out, *lse, *logits;
+    int64_t stride;                 /* checked rows: (b * Lq + i) * H + h a multiple of it */
+    size_t dsize, cache_bytes;      /* latent: no contiguous cache (0) */
+    float *q, *k, *v, *qi, *ki, *w; /* q [B,Lq,H,D], k, v [total_k, H_kv, D], qi, ki, w */
+    int *table;                     /* [B, W] */
+    dec_pool pools[4];      /* K, V, index keys (latent: the latent pool alone), then a NULL name */
+    unsigned char *kc, *vc; /* contiguous cache */
+    attn_stage_reference ref, sref; /* dense and sparse references (the checked rows) */
+    float *out, *lse, *logits;
     int32_t *sel, *seen_sel; /* [B * Lq, k_eff]: accepted, read back */
     unsigned char *gqa_bits; /* version 4's output (packed) and LSE, for the bit-exact compare */
     float *gqa_lse;
-    int paged_same; /* paged_same: -1 not compared, 0 differs, 1 bit-identical */
-    void *staging;
-    dec_run run; /* what the kernels read (attn_buffers.args) */
-    /* --fp8 (decode_fp8.c): the pools before and after a right append (K codes, or the latent
-     * rows; V codes; their scales), K and V as the kernels dequantise them, the reference over
-     * those, and what the checks measured (the --json record's) */
-    size_t row8; /* bytes of a token's FP8 row (all its heads) */
-    unsigned char *k8p0, *k8p1, *v8p0, *v8p1;
-    float *ks0, *ks1, *vs0, *vs1, *kd, *vd, *dref, *dref_lse, *dlowp;
-    double err_fp64, err_over_bound, bound_at, err_dequant, err16, k_err, k_max;
-    attn_allocs mem; /* every buffer but lens (host and device: dec_release frees them) */
+    int paged_same; /* -1 not compared, -2 gqa's output kept for it, 0 differs, 1 bit-identical */
+    unsigned char *staging; /* what goes up to the device packed, O and the pools coming back */
+    dec_run run;            /* what the kernels read (attn_buffers.args) */
+    /* --fp8 (decode_fp8.c): the FP8 pools (K codes, or the latent rows; V codes; their scales),
+     * K and V as the kernels dequantise them, the reference over those, and what the checks
+     * measured (the --json record's) */
+    dec_pool pools8[5]; /* K and V codes, their scales (latent: the rows alone); a NULL name */
+    float *kd, *vd;
+    attn_stage_reference dref;
+    double err_fp64, err_over_bound, err_dequant, err16, k_err, k_max;
+    attn_allocs mem; /* every buffer, host and device (dec_release frees them) */
 } dec_state;
 
 /* The module's and the stages' hooks (their types: attn/example.h). */
@@ -281,13 +284,11 @@ attn_module_prepare_fn dec_prepare;
 attn_module_verdict_fn dec_verdict;
 attn_module_banner_fn dec_banner;
 attn_module_setup_fn dec_setup;
-attn_stage_prepare_fn dec_prepare_sparse;
-attn_stage_clear_fn dec_clear; /* every stage's */
+/* The stages' (the FP8 cache's, --fp8: decode_fp8.c, the last of each kind) */
+attn_stage_prepare_fn dec_prepare_sparse, dec_prepare_fp8;
+attn_stage_clear_fn dec_clear, dec_clear_append_fp8; /* dec_clear: every other stage's */
 attn_stage_check_fn dec_check_append, dec_check_attention, dec_check_indexer, dec_check_topk,
-    dec_check_sparse;
-attn_stage_prepare_fn dec_prepare_fp8; /* --fp8 (decode_fp8.c) */
-attn_stage_clear_fn dec_clear_append_fp8;
-attn_stage_check_fn dec_check_append_fp8, dec_check_fp8;
+    dec_check_sparse, dec_check_append_fp8, dec_check_fp8;
 attn_module_flops_fn dec_flops;
 attn_module_record_json_fn dec_record_json;
 attn_module_dump_fn dec_dump;

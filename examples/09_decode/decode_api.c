@@ -17,36 +17,23 @@
 #include "attn/tensor.h"
 #include "decode.h"
 
-/* The device buffers a step grows to its size: queries, outputs, new rows, DSA's, the selection. */
-enum {
-    BUF_Q,
-    BUF_O,
-    BUF_KNEW,
-    BUF_VNEW,
-    BUF_KINEW,
-    BUF_QI,
-    BUF_W,
-    BUF_LSE,
-    BUF_LOGITS,
-    BUF_PART,
-    BUF_SEL,
-    NBUF
-};
-
 struct dec_session {
     int layers, B, H, H_kv, D, P, max_tokens, HI, DI, W, num_pages, n_new, sm_count;
     attn_dtype dtype;
     size_t dsize;
-    int *lens, *table, *free_pages, n_free, *cu;
+    /* one array (host, then device): the block table [B, W], the lengths [B], cu_k and cu_q
+     * [B + 1] each (decode.h), copied to the device once a step */
+    int *table, *lens, *cu, *cu_q, *free_pages, n_free;
     /* the pools of every layer, one after another (layer l's at l x one layer's bytes) */
     unsigned char *k_pages, *v_pages, *ki_pages; /* ki_pages: NULL without index keys */
-    int fp8;                            /* dec_session_use_fp8: the FP8 pools below instead */
-    unsigned char *k8, *v8, *k8s, *v8s; /* e4m3 codes [pages, P, H_kv, D], fp32 scales [.., H_kv] */
+    /* dec_session_use_fp8: the FP8 pools instead (k8 non-NULL), e4m3 codes [pages, P, H_kv, D]
+     * and fp32 scales [pages, P, H_kv] */
+    unsigned char *k8, *v8, *k8s, *v8s;
     size_t pool, pool_ki, codes, scales; /* one layer's bytes of each */
     attn_allocs mem; /* the host arrays, the block table's and the index-key and FP8 pools */
-    int *d_table, *d_lens, *d_cu_q, *d_cu_k;
-    void *d[NBUF]; /* the step's buffers (enum above), grown as needed */
-    size_t cap[NBUF];
+    int *d_table, *d_lens, *d_cu_k, *d_cu_q;
+    void *scratch; /* the step's device buffers, in one grown as needed */
+    size_t cap_scratch;
     void *staging;
     size_t cap_staging;
     void *last_sel; /* the last DSA step's selection */
@@ -64,20 +51,25 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* Step buffer `which`, at least `need` bytes (grown, its contents dropped, when smaller); NULL
- * after the reason. */
-static void *grown(dec_session *s, int which, size_t need) {
-    return attn_device_grow(&s->d[which], &s->cap[which], need)
-               ? (fail(s, 1, "cannot allocate %zu bytes of device memory", need), NULL)
-               : s->d[which];
+/* The step's device buffers: n (at most 8) of the given sizes (0: NULL) into at[], 256-byte aligned
+ * in the session's scratch (grown, its contents dropped, when smaller). 0, or 1 after the reason.
+ */
+static int buffers(dec_session *s, int n, const size_t *bytes, void **at) {
+    size_t off[8], total = 0;
+    for (int x = 0; x < n; ++x)
+        off[x] = total, total += (bytes[x] + 255) / 256 * 256;
+    if (attn_device_grow(&s->scratch, &s->cap_scratch, total))
+        return fail(s, 1, "cannot allocate %zu bytes of device memory", total);
+    for (int x = 0; x < n; ++x)
+        at[x] = bytes[x] > 0 ? (char *)s->scratch + off[x] : NULL;
+    return 0;
 }
 
-/* count fp32 values packed to the dtype into step buffer `which`; NULL after the reason. */
-static void *upload(dec_session *s, int which, const float *src, size_t count, attn_dtype t) {
-    void *dst = grown(s, which, count * attn_dtype_size(t));
-    if (dst != NULL && attn_device_put(dst, src, count, t, &s->staging, &s->cap_staging))
-        return fail(s, 1, "cannot copy %zu bytes to the device", count * attn_dtype_size(t)), NULL;
-    return dst;
+/* count fp32 values packed to type t into dst on the device. 0, or 1 after the reason. */
+static int put(dec_session *s, void *dst, const float *src, size_t count, attn_dtype t) {
+    if (attn_device_put(dst, src, count, t, &s->staging, &s->cap_staging))
+        return fail(s, 1, "cannot copy %zu bytes to the device", count * attn_dtype_size(t));
+    return 0;
 }
 
 static int sync(dec_session *s) { return attn_device_sync(s->err, sizeof s->err); }
@@ -91,9 +83,7 @@ int dec_session_length(const dec_session *s, int b) { return b >= 0 && b < s->B 
 void dec_session_close(dec_session *s) {
     if (s == NULL)
         return;
-    for (int n = 0; n < NBUF; ++n)
-        attn_device_free(s->d[n]);
-    attn_device_free(s->k_pages), attn_device_free(s->v_pages);
+    attn_device_free(s->scratch), attn_device_free(s->k_pages), attn_device_free(s->v_pages);
     attn_allocs_free(&s->mem);
     free(s->staging), free(s->last_sel), free(s);
 }
@@ -125,25 +115,24 @@ dec_session *dec_session_open(int layers, int batch, int heads, int kv_heads, in
     s->W = dec_pages_for(max_tokens, page_size);
     s->num_pages = s->W * batch;
     attn_allocs *m = &s->mem;
-    s->lens = attn_allocs_host(m, (size_t)batch, sizeof(int));
-    s->table = attn_allocs_host(m, (size_t)batch * s->W, sizeof(int));
+    const size_t ints = (size_t)batch * (s->W + 3) + 2; /* the table, lens, cu_k, cu_q */
+    s->table = attn_allocs_host(m, ints, sizeof(int));
+    s->d_table = attn_allocs_device(m, ints * sizeof(int));
     s->free_pages = attn_allocs_host(m, (size_t)s->num_pages, sizeof(int));
-    s->cu = attn_allocs_host(m, (size_t)batch + 1, sizeof(int));
     s->pool = (size_t)s->num_pages * page_size * kv_heads * head_dim * s->dsize;
     s->pool_ki = (size_t)s->num_pages * page_size * index_dim * s->dsize;
     s->k_pages = attn_device_alloc((size_t)layers * s->pool);
     s->v_pages = attn_device_alloc((size_t)layers * s->pool);
     s->ki_pages = index_dim > 0 ? attn_allocs_device(m, (size_t)layers * s->pool_ki) : NULL;
-    s->d_table = attn_allocs_device(m, (size_t)batch * s->W * sizeof(int));
-    s->d_lens = attn_allocs_device(m, (size_t)batch * sizeof(int));
-    s->d_cu_q = attn_allocs_device(m, (size_t)(batch + 1) * sizeof(int));
-    s->d_cu_k = attn_allocs_device(m, (size_t)(batch + 1) * sizeof(int));
     if (m->failed || !s->k_pages || !s->v_pages) {
         snprintf(err, (size_t)err_len, "out of memory for %d layers of %d pages of %d tokens",
                  layers, s->num_pages, page_size);
         dec_session_close(s);
         return NULL;
     }
+    s->lens = s->table + (size_t)batch * s->W, s->cu = s->lens + batch, s->cu_q = s->cu + batch + 1;
+    s->d_lens = s->d_table + (size_t)batch * s->W, s->d_cu_k = s->d_lens + batch;
+    s->d_cu_q = s->d_cu_k + batch + 1;
     for (int x = 0; x < batch * s->W; ++x)
         s->table[x] = -1;
     /* the free list, in a shuffled order: consecutive pages of a sequence lie anywhere */
@@ -153,11 +142,10 @@ dec_session *dec_session_open(int layers, int batch, int heads, int kv_heads, in
 }
 
 int dec_session_use_fp8(dec_session *s) {
-    if (s->fp8)
+    if (s->k8 != NULL) /* already */
         return 0;
-    for (int b = 0; b < s->B; ++b)
-        if (s->lens[b] != 0)
-            return fail(s, 2, "the FP8 cache is chosen before the first token is appended");
+    if (s->n_free < s->num_pages) /* a step has begun: pages handed out */
+        return fail(s, 2, "the FP8 cache is chosen before the first token is appended");
     if (s->DI != 0)
         return fail(s, 2,
                     "the FP8 cache serves dense attention: open the session with no "
@@ -166,7 +154,6 @@ int dec_session_use_fp8(dec_session *s) {
     s->codes = slots * s->H_kv * s->D, s->scales = slots * s->H_kv * sizeof(float);
     attn_device_free(s->k_pages), attn_device_free(s->v_pages); /* not read */
     s->k_pages = s->v_pages = NULL;
-    s->fp8 = 1;
     s->k8 = attn_allocs_device(&s->mem, L * s->codes);
     s->v8 = attn_allocs_device(&s->mem, L * s->codes);
     s->k8s = attn_allocs_device(&s->mem, L * s->scales);
@@ -191,23 +178,16 @@ int dec_session_begin(dec_session *s, int n_new) {
         s->lens[b] += n_new;
     }
     s->n_new = n_new;
-    char why[256];
-    if (dec_check_block_table(s->table, s->B, s->W, s->lens, s->P, s->num_pages, why, sizeof why) !=
-        0)
-        return fail(s, 1, "%s", why);
-    s->cu[0] = 0;
-    for (int b = 0; b < s->B; ++b)
+    if (dec_check_block_table(s->table, s->B, s->W, s->lens, s->P, s->num_pages, s->err,
+                              sizeof s->err)) /* its reason: the session's error */
+        return 1;
+    for (int b = 0; b < s->B; ++b) { /* cu_k[0] = cu_q[0] = 0 from the start */
         s->cu[b + 1] = s->cu[b] + s->lens[b];
-    if (attn_host_grow(&s->staging, &s->cap_staging, (size_t)(s->B + 1) * sizeof(int)))
-        return fail(s, 1, "out of host memory");
-    int *cu_q = (int *)s->staging;
-    for (int b = 0; b <= s->B; ++b)
-        cu_q[b] = b * n_new;
-    const int bad = attn_to_device(s->d_table, s->table, (size_t)s->B * s->W * sizeof(int)) ||
-                    attn_to_device(s->d_lens, s->lens, (size_t)s->B * sizeof(int)) ||
-                    attn_to_device(s->d_cu_k, s->cu, (size_t)(s->B + 1) * sizeof(int)) ||
-                    attn_to_device(s->d_cu_q, cu_q, (size_t)(s->B + 1) * sizeof(int));
-    return bad ? fail(s, 1, "cannot copy the block table to the device") : 0;
+        s->cu_q[b + 1] = (b + 1) * n_new;
+    }
+    if (attn_to_device(s->d_table, s->table, ((size_t)s->B * (s->W + 3) + 2) * sizeof(int)))
+        return fail(s, 1, "cannot copy the block table to the device");
+    return 0;
 }
 
 int dec_session_end(dec_session *s) {
@@ -258,14 +238,16 @@ int dec_session_append(dec_session *s, int layer, const float *k, const float *v
     if (ki != NULL && s->DI == 0)
         return fail(s, 2, "index keys given, but the session has no index-key cache");
     const double t0 = now();
-    const size_t rows = (size_t)s->B * s->n_new;
+    const size_t kv = (size_t)s->B * s->n_new * s->H_kv * s->D,
+                 kin = (size_t)s->B * s->n_new * s->DI;
+    const size_t bytes[] = {kv * s->dsize, kv * s->dsize, ki != NULL ? kin * s->dsize : 0};
+    void *at[3];
     dec_args a = args_of(s, layer);
-    a.k_new = upload(s, BUF_KNEW, k, rows * s->H_kv * s->D, s->dtype);
-    a.v_new = upload(s, BUF_VNEW, v, rows * s->H_kv * s->D, s->dtype);
-    a.ki_new = ki != NULL ? upload(s, BUF_KINEW, ki, rows * s->DI, s->dtype) : NULL;
-    if (a.k_new == NULL || a.v_new == NULL || (ki != NULL && a.ki_new == NULL))
+    if (buffers(s, 3, bytes, at) || put(s, at[0], k, kv, s->dtype) ||
+        put(s, at[1], v, kv, s->dtype) || (ki != NULL && put(s, at[2], ki, kin, s->dtype)))
         return 1;
-    if (s->fp8)
+    a.k_new = at[0], a.v_new = at[1], a.ki_new = at[2];
+    if (s->k8 != NULL)
         dec_launch_append_fp8(&a, NULL); /* version 11: quantised into the FP8 pools */
     else
         dec_launch_append(&a, NULL);
@@ -299,7 +281,7 @@ int dec_session_attend(dec_session *s, int layer, int mode, int topk, const floa
         return fail(s, 2, "DSA needs an index-key cache and the index queries and weights");
     if (mode != DEC_MODE_DENSE && mode != DEC_MODE_DSA && mode != DEC_MODE_SELECTION)
         return fail(s, 2, "mode %d is not dense (0), DSA (1) or a selection (2)", mode);
-    if (mode != DEC_MODE_DENSE && s->fp8)
+    if (mode != DEC_MODE_DENSE && s->k8 != NULL)
         return fail(s, 2, "the FP8 cache serves dense attention only (version 12)");
     if (mode != DEC_MODE_DENSE && topk < 1)
         return fail(s, 2, "topk must be at least 1 (got %d)", topk);
@@ -307,37 +289,36 @@ int dec_session_attend(dec_session *s, int layer, int mode, int topk, const floa
         return sel == NULL ? fail(s, 2, "a selection is needed") : 2;
     const double t0 = now();
     const size_t tokens = (size_t)s->B * s->n_new, rows = tokens * s->H;
+    const size_t qi = tokens * s->HI * s->DI, dsa = mode == DEC_MODE_DSA; /* 0: no DSA buffers */
     dec_args a = args_of(s, layer);
-    a.q = upload(s, BUF_Q, q, rows * s->D, s->dtype);
-    a.o = grown(s, BUF_O, rows * s->D * s->dsize);
-    a.lse = (float *)grown(s, BUF_LSE, rows * sizeof(float));
-    if (a.q == NULL || a.o == NULL || a.lse == NULL)
-        return 1;
     const int g = s->H / s->H_kv;
     int keys = a.L_cap, blocks = dec_blocks_per_split(s->B, s->H, s->H_kv, s->n_new);
     if (mode != DEC_MODE_DENSE) { /* the selection: k tokens per new token, g heads per block */
-        a.topk = mode == DEC_MODE_DSA && topk > a.L_cap ? a.L_cap : topk;
+        a.topk = dsa && topk > a.L_cap ? a.L_cap : topk;
         keys = a.topk;
         blocks = (int)tokens * s->H_kv * ((g + DEC_ROWS - 1) / DEC_ROWS);
-        if ((a.sel = (int32_t *)grown(s, BUF_SEL, tokens * a.topk * sizeof(int32_t))) == NULL)
-            return 1;
     }
     a.splits = dec_splits_ours(s->sm_count, blocks, keys);
-    if ((a.part = (float *)grown(s, BUF_PART, dec_workspace_bytes(&a, a.splits) + 16)) == NULL)
+    /* q, o, lse, the partials, the selection; DSA: q_index, w, the index scores */
+    const size_t bytes[] = {rows * s->D * s->dsize,   rows * s->D * s->dsize,
+                            rows * sizeof(float),     dec_workspace_bytes(&a, a.splits) + 16,
+                            tokens * a.topk * 4,      dsa * qi * s->dsize,
+                            dsa * tokens * s->HI * 4, dsa * tokens * a.L_cap * 4};
+    void *at[8];
+    if (buffers(s, 8, bytes, at) || put(s, at[0], q, rows * s->D, s->dtype) ||
+        (dsa &&
+         (put(s, at[5], q_index, qi, s->dtype) || put(s, at[6], w, tokens * s->HI, ATTN_F32))))
         return 1;
+    a.q = at[0], a.o = at[1], a.lse = at[2], a.part = at[3], a.sel = at[4];
+    a.q_index = at[5], a.w = at[6], a.logits = at[7];
     if (mode == DEC_MODE_DSA) {
-        a.q_index = upload(s, BUF_QI, q_index, tokens * s->HI * s->DI, s->dtype);
-        a.w = (const float *)upload(s, BUF_W, w, tokens * s->HI, ATTN_F32);
-        a.logits = (float *)grown(s, BUF_LOGITS, tokens * a.L_cap * sizeof(float));
-        if (a.q_index == NULL || a.w == NULL || a.logits == NULL)
-            return 1;
         dec_launch_indexer(&a, NULL);
         dec_launch_topk(&a, false, NULL);
     } else if (mode == DEC_MODE_SELECTION &&
                attn_to_device(a.sel, sel, tokens * topk * sizeof(int32_t))) {
         return fail(s, 1, "cannot copy the selection to the device");
     }
-    if (mode == DEC_MODE_DENSE && s->fp8)
+    if (mode == DEC_MODE_DENSE && s->k8 != NULL)
         dec_launch_paged_fp8(&a, NULL);
     else if (mode == DEC_MODE_DENSE)
         dec_launch_paged(&a, NULL);

@@ -40,44 +40,33 @@
 #include "attn/tensor.h"
 #include "decode_stages.h"
 
-/* n host bytes of 0xFF (an unused slot's codes; as fp32, its NaN scale), released with m. */
-static void *unused(attn_allocs *m, size_t n) {
-    void *p = attn_allocs_host(m, n, 1);
-    return p != NULL ? memset(p, 0xFF, n) : NULL;
-}
-
 /* Token tok (slot `slot`) of a K/V cache quantised by the CPU into the pools after the append
- * and dequantised into kd, vd; a prefilled token (old) also into the pools before it. */
-static void quantise_token(dec_state *s, int64_t tok, int64_t slot, bool old) {
+ * (K and V codes, their scales) and dequantised into kd, vd. */
+static void quantise_token(dec_state *s, int64_t tok, int64_t slot) {
+    float *ks = (float *)s->pools8[2].after, *vs = (float *)s->pools8[3].after;
     for (int hk = 0; hk < s->H_kv; ++hk) {
         const int64_t at = (tok * s->H_kv + hk) * s->D, x = slot * s->H_kv + hk;
-        unsigned char *kc = s->k8p1 + x * s->D, *vc = s->v8p1 + x * s->D;
-        s->ks1[x] = dec_fp8_quantize_ref(s->k + at, s->D, kc);
-        s->vs1[x] = dec_fp8_quantize_ref(s->v + at, s->D, vc);
+        unsigned char *kc = s->pools8[0].after + x * s->D, *vc = s->pools8[1].after + x * s->D;
+        ks[x] = dec_fp8_quantize_ref(s->k + at, s->D, kc);
+        vs[x] = dec_fp8_quantize_ref(s->v + at, s->D, vc);
         for (int d = 0; d < s->D; ++d) {
-            s->kd[at + d] = attn_round_dtype((float)(ds_fp8_value(kc[d]) * s->ks1[x]), s->p.dtype);
-            s->vd[at + d] = attn_round_dtype((float)(ds_fp8_value(vc[d]) * s->vs1[x]), s->p.dtype);
-        }
-        if (old) {
-            memcpy(s->k8p0 + x * s->D, kc, (size_t)s->D);
-            memcpy(s->v8p0 + x * s->D, vc, (size_t)s->D);
-            s->ks0[x] = s->ks1[x], s->vs0[x] = s->vs1[x];
+            s->kd[at + d] = attn_round_dtype((float)(ds_fp8_value(kc[d]) * ks[x]), s->p.dtype);
+            s->vd[at + d] = attn_round_dtype((float)(ds_fp8_value(vc[d]) * vs[x]), s->p.dtype);
         }
     }
 }
 
 int dec_fp8_inputs(dec_state *s) {
-    attn_allocs *m = &s->mem;
-    const size_t kv = (size_t)s->cu_k[s->B] * s->H_kv * s->D, slots = (size_t)s->num_pages * s->P;
-    s->row8 = s->latent ? DEC_FP8_LATENT_BYTES : (size_t)s->H_kv * s->D;
-    s->kd = attn_allocs_host(m, kv, 4), s->vd = attn_allocs_host(m, kv, 4);
-    s->k8p0 = unused(m, slots * s->row8), s->k8p1 = unused(m, slots * s->row8);
-    if (!s->latent) { /* the pools before and after the append: V's codes, K's and V's scales */
-        s->v8p0 = unused(m, slots * s->row8), s->v8p1 = unused(m, slots * s->row8);
-        s->ks0 = unused(m, slots * s->H_kv * 4), s->ks1 = unused(m, slots * s->H_kv * 4);
-        s->vs0 = unused(m, slots * s->H_kv * 4), s->vs1 = unused(m, slots * s->H_kv * 4);
+    const size_t kv = (size_t)s->cu_k[s->B] * s->H_kv * s->D, scales = (size_t)s->H_kv * 4;
+    const size_t row8 = s->latent ? DEC_FP8_LATENT_BYTES : (size_t)s->H_kv * s->D; /* a token's */
+    s->kd = alloc_host(s, kv * 4), s->vd = alloc_host(s, kv * 4);
+    dec_add_pool(s, s->pools8, s->latent ? "latent" : "K code", row8);
+    if (!s->latent) { /* V's codes, K's and V's scales */
+        dec_add_pool(s, s->pools8, "V code", row8);
+        dec_add_pool(s, s->pools8, "K scale", scales);
+        dec_add_pool(s, s->pools8, "V scale", scales);
     }
-    if (m->failed)
+    if (s->mem.failed)
         return 1;
     for (size_t x = 0; x < kv; ++x) /* outlier channels 7 and 37 of every row */
         if (x % s->D == 7 || x % s->D == 37)
@@ -85,43 +74,21 @@ int dec_fp8_inputs(dec_state *s) {
     for (int b = 0; b < s->B; ++b)
         for (int t = 0; t < s->lens[b]; ++t) {
             const int64_t tok = s->cu_k[b] + t, slot = slot_of(s, b, t);
-            const bool old = t < s->lens[b] - s->Lq; /* prefilled: in the pool before the step */
+            unsigned char *row = s->pools8[0].after + slot * row8;
             if (!s->latent) {
-                quantise_token(s, tok, slot, old);
-                continue;
+                quantise_token(s, tok, slot);
+            } else {
+                dec_fp8_pack_latent_ref(s->k + tok * s->D, s->p.dtype, row);
+                dec_fp8_unpack_latent_ref(row, s->p.dtype, s->kd + tok * s->D);
             }
-            unsigned char *row = s->k8p1 + slot * s->row8;
-            dec_fp8_pack_latent_ref(s->k + tok * s->D, s->p.dtype, row);
-            dec_fp8_unpack_latent_ref(row, s->p.dtype, s->kd + tok * s->D);
-            if (old)
-                memcpy(s->k8p0 + slot * s->row8, row, s->row8);
         }
     return 0;
 }
 
-int dec_fp8_device(dec_state *s) {
-    dec_args *a = &s->run.args;
-    const size_t slots = (size_t)s->num_pages * s->P;
-    a->k8_pages = attn_allocs_upload(&s->mem, s->k8p0, slots * s->row8);
-    if (!s->latent) {
-        a->v8_pages = attn_allocs_upload(&s->mem, s->v8p0, slots * s->row8);
-        a->k8_scales = attn_allocs_upload(&s->mem, s->ks0, slots * s->H_kv * 4);
-        a->v8_scales = attn_allocs_upload(&s->mem, s->vs0, slots * s->H_kv * 4);
-    }
-    return s->mem.failed;
-}
-
-/* ---- version 11: the append ------------------------------------------------------------------ */
+/* ---- version 11: the append (checked as version 1: decode_stages.c) ------------------------- */
 
 int dec_clear_append_fp8(void *state, const attn_kernel *k, int chunk) {
-    (void)k, (void)chunk;
-    const dec_state *s = of(state);
-    const dec_args *a = &s->run.args;
-    const size_t slots = (size_t)s->num_pages * s->P;
-    return attn_to_device(a->k8_pages, s->k8p0, slots * s->row8) ||
-           (!s->latent && (attn_to_device(a->v8_pages, s->v8p0, slots * s->row8) ||
-                           attn_to_device(a->k8_scales, s->ks0, slots * s->H_kv * 4) ||
-                           attn_to_device(a->v8_scales, s->vs0, slots * s->H_kv * 4)));
+    return dec_clear(state, k, chunk);
 }
 
 /* The planted wrong scale (--corrupt-scale): the first new token's (sequence 0's) K scale, or its
@@ -131,7 +98,7 @@ static int plant_scale(const dec_state *s) {
         return 0;
     const int64_t slot = slot_of(s, 0, s->lens[0] - s->Lq);
     const dec_args *a = &s->run.args;
-    float v, *at = s->latent ? (float *)(a->k8_pages + slot * s->row8 + DEC_LATENT_DV)
+    float v, *at = s->latent ? (float *)(a->k8_pages + slot * s->pools8[0].row + DEC_LATENT_DV)
                              : a->k8_scales + slot * s->H_kv;
     if (attn_to_host(&v, at, 4))
         return 1;
@@ -139,21 +106,9 @@ static int plant_scale(const dec_state *s) {
     return attn_to_device(at, &v, 4);
 }
 
+/* The planted wrong scale first, then every pool against the CPU quantiser's. */
 int dec_check_append_fp8(void *state, const attn_kernel *k, int chunk, attn_stage_check *out) {
-    (void)k, (void)chunk;
-    dec_state *s = of(state);
-    const dec_args *a = &s->run.args;
-    const size_t slots = (size_t)s->num_pages * s->P, sc = (size_t)s->H_kv * 4;
-    out->rows = s->tokens;
-    return plant_scale(s) ||
-           dec_compare_pool(s, s->latent ? "latent" : "K code", a->k8_pages, s->k8p1,
-                            slots * s->row8, s->row8, out) ||
-           (!s->latent &&
-            (dec_compare_pool(s, "V code", a->v8_pages, s->v8p1, slots * s->row8, s->row8, out) ||
-             dec_compare_pool(s, "K scale", a->k8_scales, (const unsigned char *)s->ks1, slots * sc,
-                              sc, out) ||
-             dec_compare_pool(s, "V scale", a->v8_scales, (const unsigned char *)s->vs1, slots * sc,
-                              sc, out)));
+    return plant_scale(of(state)) || dec_check_append(state, k, chunk, out);
 }
 
 /* ---- versions 12 and 13: attention ----------------------------------------------------------- */
@@ -162,9 +117,8 @@ int dec_check_append_fp8(void *state, const attn_kernel *k, int chunk, attn_stag
 int dec_prepare_fp8(void *state, char *why, size_t len) {
     (void)why, (void)len;
     dec_state *s = of(state);
-    return (s->ref == NULL && dec_reference(s, NULL, s->k, s->v, &s->ref, &s->ref_lse, &s->lowp)) ||
-           dec_reference(s, NULL, s->kd, s->latent ? NULL : s->vd, &s->dref, &s->dref_lse,
-                         &s->dlowp);
+    return (s->ref.o == NULL && dec_reference(s, NULL, s->k, s->v, &s->ref)) ||
+           dec_reference(s, NULL, s->kd, s->latent ? NULL : s->vd, &s->dref);
 }
 
 /* The scale of the group value c of a K or V row x belongs to (K/V: the head's D values; latent:
@@ -219,14 +173,12 @@ static int check_fp64(dec_state *s, attn_stage_check *out) {
     const double rel = s->p.dtype == ATTN_BF16  ? ldexp(1.0, -7)
                        : s->p.dtype == ATTN_F16 ? ldexp(1.0, -10)
                                                 : ldexp(1.0, -20);
-    s->err_fp64 = s->err_over_bound = s->bound_at = s->err16 = 0.0;
-    int64_t bad = -1; /* the first element over its bound: row, column, error, bound */
-    int bad_d = 0;
-    double bad_err = 0.0, bad_bound = 0.0;
-    for (int64_t n = 0; bounds != NULL && n < rows_of(s); ++n) {
-        if (!row_checked(s, n) || s->lens[n / s->H / s->Lq] == 0)
+    s->err_fp64 = s->err_over_bound = s->err16 = 0.0;
+    char first[160] = ""; /* the first element over its bound */
+    for (int64_t n = 0; bounds != NULL && n < rows_of(s); n += s->stride) { /* the checked rows */
+        if (s->lens[n / s->H / s->Lq] == 0)
             continue;
-        const float *ref = s->dref + n * Dv, *lowp = s->dlowp + n * Dv;
+        const float *ref = s->dref.o + n * Dv, *lowp = s->dref.lowp + n * Dv;
         double arith = 0.0, omax = 0.0;
         for (int d = 0; d < Dv; ++d) {
             arith = fmax(arith, 2.0 * fabs((double)lowp[d] - ref[d]));
@@ -235,22 +187,21 @@ static int check_fp64(dec_state *s, attn_stage_check *out) {
         arith += omax * rel;
         fp64_bound(s, n, bounds, bounds + Dv, bounds + 2 * Dv);
         for (int d = 0; d < Dv; ++d) {
-            const double err = fabs((double)s->out[n * Dv + d] - s->ref[n * Dv + d]);
+            const double err = fabs((double)s->out[n * Dv + d] - s->ref.o[n * Dv + d]);
             const double bound = bounds[d] + arith;
-            if (err > bound && bad < 0)
-                bad = n, bad_d = d, bad_err = err, bad_bound = bound;
-            if (err / bound > s->err_over_bound)
-                s->err_over_bound = err / bound, s->bound_at = bound;
+            if (err > bound && first[0] == '\0')
+                snprintf(first, sizeof first,
+                         "vs fp64 over the unquantised cache, row %lld column %d: %.3g over its "
+                         "bound %.3g",
+                         (long long)n, d, err, bound);
+            s->err_over_bound = fmax(s->err_over_bound, err / bound);
             s->err_fp64 = fmax(s->err_fp64, err);
-            s->err16 = fmax(s->err16, fabs((double)s->lowp[n * Dv + d] - s->ref[n * Dv + d]));
+            s->err16 = fmax(s->err16, fabs((double)s->ref.lowp[n * Dv + d] - s->ref.o[n * Dv + d]));
         }
     }
-    if (bad >= 0) { /* after the first check's failure, if any */
+    if (first[0] != '\0') { /* after the first check's failure, if any */
         const size_t used = out->pass ? 0 : strlen(out->detail);
-        snprintf(out->detail + used, sizeof out->detail - used,
-                 "%svs fp64 over the unquantised cache, row %lld column %d: %.3g over its bound "
-                 "%.3g",
-                 used ? "; " : "", (long long)bad, bad_d, bad_err, bad_bound);
+        snprintf(out->detail + used, sizeof out->detail - used, "%s%s", used ? "; " : "", first);
         out->pass = false;
     }
     return bounds == NULL;
@@ -268,7 +219,7 @@ int dec_check_fp8(void *state, const attn_kernel *k, int chunk, attn_stage_check
             s->k_err = fmax(s->k_err, fabs((double)s->kd[x] - s->k[x])),
             s->k_max = fmax(s->k_max, fabs(s->k[x]));
     }
-    if (dec_compare(s, s->dref, s->dref_lse, s->dlowp, amp, out))
+    if (dec_compare(s, &s->dref, amp, out))
         return 1;
     s->err_dequant = out->max_err;
     return check_fp64(s, out);

@@ -16,33 +16,27 @@ int dec_pages_for(int n, int page_size) { return n <= 0 ? 0 : (n - 1) / page_siz
 int dec_check_block_table(const int *table, int B, int width, const int *seqlens, int page_size,
                           int num_pages, char *why, size_t len) {
     unsigned char *owner = (unsigned char *)calloc((size_t)num_pages + 1, 1);
-    if (owner == NULL) {
-        snprintf(why, len, "out of host memory for the block table's check");
-        return 1;
-    }
+    if (owner == NULL)
+        return attn_reason(why, len, 1, "out of host memory for the block table's check");
     int rc = 0;
     for (int b = 0; b < B && rc == 0; ++b) {
         const int need = dec_pages_for(seqlens[b], page_size);
-        if (need > width) {
-            snprintf(why, len,
-                     "sequence %d: a context of %d tokens needs %d pages of %d but its block "
-                     "table holds %d",
-                     b, seqlens[b], need, page_size, width);
-            rc = 1;
-        }
+        if (need > width)
+            rc = attn_reason(why, len, 1,
+                             "sequence %d: a context of %d tokens needs %d pages of %d but its "
+                             "block table holds %d",
+                             b, seqlens[b], need, page_size, width);
         for (int x = 0; x < need && rc == 0; ++x) {
             const int page = table[(size_t)b * width + x];
-            if (page < 0 || page >= num_pages) {
-                snprintf(why, len,
-                         "block table entry [%d][%d] = %d is outside the pool of %d pages", b, x,
-                         page, num_pages);
-                rc = 1;
-            } else if (owner[page]) {
-                snprintf(why, len, "block table entry [%d][%d]: page %d is used twice", b, x, page);
-                rc = 1;
-            } else {
+            if (page < 0 || page >= num_pages)
+                rc = attn_reason(why, len, 1,
+                                 "block table entry [%d][%d] = %d is outside the pool of %d pages",
+                                 b, x, page, num_pages);
+            else if (owner[page])
+                rc = attn_reason(why, len, 1, "block table entry [%d][%d]: page %d is used twice",
+                                 b, x, page);
+            else
                 owner[page] = 1;
-            }
         }
     }
     free(owner);
@@ -83,39 +77,6 @@ int dec_fill_table(int *table, int B, int width, const int *seqlens, int page_si
     return 0;
 }
 
-int dec_parse_lens(const char *list, int **lens, int *count, char *why, size_t len) {
-    int n = 1;
-    for (const char *c = list; *c; ++c)
-        n += *c == ',';
-    *lens = (int *)malloc((size_t)n * sizeof(int));
-    if (*lens == NULL) {
-        snprintf(why, len, "--cache-lens: out of host memory for %d lengths", n);
-        return ATTN_EXIT_USAGE;
-    }
-    const char *item = list;
-    for (int b = 0; b < n; ++b) {
-        const size_t k = strcspn(item, ",");
-        char text[16];
-        long long v = -1;
-        if (k > 0 && k < sizeof text && strspn(item, "0123456789") >= k) {
-            memcpy(text, item, k);
-            text[k] = '\0';
-            v = atoll(text);
-        }
-        if (v < 0 || v > (1 << 27)) {
-            snprintf(why, len,
-                     "--cache-lens must list lengths from 0 to %d separated by commas (entry %d "
-                     "is '%.*s')",
-                     1 << 27, b + 1, (int)k, item);
-            return ATTN_EXIT_USAGE;
-        }
-        (*lens)[b] = (int)v;
-        item += k + (item[k] == ',');
-    }
-    *count = n;
-    return 0;
-}
-
 int dec_blocks_per_split(int B, int H, int H_kv, int Lq) {
     const int rows = Lq * (H / H_kv);
     return B * H_kv * ((rows + DEC_ROWS - 1) / DEC_ROWS);
@@ -125,13 +86,9 @@ int dec_blocks_per_split(int B, int H, int H_kv, int Lq) {
  * shorter than DEC_MIN_KEYS_PER_SPLIT keys, whose own reads would be small beside the partial
  * result it writes and the combine reads back. */
 int dec_splits_ours(int sm_count, int blocks, int keys) {
-    const int slots = 2 * sm_count;
-    int s = blocks > 0 ? slots / blocks : 1;
-    const int by_keys = keys / DEC_MIN_KEYS_PER_SPLIT;
-    if (s > by_keys)
-        s = by_keys;
-    if (s > DEC_MAX_SPLITS / 2)
-        s = DEC_MAX_SPLITS / 2;
+    int s = blocks > 0 ? 2 * sm_count / blocks : 1;
+    s = s < keys / DEC_MIN_KEYS_PER_SPLIT ? s : keys / DEC_MIN_KEYS_PER_SPLIT;
+    s = s < DEC_MAX_SPLITS / 2 ? s : DEC_MAX_SPLITS / 2;
     return s < 1 ? 1 : s;
 }
 

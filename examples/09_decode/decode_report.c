@@ -13,12 +13,12 @@
 #include "attn/tensor.h"
 #include "decode_stages.h"
 
-/* What make_inputs and dec_setup allocate on the host, for the driver's check before any of it
- * is: the inputs in fp32 and packed, the pools before and after the append and one read back, the
- * contiguous cache, the new tokens, the dense and sparse references (O, LSE, the same-precision
- * O), what is read back, gqa's copy; on the simulator, whose device memory is host memory, the
- * device's copies too (but the split partials, whose count the device decides). Latent: no V, no
- * contiguous cache, no index-key pools. */
+/* What dec_setup allocates on the host (decode_stages.c), for the driver's check before any of it
+ * is: the inputs in fp32, the pools before and after the append, the contiguous cache, the dense
+ * and sparse references (O, LSE, the same-precision O), what is read back and the staging buffer
+ * (packed Q, q_I and new rows up, O and a pool back), gqa's copy; on the simulator, whose device
+ * memory is host memory, the device's copies too (but the split partials, whose count the device
+ * decides). Latent: no V, no contiguous cache, no index-key pools. */
 double dec_host_bytes(void *state, const attn_problem *p) {
     const dec_state *s = of(state);
     const double dz = (double)attn_dtype_size(p->dtype), f = sizeof(float), lat = s->latent;
@@ -26,12 +26,12 @@ double dec_host_bytes(void *state, const attn_problem *p) {
     const double tok = (double)s->B * s->Lq, HkD = (double)s->H_kv * s->D, Dv = s->Dv;
     const double QI = tok * s->opt.index_heads * s->opt.index_dim, DI = s->opt.index_dim;
     const double slots = (double)s->num_pages * s->P;
-    const double inputs = rows * s->D * (f + dz) + total_k * HkD * f * (2 - lat) + QI * (f + dz) +
+    const double inputs = rows * s->D * f + total_k * HkD * f * (2 - lat) + QI * f +
                           total_k * DI * f + tok * s->opt.index_heads * f;
-    const double pools = slots * HkD * dz * (5 - 2 * lat) + (1 - lat) * slots * DI * dz * 2;
+    const double pools = slots * HkD * dz * (4 - 2 * lat) + (1 - lat) * slots * DI * dz * 2;
     const double contiguous = (1 - lat) * 2.0 * s->B * s->H_kv * (double)s->L_cap * s->D * dz;
-    const double fresh = tok * (HkD * (2 - lat) + DI) * dz;
-    const double outputs = rows * Dv * (f + 2 * dz) + rows * f * 2 + tok * s->L_cap * f +
+    const double staging = fmax(fmax(rows * s->D, QI), slots * fmax(HkD, DI)) * dz;
+    const double outputs = rows * Dv * (f + dz) + staging + rows * f * 2 + tok * s->L_cap * f +
                            tok * s->k_eff * 8.0 + 2 * rows * (2 * Dv + 1) * f;
     const double device = slots * (HkD * (2 - lat) + (1 - lat) * DI) * dz + contiguous / 2 +
                           rows * (s->D + Dv) * dz + tok * s->L_cap * f;
@@ -40,21 +40,14 @@ double dec_host_bytes(void *state, const attn_problem *p) {
     const double row8 = lat ? DEC_FP8_LATENT_BYTES : HkD, codes = slots * (row8 + 4 * s->H_kv);
     const double fp8 = total_k * HkD * f * 2 + codes * (2 - lat) * (2 + attn_on_simulator()) +
                        rows * (2 * Dv + 1) * f;
-    return inputs + pools + contiguous + fresh + outputs + (attn_on_simulator() ? device : 0.0) +
+    return inputs + pools + contiguous + outputs + (attn_on_simulator() ? device : 0.0) +
            (s->opt.fp8 ? fp8 : 0.0);
 }
 
-/* --fp8: the FP8 cache's bytes per token (all its heads: codes and scales), and the codes and
- * scales the attention reads, once per row tile. */
-static double fp8_bytes_per_token(const dec_state *s) {
-    return s->latent ? DEC_FP8_LATENT_BYTES : 2.0 * s->H_kv * (s->D + 4);
-}
+/* --fp8: the codes and scales the attention reads, once per row tile. */
 static double fp8_cache_bytes(const dec_state *s) {
-    double bytes = 0.0;
-    for (int b = 0; b < s->B; ++b)
-        bytes += (double)s->lens[b] * fp8_bytes_per_token(s) *
-                 ((s->Lq * (s->H / s->H_kv) + DEC_ROWS - 1) / DEC_ROWS);
-    return bytes;
+    return (double)s->cu_k[s->B] * fp8_bytes_per_token(s) *
+           ((s->Lq * (s->H / s->H_kv) + DEC_ROWS - 1) / DEC_ROWS);
 }
 
 /* ---- FLOPs, bytes, records, dump, the lines after the table ---------------------------------- */
@@ -86,12 +79,11 @@ double dec_flops(void *state, const attn_kernel *k) {
 
 /* The split count kernel k runs with (1: versions without split-KV). */
 static int splits_of(const dec_state *s, const attn_kernel *k) {
-    return strcmp(k->name, "split_kv") == 0 ? s->run.splits_split_kv
-           : strcmp(k->name, "gqa") == 0 || strcmp(k->name, "paged") == 0 ||
-                   strcmp(k->name, "latent") == 0 || k->stage == DEC_STAGE_FP8
+    return named(k, "split_kv") ? s->run.splits_split_kv
+           : named(k, "gqa") || named(k, "paged") || named(k, "latent") || k->stage == DEC_STAGE_FP8
                ? s->run.splits_tiled
-           : strcmp(k->name, "sparse") == 0 ? s->run.splits_sparse
-                                            : 1;
+           : named(k, "sparse") ? s->run.splits_sparse
+                                : 1;
 }
 
 /* README.md, "Bytes per decoded token": what each version must move, counted from its loops
@@ -101,40 +93,37 @@ static double model_bytes(const dec_state *s, const attn_kernel *k) {
     const int g = s->H / s->H_kv, tiles = (s->Lq * g + DEC_ROWS - 1) / DEC_ROWS;
     const int tiles_g = (g + DEC_ROWS - 1) / DEC_ROWS, HI = s->opt.index_heads;
     const int DI = s->opt.index_dim;
+    /* the block-table entries a warp's 32 keys fall in (lanes reading the same entry make one
+     * request of it) */
+    const double table = 4.0 * ((32 + s->P - 1) / s->P) / 32.0;
     /* q read by every split's block, O written once, the LSE; split partials written and read */
     double qo = 0.0, kv = 0.0;
     const int S = splits_of(s, k);
-    if (strcmp(k->name, "naive") == 0 || strcmp(k->name, "split_kv") == 0) {
-        kv = seen_keys(s, 0) * s->H * 2.0 * D * dz; /* every query head reads K and V itself */
-    } else if (strcmp(k->name, "gqa") == 0 || strcmp(k->name, "paged") == 0) {
-        /* paged: the block-table entries a warp's 32 keys fall in (lanes reading the same entry
-         * make one request of it) */
-        const double table =
-            strcmp(k->name, "paged") == 0 ? 4.0 * ((32 + s->P - 1) / s->P) / 32.0 : 0.0;
-        for (int b = 0; b < s->B; ++b) /* once per K/V head and row tile: the most a row sees */
-            kv += (double)visible(s, b, s->Lq - 1) * s->H_kv * tiles * (2.0 * D * dz + table);
-    } else if (strcmp(k->name, "latent") == 0) {
+    if (named(k, "naive") || named(k, "split_kv")) {
+        kv = seen_keys(s, 0) * s->H * 2.0 * D * dz;    /* every query head reads K and V itself */
+    } else if (named(k, "gqa") || named(k, "paged")) { /* paged: the block table's entries too */
+        /* once per K/V head and row tile: the most a row sees (the last new token's: all) */
+        kv = (double)s->cu_k[s->B] * s->H_kv * tiles * (2.0 * D * dz + named(k, "paged") * table);
+    } else if (named(k, "latent")) {
         /* the latent row (D = 576) once per row tile for all its heads: K and V are one read;
-         * one table entry per warp's keys as paged */
-        const double table = 4.0 * ((32 + s->P - 1) / s->P) / 32.0;
-        for (int b = 0; b < s->B; ++b)
-            kv += (double)visible(s, b, s->Lq - 1) * tiles * (D * dz + table);
-    } else if (strcmp(k->name, "sparse") == 0) {
+         * the block table's entries as paged */
+        kv = (double)s->cu_k[s->B] * tiles * (D * dz + table);
+    } else if (named(k, "sparse")) {
         kv = seen_keys(s, s->k_eff) * s->H_kv * tiles_g * (2.0 * D * dz + 4.0 + 4.0);
     } else if (k->stage == DEC_STAGE_FP8) {
         kv = fp8_cache_bytes(s);
     } else if (k->stage == DEC_STAGE_APPEND_FP8) { /* the rows in, codes and scales out */
         return s->tokens * ((s->latent ? D : 2.0 * s->H_kv * D) * dz + fp8_bytes_per_token(s) + 4);
-    } else if (strcmp(k->name, "append") == 0) { /* latent: the one latent row */
+    } else if (named(k, "append")) { /* latent: the one latent row */
         const double row = s->latent ? s->H_kv * D : 2.0 * s->H_kv * D + DI;
         return s->tokens * (row * dz * 2.0 + 4.0);
-    } else if (strcmp(k->name, "indexer") == 0) {
+    } else if (named(k, "indexer")) {
         return seen_keys(s, 0) * (DI * dz + 4.0 + 4.0) + s->tokens * HI * (DI * dz + 4.0);
-    } else if (strcmp(k->name, "topk_radix") == 0 || strcmp(k->name, "topk_bitonic") == 0) {
+    } else if (named(k, "topk_radix") || named(k, "topk_bitonic")) {
         /* radix: the row read 3 times (the histogram and candidates pass, the output pass; the
          * later passes read the candidates in shared memory), bitonic once; k indices written;
          * each of the block's 8 warps reads its sequence's bounds (4 ints) */
-        const double passes = strcmp(k->name, "topk_radix") == 0 ? 3.0 : 1.0;
+        const double passes = named(k, "topk_radix") ? 3.0 : 1.0;
         double bytes = 0.0;
         for (int b = 0; b < s->B; ++b)
             for (int i = 0; i < s->Lq; ++i) {
@@ -162,47 +151,39 @@ void dec_record_json(void *state, const attn_kernel *k, char *out, size_t len) {
                  ",\"outliers\":%g,\"bytes_per_token\":%.0f,\"cache_bytes\":%.0f,"
                  "\"err_fp64\":%.6g,\"err_over_bound\":%.6g,\"err_dequant\":%.6g,"
                  "\"err_unquantised\":%.6g,\"k_err\":%.6g,\"k_max\":%.6g",
-                 s->opt.outliers, fp8_bytes_per_token(s), fp8_cache_bytes(s), s->err_fp64,
+                 s->opt.outliers, (double)fp8_bytes_per_token(s), fp8_cache_bytes(s), s->err_fp64,
                  s->err_over_bound, s->err_dequant, s->err16, s->k_err, s->k_max);
-}
-
-/* n packed values as fp32 (a tensor file's), released with s->mem; NULL after reporting. */
-static float *unpacked(dec_state *s, const unsigned char *src, size_t n) {
-    float *f = alloc_host(s, n * sizeof(float));
-    if (f != NULL)
-        attn_unpack(f, src, n, s->p.dtype);
-    return f;
 }
 
 /* --dump DIR: the inputs in the paged layout, the block table, the references and the selection
  * (attn tensor files, fp32), for decode.py's checks (tests/test_decode.py). */
 int dec_dump(void *state, const char *dir) {
     dec_state *s = of(state);
-    const int64_t slots = (int64_t)s->num_pages * s->P;
-    const size_t pool_elems = (size_t)slots * s->H_kv * s->D;
     const bool lat = s->latent; /* the latent pool alone (its V: the first D_v columns of K) */
-    float *kp = unpacked(s, s->kp1, pool_elems);
-    float *vp = lat ? NULL : unpacked(s, s->vp1, pool_elems);
-    float *kip = lat ? NULL : unpacked(s, s->kip1, (size_t)slots * s->opt.index_dim);
+    float *pool[3] = {NULL, NULL, NULL}; /* K, V, index keys as a right append leaves them, fp32 */
+    for (int n = 0; s->pools[n].name != NULL; ++n) {
+        const size_t count = (size_t)s->num_pages * s->P * s->pools[n].row / s->dsize;
+        if ((pool[n] = alloc_host(s, count * sizeof(float))) != NULL)
+            attn_unpack(pool[n], s->pools[n].after, count, s->p.dtype);
+    }
     const int IH = s->opt.index_heads, ID = s->opt.index_dim;
     const attn_dump_tensor t[] = {
         {"q", s->q, NULL, 4, {s->B, s->Lq, s->H, s->D}},
-        {"k_pages", kp, NULL, 4, {s->num_pages, s->P, s->H_kv, s->D}},
-        {"v_pages", vp, NULL, 4, {s->num_pages, s->P, s->H_kv, s->D}},
+        {"k_pages", pool[0], NULL, 4, {s->num_pages, s->P, s->H_kv, s->D}},
+        {"v_pages", pool[1], NULL, 4, {s->num_pages, s->P, s->H_kv, s->D}},
         {"block_table", NULL, s->table, 2, {s->B, s->W}},
         {"cache_seqlens", NULL, s->lens, 1, {s->B}},
-        {"o_ref", s->ref, NULL, 4, {s->B, s->Lq, s->H, s->Dv}},
+        {"o_ref", s->ref.o, NULL, 4, {s->B, s->Lq, s->H, s->Dv}},
         {"q_index", lat ? NULL : s->qi, NULL, 4, {s->B, s->Lq, IH, ID}},
-        {"ki_pages", kip, NULL, 3, {s->num_pages, s->P, ID}},
+        {"ki_pages", pool[2], NULL, 3, {s->num_pages, s->P, ID}},
         {"weights", lat ? NULL : s->w, NULL, 3, {s->B, s->Lq, IH}},
         {"sel", NULL, lat ? NULL : s->sel, 3, {s->B, s->Lq, s->k_eff}},
-        {"o_sparse_ref", s->sref, NULL, 4, {s->B, s->Lq, s->H, s->D}},
+        {"o_sparse_ref", s->sref.o, NULL, 4, {s->B, s->Lq, s->H, s->D}},
     };
     return s->mem.failed || attn_dump_tensors(dir, t, (int)(sizeof t / sizeof t[0]));
 }
 
 void dec_after_table(void *state, const attn_example *ex, const attn_run_record *recs, int n) {
-    (void)ex;
     dec_state *s = of(state);
     if (s->paged_same >= 0)
         printf("\npaged vs gqa (contiguous cache), %d split%s: %s\n", s->run.splits_tiled,
@@ -214,16 +195,13 @@ void dec_after_table(void *state, const attn_example *ex, const attn_run_record 
            "token%s in the step):\n",
            s->tokens, s->tokens > 1 ? "s" : "");
     for (int r = 0; r < n; ++r) {
-        const attn_kernel *k = NULL;
-        for (int x = 0; x < ex->num_kernels; ++x)
-            if (strcmp(ex->kernels[x].name, recs[r].kernel) == 0)
-                k = &ex->kernels[x];
+        const attn_kernel *k = attn_example_find(ex, recs[r].kernel_id);
         if (k == NULL || strcmp(recs[r].status, "SKIP") == 0)
             continue;
         printf("  %-13s %12.0f\n", k->name, model_bytes(s, k) / (s->tokens ? s->tokens : 1));
-        if (recs[r].timed && strcmp(k->name, "paged") == 0)
+        if (recs[r].timed && named(k, "paged"))
             paged = recs[r].time.median_ms;
-        if (recs[r].timed && strcmp(k->name, "sparse") == 0)
+        if (recs[r].timed && named(k, "sparse"))
             sparse = recs[r].time.median_ms;
     }
     if (paged > 0.0 && sparse > 0.0)
@@ -231,7 +209,4 @@ void dec_after_table(void *state, const attn_example *ex, const attn_run_record 
                attn_on_simulator() ? " (CPU simulator timings, not GPU performance)" : "");
 }
 
-void dec_release(void *state) {
-    free(of(state)->lens); /* dec_parse_lens's, or prepare's */
-    attn_allocs_free(&of(state)->mem);
-}
+void dec_release(void *state) { attn_allocs_free(&of(state)->mem); }
