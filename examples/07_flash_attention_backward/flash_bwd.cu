@@ -535,6 +535,37 @@ __device__ __forceinline__ void make_ds(float (&s)[BC / 8][4], const uint32_t (&
             s[nt][x] = s[nt][x] * (dp[nt][x] - Di[x >> 1]);
 }
 
+/* The prologue both tensor-core kernels share: the K_j, V_j, Q_i and dO_i tiles, rows of Lay::LD
+ * (the map above), in this order at the start of the block's dynamic shared memory (the dK/dV
+ * pass puts p_s and ds_s after them), and their copies: K_j, V_j of key tile j0 or Q_i, dO_i of
+ * query tile i0 of the head, each pair one cp.async group (rows past the sequence's end
+ * zero-filled) that the caller waits for. */
+template <typename T, int D> struct bwd_block {
+    using Lay = attn_padded_layout<D>;
+    T *k_s, *v_s;  /* [BC][LD] K_j, V_j */
+    T *q_s, *do_s; /* [BR][LD] Q_i, dO_i */
+    __device__ explicit bwd_block(unsigned char *smem)
+        : k_s(reinterpret_cast<T *>(smem)), v_s(k_s + BC * Lay::LD), q_s(v_s + BC * Lay::LD),
+          do_s(q_s + BR * Lay::LD) {}
+    __device__ __forceinline__ void copy_kv(const tc_params<T> &a, const attn_seq_head &sh,
+                                            int j0) const {
+        copy_pair<BC>(k_s, v_s, a.k + sh.k + j0 * sh.ld, a.v + sh.k + j0 * sh.ld, sh.ld,
+                      sh.Lk - j0);
+    }
+    __device__ __forceinline__ void copy_q_do(const tc_params<T> &a, const attn_seq_head &sh,
+                                              int i0) const {
+        copy_pair<BR>(q_s, do_s, a.q + sh.q + i0 * sh.ld, a.dout + sh.q + i0 * sh.ld, sh.ld,
+                      sh.Lq - i0);
+    }
+    template <int NROWS>
+    static __device__ __forceinline__ void copy_pair(T *x_s, T *y_s, const T *x, const T *y,
+                                                     int64_t ld, int valid) {
+        attn_load_tile_async<T, D, NROWS, Lay>(x_s, x, ld, valid);
+        attn_load_tile_async<T, D, NROWS, Lay>(y_s, y, ld, valid);
+        cp_async_commit();
+    }
+};
+
 /* The dK/dV pass (versions 3-5): block blockIdx.x owns key tile kb. DQ_ATOMIC (version 3): also
  * dQ, by atomics. */
 template <typename T, int D, bool DQ_ATOMIC>
@@ -542,12 +573,9 @@ __global__ void fa2_bwd_kv_kernel(const tc_params<T> a, const bwd_tiles tp) {
     using Lay = attn_padded_layout<D>;
     using PLay = attn_padded_layout<BC>;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    T *k_s = reinterpret_cast<T *>(smem_raw); /* [BC][LD] */
-    T *v_s = k_s + BC * Lay::LD;              /* [BC][LD] */
-    T *q_s = v_s + BC * Lay::LD;              /* [BR][LD] */
-    T *do_s = q_s + BR * Lay::LD;             /* [BR][LD] */
-    T *p_s = do_s + BR * Lay::LD;             /* [BR][72] */
-    T *ds_s = p_s + BR * PLay::LD;            /* [BR][72] */
+    const bwd_block<T, D> blk(smem_raw);
+    T *p_s = blk.do_s + BR * Lay::LD; /* [BR][72] */
+    T *ds_s = p_s + BR * PLay::LD;    /* [BR][72] */
     const int warp = threadIdx.x / 32;
     const int kb = blockIdx.x, j0 = kb * BC;
     const float scale2 = a.scale * CUDART_L2E_F;
@@ -556,41 +584,36 @@ __global__ void fa2_bwd_kv_kernel(const tc_params<T> a, const bwd_tiles tp) {
         const attn_seq_head sh = attn_seq_head_at(bh, a.BH, a.H, D, a.Lq, a.Lk, a.cu_q, a.cu_k);
         if (j0 >= sh.Lk) /* the same for every thread: no barrier is skipped by some only */
             continue;
-        attn_load_tile_async<T, D, BC, Lay>(k_s, a.k + sh.k + j0 * sh.ld, sh.ld, sh.Lk - j0);
-        attn_load_tile_async<T, D, BC, Lay>(v_s, a.v + sh.k + j0 * sh.ld, sh.ld, sh.Lk - j0);
-        cp_async_commit();
+        blk.copy_kv(a, sh, j0);
         float dk[D / 8][4] = {}, dv[D / 8][4] = {}; /* keys j0 + 16w + g (+8), C layout */
         const tile_walk tiles(tp, true, bh / a.H, kb, sh, a.causal);
         for (int it = 0; it < tiles.count(); ++it) {
             bool partial;
             const int i0 = tiles.at(it, &partial) * BR, row0 = i0 + warp * WARP_ROWS;
             const bool masked = tile_masked(i0, j0, partial, sh, a.causal);
-            attn_load_tile_async<T, D, BR, Lay>(q_s, a.q + sh.q + i0 * sh.ld, sh.ld, sh.Lq - i0);
-            attn_load_tile_async<T, D, BR, Lay>(do_s, a.dout + sh.q + i0 * sh.ld, sh.ld,
-                                                sh.Lq - i0);
-            cp_async_commit();
+            blk.copy_q_do(a, sh, i0);
             cp_async_wait_all();
             __syncthreads(); // Q_i, dO_i (and K_j, V_j) landed for every thread before any read
             float lse2[2], Di[2];
             row_stats(a.lse, a.Dv, row0, sh, lse2, Di);
 
             uint32_t qf[D / 16][4];
-            attn_fa2_load_q_fragments<T, D, Lay>(qf, q_s);
+            attn_fa2_load_q_fragments<T, D, Lay>(qf, blk.q_s);
             float s[BC / 8][4];
-            recompute_p<T, D, Lay>(s, qf, k_s, row0, j0, masked, scale2, lse2, sh, a.causal,
+            recompute_p<T, D, Lay>(s, qf, blk.k_s, row0, j0, masked, scale2, lse2, sh, a.causal,
                                    tp.pattern);
             bwd_store_tile<T, PLay>(p_s, s);
             __syncthreads(); // P complete in shared memory before any warp reads it for dV
-            bwd_accumulate_tn<T, D, Lay, PLay>(dv, p_s, warp * WARP_ROWS, do_s);
+            bwd_accumulate_tn<T, D, Lay, PLay>(dv, p_s, warp * WARP_ROWS, blk.do_s);
 
             uint32_t dof[D / 16][4];
-            attn_fa2_load_q_fragments<T, D, Lay>(dof, do_s);
-            make_ds<T, D, Lay>(s, dof, v_s, Di);
+            attn_fa2_load_q_fragments<T, D, Lay>(dof, blk.do_s);
+            make_ds<T, D, Lay>(s, dof, blk.v_s, Di);
             bwd_store_tile<T, PLay>(ds_s, s);
             __syncthreads(); // dS complete in shared memory before any warp reads it for dK
-            bwd_accumulate_tn<T, D, Lay, PLay>(dk, ds_s, warp * WARP_ROWS, q_s);
+            bwd_accumulate_tn<T, D, Lay, PLay>(dk, ds_s, warp * WARP_ROWS, blk.q_s);
             if (DQ_ATOMIC)
-                bwd_dq_atomic<T, D, Lay>(a.dq_acc, s, k_s, row0, sh);
+                bwd_dq_atomic<T, D, Lay>(a.dq_acc, s, blk.k_s, row0, sh);
             __syncthreads(); // all warps done with q_s, do_s, p_s, ds_s (and, last, K_j, V_j)
                              // before the next tile's (or head's) copies overwrite them
         }
@@ -614,10 +637,7 @@ template <typename T, int D>
 __global__ void fa2_bwd_dq_kernel(const tc_params<T> a, const bwd_tiles tp) {
     using Lay = attn_padded_layout<D>;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    T *k_s = reinterpret_cast<T *>(smem_raw); /* [BC][LD] */
-    T *v_s = k_s + BC * Lay::LD;              /* [BC][LD] */
-    T *q_s = v_s + BC * Lay::LD;              /* [BR][LD] */
-    T *do_s = q_s + BR * Lay::LD;             /* [BR][LD] */
+    const bwd_block<T, D> blk(smem_raw);
     const int warp = threadIdx.x / 32;
     const int qb = blockIdx.x, i0 = qb * BR, row0 = i0 + warp * WARP_ROWS;
     const float scale2 = a.scale * CUDART_L2E_F;
@@ -626,14 +646,12 @@ __global__ void fa2_bwd_dq_kernel(const tc_params<T> a, const bwd_tiles tp) {
         const attn_seq_head sh = attn_seq_head_at(bh, a.BH, a.H, D, a.Lq, a.Lk, a.cu_q, a.cu_k);
         if (i0 >= sh.Lq) /* the same for every thread: no barrier is skipped by some only */
             continue;
-        attn_load_tile_async<T, D, BR, Lay>(q_s, a.q + sh.q + i0 * sh.ld, sh.ld, sh.Lq - i0);
-        attn_load_tile_async<T, D, BR, Lay>(do_s, a.dout + sh.q + i0 * sh.ld, sh.ld, sh.Lq - i0);
-        cp_async_commit();
+        blk.copy_q_do(a, sh, i0);
         cp_async_wait_all();
         __syncthreads(); // Q_i and dO_i landed for every thread before the warps ldmatrix them
         uint32_t qf[D / 16][4], dof[D / 16][4];
-        attn_fa2_load_q_fragments<T, D, Lay>(qf, q_s);
-        attn_fa2_load_q_fragments<T, D, Lay>(dof, do_s);
+        attn_fa2_load_q_fragments<T, D, Lay>(qf, blk.q_s);
+        attn_fa2_load_q_fragments<T, D, Lay>(dof, blk.do_s);
         float lse2[2], Di[2];
         row_stats(a.lse, a.Dv, row0, sh, lse2, Di);
         float dq[D / 8][4] = {};
@@ -642,16 +660,14 @@ __global__ void fa2_bwd_dq_kernel(const tc_params<T> a, const bwd_tiles tp) {
             bool partial;
             const int j0 = tiles.at(t, &partial) * BC;
             const bool masked = tile_masked(i0, j0, partial, sh, a.causal);
-            attn_load_tile_async<T, D, BC, Lay>(k_s, a.k + sh.k + j0 * sh.ld, sh.ld, sh.Lk - j0);
-            attn_load_tile_async<T, D, BC, Lay>(v_s, a.v + sh.k + j0 * sh.ld, sh.ld, sh.Lk - j0);
-            cp_async_commit();
+            blk.copy_kv(a, sh, j0);
             cp_async_wait_all();
             __syncthreads(); // K_j, V_j landed for every thread before any warp reads them
             float s[BC / 8][4];
-            recompute_p<T, D, Lay>(s, qf, k_s, row0, j0, masked, scale2, lse2, sh, a.causal,
+            recompute_p<T, D, Lay>(s, qf, blk.k_s, row0, j0, masked, scale2, lse2, sh, a.causal,
                                    tp.pattern);
-            make_ds<T, D, Lay>(s, dof, v_s, Di);
-            attn_fa2_accumulate_pv<T, D, Lay>(dq, s, k_s); /* dQ_w += dS_w K_j */
+            make_ds<T, D, Lay>(s, dof, blk.v_s, Di);
+            attn_fa2_accumulate_pv<T, D, Lay>(dq, s, blk.k_s); /* dQ_w += dS_w K_j */
             __syncthreads(); // all warps done with K_j, V_j before the next tile's copies
         }
         for (int dt = 0; dt < D / 8; ++dt)

@@ -239,7 +239,7 @@ template <typename T, int D> __global__ void combine_kernel(const dec_params<T> 
         [&](float value) { a.lse[(row % a.H) * (rows / a.H) + row / a.H] = value; });
 }
 
-/* --- versions 4, 5, 9 and 10: one block for the rows that share a K/V head
+/* --- versions 4, 5, 9, 10 (and 12, 13): one block for the rows that share a K/V head
  * -----------------------
  *
  *   grid  = (splits, H_kv x row tiles, B)   [sparse: (splits, H_kv x row tiles, B x Lq)]
@@ -257,12 +257,24 @@ template <typename T, int D> __global__ void combine_kernel(const dec_params<T> 
  *     tok_s     [Bc]       the tile's token positions (-1: none): j itself, or sel[j]
  *     off_s     [Bc]       where each token's K/V row starts (contiguous, or through its page)
  *
- *   per tile, three steps separated by barriers:
- *     S     thread (jj = t % Bc, rows t / Bc, t / Bc + 128/Bc, ...): one dot product of D each
- *     soft  warp w, rows w, w + 4, ...: the row's max over the tile, m' = max(m, tile max),
- *           P = 2^(S - m'), l = l 2^(m - m') + sum P
- *     PV    thread (column t % D, every row; for D = 64 rows of one parity):
- *           acc = acc * alpha + sum_jj P[r][jj] V[jj][column]
+ *   the loop of example 03's fa2_tile.cuh, step for step and with its step names: the prologue
+ *   once (dec_block: the tiles above and the block's rows; dec_load_q: q_s, m, l), then per key
+ *   tile j0, each step followed by a barrier (tiled_kernel's loop gives the reasons):
+ *     dec_tile_tokens     the tile's tokens and where their rows start (tok_s, off_s)
+ *     dec_copy_kv         K_j and V_j into k_s, v_s: cp.async, or dequantised (fp8_tile)
+ *     dec_score_tile      S, scaled (q_s holds scale2 q) and masked (-inf): thread (jj = t % Bc,
+ *                         rows t / Bc, t / Bc + 128/Bc, ...), one dot product of D each
+ *     dec_online_softmax  warp w, rows w, w + 4, ...: the row's max over the tile,
+ *                         m' = max(m, tile max), P = 2^(S - m'), l = l 2^(m - m') + sum P
+ *     dec_accumulate_pv   thread (column t % D, every row; for D = 64 rows of one parity):
+ *                         acc = acc * alpha + sum_jj P[r][jj] V[jj][column]
+ *   and after the last tile dec_write_o (O / l, LSE).
+ *
+ *   Why CUDA cores, not fa2_tile.cuh's mma steps: those give each of a block's 4 warps 16 query
+ *   rows of 64 and take 16-bit or FP8 inputs only (attn_mma_traits); a decode block has at most
+ *   DEC_ROWS = 16 rows for its 4 warps together, and versions 4, 5, 9 and 12 take fp32 too. So
+ *   the steps share the tile out by thread as above: a thread per score, a warp per row's
+ *   softmax, each output column to one thread (two at D = 64, each with half the rows).
  *
  *         tile of K/V (Bc keys)              rows (token, head)      p_s
  *       +-----------------------+   S        (i0,h0) (i0,h1) ...   [r][jj]  -> softmax -> P V
@@ -325,8 +337,6 @@ template <typename T, int D> __device__ __forceinline__ float dot_row(const floa
     return s;
 }
 
-/* D: the width of q and K (D_K); DV: of V and O (D_V); SRC: where the keys come from (SRC_LATENT:
- * V is the K tile's first DV columns). */
 /* 16 e4m3 codes (one 16-byte load) times their scale, each rounded to T, into dst. The scales
  * are powers of two: the products are exact in bf16 and fp32 (fp16: exact unless subnormal). */
 template <typename T>
@@ -390,152 +400,233 @@ __device__ __forceinline__ void fp8_tile(const dec_params<T> &a, const int64_t *
     }
 }
 
-template <typename T, int D, int DV, int SRC, int Q = Q_NONE>
-__global__ void tiled_kernel(const dec_params<T> a) {
-    constexpr bool LATENT = SRC == SRC_LATENT;
-    constexpr int KSRC = LATENT ? SRC_PAGED : SRC; /* how a key's row is found */
-    using C = tile_cfg<T, D, DV, LATENT>;
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    T *k_s = reinterpret_cast<T *>(smem_raw);    /* [BC][LD] */
-    T *v_s = LATENT ? k_s : k_s + C::BC * C::LD; /* [BC][LD]: latent, k_s itself */
-    int64_t *off_s = reinterpret_cast<int64_t *>(k_s + (LATENT ? 1 : 2) * C::BC * C::LD); /* [BC] */
-    float *q_s = reinterpret_cast<float *>(off_s + C::BC); /* [16][D] */
-    float *p_s = q_s + DEC_ROWS * D;                       /* [16][BC] */
-    float *m_s = p_s + DEC_ROWS * C::BC, *l_s = m_s + DEC_ROWS, *alpha_s = l_s + DEC_ROWS;
-    int *tok_s = reinterpret_cast<int *>(alpha_s + DEC_ROWS); /* [BC] */
-    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, split = blockIdx.x;
-    const int g = a.H / a.H_kv;
-    const int rows_total = SRC == SRC_SELECTED ? g : a.Lq * g; /* rows that read K/V head hk */
-    const int tiles = (rows_total + DEC_ROWS - 1) / DEC_ROWS;
-    const int hk = blockIdx.y / tiles, r0 = blockIdx.y % tiles * DEC_ROWS;
-    const int b = SRC == SRC_SELECTED ? blockIdx.z / a.Lq : blockIdx.z;
-    const int i_sel = SRC == SRC_SELECTED ? blockIdx.z % a.Lq : 0; /* sparse: the block's token */
-    const int R = min(DEC_ROWS, rows_total - r0), L = a.seqlens[b];
-    /* row r of the block: new token i and query head h */
-#define ROW_TOKEN(r) (SRC == SRC_SELECTED ? i_sel : (r0 + (r)) / g)
-#define ROW_HEAD(r) (hk * g + (SRC == SRC_SELECTED ? r0 + (r) : (r0 + (r)) % g))
-    /* the keys (dense) or selection slots (sparse) of this split: the block's last row sees the
-     * most keys; sparse: the token's selection holds min(k, keys it sees) tokens, then -1 */
-    const int last = SRC == SRC_SELECTED ? min(a.topk, dec_visible(i_sel, a.Lq, L))
-                                         : dec_visible(ROW_TOKEN(R - 1), a.Lq, L);
-    const int t0 = min(split * a.chunk, last), t1 = min(t0 + a.chunk, last);
-    const int32_t *srow = SRC == SRC_SELECTED ? a.sel + ((int64_t)b * a.Lq + i_sel) * a.topk : NULL;
-
-    for (int x = tid; x < R * D; x += TILE_THREADS) {
-        const int r = x / D;
-        const int64_t qrow = ((int64_t)b * a.Lq + ROW_TOKEN(r)) * a.H + ROW_HEAD(r);
-        q_s[x] = float(a.q[qrow * D + x % D]) * a.scale2;
+/* The tiled kernel's prologue: its shared tiles (the map above, in this order in the block's
+ * dynamic shared memory: tile_cfg::smem bytes, the launcher's shape) and the rows this block and
+ * this thread own (as attn_fa2_block in fa2_tile.cuh). D: the width of q and K (D_K); DV: of V and
+ * O (D_V); SRC: where the keys come from (SRC_LATENT: V is the K tile's first DV columns). */
+template <typename T, int D, int DV, int SRC> struct dec_block {
+    using C = tile_cfg<T, D, DV, SRC == SRC_LATENT>;
+    T *k_s, *v_s;               /* [BC][LD] each; latent: v_s is k_s */
+    int64_t *off_s;             /* [BC] */
+    float *q_s, *p_s;           /* [16][D], [16][BC] */
+    float *m_s, *l_s, *alpha_s; /* [16] each */
+    int *tok_s;                 /* [BC] */
+    int g, hk, r0, b, i_sel;    /* group size, K/V head, first row, sequence, sparse: the token */
+    int R, L, split;            /* rows, cached tokens, this block's split */
+    int t0, t1;          /* the keys (dense) or selection slots (sparse) of this split: [t0, t1) */
+    const int32_t *srow; /* sparse: the token's selection */
+    int col0, rphase;    /* this thread's first PV column and first row */
+    using acc_t = float[C::RPT][C::CPT]; /* this thread's O accumulators (the PV step) */
+    __device__ dec_block(unsigned char *smem, const dec_params<T> &a)
+        : k_s(reinterpret_cast<T *>(smem)),
+          v_s(SRC == SRC_LATENT ? k_s : k_s + C::BC * C::LD), /* latent: k_s itself */
+          off_s(reinterpret_cast<int64_t *>(k_s + (SRC == SRC_LATENT ? 1 : 2) * C::BC * C::LD)),
+          q_s(reinterpret_cast<float *>(off_s + C::BC)), p_s(q_s + DEC_ROWS * D),
+          m_s(p_s + DEC_ROWS * C::BC), l_s(m_s + DEC_ROWS), alpha_s(l_s + DEC_ROWS),
+          tok_s(reinterpret_cast<int *>(alpha_s + DEC_ROWS)) {
+        const bool sparse = SRC == SRC_SELECTED;
+        g = a.H / a.H_kv;
+        const int rows_total = sparse ? g : a.Lq * g; /* rows that read K/V head hk */
+        const int tiles = (rows_total + DEC_ROWS - 1) / DEC_ROWS;
+        hk = blockIdx.y / tiles, r0 = blockIdx.y % tiles * DEC_ROWS;
+        b = sparse ? blockIdx.z / a.Lq : blockIdx.z;
+        i_sel = sparse ? blockIdx.z % a.Lq : 0;
+        R = min(DEC_ROWS, rows_total - r0), L = a.seqlens[b], split = blockIdx.x;
+        /* the block's last row sees the most keys; sparse: the token's selection holds
+         * min(k, keys it sees) tokens, then -1 */
+        const int last =
+            sparse ? min(a.topk, dec_visible(i_sel, a.Lq, L)) : dec_visible(token(R - 1), a.Lq, L);
+        t0 = min(split * a.chunk, last), t1 = min(t0 + a.chunk, last);
+        srow = sparse ? a.sel + ((int64_t)b * a.Lq + i_sel) * a.topk : NULL;
+        col0 = threadIdx.x % (DV < TILE_THREADS ? DV : TILE_THREADS);
+        rphase = DV < TILE_THREADS ? threadIdx.x / DV : 0;
     }
-    for (int r = tid; r < DEC_ROWS; r += TILE_THREADS) {
-        m_s[r] = -INFINITY;
-        l_s[r] = 0.0f;
+    /* row r of the block: new token i and query head h, and its row of q, o, lse */
+    __device__ int token(int r) const { return SRC == SRC_SELECTED ? i_sel : (r0 + r) / g; }
+    __device__ int head(int r) const {
+        return hk * g + (SRC == SRC_SELECTED ? r0 + r : (r0 + r) % g);
+    }
+    __device__ int64_t row(const dec_params<T> &a, int r) const {
+        return ((int64_t)b * a.Lq + token(r)) * a.H + head(r);
+    }
+};
+
+/* The Q step: the block's rows of q into q_s in fp32, scaled by scale2 (so that S comes out in
+ * log2 units, as after attn_fa2_scale_and_mask), and the rows' running max and sum started
+ * (m = -inf, l = 0; attn_fa2_warp's start, in shared memory here). Every thread calls it. */
+template <typename T, int D, int DV, int SRC>
+__device__ __forceinline__ void dec_load_q(const dec_block<T, D, DV, SRC> &blk,
+                                           const dec_params<T> &a) {
+    for (int x = threadIdx.x; x < blk.R * D; x += TILE_THREADS) {
+        const int r = x / D;
+        blk.q_s[x] = float(a.q[blk.row(a, r) * D + x % D]) * a.scale2;
+    }
+    for (int r = threadIdx.x; r < DEC_ROWS; r += TILE_THREADS) {
+        blk.m_s[r] = -INFINITY;
+        blk.l_s[r] = 0.0f;
     }
     __syncthreads(); // q rows and the running m, l are set before any thread reads them
-    float acc[C::RPT][C::CPT] = {};
-    const int col0 = tid % (DV < TILE_THREADS ? DV : TILE_THREADS);
-    const int rphase = DV < TILE_THREADS ? tid / DV : 0;
+}
 
-    for (int j0 = t0; j0 < t1; j0 += C::BC) {
-        /* the tile's tokens and where their rows are (one block-table read per key) */
-        for (int jj = tid; jj < C::BC; jj += TILE_THREADS) {
-            const int j = j0 + jj;
-            const int t = j < t1 ? (SRC == SRC_SELECTED ? srow[j] : j) : -1;
-            tok_s[jj] = t;
-            off_s[jj] = t >= 0 ? dec_key_offset<KSRC>(a, b, hk, t, D) : -1;
-        }
-        __syncthreads(); // the tokens' row offsets are in place before the copies use them
-        /* K and V rows of the tile, 16 bytes per copy; a slot with no token: zeros. Latent: the
-         * K rows only (the V rows are their first DV columns) */
-        if (Q != Q_NONE) {
-            fp8_tile<T, D, C::LD, C::BC, Q>(a, off_s, k_s, v_s);
-        } else {
-            for (int c = tid; c < C::BC * (D / C::CH); c += TILE_THREADS) {
-                const int jj = c / (D / C::CH), col = c % (D / C::CH) * C::CH;
-                const int64_t off = off_s[jj];
-                cp_async_16(k_s + jj * C::LD + col, a.k + (off >= 0 ? off + col : 0), off >= 0);
-            }
-            cp_async_commit();
-            if (!LATENT) {
-                for (int c = tid; c < C::BC * (D / C::CH); c += TILE_THREADS) {
-                    const int jj = c / (D / C::CH), col = c % (D / C::CH) * C::CH;
-                    const int64_t off = off_s[jj];
-                    cp_async_16(v_s + jj * C::LD + col, a.v + (off >= 0 ? off + col : 0), off >= 0);
-                }
-                cp_async_commit();
-                cp_async_wait<1>();
-            } else {
-                cp_async_wait<0>();
-            }
-        }
-        __syncthreads(); // every thread's K rows have landed before any thread reads the tile
-
-        /* S = Q K^T, masked: a slot with no token, or a token after what row r's token sees */
-        for (int r = tid / C::BC; r < R; r += C::PHASES) {
-            const int jj = tid % C::BC, t = tok_s[jj];
-            float s = -INFINITY;
-            if (t >= 0 && t < dec_visible(ROW_TOKEN(r), a.Lq, L))
-                s = dot_row<T, D>(q_s + r * D, k_s + jj * C::LD);
-            p_s[r * C::BC + jj] = s;
-        }
-        __syncthreads(); // the tile's scores are complete before the rows' softmax reads them
-
-        /* online softmax, one warp per row */
-        for (int r = warp; r < R; r += TILE_THREADS / 32) {
-            float mt = -INFINITY;
-            for (int x = lane; x < C::BC; x += 32)
-                mt = fmaxf(mt, p_s[r * C::BC + x]);
-            const float m_old = m_s[r], m_new = fmaxf(m_old, attn_warp_max(mt));
-            const float m_use = m_new == -INFINITY ? 0.0f : m_new; /* no key yet: no -inf - -inf */
-            float ps = 0.0f;
-            for (int x = lane; x < C::BC; x += 32) {
-                const float p = exp2f(p_s[r * C::BC + x] - m_use);
-                p_s[r * C::BC + x] = p;
-                ps += p;
-            }
-            ps = attn_warp_sum(ps);
-            if (lane == 0) {
-                const float alpha = exp2f(m_old - m_use);
-                alpha_s[r] = alpha;
-                l_s[r] = l_s[r] * alpha + ps;
-                m_s[r] = m_new;
-            }
-        }
-        cp_async_wait<0>(); /* latent: nothing left in flight */
-        __syncthreads();    // P, the rescale factors and every thread's V rows are in place
-
-        /* O = alpha O + P V */
-        for (int x = 0; x < C::RPT; ++x) {
-            const int r = rphase + C::RSTRIDE * x;
-            if (r >= R)
-                break;
-            const float alpha = alpha_s[r];
-            for (int y = 0; y < C::CPT; ++y) {
-                const int col = col0 + TILE_THREADS * y;
-                float o = acc[x][y] * alpha;
-                for (int jj = 0; jj < C::BC; ++jj)
-                    o += p_s[r * C::BC + jj] * float(v_s[jj * C::LD + col]);
-                acc[x][y] = o;
-            }
-        }
-        __syncthreads(); // every thread is done with k_s, v_s, p_s, tok_s before the next copies
+/* The tokens of key tile j0 (slot jj: token j0 + jj, or the selection's entry j0 + jj; -1 past
+ * the split's end) and where their rows are: one block-table read per key (dec_key_offset). */
+template <typename T, int D, int DV, int SRC>
+__device__ __forceinline__ void dec_tile_tokens(const dec_block<T, D, DV, SRC> &blk,
+                                                const dec_params<T> &a, int j0) {
+    constexpr int KSRC = SRC == SRC_LATENT ? SRC_PAGED : SRC; /* how a key's row is found */
+    for (int jj = threadIdx.x; jj < dec_block<T, D, DV, SRC>::C::BC; jj += TILE_THREADS) {
+        const int j = j0 + jj;
+        const int t = j < blk.t1 ? (SRC == SRC_SELECTED ? blk.srow[j] : j) : -1;
+        blk.tok_s[jj] = t;
+        blk.off_s[jj] = t >= 0 ? dec_key_offset<KSRC>(a, blk.b, blk.hk, t, D) : -1;
     }
+}
 
+/* This thread's share of the cp.async copies of the tile's rows of a cache in T (src: K or V)
+ * into dst, 16 bytes per copy, one group; a slot with no token (offset -1): zeros. */
+template <typename C, int D, typename T>
+__device__ __forceinline__ void dec_copy_rows(T *dst, const T *src, const int64_t *off_s) {
+    for (int c = threadIdx.x; c < C::BC * (D / C::CH); c += TILE_THREADS) {
+        const int jj = c / (D / C::CH), col = c % (D / C::CH) * C::CH;
+        const int64_t off = off_s[jj];
+        cp_async_16(dst + jj * C::LD + col, src + (off >= 0 ? off + col : 0), off >= 0);
+    }
+    cp_async_commit();
+}
+
+/* K_j and V_j into k_s and v_s (attn_fa2_copy_kv's step): from a cache in T by cp.async, K_j and
+ * V_j as two groups, returning when this thread's K_j has landed (V_j may still be in flight;
+ * latent: the K rows only, V being their first DV columns); from an FP8 cache by plain loads,
+ * dequantised to T (fp8_tile). */
+template <int Q, typename T, int D, int DV, int SRC>
+__device__ __forceinline__ void dec_copy_kv(const dec_block<T, D, DV, SRC> &blk,
+                                            const dec_params<T> &a) {
+    using C = typename dec_block<T, D, DV, SRC>::C;
+    if (Q != Q_NONE) {
+        fp8_tile<T, D, C::LD, C::BC, Q>(a, blk.off_s, blk.k_s, blk.v_s);
+    } else {
+        dec_copy_rows<C, D>(blk.k_s, a.k, blk.off_s);
+        if (SRC != SRC_LATENT) {
+            dec_copy_rows<C, D>(blk.v_s, a.v, blk.off_s);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+    }
+}
+
+/* S = Q K_j^T, scaled and masked (attn_fa2_score_tile and attn_fa2_scale_and_mask's step): the
+ * scale is in q_s already; a slot with no token, or a token after what row r's token sees, gets
+ * -inf without its dot product. Thread t: key jj = t % BC of rows t / BC, t / BC + PHASES, ... */
+template <typename T, int D, int DV, int SRC>
+__device__ __forceinline__ void dec_score_tile(const dec_block<T, D, DV, SRC> &blk,
+                                               const dec_params<T> &a) {
+    using C = typename dec_block<T, D, DV, SRC>::C;
+    for (int r = threadIdx.x / C::BC; r < blk.R; r += C::PHASES) {
+        const int jj = threadIdx.x % C::BC, t = blk.tok_s[jj];
+        float s = -INFINITY;
+        if (t >= 0 && t < dec_visible(blk.token(r), a.Lq, blk.L))
+            s = dot_row<T, D>(blk.q_s + r * D, blk.k_s + jj * C::LD);
+        blk.p_s[r * C::BC + jj] = s;
+    }
+}
+
+/* Online softmax, one warp per row (rows w, w + 4, ...; attn_fa2_online_softmax's step): updates
+ * the row's running max m and sum l, turns its scores into P = 2^(S - m) in place in p_s, and
+ * leaves the rescale factor alpha in alpha_s (O *= alpha is done in the PV step: a row's O is
+ * spread over the threads by column). */
+template <typename T, int D, int DV, int SRC>
+__device__ __forceinline__ void dec_online_softmax(const dec_block<T, D, DV, SRC> &blk) {
+    using C = typename dec_block<T, D, DV, SRC>::C;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (int r = warp; r < blk.R; r += TILE_THREADS / 32) {
+        float mt = -INFINITY;
+        for (int x = lane; x < C::BC; x += 32)
+            mt = fmaxf(mt, blk.p_s[r * C::BC + x]);
+        const float m_old = blk.m_s[r], m_new = fmaxf(m_old, attn_warp_max(mt));
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new; /* no key yet: no -inf - -inf */
+        float ps = 0.0f;
+        for (int x = lane; x < C::BC; x += 32) {
+            const float p = exp2f(blk.p_s[r * C::BC + x] - m_use);
+            blk.p_s[r * C::BC + x] = p;
+            ps += p;
+        }
+        ps = attn_warp_sum(ps);
+        if (lane == 0) {
+            const float alpha = exp2f(m_old - m_use);
+            blk.alpha_s[r] = alpha;
+            blk.l_s[r] = blk.l_s[r] * alpha + ps;
+            blk.m_s[r] = m_new;
+        }
+    }
+}
+
+/* O = alpha O + P V_j for this thread's accumulators (attn_fa2_accumulate_pv's step): columns
+ * col0, col0 + 128, ... of rows rphase, rphase + RSTRIDE, ...; V_j: the rows of v_s (latent: the
+ * first DV columns of k_s). */
+template <typename T, int D, int DV, int SRC>
+__device__ __forceinline__ void dec_accumulate_pv(const dec_block<T, D, DV, SRC> &blk,
+                                                  typename dec_block<T, D, DV, SRC>::acc_t &acc) {
+    using C = typename dec_block<T, D, DV, SRC>::C;
     for (int x = 0; x < C::RPT; ++x) {
-        const int r = rphase + C::RSTRIDE * x;
-        if (r >= R)
+        const int r = blk.rphase + C::RSTRIDE * x;
+        if (r >= blk.R)
             break;
-        const int64_t row = ((int64_t)b * a.Lq + ROW_TOKEN(r)) * a.H + ROW_HEAD(r);
-        const float l = l_s[r];
+        const float alpha = blk.alpha_s[r];
+        for (int y = 0; y < C::CPT; ++y) {
+            const int col = blk.col0 + TILE_THREADS * y;
+            float o = acc[x][y] * alpha;
+            for (int jj = 0; jj < C::BC; ++jj)
+                o += blk.p_s[r * C::BC + jj] * float(blk.v_s[jj * C::LD + col]);
+            acc[x][y] = o;
+        }
+    }
+}
+
+/* After the last tile: this thread's O divided by its row's l (a row that saw no key: 0) and the
+ * rows' LSE, stored (dec_store: the output when there is one split, else this split's partial). */
+template <typename T, int D, int DV, int SRC>
+__device__ __forceinline__ void dec_write_o(const dec_block<T, D, DV, SRC> &blk,
+                                            const dec_params<T> &a,
+                                            const typename dec_block<T, D, DV, SRC>::acc_t &acc) {
+    using C = typename dec_block<T, D, DV, SRC>::C;
+    for (int x = 0; x < C::RPT; ++x) {
+        const int r = blk.rphase + C::RSTRIDE * x;
+        if (r >= blk.R)
+            break;
+        const int64_t row = blk.row(a, r);
+        const float l = blk.l_s[r];
         for (int y = 0; y < C::CPT; ++y)
-            dec_store<T, DV>(a, split, row, col0 + TILE_THREADS * y,
+            dec_store<T, DV>(a, blk.split, row, blk.col0 + TILE_THREADS * y,
                              l > 0.0f ? acc[x][y] / l : 0.0f);
     }
-    for (int r = tid; r < R; r += TILE_THREADS) {
-        const int64_t row = ((int64_t)b * a.Lq + ROW_TOKEN(r)) * a.H + ROW_HEAD(r);
-        dec_store_lse<T, DV>(a, split, row, m_s[r], l_s[r]);
+    for (int r = threadIdx.x; r < blk.R; r += TILE_THREADS)
+        dec_store_lse<T, DV>(a, blk.split, blk.row(a, r), blk.m_s[r], blk.l_s[r]);
+}
+
+/* Versions 4, 5, 9, 10, 12, 13: the prologue, the steps of each key tile with their barriers,
+ * the output (the map and the steps above). */
+template <typename T, int D, int DV, int SRC, int Q = Q_NONE>
+__global__ void tiled_kernel(const dec_params<T> a) {
+    using C = tile_cfg<T, D, DV, SRC == SRC_LATENT>;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const dec_block<T, D, DV, SRC> blk(smem_raw, a);
+    dec_load_q(blk, a);
+    typename dec_block<T, D, DV, SRC>::acc_t acc = {};
+    for (int j0 = blk.t0; j0 < blk.t1; j0 += C::BC) {
+        dec_tile_tokens(blk, a, j0);
+        __syncthreads(); // the tokens' row offsets are in place before the copies use them
+        dec_copy_kv<Q>(blk, a);
+        __syncthreads(); // every thread's K rows have landed before any thread reads the tile
+        dec_score_tile(blk, a);
+        __syncthreads(); // the tile's scores are complete before the rows' softmax reads them
+        dec_online_softmax(blk);
+        cp_async_wait<0>(); /* V_j's group (latent, FP8: nothing left in flight) */
+        __syncthreads();    // P, the rescale factors and every thread's V rows are in place
+        dec_accumulate_pv(blk, acc);
+        __syncthreads(); // every thread is done with k_s, v_s, p_s, tok_s before the next copies
     }
-#undef ROW_TOKEN
-#undef ROW_HEAD
+    dec_write_o(blk, a, acc);
 }
 
 /* --- version 1: append
