@@ -228,18 +228,28 @@ endfunction()
 # attn_not_in_tsan(<target>...): in sim-tsan (ATTN_SANITIZER tsan) <target> is left out of the
 # default build (EXCLUDE_FROM_ALL): a program none of that preset's tests (labels cudasim, tsan)
 # runs, such as an example's own checkers, whose tests the other builds run.
+# attn_not_in_sanitizers(<target>...): the same in sim-asan and sim-tsan both: a program neither
+# preset's tests run (example 11's, whose ranks run inside Open MPI; the tools that write a
+# README's tables).
 # <target> is a program or library of attn_cuda_executable/_library (its _sim target) or a plain
 # target.
-function(attn_not_in_tsan)
-  if(NOT ATTN_SANITIZER STREQUAL "tsan")
-    return()
-  endif()
+function(_attn_exclude_from_all)
   foreach(name IN LISTS ARGN)
     if(TARGET ${name}_sim)
       set(name ${name}_sim)
     endif()
     set_target_properties(${name} PROPERTIES EXCLUDE_FROM_ALL TRUE)
   endforeach()
+endfunction()
+function(attn_not_in_tsan)
+  if(ATTN_SANITIZER STREQUAL "tsan")
+    _attn_exclude_from_all(${ARGN})
+  endif()
+endfunction()
+function(attn_not_in_sanitizers)
+  if(ATTN_SANITIZER)
+    _attn_exclude_from_all(${ARGN})
+  endif()
 endfunction()
 
 # attn_model_library(<name> SOURCES ... LIBRARIES ...)
