@@ -47,8 +47,8 @@ failed_presets=()
 [ "${missing_check:-0}" -eq 1 ] && failed_presets+=("sim-check(clang-14 and llvm-14 missing)")
 
 # The Python set-up (.venv, the quality toolkit: minutes of downloads and unpacking on one core the
-# first time) runs in the background while the sim preset builds, after the apt steps above (one
-# apt at a time); the sim preset is configured again with the interpreter once it is done.
+# first time) runs in the background while the presets build, after the apt steps above (one apt
+# at a time); the sim preset is configured again with the interpreter once both are done.
 py_flag=()
 setup_pid=
 if [ $python -eq 1 ] && [ $fast -eq 0 ]; then
