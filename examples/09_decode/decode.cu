@@ -1062,7 +1062,7 @@ static const attn_stage dec_stages[] = {
     {"indexer", false, NULL, dec_clear, dec_check_indexer},
     {"top-k", false, NULL, dec_clear, dec_check_topk},
     {"sparse", false, dec_prepare_sparse, dec_clear, dec_check_sparse},
-    {"append", false, NULL, dec_clear_append_fp8, dec_check_append_fp8}, /* --fp8 */
+    {"append", false, NULL, dec_clear, dec_check_append_fp8}, /* --fp8 */
     {"attention", false, dec_prepare_fp8, dec_clear, dec_check_fp8},
 };
 

@@ -286,7 +286,7 @@ attn_module_banner_fn dec_banner;
 attn_module_setup_fn dec_setup;
 /* The stages' (the FP8 cache's, --fp8: decode_fp8.c, the last of each kind) */
 attn_stage_prepare_fn dec_prepare_sparse, dec_prepare_fp8;
-attn_stage_clear_fn dec_clear, dec_clear_append_fp8; /* dec_clear: every other stage's */
+attn_stage_clear_fn dec_clear; /* every stage's */
 attn_stage_check_fn dec_check_append, dec_check_attention, dec_check_indexer, dec_check_topk,
     dec_check_sparse, dec_check_append_fp8, dec_check_fp8;
 attn_module_flops_fn dec_flops;

@@ -87,10 +87,6 @@ int dec_fp8_inputs(dec_state *s) {
 
 /* ---- version 11: the append (checked as version 1: decode_stages.c) ------------------------- */
 
-int dec_clear_append_fp8(void *state, const attn_kernel *k, int chunk) {
-    return dec_clear(state, k, chunk);
-}
-
 /* The planted wrong scale (--corrupt-scale): the first new token's (sequence 0's) K scale, or its
  * latent row's first, times the factor on the device. */
 static int plant_scale(const dec_state *s) {
