@@ -29,6 +29,10 @@ racecheck and initcheck on (the sim-check preset)" OFF)
 # version: sm_80's code runs on sm_86 and sm_89 GPUs too (CUDA's binary compatibility within a
 # major version), so adding 86 and 89 would double the build for no GPU it could not serve.
 set(ATTN_CUDA_ARCHITECTURES "80;90" CACHE STRING "GPU architectures for the gpu backend")
+# The architectures of the committed register, spill and SASS tables (benchmarks/results/ptxas,
+# examples/08_flex_attention/results/ptxas.json): attn_tabled_architectures() compiles the kernels
+# those tables describe for them, whatever ATTN_CUDA_ARCHITECTURES says.
+set(ATTN_TABLED_ARCHITECTURES "80;90")
 
 set(CMAKE_C_STANDARD 11)
 set(CMAKE_C_STANDARD_REQUIRED ON)
@@ -160,6 +164,16 @@ elseif(ATTN_SIM_CHECK)
 else()
   set(ATTN_SIM_KERNEL_FLAGS)
 endif()
+# A planted copy of a kernel source (planted_copy, tests/examples/CMakeLists.txt) runs a few small
+# cases, which its bug must fail: in the plain and checked simulator builds it is compiled at -O1,
+# which for these template-heavy sources is about three times faster than -O3 with GCC and a third
+# faster than -O2 with the checked build's clang (tests/README.md, "Time budgets"). Not under
+# ThreadSanitizer, whose reports of the planted races lose their source line at -O1.
+if(NOT ATTN_SANITIZER AND CMAKE_BUILD_TYPE MATCHES "^(Release|RelWithDebInfo)$")
+  set(ATTN_SIM_PLANTED_FLAGS -O1)
+else()
+  set(ATTN_SIM_PLANTED_FLAGS)
+endif()
 
 # ---- CUDA sources for a backend -------------------------------------------------------------
 # attn_cuda_sources(<out-var> <backend> <sources...>)
@@ -188,8 +202,13 @@ function(attn_cuda_sources out backend)
         DEPFILE "${gen}.d"
         COMMENT "cudasim: rewriting ${rel}"
         VERBATIM)
-      if(ATTN_SIM_KERNEL_FLAGS)
-        set_source_files_properties("${gen}" PROPERTIES COMPILE_OPTIONS "${ATTN_SIM_KERNEL_FLAGS}")
+      set(flags ${ATTN_SIM_KERNEL_FLAGS})
+      get_source_file_property(planted "${abs}" ATTN_PLANTED)
+      if(planted)
+        list(APPEND flags ${ATTN_SIM_PLANTED_FLAGS})
+      endif()
+      if(flags)
+        set_source_files_properties("${gen}" PROPERTIES COMPILE_OPTIONS "${flags}")
       endif()
       list(APPEND result "${gen}")
     else()
@@ -250,6 +269,18 @@ function(attn_not_in_sanitizers)
   if(ATTN_SANITIZER)
     _attn_exclude_from_all(${ARGN})
   endif()
+endfunction()
+
+# attn_tabled_architectures(<name>...): the gpu targets of attn_cuda_library/_executable <name>
+# compiled for ATTN_TABLED_ARCHITECTURES (with their PTX, which the spill tables compile again) even
+# where ATTN_CUDA_ARCHITECTURES is narrower: scripts/test.sh compiles the rest for sm_90 alone
+# where no GPU answers (tests/README.md, "Time budgets"). Called beside the test that reads them.
+function(attn_tabled_architectures)
+  foreach(name IN LISTS ARGN)
+    if(TARGET ${name}_gpu)
+      set_target_properties(${name}_gpu PROPERTIES CUDA_ARCHITECTURES "${ATTN_TABLED_ARCHITECTURES}")
+    endif()
+  endforeach()
 endfunction()
 
 # attn_model_library(<name> SOURCES ... LIBRARIES ...)
