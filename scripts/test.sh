@@ -80,14 +80,21 @@ wait_for_python() {
 # cmake/attn.cmake); with a GPU, for ATTN_CUDA_ARCHITECTURES (sm_80 and sm_90).
 gpu_archs="80;90"
 attn_have_gpu || gpu_archs=90-real
+# preset_args <preset>: the configure arguments of every configure of <preset> (in pargs)
+preset_args() {
+    pargs=()
+    [ "$1" = gpu ] && pargs=("-DATTN_CUDA_ARCHITECTURES=$gpu_archs")
+    return 0
+}
 build_presets() {
     local mk="$results/build.mk" p t=$'\t' args
     for p in "$@"; do
+        preset_args "$p"
         args=
-        [ "$p" = gpu ] && args="'-DATTN_CUDA_ARCHITECTURES=$gpu_archs'"
+        [ ${#pargs[@]} -eq 0 ] || args=$(printf " '%s'" "${pargs[@]}")
         cat <<MK
 $p:
-${t}@cmake --preset $p $args >"$results/$p.configure.log" 2>&1 && touch "$results/$p.configured"
+${t}@cmake --preset $p$args >"$results/$p.configure.log" 2>&1 && touch "$results/$p.configured"
 ${t}+@if [ -f "$ROOT/build/$p/Makefile" ]; then \$(MAKE) --no-print-directory -C "$ROOT/build/$p"; \\
 ${t}  else cmake --build --preset $p -j $JOBS; fi >"$results/$p.build.log" 2>&1
 ${t}@touch "$results/$p.built"; printf '\\033[1m==> [%s] built\\033[0m\\n' $p
@@ -107,13 +114,17 @@ MK
 start=$SECONDS
 say "configure + build: ${presets[*]} (logs: $results/<preset>.build.log)"
 build_presets "${presets[@]}"
+background_setup=0
+[ -n "$setup_pid" ] && background_setup=1
 for preset in "${presets[@]}"; do
     [ -f "$results/$preset.built" ] || continue
-    if [ "$preset" = sim ] && [ -n "$setup_pid" ]; then
-        # Built without the interpreter while the set-up ran: configure again with it (adds the
-        # Python suites and what they build).
+    if { [ "$preset" = sim ] || [ "$preset" = gpu ]; } && [ $background_setup -eq 1 ]; then
+        # Built without the interpreter while the set-up ran: configure again with it (sim: adds
+        # the Python suites and what they build; gpu: the resource tables' tests, which read the
+        # binaries with .venv's cuobjdump where the CUDA toolkit has none).
         wait_for_python
-        if ! cmake --preset "$preset" "${py_flag[@]}" >>"$results/$preset.configure.log" 2>&1 ||
+        preset_args "$preset"
+        if ! cmake --preset "$preset" "${pargs[@]}" "${py_flag[@]}" >>"$results/$preset.configure.log" 2>&1 ||
             ! cmake --build --preset "$preset" -j "$JOBS" >>"$results/$preset.build.log" 2>&1; then
             tail -40 "$results/$preset.configure.log" "$results/$preset.build.log"
             failed_presets+=("$preset(configure with Python)")
@@ -130,6 +141,11 @@ for preset in "${presets[@]}"; do
         # The python suite must be registered when Python is set up: never pass by not running it.
         n=$(ctest --preset sim -N -L python | awk '/Total Tests:/{print $3}')
         [ "${n:-0}" -gt 0 ] || { echo "error: the python suite was not registered"; failed_presets+=("sim(python)"); }
+    fi
+    if [ "$preset" = gpu ] && [ $python -eq 1 ] && [ $fast -eq 0 ]; then
+        # ... nor the resource tables' check (cuobjdump: the CUDA toolkit's or .venv's)
+        n=$(ctest --preset gpu -N -R '^resources\.no_spills_tables_current$' | awk '/Total Tests:/{print $3}')
+        [ "${n:-0}" -eq 1 ] || { echo "error: resources.no_spills_tables_current was not registered"; failed_presets+=("gpu(resources)"); }
     fi
     test_preset=$preset
     [ $fast -eq 0 ] || test_preset=sim-fast
