@@ -369,6 +369,20 @@ def ptxas_info(ptxas, ptx, options):
     return out
 
 
+def tabled_usage(cuobjdump, ptxas, binary):
+    """(resource_usage, spill_info) of a binary whose kernels are tabled for every architecture
+    of DEVICES: exits with what is missing when its SASS or PTX lacks one (its target is compiled
+    for them by attn_tabled_architectures, cmake/attn.cmake, called beside the test)."""
+    usage, spills = resource_usage(cuobjdump, binary), spill_info(cuobjdump, ptxas, binary)
+    for arch in sorted(DEVICES):
+        for what, found in (("SASS", usage), ("PTX", spills)):
+            if arch not in found:
+                die(f"{binary} has no {arch} {what}: its target must be compiled for "
+                    f"{' and '.join(sorted(DEVICES))} (attn_tabled_architectures in cmake/attn.cmake, "
+                    f"called beside the test that reads it)")
+    return usage, spills
+
+
 def spill_info(cuobjdump, ptxas, binary):
     """{arch: ptxas_info} for every PTX embedded in the binary, recompiled with its options."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -392,7 +406,7 @@ def measure(build, cuobjdump, ptxas):
         if not os.path.exists(binary):
             die(f"{binary} not found: build the gpu preset first "
                 f"(cmake --preset gpu && cmake --build --preset gpu)")
-        usage, spills = resource_usage(cuobjdump, binary), spill_info(cuobjdump, ptxas, binary)
+        usage, spills = tabled_usage(cuobjdump, ptxas, binary)
         archs = sorted(usage)
         for mangled in sorted(usage[archs[0]]):
             per_arch = {}

@@ -133,19 +133,27 @@ for preset in "${presets[@]}"; do
     fi
 done
 say "built in $((SECONDS - start)) s"
+# require_registered <preset> <what> <ctest selection...>: fails the run unless the selection
+# names at least one test of <preset>.
+require_registered() {
+    local preset=$1 what=$2 n
+    shift 2
+    n=$(ctest --preset "$preset" -N "$@" | awk '/Total Tests:/{print $3}')
+    [ "${n:-0}" -gt 0 ] && return 0
+    echo "error: $preset: no test matches $* ($what): not registered"
+    failed_presets+=("$preset($what)")
+}
 for preset in "${presets[@]}"; do
     [ -f "$results/$preset.built" ] || continue
     say "[$preset] testing"
     start=$SECONDS
-    if [ "$preset" = sim ] && [ $python -eq 1 ] && [ $fast -eq 0 ]; then
-        # The python suite must be registered when Python is set up: never pass by not running it.
-        n=$(ctest --preset sim -N -L python | awk '/Total Tests:/{print $3}')
-        [ "${n:-0}" -gt 0 ] || { echo "error: the python suite was not registered"; failed_presets+=("sim(python)"); }
-    fi
-    if [ "$preset" = gpu ] && [ $python -eq 1 ] && [ $fast -eq 0 ]; then
-        # ... nor the resource tables' check (cuobjdump: the CUDA toolkit's or .venv's)
-        n=$(ctest --preset gpu -N -R '^resources\.no_spills_tables_current$' | awk '/Total Tests:/{print $3}')
-        [ "${n:-0}" -eq 1 ] || { echo "error: resources.no_spills_tables_current was not registered"; failed_presets+=("gpu(resources)"); }
+    # With Python set up, these must be registered: never pass by not running them.
+    if [ $python -eq 1 ] && [ $fast -eq 0 ]; then
+        case $preset in
+        sim) require_registered sim python -L python ;;
+        # the resource tables' check (cuobjdump: the CUDA toolkit's or .venv's)
+        gpu) require_registered gpu resources -R '^resources\.no_spills_tables_current$' ;;
+        esac
     fi
     test_preset=$preset
     [ $fast -eq 0 ] || test_preset=sim-fast

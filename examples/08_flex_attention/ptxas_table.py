@@ -96,8 +96,7 @@ def measure(build, cuobjdump, ptxas):
         binary = os.path.join(build, rel)
         if not os.path.exists(binary):
             ru.die(f"{binary} not found: build the gpu preset first")
-        usage = ru.resource_usage(cuobjdump, binary)
-        spills = ru.spill_info(cuobjdump, ptxas, binary)
+        usage, spills = ru.tabled_usage(cuobjdump, ptxas, binary)
         sass = sass_counts(cuobjdump, binary)
         names = demangled(sorted({f for per in usage.values() for f in per}))
         for mangled, plain in sorted(names.items(), key=lambda x: x[1]):

@@ -32,6 +32,32 @@ class Names(unittest.TestCase):
         self.assertEqual(ru.describe(STATIC), ("mini_flash_kernel", "f32", None, ""))
 
 
+class TabledArchitectures(unittest.TestCase):
+    """A tabled binary compiled for sm_90 alone (scripts/test.sh's build where no GPU answers,
+    had attn_tabled_architectures not been called) is refused with what is missing."""
+
+    def usage_of(self, usage_archs, ptx_archs):
+        saved = ru.resource_usage, ru.spill_info
+        ru.resource_usage = lambda cuobjdump, binary: {a: {} for a in usage_archs}
+        ru.spill_info = lambda cuobjdump, ptxas, binary: {a: {} for a in ptx_archs}
+        try:
+            return ru.tabled_usage("cuobjdump", "ptxas", "lib.a")
+        finally:
+            ru.resource_usage, ru.spill_info = saved
+
+    def test_both_architectures_pass(self):
+        usage, spills = self.usage_of(["sm_80", "sm_90"], ["sm_80", "sm_90"])
+        self.assertEqual(sorted(usage), ["sm_80", "sm_90"])
+
+    def test_sm90_alone_is_refused(self):
+        with self.assertRaises(SystemExit):
+            self.usage_of(["sm_90"], ["sm_90"])
+
+    def test_sass_without_ptx_is_refused(self):  # 90-real: SASS, no PTX to compile again
+        with self.assertRaises(SystemExit):
+            self.usage_of(["sm_80", "sm_90"], ["sm_80"])
+
+
 class Launch(unittest.TestCase):
     def test_evaluate(self):
         defs = {"BR": "64", "MMA_BC": "ATTN_FA2_BC", "ATTN_FA2_BC": "64", "ATTN_SMEM_PAD": "8"}
