@@ -11,11 +11,14 @@
 #   benchmarks/results/<device>/plots/*.png|svg         plot.py and memory_analysis.py
 # then regenerates the README tables (update_tables.py). Commit the results folder and READMEs.
 #
-# Usage: benchmarks/gpu.sh [--steps LIST] [--quick]
-#   --steps   comma-separated, in this order (default all):
-#             build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,crossover,
-#             example08,decode,fp8,context_parallel,example10,v4,plots
-#             c: bench_attention --grid dense; torch: the SDPA backends and naive PyTorch on the
+# Usage: benchmarks/gpu.sh [--steps LIST] [--quick] [--deadline-s S]
+#   --steps   comma-separated, run in this order (default all):
+#             build,tests,sanitize,example10,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,
+#             backward,crossover,example08,decode,fp8,context_parallel,v4,plots
+#             tests: the whole build, then its GPU tests (ctest -L gpu, the sanitizer's left out:
+#             tests.xml in JUnit form, tests.txt the summary); sanitize: compute-sanitizer's
+#             memcheck, racecheck and synccheck over examples 01-04 at the test sizes
+#             (scripts/sanitize.sh, sanitizer.jsonl); c: bench_attention --grid dense; torch: the SDPA backends and naive PyTorch on the
 #             same grid; fp32: examples 01/02 and FA2 v1 (fp32) at B=1 H=16 D=64; flex:
 #             FlexAttention (compiled once per shape: the slowest step); sparse: example 04's
 #             kernels and their dense baseline, bench_attention --grid sparse; flexsparse: the
@@ -59,6 +62,8 @@
 #             window 128), L 2K and 8K (deepseek_v4.jsonl; not measured yet);
 #             plots: figures + tables
 #   --quick   L up to 4k only (a first look in about three minutes)
+#   --deadline-s S  fit a lease: start no step after S seconds, and give each timed step at most
+#             an even share of the time left among the steps still to run (its budget, its loops)
 # Each step stops starting new problems when its time budget is spent (--budget-s), so the whole
 # script stays within about 13 minutes on an H100, 21 with the crossover step (its budgets: 8
 # minutes), plus example08's budget of 10 minutes, decode's of 150 s + 60 s, fp8's of 120 s and the backward step's
@@ -69,17 +74,53 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
-steps="build,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,crossover,example08,decode,fp8,context_parallel,example10,v4,plots"
+all_steps="build,tests,sanitize,example10,c,torch,fp32,flex,sparse,flexsparse,ladder,deepseek,backward,crossover,example08,decode,fp8,context_parallel,v4,plots"
+steps=$all_steps
 quick=0
+deadline=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --steps) steps="${2:?--steps needs a list}"; shift 2 ;;
     --quick) quick=1; shift ;;
+    --deadline-s)
+        deadline="${2:?--deadline-s needs seconds}"
+        [[ "$deadline" =~ ^[1-9][0-9]*$ ]] || { echo "error: --deadline-s takes whole seconds, not '$deadline'" >&2; exit 2; }
+        shift 2 ;;
     -h | --help) sed -n '2,/^# Without a GPU/p' "$0"; exit 0 ;;
     *) echo "error: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
-has() { case ",$steps," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+for s in ${steps//,/ }; do
+    case ",$all_steps," in *",$s,"*) ;; *) echo "error: unknown step '$s' (steps: $all_steps)" >&2; exit 2 ;; esac
+done
+selected() { case ",$steps," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+started=" "
+# has STEP: STEP was asked for and, under --deadline-s, there is still time to start it.
+has() {
+    selected "$1" || return 1
+    case "$started" in *" $1 "*) return 0 ;; esac
+    if [ "$deadline" -gt 0 ] && [ $((deadline - SECONDS)) -lt 20 ]; then
+        say "$1: not started (--deadline-s $deadline reached)"
+        return 1
+    fi
+    started+="$1 "
+    return 0
+}
+# budget DEFAULT: a timed step's budget in seconds: DEFAULT, or under --deadline-s at most an even
+# share of the time left among this step and the asked-for steps not yet started (at least 10 s).
+budget() {
+    [ "$deadline" -gt 0 ] || { echo "$1"; return; }
+    local n=1 s share
+    for s in ${all_steps//,/ }; do
+        case "$s" in build | tests | sanitize | plots) continue ;; esac
+        selected "$s" && case "$started" in *" $s "*) ;; *) n=$((n + 1)) ;; esac
+    done
+    share=$(((deadline - SECONDS - 10) / n))
+    [ $share -lt 10 ] && share=10
+    [ $share -lt "$1" ] && echo $share || echo "$1"
+}
+# in_time START BUDGET: for steps that loop over runs: whether BUDGET seconds since START are left.
+in_time() { [ $((SECONDS - $1)) -lt "$2" ]; }
 say() { printf '\033[1m==> [%4d s] %s\033[0m\n' "$SECONDS" "$*" >&2; }
 # Builds the named targets of $build; on failure shows the end of the build log and stops.
 build_targets() {
@@ -109,6 +150,7 @@ out="benchmarks/results/$slug"
 mkdir -p "$out"
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD 2>/dev/null || commit="$commit-dirty"
+commit=${ATTN_COMMIT:-$commit} # a copy of the tree without .git: the commit it was copied from
 py="$ROOT/.venv/bin/python"
 [ -x "$py" ] || py=python3
 grid=(--grid dense)
@@ -125,9 +167,85 @@ if has build; then
     build_targets bench_attention_gpu
 fi
 ran=()
+if has tests; then
+    say "tests: the whole gpu build, then its GPU tests (ctest -L gpu -LE sanitizer)"
+    # keep going past a target that fails to build: its tests then fail, the others run
+    keep=(-k)
+    [ -f "$build/build.ninja" ] && keep=(-k 0)
+    cmake --build "$build" -j "$(nproc)" -- "${keep[@]}" >>"$out/.build.log" 2>&1 ||
+        { grep -E "error|Error" "$out/.build.log" | head -30 >&2; echo "warning: some targets did not build" >&2; }
+    # under --deadline-s, tests start during half of the time left at most
+    stop=()
+    [ "$deadline" -gt 0 ] && stop=(--stop-time "$(date -d "@$(($(date +%s) + (deadline - SECONDS) / 2))" +%H:%M:%S)")
+    # Each test is one process on the one GPU; 8 at a time leaves the CPU references their cores.
+    ctest --test-dir "$build" -L gpu -LE sanitizer -j 8 --timeout 300 "${stop[@]}" \
+        --output-junit "$ROOT/$out/tests.xml" >"$out/tests.txt" 2>&1 ||
+        echo "warning: GPU tests failed (the list: $out/tests.txt)" >&2
+    grep -E "tests passed|tests failed|\*\*\*(Failed|Timeout|Exception)|Not Run|\((Failed|Timeout)\)" "$out/tests.txt" | tail -40 >&2 || true
+    ran+=(tests)
+fi
+if has sanitize; then
+    say "sanitize: compute-sanitizer memcheck, racecheck, synccheck over examples 01-04"
+    build_targets naive_attention_gpu flash_fwd_gpu flash2_fwd_gpu sparse_patterns_gpu
+    # under --deadline-s, a third of the time left at most (its results so far are kept)
+    lim=()
+    [ "$deadline" -gt 0 ] && lim=(timeout $(((deadline - SECONDS) / 3)))
+    "${lim[@]}" bash scripts/sanitize.sh --build "$build" --out "$out/sanitizer.jsonl" 2>&1 | tee "$out/sanitizer.txt" ||
+        echo "warning: compute-sanitizer reported errors ($out/sanitizer.txt)" >&2
+    ran+=(sanitize)
+fi
+if has example10; then
+    if [ "${cc%%.*}" != 9 ]; then
+        say "example 10: skipped (compute capability $cc; wgmma and TMA need sm_90)"
+    else
+        say "example 10: FlashAttention-3 versions beside SDPA flash/cuDNN"
+        t10=$SECONDS
+        b10=$(budget 300) # half for versions 1-3 and their peers, half for version 4 and its peers
+        build_targets flash3_fwd_gpu flash3_fp8_gpu
+        rm -f "$out/fa3.jsonl"
+        l10=(1024 2048 4096 8192 16384)
+        [ $quick -eq 1 ] && l10=(1024 2048 4096)
+        for L in "${l10[@]}"; do
+            in_time $t10 $((b10 * 2 / 5)) || break
+            for D in 64 128; do
+                for dt in f16 bf16; do
+                    for c in "" --causal; do
+                        "$build/examples/10_flash_attention_3/flash3_fwd_gpu" -B 2 -H 16 -L "$L" \
+                            -D "$D" --dtype "$dt" $c --check-rows 64 --json "$out/fa3.jsonl" \
+                            >/dev/null || echo "warning: flash3_fwd L=$L D=$D $dt $c failed" >&2
+                    done
+                done
+            done
+        done
+        tl=1k,2k,4k,8k,16k
+        [ $quick -eq 1 ] && tl=1k,2k,4k
+        "$py" benchmarks/bench_torch.py --B 2 --H 16 --L "$tl" \
+            --D 64,128 --dtype f16,bf16 --causal both --impl sdpa_flash,sdpa_cudnn \
+            --commit "$commit" --out "$out/fa3_torch.jsonl" ||
+            echo "warning: bench_torch.py (example 10's peers) reported failures" >&2
+        # version 4 (FP8 e4m3; the pre-pass is not timed), then its peers
+        rm -f "$out/fa3_fp8.jsonl" "$out/fa3_fp8_peers.jsonl"
+        t10=$SECONDS
+        for L in "${l10[@]}"; do
+            in_time $t10 $((b10 * 2 / 5)) || break
+            for D in 64 128; do
+                for c in "" --causal; do
+                    "$build/examples/10_flash_attention_3/flash3_fp8_gpu" -B 2 -H 16 -L "$L" \
+                        -D "$D" --dtype bf16 $c --check-rows 64 --json "$out/fa3_fp8.jsonl" \
+                        >/dev/null || echo "warning: flash3_fp8 L=$L D=$D $c failed" >&2
+                done
+            done
+        done
+        "$py" benchmarks/bench_fa3_fp8.py --B 2 --H 16 --L "$tl" --D 64,128 --causal both \
+            --commit "$commit" --out "$out/fa3_fp8_peers.jsonl" ||
+            echo "warning: bench_fa3_fp8.py (version 4's peers) reported failures" >&2
+        ran+=(example10)
+    fi
+fi
+
 if has c; then
     say "bench_attention: dense grid (budget 150 s)"
-    "$bench" "${grid[@]}" --quiet --budget-s 150 --max-seconds 1 --commit "$commit" \
+    "$bench" "${grid[@]}" --quiet --budget-s $(budget 150) --max-seconds 1 --commit "$commit" \
         --out "$out/bench_attention.jsonl" || echo "warning: bench_attention reported failures" >&2
     ran+=(c)
 fi
@@ -135,7 +253,7 @@ if has fp32; then
     say "bench_attention: fp32 kernels, B=1 H=16 D=64 (budget 60 s)"
     fp32=(--grid fp32)
     [ $quick -eq 1 ] && fp32+=(--L 1k,2k,4k)
-    "$bench" "${fp32[@]}" --impl 01,02,fa2_fp32 --quiet --budget-s 60 --max-seconds 1 \
+    "$bench" "${fp32[@]}" --impl 01,02,fa2_fp32 --quiet --budget-s $(budget 60) --max-seconds 1 \
         --commit "$commit" --append --out "$out/bench_attention.jsonl" ||
         echo "warning: bench_attention reported failures" >&2
     ran+=(fp32)
@@ -143,32 +261,32 @@ fi
 if has torch; then
     say "bench_torch: SDPA backends and naive PyTorch, dense grid (budget 120 s)"
     "$py" benchmarks/bench_torch.py "${grid[@]}" --impl sdpa_flash,sdpa_cudnn,sdpa_efficient,sdpa_math,naive \
-        --budget-s 120 --max-seconds 1 --commit "$commit" --out "$out/bench_torch.jsonl" ||
+        --budget-s $(budget 120) --max-seconds 1 --commit "$commit" --out "$out/bench_torch.jsonl" ||
         echo "warning: bench_torch reported failures (or exited $?)" >&2
     ran+=(torch)
 fi
 if has flex; then
     say "bench_torch: FlexAttention, fp16 (compiled per shape; budget 90 s)"
-    "$py" benchmarks/bench_torch.py "${grid[@]}" --dtype f16 --impl flex --budget-s 90 \
+    "$py" benchmarks/bench_torch.py "${grid[@]}" --dtype f16 --impl flex --budget-s $(budget 90) \
         --max-seconds 1 --commit "$commit" --append --out "$out/bench_torch.jsonl" ||
         echo "warning: bench_torch (flex) reported failures" >&2
     ran+=(flex)
 fi
 if has sparse; then
     say "bench_attention: example 04's sparse kernels, sparse grid (budget 150 s)"
-    "$bench" "${sparse[@]}" --quiet --budget-s 150 --max-seconds 1 --commit "$commit" --append \
+    "$bench" "${sparse[@]}" --quiet --budget-s $(budget 150) --max-seconds 1 --commit "$commit" --append \
         --out "$out/bench_attention.jsonl" || echo "warning: bench_attention reported failures" >&2
     ran+=(sparse)
 fi
 if has ladder; then
     say "bench_attention: example 06's ladder at 50/25/10 % density (L 4k/8k/16k; budget 60 s)"
-    "$bench" --grid ladder --quiet --budget-s 60 --max-seconds 1 --commit "$commit" --append \
+    "$bench" --grid ladder --quiet --budget-s $(budget 60) --max-seconds 1 --commit "$commit" --append \
         --out "$out/bench_attention.jsonl" || echo "warning: bench_attention reported failures" >&2
     ran+=(ladder)
 fi
 if has flexsparse; then
     say "bench_torch: FlexAttention, SDPA on the sparse grid's patterns, sdpa_flash dense (budget 150 s)"
-    "$py" benchmarks/bench_torch.py "${sparse[@]}" --budget-s 150 --max-seconds 1 \
+    "$py" benchmarks/bench_torch.py "${sparse[@]}" --budget-s $(budget 150) --max-seconds 1 \
         --commit "$commit" --append --out "$out/bench_torch.jsonl" ||
         echo "warning: bench_torch (sparse grid) reported failures" >&2
     ran+=(flexsparse)
@@ -197,15 +315,16 @@ fi
 
 if has crossover; then
     say "bench_attention: the crossover lab and the 128K table (budget 300 s)"
+    b=$(budget 500)
     cross=(--grid crossover,seed-128k)
     [ $quick -eq 1 ] && cross=(--grid crossover --L 1024,4096)
-    "$bench" "${cross[@]}" --check-rows 64 --quiet --budget-s 300 --max-seconds 1 \
+    "$bench" "${cross[@]}" --check-rows 64 --quiet --budget-s $((b * 3 / 5)) --max-seconds 1 \
         --commit "$commit" --out "$out/crossover.jsonl" ||
         echo "warning: bench_attention (crossover) reported failures" >&2
     say "bench_torch: PyTorch dense (SDPA flash) and torch.sparse at 128K (budget 200 s)"
     # torch.sparse takes seconds per call at 128K: one warm-up, three timed calls
     [ $quick -eq 1 ] || "$py" benchmarks/bench_torch.py --grid seed-128k --check-rows 16 \
-        --warmup 1 --reps 3 --max-reps 3 --budget-s 200 --max-seconds 1 --commit "$commit" \
+        --warmup 1 --reps 3 --max-reps 3 --budget-s $((b * 2 / 5)) --max-seconds 1 --commit "$commit" \
         --out "$out/crossover_torch.jsonl" ||
         echo "warning: bench_torch (seed-128k) reported failures" >&2
     ran+=(crossover)
@@ -214,7 +333,7 @@ fi
 if has example08; then
     say "example 08: FlexAttention in CUDA C beside compiled FlexAttention and SDPA (budget 600 s)"
     build_targets flex_attention_gpu
-    l08=(--budget-s 600)
+    l08=(--budget-s $(budget 600))
     [ $quick -eq 1 ] && l08+=(--L 1024,2048,4096)
     rm -f "$out/flex08.jsonl"
     run_bench "bench_gpu.py (example 08)" examples/08_flex_attention/bench_gpu.py \
@@ -225,12 +344,13 @@ fi
 if has decode; then
     say "bench_decode: example 09's decoding step, B 1-64, contexts 1K-128K (budget 150 s)"
     build_targets decode_gpu
-    dec=(--budget-s 150)
+    b=$(budget 210)
+    dec=(--budget-s $((b * 5 / 7)))
     [ $quick -eq 1 ] && dec+=(--quick)
     run_bench bench_decode examples/09_decode/bench_decode.py examples/09_decode/decode_gpu \
         decode.jsonl "${dec[@]}"
     say "bench_decode: version 10 (MLA, 128 heads over one latent row), B 1-64, contexts 1K-32K (budget 60 s)"
-    lat=(--grid latent --budget-s 60)
+    lat=(--grid latent --budget-s $((b * 2 / 7)))
     [ $quick -eq 1 ] && lat+=(--quick)
     run_bench "bench_decode (latent)" examples/09_decode/bench_decode.py \
         examples/09_decode/decode_gpu decode.jsonl "${lat[@]}"
@@ -241,7 +361,7 @@ fi
 if has fp8; then
     say "bench_fp8: FP8 cache decode (example 09) and the FP8 indexer (example 05) (budget 120 s)"
     build_targets decode_gpu deepseek_sparse_gpu
-    f8=(--budget-s 120)
+    f8=(--budget-s $(budget 120))
     [ $quick -eq 1 ] && f8+=(--quick)
     rm -f "$out/fp8.jsonl"
     "$py" examples/09_decode/bench_fp8.py "${f8[@]}" --out "$out/fp8.jsonl" \
@@ -259,7 +379,10 @@ if has context_parallel; then
     cpL=8192
     [ $quick -eq 1 ] && cpL=4096
     : >"$out/context_parallel.txt"
+    tcp=$SECONDS
+    bcp=$(budget 180)
     for np in 1 2 4; do
+        in_time $tcp $bcp || break
         for strategy in ring zigzag ulysses "ring --window 1024" "zigzag --dsa 2048"; do
             "$cpx" --ranks $np --strategy $strategy --causal -B 1 -H 8 -L $cpL -D 64 --reps 3 \
                 >>"$out/context_parallel.txt" 2>&1 ||
@@ -276,50 +399,6 @@ if has context_parallel; then
             tee -a "$out/context_parallel.txt"
     fi
     ran+=(context_parallel)
-fi
-
-if has example10; then
-    if [ "${cc%%.*}" != 9 ]; then
-        say "example 10: skipped (compute capability $cc; wgmma and TMA need sm_90)"
-    else
-        say "example 10: FlashAttention-3 versions beside SDPA flash/cuDNN"
-        build_targets flash3_fwd_gpu flash3_fp8_gpu
-        rm -f "$out/fa3.jsonl"
-        l10=(1024 2048 4096 8192 16384)
-        [ $quick -eq 1 ] && l10=(1024 2048 4096)
-        for L in "${l10[@]}"; do
-            for D in 64 128; do
-                for dt in f16 bf16; do
-                    for c in "" --causal; do
-                        "$build/examples/10_flash_attention_3/flash3_fwd_gpu" -B 2 -H 16 -L "$L" \
-                            -D "$D" --dtype "$dt" $c --check-rows 64 --json "$out/fa3.jsonl" \
-                            >/dev/null || echo "warning: flash3_fwd L=$L D=$D $dt $c failed" >&2
-                    done
-                done
-            done
-        done
-        tl=1k,2k,4k,8k,16k
-        [ $quick -eq 1 ] && tl=1k,2k,4k
-        "$py" benchmarks/bench_torch.py --B 2 --H 16 --L "$tl" \
-            --D 64,128 --dtype f16,bf16 --causal both --impl sdpa_flash,sdpa_cudnn \
-            --commit "$commit" --out "$out/fa3_torch.jsonl" ||
-            echo "warning: bench_torch.py (example 10's peers) reported failures" >&2
-        # version 4 (FP8 e4m3; the pre-pass is not timed), then its peers
-        rm -f "$out/fa3_fp8.jsonl" "$out/fa3_fp8_peers.jsonl"
-        for L in "${l10[@]}"; do
-            for D in 64 128; do
-                for c in "" --causal; do
-                    "$build/examples/10_flash_attention_3/flash3_fp8_gpu" -B 2 -H 16 -L "$L" \
-                        -D "$D" --dtype bf16 $c --check-rows 64 --json "$out/fa3_fp8.jsonl" \
-                        >/dev/null || echo "warning: flash3_fp8 L=$L D=$D $c failed" >&2
-                done
-            done
-        done
-        "$py" benchmarks/bench_fa3_fp8.py --B 2 --H 16 --L "$tl" --D 64,128 --causal both \
-            --commit "$commit" --out "$out/fa3_fp8_peers.jsonl" ||
-            echo "warning: bench_fa3_fp8.py (version 4's peers) reported failures" >&2
-        ran+=(example10)
-    fi
 fi
 
 if has v4; then
