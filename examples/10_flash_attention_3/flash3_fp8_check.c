@@ -9,7 +9,8 @@
  *                times the REFERENCE's scales, so a wrong scale on the device shows): all that is
  *                left is P's rounding to e4m3, bounded below
  *   fp64         O against the fp64 attention of the unquantised inputs, within the bound below
- *   lse          the LSE against the dequantised inputs' (fp32 rounding only)
+ *   lse          the LSE against the dequantised inputs' (the scores' accumulation, fp32's
+ *                sums)
  *
  * The bounds, per output row and column d, from e4m3's precision (3 mantissa bits: rounding to
  * nearest moves a value by at most 2^-4 of it, or 2^-10 below the smallest normal 2^-6, in units
@@ -26,6 +27,23 @@
  * |dv_td|) (fp64), and on the dequantised inputs (E = 0, dv = 0) the last two terms alone. Both add
  * the output's rounding to the dtype (half a unit: 2^-11 |o| f16, 2^-8 bf16) and 2^-16 max_t |v_td|
  * for fp32's sums and exp2. Worst cases: the program prints the largest error over its bound.
+ *
+ * The tensor cores' FP8 sums are not fp32's: on Hopper a k32 step of wgmma keeps about 14 bits
+ * (DeepSeek-V3's technical report, arXiv:2412.19437, section 3.3.2; the simulator's model,
+ * common/cudasim/README.md "wgmma": the accumulator and the 32 products aligned to the largest
+ * exponent and truncated 13 bits below it, the sum truncated to 14 significant bits). With M the
+ * largest magnitude the step's accumulator and products can have and q = 2^-13 of M's power of
+ * two (the quantum: no smaller than the hardware's), the step errs by at most
+ *     sum over its 33 addends x of min(q, |x|) + 2^-13 (the sum's largest magnitude)
+ * (step_error below), and the errors add up step by step, each step's accumulator being the
+ * exact partial sum give or take the errors so far. For a score (D / 32 steps along the head
+ * dimension, the codes' products, exact in fp64) that gives Ea, the row's largest over its keys,
+ * added to E (so w_t moves within e^(+-2(E + Ea))); Ea also bounds the LSE's error with fp32's
+ * 2^-16 (1 + |LSE|): the LSE moves no more than the largest score does. For O += P V (four steps
+ * per block of 128 keys, in an order of keys within the block that the bound does not need), the
+ * same in the normalised weights' units (the rescaling by alpha <= 1 scales an earlier error as
+ * it scales the accumulator), with P at most w_t (1 + 2^-4) e^(2 Ea) + 2^-18: both O bounds add
+ * it. A bound from the inputs, not the outputs; it grows with the number of steps, slowly.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -105,8 +123,68 @@ static int64_t check_tensor(const double *x, int BH, int L, int D, int rows_per_
     return bad;
 }
 
+/* The error of one k32 step of FP8 wgmma (the header's model) whose accumulator is at most acc in
+ * magnitude and whose products' magnitudes are x[0..n), n <= 32 (fewer when the rest are zero),
+ * the exact sum of both being at most sum. */
+static double step_error(double acc, const double *x, int n, double sum) {
+    double big = acc;
+    for (int i = 0; i < n; ++i)
+        big = fmax(big, x[i]);
+    if (big == 0.0)
+        return 0.0;
+    const double q = ldexp(1.0, ilogb(big) - 13);
+    double err = fmin(q, acc);
+    for (int i = 0; i < n; ++i)
+        err += fmin(q, x[i]);
+    return err + ldexp(sum + err, -13);
+}
+
+/* The accumulation error of a score: q . k over D / 32 steps of 32 channels, in order. */
+static double score_accumulation(const float *q, const float *k, int D) {
+    double err = 0.0, partial = 0.0, x[32];
+    for (int c0 = 0; c0 < D; c0 += 32) {
+        const double acc = fabs(partial) + err;
+        double step = 0.0, mag = 0.0;
+        for (int c = 0; c < 32; ++c) {
+            const double prod = (double)q[c0 + c] * k[c0 + c];
+            x[c] = fabs(prod), step += prod, mag += x[c];
+        }
+        partial += step;
+        err += step_error(acc, x, 32, fmin(acc + mag, fabs(partial) + err));
+    }
+    return err;
+}
+
+/* The accumulation error of one output element's P V over the row's n keys: blocks of 128 keys,
+ * four k32 steps each in an order of keys the bound does not need (every partial sum within a
+ * block is at most the block's start plus all its products). w: the normalised weights, v: the
+ * values of the element's column (stride D), grow: how far the kernel's P may exceed w. */
+static double pv_accumulation(const double *w, const float *v, int64_t D, int n, double grow) {
+    double err = 0.0, partial = 0.0, dev = 0.0;
+    for (int t0 = 0; t0 < n; t0 += 128) {
+        const int nb = n - t0 < 128 ? n - t0 : 128;
+        double mag = 0.0, big = 0.0, step = 0.0, moved = 0.0;
+        for (int t = t0; t < t0 + nb; ++t) {
+            const double av = fabs(v[t * D]), most = (w[t] * grow + ldexp(1.0, -18)) * av;
+            mag += most, big = fmax(big, most), step += w[t] * v[t * D], moved += most - w[t] * av;
+        }
+        const double acc = fabs(partial) + dev + err + mag; /* any partial sum in the block */
+        big = fmax(big, acc);
+        if (big > 0.0) {
+            const double q = ldexp(1.0, ilogb(big) - 13);
+            double e = 4.0 * fmin(q, acc);
+            for (int t = t0; t < t0 + nb; ++t)
+                e += fmin(q, (w[t] * grow + ldexp(1.0, -18)) * fabs(v[t * D]));
+            err += e + 4.0 * ldexp(acc + e, -13);
+        }
+        partial += step, dev += moved;
+    }
+    return err;
+}
+
 /* Row `row` (head bh) against its n keys: the softmax weights of the unquantised (c->w) and the
- * dequantised (c->wd) scores, normalised, and the score bounds E (*E) and fp32's (*Ed). */
+ * dequantised (c->wd) scores, normalised, and the score bounds E (*E) and the wgmma
+ * accumulation's (*Ed). */
 static void row_weights(fp8_check *c, int bh, int64_t row, int n, double *E, double *Ed) {
     const attn_problem *p = c->p;
     const int D = p->D;
@@ -117,15 +195,15 @@ static void row_weights(fp8_check *c, int bh, int64_t row, int n, double *E, dou
     for (int t = 0; t < n; ++t) {
         const int64_t kt = ((int64_t)bh * p->Lk + t) * D;
         const double *kr = c->xk + kt, *hkr = c->hk + kt;
-        double s = 0.0, sd = 0.0, et = 0.0, ed = 0.0;
+        double s = 0.0, sd = 0.0, et = 0.0;
         for (int ch = 0; ch < D; ++ch) {
             s += qr[ch] * kr[ch];
             sd += (double)qdr[ch] * c->kd[kt + ch];
             et += fabs(qr[ch]) * hkr[ch] + hqr[ch] * fabs(kr[ch]) + hqr[ch] * hkr[ch];
-            ed += fabs((double)qdr[ch] * c->kd[kt + ch]);
         }
         c->w[t] = s * p->scale, c->wd[t] = sd * p->scale;
-        *E = fmax(*E, et * p->scale), *Ed = fmax(*Ed, ldexp(ed * p->scale, -16));
+        *E = fmax(*E, et * p->scale);
+        *Ed = fmax(*Ed, score_accumulation(qdr, c->kd + kt, D) * p->scale);
         m = fmax(m, c->w[t]), md = fmax(md, c->wd[t]);
     }
     for (int t = 0; t < n; ++t) {
@@ -143,7 +221,8 @@ static void check_row_outputs(fp8_check *c, int bh, int64_t row, int n, double E
     const attn_problem *p = c->p;
     const int D = p->D;
     const double u_out = p->dtype == ATTN_F16 ? ldexp(1.0, -11) : ldexp(1.0, -8);
-    const double grow = exp(2.0 * E), grow_d = exp(2.0 * Ed);
+    const double grow = exp(2.0 * (E + Ed)), grow_d = exp(2.0 * Ed);
+    const double p_grow = (1.0 + ldexp(1.0, -4)) * grow_d; /* P's rounding, the scores' error */
     for (int d = 0; d < D; ++d) {
         double vmax = 0.0, dvmax = 0.0, vdmax = 0.0, wv = 0.0, wvd = 0.0;
         for (int t = 0; t < n; ++t) {
@@ -155,10 +234,11 @@ static void check_row_outputs(fp8_check *c, int bh, int64_t row, int n, double E
             wv += c->w[t] * (av + c->hv[at]);
             wvd += c->wd[t] * fabs(c->vd[at]);
         }
+        const double pv = pv_accumulation(c->wd, c->vd + (int64_t)bh * p->Lk * D + d, D, n, p_grow);
         const double b64 = (grow - 1.0) * vmax + dvmax + ldexp(grow * wv, -4) +
-                           ldexp((double)n * (vmax + dvmax), -18) + ldexp(vmax, -16),
-                     bdq = (grow_d - 1.0) * vdmax + ldexp(wvd, -4) + ldexp((double)n * vdmax, -18) +
-                           ldexp(vdmax, -16);
+                           ldexp((double)n * (vmax + dvmax), -18) + ldexp(vmax, -16) + pv,
+                     bdq = (grow_d - 1.0) * vdmax + ldexp(grow_d * wvd, -4) +
+                           ldexp((double)n * vdmax, -18) + ldexp(vdmax, -16) + pv;
         const int64_t at = row * D + d;
         const double out = c->got->o[at], e64 = fabs(out - c->ref64[at]),
                      edq = fabs(out - c->refdq[at]);
@@ -176,11 +256,12 @@ static void check_row_outputs(fp8_check *c, int bh, int64_t row, int n, double E
     }
 }
 
-/* Row `row`'s LSE against the dequantised inputs': fp32 sums of the scores and of exp2 (at most
- * 2^-16 of 1 + |LSE|); -inf where the row sees no key. */
-static void check_row_lse(const fp8_check *c, int64_t row, int n, fa3_fp8_errors *e) {
+/* Row `row`'s LSE against the dequantised inputs': the scores' accumulation (Ed, the largest
+ * score error) and fp32 sums of exp2 (at most 2^-16 of 1 + |LSE|); -inf where the row sees no
+ * key. */
+static void check_row_lse(const fp8_check *c, int64_t row, int n, double Ed, fa3_fp8_errors *e) {
     const double want = c->lsedq[row], got = c->got->lse[row];
-    const double lim = ldexp(1.0 + fabs(want), -16);
+    const double lim = Ed + ldexp(1.0 + fabs(want), -16);
     if (n == 0 ? !(isinf(got) && got < 0) : !(fabs(got - want) <= lim))
         ++e->badlse;
     if (n > 0) {
@@ -283,7 +364,7 @@ int fa3_fp8_check(const attn_problem *p, bool hadamard, int64_t rows, const attn
             double E, Ed;
             row_weights(&c, bh, row, n, &E, &Ed);
             check_row_outputs(&c, bh, row, n, E, Ed, e);
-            check_row_lse(&c, row, n, e);
+            check_row_lse(&c, row, n, Ed, e);
         }
     e->rms64 = c.n_el ? sqrt(c.sum2 / (double)c.n_el) : 0.0;
     e->score_max = score_error(&c);

@@ -62,10 +62,10 @@ static void pitched_copies() {
         for (int x = 0; x < w; ++x)
             bad += back[y][x] != 2.0f * host[y][x];
     CHECK(bad == 0);
-    // A width wider than the pitch is refused.
+    // A width wider than the pitch is refused, with the pitch's own error (CUDA 13.0 on an H200).
     CHECK_ERR(cudaMemcpy2D(m, 8, host, sizeof host[0], 16, 2, cudaMemcpyHostToDevice),
-              cudaErrorInvalidValue);
-    CHECK_ERR(cudaGetLastError(), cudaErrorInvalidValue);
+              cudaErrorInvalidPitchValue);
+    CHECK_ERR(cudaGetLastError(), cudaErrorInvalidPitchValue);
 #ifdef CUDASIM
     // Every row is checked against the allocation: one row too many runs past its end.
     CHECK_ERR(cudaMemcpy2D(back, sizeof back[0], m, pitch, w * sizeof(float), h + 1,

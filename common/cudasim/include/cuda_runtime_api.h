@@ -28,6 +28,7 @@ extern "C" {
     X(cudaErrorMemoryAllocation, 2, "out of memory")                                               \
     X(cudaErrorInitializationError, 3, "initialization error")                                     \
     X(cudaErrorInvalidConfiguration, 9, "invalid configuration argument")                          \
+    X(cudaErrorInvalidPitchValue, 12, "invalid pitch argument")                                    \
     X(cudaErrorInvalidMemcpyDirection, 21, "invalid copy direction for memcpy")                    \
     X(cudaErrorInvalidDeviceFunction, 98, "invalid device function")                               \
     X(cudaErrorNoDevice, 100, "no CUDA-capable device is detected")                                \

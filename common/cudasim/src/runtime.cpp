@@ -521,8 +521,8 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
 cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
                          size_t height, cudaMemcpyKind kind) {
     CUDASIM_RETURN_IF_STICKY();
-    if (width > dpitch || width > spitch)
-        return fail_call(cudaErrorInvalidValue,
+    if (width > dpitch || width > spitch) // the runtime's error for it, seen on an H200
+        return fail_call(cudaErrorInvalidPitchValue,
                          format("cudaMemcpy2D: width %zu exceeds the pitch (dpitch %zu, spitch "
                                 "%zu)",
                                 width, dpitch, spitch));

@@ -437,6 +437,42 @@ void wgmma_commit(const char *, int) {
         event("wgmma commit_group");
 }
 
+// FP8 wgmma's accumulation, as Hopper's tensor cores do it: not fp32. DeepSeek-V3's technical
+// report (arXiv:2412.19437, section 3.3.2) measured that FP8 GEMM on the H800 keeps "around 14
+// bits" of the sum. The model here: the accumulator C and the 32 products of one k32 step
+// (exact: e4m3 x e4m3 has 8 significant bits) are aligned to the largest exponent among them and
+// each truncated toward zero to 13 bits below its leading bit (a quantum 2^-13 of that power of
+// two), then summed, and the sum truncated to 14 significant bits (e8m13). An H200's results
+// for example 10's version 4 broke bounds written for fp32 sums, and this model breaks them the
+// same way on the simulator (common/cudasim/README.md, "wgmma"); the bounds now carry it.
+static float fp8_accumulate(float c, const float *a, const float *b) {
+    double term[33];
+    int n = 0, emax = 0;
+    bool any = false;
+    term[n++] = c;
+    for (unsigned k = 0; k < 32; ++k)
+        term[n++] = static_cast<double>(a[k]) * b[k];
+    for (int i = 0; i < n; ++i)
+        if (term[i] != 0.0 && std::isfinite(term[i])) {
+            emax = any ? std::max(emax, std::ilogb(term[i])) : std::ilogb(term[i]);
+            any = true;
+        }
+    if (!any) { // all zero, or an inf/NaN among them: plain sums propagate it
+        double s = 0.0;
+        for (int i = 0; i < n; ++i)
+            s += term[i];
+        return static_cast<float>(s);
+    }
+    const double quantum = std::ldexp(1.0, emax - 13);
+    double s = 0.0;
+    for (int i = 0; i < n; ++i)
+        s += std::trunc(term[i] / quantum) * quantum;
+    if (s == 0.0)
+        return 0.0f;
+    const double q_sum = std::ldexp(1.0, std::ilogb(s) - 13);
+    return static_cast<float>(std::trunc(s / q_sum) * q_sum);
+}
+
 void wgmma(float *d, unsigned n, wg_type type, const uint32_t *a_regs, uint64_t a_desc,
            uint64_t b_desc, bool scale_d, bool tnsp_a, bool tnsp_b, const char *file, int line) {
     wg_thread &w = tl.wg[me()];
@@ -504,6 +540,10 @@ void wgmma(float *d, unsigned n, wg_type type, const uint32_t *a_regs, uint64_t 
     for (unsigned i = 0; i < n / 2; ++i) {
         float acc = scale_d ? (prev ? prev->value[i] : d[i]) : 0.0f;
         unsigned h = (i / 2) % 2, col = 2 * (i / 4) + i % 2;
+        if (fp8) {
+            out.value[i] = fp8_accumulate(acc, arow[h], &bcol[col * K]);
+            continue;
+        }
         for (unsigned k = 0; k < K; ++k)
             acc += arow[h][k] * bcol[col * K + k];
         out.value[i] = acc;
