@@ -158,6 +158,21 @@ sparse=(--grid sparse)
 [ $quick -eq 1 ] && grid+=(--L 1k,2k,4k) && sparse+=(--L 4k)
 say "device: $gpu_name (sm_${cc/./}), driver $driver, commit $commit -> $out"
 
+nvcc_version=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' || true)
+torch_version=$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none)
+started_at=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+# meta.json: written first (a run stopped part way keeps its provenance), again after each step.
+write_meta() {
+    cat >"$out/meta.json" <<EOF
+{"device": "$gpu_name", "compute_capability": "$cc", "driver": "$driver",
+ "nvcc": "${nvcc_version:-none}", "torch": "$torch_version", "commit": "$commit",
+ "date": "$started_at", "steps_asked": "$steps", "steps": "${ran[*]:-}", "quick": $([ $quick -eq 1 ] && echo true || echo false),
+ "host": "$(sed -n 's/^model name[^:]*: *//p' /proc/cpuinfo | head -1), $(nproc) cores"}
+EOF
+}
+ran=()
+write_meta
+
 build="build/bench-gpu"
 bench="$build/benchmarks/bench_attention_gpu"
 if has build; then
@@ -166,7 +181,6 @@ if has build; then
         -DCMAKE_BUILD_TYPE=Release >"$out/.build.log" 2>&1 || { cat "$out/.build.log"; exit 1; }
     build_targets bench_attention_gpu
 fi
-ran=()
 if has tests; then
     say "tests: the whole gpu build, then its GPU tests (ctest -L gpu -LE sanitizer)"
     # keep going past a target that fails to build: its tests then fail, the others run
@@ -183,6 +197,7 @@ if has tests; then
         echo "warning: GPU tests failed (the list: $out/tests.txt)" >&2
     grep -E "tests passed|tests failed|\*\*\*(Failed|Timeout|Exception)|Not Run|\((Failed|Timeout)\)" "$out/tests.txt" | tail -40 >&2 || true
     ran+=(tests)
+    write_meta
 fi
 if has sanitize; then
     say "sanitize: compute-sanitizer memcheck, racecheck, synccheck over examples 01-04"
@@ -193,6 +208,7 @@ if has sanitize; then
     "${lim[@]}" bash scripts/sanitize.sh --build "$build" --out "$out/sanitizer.jsonl" 2>&1 | tee "$out/sanitizer.txt" ||
         echo "warning: compute-sanitizer reported errors ($out/sanitizer.txt)" >&2
     ran+=(sanitize)
+    write_meta
 fi
 if has example10; then
     if [ "${cc%%.*}" != 9 ]; then
@@ -240,6 +256,7 @@ if has example10; then
             --commit "$commit" --out "$out/fa3_fp8_peers.jsonl" ||
             echo "warning: bench_fa3_fp8.py (version 4's peers) reported failures" >&2
         ran+=(example10)
+        write_meta
     fi
 fi
 
@@ -248,6 +265,7 @@ if has c; then
     "$bench" "${grid[@]}" --quiet --budget-s $(budget 150) --max-seconds 1 --commit "$commit" \
         --out "$out/bench_attention.jsonl" || echo "warning: bench_attention reported failures" >&2
     ran+=(c)
+    write_meta
 fi
 if has fp32; then
     say "bench_attention: fp32 kernels, B=1 H=16 D=64 (budget 60 s)"
@@ -257,6 +275,7 @@ if has fp32; then
         --commit "$commit" --append --out "$out/bench_attention.jsonl" ||
         echo "warning: bench_attention reported failures" >&2
     ran+=(fp32)
+    write_meta
 fi
 if has torch; then
     say "bench_torch: SDPA backends and naive PyTorch, dense grid (budget 120 s)"
@@ -264,6 +283,7 @@ if has torch; then
         --budget-s $(budget 120) --max-seconds 1 --commit "$commit" --out "$out/bench_torch.jsonl" ||
         echo "warning: bench_torch reported failures (or exited $?)" >&2
     ran+=(torch)
+    write_meta
 fi
 if has flex; then
     say "bench_torch: FlexAttention, fp16 (compiled per shape; budget 90 s)"
@@ -271,18 +291,21 @@ if has flex; then
         --max-seconds 1 --commit "$commit" --append --out "$out/bench_torch.jsonl" ||
         echo "warning: bench_torch (flex) reported failures" >&2
     ran+=(flex)
+    write_meta
 fi
 if has sparse; then
     say "bench_attention: example 04's sparse kernels, sparse grid (budget 150 s)"
     "$bench" "${sparse[@]}" --quiet --budget-s $(budget 150) --max-seconds 1 --commit "$commit" --append \
         --out "$out/bench_attention.jsonl" || echo "warning: bench_attention reported failures" >&2
     ran+=(sparse)
+    write_meta
 fi
 if has ladder; then
     say "bench_attention: example 06's ladder at 50/25/10 % density (L 4k/8k/16k; budget 60 s)"
     "$bench" --grid ladder --quiet --budget-s $(budget 60) --max-seconds 1 --commit "$commit" --append \
         --out "$out/bench_attention.jsonl" || echo "warning: bench_attention reported failures" >&2
     ran+=(ladder)
+    write_meta
 fi
 if has flexsparse; then
     say "bench_torch: FlexAttention, SDPA on the sparse grid's patterns, sdpa_flash dense (budget 150 s)"
@@ -290,6 +313,7 @@ if has flexsparse; then
         --commit "$commit" --append --out "$out/bench_torch.jsonl" ||
         echo "warning: bench_torch (sparse grid) reported failures" >&2
     ran+=(flexsparse)
+    write_meta
 fi
 
 if has deepseek; then
@@ -300,6 +324,7 @@ if has deepseek; then
     run_bench bench_deepseek benchmarks/bench_deepseek.py \
         examples/05_deepseek_sparse/deepseek_sparse_gpu deepseek.jsonl "${ds[@]}"
     ran+=(deepseek)
+    write_meta
 fi
 
 if has backward; then
@@ -311,6 +336,7 @@ if has backward; then
     run_bench bench_backward examples/07_flash_attention_backward/bench_backward.py \
         examples/07_flash_attention_backward/flash_bwd_gpu backward.jsonl "${bw[@]}"
     ran+=(backward)
+    write_meta
 fi
 
 if has crossover; then
@@ -328,6 +354,7 @@ if has crossover; then
         --out "$out/crossover_torch.jsonl" ||
         echo "warning: bench_torch (seed-128k) reported failures" >&2
     ran+=(crossover)
+    write_meta
 fi
 
 if has example08; then
@@ -339,6 +366,7 @@ if has example08; then
     run_bench "bench_gpu.py (example 08)" examples/08_flex_attention/bench_gpu.py \
         examples/08_flex_attention/flex_attention_gpu flex08.jsonl "${l08[@]}"
     ran+=(example08)
+    write_meta
 fi
 
 if has decode; then
@@ -356,6 +384,7 @@ if has decode; then
         examples/09_decode/decode_gpu decode.jsonl "${lat[@]}"
     "$py" examples/09_decode/bench_decode.py --table "$out/decode.jsonl" >"$out/decode.md" || true
     ran+=(decode)
+    write_meta
 fi
 
 if has fp8; then
@@ -370,6 +399,7 @@ if has fp8; then
         echo "warning: bench_fp8 reported failures" >&2
     "$py" examples/09_decode/bench_fp8.py --table "$out/fp8.jsonl" >"$out/fp8.md" || true
     ran+=(fp8)
+    write_meta
 fi
 
 if has context_parallel; then
@@ -399,6 +429,7 @@ if has context_parallel; then
             tee -a "$out/context_parallel.txt"
     fi
     ran+=(context_parallel)
+    write_meta
 fi
 
 if has v4; then
@@ -407,25 +438,23 @@ if has v4; then
     rm -f "$out/deepseek_v4.jsonl"
     lens=(2048 8192)
     [ $quick -eq 1 ] && lens=(2048)
+    # three timed runs of each: its token-by-token decode took 5.3 s a run at L 2K on an H200
+    t12=$SECONDS
+    b12=$(budget 120)
     for L in "${lens[@]}"; do
-        "$build/examples/12_deepseek_v4/deepseek_v4_gpu" --quiet -B 1 -H 16 -L "$L" -D 512 \
+        in_time $t12 $((b12 / 2)) || break
+        "$build/examples/12_deepseek_v4/deepseek_v4_gpu" --quiet --reps 3 --warmup 1 -B 1 -H 16 -L "$L" -D 512 \
             --dtype bf16 --window 128 --topk 512 --index-heads 64 --index-dim 128 --rope-dim 64 \
             --json "$out/deepseek_v4.jsonl" || echo "warning: example 12 (CSA) reported failures" >&2
-        "$build/examples/12_deepseek_v4/deepseek_v4_gpu" --quiet --kind hca -m 128 -B 1 -H 16 \
+        "$build/examples/12_deepseek_v4/deepseek_v4_gpu" --quiet --reps 3 --warmup 1 --kind hca \
+            -m 128 -B 1 -H 16 \
             -L "$L" -D 512 --dtype bf16 --window 128 --rope-dim 64 \
             --json "$out/deepseek_v4.jsonl" || echo "warning: example 12 (HCA) reported failures" >&2
     done
     ran+=(v4)
+    write_meta
 fi
 
-nvcc_version=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' || true)
-torch_version=$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none)
-cat >"$out/meta.json" <<EOF
-{"device": "$gpu_name", "compute_capability": "$cc", "driver": "$driver",
- "nvcc": "${nvcc_version:-none}", "torch": "$torch_version", "commit": "$commit",
- "date": "$(date -u +%Y-%m-%dT%H:%M:%SZ)", "steps": "${ran[*]:-}", "quick": $([ $quick -eq 1 ] && echo true || echo false),
- "host": "$(sed -n 's/^model name[^:]*: *//p' /proc/cpuinfo | head -1), $(nproc) cores"}
-EOF
 if has plots; then
     say "plots and tables"
     "$py" benchmarks/plot.py "$out"

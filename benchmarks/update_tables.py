@@ -33,7 +33,7 @@ import readme_tables
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 READMES = ["examples/01_attention_basics/README.md", "examples/04_sparse_patterns/README.md",
-           "benchmarks/README.md"]
+           "examples/09_decode/README.md", "benchmarks/README.md"]
 
 
 def results():
@@ -331,8 +331,44 @@ def table_sparse():
     return "\n".join(out).rstrip()
 
 
+def table_decode():
+    """Example 09's GPU runs: its bench_decode.py and bench_fp8.py tables of each results folder
+    with decode.jsonl or fp8.jsonl (benchmarks/gpu.sh, steps decode and fp8)."""
+    sys.path.insert(0, os.path.join(ROOT, "examples", "09_decode"))
+    import bench_decode
+    import bench_fp8
+    out = []
+    base = results()
+    for dev in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        parts = []
+        for name, make in (("decode.jsonl", lambda f: bench_decode.table(f, None)),
+                           ("fp8.jsonl", bench_fp8.table)):
+            path = os.path.join(base, dev, name)
+            if os.path.exists(path) and os.path.getsize(path):
+                parts.append(make(path).rstrip("\n"))
+        if parts:
+            out += [f"**{dev}** ({provenance_of(os.path.join(base, dev))})", ""]
+            out += ["\n\n".join(parts), ""]
+    if not out:
+        return ("No GPU results yet: `benchmarks/gpu.sh --steps build,decode,fp8` writes them; "
+                "every GPU figure of this example is not measured until then.")
+    return "\n".join(out).rstrip("\n")
+
+
+def provenance_of(folder):
+    """'commit C, date D, --quick' from a results folder's meta.json (written by gpu.sh)."""
+    import json
+    path = os.path.join(folder, "meta.json")
+    if not os.path.exists(path):
+        return "no meta.json"
+    with open(path) as f:
+        m = json.load(f)
+    return (f"{m.get('device', '?')}, CUDA {m.get('nvcc', '?')}, commit {m.get('commit', '?')}, "
+            f"{str(m.get('date', '?'))[:10]}" + (", `--quick`" if m.get("quick") else ""))
+
+
 TABLES = {"foundation": table_foundation, "bench": table_bench, "bench_memory": table_bench_memory,
-          "memory_model": table_memory_model, "sparse": table_sparse}
+          "memory_model": table_memory_model, "sparse": table_sparse, "decode": table_decode}
 
 
 def main():
