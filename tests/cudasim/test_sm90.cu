@@ -10,7 +10,9 @@
 //   wgmma    A x B on f16, bf16, e4m3 and e5m2, N = 64 and 128, A from shared memory and from
 //            registers, every swizzle mode, K-major and MN-major B, four instructions along K
 //            (the descriptor advanced as CUTLASS does); operands placed by the data's layouts;
-//            small integers, so every sum is exact and the check is equality
+//            small integers, so every sum is exact and the check is equality; and one e4m3 case
+//            whose small products Hopper's FP8 accumulation drops (the simulator's model of it,
+//            which this case holds a GPU to where it runs natively: not run on one yet)
 //   tma      2-D to 5-D boxes in every swizzle mode, with elements outside the tensor (zeros),
 //            compared byte for byte with the placement the swizzle table gives; the plain bulk
 //            copy
@@ -294,17 +296,23 @@ static uint16_t encode(el t, float v) {
     return attn_fp8_from_f32(v, t == el::e4m3 ? ATTN_FP8_E4M3 : ATTN_FP8_E5M2, true);
 }
 
-static void run_wgmma(const wg_case &c) {
+// tiny (FP8 only): each k32 step's sum is one product of 1 and 31 of 2^-15, which Hopper's FP8
+// accumulation (common/cudasim/README.md, "wgmma") drops: 13 bits below the largest exponent
+// they are zero. Every element is then ksteps exactly, where fp32 sums would give
+// ksteps (1 + 31 2^-15).
+static void run_wgmma(const wg_case &c, bool tiny = false) {
     const int es = el_size(c.type), K = ksteps * 32 / es;
     std::vector<float> A(64 * K), B(c.n * K); // A[m][k], B[n][k]
     // Small integers and halves from a hash of the index (no period a transposed or permuted
     // placement could share).
     auto hash = [](uint32_t i) { return (i * 2654435761u) >> 7; };
     for (uint32_t i = 0; i < A.size(); ++i)
-        A[i] = static_cast<float>(static_cast<int>(hash(i) % 9) - 4);
+        A[i] = tiny ? (i % 32 == 0 ? 1.0f : 0x1p-9f)
+                    : static_cast<float>(static_cast<int>(hash(i) % 9) - 4);
     for (uint32_t i = 0; i < B.size(); ++i)
-        B[i] = static_cast<float>(static_cast<int>(hash(i + 7919) % 7) - 3) *
-               (hash(i + 104729) % 3 ? 1.0f : 0.5f);
+        B[i] = tiny ? (i % 32 == 0 ? 1.0f : 0x1p-6f)
+                    : static_cast<float>(static_cast<int>(hash(i + 7919) % 7) - 3) *
+                          (hash(i + 104729) % 3 ? 1.0f : 0.5f);
     std::vector<unsigned char> image(smem_image, 0);
     auto put = [&](uint32_t addr, float v) {
         uint16_t bits = encode(c.type, v);
@@ -345,7 +353,7 @@ static void run_wgmma(const wg_case &c) {
             double acc = 0;
             for (int k = 0; k < K; ++k)
                 acc += (double)A[m * K + k] * B[n * K + k];
-            want[m * c.n + n] = static_cast<float>(acc);
+            want[m * c.n + n] = tiny ? static_cast<float>(ksteps) : static_cast<float>(acc);
         }
     unsigned char *dimage;
     uint32_t *dregs;
@@ -404,6 +412,12 @@ static void check_wgmma() {
                         lbo = 2048; // 16 chunks along N before the next 8-row group
                     run_wgmma(wg_case{t, n, a_regs != 0, 1, layout, true, 0, 1024, lbo, sbo});
                 }
+    // FP8's sums: the products below the step's quantum vanish (A from shared memory and from
+    // registers, 128B swizzle).
+    for (int a_regs = 0; a_regs < 2; ++a_regs)
+        run_wgmma(wg_case{el::e4m3, 64, a_regs != 0, 3, 3, false, 0, 8 * span_of(3), 0,
+                          8 * span_of(3)},
+                  true);
 }
 
 // ---- TMA
