@@ -415,9 +415,9 @@ static void check_wgmma() {
     // FP8's sums: the products below the step's quantum vanish (A from shared memory and from
     // registers, 128B swizzle).
     for (int a_regs = 0; a_regs < 2; ++a_regs)
-        run_wgmma(wg_case{el::e4m3, 64, a_regs != 0, 3, 3, false, 0, 8 * span_of(3), 0,
-                          8 * span_of(3)},
-                  true);
+        run_wgmma(
+            wg_case{el::e4m3, 64, a_regs != 0, 3, 3, false, 0, 8 * span_of(3), 0, 8 * span_of(3)},
+            true);
 }
 
 // ---- TMA
