@@ -78,12 +78,15 @@ wait_for_python() {
 # alone (the Hopper code of example 10 and the FP8 paths need it), except the kernels whose
 # registers and spills are tabled for sm_80 and sm_90 (attn_tabled_architectures,
 # cmake/attn.cmake); with a GPU, for ATTN_CUDA_ARCHITECTURES (sm_80 and sm_90).
+# There its device code is also optimised at -O1 only (ATTN_GPU_COMPILE_CHECK, cmake/attn.cmake),
+# the tabled kernels excepted.
 gpu_archs="80;90"
-attn_have_gpu || gpu_archs=90-real
+gpu_check=OFF
+attn_have_gpu || { gpu_archs=90-real; gpu_check=ON; }
 # preset_args <preset>: the configure arguments of every configure of <preset> (in pargs)
 preset_args() {
     pargs=()
-    [ "$1" = gpu ] && pargs=("-DATTN_CUDA_ARCHITECTURES=$gpu_archs")
+    [ "$1" = gpu ] && pargs=("-DATTN_CUDA_ARCHITECTURES=$gpu_archs" "-DATTN_GPU_COMPILE_CHECK=$gpu_check")
     return 0
 }
 build_presets() {
