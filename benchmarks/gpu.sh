@@ -42,8 +42,8 @@
 #             1K-32K) beside SDPA on the same rows (examples/09_decode/bench_decode.py);
 #             fp8: example 09's attention over its FP8 cache (K/V and FlashMLA's latent rows)
 #             beside the 16-bit cache at the same points, and example 05's FP8 indexer beside
-#             the 16-bit one (examples/09_decode/bench_fp8.py, fp8.jsonl, fp8.md; not measured
-#             yet);
+#             the 16-bit one (examples/09_decode/bench_fp8.py, fp8.jsonl, fp8.md; an H200's
+#             --quick run in results/NVIDIA-H200);
 #             context_parallel: example 11 on this one GPU, its ranks MPI processes sharing it
 #             (--backend mpi: ring, zigzag, Ulysses at 1, 2 and 4 ranks, causal, L 8K; the
 #             ranks' kernels share the GPU, so this checks and times the schedule, not a
@@ -56,10 +56,10 @@
 #             and version 4, FP8 e4m3 (flash3_fp8, bf16 in and out, at the same B, H, L, D, causal
 #             or not, checked on 64 rows: fa3_fp8.jsonl) beside FlashAttention-3's own FP8 forward
 #             where flash_attn_interface is installed and SDPA on bf16 (bench_fa3_fp8.py,
-#             fa3_fp8_peers.jsonl; not measured yet);
+#             fa3_fp8_peers.jsonl; an H200's --quick run in results/NVIDIA-H200);
 #             v4: example 12's DeepSeek-V4 layer (compressor, indexer + top-k, CSA and HCA
 #             attention, token-by-token decode), each kernel timed at V4's head shape (D 512,
-#             window 128), L 2K and 8K (deepseek_v4.jsonl; not measured yet);
+#             window 128), L 2K and 8K (deepseek_v4.jsonl; 2K only so far, an H200's --quick run);
 #             plots: figures + tables
 #   --quick   L up to 4k only (a first look in about three minutes)
 #   --deadline-s S  fit a lease: start no step after S seconds, and give each timed step at most
@@ -67,7 +67,7 @@
 # Each step stops starting new problems when its time budget is spent (--budget-s), so the whole
 # script stays within about 13 minutes on an H100, 21 with the crossover step (its budgets: 8
 # minutes), plus example08's budget of 10 minutes, decode's of 150 s + 60 s, fp8's of 120 s and the backward step's
-# fixed grid (none measured yet); c and torch rewrite their file, the other steps append to it
+# fixed grid (none measured at the full grid yet); c and torch rewrite their file, the other steps append to it
 # (rerun c or torch before rerunning one of those alone).
 # Without a GPU it says so and exits 77.
 set -euo pipefail
