@@ -43,6 +43,7 @@ TOLERANCE = 2.0  # RMS of the difference, levels of 0-255 (compare_images's tol)
 PIXEL_LEVELS = 32  # a pixel differs when a channel moved by more than this ...
 MAX_PIXELS = 64  # ... and at most this many may
 SIM_RESULTS = "benchmarks/results/cudasim-AMD-EPYC-2-cores"
+H200_RESULTS = "benchmarks/results/NVIDIA-H200"  # gpu.sh's first GPU run (plot.py: its plots step)
 # What the commands import, imported once by --check before it forks one child per command
 PRELOAD = ["numpy", "torch", "matplotlib.pyplot"]
 # (command, run from the repository root; the figures it draws, as glob patterns)
@@ -59,6 +60,7 @@ FIGURES = [
     (["quality/report.py"], ["quality/results/*.png"]),
     (["benchmarks/io_complexity.py", "--plot"], ["examples/*/images/io_complexity.png"]),
     (["benchmarks/plot.py", SIM_RESULTS], [SIM_RESULTS + "/plots/*.png"]),
+    (["benchmarks/plot.py", H200_RESULTS], [H200_RESULTS + "/plots/*.png"]),
     (["benchmarks/memory_analysis.py", "--update"],
      ["benchmarks/results/memory_model/memory_model.png"]),
     (["benchmarks/crossover.py"], ["benchmarks/results/model/*.png"]),
