@@ -177,7 +177,7 @@ build="build/bench-gpu"
 bench="$build/benchmarks/bench_attention_gpu"
 if has build; then
     say "build: gpu backend for sm_${cc/./} only (bench_attention_gpu)"
-    cmake -S . -B "$build" -DATTN_BACKENDS=gpu -DATTN_CUDA_ARCHITECTURES="${cc/./}" \
+    cmake -S . -B "$build" -G "Unix Makefiles" -DATTN_BACKENDS=gpu -DATTN_CUDA_ARCHITECTURES="${cc/./}" \
         -DCMAKE_BUILD_TYPE=Release >"$out/.build.log" 2>&1 || { cat "$out/.build.log"; exit 1; }
     build_targets bench_attention_gpu
 fi

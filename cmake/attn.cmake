@@ -3,6 +3,7 @@
 #
 # Included by the top-level CMakeLists.txt and by every example built standalone.
 include_guard(GLOBAL)
+include("${CMAKE_CURRENT_LIST_DIR}/generator_check.cmake")
 
 set(ATTN_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." CACHE INTERNAL "")
 cmake_path(NORMAL_PATH ATTN_ROOT)

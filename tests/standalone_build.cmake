@@ -34,7 +34,7 @@ if(ATTN_CCACHE)
   set(launcher -DCMAKE_C_COMPILER_LAUNCHER=${ATTN_CCACHE}
                -DCMAKE_CXX_COMPILER_LAUNCHER=${ATTN_CCACHE})
 endif()
-execute_process(COMMAND ${CMAKE_COMMAND} -S "${SRC}" -B "${BIN}" -DATTN_BACKENDS=sim
+execute_process(COMMAND ${CMAKE_COMMAND} -S "${SRC}" -B "${BIN}" -G "Unix Makefiles" -DATTN_BACKENDS=sim
                         -DCMAKE_BUILD_TYPE=Debug ${launcher}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
