@@ -123,20 +123,21 @@ static int64_t check_tensor(const double *x, int BH, int L, int D, int rows_per_
     return bad;
 }
 
-/* The error of one k32 step of FP8 wgmma (the header's model) whose accumulator is at most acc in
- * magnitude and whose products' magnitudes are x[0..n), n <= 32 (fewer when the rest are zero),
- * the exact sum of both being at most sum. */
-static double step_error(double acc, const double *x, int n, double sum) {
+/* The error of `steps` k32 steps of FP8 wgmma (the header's model) whose accumulator is at most
+ * acc in magnitude and whose products' magnitudes are x[0..n) (32 a step, fewer when the rest are
+ * zero), the exact sum of both being at most sum: each step truncates its accumulator and its
+ * products, then its sum. */
+static double step_error(double acc, const double *x, int n, double sum, int steps) {
     double big = acc;
     for (int i = 0; i < n; ++i)
         big = fmax(big, x[i]);
     if (big == 0.0)
         return 0.0;
     const double q = ldexp(1.0, ilogb(big) - 13);
-    double err = fmin(q, acc);
+    double err = steps * fmin(q, acc);
     for (int i = 0; i < n; ++i)
         err += fmin(q, x[i]);
-    return err + ldexp(sum + err, -13);
+    return err + steps * ldexp(sum + err, -13);
 }
 
 /* The accumulation error of a score: q . k over D / 32 steps of 32 channels, in order. */
@@ -150,7 +151,7 @@ static double score_accumulation(const float *q, const float *k, int D) {
             x[c] = fabs(prod), step += prod, mag += x[c];
         }
         partial += step;
-        err += step_error(acc, x, 32, fmin(acc + mag, fabs(partial) + err));
+        err += step_error(acc, x, 32, fmin(acc + mag, fabs(partial) + err), 1);
     }
     return err;
 }
@@ -160,23 +161,16 @@ static double score_accumulation(const float *q, const float *k, int D) {
  * block is at most the block's start plus all its products). w: the normalised weights, v: the
  * values of the element's column (stride D), grow: how far the kernel's P may exceed w. */
 static double pv_accumulation(const double *w, const float *v, int64_t D, int n, double grow) {
-    double err = 0.0, partial = 0.0, dev = 0.0;
+    double err = 0.0, partial = 0.0, dev = 0.0, x[128];
     for (int t0 = 0; t0 < n; t0 += 128) {
         const int nb = n - t0 < 128 ? n - t0 : 128;
-        double mag = 0.0, big = 0.0, step = 0.0, moved = 0.0;
+        double mag = 0.0, step = 0.0, moved = 0.0;
         for (int t = t0; t < t0 + nb; ++t) {
             const double av = fabs(v[t * D]), most = (w[t] * grow + ldexp(1.0, -18)) * av;
-            mag += most, big = fmax(big, most), step += w[t] * v[t * D], moved += most - w[t] * av;
+            x[t - t0] = most, mag += most, step += w[t] * v[t * D], moved += most - w[t] * av;
         }
         const double acc = fabs(partial) + dev + err + mag; /* any partial sum in the block */
-        big = fmax(big, acc);
-        if (big > 0.0) {
-            const double q = ldexp(1.0, ilogb(big) - 13);
-            double e = 4.0 * fmin(q, acc);
-            for (int t = t0; t < t0 + nb; ++t)
-                e += fmin(q, (w[t] * grow + ldexp(1.0, -18)) * fabs(v[t * D]));
-            err += e + 4.0 * ldexp(acc + e, -13);
-        }
+        err += step_error(acc, x, nb, acc, 4);
         partial += step, dev += moved;
     }
     return err;
