@@ -27,18 +27,16 @@ import filecmp
 import fnmatch
 import importlib
 import os
-import runpy
 import shutil
 import subprocess
 import sys
 import tempfile
-import traceback
 
 import bench_results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from chapter_script import verdict  # noqa: E402
+from chapter_script import run_as_main, verdict  # noqa: E402
 TOLERANCE = 2.0  # RMS of the difference, levels of 0-255 (compare_images's tol)
 PIXEL_LEVELS = 32  # a pixel differs when a channel moved by more than this ...
 MAX_PIXELS = 64  # ... and at most this many may
@@ -119,20 +117,9 @@ def run_forked(cmd, root):
                         del sys.modules[name]
                 os.chdir(root)
                 script = os.path.join(root, cmd[0])
-                sys.argv = [script] + cmd[1:]
                 sys.path[0] = os.path.dirname(script)
-                runpy.run_path(script, run_name="__main__")
-                status = 0
-            except SystemExit as e:
-                if e.code is None or isinstance(e.code, int):
-                    status = e.code or 0
-                else:
-                    print(e.code, file=sys.stderr)
-            except BaseException:
-                traceback.print_exc()
+                status = run_as_main(script, cmd[1:])
             finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
                 os._exit(status)
         _, wait = os.waitpid(pid, 0)
         log.seek(0)

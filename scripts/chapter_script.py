@@ -31,6 +31,10 @@ then FAIL or the PASS line; the exit status 1 or 0.
 
 5. A GPU-only script's skip (bench_torch.py, example 08's bench_gpu.py), no_gpu: where PyTorch sees
 no CUDA GPU, one SKIP line and CTest's skip status 77.
+
+6. A script run as `python script args` would run it, in a process that has imported what it
+shares with other scripts (benchmarks/figures.py's children, tests/python/preload.py's),
+run_as_main: the exit status that Python would give.
 """
 import argparse
 import importlib
@@ -115,3 +119,27 @@ def no_gpu(torch, script, measures):
         return None
     print(f"SKIP: no CUDA GPU (torch.cuda.is_available() is False): {script} measures {measures}")
     return 77
+
+
+def run_as_main(script, argv):
+    """Runs script as __main__ with sys.argv = [script] + argv, in this process; returns the exit
+    status `python script argv` would have (sys.exit's code, 1 and the traceback on an uncaught
+    exception), stdout and stderr flushed."""
+    import runpy  # noqa: PLC0415 (only the callers that fork need it)
+    import traceback  # noqa: PLC0415
+
+    sys.argv = [script] + list(argv)
+    status = 1
+    try:
+        runpy.run_path(os.path.abspath(script), run_name="__main__")
+        status = 0
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            status = e.code or 0
+        else:
+            print(e.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return status

@@ -7,7 +7,8 @@
 # Built unoptimised (Debug): the test asks whether the folder builds on its own, which the
 # optimisation level does not change, and -O0 compiles the simulator's templates about three times
 # faster (example 07 on 2 cores: 57 s Release, 20 s Debug); the plain sim build compiles the same
-# sources optimised.
+# sources optimised. Without debug information (-O0 alone): the twelve builds took 170 s of CPU
+# instead of 194 s with -g (one after the other, a cold compile cache each time).
 cmake_minimum_required(VERSION 3.24)
 if(NOT DEFINED ARGS)
   set(ARGS --check-only -L 33 -D 16)
@@ -35,7 +36,8 @@ if(ATTN_CCACHE)
                -DCMAKE_CXX_COMPILER_LAUNCHER=${ATTN_CCACHE})
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S "${SRC}" -B "${BIN}" -G "Unix Makefiles" -DATTN_BACKENDS=sim
-                        -DCMAKE_BUILD_TYPE=Debug ${launcher}
+                        -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG=-O0
+                        -DCMAKE_CXX_FLAGS_DEBUG=-O0 ${launcher}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "configure of ${SRC} failed:\n${out}\n${err}")

@@ -36,6 +36,9 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BENCH = os.path.join(ROOT, "benchmarks")
 SIM = os.path.join(BENCH, "results", "cudasim-AMD-EPYC-2-cores")
+sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+from preload import python_command  # noqa: E402 (a script's process: tests/python/preload.py)
+
 failures = []
 
 
@@ -45,7 +48,7 @@ def check(cond, what):
 
 
 def run(*args):
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run(python_command() + list(args), capture_output=True, text=True, timeout=600)
 
 
 def bench_torch_module():

@@ -31,6 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import attn_testing  # noqa: E402
+from preload import python_command  # noqa: E402 (a script's process)
 import cost_model as cm  # noqa: E402
 import crossover  # noqa: E402
 
@@ -253,8 +254,9 @@ def check_break_even(c):
 
 
 def check_bad_input(c):
-    p = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "crossover.py"),
-                        "--check", "--quality", "/nonexistent/q"], capture_output=True, text=True)
+    p = subprocess.run(python_command() + [os.path.join(ROOT, "benchmarks", "crossover.py"),
+                                           "--check", "--quality", "/nonexistent/q"],
+                       capture_output=True, text=True)
     lines = p.stderr.strip().splitlines()
     c.expect(p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: --quality"),
              f"a missing --quality folder: exit {p.returncode}, {p.stderr!r}")

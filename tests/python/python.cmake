@@ -29,6 +29,39 @@ if("sim" IN_LIST ATTN_BACKEND_LIST AND ATTN_PARTS STREQUAL "all")
   endif()
 endif()
 
+# The Python tests run in children of one server that imported PyTorch once
+# (tests/python/preload.py: about 7 s of CPU saved per test, some forty tests): CTest fixture
+# python_preload starts it (python.preload_start) and stops it (python.preload_stop), and a test
+# started with ${ATTN_PY_RUN} instead of the interpreter runs as one of its children, or as a
+# plain `python script` where none answers. -DATTN_PY_PRELOAD=OFF: every test a Python of its own.
+option(ATTN_PY_PRELOAD "run the Python tests in children of one server that imported PyTorch" ON)
+set(ATTN_PY_RUN "${ATTN_PY}")
+if(ATTN_PY AND ATTN_PY_PRELOAD)
+  # A socket's path has room for about 100 bytes: one in /tmp per build folder.
+  string(MD5 _sock "${CMAKE_BINARY_DIR}")
+  string(SUBSTRING "${_sock}" 0 16 _sock)
+  set(ATTN_PY_SOCKET "/tmp/attn-py-${_sock}.sock")
+  set(_sock "${ATTN_PY_SOCKET}")
+  set(_preload "${CMAKE_CURRENT_LIST_DIR}/preload.py")
+  set(ATTN_PY_RUN "${ATTN_PY}" "${_preload}" run "${_sock}")
+  add_test(NAME python.preload_start
+           COMMAND "${ATTN_PY}" "${_preload}" start "${_sock}" "${CMAKE_BINARY_DIR}/python_preload.log")
+  add_test(NAME python.preload_stop COMMAND "${ATTN_PY}" "${_preload}" stop "${_sock}")
+  # Its environment: what the tests' is at import time (preload.py, LOAD_TIME_ENV)
+  set_tests_properties(python.preload_start PROPERTIES FIXTURES_SETUP python_preload
+                       LABELS python ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
+  set_tests_properties(python.preload_stop PROPERTIES FIXTURES_CLEANUP python_preload LABELS python)
+endif()
+# attn_py_preloaded(<test>...): the tests whose command starts with ${ATTN_PY_RUN} need the server.
+# (After their ENVIRONMENT is set: it adds ATTN_PY_PRELOAD, the socket, for the Python scripts a
+# test starts itself: preload.python_command().)
+function(attn_py_preloaded)
+  if(ATTN_PY AND ATTN_PY_PRELOAD)
+    set_tests_properties(${ARGN} PROPERTIES FIXTURES_REQUIRED python_preload)
+    set_property(TEST ${ARGN} APPEND PROPERTY ENVIRONMENT "ATTN_PY_PRELOAD=${ATTN_PY_SOCKET}")
+  endif()
+endfunction()
+
 if(ATTN_PY)
   # The C reference's tensors for the Python checks (attn_testing.dump).
   add_executable(dump_reference "${CMAKE_CURRENT_LIST_DIR}/dump_reference.c")
@@ -53,7 +86,8 @@ function(attn_python_test name script)
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 600)
   endif()
-  add_test(NAME python.${name} COMMAND "${ATTN_PY}" "${script}" ${A_ARGS})
+  add_test(NAME python.${name} COMMAND ${ATTN_PY_RUN} "${script}" ${A_ARGS})
   set_tests_properties(python.${name} PROPERTIES LABELS python TIMEOUT ${A_TIMEOUT}
                        ENVIRONMENT "PYTHONPATH=${ATTN_ROOT}/tests/python;OMP_WAIT_POLICY=PASSIVE")
+  attn_py_preloaded(python.${name})
 endfunction()

@@ -7,6 +7,9 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from preload import python_command  # noqa: E402 (a script's process: tests/python/preload.py)
+
 failures = []
 
 
@@ -42,7 +45,7 @@ def rejects(main, args, needle, env=None):
 
 def process_rejects(script, args, needle, env=None):
     """The same, with script run as a program (for variables its modules read when imported)."""
-    r = subprocess.run([sys.executable, script] + args, capture_output=True, text=True,
+    r = subprocess.run(python_command() + [script] + args, capture_output=True, text=True,
                        env=dict(os.environ, **(env or {})))
     lines = r.stderr.strip().splitlines()
     return check(r.returncode == 2 and len(lines) == 1 and needle in lines[0],

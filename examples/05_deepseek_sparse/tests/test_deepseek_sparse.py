@@ -30,6 +30,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..")
 ROOT = os.path.join(EXAMPLE, "..", "..")
 SCRIPT = os.path.join(EXAMPLE, "sparse_attention.py")
+sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+from preload import python_command  # noqa: E402 (a script's process: tests/python/preload.py)
 _spec = importlib.util.spec_from_file_location("sparse_attention", SCRIPT)
 dsa = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(dsa)
@@ -117,14 +119,14 @@ def readme_block(name):
 
 def test_readme_numbers():
     """The README's tables are the scripts' output, not typed numbers."""
-    out = subprocess.run([sys.executable, os.path.join(EXAMPLE, "cost_model.py")],
+    out = subprocess.run(python_command() + [os.path.join(EXAMPLE, "cost_model.py")],
                          capture_output=True, text=True).stdout.strip()
     check("README cost table = cost_model.py", readme_block("cost-table") == out)
     results = os.path.join(ROOT, "benchmarks", "results", "cudasim-AMD-EPYC-2-cores",
                            "deepseek.jsonl")
     if os.path.exists(results):
-        out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_deepseek.py"),
-                              "--table", results], capture_output=True, text=True).stdout.strip()
+        out = subprocess.run(python_command() + [os.path.join(ROOT, "benchmarks", "bench_deepseek.py"),
+                                                 "--table", results], capture_output=True, text=True).stdout.strip()
         check("README simulator table = bench_deepseek.py --table",
               readme_block("sim-table") == out)
 
