@@ -7,6 +7,19 @@
 # the dump tool needs no device), so that scripts/test.sh, which tests sim and gpu, runs the suite
 # once.
 set(ATTN_PYTHON "" CACHE FILEPATH "Python interpreter with torch and numpy for the python suite")
+# attn_python_has(<out-var> <python> <module>...): TRUE when <python> finds every (top-level)
+# module. Found, not imported: importing PyTorch costs seconds of CPU, and each configure asked
+# several times (a broken installation fails the tests instead of leaving them unregistered).
+function(attn_python_has out py)
+  execute_process(COMMAND "${py}" -c "import importlib.util as u, sys
+sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))" ${ARGN}
+                  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+  if(rc EQUAL 0)
+    set(${out} TRUE PARENT_SCOPE)
+  else()
+    set(${out} FALSE PARENT_SCOPE)
+  endif()
+endfunction()
 set(ATTN_PY "")
 if("sim" IN_LIST ATTN_BACKEND_LIST AND ATTN_PARTS STREQUAL "all")
   if(ATTN_PYTHON)
@@ -17,9 +30,8 @@ if("sim" IN_LIST ATTN_BACKEND_LIST AND ATTN_PARTS STREQUAL "all")
     find_program(_py NAMES python3)
   endif()
   if(_py)
-    execute_process(COMMAND "${_py}" -c "import torch, numpy" RESULT_VARIABLE _rc
-                    OUTPUT_QUIET ERROR_QUIET)
-    if(_rc EQUAL 0)
+    attn_python_has(_has "${_py}" torch numpy)
+    if(_has)
       set(ATTN_PY "${_py}")
     endif()
   endif()
