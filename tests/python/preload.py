@@ -1,7 +1,7 @@
 """A fork server for the Python tests: PyTorch imported once, each test a forked child.
 
-Importing PyTorch costs about 7 s of CPU on the 2-core machines this suite is timed on (its CUDA
-wheel loads some 40 shared libraries), and some forty tests (labels python and quality) each
+Importing PyTorch costs about 7 s of CPU on the 2-core machines this suite is timed on (PyPI's
+wheel, with its CUDA libraries), and some forty tests (labels python and quality) each
 start a Python that imports it: about a tenth of the CPU time of `scripts/test.sh`. Here one
 server imports the third-party modules the tests share (PRELOAD) and each test is a child it
 forks, which starts with them imported and runs the test's script as `python script args` would.
@@ -17,10 +17,11 @@ forks, which starts with them imported and runs the test's script as `python scr
                                     environment; this process exits as the child did
 
 A test that starts Python scripts of its own starts them with python_command() (tests/python is on
-every Python test's path), in children of the same server. `run` never depends on the server: where none answers, or where it differs in what a test's
-environment sets at import time (OMP_NUM_THREADS and the like, the interpreter), it becomes a
-plain `python SCRIPT ARGS` (exec). A test killed by CTest (its timeout) takes its child with it:
-the server kills a child's process group when its `run` goes away. The server exits on `stop`,
+every Python test's path), in children of the same server. `run` never depends on the server:
+where none answers, or where it differs in what a test's environment sets at import time
+(OMP_NUM_THREADS and the like, the interpreter), it becomes a plain `python SCRIPT ARGS` (exec).
+A test killed by CTest (its timeout) takes its child with it: the server kills a child's process
+group when its `run` goes away. The server exits on `stop`,
 or when it has been idle for IDLE_S seconds (a test run that was interrupted).
 """
 
@@ -127,7 +128,9 @@ def serve(path):
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     if os.path.exists(path):
         os.unlink(path)
+    umask = os.umask(0o177)  # the socket rw for this user only: a child runs what it is sent
     listener.bind(path)
+    os.umask(umask)
     listener.listen(16)
     children = {}  # pid -> the connection of its `run`
     served = 0

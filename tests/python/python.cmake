@@ -56,8 +56,8 @@ if(ATTN_PY AND ATTN_PY_PRELOAD)
   set(_sock "${ATTN_PY_SOCKET}")
   set(_preload "${CMAKE_CURRENT_LIST_DIR}/preload.py")
   set(ATTN_PY_RUN "${ATTN_PY}" "${_preload}" run "${_sock}")
-  add_test(NAME python.preload_start
-           COMMAND "${ATTN_PY}" "${_preload}" start "${_sock}" "${CMAKE_BINARY_DIR}/python_preload.log")
+  add_test(NAME python.preload_start COMMAND "${ATTN_PY}" "${_preload}" start "${_sock}"
+                                             "${CMAKE_BINARY_DIR}/python_preload.log")
   add_test(NAME python.preload_stop COMMAND "${ATTN_PY}" "${_preload}" stop "${_sock}")
   # Its environment: what the tests' is at import time (preload.py, LOAD_TIME_ENV)
   set_tests_properties(python.preload_start PROPERTIES FIXTURES_SETUP python_preload

@@ -2,6 +2,7 @@
 """test_preload.py — the Python tests' fork server (tests/python/preload.py), on a server of its
 own that preloads one small module (colorsys) instead of PyTorch (CTest python.preload):
 
+  * its socket can be reached by this user only;
   * a test run through it sees what `python script args` would: its arguments, working directory,
     environment, PYTHONPATH, stdin, stdout and stderr, __file__, and exits with the script's
     status (sys.exit, an uncaught exception's 1, a signal);
@@ -74,6 +75,8 @@ def check_all(c):
             f.write(PROBE)
         server = Server(tmp)
         c.expect(server.started, "the server starts")
+        mode = os.stat(server.sock).st_mode & 0o777 if server.started else None
+        c.expect(mode == 0o600, f"its socket is this user's only (mode {mode and oct(mode)})")
 
         env = {"ATTN_PROBE": "42", "PYTHONPATH": lib_dir}
         out = server.run([probe, "ok", "3"], env=env, input="hello", cwd=lib_dir)
