@@ -137,14 +137,13 @@ def serve(path):
     stopping = False
     idle_since = time.time()
     while not (stopping and not children):
-        watched = [c for c in children.values()] + ([] if stopping else [listener])
+        watched = list(children.values()) + ([] if stopping else [listener])
         ready, _, _ = select.select(watched, [], [], 0.2)
         for conn in ready:
             if conn is listener:
-                request, fds = accept(listener, hello)
-                if request is None:
+                conn, request, fds = accept(listener, hello)
+                if conn is None:
                     continue
-                conn, request = request
                 if request.get("stop"):
                     stopping = True
                     t = os.times()  # the server's and its (reaped) children's
@@ -196,7 +195,8 @@ def serve(path):
 
 
 def accept(listener, hello):
-    """One connection: the hello, then the request and, for a test, its three descriptors."""
+    """One connection: the hello, then the request and, for a test, its three descriptors:
+    (connection, request, descriptors), or (None, None, []) for a probe or a broken one."""
     conn, _ = listener.accept()
     try:
         conn.settimeout(10)
@@ -208,14 +208,14 @@ def accept(listener, hello):
         if not request.get("stop") and len(fds) != 3:
             raise ValueError("a test's request without its three descriptors")
         conn.settimeout(None)
-        return (conn, request), fds
+        return conn, request, fds
     except EOFError:  # a probe: start's, or a `run` that went its own way
         conn.close()
-        return None, []
+        return None, None, []
     except (OSError, ValueError) as e:
         print(f"preload: a connection dropped: {e}", flush=True)
         conn.close()
-        return None, []
+        return None, None, []
 
 
 # ---- the commands --------------------------------------------------------------------------
