@@ -52,6 +52,13 @@ def main():
     ap.add_argument("--pattern", nargs="+",
                     default=["global:n=4+causal_window:w=28", "causal_window:w=32"])
     args = ap.parse_args()
+    probe = subprocess.run([args.tool, "--probe"], capture_output=True, text=True)
+    if probe.returncode == 77:  # no device: known before the model is loaded
+        print(probe.stderr.strip() or "no device: skipped")
+        return 77
+    if probe.returncode != 0:
+        print(f"FAIL  {args.tool} --probe exited {probe.returncode}: {probe.stderr.strip()}")
+        return 1
     torch.set_num_threads(2)
     model, tok = smollm.load(), smollm.tokenizer()
     ids = tok.encode(texts.austen("Pride & Prejudice")).ids[args.start:args.start + args.window]

@@ -42,6 +42,13 @@ if [ $fast -eq 0 ]; then
 fi
 
 results="$ROOT/build/test-results"
+# Python's compiled modules (.pyc) are written once, under build/pycache, and read by every later
+# Python process of the run, even where the environment says PYTHONDONTWRITEBYTECODE (then every
+# process compiled again each module it imports, PyTorch's included: the python and quality
+# suites took 329 s of CPU so, 240 s this way: tests/README.md, "Time budgets"). Neither the
+# repository nor .venv gets a __pycache__.
+unset PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX="$ROOT/build/pycache"
 rm -rf "$results" && mkdir -p "$results"
 failed_presets=()
 [ "${missing_check:-0}" -eq 1 ] && failed_presets+=("sim-check(clang-14 and llvm-14 missing)")

@@ -37,7 +37,7 @@ if(ATTN_CCACHE)
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S "${SRC}" -B "${BIN}" -G "Unix Makefiles" -DATTN_BACKENDS=sim
                         -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG=-O0
-                        -DCMAKE_CXX_FLAGS_DEBUG=-O0 ${launcher}
+                        "-DCMAKE_CXX_FLAGS_DEBUG=-O0 -DATTN_GRID_CELLS=0x1" ${launcher}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "configure of ${SRC} failed:\n${out}\n${err}")

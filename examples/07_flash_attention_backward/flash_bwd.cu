@@ -943,8 +943,8 @@ static void launch_topk_typed(const attn_problem *p, const attn_buffers *b, cuda
     launch_convert<T>(w.dv_acc, a->dv, kn, 1.0f, stream);
 }
 static void launch_topk(const attn_problem *p, const attn_buffers *b, cudaStream_t stream) {
-    p->dtype == ATTN_BF16 ? launch_topk_typed<__nv_bfloat16>(p, b, stream)
-                          : launch_topk_typed<__half>(p, b, stream);
+    attn_dispatch_dtype(
+        p->dtype, [&](auto t) { launch_topk_typed<typename decltype(t)::type>(p, b, stream); });
 }
 
 /* The forward stage: examples 03, 04 and 05's kernels, by symbol, on the problem's buffers. */

@@ -83,6 +83,7 @@
 #include "../05_deepseek_sparse/deepseek_sparse.h"
 #include "attn/problem.h"
 #include "decode.h"
+#include "device/dispatch.cuh"
 #include "device/kernel_common.cuh"
 #include "device/lse_merge.cuh"
 #include "device/mma.cuh"
@@ -784,16 +785,15 @@ __global__ void indexer_kernel(const T *q_index, const float *w, const T *ki_pag
 
 /* ================================= launchers ============================================== */
 
+/* F<T, D>::run for fp32 or a cell of the {fp16, bf16} x {64, 128} grid (device/dispatch.cuh). */
 template <template <typename, int> class F, typename... Args>
 static void by_type(attn_dtype t, int D, Args... args) {
-#define DEC_BY_D(T) (D == 64 ? F<T, 64>::run(args...) : F<T, 128>::run(args...))
-    if (t == ATTN_BF16)
-        DEC_BY_D(__nv_bfloat16);
-    else if (t == ATTN_F16)
-        DEC_BY_D(__half);
+    if (t == ATTN_F32)
+        attn_dispatch_head_dim(D, [&](auto d) { F<float, decltype(d)::value>::run(args...); });
     else
-        DEC_BY_D(float);
-#undef DEC_BY_D
+        attn_dispatch_tc(t, D, [&](auto tt, auto d) {
+            F<typename decltype(tt)::type, decltype(d)::value>::run(args...);
+        });
 }
 
 template <typename T>

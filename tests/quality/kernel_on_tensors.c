@@ -2,6 +2,7 @@
  * quality/kernel_check.py) instead of the harness's seeded inputs.
  *
  *   kernel_on_tensors --in DIR --out DIR --pattern SPEC [--causal] [--dtype f16|bf16]
+ *   kernel_on_tensors --probe      exit 0 where a device answers, 77 (and SKIP: why) where none
  *
  * DIR/{q,k,v}.bin: [1, H, L, D] in attn_tensor_save's format. The inputs are rounded to the dtype
  * (the kernels read f16/bf16), the C reference is recomputed on them under the pattern, and every
@@ -122,6 +123,10 @@ int main(int argc, char **argv) {
     const char *in_dir = NULL, *out_dir = NULL, *spec = NULL;
     bool causal = false;
     attn_dtype dtype = ATTN_F16;
+    if (argc == 2 && strcmp(argv[1], "--probe") == 0) { /* before a caller loads a model */
+        attn_device_info dev;
+        return attn_device_init_reported(&dev);
+    }
     for (int a = 1; a < argc; ++a) {
         if (strcmp(argv[a], "--in") == 0 && a + 1 < argc)
             in_dir = argv[++a];
@@ -136,7 +141,7 @@ int main(int argc, char **argv) {
         else {
             fprintf(stderr,
                     "error: unknown argument '%s' (usage: kernel_on_tensors --in DIR "
-                    "--out DIR --pattern SPEC [--causal] [--dtype f16|bf16])\n",
+                    "--out DIR --pattern SPEC [--causal] [--dtype f16|bf16], or --probe)\n",
                     argv[a]);
             return ATTN_EXIT_USAGE;
         }
