@@ -23,11 +23,18 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../scripts"))
 from chapter_script import require  # noqa: E402
 
-np, torch = require("numpy", "torch", setup="--quality")
+# NumPy, PyTorch and the toolkit's modules, imported by main() once the tool has a device: a run
+# that skips (no GPU) needs none of them (importing them is seconds of CPU).
+np = torch = attention = smollm = texts = None
 
-import attention
-import smollm
-import texts
+
+def import_toolkit():
+    global np, torch, attention, smollm, texts
+    np, torch = require("numpy", "torch", setup="--quality")
+    import attention as attention_module
+    import smollm as smollm_module
+    import texts as texts_module
+    attention, smollm, texts = attention_module, smollm_module, texts_module
 
 
 def save_tensor(path, x):
@@ -59,6 +66,7 @@ def main():
     if probe.returncode != 0:
         print(f"FAIL  {args.tool} --probe exited {probe.returncode}: {probe.stderr.strip()}")
         return 1
+    import_toolkit()
     torch.set_num_threads(2)
     model, tok = smollm.load(), smollm.tokenizer()
     ids = tok.encode(texts.austen("Pride & Prejudice")).ids[args.start:args.start + args.window]

@@ -128,10 +128,11 @@ background_setup=0
 [ -n "$setup_pid" ] && background_setup=1
 for preset in "${presets[@]}"; do
     [ -f "$results/$preset.built" ] || continue
-    if { [ "$preset" = sim ] || [ "$preset" = gpu ]; } && [ $background_setup -eq 1 ]; then
+    if [[ " sim gpu sim-check " == *" $preset "* ]] && [ $background_setup -eq 1 ]; then
         # Built without the interpreter while the set-up ran: configure again with it (sim: adds
         # the Python suites and what they build; gpu: the resource tables' tests, which read the
-        # binaries with .venv's cuobjdump where the CUDA toolkit has none).
+        # binaries with .venv's cuobjdump where the CUDA toolkit has none; sim-check: example
+        # 12's library on a Hugging Face module's weights, which needs transformers).
         wait_for_python
         preset_args "$preset"
         if ! cmake --preset "$preset" "${pargs[@]}" "${py_flag[@]}" >>"$results/$preset.configure.log" 2>&1 ||
@@ -166,6 +167,7 @@ for preset in "${presets[@]}"; do
         sim) require_registered sim python -L python ;;
         # the resource tables' check (cuobjdump: the CUDA toolkit's or .venv's)
         gpu) require_registered gpu resources -R '^resources\.no_spills_tables_current$' ;;
+        sim-check) require_registered sim-check transformers -R '^example12\.library_checked$' ;;
         esac
     fi
     test_preset=$preset

@@ -17,9 +17,9 @@
  *     fp16     0x1      0x2
  *     bf16     0x4      0x8          0xF (every cell) unless the build defines it
  *
- * Every program a learner builds compiles the four. Some test builds compile one: a planted copy
- * of a kernel source runs its bug at one dtype and D (tests/examples/CMakeLists.txt,
- * planted_copy), and the standalone builds ask whether a folder builds on its own
+ * Every program a learner builds compiles the four. Some test builds compile fewer: a planted
+ * copy of a kernel source the cells its test's arguments reach (tests/examples/CMakeLists.txt,
+ * planted_grid), the standalone builds one, as they ask only whether a folder builds on its own
  * (tests/standalone_build.cmake); the other cells, the same template, are compiled by the plain
  * build. A call for a cell the build left out stops the program with exit status 2 and a line
  * that names the cell. A launcher templated on the dtype alone (or D alone) is compiled for each

@@ -49,7 +49,9 @@ def tracked_state():
 
 
 def run(script, args, tmp, cwd=None):
-    cmd = [sys.executable, "-S", "-E", os.path.join(ROOT, script)]
+    # -E ignores PYTHONDONTWRITEBYTECODE and PYTHONPYCACHEPREFIX: -B, so that the scripts' .pyc
+    # files are not written beside them in the repository
+    cmd = [sys.executable, "-S", "-E", "-B", os.path.join(ROOT, script)]
     cmd += [a.format(tmp=tmp, root=ROOT) for a in args]
     p = subprocess.run(cmd, cwd=cwd or tmp, capture_output=True, text=True, timeout=300)
     return p.returncode, p.stdout + p.stderr
