@@ -15,6 +15,7 @@ against dense causal attention, on the same f16-rounded inputs, with the harness
 Exit 0 when every check passes, 1 otherwise, 77 when the tool has no device to run on.
 """
 import argparse
+import importlib
 import os
 import subprocess
 import sys
@@ -31,10 +32,7 @@ np = torch = attention = smollm = texts = None
 def import_toolkit():
     global np, torch, attention, smollm, texts
     np, torch = require("numpy", "torch", setup="--quality")
-    import attention as attention_module
-    import smollm as smollm_module
-    import texts as texts_module
-    attention, smollm, texts = attention_module, smollm_module, texts_module
+    attention, smollm, texts = map(importlib.import_module, ("attention", "smollm", "texts"))
 
 
 def save_tensor(path, x):

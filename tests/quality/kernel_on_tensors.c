@@ -138,7 +138,10 @@ int main(int argc, char **argv) {
             dtype = strcmp(argv[++a], "bf16") == 0 ? ATTN_BF16 : ATTN_F16;
         else if (strcmp(argv[a], "--causal") == 0)
             causal = true;
-        else {
+        else if (strcmp(argv[a], "--probe") == 0) {
+            fprintf(stderr, "error: --probe is given alone (kernel_on_tensors --probe)\n");
+            return ATTN_EXIT_USAGE;
+        } else {
             fprintf(stderr,
                     "error: unknown argument '%s' (usage: kernel_on_tensors --in DIR "
                     "--out DIR --pattern SPEC [--causal] [--dtype f16|bf16], or --probe)\n",
