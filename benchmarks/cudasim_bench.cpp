@@ -1,7 +1,8 @@
 // cudasim_bench — the simulator's own costs: one fiber switch, a barrier-heavy launch
-// (64 blocks x 256 threads x 10 __syncthreads) and a shuffle-heavy one (128 blocks x 4 warps x
-// 64 __shfl_xor_sync, like a FlashAttention row reduction). Prints a human line and a JSON line
-// for each.
+// (64 blocks x 256 threads x 10 __syncthreads), a shuffle-heavy one (128 blocks x 4 warps x
+// 64 __shfl_xor_sync, like a FlashAttention row reduction) and a tensor-core one (128 blocks x 4
+// warps x 64 fp16 mma.sync m16n8k16, the emulation of include/cudasim/ptx.h). Prints a human line
+// and a JSON line for each.
 // These are CPU timings of the simulator, not GPU performance.
 #include <algorithm>
 #include <chrono>
@@ -10,6 +11,7 @@
 
 #include <cuda_runtime.h>
 #include <cudasim.h>
+#include <cudasim/ptx.h>
 
 namespace {
 
@@ -38,6 +40,19 @@ __global__ void shuffle_kernel(float *out) {
     out[blockIdx.x * shfl_threads + threadIdx.x] = v;
 }
 
+constexpr int mmas = 64;
+
+// Each warp's 64 mma accumulate into its D fragment (fp16 1.0 in every A and B register, so each
+// adds 16 to every element).
+__global__ void mma_kernel(float *out) {
+    const uint32_t a[4] = {0x3c003c00u, 0x3c003c00u, 0x3c003c00u, 0x3c003c00u};
+    const uint32_t b[2] = {0x3c003c00u, 0x3c003c00u};
+    float d[4] = {0, 0, 0, 0};
+    for (int i = 0; i < mmas; ++i)
+        cudasim::ptx::mma_m16n8k16<false>(d, a, b, d, "mma", __FILE__, __LINE__);
+    out[blockIdx.x * shfl_threads + threadIdx.x] = d[0] + d[1] + d[2] + d[3];
+}
+
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -63,8 +78,8 @@ double time_launch(void (*kernel)(P...), int grid, int block, void **args) {
     return median(ms);
 }
 
-// The human line and the JSON line of a launch of `count` barriers or shuffles ("barrier",
-// "shuffle") per thread.
+// The human line and the JSON line of a launch of `count` barriers, shuffles or mma ("barrier",
+// "shuffle", "mma") per thread.
 void report_launch(const char *what, int grid, int block, int count, double ms) {
     std::printf("launch %d blocks x %d threads x %d %ss: %.3f ms (median of 10, %d OS threads)\n",
                 grid, block, count, what, ms, cudasim_get_threads());
@@ -93,8 +108,18 @@ int main() {
     void *fargs[] = {static_cast<void *>(&fout)};
     double s = time_launch(shuffle_kernel, shfl_blocks, shfl_threads, fargs);
     report_launch("shuffle", shfl_blocks, shfl_threads, shuffles, s);
-    if (m < 0 || s < 0)
+    double t = time_launch(mma_kernel, shfl_blocks, shfl_threads, fargs);
+    report_launch("mma", shfl_blocks, shfl_threads, mmas, t);
+    if (m < 0 || s < 0 || t < 0)
         return 1;
+    // The mma launch computed what it should: 64 x 16 in each of a lane's four elements.
+    std::vector<float> got(shfl_blocks * shfl_threads);
+    cudaMemcpy(got.data(), fout, sizeof(float) * got.size(), cudaMemcpyDeviceToHost);
+    for (float v : got)
+        if (v != 4.0f * mmas * 16) {
+            std::fprintf(stderr, "mma launch: a lane's D sums to %g, not %g\n", v, 4.0 * mmas * 16);
+            return 1;
+        }
     cudaFree(out);
     cudaFree(fout);
     return 0;

@@ -174,8 +174,8 @@ endif()
 # A planted copy of a kernel source (planted_copy, tests/examples/CMakeLists.txt) runs a few small
 # cases, which its bug must fail: in the plain and checked simulator builds it is compiled at -O1,
 # which for these template-heavy sources is about three times faster than -O3 with GCC and a third
-# faster than -O2 with the checked build's clang (tests/README.md, "Time budgets"). Not under
-# ThreadSanitizer, whose reports of the planted races lose their source line at -O1.
+# faster than -O2 with the checked build's clang (tests/README.md, "Time budgets"). Under
+# ThreadSanitizer they have the build's own -O1 (the sim-tsan preset).
 if(NOT ATTN_SANITIZER AND CMAKE_BUILD_TYPE MATCHES "^(Release|RelWithDebInfo)$")
   set(ATTN_SIM_PLANTED_FLAGS -O1)
 else()

@@ -60,7 +60,9 @@ py_flag=()
 setup_pid=
 if [ $python -eq 1 ] && [ $fast -eq 0 ]; then
     say "Python set-up (.venv, the quality toolkit) in the background: $results/setup.log"
-    (attn_need_venv && attn_need_quality) >"$results/setup.log" 2>&1 &
+    # setup.ok, once it is done: the interpreter, for the presets configured after it (build_presets)
+    (attn_need_venv && attn_need_quality && echo "$ATTN_PY" >"$results/setup.ok") \
+        >"$results/setup.log" 2>&1 &
     setup_pid=$!
 fi
 wait_for_python() {
@@ -96,17 +98,30 @@ preset_args() {
     [ "$1" = gpu ] && pargs=("-DATTN_CUDA_ARCHITECTURES=$gpu_archs" "-DATTN_GPU_COMPILE_CHECK=$gpu_check")
     return 0
 }
+# The presets that need the interpreter (below: "configure again with it"): each is configured with
+# it in the pool already when the set-up is done by then (setup.ok), or configured again there
+# right after its build, while the other presets' compiles go on (marker <preset>.python); only
+# what is left is done after the pool, one preset at a time.
+python_presets=" sim gpu sim-check "
 build_presets() {
-    local mk="$results/build.mk" p t=$'\t' args
+    local mk="$results/build.mk" p t=$'\t' args ok="$results/setup.ok" py
     for p in "$@"; do
         preset_args "$p"
         args=
         [ ${#pargs[@]} -eq 0 ] || args=$(printf " '%s'" "${pargs[@]}")
+        py=
+        [[ "$python_presets" == *" $p "* ]] && py=1
         cat <<MK
 $p:
-${t}@cmake --preset $p$args >"$results/$p.configure.log" 2>&1 && touch "$results/$p.configured"
+${t}@py=; if [ -n "$py" ] && [ -f "$ok" ]; then py="-DATTN_PYTHON=\$\$(cat "$ok")"; fi; \\
+${t}  cmake --preset $p$args \$\${py:+"\$\$py"} >"$results/$p.configure.log" 2>&1 && touch "$results/$p.configured" && \\
+${t}  { [ -z "\$\$py" ] || touch "$results/$p.python"; }
 ${t}+@if [ -f "$ROOT/build/$p/Makefile" ]; then \$(MAKE) --no-print-directory -C "$ROOT/build/$p"; \\
 ${t}  else cmake --build --preset $p -j $JOBS; fi >"$results/$p.build.log" 2>&1
+${t}+@if [ -n "$py" ] && [ -f "$ok" ] && [ ! -f "$results/$p.python" ]; then \\
+${t}  cmake --preset $p$args "-DATTN_PYTHON=\$\$(cat "$ok")" >>"$results/$p.configure.log" 2>&1 && \\
+${t}  \$(MAKE) --no-print-directory -C "$ROOT/build/$p" >>"$results/$p.build.log" 2>&1 && \\
+${t}  touch "$results/$p.python"; fi; true
 ${t}@touch "$results/$p.built"; printf '\\033[1m==> [%s] built\\033[0m\\n' $p
 MK
     done >"$mk"
@@ -128,7 +143,8 @@ background_setup=0
 [ -n "$setup_pid" ] && background_setup=1
 for preset in "${presets[@]}"; do
     [ -f "$results/$preset.built" ] || continue
-    if [[ " sim gpu sim-check " == *" $preset "* ]] && [ $background_setup -eq 1 ]; then
+    if [[ "$python_presets" == *" $preset "* ]] && [ $background_setup -eq 1 ] &&
+        [ ! -f "$results/$preset.python" ]; then
         # Built without the interpreter while the set-up ran: configure again with it (sim: adds
         # the Python suites and what they build; gpu: the resource tables' tests, which read the
         # binaries with .venv's cuobjdump where the CUDA toolkit has none; sim-check: example

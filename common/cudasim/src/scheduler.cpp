@@ -70,10 +70,12 @@ struct warp_state {
     unsigned completions = 0;
     lane_slot lane[32];
     char tsan_done[2];
-    // The contributions of the warp's last allgather, copied by the last lane to arrive (the
-    // others' may live on their stacks only until they resume). One buffer is enough: the next
-    // allgather completes only after every lane arrived at it, so after every lane copied this.
-    unsigned char gathered[32 * warp_allgather_max_bytes];
+    // The contributions of the warp's last allgather, copied here by the last lane to arrive (the
+    // others' may live on their stacks only until they resume) and read by every lane before it
+    // arrives at its next collective (warp_allgather copies them out; the mma and ldmatrix
+    // emulation reads them in place, warp_allgather_view). One buffer is enough: the next
+    // allgather completes only after every lane arrived at it, so after every lane read this.
+    alignas(16) unsigned char gathered[32 * warp_allgather_max_bytes]; // read in place as any type
 };
 
 const char *collective_name(collective k) {
@@ -243,8 +245,8 @@ class block_runner {
     unsigned long long collective_op(collective kind, unsigned mask, unsigned long long value,
                                      int param, int width, const char *file, int line,
                                      const char *name);
-    void allgather(const void *mine, void *all, size_t bytes, const char *what, const char *file,
-                   int line);
+    const void *allgather_view(const void *mine, size_t bytes, const char *what, const char *file,
+                               int line);
     // __nanosleep: the thread goes to the back of the run queue.
     void pause(const char *file, int line) {
         if (file) { // a spinning atomic keeps the last place the thread waited or slept
@@ -791,10 +793,13 @@ unsigned long long block_runner::collective_op(collective kind, unsigned mask,
 // Called by the last lane to arrive: computes every lane's result and queues the lanes.
 void block_runner::complete_collective(warp_state &w, unsigned mask) {
     unsigned ballot = 0;
+    // Every lane's arrival first: a lane may still have read the buffer of the last allgather
+    // (in place, warp_allgather_view) just before it arrived, whatever its slot.
+    for (unsigned m = mask; m; m &= m - 1)
+        tsan_acquire(&w.lane[__builtin_ctz(m)].tsan_sync);
     for (unsigned m = mask; m; m &= m - 1) {
         unsigned l = static_cast<unsigned>(__builtin_ctz(m));
         lane_slot &s = w.lane[l];
-        tsan_acquire(&s.tsan_sync);
         if (s.kind == collective::allgather) {
             size_t bytes = static_cast<size_t>(s.param);
             std::memcpy(w.gathered + l * bytes, reinterpret_cast<const void *>(s.value), bytes);
@@ -902,8 +907,8 @@ unsigned long long block_runner::reduce_lanes(const warp_state &w, unsigned mask
     return r;
 }
 
-void block_runner::allgather(const void *mine, void *all, size_t bytes, const char *what,
-                             const char *file, int line) {
+const void *block_runner::allgather_view(const void *mine, size_t bytes, const char *what,
+                                         const char *file, int line) {
     if (bytes == 0 || bytes > warp_allgather_max_bytes)
         CUDASIM_FAIL(where_at(*cur_, file, line) +
                      format(": %s contributes %zu bytes per lane; the limit is %zu", what, bytes,
@@ -911,7 +916,7 @@ void block_runner::allgather(const void *mine, void *all, size_t bytes, const ch
     const warp_state &w = warps_[cur_->linear / 32];
     collective_op(collective::allgather, full_mask, reinterpret_cast<uintptr_t>(mine),
                   static_cast<int>(bytes), warpSize, file, line, what);
-    std::memcpy(all, w.gathered, 32 * bytes);
+    return w.gathered;
 }
 
 void block_runner::release_lanes(warp_state &w, unsigned mask) {
@@ -1405,9 +1410,14 @@ unsigned long long warp_collective(collective kind, unsigned mask, unsigned long
         ->collective_op(kind, mask, value, param, width, file, line, name);
 }
 
+const void *warp_allgather_view(const void *mine, size_t bytes, const char *what, const char *file,
+                                int line) {
+    return current_runner(what, file, line)->allgather_view(mine, bytes, what, file, line);
+}
+
 void warp_allgather(const void *mine, void *all, size_t bytes, const char *what, const char *file,
                     int line) {
-    current_runner(what, file, line)->allgather(mine, all, bytes, what, file, line);
+    std::memcpy(all, warp_allgather_view(mine, bytes, what, file, line), 32 * bytes);
 }
 
 unsigned warp_reduce(reduce_op op, unsigned mask, unsigned value, const char *file, int line) {

@@ -7,6 +7,7 @@
 #include "check.h"
 #include "internal.h"
 
+#include <cudasim/ptx.h>
 #include <cudasim/sm90.h>
 
 #include <algorithm>
@@ -221,12 +222,13 @@ unsigned elem_bytes(CUtensorMapDataType t) {
     }
 }
 
+// The mma emulation's conversions (src/ptx.cpp: the values of attn/half.h and attn/fp8.h, faster).
 float to_f32(const unsigned char *p, wg_type t) {
     switch (t) {
     case wg_type::f16: {
         uint16_t v;
         std::memcpy(&v, p, 2);
-        return attn_f16_to_f32(v);
+        return detail::mma_f16_to_f32(v);
     }
     case wg_type::bf16: {
         uint16_t v;
@@ -234,9 +236,9 @@ float to_f32(const unsigned char *p, wg_type t) {
         return attn_bf16_to_f32(v);
     }
     case wg_type::e4m3:
-        return attn_fp8_to_f32(*p, ATTN_FP8_E4M3);
+        return detail::mma_fp8_to_f32(*p, ATTN_FP8_E4M3);
     case wg_type::e5m2:
-        return attn_fp8_to_f32(*p, ATTN_FP8_E5M2);
+        return detail::mma_fp8_to_f32(*p, ATTN_FP8_E5M2);
     }
     return 0;
 }

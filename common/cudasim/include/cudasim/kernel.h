@@ -102,6 +102,12 @@ unsigned active_mask();
 unsigned warp_reduce(reduce_op op, unsigned mask, unsigned value, const char *file, int line);
 void warp_allgather(const void *mine, void *all, size_t bytes, const char *what, const char *file,
                     int line);
+// The same collective, without the copy: the warp's 32 contributions where the simulator keeps
+// them, valid until this lane's next warp collective (no lane of the warp can complete another
+// before every lane arrived at it). For the simulator's own code only: in the checked build a
+// kernel's reads of it would reach the checkers as accesses to memory the kernel never had.
+const void *warp_allgather_view(const void *mine, size_t bytes, const char *what, const char *file,
+                                int line);
 
 template <typename T> unsigned long long to_bits(const T &v) {
     static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= 8,

@@ -45,6 +45,19 @@ void cp_async_wait_group(int pending_allowed); // < 0: wait_all
 void ptx_row_read(void *dst, const void *row);
 // src/access.h: hands one warp's tensor instruction to the profile
 void deliver_mma(uint64_t block, uint32_t warp, uint64_t flops, const char *file, int line);
+// src/ptx.cpp: this lane's two rows of A and two columns of B of an mma, from the warp's gathered
+// registers (regs[lane] = that lane's a[0..3], b[0..1]), converted to fp32 (out of line: the
+// checked build would otherwise see the FP8 table's reads as the kernel's global loads).
+void mma_operands_16(const uint32_t (*regs)[6], unsigned lane, bool bf16, float (&arow)[2][16],
+                     float (&bcol)[2][16]);
+void mma_operands_fp8(const uint32_t (*regs)[6], unsigned lane, attn_fp8_format fa,
+                      attn_fp8_format fb, float (&arow)[2][32], float (&bcol)[2][32]);
+// ... and an ldmatrix's registers r[0..num) from the 32 gathered rows (rows[lane] = the row that
+// lane read; the first 8 * num are the matrices').
+void ldmatrix_fragments(const uint16_t (*rows)[8], unsigned lane, int num, bool trans, uint32_t *r);
+// Their element conversions, for the test that compares them with attn/half.h's and attn/fp8.h's.
+float mma_f16_to_f32(uint16_t h);
+float mma_fp8_to_f32(uint8_t code, attn_fp8_format f);
 } // namespace detail
 
 namespace ptx {
@@ -53,16 +66,12 @@ inline unsigned lane_id() {
     return (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
 }
 
-inline uint16_t element(uint32_t reg, unsigned which) {
-    return static_cast<uint16_t>(which ? reg >> 16 : reg & 0xffffu);
-}
-
 // ldmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16: each of the first 8 * num lanes reads its
 // row; every lane then picks its elements from all rows.
 template <int num, bool trans>
 inline __attribute__((always_inline)) void ldmatrix(uint32_t *r, const void *row, const char *what,
                                                     const char *file, int line) {
-    unsigned lane = lane_id(), g = lane / 4, t = lane % 4;
+    unsigned lane = lane_id();
     uint16_t mine[8] = {};
     if (lane < 8 * num) {
 #if CUDASIM_CHECK
@@ -71,14 +80,8 @@ inline __attribute__((always_inline)) void ldmatrix(uint32_t *r, const void *row
         memcpy(mine, row, sizeof mine);
 #endif
     }
-    uint16_t rows[32][8];
-    warp_allgather(mine, rows, sizeof mine, what, file, line);
-    for (int i = 0; i < num; ++i) {
-        const uint16_t(*m)[8] = rows + 8 * i;
-        uint16_t lo = trans ? m[2 * t][g] : m[g][2 * t];
-        uint16_t hi = trans ? m[2 * t + 1][g] : m[g][2 * t + 1];
-        r[i] = lo | static_cast<uint32_t>(hi) << 16;
-    }
+    const void *rows = detail::warp_allgather_view(mine, sizeof mine, what, file, line);
+    detail::ldmatrix_fragments(static_cast<const uint16_t(*)[8]>(rows), lane, num, trans, r);
 }
 
 // The D fragment of an m16n8kK mma from this lane's two rows of A and two columns of B (already
@@ -104,34 +107,23 @@ inline void mma_accumulate(float *d, const float (&arow)[2][K], const float (&bc
 }
 
 // An mma's operands from the whole warp (one warp collective): regs[lane] = that lane's a[0..3],
-// b[0..1]. Returns this lane's id.
-inline unsigned gather_operands(uint32_t (&regs)[32][6], const uint32_t *a, const uint32_t *b,
-                                const char *what, const char *file, int line) {
+// b[0..1], read in place until this lane's next warp collective (warp_allgather_view).
+inline const uint32_t (*gather_operands(const uint32_t *a, const uint32_t *b, const char *what,
+                                        const char *file, int line))[6] {
     uint32_t mine[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
-    warp_allgather(mine, regs, sizeof mine, what, file, line);
-    return lane_id();
-}
-
-template <bool bf16> inline float to_f32(uint16_t bits) {
-    return bf16 ? attn_bf16_to_f32(bits) : attn_f16_to_f32(bits);
+    return static_cast<const uint32_t(*)[6]>(
+        detail::warp_allgather_view(mine, sizeof mine, what, file, line));
 }
 
 // mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32: D = A * B + C; d may be c.
+// This lane's rows of A (g, g + 8) and columns of B (2t, 2t + 1), where lane = 4g + t, are
+// picked from the gathered registers as the ISA lays them out (src/ptx.cpp).
 template <bool bf16>
 inline void mma_m16n8k16(float *d, const uint32_t *a, const uint32_t *b, const float *c,
                          const char *what, const char *file, int line) {
-    uint32_t regs[32][6];
-    unsigned lane = gather_operands(regs, a, b, what, file, line), g = lane / 4, t = lane % 4;
-    // This lane's rows of A (g, g + 8) and columns of B (2t, 2t + 1), converted once. A[row][k]
-    // is in lane g * 4 + (k % 8) / 2, register row / 8 + 2 * (k / 8); B[k][col] in lane
-    // col * 4 + (k % 8) / 2, register 4 + k / 8 (of `regs`); the half is k % 2 in both.
+    const uint32_t(*regs)[6] = gather_operands(a, b, what, file, line);
     float arow[2][16], bcol[2][16];
-    for (unsigned h = 0; h < 2; ++h)
-        for (unsigned k = 0; k < 16; ++k) {
-            arow[h][k] = to_f32<bf16>(element(regs[g * 4 + (k % 8) / 2][h + 2 * (k / 8)], k % 2));
-            bcol[h][k] =
-                to_f32<bf16>(element(regs[(2 * t + h) * 4 + (k % 8) / 2][4 + k / 8], k % 2));
-        }
+    detail::mma_operands_16(regs, lane_id(), bf16, arow, bcol);
     mma_accumulate<16>(d, arow, bcol, c, file, line);
 }
 
@@ -145,18 +137,9 @@ inline void mma_m16n8k16(float *d, const uint32_t *a, const uint32_t *b, const f
 template <attn_fp8_format fa, attn_fp8_format fb>
 inline void mma_m16n8k32_fp8(float *d, const uint32_t *a, const uint32_t *b, const float *c,
                              const char *what, const char *file, int line) {
-    uint32_t regs[32][6];
-    unsigned lane = gather_operands(regs, a, b, what, file, line), g = lane / 4, t = lane % 4;
-    // A[row][k] is byte k % 4 of register row / 8 + 2 (k / 16) in lane (row % 8) * 4 + (k % 16) /
-    // 4; B[k][col] byte k % 4 of register 4 + k / 16 (of `regs`) in lane col * 4 + (k % 16) / 4.
-    auto byte = [](uint32_t reg, unsigned k) { return static_cast<uint8_t>(reg >> 8 * (k % 4)); };
+    const uint32_t(*regs)[6] = gather_operands(a, b, what, file, line);
     float arow[2][32], bcol[2][32];
-    for (unsigned h = 0; h < 2; ++h)
-        for (unsigned k = 0; k < 32; ++k) {
-            arow[h][k] = attn_fp8_to_f32(byte(regs[g * 4 + (k % 16) / 4][h + 2 * (k / 16)], k), fa);
-            bcol[h][k] =
-                attn_fp8_to_f32(byte(regs[(2 * t + h) * 4 + (k % 16) / 4][4 + k / 16], k), fb);
-        }
+    detail::mma_operands_fp8(regs, lane_id(), fa, fb, arow, bcol);
     mma_accumulate<32>(d, arow, bcol, c, file, line);
 }
 
