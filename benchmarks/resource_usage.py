@@ -5,12 +5,16 @@ occupancy on H100 (sm_90) and A100 (sm_80). No GPU needed: it reads the gpu pres
 
 Where each figure comes from (every one measured on the built binaries, none typed by hand):
   registers, stack, local                  `cuobjdump --dump-resource-usage` of the binary
-  spill stores / loads, barriers,          `ptxas -v` run again on the PTX embedded in the same
-  static shared                            binary, with the ptxas options recorded in it (the
-                                           register and stack figures must then agree with the
-                                           binary's: the script checks it; cuobjdump's shared
-                                           figure for sm_90 adds the 1 KiB the driver reserves
-                                           per block, which occupancy() adds for every arch)
+  spill stores / loads, barriers,          ptxas's own report of the compile (`-Xptxas=-v`, kept
+  static shared                            beside each object by cmake/ptxas_log.sh for the
+                                           targets of attn_tabled_architectures), or where the
+                                           build kept none `ptxas -v` run again on the PTX
+                                           embedded in the same binary, with the ptxas options
+                                           recorded in it (the register and stack figures must
+                                           then agree with the binary's: the script checks it;
+                                           cuobjdump's shared figure for sm_90 adds the 1 KiB
+                                           the driver reserves per block, which occupancy() adds
+                                           for every arch)
   threads per block, dynamic shared        the kernels' registry entries (attn_kernel.launch_shape,
                                            which the launchers use): `bench_attention_gpu
                                            --launch-shapes`, no GPU needed; for the exercise
@@ -350,23 +354,7 @@ def resource_usage(cuobjdump, binary):
 def ptxas_info(ptxas, ptx, options):
     """{mangled: {registers, stack, spill_stores, spill_loads, barriers}} from ptxas -v."""
     log = run([ptxas] + options + ["-v", ptx, "-o", os.devnull])
-    out, func = {}, None
-    for line in log.splitlines():
-        m = re.search(r"Compiling entry function '(\S+)'", line)
-        if m:
-            func = m.group(1)
-            out[func] = {}
-        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads",
-                      line)
-        if m and func:
-            out[func].update(stack_bytes=int(m.group(1)), spill_store_bytes=int(m.group(2)),
-                             spill_load_bytes=int(m.group(3)))
-        m = re.search(r"Used (\d+) registers(?:, used (\d+) barriers)?", line)
-        if m and func:
-            out[func].update(registers=int(m.group(1)), barriers=int(m.group(2) or 0))
-            m = re.search(r"(\d+) bytes smem", line)
-            out[func]["static_shared_bytes"] = int(m.group(1)) if m else 0
-    return out
+    return {k: v for per_arch in parse_ptxas_report(log).values() for k, v in per_arch.items()}
 
 
 def tabled_usage(cuobjdump, ptxas, binary):
@@ -383,8 +371,55 @@ def tabled_usage(cuobjdump, ptxas, binary):
     return usage, spills
 
 
+def compile_reports(binary):
+    """{arch: ptxas_info} from the reports ptxas wrote when the binary's objects were compiled
+    (-Xptxas=-v, kept beside each object as <object>.ptxas by cmake/ptxas_log.sh: the targets of
+    attn_tabled_architectures), or None where an object has none or an older one."""
+    name = os.path.basename(binary)
+    if name.startswith("lib") and name.endswith(".a"):
+        name = name[3:-2]
+    objects = glob.glob(os.path.join(os.path.dirname(binary), "CMakeFiles", name + ".dir", "**",
+                                     "*.cu.o"), recursive=True)
+    if not objects:
+        return None
+    out = {}
+    for obj in objects:
+        report = obj + ".ptxas"
+        if not os.path.exists(report) or os.path.getmtime(report) < os.path.getmtime(obj):
+            return None
+        with open(report) as f:
+            for arch, info in parse_ptxas_report(f.read()).items():
+                out.setdefault(arch, {}).update(info)
+    return out
+
+
+def parse_ptxas_report(log):
+    """{arch: {mangled: {registers, stack, spill_stores, spill_loads, barriers}}} of ptxas -v's
+    report ("Compiling entry function '...' for 'sm_90'" starts each kernel's lines)."""
+    out, func = {}, None
+    for line in log.splitlines():
+        m = re.search(r"Compiling entry function '(\S+)' for '(\w+)'", line)
+        if m:
+            func = out.setdefault(m.group(2), {}).setdefault(m.group(1), {})
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads",
+                      line)
+        if m and func is not None:
+            func.update(stack_bytes=int(m.group(1)), spill_store_bytes=int(m.group(2)),
+                        spill_load_bytes=int(m.group(3)))
+        m = re.search(r"Used (\d+) registers(?:, used (\d+) barriers)?", line)
+        if m and func is not None:
+            func.update(registers=int(m.group(1)), barriers=int(m.group(2) or 0))
+            m = re.search(r"(\d+) bytes smem", line)
+            func["static_shared_bytes"] = int(m.group(1)) if m else 0
+    return out
+
+
 def spill_info(cuobjdump, ptxas, binary):
-    """{arch: ptxas_info} for every PTX embedded in the binary, recompiled with its options."""
+    """{arch: ptxas_info} for every PTX embedded in the binary: the build's own ptxas reports
+    (compile_reports), else ptxas run again on the embedded PTX with its options."""
+    reports = compile_reports(binary)
+    if reports is not None:
+        return reports
     with tempfile.TemporaryDirectory() as tmp:
         jobs = []
         for line in run([cuobjdump, "-xptx", "all", os.path.abspath(binary)], cwd=tmp).splitlines():

@@ -291,14 +291,18 @@ function(attn_not_in_sanitizers)
 endfunction()
 
 # attn_tabled_architectures(<name>...): the gpu targets of attn_cuda_library/_executable <name>
-# compiled for ATTN_TABLED_ARCHITECTURES (with their PTX, which the spill tables compile again) even
-# where ATTN_CUDA_ARCHITECTURES is narrower: scripts/test.sh compiles the rest for sm_90 alone
-# where no GPU answers (tests/README.md, "Time budgets"). Called beside the test that reads them.
+# compiled for ATTN_TABLED_ARCHITECTURES (with their PTX) even where ATTN_CUDA_ARCHITECTURES is
+# narrower: scripts/test.sh compiles the rest for sm_90 alone where no GPU answers
+# (tests/README.md, "Time budgets"). Their compiles keep ptxas's report (-Xptxas=-v) beside each
+# object (cmake/ptxas_log.sh), which the tables read rather than running ptxas again. Called
+# beside the test that reads them.
 function(attn_tabled_architectures)
   foreach(name IN LISTS ARGN)
     if(TARGET ${name}_gpu)
+      set(launcher "${ATTN_ROOT}/cmake/ptxas_log.sh" ${CMAKE_CUDA_COMPILER_LAUNCHER}) # (ccache...)
       set_target_properties(${name}_gpu PROPERTIES CUDA_ARCHITECTURES "${ATTN_TABLED_ARCHITECTURES}"
-                                                   ATTN_TABLED TRUE)
+                            ATTN_TABLED TRUE CUDA_COMPILER_LAUNCHER "${launcher}")
+      target_compile_options(${name}_gpu PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v>)
     endif()
   endforeach()
 endfunction()

@@ -3,7 +3,7 @@
 kernel (example 03's fa2_mma): registers per thread, spill stores and loads, stack frame, SASS
 instructions, and the occupancy they allow on an H100 (sm_90) and an A100 (sm_80). No GPU needed:
 it reads the gpu preset's binaries with the tools and rules of benchmarks/resource_usage.py
-(cuobjdump's resource usage, ptxas -v run again on the embedded PTX for the spills,
+(cuobjdump's resource usage, the compile's own ptxas -v report for the spills,
 cuda_occupancy.h's rules), and counts the SASS instructions of each kernel (cuobjdump -sass).
 
     python3 examples/08_flex_attention/ptxas_table.py            measure build/gpu, write

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Unit tests of benchmarks/resource_usage.py that need no GPU build: kernel names, the launch
 expressions, the occupancy rules (against values worked out by hand from cuda_occupancy.h), the
-spill verdict and the README tables. Standard library only."""
+spill verdict, the build's ptxas reports (read per architecture; a stale one ignored) and the
+README tables. Standard library only."""
 import copy
 import importlib.util
 import json
@@ -56,6 +57,53 @@ class TabledArchitectures(unittest.TestCase):
     def test_sass_without_ptx_is_refused(self):  # 90-real: SASS, no PTX to compile again
         with self.assertRaises(SystemExit):
             self.usage_of(["sm_80", "sm_90"], ["sm_80"])
+
+
+class CompileReports(unittest.TestCase):
+    """The reports cmake/ptxas_log.sh keeps beside each object (nvcc -Xptxas=-v)."""
+    REPORT = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_Z1kPf' for 'sm_80'
+ptxas info    : Function properties for _Z1kPf
+    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers, 1024 bytes smem, 360 bytes cmem[0]
+ptxas info    : Compiling entry function '_Z1kPf' for 'sm_90'
+ptxas info    : Function properties for _Z1kPf
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 96 registers, 360 bytes cmem[0]
+"""
+
+    def build(self, tmp, report_age):
+        """A library's build folder: libk_gpu.a, its object, and the report report_age s older."""
+        obj_dir = os.path.join(tmp, "CMakeFiles", "k_gpu.dir")
+        os.makedirs(obj_dir)
+        obj = os.path.join(obj_dir, "k.cu.o")
+        with open(obj, "w") as f:
+            f.write("")
+        with open(obj + ".ptxas", "w") as f:
+            f.write(self.REPORT)
+        t = os.path.getmtime(obj)
+        os.utime(obj + ".ptxas", (t - report_age, t - report_age))
+        return os.path.join(tmp, "libk_gpu.a")
+
+    def test_per_architecture(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            got = ru.compile_reports(self.build(tmp, 0))
+        self.assertEqual(got["sm_80"]["_Z1kPf"],
+                         {"stack_bytes": 8, "spill_store_bytes": 4, "spill_load_bytes": 4,
+                          "registers": 255, "barriers": 1, "static_shared_bytes": 1024})
+        self.assertEqual(got["sm_90"]["_Z1kPf"],
+                         {"stack_bytes": 0, "spill_store_bytes": 0, "spill_load_bytes": 0,
+                          "registers": 96, "barriers": 0, "static_shared_bytes": 0})
+
+    def test_stale_report_is_not_read(self):  # the object compiled again without a report
+        with tempfile.TemporaryDirectory() as tmp:
+            self.assertIsNone(ru.compile_reports(self.build(tmp, 60)))
+
+    def test_no_report(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            binary = self.build(tmp, 0)
+            os.remove(os.path.join(tmp, "CMakeFiles", "k_gpu.dir", "k.cu.o.ptxas"))
+            self.assertIsNone(ru.compile_reports(binary))
 
 
 class Launch(unittest.TestCase):
