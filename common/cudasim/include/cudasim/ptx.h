@@ -47,7 +47,8 @@ void ptx_row_read(void *dst, const void *row);
 void deliver_mma(uint64_t block, uint32_t warp, uint64_t flops, const char *file, int line);
 // src/ptx.cpp: this lane's two rows of A and two columns of B of an mma, from the warp's gathered
 // registers (regs[lane] = that lane's a[0..3], b[0..1]), converted to fp32 (out of line: the
-// checked build would otherwise see the FP8 table's reads as the kernel's global loads).
+// checked build would otherwise see the reads of the FP8 table and of the gathered registers as
+// the kernel's loads).
 void mma_operands_16(const uint32_t (*regs)[6], unsigned lane, bool bf16, float (&arow)[2][16],
                      float (&bcol)[2][16]);
 void mma_operands_fp8(const uint32_t (*regs)[6], unsigned lane, attn_fp8_format fa,
