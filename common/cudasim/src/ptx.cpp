@@ -60,6 +60,10 @@ struct fp8_tables {
 };
 const fp8_tables fp8; // filled before main(): no kernel runs earlier
 
+inline const float *fp8_table(attn_fp8_format f) {
+    return f == ATTN_FP8_E5M2 ? fp8.e5m2 : fp8.e4m3;
+}
+
 inline uint8_t byte_of(uint32_t reg, unsigned k) {
     return static_cast<uint8_t>(reg >> 8 * (k % 4));
 }
@@ -67,9 +71,7 @@ inline uint8_t byte_of(uint32_t reg, unsigned k) {
 } // namespace
 
 float mma_f16_to_f32(uint16_t h) { return f16_to_f32(h); }
-float mma_fp8_to_f32(uint8_t code, attn_fp8_format f) {
-    return (f == ATTN_FP8_E5M2 ? fp8.e5m2 : fp8.e4m3)[code];
-}
+float mma_fp8_to_f32(uint8_t code, attn_fp8_format f) { return fp8_table(f)[code]; }
 
 // m16n8k16: A[row][k] is in lane (row % 8) * 4 + (k % 8) / 2, register row / 8 + 2 * (k / 8);
 // B[k][col] in lane col * 4 + (k % 8) / 2, register 4 + k / 8 (of `regs`); the half is k % 2 in
@@ -97,8 +99,7 @@ void mma_operands_16(const uint32_t (*regs)[6], unsigned lane, bool bf16, float 
 void mma_operands_fp8(const uint32_t (*regs)[6], unsigned lane, attn_fp8_format fa,
                       attn_fp8_format fb, float (&arow)[2][32], float (&bcol)[2][32]) {
     unsigned g = lane / 4, t = lane % 4;
-    const float *ta = fa == ATTN_FP8_E5M2 ? fp8.e5m2 : fp8.e4m3;
-    const float *tb = fb == ATTN_FP8_E5M2 ? fp8.e5m2 : fp8.e4m3;
+    const float *ta = fp8_table(fa), *tb = fp8_table(fb);
     for (unsigned h = 0; h < 2; ++h)
         for (unsigned k = 0; k < 32; ++k) {
             arow[h][k] = ta[byte_of(regs[g * 4 + (k % 16) / 4][h + 2 * (k / 16)], k)];
