@@ -164,8 +164,14 @@ endif()
 # handler reports them, as in sim-check, and in sim-asan, whose -fsanitize=undefined has them;
 # the plain build checks the vector casts the rewriter marks). Next to ThreadSanitizer its cost
 # does not show.
+# sim-asan: the kernel sources (the rewritten .cu) unoptimised, the simulator and the harness at
+# the preset's -O1. ASan and UBSan check every access and operation of -O0 code (none optimised
+# away), and GCC compiles these template-heavy sources with both instrumentations in less than
+# half the time: tests/README.md, "The builds: what was weighed".
 if(ATTN_SANITIZER STREQUAL "tsan")
   set(ATTN_SIM_KERNEL_FLAGS -fsanitize=alignment)
+elseif(ATTN_SANITIZER STREQUAL "asan")
+  set(ATTN_SIM_KERNEL_FLAGS -O0)
 elseif(ATTN_SIM_CHECK)
   set(ATTN_SIM_KERNEL_FLAGS ${ATTN_SIM_CHECK_FLAGS})
 else()

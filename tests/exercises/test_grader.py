@@ -1003,6 +1003,13 @@ def main():
         list_cheats(args.exercise, args.list_cheats)
         return
     args.build_dir = os.path.abspath(args.build_dir)
+    # CTest runs these checks after the build: grade.py need not bring the grader's programs up
+    # to date again (ATTN_GRADER_BUILT), but in the class runs, the first check of each exercise,
+    # which runs that step as a grader would.
+    if args.check != "class":
+        os.environ["ATTN_GRADER_BUILT"] = "1"
+    else:
+        os.environ.pop("ATTN_GRADER_BUILT", None)
     checks = {"solution": check_solution, "skeleton": check_skeleton, "hang": check_hang,
               "crash": check_crash, "compile_error": check_compile_error, "class": check_class,
               "hidden": check_hidden, "usage": check_usage, "gradescope": check_gradescope,
