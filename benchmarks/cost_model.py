@@ -316,11 +316,23 @@ def dsa_sums(L, k, causal=True):
 
 @functools.lru_cache(maxsize=None)
 def _dsa_sums(L, k, causal):
-    vis = [a + 1 if causal else L for a in range(L)]
-    sel = [v for v in vis if v > k]
-    return DsaSums(sum(vis), sum(-(-v // TILE) for v in vis), sum(sel), len(sel),
-                   sum(min(v, k) for v in vis), sum(-(-min(v, k) // TILE) for v in vis),
-                   sum(v for v in sel if v > TOPK_CAND))
+    """The sums of DsaSums over the L queries, in closed form: causal, query a sees v = a + 1
+    keys (v = 1 .. L); otherwise every query sees v = L (tests/benchmarks/test_cost_model.py
+    checks both against the sums taken query by query)."""
+    def total(a, b):  # sum of v for v = a .. b
+        return (a + b) * (b - a + 1) // 2 if b >= a else 0
+
+    def tiles(n):  # sum of ceil(v / TILE) for v = 1 .. n
+        q, r = divmod(n, TILE)
+        return TILE * q * (q + 1) // 2 + r * (q + 1)
+
+    if not causal:
+        sel = L if L > k else 0  # every query selects, or none does
+        return DsaSums(L * L, L * -(-L // TILE), sel * L, sel, L * min(L, k),
+                       L * -(-min(L, k) // TILE), sel * L if L > TOPK_CAND else 0)
+    m = min(L, k)  # the queries v <= k take all their keys, the others k of them
+    return DsaSums(total(1, L), tiles(L), total(k + 1, L), L - m, total(1, m) + (L - m) * k,
+                   tiles(m) + (L - m) * -(-k // TILE), total(max(k, TOPK_CAND) + 1, L))
 
 
 def dsa_k_for(L, density):

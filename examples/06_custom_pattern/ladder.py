@@ -50,12 +50,15 @@ def kept_blocks(I, s, w):
 
 
 def rungs(I, s, w):
-    """How many key blocks query block I keeps under causality: the sinks, the local blocks, and
-    the rungs 2^m >= w not already among them (closed form, checked against kept_blocks)."""
-    local = set(range(max(0, I - w + 1), I + 1))
-    sink = set(range(min(s, I + 1)))
-    ladder = {I - (1 << m) for m in range(I.bit_length()) if (1 << m) >= w and I - (1 << m) >= 0}
-    return len(local | sink | ladder)
+    """How many key blocks query block I keeps under causality (closed form, checked against
+    kept_blocks): the local blocks I-w+1 .. I, then the sinks 0 .. s-1 below them, then the rungs
+    I - 2^m with 2^m >= w (so below the local blocks) that are not sinks (I - 2^m >= s): one for
+    each power of two from the first >= w up to I - s."""
+    local = min(w, I + 1)
+    sinks = max(0, min(s, I + 1 - local))
+    top = I - s  # the largest 2^m a rung may take
+    ladder = max(0, top.bit_length() - (w - 1).bit_length()) if top >= 1 else 0
+    return local + sinks + ladder
 
 
 @functools.lru_cache(maxsize=None)

@@ -8,7 +8,8 @@ python.cost_model, about 5 s):
     the busiest query tile, and the masked tiles where every tile is whole;
   * crossover.compute_geometry (the cache of the quality patterns' geometry) agrees with the
     model's own geometry where both exist;
-  * the density solvers reach their target (window, ladder, DSA's k);
+  * the density solvers reach their target (window, ladder, DSA's k), and the DSA sums' closed
+    forms equal the sums taken query by query;
   * fit_device recovers the times of a model whose parameters were changed, from those times
     alone (the fit is what gpu.sh's results go through), and a made-up GPU results folder in the
     benchmarks' schema goes through crossover.py's fit table (with the measured speed-ups), the
@@ -97,6 +98,24 @@ def check_solvers(c):
     c.expect((s.visible, s.select_rows, s.selected) == (200 * 201 // 2, 200 - 64,
                                                        64 * 65 // 2 + 136 * 64),
              f"dsa_sums(200, 64): {s}")
+
+
+def check_dsa_sums(c):
+    """The closed forms of cost_model's DSA sums against the sums taken query by query (the
+    visible keys v of each query: a + 1 for query a under causality, else L)."""
+    for L in (1, 63, 64, 65, 200, 4097, 5000):
+        for k in (0, 1, 64, 100, 4096, 6000):
+            for causal in (True, False):
+                vis = [a + 1 if causal else L for a in range(L)]
+                sel = [v for v in vis if v > k]
+                want = (sum(vis), sum(-(-v // cm.TILE) for v in vis), sum(sel), len(sel),
+                        sum(min(v, k) for v in vis), sum(-(-min(v, k) // cm.TILE) for v in vis),
+                        sum(v for v in sel if v > cm.TOPK_CAND))
+                s = cm.dsa_sums(L, k, causal)
+                got = (s.visible, s.ktiles, s.select_visible, s.select_rows, s.selected,
+                       s.atiles, s.long_visible)
+                c.expect(got == want, f"dsa_sums({L}, {k}, causal={causal}): {got}, "
+                                      f"query by query {want}")
 
 
 def check_fit(c):
@@ -264,6 +283,6 @@ def check_bad_input(c):
 
 if __name__ == "__main__":
     sys.exit(attn_testing.main(__doc__, [check_geometry, check_geometry_cache, check_solvers,
-                                         check_fit, check_gpu_results, check_frontier,
+                                         check_dsa_sums, check_fit, check_gpu_results, check_frontier,
                                          check_break_even,
                                          check_bad_input]))
