@@ -69,7 +69,9 @@ def planted(cmake):
             os.makedirs(src)
             with open(os.path.join(src, "CMakeLists.txt"), "w") as f:
                 f.write(PLANTED.format(root=ROOT, write=write))
-            got = rewritten(cmake, src, os.path.join(tmp, "build"), [])
+            # the sim backend named: "auto" would look for a GPU (nvidia-smi, a CUDA probe),
+            # 4 of the 5 s of each first configure here
+            got = rewritten(cmake, src, os.path.join(tmp, "build"), ["-DATTN_BACKENDS=sim"])
             caught = "generated.c" in got
             print(f"planted {write.rstrip('(')}: generated.c "
                   f"{'written again' if caught else 'left alone'}")
