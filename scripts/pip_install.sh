@@ -12,6 +12,7 @@
 set -uo pipefail
 py="${1:?usage: scripts/pip_install.sh PYTHON ARGS...}"
 shift
+[ -x "$py" ] || { echo "error: scripts/pip_install.sh: no Python at $py" >&2; exit 1; }
 
 if "$py" -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)' 2>/dev/null; then
     uv="$(dirname "$py")/uv"

@@ -100,9 +100,10 @@ def check_solvers(c):
              f"dsa_sums(200, 64): {s}")
 
 
-def check_dsa_sums(c):
-    """The closed forms of cost_model's DSA sums against the sums taken query by query (the
-    visible keys v of each query: a + 1 for query a under causality, else L)."""
+def dsa_sums_differ(sums):
+    """Where sums(L, k, causal) (a DsaSums) differs from the sums taken query by query (the
+    visible keys v of each query: a + 1 for query a under causality, else L): a list of lines."""
+    out = []
     for L in (1, 63, 64, 65, 200, 4097, 5000):
         for k in (0, 1, 64, 100, 4096, 6000):
             for causal in (True, False):
@@ -111,11 +112,27 @@ def check_dsa_sums(c):
                 want = (sum(vis), sum(-(-v // cm.TILE) for v in vis), sum(sel), len(sel),
                         sum(min(v, k) for v in vis), sum(-(-min(v, k) // cm.TILE) for v in vis),
                         sum(v for v in sel if v > cm.TOPK_CAND))
-                s = cm.dsa_sums(L, k, causal)
+                s = sums(L, k, causal)
                 got = (s.visible, s.ktiles, s.select_visible, s.select_rows, s.selected,
                        s.atiles, s.long_visible)
-                c.expect(got == want, f"dsa_sums({L}, {k}, causal={causal}): {got}, "
-                                      f"query by query {want}")
+                if got != want:
+                    out.append(f"dsa_sums({L}, {k}, causal={causal}): {got}, query by query {want}")
+    return out
+
+
+def check_dsa_sums(c):
+    """The closed forms of cost_model's DSA sums against the sums taken query by query; and the
+    comparison itself, against a planted closed form whose key tiles round down (v // TILE)."""
+    bad = dsa_sums_differ(cm.dsa_sums)
+    c.expect(not bad, "the DSA sums' closed forms equal the sums query by query"
+                      + ("".join("\n  " + b for b in bad[:5])))
+
+    def planted(L, k, causal):
+        s = cm.dsa_sums(L, k, causal)
+        s.ktiles = L * L // cm.TILE if not causal else sum(v // cm.TILE for v in range(1, L + 1))
+        return s
+    c.expect(bool(dsa_sums_differ(planted)),
+             "a planted closed form (key tiles rounded down) is caught")
 
 
 def check_fit(c):
