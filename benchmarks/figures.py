@@ -4,9 +4,10 @@ that drawing it again gives the same figure: a figure is either reproduced from 
 not tracked.
 
     python benchmarks/figures.py            redraw every committed figure in place
-    python benchmarks/figures.py --check    redraw them in a scratch copy of the tracked files and
-                                            compare them with the committed ones (CTest
-                                            python.figures_reproduce)
+    python benchmarks/figures.py --check    redraw them in a scratch copy of the tracked files
+                                            (without the committed figures: each must be drawn
+                                            again) and compare them with the committed ones
+                                            (CTest python.figures_reproduce)
     python benchmarks/figures.py --list     the commands and the figures each draws
     python benchmarks/figures.py --compare A.png B.png   the comparison of two files, alone
 
@@ -53,9 +54,9 @@ FIGURES = [
      ["examples/05_deepseek_sparse/images/cost_curves.png"]),
     (["examples/06_custom_pattern/ladder.py", "--plot", "examples/06_custom_pattern/images"],
      ["examples/06_custom_pattern/images/ladder_*.png"]),
-    (["examples/06_custom_pattern/make_tables.py", "--figures"],
+    (["examples/06_custom_pattern/make_tables.py", "--figure-only"],
      ["examples/06_custom_pattern/images/quality.png"]),
-    (["quality/report.py"], ["quality/results/*.png"]),
+    (["quality/report.py", "--figures"], ["quality/results/*.png"]),
     (["benchmarks/io_complexity.py", "--plot"], ["examples/*/images/io_complexity.png"]),
     (["benchmarks/plot.py", SIM_RESULTS], [SIM_RESULTS + "/plots/*.png"]),
     (["benchmarks/plot.py", H200_RESULTS], [H200_RESULTS + "/plots/*.png"]),
@@ -149,6 +150,22 @@ def draw(root, fork=False):
     return failed
 
 
+def compared(root, copy, figures):
+    """The problems of the figures drawn again in copy against root's: each of figures (paths
+    relative to both) must be there, drawn by its command (--check removes them from the copy
+    first: a command that does not draw its figure leaves it missing), and be the same figure."""
+    problems = []
+    for f in figures:
+        if not os.path.isfile(os.path.join(copy, f)):
+            problems.append(f"{f}: not drawn again by its command")
+            continue
+        why = differs(os.path.join(root, f), os.path.join(copy, f))
+        if why:
+            problems.append(f"{f}: drawn again, another figure: {why} (run python "
+                            "benchmarks/figures.py with the pinned Matplotlib)")
+    return problems
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true")
@@ -184,12 +201,11 @@ def main(argv):
                     os.makedirs(os.path.dirname(os.path.join(copy, f)), exist_ok=True)
                     shutil.copy2(os.path.join(ROOT, f), os.path.join(copy, f))
             subprocess.run(["git", "init", "-q"], cwd=copy, check=True)  # for scripts that ask git
+            drawn = [f for f in figures if owner[f]]
+            for f in drawn:  # each must be drawn again, not left from the copy
+                os.remove(os.path.join(copy, f))
             problems += draw(copy, fork=True)
-            for f in figures:
-                why = differs(os.path.join(ROOT, f), os.path.join(copy, f)) if owner[f] else ""
-                if why:
-                    problems.append(f"{f}: drawn again, another figure: {why} (run python "
-                                    "benchmarks/figures.py with the pinned Matplotlib)")
+            problems += compared(ROOT, copy, drawn)
     return verdict(problems, f"PASS ({len(figures)} figures, {len(FIGURES)} commands)")
 
 

@@ -39,6 +39,14 @@ set(ATTN_TABLED_ARCHITECTURES "80;90")
 # assembled in less time (example 09's decode.cu for sm_90: 30 s, 12 s), but its SASS is not
 # what a GPU would run, so the kernels whose registers and spills are tabled
 # (attn_tabled_architectures) keep the full optimisation.
+# The cells of the {fp16, bf16} x {64, 128} grid that the simulator builds' kernel sources compile
+# (ATTN_GRID_CELLS, common/device/dispatch.cuh: a bit per cell), where not all four: sim-tsan
+# compiles fp16 at D = 64 alone (0x1), the cell of every case it runs (a race is a matter of
+# barriers and threads, the same in every cell of one template; the other builds run the others),
+# in 60 % of the CPU time (example 08's source under ThreadSanitizer: 3.7 s instead of 8.0 s).
+# A case asking for another cell stops with exit status 2 and names the cell.
+set(ATTN_SIM_GRID_CELLS "" CACHE STRING
+    "Cells of the dtype x D grid the simulator's kernel sources compile (empty: all four)")
 option(ATTN_GPU_COMPILE_CHECK "gpu backend: device code at -O1, for a build that is never run" OFF)
 
 set(CMAKE_C_STANDARD 11)
@@ -223,6 +231,9 @@ function(attn_cuda_sources out backend)
       # the cells of the dtype x D grid it compiles, where not all four (planted_grid,
       # tests/examples/CMakeLists.txt; device/dispatch.cuh)
       get_source_file_property(cells "${abs}" ATTN_GRID_CELLS)
+      if(NOT cells AND ATTN_SIM_GRID_CELLS)
+        set(cells ${ATTN_SIM_GRID_CELLS})
+      endif()
       if(cells)
         list(APPEND flags -DATTN_GRID_CELLS=${cells})
       endif()
@@ -273,8 +284,10 @@ endfunction()
 # default build (EXCLUDE_FROM_ALL): a program none of that preset's tests (labels cudasim, tsan)
 # runs, such as an example's own checkers, whose tests the other builds run.
 # attn_not_in_sanitizers(<target>...): the same in sim-asan and sim-tsan both: a program neither
-# preset's tests run (example 11's, whose ranks run inside Open MPI; the tools that write a
-# README's tables).
+# preset's tests run (example 11's, whose ranks run inside Open MPI).
+# attn_plain_builds_only(<target>...): the same in sim-asan, sim-tsan and the checked build
+# (sim-check): a program none of their tests runs (the tools that write a README's tables, the
+# simulator's own benchmark).
 # <target> is a program or library of attn_cuda_executable/_library (its _sim target) or a plain
 # target.
 function(_attn_exclude_from_all)
@@ -292,6 +305,11 @@ function(attn_not_in_tsan)
 endfunction()
 function(attn_not_in_sanitizers)
   if(ATTN_SANITIZER)
+    _attn_exclude_from_all(${ARGN})
+  endif()
+endfunction()
+function(attn_plain_builds_only)
+  if(ATTN_SANITIZER OR ATTN_SIM_CHECK)
     _attn_exclude_from_all(${ARGN})
   endif()
 endfunction()
@@ -406,9 +424,11 @@ function(attn_add_test name)
 endfunction()
 
 # Used by an example's CMakeLists.txt when it is the top-level project: brings in the harness
-# and the simulator from the chapter's common/ folder.
+# and the simulator from the chapter's common/ folder (ATTN_STANDALONE: the chapter's own tools,
+# such as the simulator's benchmark, stay out of that build).
 macro(attn_standalone_setup)
   if(NOT TARGET attn_harness_sim AND NOT TARGET attn_harness_gpu)
+    set(ATTN_STANDALONE TRUE)
     enable_testing()
     add_subdirectory("${ATTN_ROOT}/common" "${CMAKE_BINARY_DIR}/_attn_common")
   endif()

@@ -20,10 +20,11 @@
  * Every program a learner builds compiles the four. Some test builds compile fewer: a planted
  * copy of a kernel source the cells its test's arguments reach (tests/examples/CMakeLists.txt,
  * planted_grid), the standalone builds one, as they ask only whether a folder builds on its own
- * (tests/standalone_build.cmake); the other cells, the same template, are compiled by the plain
- * build. A call for a cell the build left out stops the program with exit status 2 and a line
- * that names the cell. A launcher templated on the dtype alone (or D alone) is compiled for each
- * dtype (D) that some cell of the build has. */
+ * (tests/standalone_build.cmake), the ThreadSanitizer build (sim-tsan) one, fp16 at D = 64, the
+ * cell of every case it runs (ATTN_SIM_GRID_CELLS, cmake/attn.cmake); the other cells, the same
+ * template, are compiled by the plain build. A call for a cell the build left out stops the
+ * program with exit status 2 and a line that names the cell. A launcher templated on the dtype
+ * alone (or D alone) is compiled for each dtype (D) that some cell of the build has. */
 #ifndef ATTN_DISPATCH_CUH
 #define ATTN_DISPATCH_CUH
 

@@ -9,6 +9,8 @@ verdict word between <!-- verdict SET|A|B --> markers (quality/report.py).
     python make_tables.py            rewrite the tables (and with --figures the report's figure)
     python make_tables.py --check    exit 1 if a table or verdict differs from its result files
                                      (a CTest)
+    python make_tables.py --figure-only   draw the report's figure alone (benchmarks/figures.py:
+                                     the tables have their own check)
 
 The ladder is compared with each contender on the same windows of a window set
 (quality/windowsets.py: 32 windows per text and length): the paired t-test and the sign-flip test
@@ -258,7 +260,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--figures", action="store_true")
+    ap.add_argument("--figure-only", action="store_true")
     args = ap.parse_args(argv)
+    if args.figure_only:
+        figure()
+        return 0
     ok = all([rewrite(os.path.join(HERE, f), args.check) for f in ("README.md", "REPORT.md")])
     if args.figures:
         figure()

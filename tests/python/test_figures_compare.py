@@ -2,8 +2,9 @@
 """test_figures_compare.py — the figure comparison of benchmarks/figures.py (CTest
 python.figures_compare): a committed figure drawn again from the same data is the same figure,
 and stays so with a few pixels of another machine's antialiasing; drawn from changed data it is
-another figure. Uses the committed memory model figure (benchmarks/memory_analysis.py) and
-writes only into a scratch folder. Prints "N passed, M failed"; exit 0 or 1.
+another figure; --check's comparison fails for a figure that its command did not draw again.
+Uses the committed memory model figure (benchmarks/memory_analysis.py) and writes only into a
+scratch folder. Prints "N passed, M failed"; exit 0 or 1.
 """
 import os
 import shutil
@@ -78,6 +79,19 @@ def main():
         copy = os.path.join(tmp, "copy.png")
         shutil.copyfile(COMMITTED, copy)
         check("a copy", COMMITTED, copy, True)
+        # --check's comparison of a scratch copy: a figure its command did not draw again (the
+        # copy's figures are removed before the commands run) is missing there, and fails
+        root, scratch = os.path.dirname(COMMITTED), os.path.join(tmp, "scratch")
+        os.makedirs(scratch)
+        name = os.path.basename(COMMITTED)
+        got = figures.compared(root, scratch, [name])
+        ok = len(got) == 1 and "not drawn again" in got[0]
+        results.append(ok)
+        print(f"{'ok  ' if ok else 'FAIL'} a figure not drawn again: {got}")
+        shutil.copyfile(COMMITTED, os.path.join(scratch, name))
+        got = figures.compared(root, scratch, [name])
+        results.append(got == [])
+        print(f"{'ok  ' if got == [] else 'FAIL'} the same figure drawn again: {got or 'no problem'}")
     print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
     return 0 if all(results) else 1
 
