@@ -10,8 +10,10 @@
  * Also --v-tile-scale F: V's odd blocks of 128 keys times F, so that V's block scales differ
  * from tile to tile (O is kept in units of the current tile's V scale); --corrupt-scale F: V's
  * first scale multiplied by F on the device after the pre-pass (a planted wrong scale, which the
- * checks must catch); --check-rows N: the attention checks on the first N rows (in memory order:
- * head 0's first) only, for long runs on a GPU; --json FILE: one line of the errors.
+ * checks must catch); --corrupt-lse X: X added to the first row's LSE on the device after the
+ * attention (a planted wrong LSE with a right O: the LSE check alone must catch it); --check-rows
+ * N: the attention checks on the first N rows (in memory order: head 0's first) only, for long runs
+ * on a GPU; --json FILE: one line of the errors.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -31,7 +33,7 @@
 
 typedef struct fp8_opts {
     int no_hadamard;
-    const char *outliers, *corrupt, *v_tiles;
+    const char *outliers, *corrupt, *v_tiles, *corrupt_lse;
 } fp8_opts;
 
 static const attn_option fp8_options[] = {
@@ -43,6 +45,8 @@ static const attn_option fp8_options[] = {
      ATTN_OPTION_TEXT, offsetof(fp8_opts, v_tiles), 0, 0, NULL, "1", NULL},
     {"--corrupt-scale", "F", "V's first block scale times F after the pre-pass (a planted bug)",
      ATTN_OPTION_TEXT, offsetof(fp8_opts, corrupt), 0, 0, NULL, "1", NULL},
+    {"--corrupt-lse", "X", "X added to the first row's LSE after the attention (a planted bug)",
+     ATTN_OPTION_TEXT, offsetof(fp8_opts, corrupt_lse), 0, 0, NULL, "0", NULL},
 };
 
 static const attn_kernel fp8_kernel_info[] = {
@@ -130,7 +134,7 @@ typedef struct fp8_run {
     attn_cli cli;
     fp8_opts fo;
     attn_problem p;
-    double outliers, corrupt, v_tiles;
+    double outliers, corrupt, v_tiles, corrupt_lse;
     bool hadamard, on_sim;
     attn_host_inputs in;
     fa3_fp8_args a; /* the device buffers */
@@ -143,11 +147,13 @@ static void usage(void) {
     printf("usage: flash3_fp8 [-B N] [-H N] [-L N | --lq N --lk N] [-D 64|128] [--causal]\n"
            "  [--dtype f16|bf16] [--scale X] [--amplitude X] [--seed N]\n"
            "  [--no-hadamard] [--outliers F] [--v-tile-scale F] [--corrupt-scale F]\n"
+           "  [--corrupt-lse X]\n"
            "  [--check-only | --reps N] [--check-rows N] [--json FILE] [--quiet]\n"
            "Example 10's version 4 (FP8 e4m3 forward): the pre-pass and attention on the codes,\n"
            "checked against fp64 (flash3_fp8_check.c). --outliers F: channels 7 and 37 of Q and\n"
            "K times F; --v-tile-scale F: V's odd blocks of 128 keys times F; --corrupt-scale F:\n"
-           "V's first block scale times F on the device (a planted bug); --check-rows N: the\n"
+           "V's first block scale times F on the device (a planted bug); --corrupt-lse X: X\n"
+           "added to the first row's LSE on the device (a planted bug); --check-rows N: the\n"
            "attention checks on the first N rows only. Defaults: B=1 H=1 L=200 D=64 f16 on the\n"
            "simulator, B=2 H=16 L=4096 D=128 on a GPU. Exit status: 0 every check passed, 1 a\n"
            "failure, 2 usage, 77 no GPU.\n");
@@ -178,6 +184,12 @@ static int parse(fp8_run *r, int argc, char **argv, bool *help) {
         (rc = parse_factor("--corrupt-scale", r->fo.corrupt, &r->corrupt)) ||
         (rc = parse_factor("--v-tile-scale", r->fo.v_tiles, &r->v_tiles)))
         return rc;
+    if (attn_cli_parse_real("--corrupt-lse", r->fo.corrupt_lse, &r->corrupt_lse, err, sizeof err) ||
+        !isfinite(r->corrupt_lse)) {
+        fprintf(stderr, "error: --corrupt-lse takes a finite number (got '%s')\n",
+                r->fo.corrupt_lse);
+        return ATTN_EXIT_USAGE;
+    }
     r->hadamard = !r->fo.no_hadamard;
     return 0;
 }
@@ -245,7 +257,8 @@ static int device_buffers(fp8_run *r) {
     return attn_device_fill_nan_output(p, a->o, a->lse);
 }
 
-/* The pre-pass, --corrupt-scale's planted scale, then attention on the codes. */
+/* The pre-pass, --corrupt-scale's planted scale, attention on the codes, then --corrupt-lse's
+ * planted LSE. */
 static int run_kernels(fp8_run *r) {
     fa3_fp8_args *a = &r->a;
     attn_device_label_launches("10_flash_attention_3", "fa3_fp8_quantize");
@@ -262,6 +275,12 @@ static int run_kernels(fp8_run *r) {
     fa3_fp8_attention(a, 0);
     ATTN_CUDA_TRY(cudaGetLastError());
     ATTN_CUDA_TRY(cudaDeviceSynchronize());
+    if (r->corrupt_lse != 0.0) {
+        float l0;
+        TRY(attn_to_host(&l0, a->lse, 4));
+        l0 = (float)(l0 + r->corrupt_lse);
+        TRY(attn_to_device(a->lse, &l0, 4));
+    }
     return 0;
 }
 
