@@ -257,6 +257,14 @@ static int device_buffers(fp8_run *r) {
     return attn_device_fill_nan_output(p, a->o, a->lse);
 }
 
+/* A planted bug: the first float of the device buffer dev made x * mul + add. */
+static int plant_first(void *dev, double mul, double add) {
+    float x;
+    TRY(attn_to_host(&x, dev, 4));
+    x = (float)(x * mul + add);
+    return attn_to_device(dev, &x, 4);
+}
+
 /* The pre-pass, --corrupt-scale's planted scale, attention on the codes, then --corrupt-lse's
  * planted LSE. */
 static int run_kernels(fp8_run *r) {
@@ -265,22 +273,14 @@ static int run_kernels(fp8_run *r) {
     fa3_fp8_quantize(a, 0);
     ATTN_CUDA_TRY(cudaGetLastError());
     ATTN_CUDA_TRY(cudaDeviceSynchronize());
-    if (r->corrupt != 1.0) {
-        float s0;
-        TRY(attn_to_host(&s0, a->v_scale, 4));
-        s0 = (float)(s0 * r->corrupt);
-        TRY(attn_to_device(a->v_scale, &s0, 4));
-    }
+    if (r->corrupt != 1.0)
+        TRY(plant_first(a->v_scale, r->corrupt, 0.0));
     attn_device_label_launches("10_flash_attention_3", "fa3_fp8");
     fa3_fp8_attention(a, 0);
     ATTN_CUDA_TRY(cudaGetLastError());
     ATTN_CUDA_TRY(cudaDeviceSynchronize());
-    if (r->corrupt_lse != 0.0) {
-        float l0;
-        TRY(attn_to_host(&l0, a->lse, 4));
-        l0 = (float)(l0 + r->corrupt_lse);
-        TRY(attn_to_device(a->lse, &l0, 4));
-    }
+    if (r->corrupt_lse != 0.0)
+        TRY(plant_first(a->lse, 1.0, r->corrupt_lse));
     return 0;
 }
 
