@@ -10,7 +10,8 @@ forks, which starts with them imported and runs the test's script as `python scr
     preload.py stop SOCKET          stops it once its running tests end (the fixture's cleanup);
                                     says how many tests ran and the CPU time of the server and
                                     its children (a daemon: no caller's CPU time counts it; its
-                                    LOG's line `cpu_seconds N` is what scripts/test.sh adds)
+                                    LOG's line `cpu_seconds N` is what scripts/test.sh adds;
+                                    a line `cpu S s  SCRIPT ARGS` per test before it)
     preload.py run SOCKET SCRIPT [ARGS...]
                                     `python SCRIPT ARGS` in a child of the server: the child gets
                                     this process's stdin, stdout, stderr, working directory and
@@ -133,6 +134,7 @@ def serve(path):
     os.umask(umask)
     listener.listen(16)
     children = {}  # pid -> the connection of its `run`
+    scripts = {}  # pid -> its script and arguments, for the log's line of its CPU time
     served = 0
     stopping = False
     idle_since = time.time()
@@ -166,6 +168,7 @@ def serve(path):
                 for fd in fds:
                     os.close(fd)
                 children[pid] = conn
+                scripts[pid] = " ".join(os.path.basename(a) for a in request["argv"])
                 served += 1
                 send_msg(conn, {"pid": pid})
             else:  # a `run` went away (CTest's timeout): its test with it
@@ -175,9 +178,13 @@ def serve(path):
                 except OSError:
                     pass  # gone already
         while children:
-            pid, wait = os.waitpid(-1, os.WNOHANG)
+            pid, wait, usage = os.wait4(-1, os.WNOHANG)
             if pid == 0:
                 break
+            # what each test cost (the child and the processes it waited for), for whoever
+            # looks for the costly ones
+            print(f"cpu {usage.ru_utime + usage.ru_stime:7.1f} s  {scripts.pop(pid, '?')}",
+                  flush=True)
             conn = children.pop(pid, None)
             if conn is not None:
                 try:
