@@ -82,8 +82,7 @@ wait_for_python() {
 # Every preset is configured and built by one make over one pool of $JOBS jobs (a GNU make
 # jobserver that the presets' own Makefiles share): while one preset's build runs a single job (its
 # configure, a link, the simulator's translator), another preset's compiles fill the other cores.
-# The sim preset's tests run beside the rest of the pool once it is built, the other presets' tests
-# preset by preset after it (below). Measured: tests/README.md, "Time budgets".
+# The tests then run preset by preset, alone on the machine. Measured: tests/README.md, "Time budgets".
 # Where no GPU answers, the gpu preset is a compile check (its tests skip): it compiles for sm_90
 # alone (the Hopper code of example 10 and the FP8 paths need it), except the kernels whose
 # registers and spills are tabled for sm_80 and sm_90 (attn_tabled_architectures,
@@ -99,14 +98,12 @@ preset_args() {
     [ "$1" = gpu ] && pargs=("-DATTN_CUDA_ARCHITECTURES=$gpu_archs" "-DATTN_GPU_COMPILE_CHECK=$gpu_check")
     return 0
 }
-# The presets that need the interpreter: each is configured with it in the pool already when the
-# set-up is done by then (setup.ok), or configured again there right after its build, while the
-# other presets' compiles go on (marker <preset>.python); what is left is done just before that
-# preset's tests (ready_to_test).
+# The presets that need the interpreter (below: "configure again with it"): each is configured with
+# it in the pool already when the set-up is done by then (setup.ok), or configured again there
+# right after its build, while the other presets' compiles go on (marker <preset>.python); only
+# what is left is done after the pool, one preset at a time.
 python_presets=" sim gpu sim-check "
-# start_builds <preset>...: writes the pool's makefile and starts it in the background (build_pid);
-# check_builds <preset>..., once it has ended: which configure or build failed.
-start_builds() {
+build_presets() {
     local mk="$results/build.mk" p t=$'\t' args ok="$results/setup.ok" py
     for p in "$@"; do
         preset_args "$p"
@@ -128,11 +125,7 @@ ${t}  touch "$results/$p.python"; fi; true
 ${t}@touch "$results/$p.built"; printf '\\033[1m==> [%s] built\\033[0m\\n' $p
 MK
     done >"$mk"
-    make -k -j "$JOBS" --no-print-directory -f "$mk" "$@" &
-    build_pid=$!
-}
-check_builds() {
-    local p
+    make -k -j "$JOBS" --no-print-directory -f "$mk" "$@" || true
     for p in "$@"; do
         if [ ! -f "$results/$p.configured" ]; then
             cat "$results/$p.configure.log"
@@ -143,25 +136,30 @@ check_builds() {
         fi
     done
 }
-# ready_to_test <preset>: a preset that needs the interpreter and was built without it while the
-# set-up ran is configured again with it (sim: adds the Python suites and what they build; gpu:
-# the resource tables' tests, which read the binaries with .venv's cuobjdump where the CUDA
-# toolkit has none; sim-check: example 12's library on a Hugging Face module's weights, which
-# needs transformers). Fails (and says why) if that configure or build fails.
-ready_to_test() {
-    local preset=$1
-    [[ "$python_presets" == *" $preset "* ]] && [ $background_setup -eq 1 ] &&
-        [ ! -f "$results/$preset.python" ] || return 0
-    wait_for_python
-    preset_args "$preset"
-    if ! cmake --preset "$preset" "${pargs[@]}" "${py_flag[@]}" >>"$results/$preset.configure.log" 2>&1 ||
-        ! cmake --build --preset "$preset" -j "$JOBS" >>"$results/$preset.build.log" 2>&1; then
-        tail -40 "$results/$preset.configure.log" "$results/$preset.build.log"
-        failed_presets+=("$preset(configure with Python)")
-        return 1
+start=$SECONDS
+say "configure + build: ${presets[*]} (logs: $results/<preset>.build.log)"
+build_presets "${presets[@]}"
+background_setup=0
+[ -n "$setup_pid" ] && background_setup=1
+for preset in "${presets[@]}"; do
+    [ -f "$results/$preset.built" ] || continue
+    if [[ "$python_presets" == *" $preset "* ]] && [ $background_setup -eq 1 ] &&
+        [ ! -f "$results/$preset.python" ]; then
+        # Built without the interpreter while the set-up ran: configure again with it (sim: adds
+        # the Python suites and what they build; gpu: the resource tables' tests, which read the
+        # binaries with .venv's cuobjdump where the CUDA toolkit has none; sim-check: example
+        # 12's library on a Hugging Face module's weights, which needs transformers).
+        wait_for_python
+        preset_args "$preset"
+        if ! cmake --preset "$preset" "${pargs[@]}" "${py_flag[@]}" >>"$results/$preset.configure.log" 2>&1 ||
+            ! cmake --build --preset "$preset" -j "$JOBS" >>"$results/$preset.build.log" 2>&1; then
+            tail -40 "$results/$preset.configure.log" "$results/$preset.build.log"
+            failed_presets+=("$preset(configure with Python)")
+            continue
+        fi
     fi
-    touch "$results/$preset.python"
-}
+done
+say "built in $((SECONDS - start)) s"
 # require_registered <preset> <what> <ctest selection...>: fails the run unless the selection
 # names at least one test of <preset>.
 require_registered() {
@@ -170,15 +168,15 @@ require_registered() {
     n=$(ctest --preset "$preset" -N "$@" | awk '/Total Tests:/{print $3}')
     [ "${n:-0}" -gt 0 ] && return 0
     echo "error: $preset: no test matches $* ($what): not registered"
-    echo "$preset($what)" >>"$results/failed"
+    failed_presets+=("$preset($what)")
 }
-# test_preset <preset> [log]: its tests (CTest, $JOBS at a time), their results in
-# $results/<preset>.xml, CTest's output on the terminal or, with log, into that file (then its
-# summary and the failed tests' names on the terminal). A failure is recorded in $results/failed,
-# which a run in the background writes as well.
-test_preset() {
-    local preset=$1 log=${2:-} test_preset=$1 t0=$SECONDS rc=0
-    say "[$preset] testing${log:+ (log: $log)}"
+# The Python tests' preload server is a daemon (tests/python/preload.py): no process this script
+# waits for counts its CPU time, so its log says it (cpu_seconds), added below; none left over.
+rm -f "$ROOT"/build/*/python_preload.log
+for preset in "${presets[@]}"; do
+    [ -f "$results/$preset.built" ] || continue
+    say "[$preset] testing"
+    start=$SECONDS
     # With Python set up, these must be registered: never pass by not running them.
     if [ $python -eq 1 ] && [ $fast -eq 0 ]; then
         case $preset in
@@ -188,55 +186,12 @@ test_preset() {
         sim-check) require_registered sim-check transformers -R '^example12\.library_checked$' ;;
         esac
     fi
+    test_preset=$preset
     [ $fast -eq 0 ] || test_preset=sim-fast
-    if [ -n "$log" ]; then
-        ctest --preset "$test_preset" -j "$JOBS" --output-junit "$results/$preset.xml" >"$log" 2>&1 || rc=$?
-        sed -n '/tests passed, /p; /^The following tests/,$p' "$log"
-    else
-        ctest --preset "$test_preset" -j "$JOBS" --output-junit "$results/$preset.xml" || rc=$?
-    fi
-    [ $rc -eq 0 ] || echo "$preset" >>"$results/failed"
-    say "[$preset] tested in $((SECONDS - t0)) s"
-}
-start=$SECONDS
-background_setup=0
-[ -n "$setup_pid" ] && background_setup=1
-# The Python tests' preload server is a daemon (tests/python/preload.py): no process this script
-# waits for counts its CPU time, so its log says it (cpu_seconds), added below; none left over.
-rm -f "$ROOT"/build/*/python_preload.log
-say "configure + build: ${presets[*]} (logs: $results/<preset>.build.log)"
-start_builds "${presets[@]}"
-# The sim preset's tests do not wait for the other presets' builds: they start once it is built
-# (it is first in the pool) and run in the background beside the rest of the pool, then beside
-# the other presets' tests (one preset after the other, their output in $results/<preset>.test.log),
-# so that the cores are never idle while one of them waits (a link, a test's child, the last of
-# a preset's tests): tests/README.md, "Time budgets".
-early=
-sim_tests=
-if [ ${#presets[@]} -gt 1 ]; then
-    while kill -0 "$build_pid" 2>/dev/null && [ ! -f "$results/sim.built" ]; do
-        sleep 1
-    done
-    if [ -f "$results/sim.built" ]; then
-        say "[sim] built in $((SECONDS - start)) s: its tests start beside the other presets' builds"
-        early=sim
-        if ready_to_test sim; then
-            test_preset sim &
-            sim_tests=$!
-        fi
-    fi
-fi
-wait "$build_pid"
-check_builds "${presets[@]}"
-say "built in $((SECONDS - start)) s"
-for preset in "${presets[@]}"; do
-    [ "$preset" != "$early" ] && [ -f "$results/$preset.built" ] || continue
-    log=
-    [ -z "$sim_tests" ] || log="$results/$preset.test.log"
-    ready_to_test "$preset" && test_preset "$preset" $log
+    ctest --preset "$test_preset" -j "$JOBS" --output-junit "$results/$preset.xml" ||
+        failed_presets+=("$preset")
+    say "[$preset] tested in $((SECONDS - start)) s"
 done
-[ -z "$sim_tests" ] || wait "$sim_tests"
-[ -f "$results/failed" ] && mapfile -t -O ${#failed_presets[@]} failed_presets <"$results/failed"
 
 wait_for_python # where no preset reached it (the sim build failed): its failure still counts
 
