@@ -15,6 +15,7 @@ own that preloads one small module (colorsys) instead of PyTorch (CTest python.p
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -140,6 +141,12 @@ def check_all(c):
 
         said = server.stop()
         c.expect("5 tests ran" in said, f"stop counts the tests its children ran ({said!r})")
+        with open(os.path.join(tmp, "server.log")) as f:
+            log = f.read()
+        costs = re.findall(r"^cpu +[0-9]+\.[0-9] s  probe\.py (\S+)", log, re.M)
+        c.expect(sorted(costs) == ["kill", "ok", "ok", "raise", "sleep"] and
+                 log.rstrip().splitlines()[-1].startswith("cpu_seconds "),
+                 f"its log: each test's CPU time, then the total ({costs})")
         out = server.run([probe, "ok", "0"])
         got = json.loads(out.stdout) if out.stdout.startswith("{") else {}
         c.expect(out.returncode == 0 and got.get("preloaded") is False,
