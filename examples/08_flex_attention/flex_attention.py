@@ -41,7 +41,6 @@ Run:
 import math
 import os
 import sys
-import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
 from chapter_script import reference_main, require  # noqa: E402
@@ -124,7 +123,14 @@ def modification(spec, H, lq, lk, doc=None, table=None, device=None):
 
 
 def flex(q, k, v, spec, doc=None, table=None, block=128):
-    """FlexAttention (eager: works on the CPU) under spec: O and the log-sum-exp."""
+    """FlexAttention (eager: works on the CPU) under spec: O and the log-sum-exp.
+
+    Outside torch.compile, PyTorch's flex_attention traces its operator with Dynamo at every call
+    (about 0.9 s of CPU each here, whatever the size) only to run the operator's dense
+    implementation; this calls the operator directly, through PyTorch's own switch for that
+    (_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG, set for the call only): the same dense computation.
+    tests/test_flex_attention.py checks it against SDPA with an explicit mask and bias."""
+    import torch.nn.attention.flex_attention as fa
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     B, H, lq, lk = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
     mask_mod, score_mod = modification(spec, H, lq, lk, doc, table, q.device)
@@ -132,10 +138,13 @@ def flex(q, k, v, spec, doc=None, table=None, block=128):
     if mask_mod is not None:
         block_mask = create_block_mask(mask_mod, None, None, lq, lk, device=q.device,
                                        BLOCK_SIZE=block)
-    with warnings.catch_warnings():  # eager mode says it is unfused: it is meant to be here
-        warnings.simplefilter("ignore")
+    traced = fa._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG
+    fa._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = True
+    try:
         return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask,
                               return_lse=True)
+    finally:
+        fa._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = traced
 
 
 def explicit_mask_and_bias(spec, H, lq, lk, doc=None, table=None, device=None, rows=None,
