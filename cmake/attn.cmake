@@ -186,6 +186,18 @@ elseif(ATTN_SIM_CHECK)
 else()
   set(ATTN_SIM_KERNEL_FLAGS)
 endif()
+# The simulator's cuda_runtime.h precompiled once per build and variant, for every rewritten .cu
+# (GCC only: common/cudasim/CMakeLists.txt). Off in an example folder built on its own, whose few
+# kernel sources would not repay the two precompiled headers (and whose test builds share a
+# compile cache).
+get_filename_component(_attn_top "${CMAKE_SOURCE_DIR}" REALPATH)
+get_filename_component(_attn_root "${ATTN_ROOT}" REALPATH)
+if(_attn_top STREQUAL _attn_root)
+  set(_attn_pch_default ON)
+else()
+  set(_attn_pch_default OFF)
+endif()
+option(ATTN_SIM_PCH "sim backend: the simulator's cuda_runtime.h precompiled (GCC)" ${_attn_pch_default})
 # A planted copy of a kernel source (planted_copy, tests/examples/CMakeLists.txt) runs a few small
 # cases, which its bug must fail: in the plain and checked simulator builds it is compiled at -O1,
 # which for these template-heavy sources is about three times faster than -O3 with GCC and a third
@@ -240,6 +252,10 @@ function(attn_cuda_sources out backend)
       endif()
       if(flags)
         set_source_files_properties("${gen}" PROPERTIES COMPILE_OPTIONS "${flags}")
+      endif()
+      # the precompiled cuda_runtime.h it starts with (common/cudasim/CMakeLists.txt)
+      if(ATTN_SIM_PCH_FILES)
+        set_source_files_properties("${gen}" PROPERTIES OBJECT_DEPENDS "${ATTN_SIM_PCH_FILES}")
       endif()
       list(APPEND result "${gen}")
     else()

@@ -507,6 +507,12 @@ class Build:
                     self._command = [os.path.join(where, args[n]) if n > 0 and
                                      args[n - 1] == "--options-file" else a
                                      for n, a in enumerate(args)]
+                    # without the build's precompiled cuda_runtime.h (ATTN_SIM_PCH,
+                    # common/cudasim/CMakeLists.txt): a compile reads the chapter's sources only
+                    # (foreign_includes), and the sandbox has no build folder
+                    self._command = [a for a in self._command
+                                     if not (a.startswith("-I") and a.rstrip("/").endswith(
+                                         os.sep + "cudasim_pch"))]
                     break
             if self._command is None:
                 raise UsageError(f"{self.info['compile_commands']} has no compile command of "
