@@ -507,12 +507,6 @@ class Build:
                     self._command = [os.path.join(where, args[n]) if n > 0 and
                                      args[n - 1] == "--options-file" else a
                                      for n, a in enumerate(args)]
-                    # without the build's precompiled cuda_runtime.h (ATTN_SIM_PCH,
-                    # common/cudasim/CMakeLists.txt): a compile reads the chapter's sources only
-                    # (foreign_includes), and the sandbox has no build folder
-                    self._command = [a for a in self._command
-                                     if not (a.startswith("-I") and a.rstrip("/").endswith(
-                                         os.sep + "cudasim_pch"))]
                     break
             if self._command is None:
                 raise UsageError(f"{self.info['compile_commands']} has no compile command of "
@@ -659,14 +653,25 @@ class Build:
         return tuple(programs), warnings_of(lines, name)
 
 
+def pch_dir(build_dir):
+    """The build's precompiled cuda_runtime.h (its folder: the .gch files and a copy of the
+    header; ATTN_SIM_PCH, common/cudasim/CMakeLists.txt), which the submission's compile command
+    names like the skeleton's (-I, first), or None where the build has none (clang, a GPU)."""
+    d = os.path.join(os.path.realpath(build_dir), "cudasim_pch")
+    return d if os.path.isdir(os.path.join(d, "cuda_runtime.h.gch")) else None
+
+
 def compile_binds(build, cmd):
     """What a compile needs to see (the sandbox's root holds nothing else): the exercise
-    folder, the harness's public headers, cudasim's headers, the device helpers, the rewriter,
-    and on a GPU the CUDA toolkit; the system directories come with every sandbox."""
+    folder, the harness's public headers, cudasim's headers and their precompiled form, the
+    device helpers, the rewriter, and on a GPU the CUDA toolkit; the system directories come with
+    every sandbox."""
     roots = {os.path.realpath(ROOT), source_dir_of(build.build_dir)}
     binds = [os.path.join(r, d) for r in roots for d in (
         os.path.join("exercises", build.spec["exercise"]), "common/include",
         "common/cudasim/include", "common/device")]
+    if pch_dir(build.build_dir):
+        binds.append(pch_dir(build.build_dir))
     for tool in (build.info.get("rewriter"), cmd[0], build.info["ar"]):
         if tool and os.path.isabs(tool) and not tool.startswith(SYSTEM_DIRS):
             binds.append(tool)
@@ -859,13 +864,16 @@ def cuda_root(build_dir):
 
 def foreign_includes(build_dir, spec, backend, depfile):
     """The files the submission's compile read (the compiler's dependency file: g++ on the
-    simulator, nvcc on a GPU) outside the exercise folder, the public headers, the CUDA toolkit
-    and the system: e.g. the solution, or its translation unit generated in the build tree. A
-    missing dependency file refuses the submission (the check cannot be made)."""
+    simulator, nvcc on a GPU) outside the exercise folder, the public headers (the copy of
+    cuda_runtime.h beside the build's precompiled one among them), the CUDA toolkit and the
+    system: e.g. the solution, or its translation unit generated in the build tree. A missing
+    dependency file refuses the submission (the check cannot be made)."""
     roots = {os.path.realpath(ROOT), source_dir_of(build_dir)}  # the build: maybe another copy
     allowed = ["/usr/"] + [os.path.join(root, d, "") for root in roots for d in (
         os.path.join("exercises", spec["exercise"]), "common/include", "common/cudasim/include",
         "common/device")]
+    if pch_dir(build_dir):
+        allowed.append(os.path.join(pch_dir(build_dir), ""))
     if cuda_root(build_dir):
         allowed.append(cuda_root(build_dir))
     text = read_own(depfile)
