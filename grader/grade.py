@@ -670,8 +670,9 @@ def compile_binds(build, cmd):
     binds = [os.path.join(r, d) for r in roots for d in (
         os.path.join("exercises", build.spec["exercise"]), "common/include",
         "common/cudasim/include", "common/device")]
-    if pch_dir(build.build_dir):
-        binds.append(pch_dir(build.build_dir))
+    pch = pch_dir(build.build_dir)
+    if pch:
+        binds.append(pch)
     for tool in (build.info.get("rewriter"), cmd[0], build.info["ar"]):
         if tool and os.path.isabs(tool) and not tool.startswith(SYSTEM_DIRS):
             binds.append(tool)
@@ -872,8 +873,9 @@ def foreign_includes(build_dir, spec, backend, depfile):
     allowed = ["/usr/"] + [os.path.join(root, d, "") for root in roots for d in (
         os.path.join("exercises", spec["exercise"]), "common/include", "common/cudasim/include",
         "common/device")]
-    if pch_dir(build_dir):
-        allowed.append(os.path.join(pch_dir(build_dir), ""))
+    pch = pch_dir(build_dir)
+    if pch:
+        allowed.append(os.path.join(pch, ""))
     if cuda_root(build_dir):
         allowed.append(cuda_root(build_dir))
     text = read_own(depfile)
