@@ -107,7 +107,7 @@ void profile_observer::flat_map::clear() {
 
 // (thread or warp, code address, op, space) in one nonzero word, exactly: a thread index is
 // below 1024 (11 bits are left above a code address of this process, which is below 2^48).
-static inline uint64_t site_key(const void *pc, access_op op, mem_space space, uint32_t who) {
+static inline uint64_t access_key(const void *pc, access_op op, mem_space space, uint32_t who) {
     return ((uint64_t)who << 53 | (uint64_t)(uintptr_t)pc << 5 | (uint64_t)op << 2 |
             (uint64_t)space) +
            1;
@@ -175,10 +175,11 @@ void profile_observer::access(const access_event &e) {
         b.block = e.block;
     }
     bool fresh = false;
-    uint64_t &arrivals = b.occurrences.at(site_key(e.pc, e.op, e.space, e.thread), 0, &fresh);
+    uint64_t &arrivals = b.occurrences.at(access_key(e.pc, e.op, e.space, e.thread), 0, &fresh);
     uint32_t warp = e.thread / 32;
     if (fresh) { // the lane's first arrival here: find (or open) its warp's stream
-        uint64_t si = b.stream_of.at(site_key(e.pc, e.op, e.space, warp), b.streams.size(), &fresh);
+        uint64_t si =
+            b.stream_of.at(access_key(e.pc, e.op, e.space, warp), b.streams.size(), &fresh);
         if (fresh) {
             b.streams.emplace_back();
             warp_stream &s = b.streams.back();
