@@ -65,7 +65,9 @@ def draw(plt, key, recs, out_dir):
     fig.suptitle(f"{title} — {sample['device']} (commit {sample.get('commit', '?')}, "
                  f"{str(sample.get('date', '?'))[:10]})")
     simulator_warning(fig, recs)
-    fig.tight_layout(rect=(0, 0.03, 1, 0.95))
+    # Fixed margins, not tight_layout(): measuring every label's extent took 40 % of the
+    # script's time (19 figures: 9.8 s of CPU with it, 5.6 s without), for the same figure.
+    fig.subplots_adjust(left=0.05, right=0.99, bottom=0.14, top=0.88, wspace=0.25)
     return save(plt, fig, out_dir, name)
 
 
@@ -113,7 +115,7 @@ def draw_sparse(plt, recs, out_dir):
     ax.set_title(f"Example 04, sparse patterns — {sample['device']}\n(commit "
                  f"{sample.get('commit', '?')}, {str(sample.get('date', '?'))[:10]})", fontsize=10)
     simulator_warning(fig, recs)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.subplots_adjust(left=0.12, right=0.97, bottom=0.12, top=0.9)  # fixed: see draw()
     return save(plt, fig, out_dir, "sparse_speedup")
 
 
