@@ -275,7 +275,7 @@ def main(argv=None):
         return 2
     prompt = ids[args.start:args.start + args.prompt]
     truth = ids[args.start + args.prompt:args.start + args.prompt + args.new]
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
+    torch.set_num_threads(smollm.threads())
     sim = lib.backend == "sim"
     print(f"SmolLM2-135M, {args.text} tokens {args.start}..{args.start + args.prompt - 1} as the "
           f"prompt, {args.new} new tokens, greedy; cache {args.dtype}, pages of "

@@ -310,5 +310,11 @@ def tokenizer(path=None, cached=True):
     return tok
 
 
+def threads():
+    """PyTorch's threads for a run of the model: OMP_NUM_THREADS where it is set (1 under CTest,
+    which already runs a test per core: tests/README.md, "One thread per test"), else 2."""
+    return int(os.environ.get("OMP_NUM_THREADS", "2"))
+
+
 def perplexity(nll):
     return math.exp(float(torch.as_tensor(nll).double().mean()))

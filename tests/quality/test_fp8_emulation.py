@@ -73,7 +73,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lib", required=True, help="libdecode_attn_<backend>.so")
     args = ap.parse_args()
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
+    torch.set_num_threads(smollm.threads())
     lib = decode_kernels.DecodeKernels(args.lib)
     model, tok = smollm.load(), smollm.tokenizer()
     ids = tok.encode(texts.austen("Pride & Prejudice")).ids[START:START + TOKENS]

@@ -5,7 +5,6 @@ tokenizer round-trip, the dense perplexity of a short fixed window against its r
 and the pluggable attention (a pattern that keeps every causal key and a top-k with k >= L equal
 dense attention; dense attention's recall is 1).
 Exit 0 when every check passes, 1 otherwise."""
-import os
 import sys
 
 import numpy as np
@@ -25,8 +24,7 @@ WINDOW = (1000, 1128)
 
 
 def main():
-    # one thread under CTest (OMP_NUM_THREADS=1: tests/README.md, "One thread per test")
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
+    torch.set_num_threads(smollm.threads())
     meta, raw = smollm.read_gguf(cached=False)
     kept_meta, kept = smollm.read_gguf()  # what smollm.CACHE keeps for every other process
 

@@ -22,6 +22,7 @@ import tempfile
 import types
 
 import recompute
+import smollm
 from checks import check, finish, rejects
 
 
@@ -29,7 +30,7 @@ def run(*args):
     """recompute.main(args) in this process: (returncode, stdout, stderr) as a run's."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = recompute.main(list(args) + ["--threads", os.environ.get("OMP_NUM_THREADS", "2")])
+        rc = recompute.main(list(args) + ["--threads", str(smollm.threads())])
     return types.SimpleNamespace(returncode=rc, stdout=out.getvalue(), stderr=err.getvalue())
 
 

@@ -36,8 +36,7 @@ import smollm  # noqa: E402
 import texts  # noqa: E402
 
 LIB = sys.argv[1] if len(sys.argv) > 1 else None
-# one thread under CTest (OMP_NUM_THREADS=1: tests/README.md, "One thread per test")
-torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
+torch.set_num_threads(smollm.threads())
 model, tok = smollm.load(), smollm.tokenizer()
 prompt = tok.encode(texts.austen("Pride & Prejudice")).ids[2000:2064]
 lib = decode_kernels.DecodeKernels.find(LIB)
